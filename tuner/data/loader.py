@@ -1,0 +1,61 @@
+"""DataLoader built from the trial's loader knobs, seeded, and safe to combine with the training's threads."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from tuner.config import Params
+from tuner.device import Device
+from tuner.errors import ConfigError
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """One compute thread per worker (workers must not oversubscribe the training's cores); seed numpy/random.
+
+    torch already gives each worker the seed base_seed + worker_id (base_seed drawn from the loader's
+    generator), so deriving numpy's and random's seeds from it makes augmentations reproducible per seed.
+    """
+    torch.set_num_threads(1)
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def make_loader(
+    dataset: Dataset,
+    params: Params,
+    device: Device,
+    *,
+    shuffle: bool = True,
+    drop_last: bool = True,
+    seed: int = 0,
+) -> DataLoader:
+    """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
+    device.check_pin_memory(params.pin_memory)
+    n = len(dataset)  # type: ignore[arg-type]
+    if drop_last and n < params.batch_size:
+        raise ConfigError(
+            f"batch_size {params.batch_size} is larger than the dataset ({n} items), so no full batch exists; "
+            f"lower batch_size to at most {n}"
+        )
+    kwargs: dict[str, Any] = {}
+    if params.num_workers > 0:  # DataLoader refuses these with 0 workers; config refuses them too
+        kwargs["worker_init_fn"] = worker_init_fn
+        kwargs["persistent_workers"] = params.persistent_workers
+        if params.prefetch_factor is not None:
+            kwargs["prefetch_factor"] = params.prefetch_factor
+    return DataLoader(
+        dataset,
+        batch_size=params.batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        num_workers=params.num_workers,
+        pin_memory=params.pin_memory,
+        generator=torch.Generator().manual_seed(seed),
+        **kwargs,
+    )
