@@ -34,6 +34,7 @@ def make_loader(
     shuffle: bool = True,
     drop_last: bool = True,
     seed: int = 0,
+    sampler: Any = None,
 ) -> DataLoader:
     """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
     device.check_pin_memory(params.pin_memory)
@@ -52,7 +53,8 @@ def make_loader(
     return DataLoader(
         dataset,
         batch_size=params.batch_size,
-        shuffle=shuffle,
+        shuffle=shuffle and sampler is None,
+        sampler=sampler,  # a DistributedSampler under DDP shards and shuffles itself
         drop_last=drop_last,
         num_workers=params.num_workers,
         pin_memory=params.pin_memory,
