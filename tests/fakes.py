@@ -1,0 +1,34 @@
+"""Test doubles shared by several test modules."""
+
+from __future__ import annotations
+
+import torch
+
+from tuner.device import Device
+
+
+class FakeCudaDevice(Device):
+    """Computes on the CPU but takes every CUDA-only branch: pin_memory allowed, sync counted, fp16 scaler on.
+
+    What only a real GPU can confirm: that torch.cuda.synchronize makes the clock honest, that pinned memory and
+    non_blocking copies overlap with compute, and fp16/bf16 speed and numerics on the hardware.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("cuda", torch.device("cpu"), "fake GPU")
+
+    def supported_precisions(self) -> list[str]:
+        return ["fp32", "fp16", "bf16"]
+
+
+class FakeClock:
+    """A clock that advances only when told: deterministic timing tests."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt

@@ -1,0 +1,58 @@
+import pytest
+
+from tuner.config import Params, load_config, parse_config
+from tuner.errors import ConfigError
+
+
+def write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_example_config_from_the_docs_loads(tmp_path):
+    cfg = load_config(write(tmp_path, """
+workload: gan
+dataset: digits
+budget: {seconds: 20}
+params: {batch_size: 64, accumulation_steps: 1, num_workers: 0, precision: fp32, beta1: 0.5, beta2: 0.999}
+"""))
+    assert cfg.workload == "gan" and cfg.budget.seconds == 20 and cfg.params.batch_size == 64
+    assert cfg.params.effective_batch == 64
+
+
+@pytest.mark.parametrize("text, key", [
+    ("workload: gan\nparams: {batch_sise: 3}\n", "params.batch_sise"),
+    ("workload: gan\nparams: {batch_size: many}\n", "params.batch_size"),
+    ("workload: gan\nparams: {batch_size: 0}\n", "params.batch_size"),
+    ("workload: rnn\n", "workload"),
+    ("params: {precision: fp8}\n", "params.precision"),
+    ("params: {prefetch_factor: 4}\n", "params"),
+    ("params: {persistent_workers: true}\n", "params"),
+    ("budget: {seconds: 3, samples: 5}\n", "budget"),
+    ("budget: {seconds: -1}\n", "budget.seconds"),
+    ("colour: red\n", "colour"),
+])
+def test_bad_values_name_the_file_and_the_key(tmp_path, text, key):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: {key}:"), msg
+    assert "\n" not in msg
+
+
+def test_prefetch_without_workers_says_how_to_fix():
+    with pytest.raises(ConfigError, match="prefetch_factor needs num_workers > 0"):
+        parse_config({"params": {"prefetch_factor": 2}})
+
+
+def test_malformed_yaml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_config(write(tmp_path, "params: {batch_size: [\n"))
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_prefetch_with_workers_is_fine():
+    assert Params(num_workers=2, prefetch_factor=4, persistent_workers=True).prefetch_factor == 4

@@ -1,0 +1,42 @@
+import pytest
+import torch
+
+from tuner.device import Device, resolve_device
+from tuner.errors import DeviceError
+from fakes import FakeCudaDevice
+
+
+def test_cuda_asked_for_without_gpu_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match="no CUDA GPU; use device: cpu"):
+        resolve_device("cuda")
+    assert resolve_device("auto").kind == "cpu"
+
+
+def test_pin_memory_refused_on_cpu_allowed_on_cuda():
+    with pytest.raises(DeviceError, match="pin_memory needs a CUDA device"):
+        Device("cpu", torch.device("cpu")).check_pin_memory(True)
+    FakeCudaDevice().check_pin_memory(True)
+
+
+def test_grad_scaler_only_for_fp16():
+    dev = FakeCudaDevice()
+    assert dev.grad_scaler("fp16").is_enabled()
+    assert not dev.grad_scaler("bf16").is_enabled()
+    assert not dev.grad_scaler("fp32").is_enabled()
+
+
+def test_unsupported_precision_is_refused_not_changed(monkeypatch):
+    dev = Device("cuda", torch.device("cpu"), "old GPU")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    with pytest.raises(DeviceError, match="precision bf16 is not supported on cuda"):
+        dev.check_precision("bf16")
+
+
+def test_autocast_casts_matmuls_to_the_asked_dtype():
+    dev = Device("cpu", torch.device("cpu"))
+    lin = torch.nn.Linear(4, 4)
+    with dev.autocast("bf16"):
+        assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
+    with dev.autocast("fp32"):
+        assert lin(torch.randn(2, 4)).dtype == torch.float32

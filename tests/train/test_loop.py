@@ -1,0 +1,100 @@
+"""The measured loop: warm-up exclusion, window count, budgets, divergence, clock reads after a sync."""
+
+import itertools
+import math
+
+import torch
+
+from tuner.config import Budget, Measure
+from tuner.device import Device
+from tuner.train.loop import run_loop
+from fakes import FakeClock, FakeCudaDevice
+
+
+class FakeStep:
+    """Each step consumes `batch` samples and advances the clock by a per-step duration."""
+
+    def __init__(self, clock, durations, batch=10, losses=None):
+        self.clock, self.durations, self.batch = clock, iter(durations), batch
+        self.losses = losses
+        self.calls = 0
+
+    def __call__(self, batches):
+        next(batches)
+        self.clock.advance(next(self.durations))
+        self.calls += 1
+        return self.batch
+
+    def pop_mean_loss(self):
+        return self.losses(self.calls) if self.losses else 1.0
+
+
+def run(step, clock, budget, measure, device=None, **kw):
+    return run_loop(step, itertools.repeat(None), budget=budget, measure=measure,
+                    device=device or Device("cpu", torch.device("cpu")), clock=clock, **kw)
+
+
+def test_slow_warmup_steps_do_not_move_the_median():
+    clock = FakeClock()
+    slow_first = [5.0] * 3 + [0.01] * 10_000  # 3 pathological first steps, then 1000 samples/s
+    res = run(FakeStep(clock, slow_first), clock, Budget(samples=2030), Measure(warmup_steps=3, windows=5))
+    rates = [w.throughput for w in res.windows]
+    assert len(rates) == 5
+    assert all(math.isclose(r, 1000.0) for r in rates)
+    # Without warm-up the first window absorbs the slow steps.
+    clock = FakeClock()
+    res = run(FakeStep(clock, slow_first), clock, Budget(samples=2000), Measure(warmup_steps=0, windows=5))
+    assert res.windows[0].throughput < 100
+
+
+def test_samples_budget_is_spent_and_counted_once():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(0.01)), clock, Budget(samples=1000), Measure(warmup_steps=2, windows=4))
+    assert res.samples >= 1000 and res.samples < 1000 + 4 * 10
+    assert sum(w.samples for w in res.windows) == res.samples - 20
+
+
+def test_seconds_budget_covers_warmup_and_windows():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(0.1)), clock, Budget(seconds=10), Measure(warmup_steps=5, windows=5))
+    assert len(res.windows) == 5
+    assert 10 <= res.seconds <= 10.6
+    assert all(math.isclose(w.seconds, 1.9, abs_tol=0.11) for w in res.windows)
+
+
+def test_every_clock_read_follows_a_device_sync():
+    clock, dev = FakeClock(), FakeCudaDevice()
+    reads = []
+    syncs_at_read = []
+    original = dev.synchronize
+
+    def counting_clock():
+        reads.append(clock())
+        return clock()
+
+    def sync():
+        original()
+        syncs_at_read.append(len(reads))
+
+    dev.synchronize = sync
+    run_loop(FakeStep(clock, itertools.repeat(0.01)), itertools.repeat(None), budget=Budget(samples=500),
+             measure=Measure(warmup_steps=1, windows=5), device=dev, clock=clock)
+    # Timer: one start and one close per window, each a sync then a read.
+    assert dev.sync_calls == 10
+
+
+def test_non_finite_loss_stops_the_run_as_diverged():
+    clock = FakeClock()
+    step = FakeStep(clock, itertools.repeat(0.01), losses=lambda calls: float("nan") if calls > 20 else 1.0)
+    res = run(step, clock, Budget(samples=10_000), Measure(warmup_steps=1, windows=10))
+    assert res.diverged
+    assert len(res.windows) < 10
+
+
+def test_wall_limit_caps_a_slow_config_but_keeps_its_throughput():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(1.0)), clock, Budget(samples=100_000),
+              Measure(warmup_steps=1, windows=5), wall_limit_s=30)
+    assert res.capped
+    assert res.seconds <= 31
+    assert res.windows and all(math.isclose(w.throughput, 10.0) for w in res.windows)

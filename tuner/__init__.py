@@ -1,0 +1,3 @@
+"""tuner: find PyTorch training settings that train fast without training worse."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,123 @@
+"""The device a trial runs on, as one object the training loop asks instead of branching on CUDA.
+
+Everything CUDA-specific (synchronize before reading clocks, pin_memory, GradScaler for fp16, peak memory) lives
+behind this object, so the logic is exercised on the CPU in tests with a fake that pretends to be CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tuner.errors import DeviceError
+
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass
+class Device:
+    """A torch device plus the few decisions that depend on its kind."""
+
+    kind: str  # "cpu" or "cuda": what the code paths branch on
+    torch_device: torch.device
+    name: str = ""
+    sync_calls: int = field(default=0, repr=False)
+    _cpu_peak_mb: float = field(default=0.0, repr=False)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    # --- precision -------------------------------------------------------------------------------------
+    def supported_precisions(self) -> list[str]:
+        if self.is_cuda:
+            out = ["fp32", "fp16"]
+            if torch.cuda.is_bf16_supported():
+                out.append("bf16")
+            return out
+        return ["fp32", "bf16", "fp16"]  # torch's CPU autocast runs both (slowly without hardware support)
+
+    def check_precision(self, precision: str) -> None:
+        if precision not in self.supported_precisions():
+            raise DeviceError(
+                f"precision {precision} is not supported on {self.describe()}; "
+                f"use one of {', '.join(self.supported_precisions())}"
+            )
+
+    def autocast(self, precision: str) -> contextlib.AbstractContextManager[Any]:
+        """Autocast context for the forward pass; fp32 is a no-op so the loop has no precision branches."""
+        if precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.torch_device.type, dtype=_DTYPES[precision])
+
+    def grad_scaler(self, precision: str) -> torch.amp.GradScaler:
+        """GradScaler only for fp16 (bf16 has fp32's exponent range and needs none)."""
+        return torch.amp.GradScaler(self.torch_device.type, enabled=precision == "fp16")
+
+    # --- loader ----------------------------------------------------------------------------------------
+    def check_pin_memory(self, pin_memory: bool) -> None:
+        if pin_memory and not self.is_cuda:
+            raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
+
+    # --- timing and memory -----------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait for queued kernels, so a clock read measures work done, not work launched."""
+        self.sync_calls += 1
+        if self.torch_device.type == "cuda":
+            torch.cuda.synchronize(self.torch_device)
+
+    def reset_peak_memory(self) -> None:
+        self._cpu_peak_mb = 0.0
+        if self.torch_device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.torch_device)
+
+    def sample_memory(self) -> None:
+        """CPU: note the current RSS of this process and its DataLoader workers (called at window ends).
+
+        ru_maxrss would be simpler but never resets, so a reused Ray actor would report its lifetime peak."""
+        if self.torch_device.type != "cuda":
+            import psutil
+
+            proc = psutil.Process()
+            rss = proc.memory_info().rss
+            for child in proc.children(recursive=True):
+                try:
+                    rss += child.memory_info().rss
+                except psutil.Error:
+                    pass
+            self._cpu_peak_mb = max(self._cpu_peak_mb, rss / 2**20)
+
+    def peak_memory_mb(self) -> float:
+        """CUDA: max memory allocated by tensors. CPU: max sampled RSS of the process and its loader workers."""
+        if self.torch_device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.torch_device) / 2**20
+        self.sample_memory()
+        return self._cpu_peak_mb
+
+    def free_memory(self) -> None:
+        if self.torch_device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def describe(self) -> str:
+        return f"{self.kind} ({self.name})" if self.name else self.kind
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def resolve_device(spec: str = "auto") -> Device:
+    """auto -> cuda if there is one, else cpu. Asking for cuda without a GPU is a user error."""
+    if spec not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"unknown device {spec!r}; use auto, cpu or cuda")
+    if spec == "cuda" or (spec == "auto" and cuda_available()):
+        if not cuda_available():
+            raise DeviceError("device cuda asked for, but this machine has no CUDA GPU; use device: cpu or auto")
+        idx = torch.cuda.current_device()
+        return Device("cuda", torch.device("cuda", idx), torch.cuda.get_device_name(idx))
+    import platform
+
+    return Device("cpu", torch.device("cpu"), platform.processor() or platform.machine())

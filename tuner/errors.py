@@ -1,0 +1,39 @@
+"""One exception root for everything tuner refuses or cannot do.
+
+The CLI maps these to exit codes in one place (`tuner.cli.main`): user errors (bad input, a study that
+already exists, a GPU asked for where there is none) exit 2 with one line on stderr; nothing else should.
+"""
+
+from __future__ import annotations
+
+
+class TunerError(Exception):
+    """Root of tuner's errors. `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class UserError(TunerError):
+    """Bad input that the user can fix: the message says what is wrong and how to fix it."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A config or space file that is malformed, or a key with a wrong type or value."""
+
+
+class DatasetError(UserError):
+    """A dataset spec that names something missing or malformed."""
+
+
+class DeviceError(UserError):
+    """A device or precision asked for that this machine does not have."""
+
+
+class StudyError(UserError):
+    """A study that already exists (without --resume), is unknown, or has no usable trial."""
+
+
+class WeightsError(UserError):
+    """Feature-extractor weights (e.g. Inception for FID) that are not on disk."""

@@ -1,0 +1,1 @@
+"""Measuring trials: timing (throughput) and quality (FID, validation loss)."""

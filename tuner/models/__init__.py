@@ -1,0 +1,6 @@
+"""The two workloads' networks: a DCGAN and a small CNN classifier, both sized from explicit arguments."""
+
+from tuner.models.cnn import SmallCNN
+from tuner.models.dcgan import Discriminator, Generator
+
+__all__ = ["Discriminator", "Generator", "SmallCNN"]

@@ -1,0 +1,1 @@
+"""Reading a study back: trial records, trials.csv, reports (table/json/html) and the best-config export."""

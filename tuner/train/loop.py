@@ -1,0 +1,112 @@
+"""The budgeted, measured training loop shared by both workloads.
+
+warm-up steps (untimed) -> timed windows until the budget (seconds or samples) is spent. The clock is read at
+window ends only (after a device sync), and the loss is read there too, which is where divergence is detected.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tuner.config import Budget, Measure
+from tuner.device import Device
+from tuner.measure.timing import Clock, WaitMeter, Window, WindowTimer
+
+
+class Step(Protocol):
+    def __call__(self, batches: Iterator[Any]) -> int: ...
+    def pop_mean_loss(self) -> float: ...
+
+
+@dataclass
+class LoopResult:
+    windows: list[Window]
+    samples: int = 0  # all samples, warm-up included
+    steps: int = 0
+    seconds: float = 0.0  # wall time of the whole loop, warm-up included
+    diverged: bool = False
+    capped: bool = False
+    loss_curve: list[list[float]] = field(default_factory=list)
+
+
+def forever(loader: Any, set_epoch: Callable[[int], None] | None = None) -> Iterator[Any]:
+    """Endless batches across epochs (a DistributedSampler needs set_epoch for a new shuffle each epoch)."""
+    epoch = 0
+    while True:
+        if set_epoch is not None:
+            set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def run_loop(
+    step: Step,
+    batches: Iterator[Any],
+    *,
+    budget: Budget,
+    measure: Measure,
+    device: Device,
+    wall_limit_s: float | None = None,
+    clock: Clock = time.perf_counter,
+    on_window: Callable[[dict[str, Any]], None] | None = None,
+) -> LoopResult:
+    meter = WaitMeter(batches, clock)
+    timer = WindowTimer(device, meter, clock)
+    res = LoopResult(windows=timer.windows)
+    start = clock()
+
+    def over_wall() -> bool:
+        return wall_limit_s is not None and clock() - start >= wall_limit_s
+
+    for _ in range(measure.warmup_steps):
+        res.samples += step(meter)
+        res.steps += 1
+        if over_wall():
+            break
+    if measure.warmup_steps and not math.isfinite(step.pop_mean_loss()):
+        res.diverged = True
+        res.seconds = clock() - start
+        return res
+
+    # Split what is left of the budget into equal windows.
+    if budget.seconds is not None:
+        window_s = max(budget.seconds - (clock() - start), 0.0) / measure.windows
+        window_done = lambda w_start: clock() - w_start >= window_s  # noqa: E731 - host clock, no sync
+    else:
+        left = max(budget.samples - res.samples, measure.windows)
+        window_n = math.ceil(left / measure.windows)
+        window_done = lambda w_start: timer.open_samples >= window_n  # noqa: E731
+
+    for _ in range(measure.windows):
+        timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
+        w_start = clock()
+        while True:
+            n = step(meter)
+            timer.add(n)
+            res.samples += n
+            res.steps += 1
+            if window_done(w_start):
+                break
+            if over_wall():
+                res.capped = True
+                break
+        timer.close()
+        device.sample_memory()
+        loss = step.pop_mean_loss()
+        res.loss_curve.append([res.samples, loss])
+        if not math.isfinite(loss):
+            res.diverged = True
+            break
+        if on_window is not None:
+            w = timer.windows[-1]
+            on_window({"window": len(timer.windows), "throughput": w.throughput, "train_loss": loss,
+                       "samples": res.samples})
+        if res.capped or over_wall():
+            res.capped = res.capped or len(timer.windows) < measure.windows
+            break
+    res.seconds = clock() - start
+    return res
