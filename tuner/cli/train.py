@@ -23,7 +23,7 @@ def train(
 ) -> None:
     """Train one configuration and measure throughput (median of timed windows) and quality."""
     from tuner.config import load_config
-    from tuner.train import run_trial
+    from tuner.train import preflight, run_trial
 
     cfg = load_config(config)
     if budget_seconds is not None and budget_samples is not None:
@@ -34,13 +34,7 @@ def train(
         cfg.budget = type(cfg.budget)(seconds=budget_seconds, samples=budget_samples)
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
-    if cfg.quality.fid_features == "inception" and cfg.workload == "gan":
-        from tuner.measure.quality import check_fid_weights
-
-        check_fid_weights(cfg.quality)
-    from tuner.data import check_dataset
-
-    check_dataset(cfg.dataset)
+    device = preflight(cfg)
     out = out_dir or reports_dir / "train"
     out.mkdir(parents=True, exist_ok=True)
 
@@ -51,7 +45,7 @@ def train(
                   file=sys.stderr)
         budget = f"{cfg.budget.seconds:g} s" if cfg.budget.seconds else f"{cfg.budget.samples} samples"
         print(f"training {cfg.workload} on {cfg.dataset} for {budget} ...", file=sys.stderr)
-    result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, on_window=progress)
+    result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device, on_window=progress)
     data = result.to_dict()
     if as_json:
         print(json.dumps(data, default=str))

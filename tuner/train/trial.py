@@ -42,6 +42,21 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
 
 
+def preflight(cfg: TrialConfig) -> Device:
+    """Refuse what would fail later, before any work starts: device, precision, pin_memory, dataset, FID weights."""
+    from tuner.data import check_dataset
+
+    device = resolve_device(cfg.params.device)
+    device.check_precision(cfg.params.precision)
+    device.check_pin_memory(cfg.params.pin_memory)
+    check_dataset(cfg.dataset)
+    if cfg.workload == "gan" and cfg.quality.enabled and cfg.quality.fid_features == "inception":
+        from tuner.measure.quality import check_fid_weights
+
+        check_fid_weights(cfg.quality)
+    return device
+
+
 def run_trial(
     cfg: TrialConfig,
     *,
@@ -98,7 +113,7 @@ def run_trial(
         result.state, result.error = "oom", _error_line(err)
         result.train_seconds = time.perf_counter() - t0
         result.peak_mem_mb = device.peak_memory_mb()
-        del step, models, batches, loader
+        del step, models, err  # drop every reference to the big tensors before emptying the cache
         gc.collect()
         device.free_memory()
         return result

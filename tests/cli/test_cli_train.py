@@ -1,0 +1,69 @@
+"""`tuner train` as a user runs it: JSON on stdout, one-line errors with exit 2, exit 3 for a failed run."""
+
+import json
+
+import pytest
+
+from tuner.cli import main
+
+
+def write(tmp_path, text):
+    p = tmp_path / "run.yaml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """
+workload: cnn
+dataset: synthetic
+image_size: 16
+budget: {samples: 96}
+params: {batch_size: 8, accumulation_steps: 2, num_workers: 0, precision: fp32, beta1: 0.5, beta2: 0.999}
+measure: {warmup_steps: 1, windows: 2}
+quality: {enabled: false}
+"""
+
+
+def test_json_is_exactly_one_object_with_the_documented_keys(tmp_path, capsys):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    data = json.loads(out)  # fails if anything else was printed on stdout
+    for key in ("state", "throughput", "throughput_spread", "data_wait", "peak_mem_mb", "train_seconds", "samples"):
+        assert key in data
+    assert data["state"] == "complete" and data["samples"] >= 96
+
+
+def test_budget_override_from_the_command_line(tmp_path, capsys):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--budget-samples", "160",
+               "--reports-dir", str(tmp_path / "r")])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["samples"] >= 160
+
+
+def test_readable_summary_by_default(tmp_path, capsys):
+    assert main(["train", "--config", str(write(tmp_path, GOOD)), "--reports-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "throughput" in out and "samples/s" in out
+
+
+@pytest.mark.parametrize("text, needle", [
+    (GOOD.replace("num_workers: 0,", "num_workers: 0, prefetch_factor: 2,"), "prefetch_factor needs num_workers > 0"),
+    (GOOD.replace("precision: fp32", "precision: fp8"), "params.precision"),
+    (GOOD.replace("batch_size: 8", "batch_size: -1"), "params.batch_size"),
+    (GOOD + "extra_key: 1\n", "extra_key: unknown key"),
+    (GOOD.replace("synthetic", "mnist:/no/such/dir"), "/no/such/dir"),
+    (GOOD.replace("num_workers: 0,", "num_workers: 0, pin_memory: true,"), "pin_memory needs a CUDA device"),
+    (GOOD + "params: {device: cuda}\n", "no CUDA GPU"),
+])
+def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, text, needle):
+    path = write(tmp_path, text)
+    rc = main(["train", "--config", str(path), "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_two_budget_overrides_are_refused(tmp_path, capsys):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", "1", "--budget-samples", "5"])
+    assert rc == 2 and "at most one of" in capsys.readouterr().err

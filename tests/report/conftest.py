@@ -1,0 +1,115 @@
+"""A fake but realistic study on disk, written the way `tuner search` writes one (study.json + trial records)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tuner.config import Budget, Params, TrialConfig, dump_config
+from tuner.report.trials import record_trial, trial_dir, write_study_meta
+
+SEARCHED = ["batch_size", "num_workers", "precision", "beta1"]
+
+
+def _png(path: Path, shade: int) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img = Image.new("L", (34, 34), color=shade)
+    for i in range(0, 34, 3):
+        img.putpixel((i, i), 255 - shade)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    path.write_bytes(buf.getvalue())
+
+
+def _record(study_dir: Path, n: int, state: str, params: dict[str, Any], *, throughput: float | None = None,
+            fid: float | None = None, data_wait: float | None = 0.05, error: str | None = None,
+            grid: str | None = None) -> dict[str, Any]:
+    p = Params(batch_size=params["batch_size"], num_workers=params["num_workers"], precision=params["precision"],
+               beta1=params["beta1"], prefetch_factor=2 if params["num_workers"] else None,
+               persistent_workers=bool(params["num_workers"]), device="cpu")
+    cfg = TrialConfig(workload="gan", dataset="digits", budget=Budget(seconds=5), params=p)
+    rec: dict[str, Any] = {
+        "trial": n, "state": state, "error": error, "params": params, "config": dump_config(cfg),
+        "throughput": throughput, "throughput_spread": 0.04 if throughput else None,
+        "windows": [throughput * f for f in (0.97, 1.0, 1.02, 0.99, 1.01)] if throughput else [],
+        "data_wait": data_wait if throughput else None, "peak_mem_mb": 812.5 + 10 * n,
+        "train_seconds": 5.2 if state == "complete" else 1.1, "samples": 3200, "steps": 50, "capped": False,
+        "loss_curve": [[640 * (i + 1), 1.4 - 0.1 * i] for i in range(5)] if throughput else [],
+        "device": "cpu (x86_64)", "sample_grid": None,
+        "started": f"2026-11-22T10:{n:02d}:00+00:00", "ended": f"2026-11-22T10:{n:02d}:30+00:00",
+    }
+    if state == "complete":
+        rec.update({"fid": fid, "fid_features": "classifier", "fid_samples": 256, "quality_seconds": 1.5})
+    if grid == "relative":
+        _png(trial_dir(study_dir, n) / "samples.png", 40 + 20 * n)
+        rec["sample_grid"] = f"trials/{n:04d}/samples.png"
+    elif grid == "absolute":
+        _png(trial_dir(study_dir, n) / "samples.png", 40 + 20 * n)
+        rec["sample_grid"] = str((trial_dir(study_dir, n) / "samples.png").resolve())
+    return rec
+
+
+def _params(bs: int, nw: int, prec: str = "fp32", b1: float = 0.5) -> dict[str, Any]:
+    return {"batch_size": bs, "num_workers": nw, "precision": prec, "beta1": b1}
+
+
+def gan_trials(study_dir: Path) -> list[dict[str, Any]]:
+    """Front = trials 1 (fastest, worst fid), 2 (knee), 4 (best fid); 0 and 5 dominated; 3 oom; 6 diverged; 7 error."""
+    return [
+        _record(study_dir, 0, "complete", _params(64, 0), throughput=400.0, fid=30.0, grid="relative"),
+        _record(study_dir, 1, "complete", _params(256, 1), throughput=900.0, fid=40.0, data_wait=0.45,
+                grid="absolute"),
+        _record(study_dir, 2, "complete", _params(128, 1), throughput=700.0, fid=22.0, data_wait=0.2,
+                grid="relative"),
+        _record(study_dir, 3, "oom", _params(4096, 2), error="OutOfMemoryError: CUDA out of memory. Tried to "
+                "allocate 2.00 GiB"),
+        _record(study_dir, 4, "complete", _params(32, 0, b1=0.3), throughput=300.0, fid=18.0),
+        _record(study_dir, 5, "complete", _params(64, 2, "bf16"), throughput=35.0, fid=25.0),
+        _record(study_dir, 6, "diverged", _params(512, 1, "fp16", 0.9), throughput=850.0,
+                error="non-finite training loss"),
+        _record(study_dir, 7, "error", _params(64, 1), error="RuntimeError: DataLoader worker (pid 123) is killed"),
+    ]
+
+
+def study_meta(name: str, workload: str = "gan") -> dict[str, Any]:
+    quality = "fid" if workload == "gan" else "loss"
+    return {
+        "name": name, "space": "default", "space_source": "tuner/spaces/default.yaml",
+        "space_def": {"batch_size": {"type": "int", "low": 16, "high": 4096, "log": True},
+                      "num_workers": {"type": "int", "low": 0, "high": 2},
+                      "precision": {"type": "categorical", "choices": ["fp32", "fp16", "bf16"]},
+                      "beta1": {"type": "float", "low": 0.0, "high": 0.9}},
+        "params": SEARCHED,
+        "objectives": [{"metric": "throughput", "direction": "maximize"}, {"metric": quality, "direction": "minimize"}],
+        "workload": workload, "dataset": "digits", "budget": {"seconds": 5}, "trials": 8, "sampler": "tpe",
+        "seed": 0, "storage": "sqlite:///reports/" + name + "/study.db", "created": "2026-11-22T09:59:00+00:00",
+        "hardware": {"cpu": "x86_64, 2 cores", "gpu": None, "memory_gb": 24},
+        "versions": {"tuner": "0.1.0", "torch": "2.14.1", "ray": "2.60.0", "optuna": "5.0.0"},
+    }
+
+
+@pytest.fixture
+def make_study(tmp_path: Path) -> Callable[..., Path]:
+    """make_study(name, kind) -> reports dir. kind: "gan" (8 trials, see gan_trials), "failed" (no complete trial),
+    "empty" (no trial recorded yet)."""
+
+    def make(name: str = "gan-demo", kind: str = "gan") -> Path:
+        reports = tmp_path / "reports"
+        study_dir = reports / name
+        write_study_meta(study_dir, study_meta(name))
+        if kind == "gan":
+            records = gan_trials(study_dir)
+        elif kind == "failed":
+            records = [r for r in gan_trials(study_dir) if r["state"] != "complete"]
+        else:
+            records = []
+        for rec in records:
+            record_trial(study_dir, rec)
+        return reports
+
+    return make

@@ -1,0 +1,84 @@
+"""run_trial end to end on the CPU: states (complete, oom, diverged), fake-CUDA branches, every dataset format."""
+
+import pytest
+import torch
+
+from tuner.config import parse_config
+from tuner.errors import DeviceError
+from tuner.models import SmallCNN
+from tuner.train import run_trial
+from tuner.train.workloads import CnnStep
+from datafiles import write_cifar, write_mnist, write_tree
+from fakes import FakeCudaDevice
+
+
+def cfg(**over):
+    base = {"workload": "cnn", "dataset": "synthetic", "image_size": 16, "budget": {"samples": 160},
+            "params": {"batch_size": 8}, "measure": {"warmup_steps": 1, "windows": 3},
+            "quality": {"enabled": False}}
+    for k, v in over.items():
+        base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return parse_config(base)
+
+
+def test_complete_trial_reports_every_figure(tmp_path):
+    res = run_trial(cfg(), cache_dir=tmp_path).to_dict()
+    assert res["state"] == "complete" and res["error"] is None
+    assert res["throughput"] > 0 and len(res["windows"]) == 3
+    assert res["throughput_spread"] >= 0 and 0 <= res["data_wait"] <= 1
+    assert res["peak_mem_mb"] > 0 and res["train_seconds"] > 0
+    assert res["samples"] >= 160 and res["steps"] == res["samples"] // 8
+    assert len(res["loss_curve"]) == 3
+
+
+def test_out_of_memory_becomes_the_oom_state(tmp_path, monkeypatch):
+    calls = []
+
+    def boom(self, batches):
+        calls.append(1)
+        if len(calls) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return CnnStep.__call__.__wrapped__(self, batches)
+
+    boom.__wrapped__ = CnnStep.__call__
+    monkeypatch.setattr(CnnStep, "__call__", boom)
+    res = run_trial(cfg(), cache_dir=tmp_path)
+    assert res.state == "oom"
+    assert "Tried to allocate 2.00 GiB" in res.error
+    assert res.throughput is None
+
+
+def test_non_finite_loss_becomes_the_diverged_state(tmp_path, monkeypatch):
+    original = SmallCNN.forward
+    monkeypatch.setattr(SmallCNN, "forward", lambda self, x: original(self, x) * float("inf"))
+    res = run_trial(cfg(), cache_dir=tmp_path)
+    assert res.state == "diverged" and "non-finite" in res.error
+
+
+def test_cuda_branches_sync_before_each_clock_read_and_pin_memory(tmp_path):
+    dev = FakeCudaDevice()
+    res = run_trial(cfg(params={"pin_memory": True, "precision": "fp16"}), cache_dir=tmp_path, device=dev)
+    assert res.state == "complete"
+    assert dev.sync_calls == 2 * 3  # a sync before the clock at each window's start and end
+    assert res.device == "cuda (fake GPU)"
+
+
+def test_pin_memory_on_cpu_is_refused(tmp_path):
+    with pytest.raises(DeviceError, match="pin_memory"):
+        run_trial(cfg(params={"pin_memory": True}), cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("workload", ["gan", "cnn"])
+@pytest.mark.parametrize("fmt", ["mnist", "fashion_mnist", "cifar10", "folder"])
+def test_both_workloads_train_on_every_file_format(tmp_path, workload, fmt):
+    root = tmp_path / "data"
+    if fmt in ("mnist", "fashion_mnist"):
+        write_mnist(root, "MNIST" if fmt == "mnist" else "FashionMNIST", n_train=24, n_test=8)
+    elif fmt == "cifar10":
+        write_cifar(root, n_per_batch=6, n_test=8)
+    else:
+        write_tree(root, {"a": 12, "b": 12})
+    res = run_trial(cfg(workload=workload, dataset=f"{fmt}:{root}", budget={"samples": 48}),
+                    cache_dir=tmp_path / "cache")
+    assert res.state == "complete", res.error
+    assert res.samples >= 48
