@@ -76,6 +76,18 @@ def gan_trials(study_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
+def cnn_trials() -> list[dict[str, Any]]:
+    out = []
+    for n, (bs, thr, loss) in enumerate([(64, 1500.0, 0.31), (256, 2600.0, 0.45), (32, 900.0, 0.52)]):
+        cfg = TrialConfig(workload="cnn", budget=Budget(samples=4096), params=Params(batch_size=bs, device="cpu"))
+        out.append({"trial": n, "state": "complete", "error": None, "params": {"batch_size": bs},
+                    "config": dump_config(cfg), "throughput": thr, "throughput_spread": 0.1, "windows": [thr] * 3,
+                    "data_wait": 0.02, "peak_mem_mb": 400.0, "train_seconds": 3.0, "samples": 4096, "steps": 64,
+                    "capped": False, "loss_curve": [[1024, 2.1], [4096, 0.6]], "device": "cpu", "sample_grid": None,
+                    "loss": loss, "accuracy": 1 - loss / 2, "quality_seconds": 0.2})
+    return out
+
+
 def study_meta(name: str, workload: str = "gan") -> dict[str, Any]:
     quality = "fid" if workload == "gan" else "loss"
     return {
@@ -96,7 +108,7 @@ def study_meta(name: str, workload: str = "gan") -> dict[str, Any]:
 @pytest.fixture
 def make_study(tmp_path: Path) -> Callable[..., Path]:
     """make_study(name, kind) -> reports dir. kind: "gan" (8 trials, see gan_trials), "failed" (no complete trial),
-    "empty" (no trial recorded yet)."""
+    "cnn" (3 classifier trials scored on validation loss), "empty" (no trial recorded yet)."""
 
     def make(name: str = "gan-demo", kind: str = "gan") -> Path:
         reports = tmp_path / "reports"
@@ -106,6 +118,9 @@ def make_study(tmp_path: Path) -> Callable[..., Path]:
             records = gan_trials(study_dir)
         elif kind == "failed":
             records = [r for r in gan_trials(study_dir) if r["state"] != "complete"]
+        elif kind == "cnn":
+            write_study_meta(study_dir, study_meta(name, "cnn"))
+            records = cnn_trials()
         else:
             records = []
         for rec in records:

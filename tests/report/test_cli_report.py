@@ -1,0 +1,136 @@
+"""`tuner report` and `tuner export` through the real entry point: output, files, and one-line errors (exit 2)."""
+
+import json
+
+import pytest
+
+from tuner.cli import main
+from tuner.train.result import TrialResult
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tuner: error: "), err
+    for n in needles:
+        assert n in lines[0]
+
+
+def test_report_table(make_study, capsys):
+    reports = make_study()
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    assert "★ 0" in out and "Pareto front" in out and "OutOfMemoryError" in out
+
+
+def test_report_json_is_one_document(make_study, capsys):
+    reports = make_study()
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)  # the whole of stdout is one JSON document
+    assert [d["trial"] for d in doc][:3] == [1, 2, 4] and doc[0]["front"] is True
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json", "--trial", "3")
+    assert code == 0 and json.loads(out)["error"].startswith("OutOfMemoryError")
+
+
+def test_report_one_trial(make_study, capsys):
+    reports = make_study()
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--trial", "2")
+    assert code == 0 and "trial 2" in out and "samples.png" in out and "batch_size" in out
+
+
+def test_report_html(make_study, capsys):
+    reports = make_study()
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html")
+    assert code == 0 and (reports / "gan-demo" / "report.html").is_file()
+    assert str(reports / "gan-demo" / "report.html") in out
+
+
+def test_export_then_train_reads_it(make_study, capsys, monkeypatch):
+    reports = make_study()
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    best = reports / "gan-demo" / "best.yaml"
+    assert best.is_file() and "trial 2" in out and f"tuner train --config {best}" in out
+
+    seen = {}
+
+    def fake_run_trial(cfg, *, cache_dir, out_dir=None, on_window=None, **_):
+        seen["cfg"] = cfg
+        return TrialResult(state="complete", throughput=650.0, windows=[650.0], throughput_spread=0.0,
+                           data_wait=0.1, peak_mem_mb=100.0)
+
+    monkeypatch.setattr("tuner.train.run_trial", fake_run_trial)
+    code, _, err = run(capsys, "train", "--config", best, "--reports-dir", reports)
+    assert code == 0, err
+    assert seen["cfg"].params.batch_size == 128 and seen["cfg"].provenance["trial"] == 2
+
+
+def test_export_verify(make_study, capsys, monkeypatch):
+    reports = make_study()
+    monkeypatch.setattr("tuner.train.run_trial",
+                        lambda cfg, *, cache_dir, **_: TrialResult(state="complete", throughput=770.0))
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
+    assert code == 0, err
+    assert "measured 770.0 samples/s vs recorded 700.0 (1.10x recorded)" in out
+
+    monkeypatch.setattr("tuner.train.run_trial",
+                        lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
+    assert code == 3 and "ended oom: OutOfMemoryError: boom" in err
+
+
+def test_export_options(make_study, capsys, tmp_path):
+    reports = make_study()
+    out_file = tmp_path / "fast.json"
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--pick", "throughput",
+                         "--min-quality", "30", "--out", out_file, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out_file.read_text())["provenance"]["trial"] == 2
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["report", "nope"], ["no study 'nope'", "known: gan-demo"]),
+    (["export", "nope"], ["no study 'nope'", "known: gan-demo"]),
+    (["report", "gan-demo", "--trial", "99"], ["no trial 99", "0-7"]),
+    (["report", "gan-demo", "--trial", "99", "--format", "json"], ["no trial 99", "0-7"]),
+    (["export", "gan-demo", "--min-quality", "1"], ["fid <= 1", "best is 18"]),
+    (["export", "gan-demo", "--pick", "fastest"], ["fastest"]),
+    (["report", "gan-demo", "--format", "pdf"], ["pdf"]),
+])
+def test_errors_are_one_line_exit_2(make_study, capsys, argv, needles):
+    reports = make_study()
+    code, out, err = run(capsys, *argv, "--reports-dir", reports)
+    assert_one_line_error(code, err, *needles)
+    assert out == ""
+
+
+@pytest.mark.parametrize("argv", [["export", "gan-demo"], ["export", "gan-demo", "--pick", "quality"]])
+def test_no_complete_trial_exit_2(make_study, capsys, argv):
+    reports = make_study(kind="failed")
+    code, _, err = run(capsys, *argv, "--reports-dir", reports)
+    assert_one_line_error(code, err, "no complete trial")
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports)  # the table still shows the failures
+    assert code == 0 and "oom" in out
+
+
+def test_study_without_trials_yet(make_study, capsys):
+    reports = make_study(kind="empty")
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports)
+    assert code == 0 and "no finished trials yet" in out
+    code, _, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--trial", "0")
+    assert_one_line_error(code, err, "no trial 0", "no finished trials yet")
+    code, _, err = run(capsys, "export", "gan-demo", "--reports-dir", reports)
+    assert_one_line_error(code, err, "no complete trial")
+
+
+def test_trial_with_html_is_refused(make_study, capsys):
+    reports = make_study()
+    code, _, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html", "--trial", "1")
+    assert_one_line_error(code, err, "--trial")

@@ -1,0 +1,81 @@
+"""`tuner export`: the chosen trial's config in the format `tuner train --config` reads, with provenance."""
+
+import json
+
+import pytest
+
+from tuner.config import load_config
+from tuner.errors import StudyError
+from tuner.report.export import build_export, pytorch_settings, verify, write_export
+from tuner.report.study import open_study
+from tuner.train.result import TrialResult
+
+
+def test_default_export_is_the_knee_and_loads_back_as_a_config(make_study):
+    s = open_study(make_study(), "gan-demo")
+    exp = build_export(s)
+    path = write_export(s, exp)
+    assert path == s.dir / "best.yaml"
+    text = path.read_text()
+    assert text.startswith("# tuner config exported from study 'gan-demo', trial 2")
+    assert f"tuner train --config {path}" in text
+    cfg = load_config(path)
+    assert cfg.params.batch_size == 128 and cfg.params.num_workers == 1 and cfg.workload == "gan"
+    prov = cfg.provenance
+    assert prov["study"] == "gan-demo" and prov["trial"] == 2 and prov["chosen_by"]["pick"] == "knee"
+    assert prov["measured"]["throughput"] == 700.0 and prov["measured"]["fid"] == 22.0
+    assert prov["hardware"]["cpu"] == "x86_64, 2 cores" and prov["versions"]["torch"] == "2.14.1"
+    torch_side = prov["pytorch"]
+    assert torch_side["dataloader"] == {"batch_size": 128, "shuffle": True, "drop_last": True, "num_workers": 1,
+                                        "pin_memory": False, "persistent_workers": True, "prefetch_factor": 2}
+    assert torch_side["autocast"] == {"enabled": False, "dtype": "torch.float32"}
+    assert torch_side["grad_scaler"] is False
+    assert torch_side["optimizer"]["betas"] == [0.5, 0.999]
+
+
+def test_json_format_and_picks(make_study, tmp_path):
+    s = open_study(make_study(), "gan-demo")
+    out = tmp_path / "out" / "fast.json"
+    path = write_export(s, build_export(s, "throughput"), out)  # format from the suffix
+    doc = json.loads(path.read_text())
+    assert doc["provenance"]["trial"] == 1 and doc["params"]["batch_size"] == 256
+    assert load_config(path).params.batch_size == 256
+    path = write_export(s, build_export(s, "quality"), out, "json")  # overwrite an existing --out
+    assert json.loads(path.read_text())["provenance"]["trial"] == 4
+    assert write_export(s, build_export(s), fmt="json") == s.dir / "best.json"
+
+
+def test_min_quality_excluding_everything(make_study):
+    s = open_study(make_study(), "gan-demo")
+    with pytest.raises(StudyError, match="fid <= 1.*best is 18"):
+        build_export(s, "knee", min_quality=1.0)
+
+
+def test_no_complete_trial(make_study):
+    s = open_study(make_study(kind="failed"), "gan-demo")
+    with pytest.raises(StudyError, match="no complete trial"):
+        build_export(s)
+
+
+def test_pytorch_settings_for_fp16():
+    from tuner.config import Params, TrialConfig
+
+    cfg = TrialConfig(workload="cnn", params=Params(precision="fp16", accumulation_steps=4, batch_size=32))
+    out = pytorch_settings(cfg)
+    assert out["autocast"] == {"enabled": True, "dtype": "torch.float16"} and out["grad_scaler"] is True
+    assert out["accumulation_steps"] == 4 and out["effective_batch_size"] == 128
+    assert "prefetch_factor" not in out["dataloader"] and "persistent_workers" not in out["dataloader"]
+
+
+def test_verify_reruns_the_config_and_compares(make_study):
+    s = open_study(make_study(), "gan-demo")
+    exp = build_export(s)
+    calls = []
+
+    def fake_run(cfg, *, cache_dir):
+        calls.append((cfg.params.batch_size, cache_dir))
+        return TrialResult(state="complete", throughput=630.0)
+
+    v = verify(exp.config, 700.0, s.dir.parent, run=fake_run)
+    assert calls == [(128, s.dir.parent / ".cache")]
+    assert v.measured == 630.0 and v.ratio == pytest.approx(0.9)

@@ -1,0 +1,106 @@
+"""The HTML report: one self-contained file, and it renders in a real (headless) browser."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from html import unescape
+
+import pytest
+
+from tuner.report.html import nice_ticks, render_html, write_html
+from tuner.report.study import open_study
+
+
+@pytest.fixture
+def report(make_study):
+    s = open_study(make_study(), "gan-demo")
+    return s, write_html(s)
+
+
+def test_written_next_to_the_study_and_self_contained(report):
+    s, path = report
+    assert path == s.dir / "report.html"
+    html = path.read_text()
+    assert not re.search(r"https?:|ftp:|url\(", html, re.I), "report must not load anything from the network"
+    refs = re.findall(r'\b(?:src|href)="([^"]*)"', html)
+    assert refs and all(r.startswith(("#", "data:image/")) for r in refs), "only in-page links and data URIs"
+    for element in ('id="pareto-plot"', 'id="trials-table"', 'id="data-wait-plot"', 'id="provenance"'):
+        assert element in html
+    assert html.count('src="data:image/png;base64,') == 3  # the three GAN sample grids, embedded
+
+
+def test_content_a_reader_needs(report):
+    s, path = report
+    html = unescape(path.read_text())
+    body = html.split('id="trials-table"')[1].split("</table>")[0]
+    assert [int(t) for t in re.findall(r'<tr id="row-(\d+)"', body)] == [1, 2, 4, 0, 5, 3, 6, 7]
+    assert body.count('class="front"') == 3
+    assert "out of memory (infeasible" in html and "Tried to allocate 2.00 GiB" in html
+    assert "input-bound" in html and "compute-bound" in html and "30%" in html
+    assert "throughput windows" in html and "loss curve" in html
+    assert "2.14.1" in html and "x86_64, 2 cores" in html and "2026-11-22T09:59:00" in html  # provenance
+    assert "tuner export gan-demo --pick knee" in html
+    assert re.search(r'id="trial-2" class="trial" open', html)  # front trials open by default
+
+
+def test_user_text_is_escaped(make_study):
+    s = open_study(make_study(), "gan-demo")
+    s.trial(7)["error"] = "<script>alert(1)</script>"
+    assert "<script>alert(1)" not in render_html(s)
+
+
+def test_study_without_complete_trials_still_renders(make_study):
+    s = open_study(make_study(kind="failed"), "gan-demo")
+    html = render_html(s)
+    assert "no complete trial" in html and 'id="pareto-plot"' in html
+
+
+def test_nice_ticks():
+    assert nice_ticks(0, 1, 5) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert nice_ticks(18, 40, 5) == [20, 25, 30, 35, 40]
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.browser
+def test_renders_in_headless_chromium(report, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run must `apt-get install -y chromium` (Debian package)")
+        pytest.skip("chromium not installed (Debian: apt-get install -y chromium); CI runs this test")
+    s, path = report
+    args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
+    url = path.resolve().as_uri()
+    dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    marker = re.search(r'data-rendered="([^"]*)"', dom.stdout)
+    assert marker, "the report's load script did not run"
+    rendered = json.loads(unescape(marker.group(1)))
+    assert rendered["rows"] == 8  # every trial in the table
+    assert rendered["plot_width"] > 300 and rendered["plot_height"] > 200
+    assert rendered["points"] == 8 and rendered["points_drawn"] == 8  # 5 scored + 3 failed markers, all drawn
+    assert rendered["images"] == 3 and rendered["images_decoded"] == 3  # sample grids decoded
+
+    shot = tmp_path / "report.png"
+    run = subprocess.run([*args, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    from PIL import Image
+
+    with Image.open(shot) as img:
+        colors = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 50  # not a blank page
+
+
+def test_cnn_study_plots_validation_loss(make_study):
+    s = open_study(make_study("cnn-demo", kind="cnn"), "cnn-demo")
+    html = render_html(s)
+    assert "loss (lower is better)" in html
+    assert [r["trial"] for r in s.front()] == [0, 1]  # trial 2 is slower and worse than trial 0
+    assert "data:image" not in html  # a classifier has no sample grid

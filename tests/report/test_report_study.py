@@ -1,0 +1,57 @@
+"""Reading a study back: lookup errors name what exists; trials sort by Pareto rank; grid paths resolve."""
+
+import pytest
+
+from tuner.errors import StudyError
+from tuner.report.study import bound_label, open_study
+
+
+def test_open_study_ranks_and_sorts(make_study):
+    s = open_study(make_study(), "gan-demo")
+    assert [r["trial"] for r in s.front()] == [1, 2, 4]
+    order = [r["trial"] for r in s.sorted_records()]
+    assert order[:3] == [1, 2, 4]  # front, fastest first
+    assert order[3:5] == [0, 5]  # rank 1
+    assert order[5:] == [3, 6, 7]  # failures last, by trial number
+    assert s.quality.metric == "fid"
+
+
+def test_unknown_study_lists_the_known_ones(make_study):
+    reports = make_study("a")
+    make_study("b")
+    with pytest.raises(StudyError, match=r"no study 'x' in .*reports/; known: a, b"):
+        open_study(reports, "x")
+
+
+def test_unknown_study_in_an_empty_folder(tmp_path):
+    with pytest.raises(StudyError, match="no study 'x'.*no studies"):
+        open_study(tmp_path / "nowhere", "x")
+
+
+def test_unknown_trial_names_the_known_range(make_study):
+    s = open_study(make_study(), "gan-demo")
+    with pytest.raises(StudyError, match=r"no trial 42 in study 'gan-demo'; its trials are 0-7"):
+        s.trial(42)
+    s.records = [r for r in s.records if r["trial"] not in (3, 4)]
+    with pytest.raises(StudyError, match=r"its trials are 0-2, 5-7"):
+        s.trial(3)
+
+
+def test_no_complete_trial(make_study):
+    s = open_study(make_study(kind="failed"), "gan-demo")
+    with pytest.raises(StudyError, match=r"no complete trial .*1 diverged, 1 error, 1 oom"):
+        s.require_complete()
+
+
+def test_sample_grid_relative_or_absolute(make_study):
+    s = open_study(make_study(), "gan-demo")
+    rel, absolute = s.sample_grid(s.trial(0)), s.sample_grid(s.trial(1))
+    assert rel == s.dir / "trials/0000/samples.png" and rel.is_file()
+    assert absolute.is_absolute() and absolute.is_file()
+    assert s.sample_grid(s.trial(4)) is None
+
+
+@pytest.mark.parametrize("wait,label", [(0.45, "input-bound"), (0.2, "mixed"), (0.05, "compute-bound"),
+                                        (None, ""), (float("nan"), "")])
+def test_bound_label(wait, label):
+    assert bound_label(wait) == label

@@ -1,0 +1,56 @@
+"""Terminal table and JSON views of a study."""
+
+import io
+import json
+
+from rich.console import Console
+
+from tuner.report.study import open_study
+from tuner.report.view import sparkline, study_json, study_table, trial_panel
+
+
+def render(*renderables):
+    buf = io.StringIO()
+    console = Console(file=buf, width=250, color_system=None)
+    for r in renderables:
+        console.print(r)
+    return buf.getvalue()
+
+
+def test_table_sorted_by_rank_with_front_marked(make_study):
+    s = open_study(make_study(), "gan-demo")
+    text = render(study_table(s))
+    lines = [l for l in text.splitlines() if "│" in l and any(s in l for s in ("complete", "oom", "diverged", "error "))]
+    cells = [[c.strip() for c in l.split("│")[1:-1]] for l in lines]
+    assert [c[1] for c in cells] == ["1", "2", "4", "0", "5", "3", "6", "7"]
+    assert [c[0] for c in cells[:3]] == ["★ 0"] * 3 and cells[3][0] == "1" and cells[5][0] == "-"
+    assert "input-bound" in lines[0] and "OutOfMemoryError" in text
+    for header in ("throughput", "fid", "batch_size", "num_workers", "precision", "beta1", "peak MB"):
+        assert header in text
+
+
+def test_trial_detail_shows_params_metrics_windows_grid_and_error(make_study):
+    s = open_study(make_study(), "gan-demo")
+    text = render(*trial_panel(s, s.trial(2)))
+    assert "trial 2" in text and "Pareto front" in text
+    assert "batch_size" in text and "128" in text and "fid" in text and "22" in text
+    assert "679 700 714 693 707" in text  # the throughput windows
+    assert str(s.dir / "trials/0002/samples.png") in text
+    oom = render(*trial_panel(s, s.trial(3)))
+    assert "out of memory" in oom and "Tried to allocate 2.00 GiB" in oom
+
+
+def test_json_is_strict_and_carries_rank(make_study):
+    s = open_study(make_study(), "gan-demo")
+    s.records[0]["fid"] = float("inf")  # a non-finite metric must not produce bare Infinity
+    doc = json.loads(json.dumps(study_json(s), allow_nan=False))
+    by_trial = {d["trial"]: d for d in doc}
+    assert by_trial[2]["rank"] == 0 and by_trial[2]["front"] is True
+    assert by_trial[3]["rank"] is None and by_trial[3]["state"] == "oom"
+    assert by_trial[0]["fid"] is None
+    assert by_trial[1]["bound"] == "input-bound"
+
+
+def test_sparkline():
+    assert sparkline([1, 2, 3]) == "▁▄█"
+    assert sparkline([]) == ""
