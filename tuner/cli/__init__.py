@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"]
     _register_commands()
     try:
-        app(args=args, prog_name="tuner", standalone_mode=False)
-        return 0
+        rv = app(args=args, prog_name="tuner", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0  # without standalone mode, typer.Exit(n) comes back as n
     except TunerError as err:
         if debug:
             raise
