@@ -67,3 +67,13 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, text, need
 def test_two_budget_overrides_are_refused(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", "1", "--budget-samples", "5"])
     assert rc == 2 and "at most one of" in capsys.readouterr().err
+
+
+def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_path, capsys, monkeypatch):
+    from tuner.models import SmallCNN
+
+    original = SmallCNN.forward
+    monkeypatch.setattr(SmallCNN, "forward", lambda self, x: original(self, x) * float("nan"))
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    assert rc == 3
+    assert json.loads(capsys.readouterr().out)["state"] == "diverged"
