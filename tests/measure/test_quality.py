@@ -1,0 +1,115 @@
+"""Scoring trials: CNN loss/accuracy on the held-out split, GAN FID that is repeatable and tracks training."""
+
+import copy
+import math
+
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+
+from tuner.config import Quality
+from tuner.data import load_datasets
+from tuner.device import resolve_device
+from tuner.measure.fid import unaugmented_train
+from tuner.measure.quality import evaluate_cnn, evaluate_gan, feature_classifier
+from tuner.models import Discriminator, Generator, SmallCNN
+from fakes import FakeCudaDevice
+
+CPU = resolve_device("cpu")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    # Shared with test_fid.py through the session's base temp dir: the digits classifier trains once.
+    return tmp_path_factory.getbasetemp() / "measure-cache"
+
+
+@pytest.fixture(scope="module")
+def digits(cache):
+    return load_datasets("digits", 32, cache)
+
+
+def new_generator(seed=0):
+    torch.manual_seed(seed)
+    return Generator(nz=64, ngf=32, channels=1, image_size=32)
+
+
+# --- cnn ---------------------------------------------------------------------------------------------------
+
+
+def test_cnn_scores_on_the_held_out_split_in_eval_mode_and_fp32(digits, cache):
+    trained, recorded_accuracy = feature_classifier(digits, cache, CPU)
+    trained.train()
+    out = evaluate_cnn(trained, digits, CPU)
+    assert trained.training  # the caller's mode comes back
+    assert out["accuracy"] == pytest.approx(recorded_accuracy)  # eval mode: BatchNorm uses running statistics
+    assert out["loss"] < 0.3 and out["quality_seconds"] > 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # an enclosing autocast does not lower the precision
+        assert evaluate_cnn(trained, digits, CPU, batch_size=100)["loss"] == pytest.approx(out["loss"], abs=1e-6)
+
+    torch.manual_seed(0)
+    untrained = evaluate_cnn(SmallCNN(channels=1, num_classes=10), digits, CPU)
+    assert untrained["accuracy"] < 0.3 and untrained["loss"] == pytest.approx(math.log(10), abs=0.3)
+
+
+# --- gan ---------------------------------------------------------------------------------------------------
+
+
+def test_same_generator_weights_score_the_same(digits, cache):
+    g = new_generator()
+    g.train()
+    q = Quality(fid_samples=200)
+    (cache / "fid" / "digits-32px" / "real-classifier.pt").unlink(missing_ok=True)
+    rng = torch.get_rng_state()
+    first = evaluate_gan(g, digits, q, cache, CPU)  # computes the real statistics
+    second = evaluate_gan(copy.deepcopy(g), digits, q, cache, CPU)  # loads them from disk
+    assert abs(first["fid"] - second["fid"]) <= 1e-6
+    assert g.training  # restored after evaluation in eval mode
+    assert torch.equal(torch.get_rng_state(), rng)  # the trial's own random stream is left alone
+    assert first["fid_samples"] == 200 and first["fid_features"] == "classifier"
+    assert first["fid_classifier_accuracy"] > 0.9 and first["quality_seconds"] > 0
+    other_seed = evaluate_gan(g, digits, Quality(fid_samples=200, fid_seed=7), cache, CPU)
+    assert other_seed["fid"] != first["fid"]  # the seed really picks the latents
+
+
+def test_sample_grid_is_an_8x8_png(digits, cache, tmp_path):
+    grid = tmp_path / "trial" / "samples.png"
+    evaluate_gan(new_generator(), digits, Quality(fid_samples=100), cache, FakeCudaDevice(), sample_grid=grid)
+    with Image.open(grid) as img:
+        assert img.format == "PNG" and img.size == (8 * 34 + 2, 8 * 34 + 2)  # 32px images, 2px padding
+
+
+def test_diverged_generator_scores_nan_without_crashing(digits, cache):
+    g = new_generator()
+    with torch.no_grad():
+        g.net[0].weight.fill_(float("nan"))
+    out = evaluate_gan(g, digits, Quality(fid_samples=64), cache, CPU)
+    assert math.isnan(out["fid"]) and out["fid_samples"] == 64
+
+
+def test_briefly_trained_dcgan_scores_lower_than_at_initialisation(digits, cache):
+    g, d = new_generator(), Discriminator(ndf=32, channels=1, image_size=32)
+    q = Quality(fid_samples=500)
+    at_init = evaluate_gan(g, digits, q, cache, CPU)["fid"]
+
+    train = unaugmented_train(digits)
+    real = torch.stack([train[i][0] for i in range(len(train))])
+    opt_g = torch.optim.Adam(g.parameters(), 2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(d.parameters(), 2e-4, betas=(0.5, 0.999))
+    bce, rng, bs = nn.BCEWithLogitsLoss(), torch.Generator().manual_seed(1), 64
+    ones, zeros = torch.ones(bs), torch.zeros(bs)
+    for _ in range(160):  # ~10 s on 2 idle CPU cores; FID ~770 -> ~260
+        x = real[torch.randint(0, len(real), (bs,), generator=rng)]
+        fake = g(g.latent(bs, generator=rng))
+        loss_d = bce(d(x), ones) + bce(d(fake.detach()), zeros)
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+        loss_g = bce(d(fake), ones)
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+
+    trained = evaluate_gan(g, digits, q, cache, CPU)["fid"]
+    assert trained < 0.8 * at_init, (at_init, trained)

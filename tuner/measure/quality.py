@@ -1,0 +1,126 @@
+"""Scoring a trained trial: validation loss/accuracy for the CNN, FID for the GAN.
+
+Scores are compared across the trials of a study, so each is taken the same way every time: eval mode, fp32, no
+grad, the fixed held-out split (CNN), and for FID the same N, latent seed, feature extractor and cached real
+statistics (see tuner.measure.fid). The model's train/eval modes are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from tuner.config import Quality
+from tuner.device import Device
+from tuner.measure.fid import check_fid_weights, feature_classifier, fid_of_images, prepare_fid
+
+if TYPE_CHECKING:
+    from tuner.data import Datasets
+    from tuner.models import Generator
+
+__all__ = ["check_fid_weights", "evaluate_cnn", "evaluate_gan", "feature_classifier", "fid_of_images"]
+
+GRID_IMAGES = 64  # 8 x 8
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """Eval mode, fp32 and no grad for the duration; every submodule's own mode comes back afterwards."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    device_type = next((p.device.type for p in model.parameters()), "cpu")
+    try:
+        with torch.no_grad(), torch.autocast(device_type, enabled=False):
+            yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
+def evaluate_cnn(model: nn.Module, datasets: Datasets, device: Device, batch_size: int = 256) -> dict[str, Any]:
+    """Mean cross-entropy and accuracy over the held-out split: {"loss", "accuracy", "quality_seconds"}."""
+    start = time.perf_counter()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device.torch_device)
+    correct = torch.zeros((), dtype=torch.int64, device=device.torch_device)
+    total = 0
+    with _eval_mode(model):
+        # Own generator: a DataLoader otherwise draws its base seed from (and so shifts) the global RNG.
+        for x, y in DataLoader(datasets.val, batch_size=batch_size, shuffle=False, num_workers=0,
+                               generator=torch.Generator()):
+            x = x.to(device.torch_device).float()
+            y = torch.as_tensor(y).to(device.torch_device)
+            logits = model(x).float()
+            loss_sum += nn.functional.cross_entropy(logits, y, reduction="sum").double()
+            correct += (logits.argmax(1) == y).sum()
+            total += y.shape[0]
+    device.synchronize()
+    return {
+        "loss": float(loss_sum) / total,
+        "accuracy": int(correct) / total,
+        "quality_seconds": time.perf_counter() - start,
+    }
+
+
+def _generated(
+    generator: Generator, n: int, seed: int, batch_size: int, device: Device, keep: list[torch.Tensor]
+) -> Iterator[torch.Tensor]:
+    """n images from latents drawn all at once from a seeded torch.Generator: the same n images for equal weights.
+
+    The first GRID_IMAGES are kept (on the CPU) for the sample grid.
+    """
+    z = generator.latent(n, generator=torch.Generator().manual_seed(seed))  # on the CPU: same draw on any device
+    kept = 0
+    for i in range(0, n, batch_size):
+        images = generator(z[i : i + batch_size].to(device.torch_device)).float()
+        if kept < GRID_IMAGES:
+            keep.append(images[: GRID_IMAGES - kept].cpu())
+            kept += keep[-1].shape[0]
+        yield images
+
+
+def save_grid(images: torch.Tensor, path: Path) -> None:
+    """An 8-wide grid PNG of images in [-1, 1]."""
+    from torchvision.utils import save_image
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_image(images[:GRID_IMAGES], str(path), nrow=8, normalize=True, value_range=(-1, 1))
+
+
+def evaluate_gan(
+    generator: Generator,
+    datasets: Datasets,
+    quality: Quality,
+    cache_dir: Path,
+    device: Device,
+    sample_grid: Path | None = None,
+) -> dict[str, Any]:
+    """FID of quality.fid_samples generated images (latent seed quality.fid_seed) against the training split.
+
+    Returns {"fid", "fid_features", "fid_samples", "quality_seconds"} plus "fid_classifier_accuracy" for
+    classifier features. fid is NaN when the generator produced non-finite images (a diverged trial).
+    The first 64 images go to `sample_grid` as an 8x8 PNG when a path is given.
+    """
+    start = time.perf_counter()
+    setup = prepare_fid(datasets, quality, cache_dir, device)
+    kept: list[torch.Tensor] = []
+    with _eval_mode(generator):
+        for images in _generated(generator, quality.fid_samples, quality.fid_seed, setup.batch_size, device, kept):
+            setup.add_fake(images)
+    fid = setup.compute()
+    if sample_grid is not None and kept:
+        save_grid(torch.cat(kept), sample_grid)
+    device.synchronize()
+    return {
+        "fid": fid,
+        **setup.info,
+        "fid_samples": quality.fid_samples,
+        "quality_seconds": time.perf_counter() - start,
+    }
