@@ -82,3 +82,14 @@ def test_both_workloads_train_on_every_file_format(tmp_path, workload, fmt):
                     cache_dir=tmp_path / "cache")
     assert res.state == "complete", res.error
     assert res.samples >= 48
+
+
+def test_a_generator_that_emits_nan_images_is_diverged_not_a_nan_fid(tmp_path, monkeypatch):
+    from tuner.models import Generator
+
+    original = Generator.forward
+    monkeypatch.setattr(Generator, "forward",
+                        lambda self, z: original(self, z) * (float("nan") if not self.training else 1.0))
+    res = run_trial(cfg(workload="gan", quality={"enabled": True, "fid_samples": 64}), cache_dir=tmp_path)
+    assert res.state == "diverged" and "non-finite images" in res.error
+    assert res.to_dict()["fid"] is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,6 +142,10 @@ def run_trial(
             device.free_memory()
             return result
         result.sample_grid = result.quality.pop("sample_grid", None)
+        fid = result.quality.get("fid")
+        if fid is not None and not math.isfinite(fid):  # the loss was finite but the generator's images are not
+            result.state, result.error = "diverged", "generator produced non-finite images (FID undefined)"
+            result.quality["fid"] = None
     return result
 
 
