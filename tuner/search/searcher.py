@@ -1,0 +1,155 @@
+"""OptunaSearch, taught three things Ray's version does not do.
+
+1. Stable trial numbers: the Optuna trial's `.number` goes into the config, so results live under
+   `trials/<NNNN>/` and match the study database, across resumes.
+2. Failures teach the sampler: a trial that ran out of memory, diverged or errored is told to Optuna as COMPLETE
+   with finite penalty values and a violated constraint (`trial.set_constraint`, Optuna 5). TPE and NSGA-II rank
+   infeasible trials below every feasible one, so the failing region stops being proposed. Plain FAIL would be
+   ignored by the samplers, and NaN would leave the trial RUNNING forever.
+3. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
+   study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
+
+It uses OptunaSearch's private attributes `_ot_trials`, `_ot_study`, `_completed_trials` (checked against
+ray 2.60; pyproject pins ray < 2.61).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from typing import Any
+
+from ray.tune.search.optuna import OptunaSearch
+
+from tuner.config import Budget
+from tuner.search.space import Objective, Space
+from tuner.search.trainable import (
+    FEASIBLE_KEY,
+    TRIAL_KEY,
+    WALL_KEY,
+    objective_key,
+    penalty,
+    record_from_payload,
+)
+
+logger = logging.getLogger(__name__)
+
+CONSTRAINT = "failed"  # constraint key: 1.0 for a failed trial, 0.0 otherwise
+RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record (resume rebuilds result files from it)
+
+
+def wall_limit(budget: Budget, train_seconds: list[float]) -> float:
+    """Wall-time cap for the next trial's training loop.
+
+    Seconds budget S: 2*S (at least S + 10 s): a config spends S unless single steps are slower than that.
+    Samples budget: 5x the median training time of the complete trials so far (at least 30 s); 600 s until two
+    trials have completed.
+    """
+    if budget.seconds is not None:
+        return max(2.0 * budget.seconds, budget.seconds + 10.0)
+    if len(train_seconds) < 2:
+        return 600.0
+    return max(30.0, 5.0 * statistics.median(train_seconds))
+
+
+class SpaceFunction:
+    """Define-by-run function for OptunaSearch (a picklable object: Ray saves the searcher with it)."""
+
+    def __init__(self, space: Space, context: dict[str, Any]) -> None:
+        self.space = space
+        self.context = dict(context)
+
+    def __call__(self, trial: Any) -> None:
+        self.space.sample(trial, self.context)
+
+
+class StudySearcher(OptunaSearch):
+    """OptunaSearch over a tuner Space, multi-objective, with failure constraints and stable trial numbers."""
+
+    def __init__(
+        self,
+        space: Space,
+        objectives: list[Objective],
+        *,
+        context: dict[str, Any],
+        budget: Budget,
+        sampler: Any,
+        storage: Any,
+        study_name: str,
+        train_seconds: list[float] | None = None,
+        fixed_wall_limit_s: float | None = None,
+        baseline: dict[str, Any] | None = None,
+    ) -> None:
+        self._objectives = list(objectives)
+        self._budget = budget
+        self._train_seconds = list(train_seconds or [])
+        self._fixed_wall_limit_s = fixed_wall_limit_s
+        super().__init__(
+            space=SpaceFunction(space, context),
+            metric=[objective_key(o) for o in objectives],
+            mode=[o.mode for o in objectives],
+            sampler=sampler,
+            storage=storage,
+            study_name=study_name,
+            points_to_evaluate=[baseline] if baseline else None,  # enqueued: asked before any sampled trial
+        )
+
+    @property
+    def study(self) -> Any:
+        return self._ot_study
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        if config is None:
+            return None
+        config[TRIAL_KEY] = self._ot_trials[trial_id].number
+        config[WALL_KEY] = self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds)
+        return config
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        return None  # one report per trial; nothing incremental to tell Optuna
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id in self._completed_trials or trial_id not in self._ot_trials:
+            return
+        ot_trial = self._ot_trials[trial_id]
+        record = record_from_payload(result)
+        if record is None and not error:
+            # Stopped before it reported (the search was interrupted): not the config's fault, so FAIL, which
+            # the samplers ignore; resume proposes a new trial in its place.
+            self._tell(ot_trial, None, failed=True)
+        else:
+            feasible = bool(result and result.get(FEASIBLE_KEY))
+            if feasible:
+                values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
+            else:
+                values = [penalty(o) for o in self._objectives]
+            if record is None:  # the trial process raised or died: the callback records Ray's error text
+                record = {"trial": ot_trial.number, "state": "error",
+                          "error": "the trial process failed (see the Ray error file)",
+                          "params": {k: v for k, v in ot_trial.params.items()}}
+            try:
+                ot_trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+                ot_trial.set_user_attr(RECORD_ATTR, record)
+                ot_trial.set_user_attr("state", record.get("state"))
+            except Exception as exc:  # never lose the tell over bookkeeping
+                logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
+            self._tell(ot_trial, values, failed=False)
+            if feasible and isinstance(record.get("train_seconds"), (int, float)):
+                self._train_seconds.append(float(record["train_seconds"]))
+        self._completed_trials.add(trial_id)
+
+    def _tell(self, ot_trial: Any, values: list[float] | None, *, failed: bool) -> None:
+        from optuna.trial import TrialState
+
+        try:
+            if failed:
+                self._ot_study.tell(ot_trial, state=TrialState.FAIL)
+            else:
+                self._ot_study.tell(ot_trial, values, state=TrialState.COMPLETE)
+        except Exception as exc:  # e.g. already finished by a previous run
+            logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
+
+    def unfinished(self) -> list[int]:
+        """Numbers of trials this searcher asked for but never told (interrupted)."""
+        return [t.number for tid, t in self._ot_trials.items() if tid not in self._completed_trials]
