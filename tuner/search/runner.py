@@ -568,8 +568,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
     train_seconds = [float(r["train_seconds"]) for r in records
                      if r.get("state") == "complete" and isinstance(r.get("train_seconds"), (int, float))]
 
+    # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
+    # recorded config stays portable.
+    device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
     base = {"workload": plan.workload, "dataset": plan.dataset, "budget": plan.budget.model_dump(exclude_none=True),
-            "gpus": context["gpus"], "params": {"device": "cuda" if gpus_in_trial > 0 else "cpu"}}
+            "gpus": context["gpus"], "params": {"device": device}}
     setup = TrialSetup(space=plan.space, base=base, objectives=plan.objectives, study_dir=str(study_dir),
                        cache_dir=str(plan.reports_dir / CACHE_DIR), engine=opts.engine,
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
