@@ -98,3 +98,12 @@ def test_wall_limit_caps_a_slow_config_but_keeps_its_throughput():
     assert res.capped
     assert res.seconds <= 31
     assert res.windows and all(math.isclose(w.throughput, 10.0) for w in res.windows)
+
+
+def test_a_config_slower_than_the_cap_stops_warming_up_early_and_still_gets_one_timed_step():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(21.0)), clock, Budget(seconds=15),
+              Measure(warmup_steps=3, windows=5), wall_limit_s=30)
+    assert res.capped and len(res.windows) == 1
+    assert res.steps == 2 and res.seconds <= 42  # one warm-up step, one timed step
+    assert math.isclose(res.windows[0].throughput, 10 / 21)

@@ -63,9 +63,11 @@ def run_loop(
         return wall_limit_s is not None and clock() - start >= wall_limit_s
 
     for _ in range(measure.warmup_steps):
+        t = clock()
         res.samples += step(meter)
         res.steps += 1
-        if over_wall():
+        # Stop warming up when one more step of this length would leave no time for a timed step.
+        if wall_limit_s is not None and clock() - start + 2 * (clock() - t) >= wall_limit_s:
             break
     if measure.warmup_steps and not math.isfinite(step.pop_mean_loss()):
         res.diverged = True
