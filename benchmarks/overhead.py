@@ -1,0 +1,359 @@
+"""Benchmark 1, overhead: what the tuner costs on top of the training it schedules.
+
+a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, CNN on synthetic data, a tiny
+   samples budget), next to bare Ray Tune + OptunaSearch (reuse_actors=True, the same sampler, resources and
+   concurrency) over a trivial function, in the same Ray session:
+       per-trial overhead = (study wall time - one-time start-up - sum of trial work) / N
+   start-up = from the call until the first trial's work starts; trial work = train_seconds + quality_seconds of
+   each trial record (tuner) or the trivial function's own time (bare). Bare runs before and after the tuner study
+   and the two are averaged, so drift does not favour either side. Target: within 0.1 s of bare.
+b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
+   CLI): (wall time - sum of trial work) / wall time. Target: under 5%.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.common import REPO, BenchResult, Context
+
+TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
+TARGET_TOTAL = "ratio < 0.05 (5% of wall time)"
+MARGIN_S = 0.1
+MAX_FRACTION = 0.05
+
+
+# --- timestamps from inside the trials (a picklable engine and a trivial trainable) --------------------------
+
+
+def _stamp(times_dir: str, start: float, end: float, trial: int | None = None) -> None:
+    path = Path(times_dir) / f"{uuid.uuid4().hex}.json"
+    path.write_text(json.dumps({"start": start, "end": end, "pid": os.getpid(), "trial": trial}))
+
+
+class TimedEngine:
+    """tuner.train.run_trial, plus a file with the wall-clock start and end of each call (what the record lacks)."""
+
+    def __init__(self, times_dir: str) -> None:
+        self.times_dir = times_dir
+
+    def __call__(self, cfg: Any, **kwargs: Any) -> Any:
+        from tuner.train import run_trial
+
+        start = time.time()
+        out_dir = kwargs.get("out_dir")  # <study>/trials/<NNNN>
+        try:
+            return run_trial(cfg, **kwargs)
+        finally:
+            _stamp(self.times_dir, start, time.time(), int(Path(out_dir).name) if out_dir is not None else None)
+
+
+def trivial_trainable(config: dict[str, Any], times_dir: str) -> None:
+    """The bare baseline's trial: nothing but one report."""
+    from ray import tune
+
+    start = time.time()
+    value = float(config.get("batch_size", 1))
+    _stamp(times_dir, start, time.time())
+    tune.report({"objective_throughput": value, "objective_loss": 1.0 / value})
+
+
+def bare_space(trial: Any) -> None:
+    """The same two params as the tuner's overhead space, define-by-run (module level: Ray pickles it)."""
+    trial.suggest_int("batch_size", 16, 64, log=True)
+    trial.suggest_float("beta1", 0.0, 0.9)
+
+
+def read_stamps(times_dir: Path) -> list[dict[str, float]]:
+    return sorted((json.loads(p.read_text()) for p in Path(times_dir).glob("*.json")), key=lambda d: d["start"])
+
+
+def per_trial(wall_start: float, wall_end: float, stamps: list[dict[str, float]], work: float, n: int,
+              first_setup_s: float = 0.0) -> dict:
+    """(wall - start-up - work) / n. Start-up runs from the call until the first trial's work starts: the first
+    trial's start plus `first_setup_s`, the time that trial spent before its training (in a fresh worker
+    process: importing torch's data and model code once; later trials pay ~10 ms there)."""
+    if not stamps or n <= 0:
+        raise RuntimeError("no trial ran, so there is no per-trial overhead to compute")
+    startup = stamps[0]["start"] + first_setup_s - wall_start
+    wall = wall_end - wall_start
+    return {"wall_s": wall, "startup_s": startup, "first_trial_setup_s": first_setup_s, "work_s": work, "n": n,
+            "per_trial_s": (wall - startup - work) / n,
+            "per_trial_s_counting_first_setup": (wall - startup + first_setup_s - work) / n}
+
+
+# --- the two studies -----------------------------------------------------------------------------------------
+
+
+def _space_file(ctx: Context) -> Path:
+    s = ctx.settings
+    data = {
+        "description": "benchmark: short CNN trials on synthetic data, to time the tuner's per-trial overhead",
+        "defaults": {"workload": "cnn", "dataset": "synthetic",
+                     "budget": {"samples": s.overhead_budget_samples}, "trials": s.overhead_trials},
+        "objectives": {"cnn": [{"metric": "throughput", "direction": "max"}, {"metric": "loss", "direction": "min"}]},
+        "params": {"batch_size": {"type": "int", "low": 16, "high": 64, "log": True},
+                   "beta1": {"type": "float", "low": 0.0, "high": 0.9}},
+        "trial": {"measure": {"warmup_steps": 1, "windows": 2}},
+    }
+    path = ctx.work_dir / "overhead-space.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path, times_dir: Path) -> dict:
+    """Ray Tune + OptunaSearch over a trivial function: the floor any Ray-based tuner pays per trial."""
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    from tuner.search.runner import make_sampler
+
+    times_dir.mkdir(parents=True, exist_ok=True)
+    searcher = OptunaSearch(space=bare_space, metric=["objective_throughput", "objective_loss"], mode=["max", "min"],
+                            sampler=make_sampler("tpe", 0, n, None))
+    fn = tune.with_resources(tune.with_parameters(trivial_trainable, times_dir=str(times_dir)),
+                             {"cpu": cpus, "gpu": gpus})
+    tuner = tune.Tuner(fn, tune_config=tune.TuneConfig(search_alg=searcher, num_samples=n,
+                                                       max_concurrent_trials=concurrency, reuse_actors=True),
+                       run_config=tune.RunConfig(name=f"bare-{uuid.uuid4().hex[:8]}", storage_path=str(storage),
+                                                 verbose=0))
+    start = time.time()
+    tuner.fit()
+    end = time.time()
+    stamps = read_stamps(times_dir)
+    work = sum(s["end"] - s["start"] for s in stamps)
+    return per_trial(start, end, stamps, work, len(stamps))
+
+
+def trial_work(records: list[dict[str, Any]]) -> float:
+    """Sum of train_seconds + quality_seconds over trial records (the work the user asked for)."""
+    total = 0.0
+    for r in records:
+        for key in ("train_seconds", "quality_seconds"):
+            v = r.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total += float(v)
+    return total
+
+
+def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
+    from tuner.report.trials import load_trials
+    from tuner.search import SearchOptions, run_search
+
+    times_dir.mkdir(parents=True, exist_ok=True)
+    opts = SearchOptions(space=str(_space_file(ctx)), study=name, reports_dir=ctx.work_dir, seed=0,
+                         engine=TimedEngine(str(times_dir)))
+    start = time.time()
+    summary = run_search(opts)
+    end = time.time()
+    records = load_trials(ctx.work_dir / name)
+    stamps = read_stamps(times_dir)
+    first = stamps[0] if stamps else None
+    first_rec = next((r for r in records if first is not None and r.get("trial") == first.get("trial")), None)
+    first_setup = max(0.0, first["end"] - first["start"] - trial_work([first_rec])) if first and first_rec else 0.0
+    out = per_trial(start, end, stamps, trial_work(records), len(records), first_setup)
+    engine_total = sum(s["end"] - s["start"] for s in stamps)
+    out["in_engine_not_work_s_per_trial"] = (engine_total - out["work_s"] - first_setup) / max(len(records), 1)
+    out["outside_engine_s_per_trial"] = out["per_trial_s"] - out["in_engine_not_work_s_per_trial"]
+    out["states"] = summary.states
+    return out
+
+
+def start_ray() -> float:
+    """Ray started the way `tuner search` starts it (same resources, quiet, workers can import tuner)."""
+    import logging
+
+    import ray
+
+    from tuner.search.runner import local_cluster, quiet_ray_environment
+
+    quiet_ray_environment()
+    cluster = local_cluster()
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    t = time.perf_counter()
+    ray.init(num_cpus=int(cluster.cpus), num_gpus=int(cluster.gpus), object_store_memory=256 * 2**20,
+             runtime_env={"env_vars": {"PYTHONPATH": path}}, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    return time.perf_counter() - t
+
+
+def per_trial_result(ctx: Context) -> BenchResult:
+    import ray
+
+    from tuner.search.runner import SearchOptions, ray_cluster, resolve_resources
+
+    n = ctx.settings.overhead_trials
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    init_s = start_ray()
+    try:
+        res = resolve_resources(SearchOptions(), ray_cluster())
+        ctx.log(f"  ray.init {init_s:.1f} s; trials run {res.describe()}")
+        bare = []
+        tuned: dict[str, Any] = {}
+        for i in range(3):
+            if i == 1:
+                tuned = tuner_study(ctx, f"overhead-{stamp}", ctx.work_dir / f"overhead-{stamp}-times")
+                ctx.log(f"  tuner study: {tuned['per_trial_s']:.3f} s/trial overhead ({n} trials, start-up "
+                        f"{tuned['startup_s']:.1f} s, work {tuned['work_s']:.1f} s, wall {tuned['wall_s']:.1f} s)")
+            else:
+                b = bare_study(n, res.cpus_per_trial, res.gpus_per_trial, res.concurrency,
+                               ctx.work_dir / f"bare-{stamp}", ctx.work_dir / f"bare-{stamp}-times-{i}")
+                bare.append(b)
+                ctx.log(f"  bare Ray Tune + OptunaSearch: {b['per_trial_s']:.3f} s/trial ({n} trials, "
+                        f"start-up {b['startup_s']:.1f} s, wall {b['wall_s']:.1f} s)")
+    finally:
+        ray.shutdown()
+    base = sum(b["per_trial_s"] for b in bare) / len(bare)
+    fig = tuned["per_trial_s"]
+    passed = fig - base <= MARGIN_S
+    inside, outside = tuned["in_engine_not_work_s_per_trial"], tuned["outside_engine_s_per_trial"]
+    note = (f"Per-trial overhead = (wall - start-up - trial work) / N over {n} short CNN trials on synthetic data "
+            f"(run_search in-process, Ray already up; ray.init took {init_s:.1f} s); start-up runs until the first "
+            f"trial's training starts, so it includes that trial's one-time set-up in its fresh worker "
+            f"({tuned['first_trial_setup_s']:.1f} s; counted per trial instead: "
+            f"{tuned['per_trial_s_counting_first_setup']:.2f} s/trial). Baseline = bare Ray Tune + OptunaSearch "
+            f"(reuse_actors, same sampler, resources and concurrency) over a trivial function, mean of a run before "
+            f"and after. One-time start-up: {tuned['startup_s']:.1f} s for the tuner, "
+            f"{sum(b['startup_s'] for b in bare) / len(bare):.1f} s bare. Split of the tuner's figure: "
+            f"{inside:.3f} s/trial inside the trial before/after training "
+            f"(dataset, model, DataLoader), {outside:.3f} s/trial between trials (Ray, Optuna storage, result files).")
+    if not passed:
+        where = "between trials" if outside >= inside else "inside the trials, outside training"
+        note += f" Missed by {fig - base - MARGIN_S:.2f} s; most of the excess is {where}."
+    return BenchResult(name="per-trial overhead vs bare Ray Tune", benchmark="overhead", figure=fig, unit="s",
+                       baseline=base, ratio=(fig / base) if base > 0 else None, target=TARGET_PER_TRIAL,
+                       pass_=passed, note=note,
+                       details={"tuner": tuned, "bare": bare, "ray_init_s": init_s, "trials": n})
+
+
+# --- b) the default study, as a user runs it --------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def cli_has_search() -> bool:
+    try:
+        out = subprocess.run([sys.executable, "-m", "tuner", "search", "--help"], capture_output=True, text=True,
+                             timeout=120, env=_env(), cwd=REPO)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "--space" in out.stdout
+
+
+def _library_command(args: list[str]) -> list[str]:
+    """Fallback when the CLI has no search command yet: the same library call the CLI makes."""
+    opts: dict[str, Any] = {}
+    it = iter(args)
+    for flag in it:
+        value = next(it)
+        key = flag.lstrip("-").replace("-", "_")
+        opts[key] = value if key in ("space", "study", "workload", "reports_dir") else float(value) \
+            if key.startswith("budget_seconds") else int(value)
+    code = ("import sys; from pathlib import Path; from tuner.search import SearchOptions, run_search; "
+            f"o = {opts!r}; o['reports_dir'] = Path(o['reports_dir']); run_search(SearchOptions(**o))")
+    return [sys.executable, "-c", code]
+
+
+def prewarm(ctx: Context, workload: str) -> float:
+    """Build the one-time caches a first study on this machine would build (digits PNGs; for the GAN the FID
+    feature classifier and real-image statistics), so the timed study measures a study, not a first install."""
+    from tuner.config import parse_config
+    from tuner.train import run_trial
+
+    t = time.perf_counter()
+    cfg = parse_config({"workload": workload, "dataset": "digits", "budget": {"samples": 64},
+                        "params": {"batch_size": 16}, "measure": {"warmup_steps": 0, "windows": 1}}, "prewarm")
+    run_trial(cfg, cache_dir=ctx.cache_dir)
+    return time.perf_counter() - t
+
+
+def run_default_study(ctx: Context) -> dict[str, Any]:
+    """Run `tuner search --space amp_loader` (plus the mode's extra arguments) in a fresh process; remember it
+    for the speedup benchmark. Returns timings."""
+    if "default_study" in ctx.shared:
+        return ctx.shared["default_study"]
+    from tuner.report.trials import load_trials
+
+    s = ctx.settings
+    args = list(s.default_study_args)
+    workload = args[args.index("--workload") + 1] if "--workload" in args else "gan"
+    warm_s = prewarm(ctx, workload)
+    ctx.log(f"  caches ready ({warm_s:.1f} s, one-time per machine)")
+    study = f"default-{time.strftime('%Y%m%d-%H%M%S')}"
+    full_args = ["--space", "amp_loader", "--study", study, "--reports-dir", str(ctx.work_dir), *args]
+    via_cli = cli_has_search()
+    cmd = [sys.executable, "-m", "tuner", "search", *full_args] if via_cli else _library_command(full_args)
+    ctx.log(f"  running {'tuner search ' + ' '.join(full_args) if via_cli else 'run_search (library; no CLI yet)'}")
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=25 * 60)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"default study failed (exit {proc.returncode}): {tail[0]}")
+    records = load_trials(ctx.work_dir / study)
+    work = trial_work(records)
+    out = {"study": study, "reports_dir": ctx.work_dir, "workload": workload, "wall_s": wall, "work_s": work,
+           "trials": len(records), "via_cli": via_cli, "args": full_args, "prewarm_s": warm_s,
+           "states": {st: sum(1 for r in records if r.get("state") == st) for st in {r.get("state") for r in records}}}
+    ctx.shared["default_study"] = out
+    return out
+
+
+def total_result(ctx: Context) -> BenchResult:
+    d = run_default_study(ctx)
+    frac = (d["wall_s"] - d["work_s"]) / d["wall_s"]
+    passed = frac < MAX_FRACTION
+    what = "tuner search " + " ".join(d["args"]) if d["via_cli"] else "run_search (library; the CLI had no search)"
+    quick = ctx.settings.mode == "quick"
+    note = (f"Total overhead of `{what}`: (wall {d['wall_s']:.1f} s - trial work {d['work_s']:.1f} s) / wall, "
+            f"{d['trials']} trials ({d['states']}), a fresh process as a user runs it (Python and Ray start-up "
+            f"included; one-time dataset/FID caches built beforehand in {d['prewarm_s']:.0f} s).")
+    if quick:
+        note += (" Quick mode: a few short CNN trials instead of the default 12 GAN trials of 20 s, so fixed "
+                 "start-up weighs far more than in the default study.")
+    if not passed:
+        fixed = (d["wall_s"] - d["work_s"]) / max(d["trials"], 1)
+        note += (f" Missed: {fixed:.1f} s of non-training time per trial (process and Ray start-up, per-trial "
+                 f"set-up and the warm-up wait) against {d['work_s'] / max(d['trials'], 1):.1f} s of work per trial.")
+    overhead = d["wall_s"] - d["work_s"]
+    return BenchResult(name="default amp_loader study: total overhead", benchmark="overhead", figure=overhead,
+                       unit="s", baseline=d["wall_s"], ratio=frac, target=TARGET_TOTAL, pass_=passed,
+                       note=note + " Figure = non-training seconds, baseline = wall seconds, ratio = their share.",
+                       details={k: v for k, v in d.items() if k != "reports_dir"})
+
+
+def run(ctx: Context) -> list[BenchResult]:
+    from benchmarks.common import error_result
+
+    out = []
+    for fn, name, target in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
+                             (total_result, "default amp_loader study: total overhead", TARGET_TOTAL)):
+        try:
+            out.append(fn(ctx))
+        except Exception as err:  # one figure failing must not lose the other
+            ctx.log(f"  overhead: {name} failed: {type(err).__name__}: {err}")
+            out.append(error_result("overhead", name, err, target))
+    return out
+
+
+def clean_work_dir(work_dir: Path) -> None:
+    """Remove studies of earlier benchmark runs; keep the caches."""
+    if not work_dir.is_dir():
+        return
+    for p in work_dir.iterdir():
+        if p.name != ".cache":
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)

@@ -1,0 +1,124 @@
+"""The benchmark harness's arithmetic and output, on fixed inputs (milliseconds; no training, no Ray).
+
+The benchmarks themselves run with `python benchmarks/run.py --quick`, not under pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from benchmarks.common import BenchResult, error_result, make_settings, update_readme, write_results
+from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
+from benchmarks.overhead import per_trial, trial_work
+
+
+def test_hypervolume_of_a_staircase_is_the_area_under_it() -> None:
+    # (3,1), (2,2), (1,3) over ref (0,0): 3*1 + 2*1 + 1*1 = 6
+    assert hypervolume_2d([(1, 3), (3, 1), (2, 2)], (0, 0)) == pytest.approx(6.0)
+
+
+def test_dominated_and_out_of_range_points_add_no_volume() -> None:
+    base = hypervolume_2d([(2, 2)], (0, 0))
+    assert base == pytest.approx(4.0)
+    assert hypervolume_2d([(2, 2), (1, 1), (2, 2), (-1, 5), (5, -1)], (0, 0)) == pytest.approx(base)
+    assert hypervolume_2d([], (0, 0)) == 0.0
+
+
+def test_hypervolume_agrees_with_optuna_on_random_points() -> None:
+    optuna_hv = pytest.importorskip("optuna._hypervolume")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pts = rng.random((30, 2))
+    ours = hypervolume_2d([tuple(p) for p in pts], (-0.1, -0.1))
+    # optuna minimizes: negate both objectives and the reference point.
+    theirs = optuna_hv.compute_hypervolume(-pts, np.array([0.1, 0.1]))
+    assert ours == pytest.approx(theirs)
+
+
+def test_pareto_front_keeps_only_non_dominated_points() -> None:
+    assert pareto_front_2d([(1, 1), (3, 1), (2, 2), (1, 3), (2, 1)]) == [(3, 1), (2, 2), (1, 3)]
+
+
+def test_normalizer_flips_a_loss_and_the_whole_grid_has_fraction_one() -> None:
+    grid = [(100.0, 2.0), (300.0, 2.5), (200.0, 1.0)]  # throughput up, loss down
+    norm = Normalizer(grid, minimize_second=True)
+    assert norm((300.0, 1.0)) == (1.0, 1.0)
+    assert norm((100.0, 2.5)) == (0.0, 0.0)
+    assert hv_fraction(grid, norm, grid) == pytest.approx(1.0)
+    assert 0 < hv_fraction(grid[:1], norm, grid) < hv_fraction(grid[:2], norm, grid) < 1
+
+
+def test_trials_to_reach_counts_from_one_and_skips_failures() -> None:
+    assert trials_to_reach([None, 10.0, 96.0, 100.0], 95.0) == 3
+    assert trials_to_reach([1.0, 2.0], 95.0) is None
+
+
+def test_per_trial_overhead_subtracts_start_up_and_work() -> None:
+    stamps = [{"start": 105.0, "end": 107.0}, {"start": 108.0, "end": 110.0}]
+    out = per_trial(100.0, 111.0, stamps, work=4.0, n=2)
+    # wall 11 - start-up 5 - work 4 = 2 s over 2 trials
+    assert out["per_trial_s"] == pytest.approx(1.0)
+    assert out["startup_s"] == pytest.approx(5.0)
+    # the first trial's one-time set-up (1 s before its training) moves from the per-trial figure to start-up
+    moved = per_trial(100.0, 111.0, stamps, work=4.0, n=2, first_setup_s=1.0)
+    assert moved["startup_s"] == pytest.approx(6.0) and moved["per_trial_s"] == pytest.approx(0.5)
+    assert moved["per_trial_s_counting_first_setup"] == pytest.approx(1.0)
+
+
+def test_trial_work_adds_training_and_scoring_time_and_ignores_missing() -> None:
+    records = [{"train_seconds": 2.0, "quality_seconds": 0.5}, {"train_seconds": 1.0}, {"state": "error"}]
+    assert trial_work(records) == pytest.approx(3.5)
+
+
+def test_results_json_has_one_entry_per_figure_with_the_schema(tmp_path) -> None:
+    results = [
+        BenchResult("per-trial overhead", "overhead", 0.4, "s", 0.3, 4 / 3, "figure <= baseline + 0.1 s", False,
+                    note="Missed: set-up per trial."),
+        BenchResult("fidelity", "fidelity", 2.0, "%", None, 1.01, "median |ratio - 1| <= 5%", True,
+                    details={"x": float("nan")}),
+        error_result("speedup", "exported vs textbook", RuntimeError("no study\nmore"), "ratio > 1"),
+    ]
+    meta = {"mode": "quick", "date": "2026-01-01T00:00:00+00:00", "seconds": 12.0,
+            "machine": {"cpu": "Test CPU", "cores": 2, "gpu": None}, "versions": {"torch": "x"}}
+    json_path, md_path = write_results(results, meta, tmp_path)
+    data = json.loads(json_path.read_text())
+    assert [d["benchmark"] for d in data] == ["overhead", "fidelity", "speedup"]
+    for d in data:
+        assert {"name", "figure", "unit", "baseline", "ratio", "target", "pass", "note"} <= set(d)
+    assert data[0]["pass"] is False and data[1]["pass"] is True and data[2]["pass"] is None
+    assert data[1]["details"]["x"] is None  # NaN is not JSON
+    assert data[2]["note"] == "not measured: RuntimeError: no study"
+    md = md_path.read_text()
+    assert "Test CPU (2 cores, no GPU)" in md and "Mode **quick**" in md
+    assert "**MISSED**" in md and "**pass**" in md and "not measured" in md
+    assert "1. Missed: set-up per trial." in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert len(rows) == 1 + 3  # header + one row per figure
+    assert all(ln.replace("\\|", "").count("|") == 8 for ln in rows)  # a "|" in a target is escaped
+
+
+def test_readme_table_is_replaced_between_markers_only(tmp_path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
+    assert update_readme(readme, "| new |\n")
+    assert readme.read_text() == "intro\n<!-- results:start -->\n| new |\n<!-- results:end -->\noutro\n"
+    plain = tmp_path / "other.md"
+    plain.write_text("no markers")
+    assert not update_readme(plain, "x") and plain.read_text() == "no markers"
+
+
+@pytest.mark.parametrize("quick", [True, False])
+@pytest.mark.parametrize("cuda", [False, True])
+def test_every_mode_meets_the_issue_minimums(quick: bool, cuda: bool) -> None:
+    s = make_settings(quick, cuda)
+    assert len(s.fidelity_configs) >= 4
+    assert {p.get("precision", "fp32") for _, p, _ in s.fidelity_configs} >= {"fp32", "bf16"}
+    assert {p.get("num_workers", 0) > 0 for _, p, _ in s.fidelity_configs} == {True, False}
+    assert s.search_seeds >= 3 and s.search_trials < s.grid_size
+    assert s.speedup_repeats >= 2 and not math.isnan(s.grid_budget_s)
+    if not quick:
+        assert s.default_study_args == ()  # the full run times the true default study
