@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import pickle
-import struct
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from tuner.data import Datasets, check_dataset, load_datasets, parse_dataset_spec
 from tuner.errors import DatasetError

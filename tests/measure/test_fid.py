@@ -17,16 +17,6 @@ from tuner.measure.fid import INCEPTION_FILE, check_fid_weights, feature_classif
 CPU = resolve_device("cpu")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    # Shared with test_quality.py through the session's base temp dir: the digits classifier trains once.
-    return tmp_path_factory.getbasetemp() / "measure-cache"
-
-
-@pytest.fixture(scope="module")
-def digits(cache):
-    return load_datasets("digits", 32, cache)
-
 
 def tiny(name="tiny", n_train=48, n_val=8, size=16, channels=1):
     g = torch.Generator().manual_seed(0)

@@ -9,7 +9,6 @@ from PIL import Image
 from torch import nn
 
 from tuner.config import Quality
-from tuner.data import load_datasets
 from tuner.device import resolve_device
 from tuner.measure.fid import unaugmented_train
 from tuner.measure.quality import evaluate_cnn, evaluate_gan, feature_classifier
@@ -18,16 +17,6 @@ from fakes import FakeCudaDevice
 
 CPU = resolve_device("cpu")
 
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    # Shared with test_fid.py through the session's base temp dir: the digits classifier trains once.
-    return tmp_path_factory.getbasetemp() / "measure-cache"
-
-
-@pytest.fixture(scope="module")
-def digits(cache):
-    return load_datasets("digits", 32, cache)
 
 
 def new_generator(seed=0):

@@ -11,20 +11,11 @@ from pathlib import Path
 
 import optuna
 
+from spaces_for_tests import tiny_space
 from tuner.report.trials import load_trials
 
 REPO = Path(__file__).resolve().parents[2]
-TINY_SPACE = """
-description: two knobs, quick
-defaults: {workload: cnn, dataset: synthetic, budget: {samples: 128}, trials: 6}
-objectives:
-  cnn: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
-params:
-  batch_size: {type: categorical, choices: [16, 32]}
-  beta1: {type: float, low: 0.1, high: 0.9}
-  num_workers: 0
-  precision: fp32
-"""
+TINY_SPACE = tiny_space(trials=6)
 
 
 def _env() -> dict[str, str]:

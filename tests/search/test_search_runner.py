@@ -12,6 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from spaces_for_tests import tiny_space
 from tuner.cli import main
 from tuner.config import Budget, TrialConfig
 from tuner.report.trials import load_trials, read_study_meta
@@ -22,17 +23,7 @@ from tuner.train.result import TrialResult
 
 pytestmark = pytest.mark.ray
 
-TINY_SPACE = """
-description: two knobs, quick
-defaults: {workload: cnn, dataset: synthetic, budget: {samples: 128}, trials: 3}
-objectives:
-  cnn: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
-params:
-  batch_size: {type: categorical, choices: [16, 32]}
-  beta1: {type: float, low: 0.1, high: 0.9}
-  num_workers: 0
-  precision: fp32
-"""
+TINY_SPACE = tiny_space(trials=3)
 
 MODES_SPACE = """
 description: fake modes

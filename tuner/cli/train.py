@@ -38,11 +38,8 @@ def train(
     out = out_dir or reports_dir / "train"
     out.mkdir(parents=True, exist_ok=True)
 
-    progress = None
+    progress = None if as_json else _print_window
     if not as_json:
-        def progress(w: dict) -> None:
-            print(f"  window {w['window']}: {w['throughput']:.1f} samples/s, train loss {w['train_loss']:.4f}",
-                  file=sys.stderr)
         budget = f"{cfg.budget.seconds:g} s" if cfg.budget.seconds else f"{cfg.budget.samples} samples"
         print(f"training {cfg.workload} on {cfg.dataset} for {budget} ...", file=sys.stderr)
     result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device, on_window=progress)
@@ -53,6 +50,10 @@ def train(
         _print_summary(data)
     if result.state != "complete":
         raise typer.Exit(3)
+
+
+def _print_window(w: dict) -> None:
+    print(f"  window {w['window']}: {w['throughput']:.1f} samples/s, train loss {w['train_loss']:.4f}", file=sys.stderr)
 
 
 def _print_summary(d: dict) -> None:

@@ -114,7 +114,7 @@ def run_trial(
         result.state, result.error = "oom", _error_line(err)
         result.train_seconds = time.perf_counter() - t0
         result.peak_mem_mb = device.peak_memory_mb()
-        del step, models, err  # drop every reference to the big tensors before emptying the cache
+        step = models = None  # drop every reference to the big tensors before emptying the cache
         gc.collect()
         device.free_memory()
         return result
