@@ -327,8 +327,9 @@ def total_result(ctx: Context) -> BenchResult:
                  "start-up weighs far more than in the default study.")
     if not passed:
         fixed = (d["wall_s"] - d["work_s"]) / max(d["trials"], 1)
-        note += (f" Missed: {fixed:.1f} s of non-training time per trial (process and Ray start-up, per-trial "
-                 f"set-up and the warm-up wait) against {d['work_s'] / max(d['trials'], 1):.1f} s of work per trial.")
+        note += (f" Missed: {fixed:.1f} s of non-training time per trial (Python and Ray start-up spread over the "
+                 f"trials, per-trial set-up, result recording) against {d['work_s'] / max(d['trials'], 1):.1f} s of "
+                 f"work per trial.")
     overhead = d["wall_s"] - d["work_s"]
     return BenchResult(name="default amp_loader study: total overhead", benchmark="overhead", figure=overhead,
                        unit="s", baseline=d["wall_s"], ratio=frac, target=TARGET_TOTAL, pass_=passed,
