@@ -107,3 +107,14 @@ def test_a_config_slower_than_the_cap_stops_warming_up_early_and_still_gets_one_
     assert res.capped and len(res.windows) == 1
     assert res.steps == 2 and res.seconds <= 42  # one warm-up step, one timed step
     assert math.isclose(res.windows[0].throughput, 10 / 21)
+
+
+def test_overall_rate_keeps_the_slow_window_that_the_median_drops():
+    from tuner.measure.timing import summarize
+
+    clock = FakeClock()
+    durations = [0.01] * 20 + [0.5] + [0.01] * 10_000  # one slow step (an epoch boundary, say) in window 2
+    res = run(FakeStep(clock, durations), clock, Budget(samples=500), Measure(warmup_steps=0, windows=5))
+    s = summarize(res.windows)
+    assert math.isclose(s.throughput, 1000.0)
+    assert s.overall < 0.9 * s.throughput

@@ -95,12 +95,13 @@ class ThroughputSummary:
     spread: float | None  # (max - min) / median: 0.1 means windows varied by 10% of the median
     data_wait: float | None  # waiting time / timed time over all windows
     windows: list[float]
+    overall: float | None = None  # all timed samples / all timed seconds: includes the slow windows the median drops
 
 
 def summarize(windows: list[Window]) -> ThroughputSummary:
     rates = [w.throughput for w in windows if w.seconds > 0 and w.samples > 0]
     if not rates:
-        return ThroughputSummary(None, None, None, [])
+        return ThroughputSummary(None, None, None, [], None)
     med = statistics.median(rates)
     total = sum(w.seconds for w in windows)
     wait = sum(w.wait_seconds for w in windows)
@@ -109,4 +110,5 @@ def summarize(windows: list[Window]) -> ThroughputSummary:
         spread=(max(rates) - min(rates)) / med if med > 0 else None,
         data_wait=min(1.0, wait / total) if total > 0 else None,
         windows=rates,
+        overall=sum(w.samples for w in windows) / total if total > 0 else None,
     )

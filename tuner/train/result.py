@@ -15,6 +15,7 @@ class TrialResult:
     throughput: float | None = None  # median training samples/s over the timed windows
     throughput_spread: float | None = None  # (max - min) / median over the windows, a fraction
     windows: list[float] = field(default_factory=list)  # samples/s of each timed window
+    throughput_overall: float | None = None  # all timed samples / all timed seconds (epoch ends, worker restarts in)
     data_wait: float | None = None  # fraction of step time blocked waiting for the next batch
     peak_mem_mb: float | None = None
     train_seconds: float = 0.0  # wall time of the training loop, warm-up included

@@ -124,11 +124,13 @@ def run_trial(
     summary = summarize(loop.windows)
     result.throughput, result.throughput_spread = summary.throughput, summary.spread
     result.windows, result.data_wait = summary.windows, summary.data_wait
+    result.throughput_overall = summary.overall
     result.peak_mem_mb = device.peak_memory_mb()
     result.train_seconds, result.samples, result.steps = loop.seconds, loop.samples * world, loop.steps
     if world > 1 and result.throughput is not None:  # every rank trains its own shard at the same time
         result.throughput *= world
         result.windows = [w * world for w in result.windows]
+        result.throughput_overall = (result.throughput_overall or 0.0) * world
     result.capped, result.loss_curve = loop.capped, loop.loss_curve
     if loop.diverged:
         result.state, result.error = "diverged", "non-finite training loss"
