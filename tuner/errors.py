@@ -13,6 +13,12 @@ class TunerError(Exception):
     exit_code = 1
 
 
+class RunFailed(TunerError):
+    """A training run that ended in a failed state (oom, diverged), or a rerun that did not verify: exit 3."""
+
+    exit_code = 3
+
+
 class UserError(TunerError):
     """Bad input that the user can fix: the message says what is wrong and how to fix it."""
 

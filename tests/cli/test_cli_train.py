@@ -75,5 +75,7 @@ def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_pa
     original = SmallCNN.forward
     monkeypatch.setattr(SmallCNN, "forward", lambda self, x: original(self, x) * float("nan"))
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr()
     assert rc == 3
-    assert json.loads(capsys.readouterr().out)["state"] == "diverged"
+    assert json.loads(out.out)["state"] == "diverged"
+    assert "did not complete: diverged" in out.err

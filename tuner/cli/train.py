@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, RunFailed
 
 
 def train(
@@ -49,7 +49,7 @@ def train(
     else:
         _print_summary(data)
     if result.state != "complete":
-        raise typer.Exit(3)
+        raise RunFailed(f"the run did not complete: {result.state} ({result.error})")
 
 
 def _print_window(w: dict) -> None:

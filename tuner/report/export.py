@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import Params, TrialConfig, dump_config, parse_config
-from tuner.errors import ConfigError, StudyError, TunerError
+from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.report.pareto import Pick, choose
 from tuner.report.study import Study, bound_label
 from tuner.report.trials import atomic_write_text
@@ -163,10 +163,8 @@ def write_export(study: Study, exp: Export, out: Path | None = None, fmt: str | 
     return path
 
 
-class VerifyFailed(TunerError):
+class VerifyFailed(RunFailed):
     """The rerun of an exported config did not complete: exit 3, as `tuner train` exits for a failed run."""
-
-    exit_code = 3
 
 
 @dataclass
