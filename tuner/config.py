@@ -66,6 +66,9 @@ class Budget(_Strict):
             raise ValueError("give exactly one of budget.seconds or budget.samples")
         return self
 
+    def describe(self) -> str:
+        return f"{self.seconds:g} seconds" if self.seconds is not None else f"{self.samples} samples"
+
 
 class Measure(_Strict):
     """How throughput is measured: warm-up excluded, then several timed windows."""

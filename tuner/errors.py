@@ -7,6 +7,12 @@ already exists, a GPU asked for where there is none) exit 2 with one line on std
 from __future__ import annotations
 
 
+def error_line(err: BaseException) -> str:
+    """`Type: first line of the message`, at most 500 characters: what a trial record keeps of a failure."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}".strip()[:500]
+
+
 class TunerError(Exception):
     """Root of tuner's errors. `exit_code` is what the CLI exits with."""
 

@@ -40,8 +40,7 @@ def train(
 
     progress = None if as_json else _print_window
     if not as_json:
-        budget = f"{cfg.budget.seconds:g} s" if cfg.budget.seconds else f"{cfg.budget.samples} samples"
-        print(f"training {cfg.workload} on {cfg.dataset} for {budget} ...", file=sys.stderr)
+        print(f"training {cfg.workload} on {cfg.dataset} for {cfg.budget.describe()} ...", file=sys.stderr)
     result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device, on_window=progress)
     data = result.to_dict()
     if as_json:

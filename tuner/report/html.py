@@ -515,12 +515,15 @@ def _picks(study: Study) -> tuple[str, int | None]:
 
 
 def _describe_budget(budget: Any) -> str:
-    if isinstance(budget, dict):
-        if budget.get("seconds") is not None:
-            return f"{fmt(budget['seconds'])} s per trial"
-        if budget.get("samples") is not None:
-            return f"{budget['samples']} samples per trial"
-    return "" if budget is None else str(budget)
+    """study.json keeps the budget as a dict; describe it as the search did."""
+    from pydantic import ValidationError
+
+    from tuner.config import Budget
+
+    try:
+        return Budget.model_validate(budget).describe() + " per trial"
+    except ValidationError:
+        return "" if budget is None else str(budget)
 
 
 def _provenance(study: Study) -> str:

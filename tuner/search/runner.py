@@ -264,7 +264,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, stu
     same("--storage", opts.storage, meta["storage"] if meta["storage"] != default_storage(study_dir) else None)
     budget = _budget(opts)
     if budget is not None and budget != saved_budget:
-        same("the budget", _describe_budget(budget), _describe_budget(saved_budget))
+        same("the budget", budget.describe(), saved_budget.describe())
     _check_dataset(meta["dataset"])
     objectives = [Objective.model_validate(o) for o in meta["objectives"]]
     _check_quality(saved_space, meta["workload"], objectives)
@@ -274,10 +274,6 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, stu
         trials=opts.trials or int(meta["trials"]), sampler=meta["sampler"], seed=int(meta["seed"]), resume=True,
         options=opts, meta=meta,
     )
-
-
-def _describe_budget(b: Budget) -> str:
-    return f"{b.seconds:g} seconds" if b.seconds is not None else f"{b.samples} samples"
 
 
 # --- storage ---------------------------------------------------------------------------------------------------
@@ -591,7 +587,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
 
     view = None
     if console is not None:
-        budget = _describe_budget(plan.budget)
+        budget = plan.budget.describe()
         console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {plan.workload} on {plan.dataset}, "
                       f"{budget} each, sampler {plan.sampler} (seed {plan.seed}); {resources.describe()}"
                       + (f"; resuming with {len(records)} done" if plan.resume else ""), soft_wrap=True)

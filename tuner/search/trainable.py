@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import error_line
 from tuner.search.space import Objective, Space, check_finite
 
 # Keys of the dict a trial reports to Tune (objective keys are objective_key(o)).
@@ -55,11 +56,6 @@ class TrialSetup:
 
 def searched_params(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith("_")}
-
-
-def error_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}".strip()[:500]
 
 
 def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from torch import nn
 
 from tuner.config import TrialConfig
 from tuner.device import Device, resolve_device
+from tuner.errors import error_line
 from tuner.measure.timing import summarize
 from tuner.train.loop import forever, run_loop
 from tuner.train.result import TrialResult
@@ -36,11 +37,6 @@ def _wrap_ddp(model: nn.Module, device: Device) -> nn.Module:
     # broadcast_buffers=False: D runs twice (real, fake) before one backward; re-broadcasting BatchNorm buffers
     # between those forwards is an in-place change autograd refuses.
     return DDP(model, device_ids=ids, broadcast_buffers=False)
-
-
-def _error_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
 
 
 def preflight(cfg: TrialConfig) -> Device:
@@ -111,7 +107,7 @@ def run_trial(
         loop = run_loop(step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
                         wall_limit_s=wall_limit_s, on_window=on_window)
     except torch.OutOfMemoryError as err:
-        result.state, result.error = "oom", _error_line(err)
+        result.state, result.error = "oom", error_line(err)
         result.train_seconds = time.perf_counter() - t0
         result.peak_mem_mb = device.peak_memory_mb()
         step = models = None  # drop every reference to the big tensors before emptying the cache
@@ -140,7 +136,7 @@ def run_trial(
         try:
             result.quality = _evaluate(cfg, models, data, device, Path(cache_dir), out_dir)
         except torch.OutOfMemoryError as err:
-            result.state, result.error = "oom", "during quality evaluation: " + _error_line(err)
+            result.state, result.error = "oom", "during quality evaluation: " + error_line(err)
             device.free_memory()
             return result
         result.sample_grid = result.quality.pop("sample_grid", None)
