@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tuner.errors import ConfigError
@@ -121,16 +120,11 @@ def parse_config(data: Any, source: str = "config") -> TrialConfig:
         raise ConfigError(format_validation_error(err, source)) from None
 
 
-def load_yaml(path: Path) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+def load_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from a readable UTF-8 file; anything else is a ConfigError naming the file."""
+    from tuner.files import load_yaml_mapping
+
+    return load_yaml_mapping(Path(path), "config file")
 
 
 def load_config(path: Path) -> TrialConfig:
