@@ -291,3 +291,10 @@ def _atomic(path: Path, text: str) -> None:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def study_records(study_dir: Path) -> list[dict[str, Any]]:
+    """A study's trial records as plain JSON (what result.json holds), through tuner's public study API."""
+    from tuner.study import StudyFolder
+
+    return [r.to_json() for r in StudyFolder(study_dir).records()]

@@ -30,7 +30,7 @@ REACH = 0.95
 
 def grid_space(axes: tuple[tuple[str, tuple[Any, ...]], ...], budget_s: float, trials: int) -> Any:
     """The grid as a tuner search space (categorical params), validated by tuner's own space parser."""
-    from tuner.search.space import parse_space
+    from tuner.search import parse_space
 
     params: dict[str, Any] = {}
     for name, values in axes:
@@ -83,8 +83,7 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
     enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs)."""
     import optuna
 
-    from tuner.search.searcher import CONSTRAINT
-    from tuner.search.trainable import penalty
+    from tuner.search import tell_trial
 
     objectives = space.objectives_for("cnn")
     names = [n for n, _ in space.params.items() if not space.params[n].fixed]
@@ -97,9 +96,7 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
         params = space.sample(trial, {"gpus": 0})
         row = table[key_of(params, names)]
         ok = feasible(row)
-        values = [float(row[o.metric]) if ok else penalty(o) for o in objectives]
-        trial.set_constraint(CONSTRAINT, 0.0 if ok else 1.0)
-        study.tell(trial, values)
+        tell_trial(study, trial, objectives, [float(row[o.metric]) for o in objectives] if ok else None)
         out.append({"params": params, **row})
     return out
 
@@ -107,7 +104,7 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
 def run(ctx: Context) -> list[BenchResult]:
     import optuna
 
-    from tuner.search.runner import make_sampler
+    from tuner.search import make_sampler
 
     s = ctx.settings
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import REPO, BenchResult, Context
+from benchmarks.common import REPO, BenchResult, Context, study_records
 
 TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
 TARGET_TOTAL = "ratio < 0.05 (5% of wall time)"
@@ -116,7 +116,7 @@ def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
-    from tuner.search.runner import make_sampler
+    from tuner.search import make_sampler
 
     times_dir.mkdir(parents=True, exist_ok=True)
     searcher = OptunaSearch(space=bare_space, metric=["objective_throughput", "objective_loss"], mode=["max", "min"],
@@ -147,7 +147,6 @@ def trial_work(records: list[dict[str, Any]]) -> float:
 
 
 def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
-    from tuner.report.trials import load_trials
     from tuner.search import SearchOptions, run_search
 
     times_dir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +155,7 @@ def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
     start = time.time()
     summary = run_search(opts)
     end = time.time()
-    records = load_trials(ctx.work_dir / name)
+    records = study_records(ctx.work_dir / name)
     stamps = read_stamps(times_dir)
     first = stamps[0] if stamps else None
     first_rec = next((r for r in records if first is not None and r.get("trial") == first.get("trial")), None)
@@ -171,26 +170,18 @@ def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
 
 def start_ray() -> float:
     """Ray started the way `tuner search` starts it (same resources, quiet, workers can import tuner)."""
-    import logging
+    from tuner.search import local_cluster, start_local_ray
 
-    import ray
-
-    from tuner.search.runner import local_cluster, quiet_ray_environment
-
-    quiet_ray_environment()
     cluster = local_cluster()
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     t = time.perf_counter()
-    ray.init(num_cpus=int(cluster.cpus), num_gpus=int(cluster.gpus), object_store_memory=256 * 2**20,
-             runtime_env={"env_vars": {"PYTHONPATH": path}}, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    start_local_ray(cluster.cpus, cluster.gpus)
     return time.perf_counter() - t
 
 
 def per_trial_result(ctx: Context) -> BenchResult:
     import ray
 
-    from tuner.search.runner import SearchOptions, ray_cluster, resolve_resources
+    from tuner.search import SearchOptions, ray_cluster, resolve_resources
 
     n = ctx.settings.overhead_trials
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -286,8 +277,6 @@ def run_default_study(ctx: Context) -> dict[str, Any]:
     for the speedup benchmark. Returns timings."""
     if "default_study" in ctx.shared:
         return ctx.shared["default_study"]
-    from tuner.report.trials import load_trials
-
     s = ctx.settings
     args = list(s.default_study_args)
     workload = args[args.index("--workload") + 1] if "--workload" in args else "gan"
@@ -304,7 +293,7 @@ def run_default_study(ctx: Context) -> dict[str, Any]:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"default study failed (exit {proc.returncode}): {tail[0]}")
-    records = load_trials(ctx.work_dir / study)
+    records = study_records(ctx.work_dir / study)
     work = trial_work(records)
     out = {"study": study, "reports_dir": ctx.work_dir, "workload": workload, "wall_s": wall, "work_s": work,
            "trials": len(records), "via_cli": via_cli, "args": full_args, "prewarm_s": warm_s,

@@ -45,30 +45,30 @@ def export_best(ctx: Context) -> tuple[Any, dict[str, Any]]:
     from benchmarks.overhead import run_default_study
     from tuner.config import load_config
     from tuner.report.export import build_export, write_export
-    from tuner.report.study import open_study
+    from tuner.study import open_study
 
     d = run_default_study(ctx)
     study = open_study(d["reports_dir"], d["study"])
     exp = build_export(study)  # --pick knee, the default
     path = write_export(study, exp)
-    baseline_trial = (study.meta.get("baseline") or {}).get("trial")
-    done = [r for r in study.records if r.get("state") == "complete" and r.get("throughput") is not None]
+    baseline_trial = (study.meta.baseline or {}).get("trial")
+    done = [r.to_json() for r in study.records if r.complete and r.throughput is not None]
     fastest = max(done, key=lambda r: r["throughput"]) if done else {}
     precisions: dict[str, int] = {}
     for r in study.records:
-        prec = (r.get("params") or {}).get("precision", "fp32")
+        prec = r.params.get("precision", "fp32")
         precisions[prec] = precisions.get(prec, 0) + 1
-    return load_config(path), {"study": d["study"], "trial": exp.record.get("trial"), "path": str(path),
-                               "recorded_throughput": exp.record.get("throughput"),
+    return load_config(path), {"study": d["study"], "trial": exp.record.trial, "path": str(path),
+                               "recorded_throughput": exp.record.throughput,
                                "study_fastest_throughput": fastest.get("throughput"),
                                "study_fastest_trial": fastest.get("trial"), "study_precisions": precisions,
                                "study_trials": len(study.records),
                                "is_baseline_trial": baseline_trial is not None
-                               and baseline_trial == exp.record.get("trial")}
+                               and baseline_trial == exp.record.trial}
 
 
 def run(ctx: Context) -> list[BenchResult]:
-    from tuner.search.searcher import wall_limit
+    from tuner.search import wall_limit
     from tuner.train import run_trial
 
     s = ctx.settings

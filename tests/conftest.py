@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from studies import study_maker
 
 
 @pytest.fixture(scope="session")
@@ -13,19 +13,20 @@ def ray_session():
 
     Tests that call `tuner search` in-process reuse it (run_search does not start or stop Ray when one is up).
     """
-    for key, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_USAGE_STATS_ENABLED", "0"),
-                       ("RAY_AIR_NEW_OUTPUT", "0"), ("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1"),
-                       ("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")):
-        os.environ.setdefault(key, value)
-    import logging
+    from tuner.search.ray_env import start_local_ray
 
     import ray
 
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                 object_store_memory=100 * 2**20)
+        start_local_ray(2, 0, object_store_mb=100)
         started = True
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def make_study(tmp_path):
+    """make_study(name, kind) -> reports dir holding a fake study (see tests/studies.py)."""
+    return study_maker(tmp_path)

@@ -25,7 +25,7 @@ quality: {enabled: false}
 
 
 def test_json_is_exactly_one_object_with_the_documented_keys(tmp_path, capsys):
-    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--format", "json", "--reports-dir", str(tmp_path / "r")])
     out = capsys.readouterr().out
     assert rc == 0
     data = json.loads(out)  # fails if anything else was printed on stdout
@@ -35,7 +35,7 @@ def test_json_is_exactly_one_object_with_the_documented_keys(tmp_path, capsys):
 
 
 def test_budget_override_from_the_command_line(tmp_path, capsys):
-    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--budget-samples", "160",
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--format", "json", "--budget-samples", "160",
                "--reports-dir", str(tmp_path / "r")])
     assert rc == 0 and json.loads(capsys.readouterr().out)["samples"] >= 160
 
@@ -74,7 +74,7 @@ def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_pa
 
     original = SmallCNN.forward
     monkeypatch.setattr(SmallCNN, "forward", lambda self, x: original(self, x) * float("nan"))
-    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--format", "json", "--reports-dir", str(tmp_path / "r")])
     out = capsys.readouterr()
     assert rc == 3
     assert json.loads(out.out)["state"] == "diverged"

@@ -7,8 +7,7 @@ import pytest
 from tuner.config import load_config
 from tuner.errors import StudyError
 from tuner.report.export import build_export, pytorch_settings, verify, write_export
-from tuner.report.study import open_study
-from tuner.train.result import TrialResult
+from tuner.study import TrialResult, open_study
 
 
 def test_default_export_is_the_knee_and_loads_back_as_a_config(make_study):

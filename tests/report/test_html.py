@@ -10,7 +10,7 @@ from html import unescape
 import pytest
 
 from tuner.report.html import nice_ticks, render_html, write_html
-from tuner.report.study import open_study
+from tuner.study import open_study
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_content_a_reader_needs(report):
 
 def test_user_text_is_escaped(make_study):
     s = open_study(make_study(), "gan-demo")
-    s.trial(7)["error"] = "<script>alert(1)</script>"
+    s.trial(7).error = "<script>alert(1)</script>"
     assert "<script>alert(1)" not in render_html(s)
 
 
@@ -102,5 +102,5 @@ def test_cnn_study_plots_validation_loss(make_study):
     s = open_study(make_study("cnn-demo", kind="cnn"), "cnn-demo")
     html = render_html(s)
     assert "loss (lower is better)" in html
-    assert [r["trial"] for r in s.front()] == [0, 1]  # trial 2 is slower and worse than trial 0
+    assert [r.trial for r in s.front()] == [0, 1]  # trial 2 is slower and worse than trial 0
     assert "data:image" not in html  # a classifier has no sample grid

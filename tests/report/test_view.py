@@ -5,7 +5,7 @@ import json
 
 from rich.console import Console
 
-from tuner.report.study import open_study
+from tuner.study import open_study
 from tuner.report.view import sparkline, study_json, study_table, trial_panel
 
 
@@ -42,7 +42,7 @@ def test_trial_detail_shows_params_metrics_windows_grid_and_error(make_study):
 
 def test_json_is_strict_and_carries_rank(make_study):
     s = open_study(make_study(), "gan-demo")
-    s.records[0]["fid"] = float("inf")  # a non-finite metric must not produce bare Infinity
+    s.records[0].metrics["fid"] = float("inf")  # a non-finite metric must not produce bare Infinity
     doc = json.loads(json.dumps(study_json(s), allow_nan=False))
     by_trial = {d["trial"]: d for d in doc}
     assert by_trial[2]["rank"] == 0 and by_trial[2]["front"] is True

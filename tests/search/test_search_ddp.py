@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tuner.search.space import parse_space
+from tuner.search.spaces import parse_space
 from tuner.search.trainable import RECORD_KEY, TRIAL_KEY, TrialSetup, trainable
 
 pytestmark = [

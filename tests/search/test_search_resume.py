@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 
 from spaces_for_tests import tiny_space
-from tuner.report.trials import load_trials
+from studies import load_trials
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_SPACE = tiny_space(trials=6)

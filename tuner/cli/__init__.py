@@ -1,15 +1,20 @@
 """The `tuner` command: parses, calls the library, prints. Errors become exit codes here and nowhere else.
 
-Each command group lives in its own module with a `register(app)` function.
+Exit codes: 0 done; 1 a bug (one line, --debug for the traceback); 2 bad input (tuner.errors.UserError and Click's
+usage errors); 3 a run that did not complete or verify (tuner.errors.RunFailed); 130 interrupted.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
 
+# Each module registers its commands on `app` when imported, once; this order is the order of `tuner --help`.
+from tuner.cli import train  # noqa: F401, I001
+from tuner.cli import search  # noqa: F401, I001
+from tuner.cli import report  # noqa: F401, I001
+from tuner.cli.app import CliState, app
 from tuner.errors import TunerError
 
 try:  # typer >= 0.29 vendors click
@@ -17,40 +22,16 @@ try:  # typer >= 0.29 vendors click
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, NoArgsIsHelpError
 
-app = typer.Typer(
-    name="tuner",
-    help="Find PyTorch training settings that train fast without training worse.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def _root() -> None:
-    """Find PyTorch training settings that train fast without training worse.
-
-    Add --debug to any command to see tracebacks."""
-
-
-def _register_commands() -> None:
-    from tuner.cli import report, search, train
-
-    for module in (train, search, report):
-        module.register(app)
-
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. User errors: one line on stderr, exit 2. `--debug` (or TUNER_DEBUG=1) shows tracebacks."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("TUNER_DEBUG") == "1"
-    args = [a for a in args if a != "--debug"]
-    _register_commands()
+    state = CliState()
     try:
-        rv = app(args=args, prog_name="tuner", standalone_mode=False)
+        rv = app(args=list(sys.argv[1:] if argv is None else argv), prog_name="tuner", standalone_mode=False,
+                 obj=state)
         return rv if isinstance(rv, int) else 0  # without standalone mode, typer.Exit(n) comes back as n
     except TunerError as err:
-        if debug:
+        if state.debug:
             raise
         print(f"tuner: error: {err}", file=sys.stderr)
         return err.exit_code
@@ -60,24 +41,20 @@ def main(argv: list[str] | None = None) -> int:
         err.show()
         return 0
     except ClickException as err:  # usage errors: unknown option, bad choice, missing argument
-        if debug:
+        if state.debug:
             raise
-        hint = ""
         ctx = getattr(err, "ctx", None)
-        if ctx is not None:
-            hint = f" (see `{ctx.command_path} --help`)"
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print(f"tuner: error: {err.format_message()}{hint}", file=sys.stderr)
         return 2
-    except typer.Abort:
-        print("tuner: aborted", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
+    except (typer.Abort, KeyboardInterrupt):
         print("tuner: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # a bug, not a user error: say so and how to see more
-        if debug:
+        if state.debug:
             raise
-        print(f"tuner: internal error: {type(err).__name__}: {err} (rerun with --debug for the traceback)", file=sys.stderr)
+        print(f"tuner: internal error: {type(err).__name__}: {err} (rerun with --debug for the traceback)",
+              file=sys.stderr)
         return 1
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console
+
 spaces_app = typer.Typer(help="List and show the bundled search spaces.", no_args_is_help=False)
+app.add_typer(spaces_app, name="spaces")
 
 
+@app.command()
 def search(
     space: Annotated[Optional[str], typer.Option(help="Search space: a bundled name (see `tuner spaces`) or a YAML path.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name (default: the space's name).")] = None,
@@ -28,10 +32,10 @@ def search(
     reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
+    format: FormatOption = Format.table,
+    debug: Debug = False,
 ) -> None:
     """Search a space with Ray Tune + Optuna, scoring every trial on throughput and quality."""
-    from rich.console import Console
-
     from tuner.search import SearchOptions, run_search
 
     opts = SearchOptions(
@@ -40,75 +44,86 @@ def search(
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose,
     )
-    summary = run_search(opts, console=Console(stderr=True, highlight=False))
-    _print_summary(summary)
+    summary = run_search(opts, console=stderr_console())
+    if format is Format.json:
+        print_json(_summary_json(summary))
+    else:
+        _print_summary(summary)
     if summary.interrupted:
-        typer.echo(f"tuner: search stopped after {summary.finished} of {summary.total} trials; continue with "
-                   f"`tuner search --study {summary.study} --reports-dir {reports_dir} --resume`", err=True)
+        note(f"tuner: search stopped after {summary.finished} of {summary.total} trials; continue with "
+             f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
         raise typer.Exit(130)
 
 
-def _print_summary(summary) -> None:  # noqa: ANN001 - tuner.search.SearchSummary, imported lazily
-    from rich.console import Console
+def _summary_json(summary: Any) -> dict[str, Any]:
+    from tuner.report.view import trial_document
 
+    return {"study": summary.name, "folder": str(summary.study_dir), "trials": summary.total,
+            "finished": summary.finished, "ran": summary.ran, "states": summary.states,
+            "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "warnings": summary.warnings,
+            "objectives": [o.model_dump() for o in summary.objectives],
+            "front": [trial_document(summary.study, r) for r in summary.front]}
+
+
+def _print_summary(summary: Any) -> None:
     from tuner.search.progress import front_table
 
-    out = Console(highlight=False)
-    if not out.is_terminal:  # a file or a pipe: no reason to squeeze the table into 80 columns
-        out = Console(highlight=False, width=200)
-    states = ", ".join(f"{n} {s}" for s, n in sorted(summary.states.items())) or "no trials"
-    typer.echo(f"study {summary.study}: {summary.finished}/{summary.total} trials ({states}) "
-               f"in {summary.seconds:.0f} s")
-    metrics = [o.metric for o in summary.objectives]
+    out = stdout_console()
+    states = ", ".join(f"{n} {s}" for s, n in summary.states.items()) or "no trials"
+    print(f"study {summary.name}: {summary.finished}/{summary.total} trials ({states}) in {summary.seconds:.0f} s")
     if summary.front:
-        out.print(front_table(summary.front, metrics, summary.params,
-                              title=f"Pareto front ({len(summary.front)} trials): "
-                                    + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives)))
+        title = (f"Pareto front ({len(summary.front)} trials): "
+                 + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives))
+        out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title))
     else:
-        typer.echo("Pareto front: empty (no complete trial yet)")
-    typer.echo(f"report: {summary.study_dir / 'trials.csv'} (study folder {summary.study_dir})")
+        print("Pareto front: empty (no complete trial yet)")
+    print(f"report: {summary.study.folder.csv_path} (study folder {summary.study_dir}); "
+          f"`tuner report {summary.name}` for every trial")
 
 
 @spaces_app.callback(invoke_without_command=True)
-def spaces_default(ctx: typer.Context) -> None:
+def spaces_default(ctx: typer.Context, format: FormatOption = Format.table, debug: Debug = False) -> None:
     """List the bundled search spaces (the default when no subcommand is given)."""
     if ctx.invoked_subcommand is None:
-        list_spaces_cmd()
+        list_spaces_cmd(format)
 
 
 @spaces_app.command("list")
-def list_spaces_cmd() -> None:
+def list_spaces_cmd(format: FormatOption = Format.table, debug: Debug = False) -> None:
     """List the bundled search spaces with a one-line description."""
-    from rich.console import Console
     from rich.table import Table
 
-    from tuner.search.space import list_spaces
+    from tuner.search.spaces import list_spaces
 
+    spaces = list_spaces()
+    if format is Format.json:
+        print_json([{"name": sp.name, "description": sp.description, "source": sp.source} for sp in spaces])
+        return
     table = Table(box=None, show_header=True, pad_edge=False)
     table.add_column("space")
     table.add_column("description")
-    for sp in list_spaces():
+    for sp in spaces:
         table.add_row(sp.name, sp.description)
-    Console(highlight=False).print(table)
+    stdout_console().print(table)
 
 
 @spaces_app.command("show")
-def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name, or a path to a YAML file.")]) -> None:
+def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name, or a path to a YAML file.")],
+               format: FormatOption = Format.table, debug: Debug = False) -> None:
     """Print one space: its file and what it searches."""
-    from tuner.search.space import load_space, resolve_space_path
+    from tuner.files import read_text
+    from tuner.search.spaces import load_space, resolve_space_path
 
     path = resolve_space_path(name)
     sp = load_space(str(path))
-    typer.echo(f"# {sp.name}: {path}")
-    typer.echo(path.read_text().rstrip())
-    typer.echo("")
-    typer.echo(f"# searches {len(sp.searched)} params:")
+    if format is Format.json:
+        print_json({"name": sp.name, "source": str(path), **sp.definition()})
+        return
+    print(f"# {sp.name}: {path}")
+    print(read_text(path, "space file").rstrip())
+    print("")
+    print(f"# searches {len(sp.searched)} params:")
     for pname, spec in sp.params.items():
-        typer.echo(f"#   {pname:<20} {spec.describe()}")
+        print(f"#   {pname:<20} {spec.describe()}")
     for workload, objectives in sp.objectives.items():
-        typer.echo(f"# {workload} objectives: " + ", ".join(f"{o.metric} ({o.mode})" for o in objectives))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("search")(search)
-    app.add_typer(spaces_app, name="spaces")
+        print(f"# {workload} objectives: " + ", ".join(o.describe() for o in objectives))

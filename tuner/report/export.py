@@ -17,14 +17,9 @@ from typing import Any
 
 from tuner.config import Params, TrialConfig, dump_config, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
-from tuner.report.pareto import Pick, choose
-from tuner.report.study import Study, bound_label
-from tuner.report.trials import atomic_write_text
-
-MEASURED_KEYS = (
-    "throughput", "throughput_spread", "windows", "data_wait", "peak_mem_mb", "train_seconds", "samples", "steps",
-    "capped", "device", "fid", "fid_features", "fid_samples", "loss", "accuracy", "quality_seconds",
-)
+from tuner.files import atomic_write, json_safe
+from tuner.report.bottleneck import bound_label
+from tuner.study import Pick, Study, TrialRecord, choose
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
@@ -61,10 +56,10 @@ def pytorch_settings(cfg: TrialConfig) -> dict[str, Any]:
     return out
 
 
-def trial_config(study: Study, record: dict[str, Any]) -> TrialConfig:
+def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
     """The full config the trial ran with, as recorded in its result.json."""
-    raw = record.get("config")
-    source = f"study '{study.name}' trial {record['trial']} config"
+    raw = record.config
+    source = f"study '{study.name}' trial {record.trial} config"
     if not isinstance(raw, dict):
         raise StudyError(f"{source}: missing from result.json, so it cannot be exported; rerun the trial")
     raw = {k: v for k, v in raw.items() if k != "provenance"}
@@ -74,28 +69,30 @@ def trial_config(study: Study, record: dict[str, Any]) -> TrialConfig:
         raise StudyError(str(err)) from None
 
 
-def provenance(study: Study, record: dict[str, Any], cfg: TrialConfig, pick: str,
+def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
                min_quality: float | None) -> dict[str, Any]:
     rule: dict[str, Any] = {"pick": pick, "rank": study.rank(record), "front_size": len(study.front())}
     if min_quality is not None and study.quality is not None:
         rule["min_quality"] = f"{study.quality.metric} {study.quality.comparison} {min_quality:g}"
-    measured = {k: record[k] for k in MEASURED_KEYS if record.get(k) is not None}
+    measured: dict[str, Any] = {k: v for k, v in record.metrics.items() if v is not None}
+    measured.update(windows=record.windows, capped=record.capped, device=record.device)
     if record.get("data_wait") is not None:
-        measured["bound"] = bound_label(record["data_wait"])
+        measured["bound"] = bound_label(record.get("data_wait"))
+    meta = study.meta
     out = {
         "study": study.name,
-        "trial": int(record["trial"]),
+        "trial": record.trial,
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "chosen_by": rule,
         "measured": measured,
-        "params_searched": record.get("params", {}),
-        "space": study.meta.get("space"),
-        "hardware": study.meta.get("hardware"),
-        "resources": study.meta.get("resources"),
-        "versions": study.meta.get("versions"),
-        "study_created": study.meta.get("created"),
-        "trial_started": record.get("started"),
-        "trial_ended": record.get("ended"),
+        "params_searched": record.params,
+        "space": meta.space,
+        "hardware": meta.hardware,
+        "resources": meta.resources,
+        "versions": meta.versions,
+        "study_created": meta.created,
+        "trial_started": record.started,
+        "trial_ended": record.ended,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "pytorch": pytorch_settings(cfg),
     }
@@ -104,7 +101,7 @@ def provenance(study: Study, record: dict[str, Any], cfg: TrialConfig, pick: str
 
 @dataclass
 class Export:
-    record: dict[str, Any]
+    record: TrialRecord
     config: TrialConfig  # with provenance
     document: dict[str, Any]  # what was written
     command_args: str = ""  # the --pick / --min-quality that chose it, to repeat the export
@@ -112,11 +109,11 @@ class Export:
 
 def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Export:
     study.require_complete()
-    record = choose(study.records, study.objectives, pick, min_quality, study=study.name)
+    record = choose(study.records, study.objectives, pick, min_quality, study=study.name, value=study.value)
     cfg = trial_config(study, record)
     cfg.provenance = provenance(study, record, cfg, pick, min_quality)
     doc = dump_config(cfg)
-    doc["provenance"] = json.loads(json.dumps(cfg.provenance, default=str))  # plain types for YAML
+    doc["provenance"] = json_safe(cfg.provenance)  # plain types for YAML
     args = f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None else "")
     return Export(record, cfg, doc, args)
 
@@ -124,13 +121,13 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:
     rec = exp.record
     quality = study.quality
-    qvalue = rec.get(quality.metric) if quality is not None else None
+    qvalue = rec.value(quality.metric) if quality is not None else None
     qtext = f", {quality.metric} {qvalue:.4g}" if quality is not None and qvalue is not None else ""
-    thr = rec.get("throughput")
+    thr = rec.throughput
     return "\n".join([
-        f"# tuner config exported from study '{study.name}', trial {rec['trial']} "
+        f"# tuner config exported from study '{study.name}', trial {rec.trial} "
         f"({exp.command_args}).",
-        f"# Measured: {thr:.1f} samples/s{qtext} on {rec.get('device') or 'the study machine'}." if thr is not None
+        f"# Measured: {thr:.1f} samples/s{qtext} on {rec.device or 'the study machine'}." if thr is not None
         else "# Measured: see provenance.measured.",
         f"# Run it:      tuner train --config {path}",
         f"# Re-measure:  tuner export {study.name} {exp.command_args} --verify",
@@ -159,7 +156,7 @@ def write_export(study: Study, exp: Export, out: Path | None = None, fmt: str | 
     path = Path(out) if out is not None else default_path(study, fmt)
     if path.is_dir():
         raise ConfigError(f"--out {path} is a directory; give a file path such as {path / 'best.yaml'}")
-    atomic_write_text(path, render(study, exp, fmt, path))
+    atomic_write(path, render(study, exp, fmt, path))
     return path
 
 

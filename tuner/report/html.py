@@ -16,16 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import StudyError
-from tuner.report.pareto import choose, objective_value
-from tuner.report.study import (
-    BOUND_EXPLANATION,
-    COMPUTE_BOUND_BELOW,
-    INPUT_BOUND_ABOVE,
-    STATE_NOTES,
-    Study,
-    bound_label,
-)
-from tuner.report.view import FRONT_MARK, fmt
+from tuner.report.bottleneck import BOUND_EXPLANATION, COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, bound_label
+from tuner.report.view import FRONT_MARK
+from tuner.study import Study, TrialRecord, choose
+from tuner.study.format import STATE_NOTES, fmt
 
 REPORT_FILE = "report.html"
 MAX_EMBEDDED_GRIDS = 60  # sample grids beyond this (in rank order) are listed by path, to keep the file small
@@ -193,13 +187,13 @@ def _marker(kind: str, x: float, y: float, r: float = 5.5) -> str:
     return f'<rect class="pt" x="{x - r + 1:.1f}" y="{y - r + 1:.1f}" width="{side:.1f}" height="{side:.1f}" fill="{c}"/>'
 
 
-def _tooltip(study: Study, r: dict[str, Any]) -> str:
-    parts = [f"trial {r['trial']}: {STATE_NOTES.get(str(r.get('state')), r.get('state'))}"]
+def _tooltip(study: Study, r: TrialRecord) -> str:
+    parts = [f"trial {r.trial}: {STATE_NOTES.get(str(r.get('state')), r.get('state'))}"]
     for o in study.objectives:
         parts.append(f"{o.metric} {fmt(r.get(o.metric))}")
-    parts += [f"{k}={fmt(v)}" for k, v in (r.get("params") or {}).items()]
+    parts += [f"{k}={fmt(v)}" for k, v in (r.params).items()]
     if r.get("error"):
-        parts.append(str(r["error"]))
+        parts.append(str(r.error))
     return "\n".join(parts)
 
 
@@ -218,17 +212,17 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
     log_x = bool(thr_values) and min(thr_values) > 0 and max(thr_values) / min(thr_values) > 20
     sx = Scale(thr_values, x0, x1, log=log_x)
     if quality is not None:
-        q_values = [objective_value(r, quality) for r in ranked]
+        q_values = [r.value(quality.metric) for r in ranked]
         sy = Scale([v for v in q_values if v is not None], y0, y1)
         better = "higher is better" if quality.maximize else "lower is better"
         ylabel = f"{quality.metric} ({better})"
     else:  # speed-only study: spread the trials by number
-        sy = Scale([float(r["trial"]) for r in ranked], y0, y1)
+        sy = Scale([float(r.trial) for r in ranked], y0, y1)
         ylabel = "trial"
 
-    def y_of(r: dict[str, Any]) -> float:
-        value = objective_value(r, quality) if quality is not None else None
-        return sy(value if value is not None else float(r["trial"]))
+    def y_of(r: TrialRecord) -> float:
+        value = r.value(quality.metric) if quality is not None else None
+        return sy(value if value is not None else float(r.trial))
 
     out = [f'<svg id="pareto-plot" class="plot" viewBox="0 0 {W} {H}" '
            f'width="{W}" height="{H}" role="img" aria-label="Pareto front: throughput against {escape(ylabel)}">']
@@ -237,21 +231,21 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
 
     front = sorted(study.front(), key=lambda r: _num(r.get("throughput")) or 0.0)
     if len(front) > 1:
-        pts = " ".join(f"{sx(r['throughput']):.1f},{y_of(r):.1f}" for r in front)
+        pts = " ".join(f"{sx(r.get('throughput')):.1f},{y_of(r):.1f}" for r in front)
         out.append(f'<polyline class="front-line" points="{pts}" fill="none" stroke="{COLORS["front"]}" '
                    f'stroke-width="1.6" stroke-dasharray="5 3"/>')
     out.append('<g class="points">')
     for r in sorted(ranked, key=lambda r: -(study.rank(r) or 0)):  # front drawn last, on top
-        x, y = sx(r["throughput"]), y_of(r)
+        x, y = sx(r.get("throughput")), y_of(r)
         on_front = study.rank(r) == 0
         color = COLORS["front"] if on_front else COLORS["dominated"]
         radius = 6.5 if on_front else 4.5
-        out.append(f'<a href="#trial-{r["trial"]}"><circle class="pt{" front" if on_front else ""}" cx="{x:.1f}" '
+        out.append(f'<a href="#trial-{r.trial}"><circle class="pt{" front" if on_front else ""}" cx="{x:.1f}" '
                    f'cy="{y:.1f}" r="{radius}" fill="{color}" fill-opacity="{0.95 if on_front else 0.7}" '
                    f'stroke="#fff" stroke-width="1"><title>{escape(_tooltip(study, r))}</title></circle></a>')
         if on_front:
-            out.append(_t(x + 8, y - 7, f"#{r['trial']}", anchor="start", size=11, extra=f'fill="{COLORS["front"]}"'))
-        if r["trial"] == knee_trial:
+            out.append(_t(x + 8, y - 7, f"#{r.trial}", anchor="start", size=11, extra=f'fill="{COLORS["front"]}"'))
+        if r.trial == knee_trial:
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="11" fill="none" stroke="#1f2328" stroke-width="1.5"/>')
             out.append(_t(x + 14, y + 15, "knee", anchor="start", size=11, extra='font-weight="600"'))
     out.append("</g>")
@@ -273,10 +267,10 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
         else:
             x = na_x + 14 * unplaced  # no throughput measured: lined up at the left
             unplaced += 1
-        out.append(f'<a href="#trial-{r["trial"]}"><g>{_marker(kind, x, strip_y)}'
+        out.append(f'<a href="#trial-{r.trial}"><g>{_marker(kind, x, strip_y)}'
                    f'<title>{escape(_tooltip(study, r))}</title></g></a>')
         if len(others) <= 30:  # beyond that the labels would only overlap
-            out.append(_t(x, strip_y - 8 - 10 * (unplaced % 2 if thr is None else 0), f"#{r['trial']}", size=9,
+            out.append(_t(x, strip_y - 8 - 10 * (unplaced % 2 if thr is None else 0), f"#{r.trial}", size=9,
                           extra='fill="#57606a"'))
     legend = [("front", "Pareto front"), ("dominated", "dominated"), ("oom", "out of memory (infeasible)"),
               ("diverged", "diverged"), ("error", "error"), ("noscore", "complete, no score")]
@@ -292,7 +286,7 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
     return "\n".join(out)
 
 
-def windows_svg(r: dict[str, Any]) -> str:
+def windows_svg(r: TrialRecord) -> str:
     """Samples/s of each timed window as bars, with the median as a line: how steady the measurement was."""
     windows = [v for w in r.get("windows") or [] if (v := _num(w)) is not None]
     if not windows:
@@ -323,7 +317,7 @@ def windows_svg(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def loss_svg(r: dict[str, Any]) -> str:
+def loss_svg(r: TrialRecord) -> str:
     """Mean training loss per window against samples seen."""
     pts = [(float(p[0]), float(p[1])) for p in r.get("loss_curve") or []
            if isinstance(p, (list, tuple)) and len(p) >= 2 and _num(p[0]) is not None and _num(p[1]) is not None]
@@ -367,13 +361,13 @@ def data_wait_svg(study: Study) -> str:
         out.append(_t(sx(v) + (4 if v == INPUT_BOUND_ABOVE else -4), top - 8, f"{label} {v:.0%}",
                       anchor="start" if v == INPUT_BOUND_ABOVE else "end", size=10))
     for i, r in enumerate(rows):
-        wait = float(r["data_wait"])
+        wait = float(r.get("data_wait"))
         label = bound_label(wait)
         y = top + i * bar_h
         star = f" {FRONT_MARK}" if study.rank(r) == 0 else ""
-        out.append(_t(x0 - 6, y + bar_h - 4, f"trial {r['trial']}{star}", anchor="end", size=11))
+        out.append(_t(x0 - 6, y + bar_h - 4, f"trial {r.trial}{star}", anchor="end", size=11))
         out.append(f'<rect x="{x0}" y="{y + 2}" width="{max(1.0, sx(min(max(wait, 0.0), 1.0)) - x0):.1f}" '
-                   f'height="{bar_h - 4}" fill="{COLORS[label]}"><title>trial {r["trial"]}: {wait:.1%} of step time '
+                   f'height="{bar_h - 4}" fill="{COLORS[label]}"><title>trial {r.trial}: {wait:.1%} of step time '
                    f'waiting for data ({label})</title></rect>')
         out.append(_t(x1 + 6, y + bar_h - 4, f"{wait:.1%} {label}", anchor="start", size=11,
                       extra=f'fill="{COLORS[label]}"'))
@@ -414,15 +408,8 @@ def _bound_badge(wait: Any) -> str:
     return f'{float(wait):.1%} <span class="bound" style="background:{COLORS[label]}">{label}</span>'
 
 
-def _params(study: Study) -> list[str]:
-    params = list(study.meta.get("params") or [])
-    for r in study.records:
-        params += [p for p in r.get("params", {}) if p not in params]
-    return params
-
-
 def trials_table(study: Study) -> str:
-    params = _params(study)
+    params = study.params()
     metrics = [o.metric for o in study.objectives]
     head = (["rank", "trial", "state"] + [f"{o.metric} {'↑' if o.maximize else '↓'}" for o in study.objectives]
             + ["spread", "data wait", "peak MB", "train s"] + params + ["error"])
@@ -436,29 +423,29 @@ def trials_table(study: Study) -> str:
         spread = _num(r.get("throughput_spread"))
         cells = [
             f"{FRONT_MARK} 0" if rank == 0 else ("-" if rank is None else str(rank)),
-            f'<a href="#trial-{r["trial"]}">{r["trial"]}</a>',
+            f'<a href="#trial-{r.trial}">{r.trial}</a>',
             f'<span class="state-{escape(state)}">{escape(state)}</span>' + (" (capped)" if r.get("capped") else ""),
             *[escape(fmt(r.get(m))) for m in metrics],
             f"{spread:.1%}" if spread is not None else "-",
             _bound_badge(r.get("data_wait")),
             escape(fmt(r.get("peak_mem_mb"), 5)),
             escape(fmt(r.get("train_seconds"), 3)),
-            *[escape(fmt((r.get("params") or {}).get(p))) for p in params],
+            *[escape(fmt((r.params).get(p))) for p in params],
         ]
         row = "".join(f'<td class="{"l" if i == 2 else ""}">{c}</td>' for i, c in enumerate(cells))
         row += f'<td class="err">{escape(str(r.get("error") or ""))}</td>'
-        out.append(f'<tr id="row-{r["trial"]}" class="{cls}" data-trial="{r["trial"]}">{row}</tr>')
+        out.append(f'<tr id="row-{r.trial}" class="{cls}" data-trial="{r.trial}">{row}</tr>')
     out.append("</tbody></table></div>")
     return "".join(out)
 
 
-def _trial_detail(study: Study, r: dict[str, Any], embed_grid: bool) -> str:
+def _trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> str:
     rank = study.rank(r)
     state = str(r.get("state"))
     q = study.quality
-    headline = [f"trial {r['trial']}", STATE_NOTES.get(state, state)]
+    headline = [f"trial {r.trial}", STATE_NOTES.get(state, state)]
     if _num(r.get("throughput")) is not None:
-        headline.append(f"{fmt(r['throughput'])} samples/s")
+        headline.append(f"{fmt(r.get('throughput'))} samples/s")
     if q is not None and r.get(q.metric) is not None:
         headline.append(f"{q.metric} {fmt(r.get(q.metric))}")
     if rank is not None:
@@ -469,11 +456,11 @@ def _trial_detail(study: Study, r: dict[str, Any], embed_grid: bool) -> str:
         ("throughput spread", f"{spread:.1%}" if spread is not None else None),
         ("data wait", _bound_badge(r.get("data_wait")) if r.get("data_wait") is not None else None),
     ]
-    metrics += [(k.replace("_", " "), _plain(r[k])) for k in
+    metrics += [(k.replace("_", " "), _plain(r.get(k))) for k in
                 ("peak_mem_mb", "train_seconds", "samples", "steps", "capped", "device", "accuracy", "fid_features",
                  "fid_samples", "quality_seconds", "started", "ended")
                 if r.get(k) is not None and k not in {o.metric for o in study.objectives}]
-    parts = [f'<div><h3>params</h3>{_kv([(k, _plain(v)) for k, v in (r.get("params") or {}).items()])}</div>',
+    parts = [f'<div><h3>params</h3>{_kv([(k, _plain(v)) for k, v in (r.params).items()])}</div>',
              f"<div><h3>measured</h3>{_kv(metrics)}</div>",
              f"<div><h3>throughput windows</h3>{windows_svg(r)}</div>",
              f"<div><h3>loss curve</h3>{loss_svg(r)}</div>"]
@@ -481,16 +468,16 @@ def _trial_detail(study: Study, r: dict[str, Any], embed_grid: bool) -> str:
     if grid is not None:
         uri = _image_data_uri(grid) if embed_grid else None
         if uri is not None:
-            parts.append(f'<div class="grid"><h3>generated samples</h3><img alt="sample grid of trial {r["trial"]}" '
+            parts.append(f'<div class="grid"><h3>generated samples</h3><img alt="sample grid of trial {r.trial}" '
                          f'src="{uri}"><br><span class="note">{escape(str(grid))}</span></div>')
         else:
             why = "not embedded (too many grids)" if embed_grid is False and grid.is_file() else "file missing"
             parts.append(f'<div class="grid"><h3>generated samples</h3><p class="note">{escape(str(grid))} '
                          f"({why})</p></div>")
     if r.get("error"):
-        parts.append(f'<div><h3>error</h3><pre>{escape(str(r["error"]))}</pre></div>')
+        parts.append(f'<div><h3>error</h3><pre>{escape(str(r.error))}</pre></div>')
     open_attr = " open" if rank == 0 else ""
-    return (f'<details id="trial-{r["trial"]}" class="trial"{open_attr}><summary>{escape(" · ".join(headline))}'
+    return (f'<details id="trial-{r.trial}" class="trial"{open_attr}><summary>{escape(" · ".join(headline))}'
             f'</summary><div class="detail">{"".join(parts)}</div></details>')
 
 
@@ -505,10 +492,10 @@ def _picks(study: Study) -> tuple[str, int | None]:
             cards.append(f'<div class="card">{escape(label)}<br><span class="note">{escape(str(err))}</span></div>')
             continue
         if pick == "knee":
-            knee_trial = int(r["trial"])
+            knee_trial = r.trial
         q = study.quality
         qtext = f", {q.metric} {fmt(r.get(q.metric))}" if q is not None else ""
-        cards.append(f'<div class="card">{escape(label)}<br><b><a href="#trial-{r["trial"]}">trial {r["trial"]}</a></b>'
+        cards.append(f'<div class="card">{escape(label)}<br><b><a href="#trial-{r.trial}">trial {r.trial}</a></b>'
                      f": {escape(fmt(r.get('throughput')))} samples/s{escape(qtext)}<br>"
                      f"<code>tuner export {escape(study.name)} --pick {pick}</code></div>")
     return f'<div class="cards" id="picks">{"".join(cards)}</div>', knee_trial
@@ -527,9 +514,9 @@ def _describe_budget(budget: Any) -> str:
 
 
 def _provenance(study: Study) -> str:
-    meta = study.meta
-    starts = sorted(str(r["started"]) for r in study.records if r.get("started"))
-    ends = sorted(str(r["ended"]) for r in study.records if r.get("ended"))
+    meta = study.meta.model_dump(mode="json")
+    starts = sorted(str(r.started) for r in study.records if r.started)
+    ends = sorted(str(r.ended) for r in study.records if r.ended)
     items = [
         ("study", escape(study.name)),
         ("folder", escape(str(study.dir))),
@@ -545,7 +532,7 @@ def _provenance(study: Study) -> str:
         ("seed", _plain(meta.get("seed")) if meta.get("seed") is not None else None),
         ("space", _plain(meta.get("space")) if meta.get("space") else None),
         ("space source", _plain(meta.get("space_source")) if meta.get("space_source") else None),
-        ("searched params", escape(", ".join(_params(study)))),
+        ("searched params", escape(", ".join(study.params()))),
         ("Optuna storage", _plain(meta.get("storage")) if meta.get("storage") else None),
     ]
     out = [_kv(items)]
@@ -574,7 +561,7 @@ def _provenance(study: Study) -> str:
 
 def render_html(study: Study) -> str:
     """The whole report as one HTML string."""
-    meta = study.meta
+    meta = study.meta.model_dump(mode="json")
     counts: dict[str, int] = {}
     for r in study.records:
         counts[str(r.get("state"))] = counts.get(str(r.get("state")), 0) + 1
@@ -583,8 +570,8 @@ def render_html(study: Study) -> str:
                     if x)
     picks, knee_trial = _picks(study)
     sorted_records = study.sorted_records()
-    embed = {int(r["trial"]) for r in sorted_records if study.sample_grid(r) is not None}
-    embed = set(sorted(embed, key=[int(r["trial"]) for r in sorted_records].index)[:MAX_EMBEDDED_GRIDS])
+    embed = {r.trial for r in sorted_records if study.sample_grid(r) is not None}
+    embed = set(sorted(embed, key=[r.trial for r in sorted_records].index)[:MAX_EMBEDDED_GRIDS])
     n_bound: dict[str, int] = {}
     for r in study.records:
         if (label := bound_label(r.get("data_wait"))):
@@ -612,7 +599,7 @@ def render_html(study: Study) -> str:
         f'<p class="note">{escape(BOUND_EXPLANATION)}{" Here: " + escape(bound_text) + "." if bound_text else ""}</p>',
         data_wait_svg(study), "</section>",
         '<section id="details"><h2>Each trial</h2>',
-        *[_trial_detail(study, r, int(r["trial"]) in embed) for r in sorted_records],
+        *[_trial_detail(study, r, r.trial in embed) for r in sorted_records],
         "</section>",
         '<section id="provenance"><h2>Provenance</h2>', _provenance(study), "</section>",
     ]
@@ -624,8 +611,8 @@ def render_html(study: Study) -> str:
 
 def write_html(study: Study, out: Path | None = None) -> Path:
     """Write `<study>/report.html` (or `out`) atomically and return its path."""
-    from tuner.report.trials import atomic_write_text
+    from tuner.files import atomic_write
 
     path = Path(out) if out is not None else study.dir / REPORT_FILE
-    atomic_write_text(path, render_html(study))
+    atomic_write(path, render_html(study))
     return path

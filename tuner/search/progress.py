@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -11,46 +10,35 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-STATE_STYLE = {"complete": "green", "oom": "yellow", "diverged": "yellow", "error": "red"}
+from tuner.study import Objective, TrialRecord
+from tuner.study.format import fmt, fmt_metric, state_style
 
-
-def fmt_value(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
-def trial_line(record: dict[str, Any], metrics: list[str], params: list[str]) -> Text:
+def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  batch_size=64 precision=fp32 ...  24.1 s`"""
-    state = str(record.get("state"))
     line = Text()
-    line.append(f"#{int(record['trial']):04d} ", style="bold")
-    line.append(f"{state:<9}", style=STATE_STYLE.get(state, ""))
-    if state == "complete":
-        line.append("  " + "  ".join(f"{m} {fmt_value(record.get(m))}" for m in metrics))
-        if record.get("capped"):
+    line.append(f"#{record.trial:04d} ", style="bold")
+    line.append(f"{record.state:<9}", style=state_style(record.state))
+    if record.complete:
+        line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
+        if record.capped:
             line.append("  (capped)", style="yellow")
     else:
-        line.append("  " + str(record.get("error") or ""), style="dim")
-    shown = record.get("params", {})
-    line.append("  " + " ".join(f"{p}={fmt_value(shown[p])}" for p in params if p in shown), style="cyan")
-    seconds = record.get("run_seconds")
-    if isinstance(seconds, (int, float)):
-        line.append(f"  {seconds:.1f} s", style="dim")
+        line.append("  " + str(record.error or ""), style="dim")
+    shown = record.params
+    line.append("  " + " ".join(f"{p}={fmt(shown[p])}" for p in params if p in shown), style="cyan")
+    if record.run_seconds is not None:
+        line.append(f"  {record.run_seconds:.1f} s", style="dim")
     return line
 
 
 class SearchView:
     """Prints finished trials as they come and keeps a transient status line (running, done, elapsed)."""
 
-    def __init__(self, console: Console, total: int, done: int, metrics: list[str], params: list[str]) -> None:
+    def __init__(self, console: Console, total: int, done: int, objectives: list[Objective],
+                 params: list[str]) -> None:
         self.console = console
         self.total, self.done, self.running = total, done, 0
-        self.metrics, self.params = metrics, params
+        self.objectives, self.params = objectives, params
         self._start = time.monotonic()
         self._live: Live | None = None
         self._last_refresh = 0.0
@@ -69,10 +57,10 @@ class SearchView:
         self.running += 1
         self.refresh(force=True)
 
-    def trial_finished(self, record: dict[str, Any], was_running: bool = True) -> None:
+    def trial_finished(self, record: TrialRecord, was_running: bool = True) -> None:
         self.running = max(0, self.running - int(was_running))
         self.done += 1
-        self.console.print(trial_line(record, self.metrics, self.params), soft_wrap=True)
+        self.console.print(trial_line(record, self.objectives, self.params), soft_wrap=True)
         self.refresh(force=True)
 
     def refresh(self, force: bool = False) -> None:
@@ -88,17 +76,16 @@ class SearchView:
                     f"{elapsed // 60}:{elapsed % 60:02d} elapsed", style="dim")
 
 
-def front_table(front: list[dict[str, Any]], metrics: list[str], params: list[str], title: str) -> Table:
+def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str) -> Table:
     """The Pareto front, best first objective first; params that no front trial sets are left out."""
-    params = [p for p in params if any(rec.get("params", {}).get(p) is not None for rec in front)]
+    params = [p for p in params if any(rec.params.get(p) is not None for rec in front)]
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
-    for m in metrics:
-        table.add_column(m, justify="right")
+    for o in objectives:
+        table.add_column(f"{o.metric} {o.arrow}", justify="right")
     for p in params:
         table.add_column(p, justify="right")
     for rec in front:
-        shown = rec.get("params", {})
-        table.add_row(str(rec["trial"]), *[fmt_value(rec.get(m)) for m in metrics],
-                      *[escape(fmt_value(shown.get(p))) for p in params])
+        table.add_row(str(rec.trial), *[fmt_metric(o.metric, rec.get(o.metric)) for o in objectives],
+                      *[escape(fmt(rec.params.get(p))) for p in params])
     return table

@@ -7,7 +7,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from tuner.report.trials import record_trial
+from tuner.study import StudyFolder, TrialRecord
 from tuner.search.trainable import TRIAL_KEY, record_from_payload, searched_params
 
 
@@ -38,7 +38,7 @@ class StudyRecorder(Callback):
     """record_trial() for every finished trial, and the live view's updates."""
 
     def __init__(self, study_dir: Path, view: Any = None) -> None:
-        self.study_dir = Path(study_dir)
+        self.folder = StudyFolder(Path(study_dir))
         self.view = view
         self.recorded: list[int] = []
 
@@ -64,14 +64,12 @@ class StudyRecorder(Callback):
         if number is None:
             return
         state, reason = classify_ray_error(ray_error_text(trial))
-        record = record_from_payload(trial.last_result) or {
-            "trial": int(number), "state": state, "error": reason,
-            "params": searched_params(trial.config), "config": None,
-        }
+        record = record_from_payload(trial.last_result) or TrialRecord(
+            trial=int(number), state=state, error=reason, params=searched_params(trial.config))
         self._record(record)
 
-    def _record(self, record: dict[str, Any]) -> None:
-        record_trial(self.study_dir, record)
-        self.recorded.append(int(record["trial"]))
+    def _record(self, record: TrialRecord) -> None:
+        self.folder.write_record(record)
+        self.recorded.append(record.trial)
         if self.view is not None:
             self.view.trial_finished(record)

@@ -16,40 +16,19 @@ ray 2.60; pyproject pins ray < 2.61).
 from __future__ import annotations
 
 import logging
-import statistics
 from typing import Any
 
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
-from tuner.search.space import Objective, Space
-from tuner.search.trainable import (
-    FEASIBLE_KEY,
-    TRIAL_KEY,
-    WALL_KEY,
-    objective_key,
-    penalty,
-    record_from_payload,
-)
+from tuner.search.space import Space
+from tuner.search.storage import RECORD_ATTR, fail_if_running
+from tuner.study import Objective, TrialRecord
+from tuner.search.outcome import CONSTRAINT, penalty, wall_limit
+from tuner.search.trainable import FEASIBLE_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
 
 logger = logging.getLogger(__name__)
 
-CONSTRAINT = "failed"  # constraint key: 1.0 for a failed trial, 0.0 otherwise
-RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record (resume rebuilds result files from it)
-
-
-def wall_limit(budget: Budget, train_seconds: list[float]) -> float:
-    """Wall-time cap for the next trial's training loop.
-
-    Seconds budget S: 2*S (at least S + 10 s): a config spends S unless single steps are slower than that.
-    Samples budget: 5x the median training time of the complete trials so far (at least 30 s); 600 s until two
-    trials have completed.
-    """
-    if budget.seconds is not None:
-        return max(2.0 * budget.seconds, budget.seconds + 10.0)
-    if len(train_seconds) < 2:
-        return 600.0
-    return max(30.0, 5.0 * statistics.median(train_seconds))
 
 
 class SpaceFunction:
@@ -125,18 +104,18 @@ class StudySearcher(OptunaSearch):
             else:
                 values = [penalty(o) for o in self._objectives]
             if record is None:  # the trial process raised or died: the callback records Ray's error text
-                record = {"trial": ot_trial.number, "state": "error",
-                          "error": "the trial process failed (see the Ray error file)",
-                          "params": {k: v for k, v in ot_trial.params.items()}}
+                record = TrialRecord(trial=ot_trial.number, state="error", params=dict(ot_trial.params),
+                                     error="the trial process failed (see the Ray error file)")
             try:
                 ot_trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
-                ot_trial.set_user_attr(RECORD_ATTR, record)
-                ot_trial.set_user_attr("state", record.get("state"))
+                ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
+                ot_trial.set_user_attr("state", record.state)
             except Exception as exc:  # never lose the tell over bookkeeping
                 logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
             self._tell(ot_trial, values, failed=False)
-            if feasible and isinstance(record.get("train_seconds"), (int, float)):
-                self._train_seconds.append(float(record["train_seconds"]))
+            seconds = record.value("train_seconds")
+            if feasible and seconds is not None:
+                self._train_seconds.append(seconds)
         self._completed_trials.add(trial_id)
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, failed: bool) -> None:
@@ -153,3 +132,9 @@ class StudySearcher(OptunaSearch):
     def unfinished(self) -> list[int]:
         """Numbers of trials this searcher asked for but never told (interrupted)."""
         return [t.number for tid, t in self._ot_trials.items() if tid not in self._completed_trials]
+
+    def fail_unfinished(self) -> None:
+        """Trials asked for but never told (Ctrl-C) become FAIL, so --resume runs them again."""
+        for number in self.unfinished():
+            fail_if_running(self._ot_study, number)
+

@@ -27,34 +27,21 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuner.config import Budget, Params, TrialConfig, Workload, format_validation_error, load_yaml, parse_config
+from tuner.config import Budget, Params, TrialConfig, Workload, parse_config
 from tuner.errors import ConfigError
+from tuner.study import Objective
 
 SPACE_SUFFIXES = (".yaml", ".yml")
 # Condition names that are not params: facts about the trial known before sampling.
 CONTEXT_NAMES = ("gpus",)
-# Metrics a trial reports per workload that can be objectives (numbers; see tuner.train.result.TrialResult).
-_COMMON_METRICS = ("throughput", "throughput_spread", "data_wait", "peak_mem_mb", "train_seconds", "quality_seconds")
-OBJECTIVE_METRICS: dict[str, tuple[str, ...]] = {
-    "gan": (*_COMMON_METRICS, "fid"),
-    "cnn": (*_COMMON_METRICS, "loss", "accuracy"),
-}
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
 }
-
-
-def spaces_dir() -> Path:
-    """The bundled spaces: `search_spaces/` at the repository root (or `tuner/spaces/` in an installed wheel)."""
-    repo = Path(__file__).resolve().parents[2] / "search_spaces"
-    packaged = Path(__file__).resolve().parents[1] / "spaces"
-    return repo if repo.is_dir() or not packaged.is_dir() else packaged
 
 
 class _Strict(BaseModel):
@@ -222,24 +209,6 @@ class ParamSpec(_Strict):
         return text
 
 
-class Objective(_Strict):
-    metric: str
-    direction: Literal["maximize", "minimize"]
-
-    @field_validator("direction", mode="before")
-    @classmethod
-    def _long_form(cls, v: Any) -> Any:
-        long = {"max": "maximize", "min": "minimize", "maximize": "maximize", "minimize": "minimize"}
-        if not isinstance(v, str) or v not in long:
-            raise ValueError(f"direction must be max or min (got {v!r})")
-        return long[v]
-
-    @property
-    def mode(self) -> str:
-        """Ray Tune's spelling."""
-        return "max" if self.direction == "maximize" else "min"
-
-
 class SpaceDefaults(_Strict):
     workload: Workload = "gan"
     dataset: str = "digits"
@@ -333,111 +302,6 @@ class Space(_Strict):
                          **self.fixed_values(), **params}
         data["params"] = merged_params
         return parse_config(data, source)
-
-
-def list_spaces() -> list[Space]:
-    """Every bundled space, by name. A file that does not parse is listed by load_space's error instead."""
-    d = spaces_dir()
-    files = sorted(p for p in d.glob("*") if p.suffix in SPACE_SUFFIXES) if d.is_dir() else []
-    return [load_space_file(p) for p in files]
-
-
-def space_names() -> list[str]:
-    d = spaces_dir()
-    return sorted(p.stem for p in d.glob("*") if p.suffix in SPACE_SUFFIXES) if d.is_dir() else []
-
-
-def resolve_space_path(name_or_path: str) -> Path:
-    """A bundled space's name (`amp_loader`) or a path to a user's YAML file."""
-    text = str(name_or_path).strip()
-    as_path = Path(text).expanduser()
-    looks_like_path = "/" in text or as_path.suffix in SPACE_SUFFIXES or as_path.is_file()
-    if looks_like_path:
-        if not as_path.is_file():
-            raise ConfigError(f"space file {as_path} does not exist; give a bundled space name "
-                              f"({', '.join(space_names()) or 'none found'}) or a path to a YAML file")
-        return as_path.resolve()
-    for suffix in SPACE_SUFFIXES:
-        candidate = spaces_dir() / f"{text}{suffix}"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(f"unknown space {text!r}; known: {', '.join(space_names()) or 'none'} "
-                      f"(see `tuner spaces`), or give a path to a YAML file")
-
-
-def load_space(name_or_path: str) -> Space:
-    return load_space_file(resolve_space_path(name_or_path))
-
-
-def load_space_file(path: Path) -> Space:
-    """Read and validate a space file; every error names the file and the key."""
-    path = Path(path)
-    data = load_yaml(path)
-    return parse_space(data, source=str(path), name=path.stem)
-
-
-def parse_space(data: Any, *, source: str, name: str) -> Space:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping with keys description, defaults, objectives, params")
-    if "params" not in data or "objectives" not in data:
-        missing = "params" if "params" not in data else "objectives"
-        raise ConfigError(f"{source}: {missing}: missing (a space needs params and objectives)")
-    try:
-        space = Space.model_validate({**data, "name": name, "source": source})
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
-    _check_against_config(space, source)
-    return space
-
-
-def _check_against_config(space: Space, source: str) -> None:
-    """Names must be Params fields, every domain value a valid value of that field, conditions well-formed,
-    objectives known metrics, and the `trial:` section plus defaults a valid TrialConfig."""
-    fields = Params.model_fields
-    if not space.searched:
-        raise ConfigError(f"{source}: params: nothing to search (every param is fixed); give at least one a type")
-    seen: list[str] = []
-    for name, spec in space.params.items():
-        key = f"{source}: params.{name}"
-        if name not in fields:
-            raise ConfigError(f"{key}: unknown param; use one of {', '.join(fields)}")
-        field = fields[name]
-        adapter = TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)
-        for value in spec.endpoints():
-            try:
-                adapter.validate_python(value)
-            except ValidationError as err:
-                msg = err.errors()[0]["msg"]
-                raise ConfigError(f"{key}: value {value!r} is not valid for {name}: {msg}") from None
-        if spec.type == "float" and fields[name].annotation is int:
-            raise ConfigError(f"{key}: {name} is a whole number; use type int")
-        try:
-            conditions = spec.conditions()
-        except (ValueError, ValidationError) as err:
-            raise ConfigError(f"{key}.when: {err}") from None
-        for c in conditions:
-            if c.name not in seen and c.name not in CONTEXT_NAMES:
-                where = "a later param" if c.name in space.params else "not a param"
-                raise ConfigError(f"{key}.when.{c.name}: {where}; a condition may name an earlier param or "
-                                  f"{', '.join(CONTEXT_NAMES)}")
-        seen.append(name)
-    for workload, objectives in space.objectives.items():
-        metrics = [o.metric for o in objectives]
-        if not objectives:
-            raise ConfigError(f"{source}: objectives.{workload}: empty; give at least one {{metric, direction}}")
-        for i, o in enumerate(objectives):
-            if o.metric not in OBJECTIVE_METRICS[workload]:
-                raise ConfigError(f"{source}: objectives.{workload}.{i}.metric: unknown metric {o.metric!r} for "
-                                  f"{workload}; use one of {', '.join(OBJECTIVE_METRICS[workload])}")
-        if len(set(metrics)) != len(metrics):
-            raise ConfigError(f"{source}: objectives.{workload}: a metric is listed twice")
-    for banned in ("workload", "dataset", "budget", "gpus"):
-        if banned in space.trial:
-            raise ConfigError(f"{source}: trial.{banned}: set it under defaults (or on the command line), not trial")
-    try:
-        TrialConfig.model_validate({**space.trial, "params": dict(space.trial.get("params") or {})})
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
 
 
 def check_finite(values: list[Any]) -> bool:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import error_line
-from tuner.search.space import Objective, Space, check_finite
+from tuner.search.outcome import penalty
+from tuner.search.space import Space, check_finite
+from tuner.study import Objective, StudyFolder, TrialRecord
 
 # Keys of the dict a trial reports to Tune (objective keys are objective_key(o)).
 STATE_KEY = "tuner_state"
@@ -25,18 +28,12 @@ RECORD_KEY = "tuner_record"
 # Config keys the searcher adds beside the sampled params.
 TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
-# A failed trial's objective values: finite (never NaN), and worse than anything real.
-PENALTY = 1e12
 
 Engine = Callable[..., Any]  # tuner.train.run_trial's signature
 
 
 def objective_key(o: Objective) -> str:
     return f"objective_{o.metric}"
-
-
-def penalty(o: Objective) -> float:
-    return -PENALTY if o.direction == "maximize" else PENALTY
 
 
 @dataclass(frozen=True)
@@ -61,52 +58,55 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
 def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict[str, Any]:
     """Run one trial in this process and return the report for Tune (see tune_payload)."""
     from tuner.config import dump_config
-    from tuner.report.trials import trial_dir
 
     number = int(config[TRIAL_KEY])
-    wall_limit = config.get(WALL_KEY)
-    record: dict[str, Any] = {"trial": number, "state": "error", "error": None,
-                              "params": searched_params(config), "config": None, "wall_limit_s": wall_limit}
+    where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
+                             "wall_limit_s": config.get(WALL_KEY), "started": _now()}
     t0 = time.perf_counter()
     try:
-        cfg = setup.space.trial_config(record["params"], setup.base, source=f"trial {number}")
-        record["config"] = dump_config(cfg)
+        cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
+        where["config"] = dump_config(cfg)
         engine = setup.engine
         if engine is None:
             from tuner.train import run_trial as engine
-        out_dir = trial_dir(Path(setup.study_dir), number) if rank == 0 else None
+        out_dir = StudyFolder(Path(setup.study_dir)).trial_dir(number) if rank == 0 else None
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-        result = engine(cfg, cache_dir=Path(setup.cache_dir), out_dir=out_dir, wall_limit_s=wall_limit)
-        record.update(result.to_dict())
+        result = engine(cfg, cache_dir=Path(setup.cache_dir), out_dir=out_dir, wall_limit_s=where["wall_limit_s"])
+        record = TrialRecord.of(result, **where)
     except MemoryError as err:  # host RAM: the same lesson as a GPU out-of-memory
-        record.update(state="oom", error=error_line(err))
+        record = TrialRecord(state="oom", error=error_line(err), **where)
     except Exception as err:  # a bad combination (TunerError) or a bug: an error trial, not a crashed study
-        record.update(state="error", error=error_line(err))
-    record["run_seconds"] = round(time.perf_counter() - t0, 3)
+        record = TrialRecord(state="error", error=error_line(err), **where)
+    record.run_seconds = round(time.perf_counter() - t0, 3)
+    record.ended = _now()
     return tune_payload(record, setup.objectives)
 
 
-def tune_payload(record: dict[str, Any], objectives: list[Objective]) -> dict[str, Any]:
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
     """Finite objective values (penalties unless the trial completed with every objective measured)."""
     values = [record.get(o.metric) for o in objectives]
-    feasible = record.get("state") == "complete" and check_finite(values)
-    if record.get("state") == "complete" and not feasible:
+    feasible = record.complete and check_finite(values)
+    if record.complete and not feasible:
         missing = [o.metric for o, v in zip(objectives, values) if not check_finite([v])]
-        record["error"] = record.get("error") or f"no finite value for objective(s) {', '.join(missing)}"
+        record.error = record.error or f"no finite value for objective(s) {', '.join(missing)}"
     out: dict[str, Any] = {
         objective_key(o): float(v) if feasible else penalty(o) for o, v in zip(objectives, values)
     }
-    out[STATE_KEY] = str(record.get("state"))
+    out[STATE_KEY] = record.state
     out[FEASIBLE_KEY] = bool(feasible)
-    out[RECORD_KEY] = json.dumps(record, default=str)
+    out[RECORD_KEY] = json.dumps(record.to_json())
     return out
 
 
-def record_from_payload(result: dict[str, Any] | None) -> dict[str, Any] | None:
+def record_from_payload(result: dict[str, Any] | None) -> TrialRecord | None:
     if not result or RECORD_KEY not in result:
         return None
-    return json.loads(result[RECORD_KEY])
+    return TrialRecord.model_validate(json.loads(result[RECORD_KEY]))
 
 
 def trainable(config: dict[str, Any], setup: TrialSetup) -> None:

@@ -17,7 +17,7 @@ from tuner.device import Device, resolve_device
 from tuner.errors import error_line
 from tuner.measure.timing import summarize
 from tuner.train.loop import forever, run_loop
-from tuner.train.result import TrialResult
+from tuner.study import TrialResult
 from tuner.train.workloads import CnnStep, GanStep
 
 
@@ -108,8 +108,7 @@ def run_trial(
                         wall_limit_s=wall_limit_s, on_window=on_window)
     except torch.OutOfMemoryError as err:
         result.state, result.error = "oom", error_line(err)
-        result.train_seconds = time.perf_counter() - t0
-        result.peak_mem_mb = device.peak_memory_mb()
+        result.metrics.update(train_seconds=time.perf_counter() - t0, peak_mem_mb=device.peak_memory_mb())
         step = models = None  # drop every reference to the big tensors before emptying the cache
         gc.collect()
         device.free_memory()
@@ -118,15 +117,13 @@ def run_trial(
         batches.close()  # stops the loader's worker processes now, not at garbage collection
 
     summary = summarize(loop.windows)
-    result.throughput, result.throughput_spread = summary.throughput, summary.spread
-    result.windows, result.data_wait = summary.windows, summary.data_wait
-    result.throughput_overall = summary.overall
-    result.peak_mem_mb = device.peak_memory_mb()
-    result.train_seconds, result.samples, result.steps = loop.seconds, loop.samples * world, loop.steps
-    if world > 1 and result.throughput is not None:  # every rank trains its own shard at the same time
-        result.throughput *= world
-        result.windows = [w * world for w in result.windows]
-        result.throughput_overall = (result.throughput_overall or 0.0) * world
+    scale = world  # every rank trains its own shard at the same time
+    result.windows = [w * scale for w in summary.windows]
+    result.metrics.update(
+        throughput=summary.throughput * scale if summary.throughput is not None else None,
+        throughput_spread=summary.spread, throughput_overall=summary.overall * scale if summary.overall else None,
+        data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
+        samples=loop.samples * world, steps=loop.steps)
     result.capped, result.loss_curve = loop.capped, loop.loss_curve
     if loop.diverged:
         result.state, result.error = "diverged", "non-finite training loss"
@@ -134,16 +131,17 @@ def run_trial(
 
     if cfg.quality.enabled and rank == 0:
         try:
-            result.quality = _evaluate(cfg, models, data, device, Path(cache_dir), out_dir)
+            quality = _evaluate(cfg, models, data, device, Path(cache_dir), out_dir)
         except torch.OutOfMemoryError as err:
             result.state, result.error = "oom", "during quality evaluation: " + error_line(err)
             device.free_memory()
             return result
-        result.sample_grid = result.quality.pop("sample_grid", None)
-        fid = result.quality.get("fid")
+        result.sample_grid = quality.pop("sample_grid", None)
+        result.metrics.update(quality)
+        fid = quality.get("fid")
         if fid is not None and not math.isfinite(fid):  # the loss was finite but the generator's images are not
             result.state, result.error = "diverged", "generator produced non-finite images (FID undefined)"
-            result.quality["fid"] = None
+            result.metrics["fid"] = None
     return result
 
 

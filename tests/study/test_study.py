@@ -3,13 +3,14 @@
 import pytest
 
 from tuner.errors import StudyError
-from tuner.report.study import bound_label, open_study
+from tuner.report.bottleneck import bound_label
+from tuner.study import open_study
 
 
 def test_open_study_ranks_and_sorts(make_study):
     s = open_study(make_study(), "gan-demo")
-    assert [r["trial"] for r in s.front()] == [1, 2, 4]
-    order = [r["trial"] for r in s.sorted_records()]
+    assert [r.trial for r in s.front()] == [1, 2, 4]
+    order = [r.trial for r in s.sorted_records()]
     assert order[:3] == [1, 2, 4]  # front, fastest first
     assert order[3:5] == [0, 5]  # rank 1
     assert order[5:] == [3, 6, 7]  # failures last, by trial number
@@ -32,7 +33,7 @@ def test_unknown_trial_names_the_known_range(make_study):
     s = open_study(make_study(), "gan-demo")
     with pytest.raises(StudyError, match=r"no trial 42 in study 'gan-demo'; its trials are 0-7"):
         s.trial(42)
-    s.records = [r for r in s.records if r["trial"] not in (3, 4)]
+    s.records = [r for r in s.records if r.trial not in (3, 4)]
     with pytest.raises(StudyError, match=r"its trials are 0-2, 5-7"):
         s.trial(3)
 

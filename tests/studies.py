@@ -1,4 +1,6 @@
-"""A fake but realistic study on disk, written the way `tuner search` writes one (study.json + trial records)."""
+"""A fake but realistic study on disk, written the way `tuner search` writes one (study.json + trial records).
+
+The `make_study` fixture (tests/conftest.py) writes it; study, report and CLI tests read it back."""
 
 from __future__ import annotations
 
@@ -6,10 +8,8 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
-
 from tuner.config import Budget, Params, TrialConfig, dump_config
-from tuner.report.trials import record_trial, trial_dir, write_study_meta
+from tuner.study import StudyFolder, StudyMeta, TrialRecord
 
 SEARCHED = ["batch_size", "num_workers", "precision", "beta1"]
 
@@ -46,11 +46,11 @@ def _record(study_dir: Path, n: int, state: str, params: dict[str, Any], *, thro
     if state == "complete":
         rec.update({"fid": fid, "fid_features": "classifier", "fid_samples": 256, "quality_seconds": 1.5})
     if grid == "relative":
-        _png(trial_dir(study_dir, n) / "samples.png", 40 + 20 * n)
+        _png(StudyFolder(study_dir).trial_dir(n) / "samples.png", 40 + 20 * n)
         rec["sample_grid"] = f"trials/{n:04d}/samples.png"
     elif grid == "absolute":
-        _png(trial_dir(study_dir, n) / "samples.png", 40 + 20 * n)
-        rec["sample_grid"] = str((trial_dir(study_dir, n) / "samples.png").resolve())
+        _png(StudyFolder(study_dir).trial_dir(n) / "samples.png", 40 + 20 * n)
+        rec["sample_grid"] = str((StudyFolder(study_dir).trial_dir(n) / "samples.png").resolve())
     return rec
 
 
@@ -105,26 +105,35 @@ def study_meta(name: str, workload: str = "gan") -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def make_study(tmp_path: Path) -> Callable[..., Path]:
+def study_maker(tmp_path: Path) -> Callable[..., Path]:
     """make_study(name, kind) -> reports dir. kind: "gan" (8 trials, see gan_trials), "failed" (no complete trial),
     "cnn" (3 classifier trials scored on validation loss), "empty" (no trial recorded yet)."""
 
     def make(name: str = "gan-demo", kind: str = "gan") -> Path:
         reports = tmp_path / "reports"
         study_dir = reports / name
-        write_study_meta(study_dir, study_meta(name))
+        folder = StudyFolder(study_dir)
+        folder.write_meta(StudyMeta.model_validate(study_meta(name)))
         if kind == "gan":
             records = gan_trials(study_dir)
         elif kind == "failed":
             records = [r for r in gan_trials(study_dir) if r["state"] != "complete"]
         elif kind == "cnn":
-            write_study_meta(study_dir, study_meta(name, "cnn"))
+            folder.write_meta(StudyMeta.model_validate(study_meta(name, "cnn")))
             records = cnn_trials()
         else:
             records = []
         for rec in records:
-            record_trial(study_dir, rec)
+            folder.write_record(TrialRecord.model_validate(rec))
         return reports
 
     return make
+
+
+def load_trials(study_dir: Path) -> list[dict[str, Any]]:
+    """The study's records as the JSON users read (result.json's shape)."""
+    return [r.to_json() for r in StudyFolder(study_dir).records()]
+
+
+def read_meta(study_dir: Path) -> dict[str, Any]:
+    return StudyFolder(study_dir).read_meta().model_dump(mode="json")

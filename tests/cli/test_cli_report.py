@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tuner.cli import main
-from tuner.train.result import TrialResult
+from tuner.study import TrialResult
 
 
 def run(capsys, *argv):
@@ -87,12 +87,16 @@ def test_export_verify(make_study, capsys, monkeypatch):
 
 
 def test_export_options(make_study, capsys, tmp_path):
+    """--as picks the file's format (whatever the suffix); --format picks what is printed."""
     reports = make_study()
-    out_file = tmp_path / "fast.json"
+    out_file = tmp_path / "fast.cfg"
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--pick", "throughput",
-                         "--min-quality", "30", "--out", out_file, "--format", "json")
+                         "--min-quality", "30", "--out", out_file, "--as", "json", "--format", "json")
     assert code == 0, err
     assert json.loads(out_file.read_text())["provenance"]["trial"] == 2
+    printed = json.loads(out)  # stdout is exactly one JSON document
+    assert printed["trial"] == 2 and printed["path"] == str(out_file) and printed["pick"] == "throughput"
+    assert printed["quality"] == {"fid": 22.0}
 
 
 @pytest.mark.parametrize("argv,needles", [

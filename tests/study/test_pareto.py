@@ -5,13 +5,13 @@ import math
 import pytest
 
 from tuner.errors import StudyError
-from tuner.report.pareto import Objective, choose, knee, pareto_ranks
+from tuner.study import Objective, TrialRecord, choose, knee, pareto_ranks
 
-OBJ = [Objective("throughput", "maximize"), Objective("fid", "minimize")]
+OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
 
 def rec(n, thr, fid, state="complete"):
-    return {"trial": n, "state": state, "throughput": thr, "fid": fid}
+    return TrialRecord(trial=n, state=state, metrics={"throughput": thr, "fid": fid})
 
 
 def test_ranks_front_then_layers_and_skips_unscored_trials():
@@ -32,28 +32,28 @@ def test_equal_points_share_the_front():
 
 def test_knee_is_the_balanced_point_and_ties_go_to_throughput():
     front = [rec(1, 900, 40), rec(2, 700, 22), rec(3, 300, 18)]
-    assert knee(front, OBJ)["trial"] == 2
+    assert knee(front, OBJ).trial == 2
     # symmetric front: the two middle points are equally far from the ideal; the faster one wins
     sym = [rec(0, 100, 10), rec(1, 200, 20), rec(2, 300, 30), rec(3, 400, 40)]
-    assert knee(sym, OBJ)["trial"] == 2
-    assert knee([rec(5, 10, 10)], OBJ)["trial"] == 5
+    assert knee(sym, OBJ).trial == 2
+    assert knee([rec(5, 10, 10)], OBJ).trial == 5
 
 
 def test_choose_rules_and_min_quality():
     records = [rec(0, 400, 30), rec(1, 900, 40), rec(2, 700, 22), rec(3, 300, 18), rec(4, 1000, None, "oom")]
-    assert choose(records, OBJ, "knee")["trial"] == 2
-    assert choose(records, OBJ, "throughput")["trial"] == 1
-    assert choose(records, OBJ, "quality")["trial"] == 3
-    assert choose(records, OBJ, "throughput", min_quality=30)["trial"] == 2  # fid <= 30
-    assert choose(records, OBJ, "knee", min_quality=20)["trial"] == 3
+    assert choose(records, OBJ, "knee").trial == 2
+    assert choose(records, OBJ, "throughput").trial == 1
+    assert choose(records, OBJ, "quality").trial == 3
+    assert choose(records, OBJ, "throughput", min_quality=30).trial == 2  # fid <= 30
+    assert choose(records, OBJ, "knee", min_quality=20).trial == 3
 
 
 def test_min_quality_for_a_metric_to_maximize():
-    obj = [Objective("throughput", "maximize"), Objective("accuracy", "maximize")]
-    records = [{"trial": 0, "state": "complete", "throughput": 900, "accuracy": 0.80},
-               {"trial": 1, "state": "complete", "throughput": 500, "accuracy": 0.95}]
-    assert choose(records, obj, "throughput", min_quality=0.9)["trial"] == 1
-    assert choose(records, obj, "quality")["trial"] == 1
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="accuracy", direction="max")]
+    records = [TrialRecord(trial=0, state="complete", metrics={"throughput": 900, "accuracy": 0.80}),
+               TrialRecord(trial=1, state="complete", metrics={"throughput": 500, "accuracy": 0.95})]
+    assert choose(records, obj, "throughput", min_quality=0.9).trial == 1
+    assert choose(records, obj, "quality").trial == 1
 
 
 def test_min_quality_that_excludes_everything_names_the_best_available():
@@ -67,8 +67,9 @@ def test_no_complete_trial_is_a_study_error():
 
 
 def test_speed_only_study_has_no_quality_pick():
-    obj = [Objective("throughput", "maximize")]
-    records = [{"trial": 0, "state": "complete", "throughput": 5.0}, {"trial": 1, "state": "complete", "throughput": 7.0}]
-    assert choose(records, obj, "knee")["trial"] == 1
+    obj = [Objective(metric="throughput", direction="max")]
+    records = [TrialRecord(trial=0, state="complete", metrics={"throughput": 5.0}),
+               TrialRecord(trial=1, state="complete", metrics={"throughput": 7.0})]
+    assert choose(records, obj, "knee").trial == 1
     with pytest.raises(StudyError, match="no quality objective"):
         choose(records, obj, "quality")

@@ -1,0 +1,87 @@
+"""The Typer app and what every command shares: the --debug flag, the --format choices, consoles, JSON output.
+
+Commands register on `app` when their module is imported (tuner.cli imports each once). `--debug` (or
+TUNER_DEBUG=1) is an ordinary option of the root and of every command; its callback records the choice on the
+run's state object, which `tuner.cli.main` reads when it turns an exception into an exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="tuner",
+    help="Find PyTorch training settings that train fast without training worse.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass
+class CliState:
+    """Per-invocation state handed to Click as `obj`."""
+
+    debug: bool = False
+
+
+def _set_debug(ctx: typer.Context, value: bool) -> bool:
+    if value and isinstance(ctx.obj, CliState):
+        ctx.obj.debug = True
+    return value
+
+
+Debug = Annotated[bool, typer.Option("--debug", help="Show the traceback instead of a one-line error.",
+                                     callback=_set_debug, is_eager=True, envvar="TUNER_DEBUG")]
+
+
+class Format(str, Enum):
+    """What a command prints on stdout: a table for people, or exactly one JSON document for machines."""
+
+    table = "table"
+    json = "json"
+
+
+FormatOption = Annotated[Format, typer.Option("--format", help="table (for people) or json (one JSON document "
+                                                                 "on stdout).")]
+
+
+@app.callback()
+def _root(debug: Debug = False) -> None:
+    """Find PyTorch training settings that train fast without training worse.
+
+    Add --debug to any command to see tracebacks."""
+
+
+def stdout_console() -> Any:
+    from rich.console import Console
+
+    # Piped output gets a wide console, so tables with many params are not squeezed into 80 columns.
+    return Console(highlight=False) if sys.stdout.isatty() else Console(width=240, soft_wrap=False, highlight=False)
+
+
+def stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(doc: Any) -> None:
+    from tuner.files import dump_json
+
+    print(dump_json(doc))
+
+
+def note(text: str) -> None:
+    """Progress and hints: stderr, so stdout stays the result."""
+    print(text, file=sys.stderr)
+
+
+__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "stderr_console",
+           "stdout_console"]

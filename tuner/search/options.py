@@ -1,0 +1,218 @@
+"""What `tuner search` accepts and the validated plan made from it, before anything is started or written.
+
+plan_search() parses the space, resolves defaults (the space's, or the saved study's on --resume), validates
+every option, checks the study name and the dataset. It is pure: it raises a UserError or returns a SearchPlan,
+so bad input never starts Ray or touches disk.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.config import Budget
+from tuner.errors import ConfigError, StudyError
+from tuner.search.spaces import load_space, parse_space
+from tuner.search.space import Space
+from tuner.search.storage import check_storage_url, default_storage, storage_has_study
+from tuner.study import Objective, StudyFolder, StudyMeta
+
+SAMPLERS = ("tpe", "nsga2", "random")
+WORKLOADS = ("gan", "cnn")
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+CACHE_DIR = ".cache"
+QUALITY_METRICS = ("fid", "loss", "accuracy", "quality_seconds")
+
+
+@dataclass
+class SearchOptions:
+    """What `tuner search` accepts. None means "not given": the space's defaults (or the saved study's, on
+    --resume) apply."""
+
+    space: str | None = None
+    study: str | None = None
+    trials: int | None = None
+    workload: str | None = None
+    dataset: str | None = None
+    budget_seconds: float | None = None
+    budget_samples: int | None = None
+    sampler: str | None = None
+    seed: int | None = None
+    concurrency: int | None = None
+    cpus_per_trial: float | None = None
+    gpus_per_trial: float | None = None
+    storage: str | None = None
+    address: str | None = None
+    reports_dir: Path = Path("reports")
+    resume: bool = False
+    verbose: bool = False
+    startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
+    wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
+    engine: Any = None  # the training engine (tuner.train.run_trial's signature); tests pass fakes
+
+
+@dataclass
+class SearchPlan:
+    """Validated, resolved settings. Nothing has been created yet."""
+
+    study: str
+    folder: StudyFolder
+    reports_dir: Path
+    storage: str
+    space: Space
+    objectives: list[Objective]
+    workload: str
+    dataset: str
+    budget: Budget
+    trials: int
+    sampler: str
+    seed: int
+    resume: bool
+    options: SearchOptions
+    meta: StudyMeta | None = None  # the saved study.json on --resume
+
+    @property
+    def study_dir(self) -> Path:
+        return self.folder.path
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.reports_dir / CACHE_DIR
+
+
+def plan_search(opts: SearchOptions) -> SearchPlan:
+    """Validate everything that can be validated without Ray or side effects."""
+    reports_dir = Path(opts.reports_dir).expanduser().resolve()
+    _check_numbers(opts)
+    if opts.sampler is not None and opts.sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler {opts.sampler!r}; use one of {', '.join(SAMPLERS)}")
+    if opts.workload is not None and opts.workload not in WORKLOADS:
+        raise ConfigError(f"unknown workload {opts.workload!r}; use one of {', '.join(WORKLOADS)}")
+    if opts.space is None and not (opts.resume and opts.study):
+        raise ConfigError("give --space NAME|PATH (or --study NAME --resume to continue a study)")
+    given_space = load_space(opts.space) if opts.space is not None else None
+    study = opts.study or (given_space.name if given_space else "")
+    if not STUDY_NAME.match(study):
+        raise ConfigError(f"study name {study!r} must be letters, digits, '_', '-' or '.' (at most 100); "
+                          f"pass --study NAME")
+    folder = StudyFolder(reports_dir / study)
+    if opts.resume:
+        return _plan_resume(opts, given_space, study, folder, reports_dir)
+
+    if folder.path.exists() and any(folder.path.iterdir()):
+        what = "already exists" if folder.exists() else "is a folder that is not empty"
+        raise StudyError(f"study '{study}' {what} at {folder.path}; add --resume to continue it, or pick another "
+                         f"name with --study NEW_NAME")
+    assert given_space is not None
+    storage = opts.storage or default_storage(folder.path)
+    if opts.storage:
+        check_storage_url(opts.storage)
+    if opts.storage and storage_has_study(storage, study):
+        raise StudyError(f"study '{study}' already exists in storage {opts.storage}; add --resume to continue it, "
+                         f"or pick another name with --study NEW_NAME")
+    space = given_space
+    workload = opts.workload or space.defaults.workload
+    objectives = space.objectives_for(workload)
+    dataset = opts.dataset or space.defaults.dataset
+    _check_dataset(dataset)
+    _check_quality(space, workload, objectives)
+    return SearchPlan(
+        study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=space,
+        objectives=objectives, workload=workload, dataset=dataset, budget=_budget(opts) or space.defaults.budget,
+        trials=opts.trials or space.defaults.trials, sampler=opts.sampler or "tpe",
+        seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
+    )
+
+
+def _check_numbers(opts: SearchOptions) -> None:
+    def positive(name: str, value: float | None) -> None:
+        if value is not None and not value > 0:
+            raise ConfigError(f"{name} must be > 0 (got {value:g})")
+
+    positive("--trials", opts.trials)
+    positive("--budget-seconds", opts.budget_seconds)
+    positive("--budget-samples", opts.budget_samples)
+    positive("--concurrency", opts.concurrency)
+    positive("--cpus-per-trial", opts.cpus_per_trial)
+    positive("startup_trials", opts.startup_trials)
+    positive("wall_limit_s", opts.wall_limit_s)
+    if opts.budget_seconds is not None and opts.budget_samples is not None:
+        raise ConfigError("give at most one of --budget-seconds and --budget-samples")
+    if opts.seed is not None and opts.seed < 0:
+        raise ConfigError(f"--seed must be >= 0 (got {opts.seed})")
+    if opts.gpus_per_trial is not None:
+        g = opts.gpus_per_trial
+        if g < 0:
+            raise ConfigError(f"--gpus-per-trial must be >= 0 (got {g:g})")
+        if g > 1 and g != int(g):
+            raise ConfigError(f"--gpus-per-trial above 1 must be a whole number (got {g:g}): DDP runs one "
+                              f"worker per GPU")
+
+
+def _budget(opts: SearchOptions) -> Budget | None:
+    if opts.budget_seconds is not None:
+        return Budget(seconds=opts.budget_seconds)
+    if opts.budget_samples is not None:
+        return Budget(samples=opts.budget_samples)
+    return None
+
+
+def _check_dataset(dataset: str) -> None:
+    from tuner.data import check_dataset
+
+    check_dataset(dataset)
+
+
+def _check_quality(space: Space, workload: str, objectives: list[Objective]) -> None:
+    """A quality objective needs quality scoring on; Inception FID needs its weights on disk (never downloaded)."""
+    from tuner.config import Quality
+
+    quality = Quality.model_validate(space.trial.get("quality") or {})
+    wanted = [o.metric for o in objectives if o.metric in QUALITY_METRICS]
+    if wanted and not quality.enabled:
+        raise ConfigError(f"{space.source}: trial.quality.enabled: false, but the {workload} objectives need "
+                          f"{', '.join(wanted)}; enable quality or drop those objectives")
+    if workload == "gan" and quality.enabled and quality.fid_features == "inception":
+        from tuner.measure.fid import check_fid_weights
+
+        check_fid_weights(quality)
+
+
+def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, folder: StudyFolder,
+                 reports_dir: Path) -> SearchPlan:
+    if not folder.exists():
+        raise StudyError(f"no study '{study}' to resume at {folder.path}; start it without --resume, or check "
+                         f"--study and --reports-dir")
+    meta = folder.read_meta()
+    source = f"{folder.meta_path}: space_def"
+    saved_space = parse_space(meta.space_def, source=source, name=meta.space or study)
+    saved_space = saved_space.model_copy(update={"source": meta.space_source or source})
+    if given_space is not None and given_space.definition() != saved_space.definition():
+        raise StudyError(f"space {opts.space} differs from the one study '{study}' was started with; resume "
+                         f"without --space, or start a new study with --study NEW_NAME")
+
+    def same(option: str, given: Any, saved: Any) -> None:
+        if given is not None and given != saved:
+            raise StudyError(f"study '{study}' was started with {option} {saved}; resume without {option} "
+                             f"(or start a new study with --study NEW_NAME)")
+
+    saved_budget = Budget.model_validate(meta.budget)
+    same("--workload", opts.workload, meta.workload)
+    same("--dataset", opts.dataset, meta.dataset)
+    same("--sampler", opts.sampler, meta.sampler)
+    same("--seed", opts.seed, meta.seed)
+    same("--storage", opts.storage, meta.storage if meta.storage != default_storage(folder.path) else None)
+    budget = _budget(opts)
+    if budget is not None and budget != saved_budget:
+        same("the budget", budget.describe(), saved_budget.describe())
+    assert meta.dataset is not None
+    _check_dataset(meta.dataset)
+    _check_quality(saved_space, meta.workload, meta.objectives)
+    return SearchPlan(
+        study=study, folder=folder, reports_dir=reports_dir, storage=meta.storage, space=saved_space,
+        objectives=list(meta.objectives), workload=meta.workload, dataset=meta.dataset, budget=saved_budget,
+        trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
+        options=opts, meta=meta,
+    )

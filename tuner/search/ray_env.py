@@ -1,0 +1,83 @@
+"""Ray for a study: the quiet environment, starting a local Ray or joining a cluster, and Ray's loggers.
+
+One copy of these settings, used by `tuner search`, the tests' shared Ray session and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import DeviceError
+
+# What Ray reads at start-up: no usage stats, no auth token file, the old (quiet) console output, no Tune result
+# loggers (tuner writes its own records).
+QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_PRINT_ALL_TRIAL_ERRORS": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "RAY_DEDUP_LOGS": "0",
+}
+RAY_LOGGERS = ("ray", "ray.tune", "ray.train", "ray.tune.tune", "ray.tune.execution.tune_controller")
+
+
+def quiet_ray_environment() -> None:
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def package_root() -> str:
+    """The folder that holds the `tuner` package: workers import this tuner, even from a source checkout."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def worker_env() -> dict[str, str]:
+    path = os.pathsep.join(p for p in (package_root(), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}
+
+
+def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_store_mb: int = 256,
+                    py_modules: list[str] | None = None) -> None:
+    """A local Ray with exactly these resources, quiet, workers able to import tuner and the user's workload."""
+    import ray
+
+    quiet_ray_environment()
+    runtime_env: dict[str, Any] = {"env_vars": worker_env()}
+    if py_modules:
+        runtime_env["py_modules"] = list(py_modules)
+    ray.init(num_cpus=int(cpus), num_gpus=int(gpus), object_store_memory=object_store_mb * 2**20,
+             include_dashboard=False, log_to_driver=verbose,
+             logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env)
+
+
+def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | None = None) -> None:
+    """Join a running cluster. The user's workload module (and nothing else) is shipped to its workers."""
+    import ray
+
+    quiet_ray_environment()
+    runtime_env: dict[str, Any] = {"py_modules": list(py_modules)} if py_modules else {}
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
+                 logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env or None)
+    except Exception as err:
+        raise DeviceError(f"cannot join the Ray cluster at {address}: {type(err).__name__}: {err}; check the "
+                          f"address (`ray status` on the head node) or start one with `ray start --head`") from None
+
+
+def quiet_loggers(verbose: bool) -> dict[str, int]:
+    """Silence Ray Tune's own warnings (e.g. its 'resume with Tuner.restore' hint, which is not how tuner
+    resumes) unless verbose; returns the previous levels for `restore_loggers`."""
+    before = {n: logging.getLogger(n).level for n in RAY_LOGGERS}
+    if not verbose:
+        for n in RAY_LOGGERS:  # CRITICAL: Tune logs every failed trial at ERROR; tuner reports them itself
+            logging.getLogger(n).setLevel(logging.CRITICAL)
+    return before
+
+
+def restore_loggers(levels: dict[str, int]) -> None:
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)

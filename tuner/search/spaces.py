@@ -1,0 +1,132 @@
+"""Finding and loading spaces: the bundled ones in `search_spaces/`, or a user's YAML file, validated against
+the config so that a space that could propose an invalid trial is refused before any trial runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from tuner.config import Params, TrialConfig, format_validation_error, load_yaml
+from tuner.errors import ConfigError
+from tuner.search.space import CONTEXT_NAMES, SPACE_SUFFIXES, Space
+from tuner.study.metrics import BY_KEY
+
+# Objectives a study may use: the speed and cost metrics every trial measures, plus each workload's quality.
+_MEASURED = tuple(k for k, m in BY_KEY.items() if m.direction is not None and m.group != "quality")
+OBJECTIVE_METRICS: dict[str, tuple[str, ...]] = {"gan": (*_MEASURED, "fid"), "cnn": (*_MEASURED, "loss", "accuracy")}
+
+
+def spaces_dir() -> Path:
+    """The bundled spaces: `search_spaces/` at the repository root (or `tuner/spaces/` in an installed wheel)."""
+    repo = Path(__file__).resolve().parents[2] / "search_spaces"
+    packaged = Path(__file__).resolve().parents[1] / "spaces"
+    return repo if repo.is_dir() or not packaged.is_dir() else packaged
+
+
+def list_spaces() -> list[Space]:
+    """Every bundled space, by name. A file that does not parse is listed by load_space's error instead."""
+    d = spaces_dir()
+    files = sorted(p for p in d.glob("*") if p.suffix in SPACE_SUFFIXES) if d.is_dir() else []
+    return [load_space_file(p) for p in files]
+
+
+def space_names() -> list[str]:
+    d = spaces_dir()
+    return sorted(p.stem for p in d.glob("*") if p.suffix in SPACE_SUFFIXES) if d.is_dir() else []
+
+
+def resolve_space_path(name_or_path: str) -> Path:
+    """A bundled space's name (`amp_loader`) or a path to a user's YAML file."""
+    text = str(name_or_path).strip()
+    as_path = Path(text).expanduser()
+    looks_like_path = "/" in text or as_path.suffix in SPACE_SUFFIXES or as_path.is_file()
+    if looks_like_path:
+        if not as_path.is_file():
+            raise ConfigError(f"space file {as_path} does not exist; give a bundled space name "
+                              f"({', '.join(space_names()) or 'none found'}) or a path to a YAML file")
+        return as_path.resolve()
+    for suffix in SPACE_SUFFIXES:
+        candidate = spaces_dir() / f"{text}{suffix}"
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"unknown space {text!r}; known: {', '.join(space_names()) or 'none'} "
+                      f"(see `tuner spaces`), or give a path to a YAML file")
+
+
+def load_space(name_or_path: str) -> Space:
+    return load_space_file(resolve_space_path(name_or_path))
+
+
+def load_space_file(path: Path) -> Space:
+    """Read and validate a space file; every error names the file and the key."""
+    path = Path(path)
+    data = load_yaml(path)
+    return parse_space(data, source=str(path), name=path.stem)
+
+
+def parse_space(data: Any, *, source: str, name: str) -> Space:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with keys description, defaults, objectives, params")
+    if "params" not in data or "objectives" not in data:
+        missing = "params" if "params" not in data else "objectives"
+        raise ConfigError(f"{source}: {missing}: missing (a space needs params and objectives)")
+    try:
+        space = Space.model_validate({**data, "name": name, "source": source})
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source)) from None
+    _check_against_config(space, source)
+    return space
+
+
+def _check_against_config(space: Space, source: str) -> None:
+    """Names must be Params fields, every domain value a valid value of that field, conditions well-formed,
+    objectives known metrics, and the `trial:` section plus defaults a valid TrialConfig."""
+    fields = Params.model_fields
+    if not space.searched:
+        raise ConfigError(f"{source}: params: nothing to search (every param is fixed); give at least one a type")
+    seen: list[str] = []
+    for name, spec in space.params.items():
+        key = f"{source}: params.{name}"
+        if name not in fields:
+            raise ConfigError(f"{key}: unknown param; use one of {', '.join(fields)}")
+        field = fields[name]
+        adapter = TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+        for value in spec.endpoints():
+            try:
+                adapter.validate_python(value)
+            except ValidationError as err:
+                msg = err.errors()[0]["msg"]
+                raise ConfigError(f"{key}: value {value!r} is not valid for {name}: {msg}") from None
+        if spec.type == "float" and fields[name].annotation is int:
+            raise ConfigError(f"{key}: {name} is a whole number; use type int")
+        try:
+            conditions = spec.conditions()
+        except (ValueError, ValidationError) as err:
+            raise ConfigError(f"{key}.when: {err}") from None
+        for c in conditions:
+            if c.name not in seen and c.name not in CONTEXT_NAMES:
+                where = "a later param" if c.name in space.params else "not a param"
+                raise ConfigError(f"{key}.when.{c.name}: {where}; a condition may name an earlier param or "
+                                  f"{', '.join(CONTEXT_NAMES)}")
+        seen.append(name)
+    for workload, objectives in space.objectives.items():
+        metrics = [o.metric for o in objectives]
+        if not objectives:
+            raise ConfigError(f"{source}: objectives.{workload}: empty; give at least one {{metric, direction}}")
+        for i, o in enumerate(objectives):
+            if o.metric not in OBJECTIVE_METRICS[workload]:
+                raise ConfigError(f"{source}: objectives.{workload}.{i}.metric: unknown metric {o.metric!r} for "
+                                  f"{workload}; use one of {', '.join(OBJECTIVE_METRICS[workload])}")
+        if len(set(metrics)) != len(metrics):
+            raise ConfigError(f"{source}: objectives.{workload}: a metric is listed twice")
+    for banned in ("workload", "dataset", "budget", "gpus"):
+        if banned in space.trial:
+            raise ConfigError(f"{source}: trial.{banned}: set it under defaults (or on the command line), not trial")
+    try:
+        TrialConfig.model_validate({**space.trial, "params": dict(space.trial.get("params") or {})})
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
+
+

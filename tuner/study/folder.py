@@ -1,0 +1,175 @@
+"""The on-disk record of a study: what `tuner search` writes as trials end and what reports read.
+
+Layout under `<reports-dir>/<study>/`:
+  study.json                 StudyMeta: space, objectives, workload, budget, sampler, hardware, versions
+  study.db                   the Optuna study (SQLite), unless --storage named another database
+  trials/<NNNN>/result.json  one TrialRecord (metrics flat beside the structural keys)
+  trials/<NNNN>/samples.png  a GAN's sample grid (whatever the workload's evaluate wrote)
+  trials.csv                 one row per trial, rewritten after every trial so it is current while a study runs
+  ray/                       Ray Tune's experiment folder
+Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tuner.errors import StudyError
+from tuner.files import atomic_write, dump_json, load_json
+from tuner.study.metrics import table_columns
+from tuner.study.objective import Objective
+from tuner.study.record import TrialRecord
+
+STUDY_META = "study.json"
+TRIALS_DIR = "trials"
+TRIALS_CSV = "trials.csv"
+RESULT_FILE = "result.json"
+RAY_DIR = "ray"
+DB_FILE = "study.db"
+
+
+class StudyMeta(BaseModel):
+    """study.json. Unknown keys are kept (a newer tuner may add some)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    space: str = ""
+    space_source: str = ""
+    space_def: dict[str, Any] | None = None
+    params: list[str] = Field(default_factory=list)  # the searched params, in space order
+    objectives: list[Objective] = Field(default_factory=list)
+    workload: str = "gan"
+    workload_options: dict[str, Any] = Field(default_factory=dict)
+    dataset: str | None = None
+    budget: dict[str, Any] | None = None
+    trials: int = 0
+    sampler: str = "tpe"
+    seed: int = 0
+    baseline: dict[str, Any] | None = None
+    storage: str = ""
+    created: str | None = None
+    resumed: list[str] = Field(default_factory=list)
+    hardware: dict[str, Any] = Field(default_factory=dict)
+    resources: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, Any] = Field(default_factory=dict)
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.objectives:  # an old study without objectives: what every tuner study was scored on
+            quality = "loss" if self.workload == "cnn" else "fid"
+            self.objectives = [Objective(metric="throughput", direction="maximize"),
+                               Objective(metric=quality, direction="minimize")]
+
+    def describe_budget(self) -> str:
+        from tuner.config import Budget
+
+        try:
+            return Budget.model_validate(self.budget).describe()
+        except ValidationError:
+            return "" if self.budget is None else str(self.budget)
+
+
+def param_columns(meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
+    """The searched params in space order, then any a record has that the meta does not name (user spaces)."""
+    names = list(meta.params)
+    for rec in records:
+        names += [p for p in rec.params if p not in names]
+    return names
+
+
+class StudyFolder:
+    """One study's folder: its paths and the atomic reads and writes of its files."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / STUDY_META
+
+    @property
+    def csv_path(self) -> Path:
+        return self.path / TRIALS_CSV
+
+    @property
+    def db_path(self) -> Path:
+        return self.path / DB_FILE
+
+    @property
+    def ray_dir(self) -> Path:
+        return self.path / RAY_DIR
+
+    def exists(self) -> bool:
+        return self.meta_path.is_file()
+
+    def trial_dir(self, trial: int) -> Path:
+        return self.path / TRIALS_DIR / f"{trial:04d}"
+
+    # --- meta -------------------------------------------------------------------------------------------------
+    def read_meta(self) -> StudyMeta:
+        if not self.exists():
+            raise StudyError(f"no study at {self.path} (missing {STUDY_META}); run `tuner search` first or check "
+                             f"--reports-dir")
+        data = load_json(self.meta_path, "study file", StudyError)
+        try:
+            return StudyMeta.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise StudyError(f"{self.meta_path}: {key}: {first['msg']}; restore the file from the study's "
+                             f"backup or start a new study") from None
+
+    def write_meta(self, meta: StudyMeta) -> None:
+        atomic_write(self.meta_path, dump_json(meta.model_dump(mode="json")) + "\n")
+
+    # --- trials -----------------------------------------------------------------------------------------------
+    def write_record(self, record: TrialRecord) -> Path:
+        """Persist one finished trial and refresh trials.csv."""
+        path = self.trial_dir(record.trial) / RESULT_FILE
+        atomic_write(path, dump_json(record.to_json()) + "\n")
+        self.write_csv()
+        return path
+
+    def has_record(self, trial: int) -> bool:
+        return (self.trial_dir(trial) / RESULT_FILE).is_file()
+
+    def records(self) -> list[TrialRecord]:
+        """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
+        out = []
+        for path in sorted((self.path / TRIALS_DIR).glob(f"*/{RESULT_FILE}")):
+            data = load_json(path, "trial result file", StudyError)
+            try:
+                out.append(TrialRecord.model_validate(data))
+            except ValidationError as err:
+                first = err.errors()[0]
+                key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+                raise StudyError(f"{path}: {key}: {first['msg']}; delete the file (`tuner search --resume` "
+                                 f"rewrites a complete trial from the Optuna study) or restore it") from None
+        return sorted(out, key=lambda r: r.trial)
+
+    def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
+        objectives = [o.metric for o in meta.objectives]
+        measured = [m.key for m in table_columns() if m.key not in objectives]
+        return ["trial", "state", *objectives, *measured, *param_columns(meta, records), "error"]
+
+    def write_csv(self) -> Path:
+        meta = self.read_meta()
+        records = self.records()
+        cols = self.csv_columns(meta, records)
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for rec in records:
+            row = {c: rec.get(c) for c in cols}
+            row.update({k: v for k, v in rec.params.items() if k in cols})
+            w.writerow(row)
+        return atomic_write(self.csv_path, buf.getvalue())

@@ -1,0 +1,76 @@
+"""How values and states look, the same in the terminal, the live view, the HTML report and the export."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tuner.study.metrics import metric
+
+# One colour per state, in rich's names and as hex for HTML. An oom and a divergence are the config's fault and
+# teach the sampler (yellow/orange); an error is a bug or a crash (red).
+STATE_COLORS: dict[str, tuple[str, str]] = {
+    "complete": ("green", "#1a7f37"),
+    "oom": ("yellow", "#9a6700"),
+    "diverged": ("dark_orange", "#bc4c00"),
+    "error": ("red", "#cf222e"),
+}
+STATE_NOTES = {
+    "complete": "complete",
+    "oom": "infeasible: out of memory",
+    "diverged": "diverged: loss became NaN/inf",
+    "error": "error",
+}
+
+
+def state_style(state: str) -> str:
+    return STATE_COLORS.get(state, ("", ""))[0]
+
+
+def state_hex(state: str) -> str:
+    return STATE_COLORS.get(state, ("", "#57606a"))[1]
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """Short human form: `digits` significant digits for floats (whole numbers when large), "-" for missing."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.0f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"
+    return str(value)
+
+
+def fmt_metric(key: str, value: Any) -> str:
+    """A metric's value as its entry in tuner.study.metrics says (a percentage for fractions, and so on)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return fmt(value)
+    if not math.isfinite(value):
+        return str(value)
+    kind = metric(key).fmt
+    if kind == "percent":
+        return f"{value:.1%}"
+    if kind == "rate":
+        return f"{value:.1f}" if value < 1e4 else f"{value:.0f}"
+    if kind == "seconds":
+        return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+    if kind in ("mb", "count"):
+        return f"{value:.0f}"
+    return fmt(value)
+
+
+def ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"."""
+    parts: list[str] = []
+    nums = sorted(numbers)
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)

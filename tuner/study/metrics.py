@@ -1,0 +1,84 @@
+"""The one list of metrics a trial can carry, with how each is read and shown.
+
+A trial's figures are plain `key: number` entries of its record (see `tuner.study.record`). This list says, once,
+what the known keys mean: a label and unit for every view, how to format the value, whether higher is better
+(which makes a metric usable as an objective), and whether it is a column of the trial tables. The terminal table,
+the HTML report, trials.csv, the export's provenance and the search's live view all iterate over it, so a new
+metric lands here and nowhere else. Keys a workload's `evaluate` returns that are not listed (a user's
+`val_elbo`, say) are shown with generic formatting.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Format = Literal["rate", "percent", "number", "seconds", "mb", "count", "text", "flag"]
+Group = Literal["speed", "quality", "cost", "info"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str  # short column header
+    help: str  # one line: what it is and how it was measured
+    fmt: Format = "number"
+    direction: Literal["maximize", "minimize"] | None = None  # None: not an objective
+    group: Group = "speed"
+    column: bool = False  # a column of the trial tables (terminal, HTML, trials.csv)
+    unit: str = ""
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("throughput", "throughput", "median training samples/s over the timed windows (warm-up excluded, device "
+           "synchronized at each clock read, data loading included)", "rate", "maximize", column=True,
+           unit="samples/s"),
+    Metric("throughput_spread", "spread", "(max - min) / median of the windows' samples/s: how steady the "
+           "measurement was", "percent", "minimize", column=True),
+    Metric("throughput_overall", "overall", "all timed samples / all timed seconds (keeps the slow windows the "
+           "median drops)", "rate", "maximize", unit="samples/s"),
+    Metric("data_wait", "data wait", "share of timed time spent waiting for the next batch (input-bound when "
+           "high)", "percent", "minimize", column=True),
+    Metric("peak_mem_mb", "peak MB", "peak memory: CUDA max allocated, or on the CPU the largest unique memory "
+           "(USS) of the process and its loader workers", "mb", "minimize", "cost", column=True, unit="MB"),
+    Metric("train_seconds", "train s", "wall time of the training loop, warm-up included", "seconds", "minimize",
+           "cost", column=True, unit="s"),
+    Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",
+           group="info"),
+    Metric("steps", "steps", "optimizer steps", "count", group="info"),
+    Metric("fid", "FID", "Frechet distance of generated to training images (lower is better; compare only at "
+           "equal fid_features and fid_samples)", "number", "minimize", "quality", unit=""),
+    Metric("loss", "val loss", "mean loss on the fixed held-out split", "number", "minimize", "quality"),
+    Metric("accuracy", "accuracy", "accuracy on the fixed held-out split", "percent", "maximize", "quality"),
+    Metric("fid_classifier_accuracy", "FID classifier acc.", "held-out accuracy of the FID feature classifier",
+           "percent", group="info"),
+    Metric("fid_features", "FID features", "feature extractor of the FID (classifier or inception)", "text",
+           group="info"),
+    Metric("fid_samples", "FID samples", "generated images per FID", "count", group="info"),
+    Metric("quality_seconds", "quality s", "seconds spent scoring quality after training", "seconds", "minimize",
+           "cost", unit="s"),
+    Metric("quality_setup_seconds", "quality setup s", "one-time seconds before scoring (caches, extractor, "
+           "first device linear algebra); not part of quality_seconds", "seconds", group="cost", unit="s"),
+)
+
+BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.direction is not None)
+
+
+def metric(key: str) -> Metric:
+    """The metric's description; an unknown key (a user workload's own quality metric) gets a generic one."""
+    return BY_KEY.get(key) or Metric(key, key.replace("_", " "), "reported by the workload's evaluate()",
+                                     "number", group="quality")
+
+
+def table_columns() -> list[Metric]:
+    """The metrics every trial table shows after the objectives, in this order."""
+    return [m for m in METRICS if m.column]
+
+
+def finite(value: Any) -> float | None:
+    """A finite number as float, else None (missing, NaN, inf, bool, text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

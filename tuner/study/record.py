@@ -1,0 +1,101 @@
+"""One typed record per trial: what training measured (`TrialResult`) and where it came from (`TrialRecord`).
+
+Structure is typed (state, params, config, windows, ...); figures are a flat `metrics` mapping whose known keys
+are described once in `tuner.study.metrics`, so a new metric needs no new field here. On disk (result.json), in
+`tuner train --format json` and in `tuner report --format json` the metrics sit beside the structural keys, flat,
+as pandas and jq users expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+from tuner.study.metrics import finite
+
+State = Literal["complete", "oom", "diverged", "error"]
+STATES: tuple[str, ...] = ("complete", "oom", "diverged", "error")
+FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error")
+MetricValue = float | int | str | bool | None
+
+
+class TrialResult(BaseModel):
+    """What one training run returns. Failures are states with a reason, never exceptions."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    state: State
+    error: str | None = None  # one line: `Type: message`
+    traceback: str | None = None  # the user's own frames, for an exception raised in their workload
+    windows: list[float] = Field(default_factory=list)  # samples/s of each timed window
+    loss_curve: list[list[float | None]] = Field(default_factory=list)  # [samples, mean train loss] per window (None: NaN)
+    capped: bool = False  # stopped by the wall-time cap before the budget was spent
+    device: str = ""
+    sample_grid: str | None = None  # an image of generated samples, when the workload's evaluate wrote one
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_metrics(cls, data: Any) -> Any:
+        """Flat input (result.json): every key that is not a field is a metric."""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        folded = dict(data.get("metrics") or {})
+        out = {}
+        for k, v in data.items():
+            if k == "metrics":
+                continue
+            if k in fields:
+                out[k] = v
+            else:
+                folded[k] = v
+        out["metrics"] = folded
+        return out
+
+    @model_serializer(mode="wrap")
+    def _flatten(self, handler: Any) -> dict[str, Any]:
+        d = handler(self)
+        metrics = d.pop("metrics", {}) or {}
+        return {**d, **{k: v for k, v in metrics.items() if k not in d}}
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        """A structural field or a metric by name."""
+        if key in type(self).model_fields and key != "metrics":
+            return getattr(self, key)
+        return self.metrics.get(key, default)
+
+    def value(self, key: str) -> float | None:
+        """The finite numeric value of a metric, or None."""
+        return finite(self.metrics.get(key))
+
+    @property
+    def throughput(self) -> float | None:
+        return self.value("throughput")
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def to_json(self) -> dict[str, Any]:
+        from tuner.files import json_safe
+
+        return json_safe(self.model_dump(mode="json"))
+
+
+class TrialRecord(TrialResult):
+    """A trial of a study: its result plus its number, sampled params, full config and bookkeeping."""
+
+    trial: int
+    params: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] | None = None  # the TrialConfig it ran (what `tuner export` writes back)
+    wall_limit_s: float | None = None
+    run_seconds: float | None = None  # whole trial in its process: set-up, training, scoring
+    started: str | None = None  # ISO time the trial began (UTC)
+    ended: str | None = None
+
+    @classmethod
+    def of(cls, result: TrialResult, **where: Any) -> "TrialRecord":
+        return cls.model_validate({**result.model_dump(), **where})

@@ -1,0 +1,120 @@
+"""A study read back from disk with its Pareto ranks: what the search summary, `tuner report` and `tuner export`
+start from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner.errors import StudyError
+from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
+from tuner.study.format import ranges
+from tuner.study.objective import Objective, quality_objective
+from tuner.study.pareto import Value, measured, pareto_ranks
+from tuner.study.record import TrialRecord
+
+
+@dataclass
+class Study:
+    folder: StudyFolder
+    meta: StudyMeta
+    records: list[TrialRecord]
+    ranks: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, folder: StudyFolder) -> "Study":
+        meta = folder.read_meta()
+        records = folder.records()
+        study = cls(folder, meta, records)
+        study.ranks = pareto_ranks(records, study.objectives, study.value)
+        return study
+
+    @property
+    def name(self) -> str:
+        return self.meta.name or self.folder.name
+
+    @property
+    def dir(self) -> Path:
+        return self.folder.path
+
+    @property
+    def objectives(self) -> list[Objective]:
+        return list(self.meta.objectives)
+
+    @property
+    def quality(self) -> Objective | None:
+        return quality_objective(self.objectives)
+
+    @property
+    def value(self) -> Value:
+        """The figure trials are ranked and picked by (what they measured)."""
+        return measured
+
+    def params(self) -> list[str]:
+        return param_columns(self.meta, self.records)
+
+    def rank(self, record: TrialRecord) -> int | None:
+        return self.ranks.get(record.trial)
+
+    def front(self) -> list[TrialRecord]:
+        return [r for r in self.records if self.rank(r) == 0]
+
+    def state_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.records:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def sorted_records(self) -> list[TrialRecord]:
+        """Ranked trials by rank then throughput (fastest first), then unranked complete trials, then failures."""
+
+        def key(r: TrialRecord) -> tuple[float, ...]:
+            rank = self.rank(r)
+            thr = self.value(r, "throughput")
+            group = 0 if rank is not None else (1 if r.complete else 2)
+            return (group, rank if rank is not None else 0,
+                    -(thr if thr is not None else -math.inf) if group < 2 else 0, r.trial)
+
+        return sorted(self.records, key=key)
+
+    def trial(self, number: int) -> TrialRecord:
+        for r in self.records:
+            if r.trial == number:
+                return r
+        if not self.records:
+            raise StudyError(f"no trial {number} in study '{self.name}': it has no finished trials yet")
+        raise StudyError(f"no trial {number} in study '{self.name}'; its trials are "
+                         f"{ranges([r.trial for r in self.records])}")
+
+    def require_complete(self) -> None:
+        if not self.ranks:
+            have = ", ".join(f"{n} {s}" for s, n in self.state_counts().items()) or "no finished trials"
+            raise StudyError(f"study '{self.name}' has no complete trial with finite objectives ({have}); run more "
+                             f"trials with `tuner search` before reporting a best config")
+
+    def sample_grid(self, record: TrialRecord) -> Path | None:
+        """The trial's sample grid path, absolute or relative to the study folder; None if it has none."""
+        if not record.sample_grid:
+            return None
+        path = Path(record.sample_grid)
+        return path if path.is_absolute() else self.dir / path
+
+
+def known_studies(reports_dir: Path) -> list[str]:
+    if not Path(reports_dir).is_dir():
+        return []
+    return sorted(p.parent.name for p in Path(reports_dir).glob(f"*/{STUDY_META}"))
+
+
+def open_study(reports_dir: Path, name: str) -> Study:
+    """Read `<reports_dir>/<name>/`; an unknown name is a StudyError listing the studies that exist."""
+    reports_dir = Path(reports_dir)
+    folder = StudyFolder(reports_dir / name)
+    if not folder.exists():
+        known = known_studies(reports_dir)
+        if known:
+            raise StudyError(f"no study '{name}' in {reports_dir}/; known: {', '.join(known)}")
+        raise StudyError(f"no study '{name}' in {reports_dir}/; it has no studies (run `tuner search` or pass "
+                         f"--reports-dir)")
+    return Study.load(folder)
