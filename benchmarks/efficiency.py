@@ -64,7 +64,7 @@ def measure_grid(ctx: Context, space: Any) -> dict[tuple[Any, ...], dict[str, An
     for i, p in enumerate(points, 1):
         cfg = space.trial_config(p, base, source="grid point")
         r = run_trial(cfg, cache_dir=ctx.cache_dir, wall_limit_s=max(2 * s.grid_budget_s, s.grid_budget_s + 10))
-        row = {"state": r.state, "throughput": r.throughput, "loss": r.quality.get("loss"), "error": r.error,
+        row = {"state": r.state, "throughput": r.throughput, "loss": r.value("loss"), "error": r.error,
                "capped": r.capped}
         table[key_of(p, names)] = row
         ctx.log(f"  grid {i}/{len(points)} {p}: {r.state} {r.throughput or 0:.1f} samples/s, "

@@ -144,7 +144,7 @@ def tuner_throughput(workload: str, params: dict[str, Any], warmup_steps: int, t
 
     eff = int(params.get("batch_size", 64)) * int(params.get("accumulation_steps", 1))
     cfg = parse_config({
-        "workload": workload, "dataset": "digits", "image_size": 32,
+        "workload": workload, "dataset": "digits", "workload_options": {"image_size": 32},
         "budget": {"samples": (warmup_steps + timed_steps) * eff},
         "params": {**params, "device": "auto"},
         "measure": {"warmup_steps": warmup_steps, "windows": WINDOWS},
@@ -157,8 +157,8 @@ def tuner_throughput(workload: str, params: dict[str, Any], warmup_steps: int, t
     # of the window rates: the statistic the independent loop reports, beside the median the tuner reports.
     rates = [w for w in r.windows if w > 0]
     aggregate = len(rates) / sum(1.0 / w for w in rates) if rates else None
-    return {"throughput": r.throughput, "aggregate": aggregate, "spread": r.throughput_spread,
-            "seconds": r.train_seconds, "samples": r.samples}
+    return {"throughput": r.throughput, "aggregate": aggregate, "spread": r.value("throughput_spread"),
+            "seconds": r.value("train_seconds"), "samples": r.get("samples")}
 
 
 def label(workload: str, params: dict[str, Any]) -> str:

@@ -90,10 +90,11 @@ def run(ctx: Context) -> list[BenchResult]:
             with warnings.catch_warnings():  # torch warns that 4 workers exceed 2 cores: that is the point
                 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
                 r = run_trial(cfg, cache_dir=ctx.cache_dir, wall_limit_s=wall)
-            runs[name].append({"state": r.state, "throughput": r.throughput, metric: r.quality.get(metric),
-                               "samples": r.samples, "error": r.error})
+            runs[name].append({"state": r.state, "throughput": r.throughput, metric: r.value(metric),
+                               "samples": r.get("samples"), "error": r.error})
+            q = r.value(metric)
             ctx.log(f"  speedup rep {rep + 1}/{s.speedup_repeats} {name}: {r.state} "
-                    f"{r.throughput or 0:.1f} samples/s, {metric} {r.quality.get(metric, float('nan')):.4g}")
+                    f"{r.throughput or 0:.1f} samples/s, {metric} {q if q is not None else float('nan'):.4g}")
         pair_s.append(time.perf_counter() - t_pair)
 
     def med(name: str, key: str) -> float | None:
@@ -107,7 +108,7 @@ def run(ctx: Context) -> list[BenchResult]:
     budget_text = f"{budget.seconds:g} s" if budget.seconds else f"{budget.samples} samples"
     note = (f"Delivered speedup: config exported (knee pick) from study {info['study']} trial {info['trial']} "
             f"[{describe(exported.params)}] vs the textbook default [{describe(textbook.params)}], "
-            f"{exported.workload} on {exported.dataset}, {budget_text} each, {len(pair_s)} interleaved runs "
+            f"{exported.workload} on {exported.dataset or 'its default dataset'}, {budget_text} each, {len(pair_s)} interleaved runs "
             f"each, medians."
             + (" The exported trial is the study's trial 0 (tuner's default knobs), chosen by the knee rule over "
                "the sampled trials."

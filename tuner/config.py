@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tuner.errors import ConfigError
 
 Precision = Literal["fp32", "fp16", "bf16"]
-Workload = Literal["gan", "cnn"]
 DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
 
@@ -33,6 +32,7 @@ class Params(_Strict):
     pin_memory: bool = Field(False, description="only with CUDA")
     persistent_workers: bool = Field(False, description="only with num_workers > 0")
     precision: Precision = "fp32"
+    tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
     lr: float = Field(2e-4, gt=0, le=10)
     beta1: float = Field(0.5, ge=0, lt=1)
     beta2: float = Field(0.999, ge=0, lt=1)
@@ -89,9 +89,9 @@ class Quality(_Strict):
 class TrialConfig(_Strict):
     """Everything one training run needs."""
 
-    workload: Workload = "gan"
-    dataset: str = "digits"
-    image_size: int = Field(32, ge=8, le=512)
+    workload: str = Field("gan", min_length=1, description="gan, cnn, package.module:make or path/to/file.py:make")
+    workload_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
+    dataset: str | None = Field(None, description="passed to the workload factory as dataset= when set")
     budget: Budget = Field(default_factory=lambda: Budget(seconds=20))
     params: Params = Field(default_factory=Params)
     measure: Measure = Field(default_factory=Measure)
@@ -99,11 +99,26 @@ class TrialConfig(_Strict):
     gpus: int = Field(1, ge=0, le=1024, description="GPUs for this trial; > 1 runs DDP through Ray Train")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "image_size" in data:
+            raise ValueError("moved to workload_options.image_size (an option of the built-in gan and cnn)")
+        return data
+
+    @property
+    def builtin(self) -> bool:
+        from tuner.workload.loader import BUILTINS
+
+        return self.workload in BUILTINS
+
 
 def format_validation_error(err: ValidationError, source: str) -> str:
     """One line naming the source and the first offending key."""
     first = err.errors()[0]
     key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if key == "(top level)" and "moved to workload_options.image_size" in first["msg"]:
+        key = "image_size"
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"

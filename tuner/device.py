@@ -7,6 +7,7 @@ behind this object, so the logic is exercised on the CPU in tests with a fake th
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,17 @@ class Device:
         if pin_memory and not self.is_cuda:
             raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
 
+    def tf32_available(self) -> bool:
+        """TF32 tensor cores: CUDA devices of compute capability 8.0 (Ampere) or newer."""
+        if self.torch_device.type != "cuda":
+            return self.is_cuda  # a fake CUDA device in tests
+        return torch.cuda.get_device_capability(self.torch_device)[0] >= 8
+
+    def check_tf32(self, tf32: bool) -> None:
+        if tf32 and not self.tf32_available():
+            raise DeviceError(f"tf32 needs a CUDA GPU of the Ampere generation or newer; {self.describe()} has none; "
+                              f"set tf32: false")
+
     # --- timing and memory -----------------------------------------------------------------------------
     def synchronize(self) -> None:
         """Wait for queued kernels, so a clock read measures work done, not work launched."""
@@ -101,6 +113,23 @@ class Device:
         if self.torch_device.type == "cuda":
             torch.cuda.empty_cache()
 
+    @contextlib.contextmanager
+    def numerics(self, params: Any) -> Iterator[None]:
+        """Numeric settings of the trial's knobs, restored afterwards (a reused process must not inherit them).
+
+        CUDA only: TF32 for fp32 matmuls and convolutions is the explicit `tf32` knob (PyTorch's own defaults
+        differ between matmul, off, and cuDNN, on)."""
+        if self.torch_device.type != "cuda":
+            yield
+            return
+        tf32 = bool(getattr(params, "tf32", False))
+        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
     def describe(self) -> str:
         return f"{self.kind} ({self.name})" if self.name else self.kind
 
@@ -121,3 +150,22 @@ def resolve_device(spec: str = "auto") -> Device:
     import platform
 
     return Device("cpu", torch.device("cpu"), platform.processor() or platform.machine())
+
+
+def device_for(torch_device: torch.device) -> Device:
+    """tuner's Device for a torch.device (what a workload's evaluate has in hand: its models' device)."""
+    if torch_device.type == "cuda":
+        idx = torch_device.index if torch_device.index is not None else torch.cuda.current_device()
+        return Device("cuda", torch.device("cuda", idx), torch.cuda.get_device_name(idx))
+    return Device(torch_device.type, torch_device)
+
+
+_OOM_TEXT = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def is_oom(err: BaseException) -> bool:
+    """An out-of-memory, wherever it was raised: torch's OutOfMemoryError, or the RuntimeError cuDNN/cuBLAS raise
+    when their workspace cannot be allocated (no OutOfMemoryError subclass for those)."""
+    if isinstance(err, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(err, RuntimeError) and any(text in str(err) for text in _OOM_TEXT)

@@ -49,3 +49,7 @@ class StudyError(UserError):
 
 class WeightsError(UserError):
     """Feature-extractor weights (e.g. Inception for FID) that are not on disk."""
+
+
+class WorkloadError(UserError):
+    """A workload reference that does not resolve, or a workload that breaks the tuner.Workload contract."""

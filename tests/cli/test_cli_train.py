@@ -16,7 +16,7 @@ def write(tmp_path, text):
 GOOD = """
 workload: cnn
 dataset: synthetic
-image_size: 16
+workload_options: {image_size: 16}
 budget: {samples: 96}
 params: {batch_size: 8, accumulation_steps: 2, num_workers: 0, precision: fp32, beta1: 0.5, beta2: 0.999}
 measure: {warmup_steps: 1, windows: 2}
@@ -52,10 +52,14 @@ def test_readable_summary_by_default(tmp_path, capsys):
     (GOOD.replace("batch_size: 8", "batch_size: -1"), "params.batch_size"),
     (GOOD + "extra_key: 1\n", "extra_key: unknown key"),
     (GOOD.replace("synthetic", "mnist:/no/such/dir"), "/no/such/dir"),
-    (GOOD.replace("num_workers: 0,", "num_workers: 0, pin_memory: true,"), "pin_memory needs a CUDA device"),
-    (GOOD + "params: {device: cuda}\n", "no CUDA GPU"),
+    (GOOD.replace("num_workers: 0,", "num_workers: 0, pin_memory: true, device: cpu,"), "pin_memory needs a CUDA device"),
+    (GOOD.replace("num_workers: 0,", "num_workers: 0, device: cuda,"), "no CUDA GPU"),
+    (GOOD.replace("workload: cnn", "workload: rnn"), "unknown workload 'rnn'"),
+    (GOOD.replace("workload: cnn", "workload: nowhere/mine.py:make"), "no such file"),
+    (GOOD.replace("{image_size: 16}", "{image_size: 16, colour: red}"), "does not fit make()"),
 ])
-def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, text, needle):
+def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, monkeypatch, text, needle):
+    monkeypatch.setattr("tuner.device.cuda_available", lambda: False)  # the machine without a GPU this case means
     path = write(tmp_path, text)
     rc = main(["train", "--config", str(path), "--reports-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err
@@ -79,3 +83,10 @@ def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_pa
     assert rc == 3
     assert json.loads(out.out)["state"] == "diverged"
     assert "did not complete: diverged" in out.err
+
+
+def test_an_old_config_with_image_size_at_the_top_says_where_it_moved(tmp_path, capsys):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD.replace("workload_options: {image_size: 16}",
+                                                                    "image_size: 16")))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "image_size: moved to workload_options.image_size" in err[0]

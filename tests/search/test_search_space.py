@@ -8,6 +8,7 @@ import pytest
 from tuner.cli import main
 from tuner.errors import ConfigError
 from tuner.search.spaces import list_spaces, load_space, parse_space, space_names
+from tuner.study import Objective
 
 GOOD = """
 description: a tiny space
@@ -36,8 +37,13 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     amp = load_space("amp_loader")
     assert amp.searched == ["batch_size", "accumulation_steps", "num_workers", "prefetch_factor",
                             "persistent_workers", "pin_memory", "precision", "beta1", "beta2"]
-    assert [(o.metric, o.direction) for o in amp.objectives_for("gan")] == [("throughput", "maximize"), ("fid", "minimize")]
-    assert [(o.metric, o.direction) for o in amp.objectives_for("cnn")] == [("throughput", "maximize"), ("loss", "minimize")]
+    fid = Objective(metric="fid", direction="min")
+    assert [(o.metric, o.direction) for o in amp.objectives_for("gan", quality=fid)] == \
+        [("throughput", "maximize"), ("fid", "minimize")]
+    with pytest.raises(ConfigError, match="'quality' stands for the workload's quality objective"):
+        amp.objectives_for("mine.py:make", quality=None)
+    loss = Objective(metric="loss", direction="min")
+    assert [o.metric for o in load_space("optimizer").objectives_for("cnn", quality=loss)] == ["loss", "throughput"]
 
 
 @pytest.mark.parametrize("gpus", [0, 1])
@@ -74,7 +80,8 @@ def test_a_users_yaml_path_works_like_a_name(tmp_path):
     (("batch_size: {type: categorical, choices: [16, 32]}", "batch_size: {type: int, low: 0, high: 8}"), "params.batch_size"),
     (("batch_size: {type: categorical, choices: [16, 32]}", "batch_size: {low: 1, high: 8}"), "params.batch_size"),
     (("when: {num_workers: \">0\"}", "when: {beta1: \">0\"}"), "params.prefetch_factor.when.beta1"),
-    (("metric: loss", "metric: fid"), "objectives.cnn.1.metric"),
+    (("{metric: loss, direction: min}", "{metric: val_elbo}"), "objectives.cnn.1: give a direction"),
+    (("{metric: loss, direction: min}", "{metric: samples, direction: max}"), "objectives.cnn.1.metric"),
     (("direction: min}]\nparams", "direction: sideways}]\nparams"), "objectives.cnn.1.direction"),
     (("trials: 3", "trials: 0"), "defaults.trials"),
 ])
@@ -106,7 +113,8 @@ def test_cli_spaces_lists_and_shows(capsys):
         assert name in out
     assert main(["spaces", "show", "amp_loader"]) == 0
     out = capsys.readouterr().out
-    assert "prefetch_factor" in out and "when num_workers > 0" in out and "gan objectives: throughput (max), fid (min)" in out
+    assert "prefetch_factor" in out and "when num_workers > 0" in out
+    assert "objectives: throughput (max), quality (the workload's: fid for gan, loss for cnn)" in out
 
 
 def test_cli_spaces_show_unknown_exits_2(capsys):

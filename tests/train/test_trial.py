@@ -7,13 +7,14 @@ from tuner.config import parse_config
 from tuner.errors import DeviceError
 from tuner.models import SmallCNN
 from tuner.train import run_trial
-from tuner.train.workloads import CnnStep
+from tuner.train.step import PhaseStep
 from datafiles import write_cifar, write_mnist, write_tree
 from fakes import FakeCudaDevice
 
 
 def cfg(**over):
-    base = {"workload": "cnn", "dataset": "synthetic", "image_size": 16, "budget": {"samples": 160},
+    base = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+            "budget": {"samples": 160},
             "params": {"batch_size": 8}, "measure": {"warmup_steps": 1, "windows": 3},
             "quality": {"enabled": False}}
     for k, v in over.items():
@@ -38,10 +39,10 @@ def test_out_of_memory_becomes_the_oom_state(tmp_path, monkeypatch):
         calls.append(1)
         if len(calls) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return CnnStep.__call__.__wrapped__(self, batches)
+        return PhaseStep.__call__.__wrapped__(self, batches)
 
-    boom.__wrapped__ = CnnStep.__call__
-    monkeypatch.setattr(CnnStep, "__call__", boom)
+    boom.__wrapped__ = PhaseStep.__call__
+    monkeypatch.setattr(PhaseStep, "__call__", boom)
     res = run_trial(cfg(), cache_dir=tmp_path)
     assert res.state == "oom"
     assert "Tried to allocate 2.00 GiB" in res.error
@@ -65,7 +66,7 @@ def test_cuda_branches_sync_before_each_clock_read_and_pin_memory(tmp_path):
 
 def test_pin_memory_on_cpu_is_refused(tmp_path):
     with pytest.raises(DeviceError, match="pin_memory"):
-        run_trial(cfg(params={"pin_memory": True}), cache_dir=tmp_path)
+        run_trial(cfg(params={"pin_memory": True, "device": "cpu"}), cache_dir=tmp_path)
 
 
 @pytest.mark.parametrize("workload", ["gan", "cnn"])
@@ -93,5 +94,5 @@ def test_a_generator_that_emits_nan_images_is_diverged_not_a_nan_fid(tmp_path, m
     data = write_tree(tmp_path / "data", {"a": 12, "b": 12})  # tiny: the FID classifier trains in a blink
     res = run_trial(cfg(workload="gan", dataset=f"folder:{data}", budget={"samples": 48},
                         quality={"enabled": True, "fid_samples": 16}), cache_dir=tmp_path / "cache")
-    assert res.state == "diverged" and "non-finite images" in res.error
+    assert res.state == "diverged" and "quality metric fid is not finite" in res.error
     assert res.to_json()["fid"] is None

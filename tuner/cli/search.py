@@ -18,8 +18,9 @@ def search(
     space: Annotated[Optional[str], typer.Option(help="Search space: a bundled name (see `tuner spaces`) or a YAML path.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name (default: the space's name).")] = None,
     trials: Annotated[Optional[int], typer.Option(help="Total trials in the study (default: the space's).")] = None,
-    workload: Annotated[Optional[str], typer.Option(help="gan or cnn (default: the space's).")] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="digits, synthetic, mnist:DIR, fashion_mnist:DIR, cifar10:DIR or folder:DIR.")] = None,
+    workload: Annotated[Optional[str], typer.Option(help="gan, cnn, package.module:make or path/to/file.py:make (default: the space's).")] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="A workload option KEY=VALUE (VALUE read as YAML), e.g. -o image_size=64; repeat for several.")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="For the built-ins: digits, synthetic, mnist:DIR, fashion_mnist:DIR, cifar10:DIR or folder:DIR; passed to a user workload's factory as dataset=.")] = None,
     budget_seconds: Annotated[Optional[float], typer.Option(help="Train each trial this many seconds.")] = None,
     budget_samples: Annotated[Optional[int], typer.Option(help="Train each trial on this many samples.")] = None,
     sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.")] = None,
@@ -39,7 +40,8 @@ def search(
     from tuner.search import SearchOptions, run_search
 
     opts = SearchOptions(
-        space=space, study=study, trials=trials, workload=workload, dataset=dataset, budget_seconds=budget_seconds,
+        space=space, study=study, trials=trials, workload=workload, dataset=dataset,
+        workload_options=parse_options(option or []), budget_seconds=budget_seconds,
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose,
@@ -53,6 +55,24 @@ def search(
         note(f"tuner: search stopped after {summary.finished} of {summary.total} trials; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
         raise typer.Exit(130)
+
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """`-o key=value` pairs; values are read as YAML scalars (64 is a number, true a bool, fp16 a string)."""
+    import yaml
+
+    from tuner.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE with KEY a Python name, e.g. image_size=64")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out
 
 
 def _summary_json(summary: Any) -> dict[str, Any]:
@@ -126,4 +146,6 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
     for pname, spec in sp.params.items():
         print(f"#   {pname:<20} {spec.describe()}")
     for workload, objectives in sp.objectives.items():
-        print(f"# {workload} objectives: " + ", ".join(o.describe() for o in objectives))
+        described = [o.describe() if o.metric != "quality" else
+                     "quality (the workload's: fid for gan, loss for cnn)" for o in objectives]
+        print(f"# {'' if workload == 'default' else workload + ' '}objectives: " + ", ".join(described))

@@ -35,13 +35,13 @@ def train(
         cfg.budget = Budget(seconds=budget_seconds, samples=budget_samples)
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
-    device = preflight(cfg)
+    as_json = format is Format.json
+    device, check = preflight(cfg, reports_dir / ".cache")
     out = out_dir or reports_dir / "train"
     out.mkdir(parents=True, exist_ok=True)
-
-    as_json = format is Format.json
     if not as_json:
-        note(f"training {cfg.workload} on {cfg.dataset} for {cfg.budget.describe()} ...")
+        on = f" on {cfg.dataset}" if cfg.dataset else ""
+        note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
     result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
                        on_window=None if as_json else _print_window)
     if as_json:

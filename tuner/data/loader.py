@@ -35,6 +35,7 @@ def make_loader(
     drop_last: bool = True,
     seed: int = 0,
     sampler: Any = None,
+    collate_fn: Any = None,
 ) -> DataLoader:
     """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
     device.check_pin_memory(params.pin_memory)
@@ -59,5 +60,6 @@ def make_loader(
         num_workers=params.num_workers,
         pin_memory=params.pin_memory,
         generator=torch.Generator().manual_seed(seed),
+        collate_fn=collate_fn,
         **kwargs,
     )

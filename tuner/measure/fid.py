@@ -213,7 +213,9 @@ def _train_classifier(datasets: Datasets, device: Device) -> tuple[nn.Module, fl
     n = len(train)  # type: ignore[arg-type]
     steps = max(1, min(CLASSIFIER_EPOCHS * n, CLASSIFIER_MAX_SAMPLES) // CLASSIFIER_BATCH)
     cuda = [device.torch_device] if device.torch_device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda), torch.autocast(device.torch_device.type, enabled=False):
+    # enable_grad: scoring runs under no_grad, and the first score of a dataset trains this classifier.
+    with torch.random.fork_rng(devices=cuda), torch.autocast(device.torch_device.type, enabled=False), \
+            torch.enable_grad():
         torch.manual_seed(CLASSIFIER_SEED)
         model = _new_classifier(datasets).to(device.torch_device)
         opt = torch.optim.Adam(model.parameters(), lr=CLASSIFIER_LR)

@@ -19,6 +19,11 @@ def _depth(image_size: int) -> int:
     return n - 2  # number of 2x up/down-sampling stages between 4x4 and image_size
 
 
+def check_image_size(image_size: int) -> None:
+    """Refuse, when a workload is built, an image size the DCGAN cannot have."""
+    _depth(image_size)
+
+
 def init_weights(m: nn.Module) -> None:
     """DCGAN's N(0, 0.02) conv init and N(1, 0.02) BatchNorm scale."""
     if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):

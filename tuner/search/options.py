@@ -12,18 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Budget
+from tuner.config import Budget, Quality
 from tuner.errors import ConfigError, StudyError
-from tuner.search.spaces import load_space, parse_space
 from tuner.search.space import Space
+from tuner.search.spaces import load_space, parse_space
 from tuner.search.storage import check_storage_url, default_storage, storage_has_study
 from tuner.study import Objective, StudyFolder, StudyMeta
+from tuner.study.metrics import BY_KEY
+from tuner.study.objective import QUALITY
+from tuner.workload.loader import WorkloadRef, parse_ref
 
 SAMPLERS = ("tpe", "nsga2", "random")
-WORKLOADS = ("gan", "cnn")
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 CACHE_DIR = ".cache"
-QUALITY_METRICS = ("fid", "loss", "accuracy", "quality_seconds")
 
 
 @dataclass
@@ -36,6 +37,7 @@ class SearchOptions:
     trials: int | None = None
     workload: str | None = None
     dataset: str | None = None
+    workload_options: dict[str, Any] | None = None  # keyword arguments of the workload factory
     budget_seconds: float | None = None
     budget_samples: int | None = None
     sampler: str | None = None
@@ -62,9 +64,10 @@ class SearchPlan:
     reports_dir: Path
     storage: str
     space: Space
-    objectives: list[Objective]
-    workload: str
-    dataset: str
+    objectives: list[Objective]  # as declared; `quality` is resolved by check_plan
+    workload: WorkloadRef
+    workload_options: dict[str, Any]
+    dataset: str | None
     budget: Budget
     trials: int
     sampler: str
@@ -81,6 +84,9 @@ class SearchPlan:
     def cache_dir(self) -> Path:
         return self.reports_dir / CACHE_DIR
 
+    def quality_settings(self) -> Quality:
+        return Quality.model_validate(self.space.trial.get("quality") or {})
+
 
 def plan_search(opts: SearchOptions) -> SearchPlan:
     """Validate everything that can be validated without Ray or side effects."""
@@ -88,8 +94,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     _check_numbers(opts)
     if opts.sampler is not None and opts.sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler {opts.sampler!r}; use one of {', '.join(SAMPLERS)}")
-    if opts.workload is not None and opts.workload not in WORKLOADS:
-        raise ConfigError(f"unknown workload {opts.workload!r}; use one of {', '.join(WORKLOADS)}")
+    given_ref = parse_ref(opts.workload) if opts.workload is not None else None
     if opts.space is None and not (opts.resume and opts.study):
         raise ConfigError("give --space NAME|PATH (or --study NAME --resume to continue a study)")
     given_space = load_space(opts.space) if opts.space is not None else None
@@ -113,16 +118,19 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         raise StudyError(f"study '{study}' already exists in storage {opts.storage}; add --resume to continue it, "
                          f"or pick another name with --study NEW_NAME")
     space = given_space
-    workload = opts.workload or space.defaults.workload
-    objectives = space.objectives_for(workload)
-    dataset = opts.dataset or space.defaults.dataset
-    _check_dataset(dataset)
-    _check_quality(space, workload, objectives)
+    default_ref = parse_ref(space.defaults.workload, base=Path(space.source).parent if space.source else None)
+    ref = given_ref or default_ref
+    # The space's dataset and options go with its own workload; another workload brings its own data.
+    same = ref.text == default_ref.text
+    dataset = opts.dataset if opts.dataset is not None else (space.defaults.dataset if same else None)
+    options = {**(space.defaults.workload_options if same else {}), **(opts.workload_options or {})}
+    objectives = space.objectives_for(ref.text, quality=Objective(metric=QUALITY))
+    _check_quality(space, objectives)
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=space,
-        objectives=objectives, workload=workload, dataset=dataset, budget=_budget(opts) or space.defaults.budget,
-        trials=opts.trials or space.defaults.trials, sampler=opts.sampler or "tpe",
-        seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
+        objectives=objectives, workload=ref, workload_options=options, dataset=dataset,
+        budget=_budget(opts) or space.defaults.budget, trials=opts.trials or space.defaults.trials,
+        sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
     )
 
 
@@ -159,25 +167,23 @@ def _budget(opts: SearchOptions) -> Budget | None:
     return None
 
 
-def _check_dataset(dataset: str) -> None:
-    from tuner.data import check_dataset
-
-    check_dataset(dataset)
-
-
-def _check_quality(space: Space, workload: str, objectives: list[Objective]) -> None:
+def _check_quality(space: Space, objectives: list[Objective]) -> None:
     """A quality objective needs quality scoring on; Inception FID needs its weights on disk (never downloaded)."""
-    from tuner.config import Quality
-
     quality = Quality.model_validate(space.trial.get("quality") or {})
-    wanted = [o.metric for o in objectives if o.metric in QUALITY_METRICS]
+    wanted = [o.metric for o in objectives if is_quality_metric(o.metric)]
     if wanted and not quality.enabled:
-        raise ConfigError(f"{space.source}: trial.quality.enabled: false, but the {workload} objectives need "
+        raise ConfigError(f"{space.source}: trial.quality.enabled: false, but the objectives need "
                           f"{', '.join(wanted)}; enable quality or drop those objectives")
-    if workload == "gan" and quality.enabled and quality.fid_features == "inception":
+    if quality.enabled and quality.fid_features == "inception":
         from tuner.measure.fid import check_fid_weights
 
         check_fid_weights(quality)
+
+
+def is_quality_metric(metric: str) -> bool:
+    """Scored after training by the workload's evaluate() (anything but the speed and cost figures)."""
+    known = BY_KEY.get(metric)
+    return known is None or known.group == "quality" or metric == QUALITY
 
 
 def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, folder: StudyFolder,
@@ -199,20 +205,47 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                              f"(or start a new study with --study NEW_NAME)")
 
     saved_budget = Budget.model_validate(meta.budget)
-    same("--workload", opts.workload, meta.workload)
+    ref = parse_ref(meta.workload)
+    same("--workload", parse_ref(opts.workload).text if opts.workload is not None else None, ref.text)
     same("--dataset", opts.dataset, meta.dataset)
+    same("--option", opts.workload_options or None, meta.workload_options)
     same("--sampler", opts.sampler, meta.sampler)
     same("--seed", opts.seed, meta.seed)
     same("--storage", opts.storage, meta.storage if meta.storage != default_storage(folder.path) else None)
     budget = _budget(opts)
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())
-    assert meta.dataset is not None
-    _check_dataset(meta.dataset)
-    _check_quality(saved_space, meta.workload, meta.objectives)
+    _check_quality(saved_space, meta.objectives)
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=meta.storage, space=saved_space,
-        objectives=list(meta.objectives), workload=meta.workload, dataset=meta.dataset, budget=saved_budget,
+        objectives=list(meta.objectives), workload=ref, workload_options=dict(meta.workload_options),
+        dataset=meta.dataset, budget=saved_budget,
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
         options=opts, meta=meta,
     )
+
+
+def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
+    """What every trial's config shares (the space adds its `trial:` section, the sampler the knobs)."""
+    return {"workload": plan.workload.text, "workload_options": plan.workload_options, "dataset": plan.dataset,
+            "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device}}
+
+
+def check_plan(plan: SearchPlan) -> list[Objective]:
+    """Build the workload once, as a trial would, before Ray starts (tuner.train.check_workload, on the CPU so
+    the driver holds no GPU memory while trials run), and resolve the objectives: `quality` becomes the
+    workload's own, and a metric of the workload's must be among what its evaluate() returns."""
+    from tuner.device import resolve_device
+    from tuner.train import check_workload
+
+    point = plan.space.baseline_point({"gpus": 0, "cpus": 1})
+    cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
+    check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
+    objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
+        else plan.objectives
+    for o in objectives:
+        if o.metric not in BY_KEY and o.metric not in check.metrics:
+            raise ConfigError(f"{plan.space.source}: objectives: {o.metric!r} is not a metric tuner measures nor one "
+                              f"that workload {plan.workload.text}'s evaluate() returns "
+                              f"({', '.join(check.metrics) or 'none'})")
+    return objectives

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tuner.search.options import SearchOptions, SearchPlan, plan_search
+from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
 from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search.storage import open_storage, reconcile_study
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
@@ -86,7 +86,8 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
                baseline: dict[str, Any] | None) -> StudyMeta:
     return StudyMeta(
         name=plan.study, space=plan.space.name, space_source=plan.space.source, space_def=plan.space.definition(),
-        params=plan.space.searched, objectives=plan.objectives, workload=plan.workload, dataset=plan.dataset,
+        params=plan.space.searched, objectives=plan.objectives, workload=plan.workload.text,
+        workload_options=plan.workload_options, dataset=plan.dataset,
         budget=plan.budget.model_dump(exclude_none=True), trials=plan.trials, sampler=plan.sampler, seed=plan.seed,
         baseline={"trial": 0, "params": baseline} if baseline else None, storage=plan.storage,
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
@@ -117,16 +118,20 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
+    plan.objectives = check_plan(plan)  # before anything is printed: a bad workload is one line on stderr
 
     import ray
 
+    from tuner.workload.loader import ship_paths
+
     started = not ray.is_initialized()
     if started:
+        modules = ship_paths(plan.workload)
         if opts.address:
-            join_ray(opts.address, verbose=opts.verbose)
+            join_ray(opts.address, verbose=opts.verbose, py_modules=modules)
         else:
             assert cluster is not None
-            start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose)
+            start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules)
     try:
         if opts.address or not started:
             cluster = ray_cluster()
@@ -189,8 +194,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
     # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
     # recorded config stays portable.
     device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
-    base = {"workload": plan.workload, "dataset": plan.dataset, "budget": plan.budget.model_dump(exclude_none=True),
-            "gpus": context["gpus"], "params": {"device": device}}
+    base = trial_base(plan, context["gpus"], device)
     setup = TrialSetup(space=plan.space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir), engine=opts.engine,
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
@@ -209,7 +213,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
 
     view = None
     if console is not None:
-        console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {plan.workload} on {plan.dataset}, "
+        on = f" on {plan.dataset}" if plan.dataset else ""
+        console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {plan.workload.text}{on}, "
                       f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}); "
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
                       soft_wrap=True)

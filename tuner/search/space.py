@@ -32,9 +32,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuner.config import Budget, Params, TrialConfig, Workload, parse_config
+from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
 from tuner.study import Objective
+from tuner.study.objective import QUALITY
 
 SPACE_SUFFIXES = (".yaml", ".yml")
 # Condition names that are not params: facts about the trial known before sampling.
@@ -209,9 +210,13 @@ class ParamSpec(_Strict):
         return text
 
 
+DEFAULT_OBJECTIVES = "default"  # the key a plain list of objectives is stored under: every workload
+
+
 class SpaceDefaults(_Strict):
-    workload: Workload = "gan"
-    dataset: str = "digits"
+    workload: str = "gan"
+    workload_options: dict[str, Any] = Field(default_factory=dict)
+    dataset: str | None = None  # applies with the default workload only (another workload brings its own data)
     budget: Budget = Field(default_factory=lambda: Budget(seconds=20))
     trials: int = Field(12, gt=0, le=100000)
     # Trial 0 of a new study runs tuner's default knobs (Params defaults, where the space allows them): the
@@ -226,7 +231,7 @@ class Space(_Strict):
     source: str = ""
     description: str = ""
     defaults: SpaceDefaults = Field(default_factory=SpaceDefaults)
-    objectives: dict[Workload, list[Objective]]
+    objectives: dict[str, list[Objective]]
     params: dict[str, ParamSpec]
     trial: dict[str, Any] = Field(default_factory=dict)
 
@@ -240,20 +245,34 @@ class Space(_Strict):
     @field_validator("objectives", mode="before")
     @classmethod
     def _list_means_every_workload(cls, v: Any) -> Any:
-        return {"gan": v, "cnn": v} if isinstance(v, list) else v
+        return {DEFAULT_OBJECTIVES: v} if isinstance(v, list) else v
 
     @property
     def searched(self) -> list[str]:
         """Names of the params the sampler draws, in space order."""
         return [k for k, p in self.params.items() if not p.fixed]
 
-    def objectives_for(self, workload: str) -> list[Objective]:
-        objs = self.objectives.get(workload)  # type: ignore[call-overload]
+    def objectives_for(self, workload: str, quality: Objective | None = None) -> list[Objective]:
+        """The objectives for `workload` (its own entry, else the space's list for every workload), with
+        `metric: quality` replaced by the workload's declared quality objective."""
+        objs = self.objectives.get(workload) or self.objectives.get(DEFAULT_OBJECTIVES)
         if not objs:
             have = ", ".join(self.objectives) or "none"
             raise ConfigError(f"{self.source}: objectives: no objectives for workload {workload} (has: {have}); "
-                              f"add objectives.{workload} or use --workload {next(iter(self.objectives), 'gan')}")
-        return objs
+                              f"give a list of objectives for every workload, or add objectives.{workload}")
+        out = []
+        for o in objs:
+            if o.metric == QUALITY:
+                if quality is None:
+                    raise ConfigError(f"{self.source}: objectives: 'quality' stands for the workload's quality "
+                                      f"objective, but workload {workload} declares none (Workload.quality); name a "
+                                      f"metric instead")
+                o = quality
+            out.append(o)
+        if len({o.metric for o in out}) != len(out):
+            raise ConfigError(f"{self.source}: objectives: {workload}'s quality objective is already listed; list it "
+                              f"once")
+        return out
 
     def definition(self) -> dict[str, Any]:
         """The space as plain data (what study.json stores and `--resume` compares)."""

@@ -11,11 +11,9 @@ from pydantic import TypeAdapter, ValidationError
 from tuner.config import Params, TrialConfig, format_validation_error, load_yaml
 from tuner.errors import ConfigError
 from tuner.search.space import CONTEXT_NAMES, SPACE_SUFFIXES, Space
+from tuner.study import Objective
 from tuner.study.metrics import BY_KEY
-
-# Objectives a study may use: the speed and cost metrics every trial measures, plus each workload's quality.
-_MEASURED = tuple(k for k, m in BY_KEY.items() if m.direction is not None and m.group != "quality")
-OBJECTIVE_METRICS: dict[str, tuple[str, ...]] = {"gan": (*_MEASURED, "fid"), "cnn": (*_MEASURED, "loss", "accuracy")}
+from tuner.study.objective import QUALITY
 
 
 def spaces_dir() -> Path:
@@ -112,16 +110,15 @@ def _check_against_config(space: Space, source: str) -> None:
                                   f"{', '.join(CONTEXT_NAMES)}")
         seen.append(name)
     for workload, objectives in space.objectives.items():
+        where = "objectives" if workload == "default" else f"objectives.{workload}"
         metrics = [o.metric for o in objectives]
         if not objectives:
-            raise ConfigError(f"{source}: objectives.{workload}: empty; give at least one {{metric, direction}}")
+            raise ConfigError(f"{source}: {where}: empty; give at least one {{metric, direction}}")
         for i, o in enumerate(objectives):
-            if o.metric not in OBJECTIVE_METRICS[workload]:
-                raise ConfigError(f"{source}: objectives.{workload}.{i}.metric: unknown metric {o.metric!r} for "
-                                  f"{workload}; use one of {', '.join(OBJECTIVE_METRICS[workload])}")
+            objectives[i] = _complete(o, f"{source}: {where}.{i}")
         if len(set(metrics)) != len(metrics):
-            raise ConfigError(f"{source}: objectives.{workload}: a metric is listed twice")
-    for banned in ("workload", "dataset", "budget", "gpus"):
+            raise ConfigError(f"{source}: {where}: a metric is listed twice")
+    for banned in ("workload", "workload_options", "dataset", "budget", "gpus"):
         if banned in space.trial:
             raise ConfigError(f"{source}: trial.{banned}: set it under defaults (or on the command line), not trial")
     try:
@@ -130,3 +127,21 @@ def _check_against_config(space: Space, source: str) -> None:
         raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
 
 
+
+
+def _complete(o: Objective, key: str) -> Objective:
+    """An objective with its direction: `quality` stays open (the workload decides), a known metric may omit its
+    direction, any other name (a metric the workload's evaluate returns) must give one."""
+    if o.metric == QUALITY:
+        if o.direction is not None:
+            raise ConfigError(f"{key}: 'quality' takes its direction from the workload; drop direction")
+        return o
+    known = BY_KEY.get(o.metric)
+    if known is not None and known.direction is None:
+        raise ConfigError(f"{key}.metric: {o.metric!r} is not something to optimize; use throughput, a cost such as "
+                          f"peak_mem_mb, quality, or a metric your workload's evaluate returns")
+    if o.direction is None:
+        if known is None:
+            raise ConfigError(f"{key}: give a direction (max or min) for {o.metric!r}")
+        return Objective(metric=o.metric, direction=known.direction)
+    return o

@@ -1,6 +1,7 @@
-"""Training one trial: build data, model and optimizer from a TrialConfig, train within a budget, measure."""
+"""Training one trial: a workload, its knobs and a budget in; measured throughput, quality and a state out."""
 
 from tuner.study import TrialResult
-from tuner.train.trial import preflight, run_trial
+from tuner.train.preflight import WorkloadCheck, check_workload, preflight
+from tuner.train.trial import run_trial
 
-__all__ = ["TrialResult", "preflight", "run_trial"]
+__all__ = ["TrialResult", "WorkloadCheck", "check_workload", "preflight", "run_trial"]

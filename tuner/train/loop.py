@@ -1,7 +1,11 @@
-"""The budgeted, measured training loop shared by both workloads.
+"""The budgeted, measured training loop every workload runs.
 
 warm-up steps (untimed) -> timed windows until the budget (seconds or samples) is spent. The clock is read at
 window ends only (after a device sync), and the loss is read there too, which is where divergence is detected.
+
+Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
+stops together, windows hold a step count fixed after warm-up (the slowest rank's pace), and the wall cap and a
+non-finite loss are agreed at window ends, so no rank takes a step the others do not.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, Protocol
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.measure.timing import Clock, WaitMeter, Window, WindowTimer
+from tuner.train.distributed import Agreement
 
 
 class Step(Protocol):
@@ -25,7 +30,7 @@ class Step(Protocol):
 @dataclass
 class LoopResult:
     windows: list[Window]
-    samples: int = 0  # all samples, warm-up included
+    samples: int = 0  # this rank's samples, warm-up included
     steps: int = 0
     seconds: float = 0.0  # wall time of the whole loop, warm-up included
     diverged: bool = False
@@ -53,7 +58,10 @@ def run_loop(
     wall_limit_s: float | None = None,
     clock: Clock = time.perf_counter,
     on_window: Callable[[dict[str, Any]], None] | None = None,
+    agree: Agreement | None = None,
 ) -> LoopResult:
+    agree = agree or Agreement()
+    shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
     timer = WindowTimer(device, meter, clock)
     res = LoopResult(windows=timer.windows)
@@ -62,14 +70,20 @@ def run_loop(
     def over_wall() -> bool:
         return wall_limit_s is not None and clock() - start >= wall_limit_s
 
-    for _ in range(measure.warmup_steps):
+    # Warm-up: untimed. Under DDP at least one step, synchronized, to learn the shared pace.
+    warmup = max(measure.warmup_steps, 1) if shared_pace and budget.seconds is not None else measure.warmup_steps
+    step_s = 0.0
+    for _ in range(warmup):
         t = clock()
         res.samples += step(meter)
         res.steps += 1
+        if shared_pace:
+            device.synchronize()
+        step_s = clock() - t
         # Stop warming up when one more step of this length would leave no time for a timed step.
-        if wall_limit_s is not None and clock() - start + 2 * (clock() - t) >= wall_limit_s:
+        if agree.any(wall_limit_s is not None and clock() - start + 2 * step_s >= wall_limit_s):
             break
-    if measure.warmup_steps and not math.isfinite(step.pop_mean_loss()):
+    if warmup and agree.any(not math.isfinite(step.pop_mean_loss())):
         res.diverged = True
         res.seconds = clock() - start
         return res
@@ -77,37 +91,42 @@ def run_loop(
     # Split what is left of the budget into equal windows.
     if budget.seconds is not None:
         window_s = max(budget.seconds - (clock() - start), 0.0) / measure.windows
-        window_done = lambda w_start: clock() - w_start >= window_s  # noqa: E731 - host clock, no sync
+        if shared_pace:  # a step count every rank shares, from the slowest rank's warm-up pace
+            window_steps = max(1, math.ceil(window_s / max(agree.max(step_s), 1e-6)))
+            window_done = lambda w_start, n: n >= window_steps  # noqa: E731
+        else:
+            window_done = lambda w_start, n: clock() - w_start >= window_s  # noqa: E731 - host clock, no sync
     else:
-        left = max(budget.samples - res.samples, measure.windows)
-        window_n = math.ceil(left / measure.windows)
-        window_done = lambda w_start: timer.open_samples >= window_n  # noqa: E731
+        left = max(budget.samples - res.samples * agree.world, measure.windows)
+        window_n = math.ceil(left / measure.windows / agree.world)
+        window_done = lambda w_start, n: timer.open_samples >= window_n  # noqa: E731
 
     for _ in range(measure.windows):
         timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
-        w_start = clock()
+        w_start, n_steps = clock(), 0
         while True:
             n = step(meter)
             timer.add(n)
             res.samples += n
             res.steps += 1
-            if window_done(w_start):
+            n_steps += 1
+            if window_done(w_start, n_steps):
                 break
-            if over_wall():
+            if not shared_pace and over_wall():
                 res.capped = True
                 break
         timer.close()
         device.sample_memory()
         loss = step.pop_mean_loss()
-        res.loss_curve.append([res.samples, loss])
-        if not math.isfinite(loss):
+        res.loss_curve.append([res.samples * agree.world, loss])
+        if agree.any(not math.isfinite(loss)):
             res.diverged = True
             break
         if on_window is not None:
             w = timer.windows[-1]
-            on_window({"window": len(timer.windows), "throughput": w.throughput, "train_loss": loss,
-                       "samples": res.samples})
-        if res.capped or over_wall():
+            on_window({"window": len(timer.windows), "throughput": w.throughput * agree.world, "train_loss": loss,
+                       "samples": res.samples * agree.world})
+        if res.capped or agree.any(over_wall()):
             res.capped = res.capped or len(timer.windows) < measure.windows
             break
     res.seconds = clock() - start

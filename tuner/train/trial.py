@@ -1,11 +1,18 @@
-"""Train one configuration within its budget and return measured figures: the unit every search trial runs."""
+"""Train one configuration of one workload within its budget and measure it: the unit every search trial runs.
+
+Failures are states, not exceptions: an out-of-memory anywhere in the trial (building the models, wrapping them in
+DDP, a cuDNN/cuBLAS workspace, training, scoring) is `oom`; a non-finite loss or quality metric is `diverged`; an
+exception raised by the workload's own code is `error`, with the user's frames kept. Bad input tuner itself
+refuses (a device this machine lacks, a batch larger than the dataset) raises a UserError instead.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,45 +20,184 @@ import torch
 from torch import nn
 
 from tuner.config import TrialConfig
-from tuner.device import Device, resolve_device
-from tuner.errors import error_line
+from tuner.device import Device, is_oom, resolve_device
+from tuner.errors import TunerError, error_line
 from tuner.measure.timing import summarize
-from tuner.train.loop import forever, run_loop
 from tuner.study import TrialResult
-from tuner.train.workloads import CnnStep, GanStep
+from tuner.train.batch import to_device
+from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
+from tuner.train.loop import forever, run_loop
+from tuner.train.step import PhaseStep
+from tuner.workload.api import Workload
+from tuner.workload.context import TrialContext, running
+from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
 
 
-def _distributed() -> tuple[int, int]:
-    """(rank, world size); (0, 1) unless a torch.distributed process group is up (DDP under Ray Train)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _wrap_ddp(model: nn.Module, device: Device) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    ids = [device.torch_device.index] if device.is_cuda else None
-    # broadcast_buffers=False: D runs twice (real, fake) before one backward; re-broadcasting BatchNorm buffers
-    # between those forwards is an in-place change autograd refuses.
-    return DDP(model, device_ids=ids, broadcast_buffers=False)
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU compute threads for this trial only: a reused Ray actor must not hand them to the next trial."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
-def preflight(cfg: TrialConfig) -> Device:
-    """Refuse what would fail later, before any work starts: device, precision, pin_memory, dataset, FID weights."""
-    from tuner.data import check_dataset
+def make_context(cfg: TrialConfig, device: Device, cache_dir: Path, out_dir: Path | None,
+                 preflight: bool = False) -> TrialContext:
+    rank, world = rank_world()
+    return TrialContext(device=device.torch_device, cache_dir=Path(cache_dir), out_dir=out_dir, seed=cfg.params.seed,
+                        rank=rank, world_size=world, params=cfg.params, quality=cfg.quality, preflight=preflight)
 
-    device = resolve_device(cfg.params.device)
-    device.check_precision(cfg.params.precision)
-    device.check_pin_memory(cfg.params.pin_memory)
-    check_dataset(cfg.dataset)
-    if cfg.workload == "gan" and cfg.quality.enabled and cfg.quality.fid_features == "inception":
-        from tuner.measure.quality import check_fid_weights
 
-        check_fid_weights(cfg.quality)
-    return device
+def build_workload(cfg: TrialConfig) -> Workload:
+    return build(parse_ref(cfg.workload), cfg.workload_options, cfg.dataset)
+
+
+def build_models(workload: Workload, device: Device, seed: int) -> dict[str, nn.Module]:
+    """Fresh models, seeded alike (the same initial weights for every knob that leaves the model alone)."""
+    torch.manual_seed(seed)
+    models: dict[str, nn.Module] = {}
+    for name, factory in workload.models.items():
+        model = factory()
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Workload.models[{name!r}]() returned a {type(model).__name__}, not a torch.nn.Module")
+        models[name] = model.to(device.torch_device)
+    return models
+
+
+@contextlib.contextmanager
+def eval_mode(models: dict[str, nn.Module]) -> Iterator[None]:
+    """Eval mode, no grad, fp32 for scoring; every submodule's own mode comes back afterwards."""
+    modes = [(m, m.training) for model in models.values() for m in model.modules()]
+    for model in models.values():
+        model.eval()
+    device_type = next((p.device.type for m in models.values() for p in m.parameters()), "cpu")
+    try:
+        with torch.no_grad(), torch.autocast(device_type, enabled=False):
+            yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
+def val_batches(workload: Workload, val_set: Any, device: Device, limit: int | None = None) -> Iterator[Any]:
+    """The validation split in fixed batches (eval_batch_size), on the device; its own RNG, never the global one."""
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(val_set, batch_size=workload.eval_batch_size, shuffle=False, num_workers=0,
+                        collate_fn=workload.collate, generator=torch.Generator())
+    for i, batch in enumerate(loader):
+        if limit is not None and i >= limit:
+            return
+        yield to_device(batch, device.torch_device)
+
+
+def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device: Device,
+          limit: int | None = None) -> dict[str, Any]:
+    """evaluate() in eval mode, as {metric: number or text}; quality_seconds is its wall time unless it says."""
+    if workload.evaluate is None:
+        return {}
+    plain = {k: unwrap(m) for k, m in models.items()}
+    start = time.perf_counter()
+    with eval_mode(plain):
+        raw = workload.evaluate(plain, val_batches(workload, val_set, device, limit))
+    device.synchronize()
+    if not isinstance(raw, dict):
+        raise TypeError(f"evaluate() must return a dict of metrics, got {type(raw).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().float().item() if value.numel() == 1 else str(value.tolist())
+        elif value is not None and not isinstance(value, (int, float, str, bool)):
+            value = str(value)
+        out[str(key)] = value
+    out.setdefault("quality_seconds", time.perf_counter() - start)
+    return out
+
+
+class _Run:
+    """One trial's state, so a failure handler can read what was measured and then drop every big tensor."""
+
+    def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None) -> None:
+        self.cfg, self.device, self.out_dir = cfg, device, out_dir
+        self.result = TrialResult(state="complete", device=device.describe())
+        self.models: dict[str, nn.Module] | None = None
+        self.step: PhaseStep | None = None
+        self.t0 = time.perf_counter()
+
+    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
+        from tuner.data import make_loader
+
+        cfg, p, device = self.cfg, self.cfg.params, self.device
+        rank, world = rank_world()
+        torch.manual_seed(p.seed + rank)
+        workload = build_workload(cfg)
+        train_set, val_set = workload.datasets()
+        sampler = None
+        if world > 1:
+            from torch.utils.data.distributed import DistributedSampler
+
+            sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, seed=p.seed, drop_last=True)
+        loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
+                             collate_fn=workload.collate)
+        self.models = build_models(workload, device, p.seed)
+        if world > 1:
+            self.models = {k: wrap_ddp(m, device) for k, m in self.models.items()}
+        torch.manual_seed(p.seed + rank)  # after DDP's broadcast: each rank draws its own noise (latents, dropout)
+        self.step = PhaseStep(workload, self.models, p, device)
+
+        device.reset_peak_memory()
+        self.t0 = time.perf_counter()
+        batches = forever(loader, sampler.set_epoch if sampler is not None else None)
+        try:
+            loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
+                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world))
+        finally:
+            batches.close()  # stops the loader's worker processes now, not at garbage collection
+        summary = summarize(loop.windows)
+        res = self.result
+        res.windows = [w * world for w in summary.windows]  # every rank trains its own shard at the same time
+        res.metrics.update(
+            throughput=summary.throughput * world if summary.throughput is not None else None,
+            throughput_spread=summary.spread,
+            throughput_overall=summary.overall * world if summary.overall is not None else None,
+            data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
+            samples=loop.samples * world, steps=loop.steps)
+        res.capped, res.loss_curve = loop.capped, loop.loss_curve
+        if loop.diverged:
+            res.state, res.error = "diverged", "non-finite training loss"
+            return
+        if rank == 0 and cfg.quality.enabled and workload.evaluate is not None:
+            quality = score(workload, self.models, val_set, device)
+            grid = quality.pop("sample_grid", None)
+            res.sample_grid = str(grid) if grid else None
+            res.metrics.update(quality)
+            if workload.quality is not None:
+                name = workload.quality[0]
+                value = quality.get(name)
+                if isinstance(value, (int, float)) and not math.isfinite(value):
+                    res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
+                    res.metrics[name] = None
+
+    def failed(self, state: str, error: str, traceback: str | None = None) -> None:
+        res = self.result
+        res.state, res.error, res.traceback = state, error, traceback  # type: ignore[assignment]
+        res.metrics.setdefault("train_seconds", time.perf_counter() - self.t0)
+        with contextlib.suppress(Exception):
+            res.metrics["peak_mem_mb"] = self.device.peak_memory_mb()
+
+    def release(self, collect: bool) -> None:
+        """Drop the models, optimizers and activations. After a failure also collect cycles and return the cached
+        memory: outside any except block, whose traceback would keep the activations alive (a full collection
+        costs a tenth of a second, so a trial that ended well skips it)."""
+        self.models = self.step = None
+        if collect:
+            gc.collect()
+            self.device.free_memory()
 
 
 def run_trial(
@@ -63,97 +209,24 @@ def run_trial(
     wall_limit_s: float | None = None,
     on_window: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrialResult:
-    """Run `cfg`; `oom` and `diverged` come back as states. Bad input (device, precision, dataset) raises UserError."""
-    from tuner.data import load_datasets, make_loader
-
+    """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
-    if p.threads is not None:
-        torch.set_num_threads(p.threads)
-    rank, world = _distributed()
-    torch.manual_seed(p.seed + rank)
-
-    data = load_datasets(cfg.dataset, cfg.image_size, Path(cache_dir), seed=p.seed)
-    sampler = None
-    if world > 1:
-        from torch.utils.data.distributed import DistributedSampler
-
-        sampler = DistributedSampler(data.train, num_replicas=world, rank=rank, seed=p.seed, drop_last=True)
-    loader = make_loader(data.train, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler)
-
-    torch.manual_seed(p.seed)  # same initial weights on every rank and for every knob that leaves the model alone
-    models: dict[str, nn.Module]
-    if cfg.workload == "gan":
-        from tuner.models import Discriminator, Generator
-
-        models = {"g": Generator(channels=data.channels, image_size=cfg.image_size),
-                  "d": Discriminator(channels=data.channels, image_size=cfg.image_size)}
-    else:
-        from tuner.models import SmallCNN
-
-        models = {"c": SmallCNN(channels=data.channels, num_classes=data.num_classes)}
-    models = {k: m.to(device.torch_device) for k, m in models.items()}
-    if world > 1:
-        models = {k: _wrap_ddp(m, device) for k, m in models.items()}
-    step = GanStep(models["g"], models["d"], p, device) if cfg.workload == "gan" else CnnStep(models["c"], p, device)
-
-    result = TrialResult(state="complete", device=device.describe())
-    device.reset_peak_memory()
-    t0 = time.perf_counter()
-    batches = forever(loader, sampler.set_epoch if sampler is not None else None)
-    try:
-        loop = run_loop(step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
-                        wall_limit_s=wall_limit_s, on_window=on_window)
-    except torch.OutOfMemoryError as err:
-        result.state, result.error = "oom", error_line(err)
-        result.metrics.update(train_seconds=time.perf_counter() - t0, peak_mem_mb=device.peak_memory_mb())
-        step = models = None  # drop every reference to the big tensors before emptying the cache
-        gc.collect()
-        device.free_memory()
-        return result
-    finally:
-        batches.close()  # stops the loader's worker processes now, not at garbage collection
-
-    summary = summarize(loop.windows)
-    scale = world  # every rank trains its own shard at the same time
-    result.windows = [w * scale for w in summary.windows]
-    result.metrics.update(
-        throughput=summary.throughput * scale if summary.throughput is not None else None,
-        throughput_spread=summary.spread, throughput_overall=summary.overall * scale if summary.overall else None,
-        data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
-        samples=loop.samples * world, steps=loop.steps)
-    result.capped, result.loss_curve = loop.capped, loop.loss_curve
-    if loop.diverged:
-        result.state, result.error = "diverged", "non-finite training loss"
-        return result
-
-    if cfg.quality.enabled and rank == 0:
+    run = _Run(cfg, device, out_dir)
+    failure: tuple[str, str, str | None] | None = None
+    with torch_threads(p.threads), device.numerics(p), running(make_context(cfg, device, cache_dir, out_dir)):
         try:
-            quality = _evaluate(cfg, models, data, device, Path(cache_dir), out_dir)
-        except torch.OutOfMemoryError as err:
-            result.state, result.error = "oom", "during quality evaluation: " + error_line(err)
-            device.free_memory()
-            return result
-        result.sample_grid = quality.pop("sample_grid", None)
-        result.metrics.update(quality)
-        fid = quality.get("fid")
-        if fid is not None and not math.isfinite(fid):  # the loss was finite but the generator's images are not
-            result.state, result.error = "diverged", "generator produced non-finite images (FID undefined)"
-            result.metrics["fid"] = None
-    return result
-
-
-def _evaluate(cfg: TrialConfig, models: dict[str, nn.Module], data: Any, device: Device, cache_dir: Path,
-              out_dir: Path | None) -> dict[str, Any]:
-    from tuner.measure import quality
-
-    unwrap = lambda m: getattr(m, "module", m)  # noqa: E731 - DDP keeps the model in .module
-    if cfg.workload == "cnn":
-        return quality.evaluate_cnn(unwrap(models["c"]), data, device)
-    grid = Path(out_dir) / "samples.png" if out_dir is not None else None
-    out = quality.evaluate_gan(unwrap(models["g"]), data, cfg.quality, cache_dir, device, sample_grid=grid)
-    if grid is not None and grid.exists():
-        out["sample_grid"] = str(grid)
-    return out
+            run.train(wall_limit_s, on_window)
+        except TunerError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every other failure is the trial's state
+            if is_oom(err):
+                failure = ("oom", error_line(err), None)
+            else:
+                failure = ("error", user_error_line(err), user_traceback(err))
+        if failure is not None:
+            run.failed(*failure)
+        run.release(collect=failure is not None)
+    return run.result

@@ -1,0 +1,84 @@
+"""A study of a user's workload: an exception in their code is a trial state with their frames, the study goes
+on and the sampler is told; a workload that cannot work is refused before Ray starts."""
+
+from __future__ import annotations
+
+import sys
+
+import optuna
+import pytest
+
+from studies import load_trials
+from tuner.cli import main
+from userworkloads import GOOD, RAISES_AT_32, write
+
+SPACE = """
+description: batch size only
+defaults: {workload: cnn, dataset: synthetic, budget: {samples: 256}, trials: 4}
+objectives: [{metric: throughput, direction: max}, {metric: quality}]
+params:
+  batch_size: {type: categorical, choices: [16, 32]}
+  precision: fp32
+  num_workers: 0
+trial: {measure: {warmup_steps: 1, windows: 2}}
+"""
+
+
+@pytest.mark.ray
+def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_session, tmp_path, capsys):
+    work = write(tmp_path / "proj", RAISES_AT_32)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--trials", "4", "--study", "bugs",
+                 "--reports-dir", str(reports)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    records = {r["trial"]: r for r in load_trials(reports / "bugs")}
+    assert len(records) == 4
+    bad = [r for r in records.values() if r["params"]["batch_size"] == 32]
+    good = [r for r in records.values() if r["params"]["batch_size"] == 16]
+    assert bad and good and all(r["state"] == "complete" for r in good)
+    for r in bad:
+        assert r["state"] == "error"
+        assert r["error"].startswith("ValueError: shapes do not line up at 32 (at ") and str(work) in r["error"]
+        tb = r["traceback"]
+        assert f'File "{work}"' in tb and 'raise ValueError("shapes do not line up at 32")' in tb
+        assert "tuner/train" not in tb and "frames in tuner" in tb  # tuner's own frames are folded
+    trials = optuna.load_study(study_name="bugs", storage=f"sqlite:///{reports / 'bugs' / 'study.db'}").trials
+    assert all((t.constraints["failed"] > 0) == (t.params["batch_size"] == 32) for t in trials)  # the sampler is told
+
+    n = bad[0]["trial"]
+    assert main(["report", "bugs", "--reports-dir", str(reports), "--trial", str(n)]) == 0
+    shown = capsys.readouterr().out
+    assert "shapes do not line up at 32" in shown and str(work) in shown and "raise ValueError" in shown
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("import definitely_not_installed_xyz\n", "ModuleNotFoundError: No module named 'definitely_not_installed_xyz'"),
+    (GOOD.replace('quality=("val_loss", "min")', 'quality=("val_acc", "max")'),
+     "quality metric 'val_acc' is not among what evaluate() returns (val_loss)"),
+    (GOOD.replace("def make(hidden=8):", "def make():").replace("hidden", "8"), "does not fit make()"),
+])
+def test_a_broken_workload_is_refused_before_ray_and_no_study_is_written(tmp_path, capsys, monkeypatch, body,
+                                                                          needle):
+    import tuner.search.ray_env as ray_env
+
+    def no_ray(*a, **k):
+        raise AssertionError("Ray was started for a broken workload")
+
+    monkeypatch.setattr(ray_env, "start_local_ray", no_ray)
+    work = write(tmp_path / "proj", body, "broken.py")
+    sys.modules.pop("broken", None)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    argv = ["search", "--space", str(space), "--workload", f"{work}:make", "--reports-dir", str(reports)]
+    if "does not fit" in needle:
+        argv += ["--option", "hidden=16"]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert needle in err[0] and str(work) in err[0]
+    assert not (reports / "bs").exists()
+

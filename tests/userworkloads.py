@@ -1,0 +1,58 @@
+"""User workloads written to files, as a user would write them from the README (public API only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HEADER = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import TensorDataset
+
+import tuner
+
+
+def data(n=96):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 4, generator=g)
+    y = (x.sum(1) > 0).long()
+    return TensorDataset(x[: n - 32], y[: n - 32]), TensorDataset(x[n - 32:], y[n - 32:])
+
+
+def evaluate(models, val_batches):
+    total, n = 0.0, 0
+    for x, y in val_batches:
+        total += float(F.cross_entropy(models["net"](x), y, reduction="sum"))
+        n += len(y)
+    return {"val_loss": total / n}
+'''
+
+GOOD = HEADER + '''
+
+def make(hidden=8):
+    return tuner.Workload(models={"net": lambda: nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))},
+                          datasets=data, loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]),
+                          evaluate=evaluate, quality=("val_loss", "min"))
+'''
+
+# Raises inside its own loss when the batch size is 32 (a bug in the user's code, in some configs only).
+RAISES_AT_32 = HEADER + '''
+
+def user_loss(models, batch):
+    if batch[0].shape[0] == 32:
+        raise ValueError("shapes do not line up at 32")
+    return F.cross_entropy(models["net"](batch[0]), batch[1])
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=user_loss,
+                          evaluate=evaluate, quality=("val_loss", "min"))
+'''
+
+
+def write(folder: Path, text: str, name: str = "mywork.py") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    return path

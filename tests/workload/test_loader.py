@@ -1,0 +1,96 @@
+"""Finding a workload by reference: built-ins, package.module:name, path/file.py:name; errors that name the path;
+the user's frames in a traceback; what Ray must ship."""
+
+import sys
+
+import pytest
+
+from tuner.errors import WorkloadError
+from tuner.workload.loader import build, parse_ref, ship_paths, user_error_line, user_traceback
+from userworkloads import GOOD, write
+
+
+def test_builtins_and_file_references_resolve(tmp_path, monkeypatch):
+    assert parse_ref("gan").module == "tuner.builtin.gan" and parse_ref("gan").builtin
+    path = write(tmp_path / "proj", GOOD)
+    monkeypatch.chdir(tmp_path)
+    ref = parse_ref("proj/mywork.py:make")
+    assert ref.file == str(path.resolve()) and ref.text == f"{path.resolve()}:make" and ref.module == "mywork"
+    wl = build(ref, {"hidden": 4})
+    assert set(wl.models) == {"net"} and wl.quality == ("val_loss", "minimize")
+    assert ship_paths(ref) == [str(path.resolve())]
+    assert ship_paths(parse_ref("cnn")) == []
+
+
+def test_a_dotted_module_is_found_from_the_working_folder_and_its_package_is_shipped(tmp_path, monkeypatch):
+    pkg = tmp_path / "mypkg"
+    write(pkg, "", "__init__.py")
+    write(pkg, GOOD, "work.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    ref = parse_ref("mypkg.work:make")
+    assert build(ref).quality == ("val_loss", "minimize")
+    assert ship_paths(ref) == [str(pkg.resolve())]
+    sys.modules.pop("mypkg.work", None)
+    sys.modules.pop("mypkg", None)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rnn", r"unknown workload 'rnn'; use a built-in \(gan, cnn\)"),
+    ("missing.py:make", "no such file"),
+    ("mod:not-a-name", "is not a Python name"),
+    ("1mod.sub:make", "is not a module path"),
+])
+def test_malformed_references_say_what_a_reference_looks_like(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError, match=message):
+        parse_ref(text)
+
+
+@pytest.mark.parametrize("body, attr, options, message", [
+    ("def make(:\n", "make", {}, r"cannot import .*SyntaxError: .*\(at .*bad.py:1\)"),
+    ("import no_such_module_anywhere\n", "make", {}, "ModuleNotFoundError: No module named 'no_such_module_anywhere'"),
+    ("def make():\n    return 1\n", "build", {}, "has no attribute 'build'"),
+    ("make = 3\n", "make", {}, "is a int, not a function"),
+    ("def make():\n    return 1\n", "make", {}, "returned a int, not a tuner.Workload"),
+    ("def make(width=1):\n    return 1\n", "make", {"height": 2}, r"does not fit make\(\).*it takes: width"),
+])
+def test_import_and_factory_errors_name_the_file(tmp_path, body, attr, options, message):
+    path = write(tmp_path, body, "bad.py")
+    with pytest.raises(WorkloadError, match=message):
+        build(parse_ref(f"{path}:{attr}"), options)
+    sys.modules.pop("bad", None)
+
+
+def test_user_traceback_keeps_the_users_frames_and_folds_the_rest(tmp_path):
+    path = write(tmp_path, "def inner():\n    raise ValueError('boom in user code')\n\ndef outer():\n    inner()\n",
+                 "userframes.py")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("userframes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.outer()
+    except ValueError as err:
+        text = user_traceback(err)
+        line = user_error_line(err)
+    assert f'File "{path}", line 5, in outer' in text and f'File "{path}", line 2, in inner' in text
+    assert "raise ValueError('boom in user code')" in text and text.endswith("ValueError: boom in user code")
+    assert "frame" in text and "tests/workload" in text  # this test's own frame is the user's too
+    assert line == f"ValueError: boom in user code (at {path}:2)"
+
+
+def test_an_error_in_tuner_or_a_library_alone_has_no_user_traceback():
+    try:
+        int("x")
+    except ValueError as err:
+        text = user_traceback(err)
+    assert text is not None  # this test file is user code from tuner's point of view
+    import torch
+
+    try:
+        torch.zeros(2) @ torch.zeros(3)
+    except RuntimeError as err:
+        err.__traceback__ = None  # as raised inside a library with no caller frames
+        assert user_traceback(err) is None

@@ -1,0 +1,108 @@
+"""Refuse what would fail later, before any work starts: the device and knobs, and the workload itself.
+
+The workload check builds the workload as a trial would (import, factory with its options, datasets, models) and
+calls evaluate() once on a few validation batches, so a broken import, a factory that rejects its options,
+datasets that are empty or not map-style, or a quality metric evaluate() never returns is one line and exit 2
+here, not a study of failed trials. It also warms one-time costs (dataset caches, the FID extractor) before the
+first trial is timed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tuner.config import TrialConfig
+from tuner.device import Device, resolve_device
+from tuner.errors import TunerError, WorkloadError
+from tuner.study import Objective
+from tuner.workload.api import Workload
+from tuner.workload.context import running
+from tuner.workload.loader import WorkloadRef, build, parse_ref, user_error_line
+
+PREFLIGHT_VAL_BATCHES = 2
+
+
+@dataclass
+class WorkloadCheck:
+    """What the check learned: the resolved reference, the declared quality objective, evaluate()'s metrics."""
+
+    ref: WorkloadRef
+    name: str
+    quality: Objective | None
+    metrics: list[str] = field(default_factory=list)  # numeric keys evaluate() returned
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
+    from torch.utils.data import IterableDataset
+
+    if isinstance(ds, IterableDataset) or not hasattr(ds, "__getitem__") or not hasattr(ds, "__len__"):
+        raise WorkloadError(f"workload {ref.text}: the {which} dataset is a {type(ds).__name__}, not a map-style "
+                            f"dataset (with __len__ and __getitem__); tuner builds the DataLoader from it")
+    n = len(ds)
+    if n == 0:
+        raise WorkloadError(f"workload {ref.text}: the {which} dataset is empty; give it samples")
+    return n
+
+
+def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
+    """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path."""
+    from tuner.train.trial import build_models, make_context, score
+
+    ref = parse_ref(cfg.workload)
+    stage = "building the workload"
+    try:
+        with running(make_context(cfg, device, cache_dir, None, preflight=True)):
+            workload: Workload = build(ref, cfg.workload_options, cfg.dataset)
+            stage = "datasets()"
+            pair = workload.datasets()
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise WorkloadError(f"workload {ref.text}: datasets() must return (train, validation), got "
+                                    f"{type(pair).__name__}")
+            train_set, val_set = pair
+            _map_style(train_set, "training", ref)
+            _map_style(val_set, "validation", ref)
+            stage = "building the models"
+            models = build_models(workload, device, cfg.params.seed)
+            metrics: dict[str, Any] = {}
+            if workload.evaluate is not None:
+                stage = "evaluate()"
+                metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
+            del models
+    except TunerError:
+        raise
+    except Exception as err:  # the user's code raised: their line, their file
+        raise WorkloadError(f"workload {ref.text}: {stage} raised {user_error_line(err)}") from err
+    finally:
+        device.free_memory()
+    numeric = [k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    quality = None
+    if workload.quality is not None:
+        name, direction = workload.quality
+        if name not in metrics:
+            returned = sorted(k for k in metrics if k != "quality_seconds")
+            raise WorkloadError(f"workload {ref.text}: quality metric {name!r} is not among what evaluate() returns "
+                                f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
+        quality = Objective(metric=name, direction=direction)
+    return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
+                         info=dict(workload.info))
+
+
+def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
+    """Everything `tuner train` checks before it trains: device, precision, pin_memory, TF32, FID weights, the
+    workload. The first call of a process also pays its one-time costs here, outside any timed region."""
+    device = device or resolve_device(cfg.params.device)
+    device.check_precision(cfg.params.precision)
+    device.check_pin_memory(cfg.params.pin_memory)
+    device.check_tf32(cfg.params.tf32)
+    if cfg.quality.enabled and cfg.quality.fid_features == "inception":
+        from tuner.measure.fid import check_fid_weights
+
+        check_fid_weights(cfg.quality)
+    with torch.random.fork_rng(devices=[]):  # the check must not shift the run's random stream
+        check = check_workload(cfg, Path(cache_dir), device)
+    return device, check

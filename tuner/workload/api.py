@@ -1,0 +1,145 @@
+"""The public contract between a user's model and tuner: `tuner.Workload` and, for several optimizers, `tuner.Phase`.
+
+A workload says *what* to train (models, data, loss, how to score it); tuner owns *how* (the DataLoader built from
+the searched knobs, device placement, autocast and GradScaler, accumulation, the optimizer, timing, DDP, failure
+states), exactly as for its built-in GAN and CNN, which are written against this same API (tuner/builtin/).
+
+Nothing here imports torch at module level: `import tuner` stays cheap for the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from torch.utils.data import Dataset
+
+Models = Mapping[str, "nn.Module"]
+LossFn = Callable[[Models, Any], "torch.Tensor"]
+PhaseLossFn = Callable[[Models, Any, "Shared"], "torch.Tensor"]
+OptimizerFactory = Callable[..., "torch.optim.Optimizer"]  # (params, *, lr, betas) -> Optimizer
+Evaluate = Callable[[Models, Iterable[Any]], Mapping[str, Any]]
+
+_DIRECTIONS = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
+
+
+class Shared(dict):  # type: ignore[type-arg]
+    """Values one micro-batch shares across the phases of an optimizer step (a GAN's latents, say).
+
+    A plain dict, created empty for every micro-batch, plus where the micro-batch sits: `index` (0-based) and
+    `count` (micro-batches per optimizer step, i.e. accumulation_steps). What a phase stores here lives until the
+    optimizer step ends: with accumulation, every micro-batch's entries are alive at once, so keep autograd graphs
+    out of it unless `count == 1` (recompute instead; see tuner/builtin/gan.py).
+    """
+
+    def __init__(self, index: int = 0, count: int = 1) -> None:
+        super().__init__()
+        self.index = index
+        self.count = count
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One optimizer of a multi-optimizer step (a GAN's D step, then its G step).
+
+    Phases run in order; each runs over all micro-batches of the step, then steps its own optimizer, so a later
+    phase sees the models a former one just updated. `loss(models, batch, shared)` returns that micro-batch's
+    loss. `models` names the models this phase updates: they get its optimizer (and GradScaler), and only their
+    gradients are computed and, under DDP, synchronized; the other models are handed to `loss` as plain modules.
+    `optimizer(params, lr=, betas=)` overrides the workload's optimizer for this phase.
+    """
+
+    name: str
+    loss: PhaseLossFn
+    models: Sequence[str]
+    optimizer: OptimizerFactory | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("Phase.name must be a non-empty string")
+        if not callable(self.loss):
+            raise TypeError(f"Phase {self.name!r}: loss must be callable (models, batch, shared) -> loss tensor")
+        if isinstance(self.models, str) or not self.models:
+            raise TypeError(f"Phase {self.name!r}: models must be a non-empty list of model names")
+        object.__setattr__(self, "models", tuple(self.models))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to train and how to score it. See README, "Tune your own model".
+
+    models: name -> zero-argument factory of a fresh nn.Module (called once per trial, seeded).
+    datasets: zero-argument callable returning (train, validation) map-style datasets.
+    loss: `loss(models, batch) -> tensor` for one micro-batch: the single-optimizer form. Or:
+    phases: a list of `tuner.Phase` for several optimizers (exactly one of loss / phases).
+    evaluate: optional `evaluate(models, val_batches) -> {name: value}`, called after training in eval mode under
+        no_grad; `val_batches` yields the validation split's batches already on the trial's device. Numbers are
+        metrics; strings are kept as information (a `sample_grid` string is a path to an image of samples).
+    quality: `(metric, "min" | "max")`: the evaluate() metric that is the study's quality objective.
+    optimizer: optional factory `optimizer(params, lr=..., betas=(beta1, beta2))`; default Adam (fused on CUDA).
+    collate: optional `collate_fn` for the training and validation DataLoaders.
+    eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
+    name: shown in reports (default: the import path).
+    """
+
+    models: Mapping[str, Callable[[], Any]]
+    datasets: Callable[[], tuple["Dataset", "Dataset"]]
+    loss: LossFn | None = None
+    phases: Sequence[Phase] = ()
+    evaluate: Evaluate | None = None
+    quality: tuple[str, str] | None = None
+    optimizer: OptimizerFactory | None = None
+    collate: Callable[[list[Any]], Any] | None = None
+    eval_batch_size: int = 256
+    name: str = ""
+    info: Mapping[str, Any] = field(default_factory=dict)  # free text for reports (e.g. the model's size)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.models, Mapping) or not self.models:
+            raise TypeError("Workload.models must be a non-empty mapping: name -> zero-argument model factory")
+        for name, factory in self.models.items():
+            if hasattr(factory, "parameters") and hasattr(factory, "forward"):  # an nn.Module itself
+                raise TypeError(f"Workload.models[{name!r}] is a model; give a factory that builds a fresh one per "
+                                f"trial, e.g. lambda: {type(factory).__name__}(...)")
+            if not isinstance(name, str) or not callable(factory):
+                raise TypeError(f"Workload.models[{name!r}] must be a zero-argument callable returning an nn.Module")
+        if not callable(self.datasets):
+            raise TypeError("Workload.datasets must be a zero-argument callable returning (train, validation)")
+        if (self.loss is None) == (not self.phases):
+            raise TypeError("give Workload exactly one of loss=(models, batch) -> loss, or phases=[tuner.Phase, ...]")
+        if self.loss is not None and not callable(self.loss):
+            raise TypeError("Workload.loss must be callable (models, batch) -> loss tensor")
+        names = [p.name for p in self.phases]
+        if len(set(names)) != len(names):
+            raise TypeError(f"Workload.phases: phase names must be unique (got {names})")
+        for p in self.phases:
+            if not isinstance(p, Phase):
+                raise TypeError("Workload.phases must hold tuner.Phase objects")
+            unknown = [m for m in p.models if m not in self.models]
+            if unknown:
+                raise TypeError(f"Phase {p.name!r} updates {unknown}, which Workload.models does not define "
+                                f"(it has {list(self.models)})")
+        if self.quality is not None:
+            if (not isinstance(self.quality, (tuple, list)) or len(self.quality) != 2
+                    or str(self.quality[1]).lower() not in _DIRECTIONS):
+                raise TypeError('Workload.quality must be (metric, "min" | "max"), e.g. ("val_loss", "min")')
+            if self.evaluate is None:
+                raise TypeError("Workload.quality names an evaluate() metric, but the workload has no evaluate")
+            object.__setattr__(self, "quality", (str(self.quality[0]), _DIRECTIONS[str(self.quality[1]).lower()]))
+        if self.evaluate is not None and not callable(self.evaluate):
+            raise TypeError("Workload.evaluate must be callable (models, val_batches) -> {metric: value}")
+        if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
+            raise TypeError("Workload.eval_batch_size must be a positive int")
+        object.__setattr__(self, "phases", tuple(self.phases))
+
+    def training_phases(self) -> tuple[Phase, ...]:
+        """The phases to run: the single-optimizer form is one phase over every model."""
+        if self.phases:
+            return tuple(self.phases)
+        loss = self.loss
+        assert loss is not None
+        return (Phase("train", lambda models, batch, shared: loss(models, batch), tuple(self.models)),)

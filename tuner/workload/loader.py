@@ -1,0 +1,246 @@
+"""Finding a workload by name: a built-in (`gan`, `cnn`), `package.module:name` or `path/to/file.py:name`.
+
+The reference is resolved once, where the user typed it (a relative file path against their working folder, a
+dotted module with their working folder on sys.path, as uvicorn and gunicorn do), and recorded absolute, so that
+every trial process (a Ray worker, maybe on another node) finds the same code. `ship_paths` names what Ray must
+carry to other nodes (runtime_env py_modules): the user's file, or their package's folder.
+
+Errors in the user's code are theirs: `user_traceback` keeps their frames and folds tuner's and libraries'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import keyword
+import os
+import sys
+import sysconfig
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import WorkloadError
+from tuner.workload.api import Workload
+
+BUILTINS = {"gan": "tuner.builtin.gan:make", "cnn": "tuner.builtin.cnn:make"}
+_TUNER_DIR = str(Path(__file__).resolve().parents[1])
+_LIB_DIRS = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                                     sysconfig.get_paths()["platlib"]) if p})
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    """A resolved workload reference."""
+
+    text: str  # canonical: a built-in's name, "pkg.mod:attr", or "/abs/file.py:attr"
+    module: str  # what to import
+    attr: str  # attribute path in the module (dots allowed)
+    file: str | None = None  # a file reference's absolute path
+    path_entry: str | None = None  # folder to put on sys.path before importing
+
+    @property
+    def builtin(self) -> bool:
+        return self.text in BUILTINS
+
+
+def _identifiers(dotted: str) -> bool:
+    return bool(dotted) and all(p.isidentifier() and not keyword.iskeyword(p) for p in dotted.split("."))
+
+
+def parse_ref(text: str, base: Path | None = None) -> WorkloadRef:
+    """Resolve a workload reference; a malformed one, or a file that is not there, is a WorkloadError."""
+    raw = str(text).strip()
+    if raw in BUILTINS:
+        module, attr = BUILTINS[raw].split(":")
+        return WorkloadRef(raw, module, attr)
+    hint = (f"use a built-in ({', '.join(BUILTINS)}), package.module:function, or path/to/file.py:function "
+            f"(a function that returns tuner.Workload)")
+    where, sep, attr = raw.rpartition(":")
+    if not sep or not where:
+        raise WorkloadError(f"unknown workload {raw!r}; {hint}")
+    if not _identifiers(attr):
+        raise WorkloadError(f"workload {raw!r}: {attr!r} is not a Python name; {hint}")
+    if where.endswith(".py") or "/" in where or os.sep in where:
+        path = Path(where).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        path = path.resolve()
+        if not path.is_file():
+            raise WorkloadError(f"workload {raw!r}: no such file {path}; check the path (relative paths are read from "
+                                f"the folder you run tuner in)")
+        if path.suffix != ".py":
+            raise WorkloadError(f"workload {raw!r}: {path} is not a .py file; {hint}")
+        if not path.stem.isidentifier():
+            raise WorkloadError(f"workload {raw!r}: {path.name} cannot be imported as a module (the name must be a "
+                                f"Python identifier); rename the file")
+        return WorkloadRef(f"{path}:{attr}", path.stem, attr, file=str(path), path_entry=str(path.parent))
+    if not _identifiers(where):
+        raise WorkloadError(f"workload {raw!r}: {where!r} is not a module path; {hint}")
+    return WorkloadRef(f"{where}:{attr}", where, attr, path_entry=str((base or Path.cwd()).resolve()))
+
+
+# --- importing ---------------------------------------------------------------------------------------------------
+
+
+def _import_file(ref: WorkloadRef) -> Any:
+    assert ref.file is not None
+    path = Path(ref.file)
+    if not path.is_file():  # on another node: Ray shipped the file as a top-level module (ship_paths)
+        return importlib.import_module(ref.module)
+    existing = sys.modules.get(ref.module)
+    if existing is not None and getattr(existing, "__file__", None) and Path(existing.__file__).resolve() == path:
+        return existing
+    name = ref.module if existing is None else f"_tuner_workload_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    if ref.path_entry and ref.path_entry not in sys.path:
+        sys.path.insert(0, ref.path_entry)  # so the file can import its neighbours, as `python file.py` would
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def import_factory(ref: WorkloadRef) -> Any:
+    """The callable a reference names. Import failures and missing names are WorkloadErrors naming the path."""
+    try:
+        if ref.file is not None:
+            module = _import_file(ref)
+        else:
+            if ref.path_entry and os.path.isdir(ref.path_entry) and ref.path_entry not in sys.path:
+                sys.path.append(ref.path_entry)
+            module = importlib.import_module(ref.module)
+    except WorkloadError:
+        raise
+    except Exception as err:
+        raise WorkloadError(f"workload {ref.text}: cannot import {ref.file or ref.module}: {user_error_line(err)}; "
+                            f"fix the module (tuner --debug shows the traceback)") from err
+    obj: Any = module
+    for part in ref.attr.split("."):
+        if not hasattr(obj, part):
+            raise WorkloadError(f"workload {ref.text}: {ref.file or ref.module} has no attribute {ref.attr!r}; "
+                                f"name the function that returns tuner.Workload")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise WorkloadError(f"workload {ref.text}: {ref.attr} is a {type(obj).__name__}, not a function; name a "
+                            f"function that returns tuner.Workload")
+    return obj
+
+
+def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], dataset: str | None) -> dict[str, Any]:
+    """The keyword arguments the factory is called with: workload_options, plus `dataset` when one is set.
+    Arguments the factory does not accept are a WorkloadError listing what it takes."""
+    kwargs = dict(options)
+    if dataset is not None:
+        if "dataset" in kwargs:
+            raise WorkloadError(f"workload {ref.text}: dataset given twice (as dataset and workload_options.dataset); "
+                                f"keep one")
+        kwargs["dataset"] = dataset
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call decide
+        return kwargs
+    try:
+        sig.bind(**kwargs)
+    except TypeError as err:
+        takes = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        what = "--dataset / dataset:" if dataset is not None and "dataset" not in takes else "workload_options"
+        raise WorkloadError(f"workload {ref.text}: {what} does not fit {ref.attr}(): {err} (it takes: "
+                            f"{', '.join(takes) or 'no arguments'})") from None
+    return kwargs
+
+
+def build(ref: WorkloadRef, options: dict[str, Any] | None = None, dataset: str | None = None) -> Workload:
+    """Call the factory. Its own exceptions propagate (a trial records them with the user's traceback); a
+    result that is not a Workload is a WorkloadError."""
+    factory = import_factory(ref)
+    workload = factory(**factory_arguments(ref, factory, dict(options or {}), dataset))
+    if not isinstance(workload, Workload):
+        raise WorkloadError(f"workload {ref.text}: {ref.attr}() returned a {type(workload).__name__}, not a "
+                            f"tuner.Workload; return tuner.Workload(models=..., datasets=..., loss=...)")
+    return workload
+
+
+def ship_paths(ref: WorkloadRef) -> list[str]:
+    """What Ray must carry to other nodes for this workload: the user's file, or the top-level folder of their
+    package when it is not installed (site-packages) there too. Built-ins travel with tuner."""
+    if ref.builtin:
+        return []
+    if ref.file is not None:
+        return [ref.file]
+    top = ref.module.split(".")[0]
+    spec = importlib.util.find_spec(top)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not origin or origin in ("built-in", "frozen"):
+        return []
+    origin_path = Path(origin).resolve()
+    if str(origin_path).startswith(_LIB_DIRS):
+        return []  # installed: the cluster's nodes need it installed as well
+    return [str(origin_path.parent if origin_path.name == "__init__.py" else origin_path)]
+
+
+# --- the user's frames -------------------------------------------------------------------------------------------
+
+
+def _is_user_frame(filename: str) -> bool:
+    path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
+    return bool(path) and not path.startswith(_TUNER_DIR) and not path.startswith(_LIB_DIRS) \
+        and not path.startswith("<")
+
+
+def _library(filename: str) -> str:
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            i = parts.index(marker)
+            return parts[i + 1] if i + 1 < len(parts) else marker
+    return "tuner" if str(Path(filename).resolve()).startswith(_TUNER_DIR) else "the standard library"
+
+
+def user_traceback(err: BaseException) -> str | None:
+    """The traceback with the user's frames in full and tuner's / libraries' frames folded to one line each run.
+    None when no frame of the user's code is in it (an error in tuner or a library alone)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    if not any(_is_user_frame(f.filename) for f in frames):
+        return None
+    lines = ["Traceback (most recent call last):"]
+    folded: list[str] = []
+
+    def flush() -> None:
+        if folded:
+            libs = sorted(set(folded))
+            lines.append(f"  ... {len(folded)} frame{'s' if len(folded) > 1 else ''} in {', '.join(libs)}")
+            folded.clear()
+
+    for f in frames:
+        if _is_user_frame(f.filename):
+            flush()
+            lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}')
+            if f.line:
+                lines.append(f"    {f.line.strip()}")
+        else:
+            folded.append(_library(f.filename))
+    flush()
+    lines.extend(ln.rstrip("\n") for ln in traceback.format_exception_only(type(err), err))
+    return "\n".join(lines)
+
+
+def user_error_line(err: BaseException) -> str:
+    """`Type: first line (at file.py:LINE)`, naming the innermost frame of the user's code when there is one."""
+    from tuner.errors import error_line
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if _is_user_frame(f.filename)]
+    if isinstance(err, SyntaxError) and err.filename:
+        return f"SyntaxError: {err.msg} (at {err.filename}:{err.lineno})"
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return error_line(err)[: 500 - len(where)] + where
