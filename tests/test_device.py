@@ -40,3 +40,31 @@ def test_autocast_casts_matmuls_to_the_asked_dtype():
         assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
     with dev.autocast("fp32"):
         assert lin(torch.randn(2, 4)).dtype == torch.float32
+
+
+def test_cpu_peak_memory_counts_shared_pages_once(monkeypatch):
+    """Forked loader workers share the parent's pages: PSS splits them, summed RSS would count them per worker."""
+    import psutil
+
+    from tuner.device import Device
+
+    class Proc:
+        def __init__(self, rss, pss, children=()):
+            self.rss, self.pss, self._children = rss, pss, list(children)
+
+        def memory_full_info(self):
+            return type("Full", (), {"rss": self.rss, "pss": self.pss, "uss": self.pss // 2})()
+
+        def memory_info(self):
+            return type("Info", (), {"rss": self.rss})()
+
+        def children(self, recursive=True):
+            return self._children
+
+    mb = 2**20
+    workers = [Proc(rss=900 * mb, pss=300 * mb) for _ in range(3)]  # 600 MB of each RSS shared with the parent
+    monkeypatch.setattr(psutil, "Process", lambda: Proc(rss=1000 * mb, pss=400 * mb, children=workers))
+    dev = Device("cpu", torch.device("cpu"))
+    dev.reset_peak_memory()
+    dev.sample_memory()
+    assert dev.peak_memory_mb() == 400 + 3 * 300  # not 1000 + 3 * 900

@@ -87,23 +87,22 @@ class Device:
             torch.cuda.reset_peak_memory_stats(self.torch_device)
 
     def sample_memory(self) -> None:
-        """CPU: note the current RSS of this process and its DataLoader workers (called at window ends).
+        """CPU: note the memory of this process and its DataLoader workers (called at window ends).
 
-        ru_maxrss would be simpler but never resets, so a reused Ray actor would report its lifetime peak."""
+        Each process counts its proportional share of shared pages (PSS; USS where PSS is unavailable), so forked
+        workers that share the parent's pages are not counted once per worker, as summed RSS would. ru_maxrss would
+        be simpler but never resets, so a reused Ray actor would report its lifetime peak."""
         if self.torch_device.type != "cuda":
             import psutil
 
             proc = psutil.Process()
-            rss = proc.memory_info().rss
+            total = process_memory(proc)
             for child in proc.children(recursive=True):
-                try:
-                    rss += child.memory_info().rss
-                except psutil.Error:
-                    pass
-            self._cpu_peak_mb = max(self._cpu_peak_mb, rss / 2**20)
+                total += process_memory(child)
+            self._cpu_peak_mb = max(self._cpu_peak_mb, total / 2**20)
 
     def peak_memory_mb(self) -> float:
-        """CUDA: max memory allocated by tensors. CPU: max sampled RSS of the process and its loader workers."""
+        """CUDA: max memory allocated by tensors. CPU: max sampled PSS of the process and its loader workers."""
         if self.torch_device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.torch_device) / 2**20
         self.sample_memory()
@@ -169,3 +168,19 @@ def is_oom(err: BaseException) -> bool:
     if isinstance(err, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(err, RuntimeError) and any(text in str(err) for text in _OOM_TEXT)
+
+
+def process_memory(proc: Any) -> int:
+    """Bytes a process accounts for: PSS (Linux), else USS, else RSS; 0 when it is gone."""
+    import psutil
+
+    try:
+        full = proc.memory_full_info()
+        return int(getattr(full, "pss", None) or getattr(full, "uss", None) or full.rss)
+    except psutil.AccessDenied:
+        try:
+            return int(proc.memory_info().rss)
+        except psutil.Error:
+            return 0
+    except psutil.Error:
+        return 0

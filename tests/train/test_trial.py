@@ -96,3 +96,43 @@ def test_a_generator_that_emits_nan_images_is_diverged_not_a_nan_fid(tmp_path, m
                         quality={"enabled": True, "fid_samples": 16}), cache_dir=tmp_path / "cache")
     assert res.state == "diverged" and "quality metric fid is not finite" in res.error
     assert res.to_json()["fid"] is None
+
+
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"),
+                                   RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")])
+def test_an_oom_outside_the_loop_is_oom_and_memory_is_freed_after_the_except_block(tmp_path, monkeypatch, error):
+    """Building or moving the models (or a cuDNN workspace) can run out of memory too: still `oom`, and the memory
+    is returned once the traceback that holds the activations is gone."""
+    import sys
+
+    import tuner.train.trial as trial_mod
+
+    freed_in_except = []
+
+    class Dev(FakeCudaDevice):
+        def free_memory(self):
+            freed_in_except.append(sys.exc_info()[0] is not None)
+
+    def boom(*a, **k):
+        raise error
+
+    monkeypatch.setattr(trial_mod, "build_models", boom)
+    res = run_trial(cfg(params={"device": "cpu"}), cache_dir=tmp_path, device=Dev())
+    assert res.state == "oom" and str(error).split(".")[0] in res.error
+    assert freed_in_except == [False]
+
+
+def test_threads_and_tf32_settings_do_not_leak_into_the_next_trial(tmp_path):
+    from tuner.config import Params
+    from tuner.device import Device
+
+    before = torch.get_num_threads()
+    run_trial(cfg(params={"threads": 1 if before > 1 else 2}), cache_dir=tmp_path)
+    assert torch.get_num_threads() == before  # a reused Ray actor gets its own setting back
+    cuda = Device("cuda", torch.device("cuda", 0), "flags only")  # numerics() only sets flags: no GPU needed
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with cuda.numerics(Params(tf32=True)):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    with cuda.numerics(Params(tf32=False)):
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32  # explicit, not
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags   # cuDNN's default

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.search.trainable import TrialSetup, run_one
+from tuner.search.trainable import WALL_KEY, TrialSetup, run_one
 
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:
@@ -34,7 +34,10 @@ def run_ddp_trial(config: dict[str, Any], setup: TrialSetup) -> None:
     trainer = TorchTrainer(
         _worker_loop,
         train_loop_config={"config": config, "setup": setup},
-        torch_config=TorchConfig(backend="nccl" if setup.ddp_use_gpu else "gloo"),
+        # A rank that dies (an OOM on one GPU) leaves the others waiting in a collective: bound that wait by the
+        # trial's own wall cap instead of the process group's 30-minute default.
+        torch_config=TorchConfig(backend="nccl" if setup.ddp_use_gpu else "gloo",
+                                 timeout_s=int(max(120, 3 * float(config.get(WALL_KEY) or 600)))),
         scaling_config=ScalingConfig(num_workers=setup.ddp_workers, use_gpu=setup.ddp_use_gpu,
                                      resources_per_worker=per_worker),
         run_config=RunConfig(name=f"trial-{int(config['_trial']):04d}",

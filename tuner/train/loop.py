@@ -92,7 +92,8 @@ def run_loop(
     if budget.seconds is not None:
         window_s = max(budget.seconds - (clock() - start), 0.0) / measure.windows
         if shared_pace:  # a step count every rank shares, from the slowest rank's warm-up pace
-            window_steps = max(1, math.ceil(window_s / max(agree.max(step_s), 1e-6)))
+            local = max(1, math.ceil(window_s / max(agree.max(step_s), 1e-6)))
+            window_steps = int(agree.max(local))  # each rank's clock says how much budget is left: agree on it
             window_done = lambda w_start, n: n >= window_steps  # noqa: E731
         else:
             window_done = lambda w_start, n: clock() - w_start >= window_s  # noqa: E731 - host clock, no sync
