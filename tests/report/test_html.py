@@ -9,8 +9,30 @@ from html import unescape
 
 import pytest
 
-from tuner.report.html import nice_ticks, render_html, write_html
+from tuner.report.html import render_html, write_html
+from tuner.report.plots import nice_ticks
 from tuner.study import open_study
+
+# What the browser test injects into a copy of the report (the report itself ships no script): it reads back
+# what actually rendered, into an attribute that --dump-dom prints.
+MARKER_SCRIPT = """
+<script>
+window.addEventListener('load', function () {
+  var plot = document.getElementById('pareto-plot');
+  var pts = plot ? plot.querySelectorAll('.pt') : [];
+  var box = plot ? plot.getBoundingClientRect() : {width: 0, height: 0};
+  var drawn = 0;
+  for (var i = 0; i < pts.length; i++) { var b = pts[i].getBBox(); if (b.width > 0 && b.height > 0) drawn++; }
+  var imgs = Array.prototype.slice.call(document.images);
+  var rows = document.querySelectorAll('#trials-table tbody tr').length;
+  document.body.setAttribute('data-rendered', JSON.stringify({
+    plot_width: box.width, plot_height: box.height, points: pts.length, points_drawn: drawn, rows: rows,
+    images: imgs.length,
+    images_decoded: imgs.filter(function (im) { return im.complete && im.naturalWidth > 0; }).length
+  }));
+});
+</script>
+"""
 
 
 @pytest.fixture
@@ -29,6 +51,7 @@ def test_written_next_to_the_study_and_self_contained(report):
     for element in ('id="pareto-plot"', 'id="trials-table"', 'id="data-wait-plot"', 'id="provenance"'):
         assert element in html
     assert html.count('src="data:image/png;base64,') == 3  # the three GAN sample grids, embedded
+    assert "<script" not in html.lower()  # nothing runs in it: no script, test-only or otherwise
 
 
 def test_content_a_reader_needs(report):
@@ -73,7 +96,9 @@ def test_renders_in_headless_chromium(report, tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is not installed; .ci/run must `apt-get install -y chromium` (Debian package)")
         pytest.skip("chromium not installed (Debian: apt-get install -y chromium); CI runs this test")
-    s, path = report
+    s, report_path = report
+    path = tmp_path / "report-with-probe.html"  # a copy with the test's own probe script
+    path.write_text(report_path.read_text().replace("</body>", MARKER_SCRIPT + "</body>"))
     args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
