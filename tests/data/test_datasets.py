@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tuner.data import Datasets, check_dataset, load_datasets, parse_dataset_spec
+from tuner.data import Datasets, check_dataset, digits, load_datasets, parse_dataset_spec
 from tuner.errors import DatasetError
+from tuner.files import locked
 
 from datafiles import write_cifar, write_mnist, write_tree  # noqa: E402
 
@@ -176,7 +178,7 @@ def test_digits_cache_written_once_and_reused(digits_cache):
     assert _tree_files(final) == before  # not rewritten
     assert (len(ds.train), len(ds.val)) == (1797 - 359, 359)
     assert ds.name == "digits" and ds.num_classes == 10 and not ds.synthetic
-    assert not [p for p in final.parent.iterdir() if p.name.startswith(".")]  # no temp dir left behind
+    assert not [p for p in final.parent.iterdir() if p.name.startswith(".") and p.name != ".lock"]  # no temp dir
     assert_images(ds, 1, 12)
 
 
@@ -207,8 +209,30 @@ def test_digits_concurrent_writers_leave_one_complete_cache(tmp_path):
     for t in threads:
         t.join()
     assert not errors
-    assert [p.name for p in (tmp_path / "datasets").iterdir()] == ["digits-8"]
+    assert sorted(p.name for p in (tmp_path / "datasets").iterdir()) == [".lock", "digits-8"]  # no temp dir
     assert len(_tree_files(tmp_path / "datasets" / "digits-8")) == 1797
+
+
+def test_digits_build_waits_for_the_cache_lock_and_reuses_what_the_holder_built(tmp_path):
+    final = digits.cache_folder(tmp_path, 8)
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_datasets("digits", 8, tmp_path)
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    with locked(tmp_path / "datasets"):
+        waiter = threading.Thread(target=load)
+        waiter.start()
+        time.sleep(0.5)
+        assert waiter.is_alive() and [p.name for p in final.parent.iterdir()] == [".lock"]  # blocked, wrote nothing
+        digits.write_cache(final, 8)  # another builder finishes while the waiter waits
+        built = _tree_files(final)
+    waiter.join()
+    assert not errors
+    assert _tree_files(final) == built  # the waiter saw the finished cache and did not rebuild it
 
 
 def test_unwritable_cache_is_dataset_error(tmp_path):
