@@ -10,13 +10,12 @@ from html import unescape
 import pytest
 
 from tuner.report.html import render_html, write_html
-from tuner.report.plots import nice_ticks
 from tuner.study import open_study
+from tuner.study.format import STATE_COLORS
+from tuner.study.metrics import metric, table_columns
 
-# What the browser test injects into a copy of the report (the report itself ships no script): it reads back
-# what actually rendered, into an attribute that --dump-dom prints.
+# Appended to a copy of the report by the browser test, so a headless browser can read back what rendered.
 MARKER_SCRIPT = """
-<script>
 window.addEventListener('load', function () {
   var plot = document.getElementById('pareto-plot');
   var pts = plot ? plot.querySelectorAll('.pt') : [];
@@ -31,7 +30,6 @@ window.addEventListener('load', function () {
     images_decoded: imgs.filter(function (im) { return im.complete && im.naturalWidth > 0; }).length
   }));
 });
-</script>
 """
 
 
@@ -51,7 +49,13 @@ def test_written_next_to_the_study_and_self_contained(report):
     for element in ('id="pareto-plot"', 'id="trials-table"', 'id="data-wait-plot"', 'id="provenance"'):
         assert element in html
     assert html.count('src="data:image/png;base64,') == 3  # the three GAN sample grids, embedded
-    assert "<script" not in html.lower()  # nothing runs in it: no script, test-only or otherwise
+
+
+def test_offline_safe_no_script(report):
+    _, path = report
+    html = path.read_text()
+    assert "<script" not in html.lower(), "the report ships no script"
+    assert not re.search(r"""\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, re.I), "no network resources"
 
 
 def test_content_a_reader_needs(report):
@@ -68,6 +72,41 @@ def test_content_a_reader_needs(report):
     assert re.search(r'id="trial-2" class="trial" open', html)  # front trials open by default
 
 
+def test_table_columns_follow_the_metric_list(report):
+    s, path = report
+    head = unescape(path.read_text().split('id="trials-table"')[1].split("</thead>")[0])
+    labels = re.findall(r"<th[^>]*>([^<]*)</th>", head)
+    objectives = [f"{metric(o.metric).label} {o.arrow}" for o in s.objectives]
+    measured = [m.label for m in table_columns() if m.key not in {o.metric for o in s.objectives}]
+    assert labels == ["rank", "trial", "state", *objectives, *measured, *s.params(), "error"]
+    row = unescape(path.read_text().split('<tr id="row-1"')[1].split("</tr>")[0])
+    assert "<td>900.0</td>" in row and "<td>822</td>" in row  # throughput and peak MB through fmt_metric
+
+
+def test_state_colours_come_from_the_one_table(report):
+    _, path = report
+    html = path.read_text()
+    for state, (_, color) in STATE_COLORS.items():
+        assert f".state-{state}{{color:{color}}}" in html
+
+
+def test_trial_detail_shows_every_metric_and_the_traceback(make_study):
+    s = open_study(make_study(), "gan-demo")
+    s.trial(0).metrics["val_elbo"] = 1.25  # a user workload's own metric, unknown to the metric list
+    s.trial(7).traceback = 'Traceback (most recent call last):\n  File "my_workload.py", line 3\nValueError: <bad>'
+    html = render_html(s)
+    detail = html.split('id="trial-0"')[1].split("</details>")[0]
+    measured = unescape(detail.split("<h3>measured</h3>")[1].split("</dl>")[0])
+    shown = re.findall(r"<dt[^>]*>([^<]*)</dt>", measured)
+    known = ["throughput ↑", "spread", "data wait", "peak MB", "train s", "samples", "steps", "FID ↓",
+             "FID features", "FID samples", "quality s"]
+    assert shown[:len(known) + 1] == [*known, "val elbo"]  # the metric list's order, then unknown keys
+    assert "400.0 samples/s" in measured and "812 MB" in measured and "1.25" in measured  # with their units
+    error = html.split('id="trial-7"')[1].split("</details>")[0]
+    assert '<pre class="traceback">Traceback (most recent call last):' in error
+    assert "ValueError: &lt;bad&gt;</pre>" in error
+
+
 def test_user_text_is_escaped(make_study):
     s = open_study(make_study(), "gan-demo")
     s.trial(7).error = "<script>alert(1)</script>"
@@ -78,11 +117,6 @@ def test_study_without_complete_trials_still_renders(make_study):
     s = open_study(make_study(kind="failed"), "gan-demo")
     html = render_html(s)
     assert "no complete trial" in html and 'id="pareto-plot"' in html
-
-
-def test_nice_ticks():
-    assert nice_ticks(0, 1, 5) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert nice_ticks(18, 40, 5) == [20, 25, 30, 35, 40]
 
 
 def _chromium() -> str | None:
@@ -96,17 +130,17 @@ def test_renders_in_headless_chromium(report, tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is not installed; .ci/run must `apt-get install -y chromium` (Debian package)")
         pytest.skip("chromium not installed (Debian: apt-get install -y chromium); CI runs this test")
-    s, report_path = report
-    path = tmp_path / "report-with-probe.html"  # a copy with the test's own probe script
-    path.write_text(report_path.read_text().replace("</body>", MARKER_SCRIPT + "</body>"))
+    _, path = report
+    page = tmp_path / "report.html"  # a copy with the test's own script: the report itself ships none
+    page.write_text(path.read_text().replace("</body>", f"<script>{MARKER_SCRIPT}</script>\n</body>"))
     args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
-    url = path.resolve().as_uri()
+    url = page.resolve().as_uri()
     dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     marker = re.search(r'data-rendered="([^"]*)"', dom.stdout)
-    assert marker, "the report's load script did not run"
+    assert marker, "the injected load script did not run"
     rendered = json.loads(unescape(marker.group(1)))
     assert rendered["rows"] == 8  # every trial in the table
     assert rendered["plot_width"] > 300 and rendered["plot_height"] > 200

@@ -1,34 +1,164 @@
-"""`tuner report --format html`: one self-contained file, rendered from templates/report.html.j2.
+"""`tuner report --format html`: one self-contained HTML file (inline CSS and SVG, images as data URIs, no script).
 
-Nothing is loaded from the network and nothing runs in it (no script): it opens offline and can be mailed or
-archived as one file. This module only turns a Study into plain values for the template; the drawings are in
-tuner.report.plots, the markup in the template.
+Nothing is loaded from the network, so the report opens offline and can be mailed or archived as one file. This
+module turns a Study into a plain context (strings, numbers, lists, dicts; the SVG plots of `tuner.report.plots`
+as Markup) and renders `templates/report.html.j2` with jinja2, autoescaping on: every piece of user text (errors,
+params, paths) is escaped by the template, never by hand.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
+import jinja2
+from markupsafe import Markup
+
 from tuner.errors import StudyError
+from tuner.files import atomic_write
+from tuner.report import plots
 from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
-from tuner.report.plots import COLORS, FRONT_MARK, data_wait_svg, loss_svg, pareto_svg, windows_svg
-from tuner.study import Study, TrialRecord, choose
-from tuner.study.format import STATE_NOTES, fmt, fmt_metric
-from tuner.study.metrics import METRICS, metric, table_columns
+from tuner.report.view import FRONT_MARK, rank_cell
+from tuner.study import METRICS, Study, TrialRecord, choose
+from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric
+from tuner.study.metrics import finite, metric, table_columns
 
 REPORT_FILE = "report.html"
+TEMPLATE = "report.html.j2"
 MAX_EMBEDDED_GRIDS = 60  # sample grids beyond this (in rank order) are listed by path, to keep the file small
 PICKS = (("knee", "balanced (knee)"), ("throughput", "fastest on the front"), ("quality", "best quality"))
 
 
-def _markup(html: str) -> Any:
-    from markupsafe import Markup
+@functools.cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tuner.report"),
+        autoescape=jinja2.select_autoescape(("html", "j2"), default=True),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
-    return Markup(html)
+
+def render_html(study: Study) -> str:
+    """The whole report as one HTML string."""
+    return environment().get_template(TEMPLATE).render(context(study))
+
+
+def write_html(study: Study, out: Path | None = None) -> Path:
+    """Write `<study>/report.html` (or `out`) atomically and return its path."""
+    return atomic_write(Path(out) if out is not None else study.dir / REPORT_FILE, render_html(study))
+
+
+# ---------------------------------------------------------------------------------------------------- context
+
+
+def context(study: Study) -> dict[str, Any]:
+    """Everything the template shows, as plain data."""
+    picks, knee_trial = _picks(study)
+    records = study.sorted_records()
+    with_grid = [r.trial for r in records if study.sample_grid(r) is not None]
+    embed = set(with_grid[:MAX_EMBEDDED_GRIDS])
+    q = study.quality
+    meta = study.meta
+    n_bound: dict[str, int] = {}
+    for r in study.records:
+        if label := bound_label(r.get("data_wait")):
+            n_bound[label] = n_bound.get(label, 0) + 1
+    return {
+        "name": study.name,
+        "what": " ".join(x for x in (meta.workload, "on" if meta.dataset else "", meta.dataset or "") if x),
+        "budget": _budget(study),
+        "n_trials": len(study.records),
+        "counts": ", ".join(f"{n} {s}" for s, n in study.state_counts().items()) or "none finished yet",
+        "n_front": len(study.front()),
+        "front_mark": FRONT_MARK,
+        "quality": metric(q.metric).label if q is not None else "quality",
+        "picks": picks,
+        "pareto_svg": Markup(plots.pareto_svg(study, knee_trial)),
+        "table": trials_table(study),
+        "bound_explanation": BOUND_EXPLANATION,
+        "bound_counts": ", ".join(f"{n} {k}" for k, n in sorted(n_bound.items())),
+        "data_wait_svg": Markup(plots.data_wait_svg(study)),
+        "trials": [trial_detail(study, r, r.trial in embed) for r in records],
+        "provenance": provenance(study),
+        "state_colors": {s: hex_ for s, (_, hex_) in STATE_COLORS.items()},
+        "bound_colors": plots.BOUND_COLORS,
+    }
+
+
+def _budget(study: Study) -> str:
+    text = study.meta.describe_budget()
+    return f"{text} per trial" if text else ""
+
+
+def _item(key: str, value: Any) -> dict[str, Any]:
+    """A key/value line: dicts and lists as compact JSON in <code>, the rest as short text."""
+    if isinstance(value, (dict, list)):
+        return {"key": key, "text": json.dumps(value, default=str), "code": True, "title": "", "bound": ""}
+    return {"key": key, "text": fmt(value) if value is None or isinstance(value, (float, bool)) else str(value),
+            "code": False, "title": "", "bound": ""}
+
+
+def _metric_text(key: str, value: Any, unit: bool = False) -> str:
+    text = fmt_metric(key, value)
+    m = metric(key)
+    return f"{text} {m.unit}" if unit and m.unit and finite(value) is not None else text
+
+
+def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
+    value = record.get(key)
+    return {"text": _metric_text(key, value), "bound": bound_label(value) if key == "data_wait" else ""}
+
+
+def trials_table(study: Study) -> dict[str, Any]:
+    """Columns: rank, trial, state, the objectives, the metric list's table columns, the params, the error."""
+    objectives = study.objectives
+    keys = [o.metric for o in objectives]
+    keys += [m.key for m in table_columns() if m.key not in keys]
+    params = study.params()
+    arrows = {o.metric: f" {o.arrow}" for o in objectives}
+    columns = [{"label": metric(k).label + arrows.get(k, ""), "title": metric(k).help} for k in keys]
+    columns += [{"label": p, "title": "searched param"} for p in params]
+    rows = []
+    for r in study.sorted_records():
+        rank = study.rank(r)
+        rows.append({
+            "trial": r.trial,
+            "class": "front" if rank == 0 else ("failed" if not r.complete else ""),
+            "rank": rank_cell(rank),
+            "state": r.state,
+            "capped": r.capped,
+            "cells": [_metric_cell(r, k) for k in keys] + [{"text": fmt(r.params.get(p)), "bound": ""}
+                                                          for p in params],
+            "error": r.error or "",
+        })
+    return {"columns": columns, "rows": rows}
+
+
+def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
+    """Every metric the record carries: the known ones in the metric list's order, then the others."""
+    arrows = {o.metric: f" {o.arrow}" for o in study.objectives}
+    known = [m.key for m in METRICS]
+    out = []
+    for key in known + [k for k in r.metrics if k not in known]:
+        value = r.get(key)
+        if value is None:
+            continue
+        m = metric(key)
+        out.append({"key": m.label + arrows.get(key, ""), "text": _metric_text(key, value, unit=True),
+                    "title": m.help, "bound": bound_label(value) if key == "data_wait" else "", "code": False})
+    return out
+
+
+def _grid(study: Study, r: TrialRecord, embed: bool) -> dict[str, str] | None:
+    path = study.sample_grid(r)
+    if path is None:
+        return None
+    uri = _image_data_uri(path) if embed else None
+    note = "" if uri else ("not embedded (too many grids)" if path.is_file() else "file missing")
+    return {"uri": uri or "", "path": str(path), "note": note}
 
 
 def _image_data_uri(path: Path) -> str | None:
@@ -38,182 +168,96 @@ def _image_data_uri(path: Path) -> str | None:
         return None
     mime = ("image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg" if data[:2] == b"\xff\xd8"
             else "image/gif" if data[:4] == b"GIF8" else None)
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}" if mime else None
+    if mime is None:
+        return None
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def _bound_badge(wait: Any) -> Any:
-    from markupsafe import escape
-
-    label = bound_label(wait)
-    if not label:
-        return "-"
-    return _markup(f'{escape(fmt_metric("data_wait", wait))} <span class="bound" '
-                   f'style="background:{COLORS[label]}">{escape(label)}</span>')
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)
-    return fmt(value) if value is None or isinstance(value, (float, bool)) else str(value)
-
-
-def _columns(study: Study) -> tuple[list[dict[str, str]], list[str], list[str]]:
-    objectives = [o.metric for o in study.objectives]
-    measured = [m.key for m in table_columns() if m.key not in objectives]
-    cols = [{"label": "rank", "cls": ""}, {"label": "trial", "cls": ""}, {"label": "state", "cls": "l"}]
-    cols += [{"label": f"{o.metric} {o.arrow}", "cls": ""} for o in study.objectives]
-    cols += [{"label": metric(k).label, "cls": ""} for k in measured]
-    cols += [{"label": p, "cls": ""} for p in study.params()] + [{"label": "error", "cls": "l"}]
-    return cols, measured, study.params()
-
-
-def _row(study: Study, r: TrialRecord, measured: list[str], params: list[str]) -> dict[str, Any]:
-    from markupsafe import escape
-
-    rank = study.rank(r)
-    state = _markup(f'<span class="state-{escape(r.state)}">{escape(r.state)}</span>'
-                    + (" (capped)" if r.capped else ""))
-    cells: list[dict[str, Any]] = [
-        {"html": f"{FRONT_MARK} 0" if rank == 0 else ("-" if rank is None else str(rank)), "cls": ""},
-        {"html": _markup(f'<a href="#trial-{r.trial}">{r.trial}</a>'), "cls": ""},
-        {"html": state, "cls": "l"},
-    ]
-    cells += [{"html": fmt_metric(o.metric, r.get(o.metric)), "cls": ""} for o in study.objectives]
-    cells += [{"html": _bound_badge(r.get(k)) if k == "data_wait" else fmt_metric(k, r.get(k)), "cls": ""}
-              for k in measured]
-    cells += [{"html": fmt(r.params.get(p)), "cls": ""} for p in params]
-    cells.append({"html": r.error or "", "cls": "err"})
-    cls = "front" if rank == 0 else ("failed" if not r.complete else "")
-    return {"trial": r.trial, "cls": cls, "cells": cells}
-
-
-def _measured_items(study: Study, r: TrialRecord) -> list[tuple[str, Any]]:
-    objectives = {o.metric for o in study.objectives}
-    items: list[tuple[str, Any]] = [(o.metric, fmt_metric(o.metric, r.get(o.metric))) for o in study.objectives]
-    known = [m.key for m in METRICS]
-    for key in known + sorted(k for k in r.metrics if k not in known):
-        if key in objectives or r.get(key) is None:
-            continue
-        value = _bound_badge(r.get(key)) if key == "data_wait" else \
-            f"{fmt_metric(key, r.get(key))} {metric(key).unit}".rstrip()
-        items.append((metric(key).label, value))
-    items += [("capped", "yes" if r.capped else None), ("device", r.device or None),
-              ("started", r.started), ("ended", r.ended)]
-    return items
-
-
-def _detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, Any]:
+def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, Any]:
     rank = study.rank(r)
     q = study.quality
     headline = [f"trial {r.trial}", STATE_NOTES.get(r.state, r.state)]
     if r.throughput is not None:
-        headline.append(f"{fmt_metric('throughput', r.throughput)} samples/s")
+        headline.append(_metric_text("throughput", r.throughput, unit=True))
     if q is not None and r.get(q.metric) is not None:
-        headline.append(f"{q.metric} {fmt_metric(q.metric, r.get(q.metric))}")
+        headline.append(f"{metric(q.metric).label} {fmt_metric(q.metric, r.get(q.metric))}")
     if rank is not None:
         headline.append(f"rank {rank}" + (f" {FRONT_MARK} front" if rank == 0 else ""))
-    grid = None
-    path = study.sample_grid(r)
-    if path is not None:
-        uri = _image_data_uri(path) if embed_grid else None
-        why = "not embedded (too many grids)" if not embed_grid and path.is_file() else "file missing"
-        grid = {"uri": uri, "path": str(path), "why": why}
-    return {"trial": r.trial, "open": rank == 0, "headline": " · ".join(headline),
-            "params": [(k, _value(v)) for k, v in r.params.items()], "measured": _measured_items(study, r),
-            "windows_svg": _markup(windows_svg(r)), "loss_svg": _markup(loss_svg(r)), "grid": grid,
-            "error": r.error, "traceback": r.traceback}
-
-
-def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None]:
-    cards, knee_trial = [], None
-    q = study.quality
-    for rule, label in PICKS:
-        try:
-            r = choose(study.records, study.objectives, rule, study=study.name, value=study.value)  # type: ignore[arg-type]
-        except StudyError as err:
-            cards.append({"label": label, "error": str(err)})
-            continue
-        if rule == "knee":
-            knee_trial = r.trial
-        figures = f"{fmt_metric('throughput', r.throughput)} samples/s"
-        if q is not None:
-            figures += f", {q.metric} {fmt_metric(q.metric, r.get(q.metric))}"
-        cards.append({"label": label, "trial": r.trial, "figures": figures, "rule": rule, "error": None})
-    return cards, knee_trial
-
-
-def _provenance(study: Study) -> tuple[list[tuple[str, Any]], list[dict[str, Any]], str | None]:
-    meta = study.meta
-    starts = sorted(r.started for r in study.records if r.started)
-    ends = sorted(r.ended for r in study.records if r.ended)
-    items = [
-        ("study", study.name), ("folder", str(study.dir)), ("created", meta.created),
-        ("trials ran", f"{starts[0]} to {ends[-1]}" if starts and ends else None),
-        ("report written", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
-        ("workload", meta.workload), ("workload options", _value(meta.workload_options) if meta.workload_options
-                                      else None),
-        ("dataset", meta.dataset), ("budget", meta.describe_budget() + " per trial" if meta.budget else None),
-        ("trials asked for", meta.trials), ("objectives", ", ".join(o.describe() for o in study.objectives)),
-        ("sampler", meta.sampler), ("seed", meta.seed), ("space", meta.space), ("space source", meta.space_source),
-        ("searched params", ", ".join(study.params())), ("Optuna storage", meta.storage),
-    ]
-    sections = [{"title": title, "items": [(k, _value(v)) for k, v in value.items()]}
-                for key, title in (("hardware", "hardware"), ("resources", "resources per trial"),
-                                   ("versions", "library versions"))
-                if isinstance(value := getattr(meta, key), dict) and value]
-    space_yaml = None
-    if meta.space_def is not None:
-        import yaml
-
-        space_yaml = yaml.safe_dump(json.loads(json.dumps(meta.space_def, default=str)), sort_keys=False, width=100,
-                                    default_flow_style=None)
-    return items, sections, space_yaml
-
-
-def context(study: Study) -> dict[str, Any]:
-    """Everything the template shows, as plain values (SVG and badges as Markup)."""
-    sorted_records = study.sorted_records()
-    order = [r.trial for r in sorted_records]
-    with_grid = [r.trial for r in sorted_records if study.sample_grid(r) is not None]
-    embed = set(sorted(with_grid, key=order.index)[:MAX_EMBEDDED_GRIDS])
-    picks, knee_trial = _picks(study)
-    columns, measured, params = _columns(study)
-    bounds: dict[str, int] = {}
-    for r in study.records:
-        if label := bound_label(r.get("data_wait")):
-            bounds[label] = bounds.get(label, 0) + 1
-    counts = ", ".join(f"{n} {s}" for s, n in study.state_counts().items()) or "none finished yet"
-    meta = study.meta
-    what = " ".join(x for x in (meta.workload, "on" if meta.dataset else "", meta.dataset or "") if x)
-    subtitle = [what, f"{meta.describe_budget()} per trial" if meta.budget else "",
-                f"{len(study.records)} trials: {counts}", f"{len(study.front())} on the Pareto front"]
-    provenance, sections, space_yaml = _provenance(study)
-    q = study.quality
+    run = [_item(k.replace("_", " "), r.get(k)) for k in ("device", "capped", "run_seconds", "started", "ended")
+           if r.get(k) not in (None, "")]
     return {
-        "name": study.name, "subtitle": [s for s in subtitle if s], "picks": picks,
-        "pareto_svg": _markup(pareto_svg(study, knee_trial)), "quality_name": q.metric if q else "quality",
-        "columns": columns, "rows": [_row(study, r, measured, params) for r in sorted_records],
-        "front_mark": FRONT_MARK, "bound_explanation": BOUND_EXPLANATION,
-        "bound_text": ", ".join(f"{n} {k}" for k, n in sorted(bounds.items())),
-        "data_wait_svg": _markup(data_wait_svg(study)),
-        "details": [_detail(study, r, r.trial in embed) for r in sorted_records],
-        "provenance": provenance, "provenance_sections": sections, "space_yaml": space_yaml,
-        "storage": meta.storage or f"sqlite:///{study.dir / 'study.db'}",
+        "trial": r.trial,
+        "open": rank == 0,
+        "summary": " · ".join(headline),
+        "params": [_item(k, v) for k, v in r.params.items()],
+        "measured": _measured(study, r) + run,
+        "windows_svg": Markup(plots.windows_svg(r)),
+        "loss_svg": Markup(plots.loss_svg(r)),
+        "grid": _grid(study, r, embed_grid),
+        "error": r.error or "",
+        "traceback": (r.traceback or "").rstrip(),
     }
 
 
-def render_html(study: Study) -> str:
-    """The whole report as one HTML string."""
-    import jinja2
+def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None]:
+    cards = []
+    knee_trial = None
+    q = study.quality
+    for pick, label in PICKS:
+        try:
+            r = choose(study.records, study.objectives, pick, study=study.name, value=study.value)  # type: ignore[arg-type]
+        except StudyError as err:
+            cards.append({"label": label, "error": str(err)})
+            continue
+        if pick == "knee":
+            knee_trial = r.trial
+        quality = f", {metric(q.metric).label} {fmt_metric(q.metric, r.get(q.metric))}" if q is not None else ""
+        cards.append({"label": label, "error": "", "trial": r.trial,
+                      "text": f"{_metric_text('throughput', r.throughput, unit=True)}{quality}",
+                      "command": f"tuner export {study.name} --pick {pick}"})
+    return cards, knee_trial
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                             autoescape=True, trim_blocks=False, undefined=jinja2.StrictUndefined)
-    return env.get_template("report.html.j2").render(**context(study))
 
+def provenance(study: Study) -> dict[str, Any]:
+    meta = study.meta.model_dump(mode="json")
+    starts = sorted(str(r.started) for r in study.records if r.started)
+    ends = sorted(str(r.ended) for r in study.records if r.ended)
+    items = [
+        ("study", study.name),
+        ("folder", str(study.dir)),
+        ("created", meta.get("created")),
+        ("trials ran", f"{starts[0]} to {ends[-1]}" if starts and ends else None),
+        ("report written", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+        ("workload", meta.get("workload")),
+        ("dataset", meta.get("dataset")),
+        ("budget", _budget(study)),
+        ("trials asked for", meta.get("trials")),
+        ("objectives", ", ".join(f"{o.metric} ({o.direction})" for o in study.objectives)),
+        ("sampler", meta.get("sampler")),
+        ("seed", meta.get("seed")),
+        ("space", meta.get("space")),
+        ("space source", meta.get("space_source")),
+        ("searched params", ", ".join(study.params())),
+        ("Optuna storage", meta.get("storage")),
+    ]
+    sections = []
+    for key, title in (("hardware", "hardware"), ("resources", "resources per trial"),
+                       ("versions", "library versions")):
+        value = meta.get(key)
+        if isinstance(value, dict) and value:
+            lines = [_item(k, v) for k, v in value.items() if v not in (None, "")]
+            sections.append({"title": title, "lines": lines})
+    space = meta.get("space_def")
+    if space is None or isinstance(space, str):
+        space_text = space or ""
+    else:
+        import yaml
 
-def write_html(study: Study, out: Path | None = None) -> Path:
-    """Write `<study>/report.html` (or `out`) atomically and return its path."""
-    from tuner.files import atomic_write
-
-    path = Path(out) if out is not None else study.dir / REPORT_FILE
-    return atomic_write(path, render_html(study))
+        space_text = yaml.safe_dump(json.loads(json.dumps(space, default=str)), sort_keys=False, width=100,
+                                    default_flow_style=None)
+    return {
+        "lines": [_item(k, v) for k, v in items if v not in (None, "")],
+        "sections": sections,
+        "space": space_text,
+        "storage": meta.get("storage") or f"sqlite:///{study.folder.db_path}",
+    }
