@@ -73,12 +73,18 @@ def test_export_then_train_reads_it(make_study, capsys, monkeypatch):
 
 
 def test_export_verify(make_study, capsys, monkeypatch):
+    """--verify reruns the config --repeats times; exit 3 only when the recorded figure lies outside the
+    re-measured interval (or a rerun fails)."""
     reports = make_study()
+    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    readings = iter([650.0, 770.0, 720.0, 1400.0, 1410.0, 1390.0])
     monkeypatch.setattr("tuner.train.run_trial",
-                        lambda cfg, *, cache_dir, **_: TrialResult(state="complete", throughput=770.0))
+                        lambda cfg, *, cache_dir, **_: TrialResult(state="complete", throughput=next(readings)))
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
     assert code == 0, err
-    assert "measured 770.0 samples/s vs recorded 700.0 (1.10x recorded)" in out
+    assert "over 3 runs, interval" in out and "vs recorded 700.0 (one reading): within the interval" in out
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
+    assert code == 3 and "recorded figure lies outside the re-measured interval" in err
 
     monkeypatch.setattr("tuner.train.run_trial",
                         lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))

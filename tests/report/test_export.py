@@ -66,15 +66,18 @@ def test_pytorch_settings_for_fp16():
     assert "prefetch_factor" not in out["dataloader"] and "persistent_workers" not in out["dataloader"]
 
 
-def test_verify_reruns_the_config_and_compares(make_study):
+def test_verify_reruns_the_config_and_judges_by_the_interval(make_study):
     s = open_study(make_study(), "gan-demo")
     exp = build_export(s)
-    calls = []
+    calls, readings = [], iter([630.0, 700.0, 760.0, 1300.0, 1310.0, 1290.0])
 
     def fake_run(cfg, *, cache_dir):
         calls.append((cfg.params.batch_size, cache_dir))
-        return TrialResult(state="complete", throughput=630.0)
+        return TrialResult(state="complete", throughput=next(readings))
 
-    v = verify(exp.config, 700.0, s.dir.parent, run=fake_run)
-    assert calls == [(128, s.dir.parent / ".cache")]
-    assert v.measured == 630.0 and v.ratio == pytest.approx(0.9)
+    v = verify(exp.config, 700.0, s.dir.parent, repeats=3, run=fake_run)
+    assert calls == [(128, s.dir.parent / ".cache")] * 3
+    assert v.values == [630.0, 700.0, 760.0] and v.measured.centre == pytest.approx((630 * 700 * 760) ** (1 / 3))
+    assert v.measured.low < 700 < v.measured.high and v.agrees is True
+    far = verify(exp.config, 700.0, s.dir.parent, repeats=3, run=fake_run)
+    assert far.agrees is False and far.ratio == pytest.approx(1.857, abs=0.01)

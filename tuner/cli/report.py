@@ -57,7 +57,7 @@ def report(
 
         print_json(trial_document(s, s.trial(trial)) if trial is not None else study_json(s))
         return
-    from tuner.report.view import study_table, trial_panel
+    from tuner.report.view import study_footer, study_table, trial_panel
 
     console = stdout_console()
     if trial is not None:
@@ -68,6 +68,8 @@ def report(
         console.print(f"study {s.name} has no finished trials yet")
         return
     console.print(study_table(s))
+    for line in study_footer(s):
+        console.print(line, soft_wrap=True)
 
 
 @app.command()
@@ -81,14 +83,15 @@ def export(
                                                 "(best.json with --as json).")] = None,
     as_: Annotated[Optional[FileFormat], typer.Option(
         "--as", help="File format: yaml or json (default: from --out's suffix, else yaml).")] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Rerun the exported config and compare its throughput "
-                                         "with the recorded one.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Rerun the exported config --repeats times and check the "
+                                         "recorded throughput lies in the re-measured interval.")] = False,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.")] = 3,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
     format: Annotated[Format, typer.Option("--format", help="What to print: table (for people) or json.")] = Format.table,
     debug: Debug = False,
 ) -> None:
     """Write the chosen trial's config, which `tuner train --config` runs, with its provenance."""
-    from tuner.report.export import VerifyFailed, build_export, verify as verify_config, write_export
+    from tuner.report.export import build_export, write_export
     from tuner.study import open_study
     from tuner.study.format import fmt_metric
 
@@ -104,18 +107,39 @@ def export(
         print(f"wrote {path}: trial {rec.trial} (--pick {pick.value}), "
               f"{fmt_metric('throughput', rec.throughput)} samples/s{qtext}")
         print(f"run it with: tuner train --config {path}")
-    if verify:
-        from tuner.config import load_config
-
-        cfg = load_config(path)  # the written file itself, so the check also proves it loads back
-        note("verifying: rerunning the exported config ...")
-        v = verify_config(cfg, rec.throughput, reports_dir)
-        if v.state != "complete" or v.measured is None:
-            raise VerifyFailed(f"verify: the rerun of trial {rec.trial}'s config ended {v.state}"
-                               + (f": {v.error}" if v.error else "") + " (the recorded run completed)")
-        doc["verify"] = {"measured": v.measured, "recorded": v.recorded, "ratio": v.ratio}
+    if exp.verdict is not None:
+        doc["verdict"] = exp.verdict.to_json()
         if format is Format.table:
-            ratio = f" ({v.ratio:.2f}x recorded)" if v.ratio is not None else ""
-            print(f"verify: measured {v.measured:.1f} samples/s vs recorded {v.recorded or 0.0:.1f}{ratio}")
+            print(f"verdict: {exp.verdict.text}")
+    if verify:
+        _verify(s, exp, path, repeats, reports_dir, doc, format)
     if format is Format.json:
         print_json(doc)
+
+
+def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, format: Format) -> None:  # noqa: ANN001
+    from tuner.config import load_config
+    from tuner.report.export import VerifyFailed, verify as verify_config
+
+    rec = exp.record
+    cfg = load_config(path)  # the written file itself, so the check also proves it loads back
+    recorded = s.value(rec, "throughput")
+    note(f"verifying: rerunning the exported config {repeats} times ...")
+    v = verify_config(cfg, recorded, reports_dir, repeats=repeats, study=s)
+    if not v.complete:
+        bad = next((st for st in v.states if st != "complete"), "without a throughput")
+        raise VerifyFailed(f"verify: a rerun of trial {rec.trial}'s config ended {bad}"
+                           + (f": {v.errors[0]}" if v.errors else "") + " (the recorded run completed)")
+    m = v.measured
+    assert m is not None
+    interval = f", interval {m.low:.1f}-{m.high:.1f}" if m.low is not None and m.high is not None else ""
+    source = "confirmed" if rec.confirmed is not None else "one reading"
+    doc["verify"] = {"runs": v.values, "measured": m.centre, "low": m.low, "high": m.high,
+                     "recorded": v.recorded, "recorded_from": source, "ratio": v.ratio, "agrees": v.agrees}
+    line = (f"verify: measured {m.centre:.1f} samples/s over {len(v.values)} runs{interval} vs recorded "
+            f"{v.recorded or 0.0:.1f} ({source})")
+    if v.agrees is False:
+        raise VerifyFailed(line + ": the recorded figure lies outside the re-measured interval")
+    if format is Format.table:
+        verdict = "within the interval" if v.agrees else "no interval with a single run"
+        print(f"{line}: {verdict}")

@@ -31,6 +31,8 @@ def search(
     storage: Annotated[Optional[str], typer.Option(help="Optuna database URL (default: sqlite in the study folder).")] = None,
     address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
     reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
+    confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 2).")] = None,
+    repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
@@ -44,7 +46,7 @@ def search(
         workload_options=parse_options(option or []), budget_seconds=budget_seconds,
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
-        reports_dir=reports_dir, resume=resume, verbose=verbose,
+        reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
     )
     summary = run_search(opts, console=stderr_console())
     if format is Format.json:
@@ -78,11 +80,15 @@ def parse_options(items: list[str]) -> dict[str, Any]:
 def _summary_json(summary: Any) -> dict[str, Any]:
     from tuner.report.view import trial_document
 
+    verdict = summary.verdict
+    noise = summary.study.noise()
     return {"study": summary.name, "folder": str(summary.study_dir), "trials": summary.total,
             "finished": summary.finished, "ran": summary.ran, "states": summary.states,
             "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "warnings": summary.warnings,
             "objectives": [o.model_dump() for o in summary.objectives],
-            "front": [trial_document(summary.study, r) for r in summary.front]}
+            "front": [trial_document(summary.study, r) for r in summary.front],
+            "verdict": verdict.to_json() if verdict is not None else None,
+            "noise": None if noise is None else noise.to_json()}
 
 
 def _print_summary(summary: Any) -> None:
@@ -97,6 +103,13 @@ def _print_summary(summary: Any) -> None:
         out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title))
     else:
         print("Pareto front: empty (no complete trial yet)")
+    noise = summary.study.noise()
+    if noise is not None:
+        print(f"noise floor: one config's throughput varies by {noise.relative_sd:.1%} run to run here "
+              f"({noise.runs} re-runs of {noise.configs} configs); ✓ = confirmed: mean of the re-runs (95% interval)")
+    verdict = summary.verdict
+    if verdict is not None:
+        print(f"pick: {verdict.text}")
     print(f"report: {summary.study.folder.csv_path} (study folder {summary.study_dir}); "
           f"`tuner report {summary.name}` for every trial")
 

@@ -19,7 +19,9 @@ from tuner.config import Params, TrialConfig, dump_config, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
 from tuner.report.bottleneck import bound_label
-from tuner.study import Pick, Study, TrialRecord, choose
+from tuner.study import Pick, Study, TrialRecord
+from tuner.study.stats import Interval, pool
+from tuner.study.verdict import Verdict, decide
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
@@ -70,8 +72,13 @@ def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
 
 
 def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
-               min_quality: float | None) -> dict[str, Any]:
+               min_quality: float | None, verdict: Verdict | None = None) -> dict[str, Any]:
     rule: dict[str, Any] = {"pick": pick, "rank": study.rank(record), "front_size": len(study.front())}
+    if verdict is not None:
+        rule["verdict"] = verdict.text
+        if verdict.ratio is not None:
+            rule["vs_baseline"] = {"ratio": verdict.ratio.centre, "low": verdict.ratio.low,
+                                   "high": verdict.ratio.high, "method": verdict.method}
     if min_quality is not None and study.quality is not None:
         rule["min_quality"] = f"{study.quality.metric} {study.quality.comparison} {min_quality:g}"
     measured: dict[str, Any] = {k: v for k, v in record.metrics.items() if v is not None}
@@ -79,9 +86,16 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
     if record.get("data_wait") is not None:
         measured["bound"] = bound_label(record.get("data_wait"))
     meta = study.meta
+    confirmed = None
+    if record.confirmed is not None:
+        confirmed = {"method": record.confirmed.method, "runs": record.confirmed.runs,
+                     **{k: f.model_dump() for k, f in record.confirmed.figures.items()}}
+    noise = study.noise()
     out = {
         "study": study.name,
         "trial": record.trial,
+        "confirmed": confirmed,
+        "noise_floor": noise.to_json() if noise is not None else None,
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "chosen_by": rule,
         "measured": measured,
@@ -105,30 +119,37 @@ class Export:
     config: TrialConfig  # with provenance
     document: dict[str, Any]  # what was written
     command_args: str = ""  # the --pick / --min-quality that chose it, to repeat the export
+    verdict: Verdict | None = None
 
 
 def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Export:
+    """The chosen trial's config (tuner.study.verdict: the pick, ties within the noise broken by quality and
+    cost), with its provenance."""
     study.require_complete()
-    record = choose(study.records, study.objectives, pick, min_quality, study=study.name, value=study.value)
+    verdict = decide(study, pick, min_quality)
+    record = verdict.pick
     cfg = trial_config(study, record)
-    cfg.provenance = provenance(study, record, cfg, pick, min_quality)
+    cfg.provenance = provenance(study, record, cfg, pick, min_quality, verdict)
     doc = dump_config(cfg)
     doc["provenance"] = json_safe(cfg.provenance)  # plain types for YAML
     args = f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None else "")
-    return Export(record, cfg, doc, args)
+    return Export(record, cfg, doc, args, verdict)
 
 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:
+    from tuner.study.format import fmt_figure
+
     rec = exp.record
     quality = study.quality
-    qvalue = rec.value(quality.metric) if quality is not None else None
-    qtext = f", {quality.metric} {qvalue:.4g}" if quality is not None and qvalue is not None else ""
-    thr = rec.throughput
+    qtext = f", {quality.metric} {fmt_figure(rec, quality.metric)}" if quality is not None else ""
+    how = "confirmed over re-runs, 95% interval" if rec.confirmed is not None else "one reading"
+    verdict = [f"# Verdict: {exp.verdict.text}."] if exp.verdict is not None else []
     return "\n".join([
         f"# tuner config exported from study '{study.name}', trial {rec.trial} "
         f"({exp.command_args}).",
-        f"# Measured: {thr:.1f} samples/s{qtext} on {rec.device or 'the study machine'}." if thr is not None
-        else "# Measured: see provenance.measured.",
+        f"# Measured: {fmt_figure(rec, 'throughput')} samples/s{qtext} ({how}) on "
+        f"{rec.device or 'the study machine'}.",
+        *verdict,
         f"# Run it:      tuner train --config {path}",
         f"# Re-measure:  tuner export {study.name} {exp.command_args} --verify",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
@@ -161,27 +182,61 @@ def write_export(study: Study, exp: Export, out: Path | None = None, fmt: str | 
 
 
 class VerifyFailed(RunFailed):
-    """The rerun of an exported config did not complete: exit 3, as `tuner train` exits for a failed run."""
+    """The rerun of an exported config did not complete, or re-measured away from the recorded figure: exit 3, as
+    `tuner train` exits for a failed run."""
 
 
 @dataclass
 class Verification:
-    state: str
-    error: str | None
-    measured: float | None
-    recorded: float | None
+    """R re-runs of an exported config against the figure the study recorded for it."""
+
+    states: list[str]
+    errors: list[str]
+    values: list[float]  # throughput of each complete re-run
+    recorded: float | None  # the confirmed centre if the study confirmed the trial, else its one reading
+    measured: Interval | None  # geometric mean of the re-runs and its 95% interval (see tuner.study.stats)
 
     @property
     def ratio(self) -> float | None:
         if self.measured is None or not self.recorded:
             return None
-        return self.measured / self.recorded
+        return self.measured.centre / self.recorded
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.values) and all(s == "complete" for s in self.states)
+
+    @property
+    def agrees(self) -> bool | None:
+        """Whether the recorded figure lies inside the re-measured interval (None: no interval to judge by)."""
+        if self.measured is None or self.recorded is None or self.measured.low is None:
+            return None
+        return self.measured.contains(self.recorded)
 
 
-def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path,
-           run: Callable[..., Any] | None = None) -> Verification:
-    """Rerun the exported config as `tuner train` would and compare its throughput with the recorded one."""
+def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats: int = 3,
+           study: Study | None = None, run: Callable[..., Any] | None = None) -> Verification:
+    """Rerun the exported config `repeats` times as `tuner train` would, and put an interval on its throughput:
+    the spread of these re-runs, pooled with the study's own re-runs when it has some (more degrees of freedom)."""
     if run is None:
+        from tuner.train import preflight
         from tuner.train import run_trial as run
-    result = run(cfg, cache_dir=Path(reports_dir) / ".cache")
-    return Verification(result.state, result.error, result.throughput, recorded)
+
+        preflight(cfg, Path(reports_dir) / ".cache")  # this process's one-time costs, before anything is timed
+    states, errors, values = [], [], []
+    for _ in range(repeats):
+        result = run(cfg, cache_dir=Path(reports_dir) / ".cache")
+        states.append(result.state)
+        if result.error:
+            errors.append(result.error)
+        if result.state == "complete" and result.throughput:
+            values.append(float(result.throughput))
+    measured = None
+    if values:
+        groups = [values]
+        if study is not None:
+            groups += [r.confirmed.figures["throughput"].values for r in study.records
+                       if r.confirmed is not None and "throughput" in r.confirmed.figures]
+        pooled = pool(groups)
+        measured = pooled.interval(values) if pooled is not None else Interval(values[0], None, None)
+    return Verification(states, errors, values, recorded, measured)

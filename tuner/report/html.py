@@ -23,7 +23,7 @@ from tuner.files import atomic_write
 from tuner.report import plots
 from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
 from tuner.report.view import FRONT_MARK, rank_cell
-from tuner.study import METRICS, Study, TrialRecord, choose
+from tuner.study import METRICS, Study, TrialRecord
 from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric
 from tuner.study.metrics import finite, metric, table_columns
 
@@ -56,7 +56,8 @@ def write_html(study: Study, out: Path | None = None) -> Path:
 
 def context(study: Study) -> dict[str, Any]:
     """Everything the template shows, as plain data."""
-    picks, knee_trial = _picks(study)
+    picks, knee_trial, verdict = _picks(study)
+    noise = study.noise()
     records = study.sorted_records()
     with_grid = [r.trial for r in records if study.sample_grid(r) is not None]
     embed = set(with_grid[:MAX_EMBEDDED_GRIDS])
@@ -76,6 +77,9 @@ def context(study: Study) -> dict[str, Any]:
         "front_mark": FRONT_MARK,
         "quality": metric(q.metric).label if q is not None else "quality",
         "picks": picks,
+        "verdict": verdict,
+        "noise": (f"one config's throughput varies by {noise.relative_sd:.1%} run to run here ({noise.runs} re-runs "
+                  f"of {noise.configs} configs, interleaved after the search)") if noise is not None else "",
         "pareto_svg": Markup(plots.pareto_svg(study, knee_trial)),
         "table": trials_table(study),
         "bound_explanation": BOUND_EXPLANATION,
@@ -199,23 +203,30 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
     }
 
 
-def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None]:
+def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
+    """One card per --pick rule (ties within the noise resolved as the export resolves them), the knee's trial,
+    and the verdict on the knee pick."""
+    from tuner.study.format import fmt_figure
+    from tuner.study.verdict import decide
+
     cards = []
-    knee_trial = None
+    knee_trial, verdict = None, ""
     q = study.quality
     for pick, label in PICKS:
         try:
-            r = choose(study.records, study.objectives, pick, study=study.name, value=study.value)  # type: ignore[arg-type]
+            v = decide(study, pick)  # type: ignore[arg-type]
         except StudyError as err:
             cards.append({"label": label, "error": str(err)})
             continue
+        r = v.pick
         if pick == "knee":
-            knee_trial = r.trial
-        quality = f", {metric(q.metric).label} {fmt_metric(q.metric, r.get(q.metric))}" if q is not None else ""
+            knee_trial, verdict = r.trial, v.text
+        quality = f", {metric(q.metric).label} {fmt_figure(r, q.metric)}" if q is not None else ""
+        mark = " (confirmed)" if r.confirmed is not None else ""
         cards.append({"label": label, "error": "", "trial": r.trial,
-                      "text": f"{_metric_text('throughput', r.throughput, unit=True)}{quality}",
+                      "text": f"{fmt_figure(r, 'throughput')} {metric('throughput').unit}{quality}{mark}",
                       "command": f"tuner export {study.name} --pick {pick}"})
-    return cards, knee_trial
+    return cards, knee_trial, verdict
 
 
 def provenance(study: Study) -> dict[str, Any]:

@@ -177,33 +177,55 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
     quality = study.quality
     ranked = [r for r in study.records if study.rank(r) is not None]
     others = [r for r in study.records if study.rank(r) is None]
-    thr_values = [v for r in study.records if (v := r.value("throughput")) is not None]
+    val = study.value  # confirmed centres where the confirmation phase re-ran a trial
+    thr_values = [v for r in study.records if (v := val(r, "throughput")) is not None]
     log_x = bool(thr_values) and min(thr_values) > 0 and max(thr_values) / min(thr_values) > 20
     sx = Scale(thr_values, x0, x1, log=log_x)
     if quality is not None:
-        sy = Scale([v for r in ranked if (v := r.value(quality.metric)) is not None], y0, y1)
+        sy = Scale([v for r in ranked if (v := val(r, quality.metric)) is not None], y0, y1)
         ylabel = axis_label(quality.metric, quality.maximize)
     else:  # speed-only study: spread the trials by number
         sy = Scale([float(r.trial) for r in ranked], y0, y1)
         ylabel = "trial"
 
     def y_of(r: TrialRecord) -> float:
-        value = r.value(quality.metric) if quality is not None else None
+        value = val(r, quality.metric) if quality is not None else None
         return sy(value if value is not None else float(r.trial))
 
     def x_of(r: TrialRecord) -> float:
-        return sx(r.value("throughput") or 0.0)
+        return sx(val(r, "throughput") or 0.0)
+
+    def bars(r: TrialRecord) -> list[str]:
+        """A confirmed trial's 95% intervals: throughput across, quality up and down."""
+        if r.confirmed is None:
+            return []
+        x, y, marks = x_of(r), y_of(r), []
+        f = r.confirmed.figures.get("throughput")
+        if f is not None and f.low is not None and f.high is not None and f.low > 0:
+            lo, hi = min(max(sx(f.low), x0), x1), min(max(sx(f.high), x0), x1)
+            marks.append(f'<path class="interval" d="M{lo:.1f},{y:.1f}H{hi:.1f}M{lo:.1f},{y - 4:.1f}V{y + 4:.1f}'
+                         f'M{hi:.1f},{y - 4:.1f}V{y + 4:.1f}" stroke="{COLORS["text"]}" stroke-width="1.2"/>')
+        q = r.confirmed.figures.get(quality.metric) if quality is not None else None
+        if q is not None and q.low is not None and q.high is not None:
+            lo, hi = min(max(sy(q.low), y1), y0), min(max(sy(q.high), y1), y0)
+            marks.append(f'<path class="interval" d="M{x:.1f},{lo:.1f}V{hi:.1f}M{x - 4:.1f},{lo:.1f}H{x + 4:.1f}'
+                         f'M{x - 4:.1f},{hi:.1f}H{x + 4:.1f}" stroke="{COLORS["text"]}" stroke-width="1.2"/>')
+        return marks
 
     xlabel = axis_label("throughput", True) + (", log scale" if sx.log else "")
     out = [_svg_open(W, H, f'id="pareto-plot" class="plot" role="img" '
                            f'aria-label="Pareto front: throughput against {escape(ylabel)}"')]
     out += _axes(sx, sy, x0, x1, y0, y1, xlabel, ylabel)
 
-    front = sorted(study.front(), key=lambda r: r.value("throughput") or 0.0)
+    front = sorted(study.front(), key=lambda r: val(r, "throughput") or 0.0)
     if len(front) > 1:
         pts = " ".join(f"{x_of(r):.1f},{y_of(r):.1f}" for r in front)
         out.append(f'<polyline class="front-line" points="{pts}" fill="none" stroke="{COLORS["front"]}" '
                    f'stroke-width="1.6" stroke-dasharray="5 3"/>')
+    out.append('<g class="intervals">')
+    for r in ranked:
+        out += bars(r)
+    out.append("</g>")
     out.append('<g class="points">')
     for r in sorted(ranked, key=lambda r: -(study.rank(r) or 0)):  # front drawn last, on top
         x, y = x_of(r), y_of(r)

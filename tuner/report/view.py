@@ -8,7 +8,7 @@ from typing import Any
 from tuner.files import json_safe
 from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
 from tuner.study import Study, TrialRecord
-from tuner.study.format import STATE_NOTES, fmt, fmt_metric, state_style
+from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, state_style
 from tuner.study.metrics import METRICS, table_columns
 
 FRONT_MARK = "★"
@@ -72,7 +72,10 @@ def study_table(study: Study) -> Any:
     params = study.params()
     title = f"study {study.name}: {len(study.records)} trials, {len(study.front())} on the Pareto front ({FRONT_MARK})"
     directions = ", ".join(f"{o.metric} {o.arrow}" for o in objectives)
-    table = Table(title=title, caption=f"objectives: {directions}; rank 0 = Pareto front", header_style="bold")
+    caption = f"objectives: {directions}; rank 0 = Pareto front"
+    if any(r.confirmed is not None for r in study.records):
+        caption += "; ✓ confirmed: mean of the re-runs (95% interval)"
+    table = Table(title=title, caption=caption, header_style="bold")
     for name in ("rank", "trial"):
         table.add_column(name, justify="right")
     table.add_column("state")
@@ -85,8 +88,8 @@ def study_table(study: Study) -> Any:
     table.add_column("error", overflow="fold", max_width=40)
     for r in study.sorted_records():
         rank = study.rank(r)
-        table.add_row(rank_cell(rank), str(r.trial), _state_cell(r),
-                      *[fmt_metric(o.metric, r.get(o.metric)) for o in objectives],
+        table.add_row(rank_cell(rank), f"{r.trial}{' ✓' if r.confirmed is not None else ''}", _state_cell(r),
+                      *[fmt_figure(r, o.metric) for o in objectives],
                       *[_measured_cell(r, m.key) for m in measured],
                       *[fmt(r.params.get(p)) for p in params], str(r.error or ""),
                       style="bold" if rank == 0 else None)
@@ -112,8 +115,11 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     metrics = Table(title="metrics", show_header=False, title_justify="left")
     objective_keys = {o.metric for o in study.objectives}
     for o in study.objectives:
-        metrics.add_row(o.metric, fmt_metric(o.metric, record.get(o.metric)),
-                        "higher is better" if o.maximize else "lower is better")
+        better = "higher is better" if o.maximize else "lower is better"
+        metrics.add_row(o.metric, fmt_metric(o.metric, record.get(o.metric)), f"{better}; the search's reading")
+        if record.confirmed is not None and o.metric in record.confirmed.figures:
+            values = " ".join(fmt_metric(o.metric, v) for v in record.confirmed.figures[o.metric].values)
+            metrics.add_row(f"{o.metric} confirmed", fmt_figure(record, o.metric), f"re-runs: {values}")
     known = [m.key for m in METRICS]
     for key in known + sorted(k for k in record.metrics if k not in known):
         if key in objective_keys or record.get(key) is None:
@@ -140,4 +146,21 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         out.append(f"[dim]{record.traceback.rstrip()}[/dim]")
     if record.get("data_wait") is not None:
         out.append(f"[dim]{BOUND_EXPLANATION}[/dim]")
+    return out
+
+
+def study_footer(study: Study) -> list[str]:
+    """Below the table: the study's noise floor and the verdict on its knee pick."""
+    from tuner.errors import StudyError
+    from tuner.study.verdict import decide
+
+    out = []
+    noise = study.noise()
+    if noise is not None:
+        out.append(f"noise floor: one config's throughput varies by {noise.relative_sd:.1%} run to run "
+                   f"({noise.runs} re-runs of {noise.configs} configs)")
+    try:
+        out.append(f"pick: {decide(study, 'knee').text}")
+    except StudyError:
+        pass
     return out

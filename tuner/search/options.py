@@ -14,6 +14,7 @@ from typing import Any
 
 from tuner.config import Budget, Quality
 from tuner.errors import ConfigError, StudyError
+from tuner.search.confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search.space import Space
 from tuner.search.spaces import load_space, parse_space
 from tuner.search.storage import check_storage_url, default_storage, storage_has_study
@@ -50,6 +51,8 @@ class SearchOptions:
     reports_dir: Path = Path("reports")
     resume: bool = False
     verbose: bool = False
+    confirm: int | None = None  # K: front trials re-run after the search (0: no confirmation)
+    repeats: int | None = None  # R: re-runs of each confirmed trial and of the baseline
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
     engine: Any = None  # the training engine (tuner.train.run_trial's signature); tests pass fakes
@@ -74,6 +77,8 @@ class SearchPlan:
     seed: int
     resume: bool
     options: SearchOptions
+    confirm_trials: int = 0
+    confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
 
     @property
@@ -131,6 +136,8 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         objectives=objectives, workload=ref, workload_options=options, dataset=dataset,
         budget=_budget(opts) or space.defaults.budget, trials=opts.trials or space.defaults.trials,
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
+        confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
+                                                                                         DEFAULT_REPEATS),
     )
 
 
@@ -145,6 +152,9 @@ def _check_numbers(opts: SearchOptions) -> None:
     positive("--concurrency", opts.concurrency)
     positive("--cpus-per-trial", opts.cpus_per_trial)
     positive("startup_trials", opts.startup_trials)
+    positive("--repeats", opts.repeats)
+    if opts.confirm is not None and opts.confirm < 0:
+        raise ConfigError(f"--confirm must be >= 0 (got {opts.confirm}); 0 turns the confirmation phase off")
     positive("wall_limit_s", opts.wall_limit_s)
     if opts.budget_seconds is not None and opts.budget_samples is not None:
         raise ConfigError("give at most one of --budget-seconds and --budget-samples")
@@ -221,8 +231,13 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         objectives=list(meta.objectives), workload=ref, workload_options=dict(meta.workload_options),
         dataset=meta.dataset, budget=saved_budget,
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
-        options=opts, meta=meta,
+        options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
+        confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
     )
+
+
+def _pick(given: int | None, saved: int | None, default: int) -> int:
+    return given if given is not None else saved if saved is not None else default
 
 
 def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -11,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.study import Objective, TrialRecord
-from tuner.study.format import fmt, fmt_metric, state_style
+from tuner.study.format import fmt, fmt_figure, fmt_metric, state_style
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  batch_size=64 precision=fp32 ...  24.1 s`"""
@@ -63,6 +64,27 @@ class SearchView:
         self.console.print(trial_line(record, self.objectives, self.params), soft_wrap=True)
         self.refresh(force=True)
 
+    def confirming(self, runs: int, trials: list[int], repeats: int) -> None:
+        self.total, self.done, self.running = self.done + runs, self.done, 0
+        self.console.print(f"confirming trials {', '.join(str(t) for t in trials)}: {runs} re-runs, {repeats} "
+                           f"each, interleaved", style="bold", soft_wrap=True)
+        self.refresh(force=True)
+
+    def rerun_finished(self, number: int, rerun: Any) -> None:
+        self.running = max(0, self.running - 1)
+        self.done += 1
+        line = Text()
+        line.append(f"#{number:04d} ", style="bold")
+        line.append(f"re-run {rerun.repeat + 1:<3}", style="magenta")
+        line.append(f"{rerun.state:<9}", style=state_style(rerun.state))
+        if rerun.complete:
+            line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, rerun.get(o.metric))}"
+                                         for o in self.objectives))
+        else:
+            line.append("  " + str(rerun.error or ""), style="dim")
+        self.console.print(line, soft_wrap=True)
+        self.refresh(force=True)
+
     def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
         if self._live is None or (not force and now - self._last_refresh < 0.25):
@@ -77,7 +99,8 @@ class SearchView:
 
 
 def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str) -> Table:
-    """The Pareto front, best first objective first; params that no front trial sets are left out."""
+    """The Pareto front, best first objective first; params that no front trial sets are left out. Confirmed trials
+    (✓) show their re-runs' centre and interval."""
     params = [p for p in params if any(rec.params.get(p) is not None for rec in front)]
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
@@ -86,6 +109,7 @@ def front_table(front: list[TrialRecord], objectives: list[Objective], params: l
     for p in params:
         table.add_column(p, justify="right")
     for rec in front:
-        table.add_row(str(rec.trial), *[fmt_metric(o.metric, rec.get(o.metric)) for o in objectives],
+        table.add_row(f"{rec.trial}{' ✓' if rec.confirmed is not None else ''}",
+                      *[fmt_figure(rec, o.metric) for o in objectives],
                       *[escape(fmt(rec.params.get(p))) for p in params])
     return table

@@ -8,7 +8,7 @@ from typing import Any
 from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
-from tuner.search.trainable import TRIAL_KEY, record_from_payload, searched_params
+from tuner.search.trainable import REPEAT_KEY, RERUN_KEY, TRIAL_KEY, record_from_payload, searched_params
 
 
 def ray_error_text(trial: Any) -> str:
@@ -73,3 +73,54 @@ class StudyRecorder(Callback):
         self.recorded.append(record.trial)
         if self.view is not None:
             self.view.trial_finished(record)
+
+
+class RerunRecorder(Callback):
+    """Records each confirmation re-run the moment it ends: beside its trial, and in the Optuna study."""
+
+    def __init__(self, study_dir: Path, storage_url: str, study_name: str, view: Any = None) -> None:
+        self.folder = StudyFolder(Path(study_dir))
+        self.storage_url, self.study_name = storage_url, study_name
+        self.view = view
+        self.recorded: list[tuple[int, int]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "view": None}
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        record = record_from_payload(trial.last_result)
+        if record is not None:
+            self._record(trial, record)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        state, reason = classify_ray_error(ray_error_text(trial))
+        self._record(trial, record_from_payload(trial.last_result) or TrialRecord(
+            trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))
+
+    def _record(self, trial: Any, record: TrialRecord) -> None:
+        from tuner.study.record import Rerun
+
+        repeat = int(trial.config[RERUN_KEY][REPEAT_KEY])
+        fields = record.model_dump()
+        rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
+                                      k not in TrialRecord.model_fields} | {"repeat": repeat})
+        self.folder.write_rerun(record.trial, rerun)
+        self.recorded.append((record.trial, repeat))
+        self._tell_optuna(record.trial, rerun)
+        if self.view is not None:
+            self.view.rerun_finished(record.trial, rerun)
+
+    def _tell_optuna(self, number: int, rerun: Any) -> None:
+        """Keep the re-runs in the Optuna study too, the record of truth on resume: a finished Optuna trial cannot
+        be updated, so they are study user attributes, `confirm:<trial>` -> the trial's re-runs."""
+        import optuna
+
+        from tuner.search.storage import rerun_attr
+
+        try:
+            study = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
+            runs = list(study.user_attrs.get(rerun_attr(number), []))
+            runs = [r for r in runs if r.get("repeat") != rerun.repeat] + [rerun.to_json()]
+            study.set_user_attr(rerun_attr(number), runs)
+        except Exception:  # noqa: BLE001 - the study folder already has it; never lose a re-run over this
+            pass

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
+from tuner.search.outcome import wall_limit
 from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search.storage import open_storage, reconcile_study
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
+from tuner.study.verdict import Verdict
 from tuner.study.provenance import hardware, versions
 
 
@@ -62,6 +64,17 @@ class SearchSummary:
         return self.states.get("complete", 0)
 
     @property
+    def verdict(self) -> "Verdict | None":
+        """The knee pick, its ties within the noise and its comparison with the baseline (None: nothing to pick)."""
+        from tuner.errors import StudyError
+        from tuner.study.verdict import decide
+
+        try:
+            return decide(self.study, "knee")
+        except StudyError:
+            return None
+
+    @property
     def front(self) -> list[TrialRecord]:
         """The Pareto front, best first objective first."""
         objs = self.objectives
@@ -93,7 +106,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
         resources={"cpus_per_trial": resources.cpus_per_trial, "gpus_per_trial": resources.gpus_per_trial,
                    "concurrency": resources.concurrency},
-        versions=versions(),
+        versions=versions(), confirm={"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
     )
 
 
@@ -143,9 +156,11 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
 
 
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
+    from tuner.search.confirm import pending
+
     reconcile_study(plan.folder, open_storage(plan.storage), plan.study)
     study = Study.load(plan.folder)
-    if len(study.records) < plan.trials:
+    if len(study.records) < plan.trials or pending(study, plan.confirm_trials, plan.confirm_repeats):
         return None
     if console is not None:
         console.print(f"study '{plan.study}' already has {len(study.records)} of {plan.trials} trials; nothing to "
@@ -160,7 +175,9 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         plan.folder.write_meta(study_meta(plan, cluster, resources, baseline))
     else:
         assert plan.meta is not None
-        meta = plan.meta.model_copy(update={"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()]})
+        meta = plan.meta.model_copy(update={"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()],
+                                            "confirm": {"trials": plan.confirm_trials,
+                                                        "repeats": plan.confirm_repeats}})
         plan.folder.write_meta(meta)
 
 
@@ -169,7 +186,6 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
     from ray import tune
 
     from tuner.search.progress import SearchView
-    from tuner.search.ray_env import quiet_loggers, restore_loggers
     from tuner.search.recorder import StudyRecorder
     from tuner.search.searcher import StudySearcher
     from tuner.search.trainable import TrialSetup, trainable
@@ -219,38 +235,99 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
                       soft_wrap=True)
         view = SearchView(console, plan.trials, len(records), plan.objectives, plan.space.searched)
-    recorder = StudyRecorder(plan.study_dir, view)
-
     if resources.ddp_workers > 1:
         trial_resources: dict[str, float] = {"cpu": 1}
     else:
         trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), trial_resources)
-    tuner = tune.Tuner(
-        fn,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining,
-                                    max_concurrent_trials=resources.concurrency, reuse_actors=True,
-                                    trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-        run_config=tune.RunConfig(name="run-" + datetime.now().strftime("%Y%m%d-%H%M%S"),
-                                  storage_path=str(plan.folder.ray_dir), verbose=1 if opts.verbose else 0,
-                                  callbacks=[recorder], failure_config=tune.FailureConfig(max_failures=0)),
-    )
-    loggers = quiet_loggers(opts.verbose)
+    ran = 0
+    if remaining > 0:
+        recorder = StudyRecorder(plan.study_dir, view)
+        tuner = tune.Tuner(
+            fn,
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining,
+                                        max_concurrent_trials=resources.concurrency, reuse_actors=True,
+                                        trial_name_creator=trial_name, trial_dirname_creator=trial_name),
+            run_config=_run_config("run", plan, opts.verbose, recorder),
+        )
+        try:
+            _fit(tuner, view, opts.verbose)
+        finally:
+            searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
+        ran = len(recorder.recorded)
+    study = Study.load(plan.folder)
+    interrupted = len(study.records) < plan.trials
+    if not interrupted:
+        wall = opts.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
+                                                            and (s := r.value("train_seconds")) is not None])
+        interrupted = not _confirm(plan, study, fn, resources, view, wall)
+        study = Study.load(plan.folder)
+        noise = study.noise()
+        if noise is not None:  # the study's own noise floor, kept with the study
+            plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
+            study = Study.load(plan.folder)
+    return SearchSummary(study, ran=ran, total=plan.trials, seconds=time.perf_counter() - t0,
+                         interrupted=interrupted, warnings=list(resources.warnings))
+
+
+def _run_config(kind: str, plan: SearchPlan, verbose: bool, callback: Any) -> Any:
+    from ray import tune
+
+    return tune.RunConfig(name=f"{kind}-" + datetime.now().strftime("%Y%m%d-%H%M%S"),
+                          storage_path=str(plan.folder.ray_dir), verbose=1 if verbose else 0, callbacks=[callback],
+                          failure_config=tune.FailureConfig(max_failures=0))
+
+
+def _fit(tuner: Any, view: Any, verbose: bool) -> None:
+    from tuner.search.ray_env import quiet_loggers, restore_loggers
+
+    loggers = quiet_loggers(verbose)
     if view is not None:
         view.start()
     try:
         with warnings.catch_warnings():
-            if not opts.verbose:
+            if not verbose:
                 warnings.simplefilter("ignore")
             tuner.fit()
     finally:
         if view is not None:
             view.stop()
         restore_loggers(loggers)
-        searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
-    study = Study.load(plan.folder)
-    return SearchSummary(study, ran=len(recorder.recorded), total=plan.trials, seconds=time.perf_counter() - t0,
-                         interrupted=len(study.records) < plan.trials, warnings=list(resources.warnings))
+
+
+def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
+    """The confirmation phase (tuner.search.confirm): the missing re-runs, in their interleaved order. Returns
+    False when it was interrupted before every re-run was recorded."""
+    from ray import tune
+
+    from tuner.search.confirm import pending, plan_reruns, rerun_configs
+    from tuner.search.recorder import RerunRecorder
+    from tuner.search.trainable import RERUN_KEY
+
+    pairs = pending(study, plan.confirm_trials, plan.confirm_repeats)
+    if not pairs:
+        return True
+    if view is not None:
+        view.confirming(len(pairs), plan_reruns(study, plan.confirm_trials), plan.confirm_repeats)
+    configs = rerun_configs(study, pairs, wall)
+    recorder = RerunRecorder(plan.study_dir, plan.storage, plan.study, view)
+    tuner = tune.Tuner(
+        fn,  # a grid over the re-runs' configs: Tune creates its trials in the list's (interleaved) order
+        param_space={RERUN_KEY: tune.grid_search(configs)},
+        tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=resources.concurrency,
+                                    reuse_actors=True, trial_name_creator=rerun_name,
+                                    trial_dirname_creator=rerun_name),
+        run_config=_run_config("confirm", plan, plan.options.verbose, recorder),
+    )
+    _fit(tuner, view, plan.options.verbose)
+    return len(recorder.recorded) == len(pairs)
+
+
+def rerun_name(trial: Any) -> str:
+    from tuner.search.trainable import REPEAT_KEY, RERUN_KEY, TRIAL_KEY
+
+    config = trial.config[RERUN_KEY]
+    return f"trial-{int(config[TRIAL_KEY]):04d}-rerun-{int(config[REPEAT_KEY])}"
 
 
 def trial_name(trial: Any) -> str:

@@ -12,8 +12,14 @@ from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.study import StudyFolder, TrialRecord
+from tuner.study.record import Rerun
 
 RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record
+RERUN_ATTR = "confirm"  # Optuna study user attributes `confirm:<trial>` hold each trial's confirmation re-runs
+
+
+def rerun_attr(trial: int) -> str:
+    return f"{RERUN_ATTR}:{trial}"
 
 
 def default_storage(study_dir: Path) -> str:
@@ -61,11 +67,15 @@ def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
     except KeyError:
         return 0
     trials = study.get_trials(deepcopy=False)
+    reruns = study.user_attrs
     for t in trials:  # WAITING (an enqueued baseline never asked for) stays: the next search asks it first
         if t.state == TrialState.RUNNING:
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         elif t.state == TrialState.COMPLETE and RECORD_ATTR in t.user_attrs and not folder.has_record(t.number):
             folder.write_record(TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
+        for run in reruns.get(rerun_attr(t.number), []):  # confirmation re-runs whose file a kill lost
+            if not folder.rerun_path(t.number, int(run["repeat"])).is_file():
+                folder.write_rerun(t.number, Rerun.model_validate(run))
     return len(trials)
 
 

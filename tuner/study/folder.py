@@ -23,12 +23,13 @@ from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
-from tuner.study.record import TrialRecord
+from tuner.study.record import Confirmed, Rerun, TrialRecord
 
 STUDY_META = "study.json"
 TRIALS_DIR = "trials"
 TRIALS_CSV = "trials.csv"
 RESULT_FILE = "result.json"
+CONFIRM_DIR = "confirm"
 RAY_DIR = "ray"
 DB_FILE = "study.db"
 
@@ -58,6 +59,8 @@ class StudyMeta(BaseModel):
     hardware: dict[str, Any] = Field(default_factory=dict)
     resources: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, Any] = Field(default_factory=dict)
+    confirm: dict[str, int] = Field(default_factory=dict)  # {"trials": K, "repeats": R} of the confirmation phase
+    noise: dict[str, Any] | None = None  # the noise floor the confirmation measured (tuner.study.stats)
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on
@@ -142,18 +145,41 @@ class StudyFolder:
     def has_record(self, trial: int) -> bool:
         return (self.trial_dir(trial) / RESULT_FILE).is_file()
 
+    # --- confirmation re-runs -----------------------------------------------------------------------------------
+    def rerun_path(self, trial: int, repeat: int) -> Path:
+        return self.trial_dir(trial) / CONFIRM_DIR / f"{repeat:02d}.json"
+
+    def write_rerun(self, trial: int, rerun: Rerun) -> Path:
+        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten)."""
+        return atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+
+    def reruns(self, trial: int) -> list[Rerun]:
+        out = []
+        for path in sorted((self.trial_dir(trial) / CONFIRM_DIR).glob("*.json")):
+            data = load_json(path, "re-run file", StudyError)
+            try:
+                out.append(Rerun.model_validate(data))
+            except ValidationError as err:
+                raise StudyError(f"{path}: {err.errors()[0]['msg']}; delete the file (`tuner search --resume` runs "
+                                 f"the re-run again)") from None
+        return sorted(out, key=lambda r: r.repeat)
+
     def records(self) -> list[TrialRecord]:
         """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
         out = []
         for path in sorted((self.path / TRIALS_DIR).glob(f"*/{RESULT_FILE}")):
             data = load_json(path, "trial result file", StudyError)
             try:
-                out.append(TrialRecord.model_validate(data))
+                record = TrialRecord.model_validate(data)
             except ValidationError as err:
                 first = err.errors()[0]
                 key = ".".join(str(p) for p in first["loc"]) or "(top level)"
                 raise StudyError(f"{path}: {key}: {first['msg']}; delete the file (`tuner search --resume` "
                                  f"rewrites a complete trial from the Optuna study) or restore it") from None
+            reruns = self.reruns(record.trial)
+            if reruns:
+                record.confirmed = Confirmed.of(reruns)
+            out.append(record)
         return sorted(out, key=lambda r: r.trial)
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:

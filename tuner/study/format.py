@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.study.metrics import metric
+
+if TYPE_CHECKING:
+    from tuner.study.record import TrialRecord
 
 # One colour per state, in rich's names and as hex for HTML. An oom and a divergence are the config's fault and
 # teach the sampler (yellow/orange); an error is a bug or a crash (red).
@@ -74,3 +77,15 @@ def ranges(numbers: list[int]) -> str:
         parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
         i = j + 1
     return ", ".join(parts)
+
+
+def fmt_figure(record: "TrialRecord", key: str) -> str:
+    """A trial's figure as reports show it: the confirmed centre and its interval, `7996 (7185-8897)`, where the
+    confirmation phase re-ran the trial; the search's single reading otherwise."""
+    confirmed = record.confirmed.figures.get(key) if record.confirmed is not None else None
+    if confirmed is None:
+        return fmt_metric(key, record.get(key))
+    text = fmt_metric(key, confirmed.centre)
+    if confirmed.low is not None and confirmed.high is not None:
+        text += f" ({fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)})"
+    return text

@@ -85,6 +85,56 @@ class TrialResult(BaseModel):
         return json_safe(self.model_dump(mode="json"))
 
 
+class Rerun(TrialResult):
+    """One confirmation re-run of a trial's config (trials/NNNN/confirm/KK.json)."""
+
+    repeat: int
+    started: str | None = None
+    ended: str | None = None
+
+
+class ConfirmedFigure(BaseModel):
+    """One metric over a trial's complete re-runs: the values, their centre and an interval (see method)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[float]
+    centre: float
+    low: float | None = None  # None: fewer than two complete re-runs
+    high: float | None = None
+
+
+class Confirmed(BaseModel):
+    """A confirmed trial: its config re-run after the search, interleaved with the other confirmed configs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: int  # re-runs recorded, any state
+    states: list[str] = Field(default_factory=list)
+    figures: dict[str, ConfirmedFigure] = Field(default_factory=dict)
+    method: str = ""
+
+    @classmethod
+    def of(cls, reruns: list[Rerun]) -> "Confirmed":
+        """The re-runs' values of every metric all complete re-runs measured, and their centres; the intervals
+        need the other confirmed trials too (tuner.study.study pools the noise) and are filled in there. The
+        search's own reading is left out: it was selected for being good, so it is biased upward."""
+        from tuner.study.stats import CENTRE_METHOD, centre
+
+        ok = [r for r in reruns if r.complete]
+        keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
+            if ok else set()
+        figures = {}
+        for key in sorted(keys):
+            values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
+            figures[key] = ConfirmedFigure(values=values, centre=centre(values, all(v > 0 for v in values)))
+        return cls(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD)
+
+    def interval(self, key: str) -> "tuple[float, float | None, float | None] | None":
+        f = self.figures.get(key)
+        return None if f is None else (f.centre, f.low, f.high)
+
+
 class TrialRecord(TrialResult):
     """A trial of a study: its result plus its number, sampled params, full config and bookkeeping."""
 
@@ -95,6 +145,7 @@ class TrialRecord(TrialResult):
     run_seconds: float | None = None  # whole trial in its process: set-up, training, scoring
     started: str | None = None  # ISO time the trial began (UTC)
     ended: str | None = None
+    confirmed: Confirmed | None = None  # re-runs after the search (tuner search's confirmation phase)
 
     @classmethod
     def of(cls, result: TrialResult, **where: Any) -> "TrialRecord":

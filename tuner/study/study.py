@@ -11,8 +11,17 @@ from tuner.errors import StudyError
 from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
 from tuner.study.format import ranges
 from tuner.study.objective import Objective, quality_objective
-from tuner.study.pareto import Value, measured, pareto_ranks
+from tuner.study.pareto import Value, pareto_ranks
 from tuner.study.record import TrialRecord
+from tuner.study.stats import NoiseFloor, Pooled
+
+
+def confirmed_or_measured(record: TrialRecord, metric: str) -> float | None:
+    if record.confirmed is not None:
+        fig = record.confirmed.figures.get(metric)
+        if fig is not None:
+            return fig.centre
+    return record.value(metric)
 
 
 @dataclass
@@ -27,8 +36,27 @@ class Study:
         meta = folder.read_meta()
         records = folder.records()
         study = cls(folder, meta, records)
+        study._pool_confirmed()
         study.ranks = pareto_ranks(records, study.objectives, study.value)
         return study
+
+    def _pool_confirmed(self) -> None:
+        """Each confirmed figure's interval, from the run-to-run variation pooled over all confirmed trials."""
+        from tuner.study.stats import pool
+
+        confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
+        for key in {k for c in confirmed for k in c.figures}:
+            pooled = pool([c.figures[key].values for c in confirmed if key in c.figures])
+            for c in confirmed:
+                if key in c.figures and pooled is not None:
+                    iv = pooled.interval(c.figures[key].values)
+                    c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high})
+
+    def pooled(self, metric: str) -> "Pooled | None":
+        from tuner.study.stats import pool
+
+        return pool([r.confirmed.figures[metric].values for r in self.records
+                     if r.confirmed is not None and metric in r.confirmed.figures])
 
     @property
     def name(self) -> str:
@@ -48,8 +76,23 @@ class Study:
 
     @property
     def value(self) -> Value:
-        """The figure trials are ranked and picked by (what they measured)."""
-        return measured
+        """The figure trials are ranked and picked by: the confirmed centre where the confirmation phase re-ran the
+        trial, what it measured otherwise."""
+        return confirmed_or_measured
+
+    @property
+    def baseline_trial(self) -> int | None:
+        """The trial that ran tuner's default knobs (trial 0 of a study that has one)."""
+        raw = (self.meta.baseline or {}).get("trial")
+        return int(raw) if raw is not None else None
+
+    def noise(self) -> "NoiseFloor | None":
+        """The run-to-run variation of one config, from the confirmed trials' re-runs."""
+        from tuner.study.stats import noise_floor
+
+        groups = [r.confirmed.figures["throughput"].values for r in self.records
+                  if r.confirmed is not None and "throughput" in r.confirmed.figures]
+        return noise_floor(groups)
 
     def params(self) -> list[str]:
         return param_columns(self.meta, self.records)

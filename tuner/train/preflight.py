@@ -1,10 +1,10 @@
 """Refuse what would fail later, before any work starts: the device and knobs, and the workload itself.
 
-The workload check builds the workload as a trial would (import, factory with its options, datasets, models) and
-calls evaluate() once on a few validation batches, so a broken import, a factory that rejects its options,
-datasets that are empty or not map-style, or a quality metric evaluate() never returns is one line and exit 2
-here, not a study of failed trials. It also warms one-time costs (dataset caches, the FID extractor) before the
-first trial is timed.
+The workload check builds the workload as a trial would (import, factory with its options, datasets, models), runs
+two training steps and calls evaluate() once on a few validation batches, so a broken import, a factory that
+rejects its options, datasets that are empty or not map-style, a loss that raises, or a quality metric evaluate()
+never returns is one line and exit 2 here, not a study of failed trials. It also pays a process's one-time costs
+(dataset caches, the FID extractor, first-step kernel selection) before the first trial is timed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tuner.workload.context import running
 from tuner.workload.loader import WorkloadRef, build, parse_ref, user_error_line
 
 PREFLIGHT_VAL_BATCHES = 2
+PREFLIGHT_STEPS = 2  # optimizer steps, untimed: the loss is checked, and the process's kernels are primed
 
 
 @dataclass
@@ -49,6 +50,28 @@ def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
     return n
 
 
+def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig, device: Device) -> None:
+    """A couple of real optimizer steps on real batches, with the config's knobs (no loader workers): a loss that
+    raises is caught here, and a fresh process pays its first-step costs (kernel selection, thread pools,
+    allocator) before anything is timed."""
+    from torch.utils.data import DataLoader
+
+    from tuner.train.loop import forever
+    from tuner.train.step import PhaseStep
+
+    n = len(train_set)
+    params = cfg.params.model_copy(update={"batch_size": min(cfg.params.batch_size, n), "num_workers": 0,
+                                           "prefetch_factor": None, "persistent_workers": False,
+                                           "pin_memory": False})
+    loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=False, drop_last=True,
+                        collate_fn=workload.collate)
+    step = PhaseStep(workload, models, params, device)
+    batches = forever(loader)
+    for _ in range(PREFLIGHT_STEPS):
+        step(batches)
+    device.synchronize()
+
+
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
     """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path."""
     from tuner.train.trial import build_models, make_context, score
@@ -68,6 +91,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             _map_style(val_set, "validation", ref)
             stage = "building the models"
             models = build_models(workload, device, cfg.params.seed)
+            stage = "a training step (the loss)"
+            _train_steps(workload, models, train_set, cfg, device)
             metrics: dict[str, Any] = {}
             if workload.evaluate is not None:
                 stage = "evaluate()"

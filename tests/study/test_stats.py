@@ -1,0 +1,54 @@
+"""Figures with uncertainty (tuner.study.stats): geometric means, pooled run-to-run spread, ratios, noise floor."""
+
+import math
+
+import pytest
+
+from tuner.study.record import Confirmed, Rerun
+from tuner.study.stats import noise_floor, pool, ratio_interval
+
+
+def test_pooled_spread_is_relative_and_shared_by_every_config():
+    """Two configs, each off by the same +-5% around its own centre: one relative spread for both, whatever
+    their scale, and intervals proportional to each centre."""
+    a, b = [95.0, 105.0], [950.0, 1050.0]
+    p = pool([a, b])
+    assert p.log and p.df == 2
+    ia, ib = p.interval(a), p.interval(b)
+    assert ia.centre == pytest.approx(math.sqrt(95 * 105)) and ib.centre == pytest.approx(math.sqrt(950 * 1050))
+    assert ia.low / ia.centre == pytest.approx(ib.low / ib.centre)
+    assert ia.contains(100.0) and not ia.contains(130.0)
+
+
+def test_more_repeats_narrow_the_interval():
+    noisy = [[100.0, 110.0], [200.0, 220.0]]
+    more = [[100.0, 110.0, 100.0, 110.0], [200.0, 220.0, 200.0, 220.0]]
+    width = lambda p, g: p.interval(g).high / p.interval(g).low  # noqa: E731
+    assert width(pool(more), more[0]) < width(pool(noisy), noisy[0])
+
+
+def test_ratio_interval_says_faster_only_beyond_the_noise():
+    pooled = pool([[100.0, 102.0, 98.0], [131.0, 133.0, 129.0]])
+    clear = ratio_interval([131.0, 133.0, 129.0], [100.0, 102.0, 98.0], pooled)
+    assert clear.centre == pytest.approx(1.31, abs=0.01) and clear.low > 1
+    noisy = pool([[80.0, 120.0], [90.0, 130.0]])
+    unclear = ratio_interval([90.0, 130.0], [80.0, 120.0], noisy)
+    assert unclear.low < 1 < unclear.high
+    assert ratio_interval([1.0], [2.0], None).low is None  # no spread known: no interval
+
+
+def test_noise_floor_pools_only_repeated_configs():
+    floor = noise_floor([[100.0, 110.0], [50.0, 55.0], [70.0]])
+    assert floor.configs == 2 and floor.runs == 4
+    assert 0.05 < floor.relative_sd < 0.1
+    assert noise_floor([[100.0], [50.0]]) is None
+
+
+def test_confirmed_figures_leave_out_failed_reruns():
+    runs = [Rerun(repeat=0, state="complete", metrics={"throughput": 100.0, "fid": 30.0}),
+            Rerun(repeat=1, state="oom", error="OutOfMemoryError: boom"),
+            Rerun(repeat=2, state="complete", metrics={"throughput": 121.0, "fid": 32.0})]
+    c = Confirmed.of(runs)
+    assert c.runs == 3 and c.states == ["complete", "oom", "complete"]
+    assert c.figures["throughput"].values == [100.0, 121.0]
+    assert c.figures["throughput"].centre == pytest.approx(110.0)  # geometric mean

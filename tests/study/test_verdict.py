@@ -1,0 +1,87 @@
+"""The verdict on a study's pick, with planted confirmed figures: faster / no difference / slower beyond the
+noise, and ties within the noise broken by quality, then fewer workers, then less memory."""
+
+import pytest
+
+from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
+from tuner.study.record import Rerun
+from tuner.study.verdict import decide
+
+OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
+
+
+def make(tmp_path, trials):
+    """trials: {n: (params, [(throughput, fid), ...] re-runs)}; trial 0 is the baseline."""
+    folder = StudyFolder(tmp_path / "s")
+    folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0, "params": {}}))
+    for n, (params, runs) in trials.items():
+        thr, fid = runs[0]
+        folder.write_record(TrialRecord(trial=n, state="complete", params=params,
+                                        metrics={"throughput": thr * 1.2, "fid": fid, "peak_mem_mb": 500.0 + n}))
+        for k, (t, f) in enumerate(runs):
+            folder.write_rerun(n, Rerun(repeat=k, state="complete",
+                                        metrics={"throughput": t, "fid": f, "peak_mem_mb": 500.0 + n}))
+    return Study.load(folder)
+
+
+def test_faster_beyond_the_noise(tmp_path):
+    s = make(tmp_path, {0: ({"num_workers": 0}, [(100, 50), (101, 50), (99, 50)]),
+                        1: ({"num_workers": 2}, [(131, 40), (133, 40), (129, 40)])})
+    v = decide(s)
+    assert v.pick.trial == 1 and v.ratio.low > 1
+    assert "1.31x faster than the baseline (trial 0), interval 1.2" in v.text
+
+
+def test_no_difference_beyond_the_noise(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (120, 50), (85, 50)]), 1: ({}, [(104, 40), (125, 40), (88, 40)])})
+    v = decide(s)
+    assert v.pick.trial == 1
+    assert "no difference beyond the noise from the baseline (trial 0): 1.04x, interval 0." in v.text
+
+
+def test_slower_beyond_the_noise_says_what_it_was_traded_for(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50), (99, 50)]), 1: ({}, [(70, 20), (71, 20), (69, 20)])})
+    v = decide(s, "quality")
+    assert v.pick.trial == 1 and v.ratio.high < 1
+    assert "0.70x the baseline's (trial 0) speed, slower beyond the noise" in v.text and "for fid 20" in v.text
+
+
+def test_a_tie_in_speed_goes_to_quality(tmp_path):
+    s = make(tmp_path, {0: ({}, [(50, 90), (51, 90), (49, 90)]),
+                        1: ({"num_workers": 1}, [(101, 30), (99, 30), (100, 30)]),
+                        10: ({"num_workers": 1}, [(103, 25), (100, 25), (101, 25)]),
+                        11: ({"num_workers": 1}, [(104, 45), (102, 45), (103, 45)])})
+    v = decide(s, "throughput")  # 11 reads fastest, but 1, 10 and 11 are one speed within the noise
+    assert v.pick.trial == 10 and v.tied == [1, 10, 11] and v.tie_reason == "quality"
+    assert v.text.endswith("no difference beyond the noise between trials 1, 10 and 11: picked 10 for quality")
+
+
+def test_a_tie_in_speed_and_quality_goes_to_fewer_workers_then_less_memory(tmp_path):
+    s = make(tmp_path, {0: ({"num_workers": 0}, [(50, 90), (51, 90), (49, 90)]),
+                        1: ({"num_workers": 3}, [(101, 30), (99, 31), (100, 29)]),
+                        2: ({"num_workers": 1}, [(100, 30), (102, 31), (99, 29)]),
+                        3: ({"num_workers": 1}, [(102, 30), (100, 31), (99, 29)])})
+    v = decide(s, "throughput")
+    assert v.pick.trial == 2 and v.tie_reason == "fewer workers"  # 2 and 3 both use 1 worker: 2 uses less memory
+
+
+def test_unconfirmed_studies_say_their_figures_are_single_readings(tmp_path):
+    folder = StudyFolder(tmp_path / "u")
+    folder.write_meta(StudyMeta(name="u", objectives=OBJ, baseline={"trial": 0}))
+    for n, (thr, fid) in enumerate([(100, 50), (120, 40)]):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
+    v = decide(Study.load(folder))
+    assert v.ratio is None and "1.20x the baseline's (trial 0) throughput in single readings, not confirmed" in v.text
+
+
+def test_confirmed_figures_decide_the_front_and_the_knee(tmp_path):
+    """Trial 2 read fastest in the search, but its re-runs say otherwise: the ranking follows the re-runs."""
+    folder = StudyFolder(tmp_path / "c")
+    folder.write_meta(StudyMeta(name="c", objectives=OBJ, baseline={"trial": 0}))
+    folder.write_record(TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 30.0}))
+    folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 150.0, "fid": 30.0}))
+    for k, t in enumerate([90.0, 92.0]):
+        folder.write_rerun(2, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 30.0}))
+    s = Study.load(folder)
+    assert s.value(s.trial(2), "throughput") == pytest.approx((90.0 * 92.0) ** 0.5)
+    assert [r.trial for r in s.front()] == [0]

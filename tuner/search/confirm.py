@@ -1,0 +1,85 @@
+"""The confirmation phase: after the search, re-run the Pareto front (at most K trials) and the baseline R times
+each, interleaved, before naming a winner.
+
+A single reading of a config on a shared machine is mostly luck at the 10-20% level, and the search keeps the
+luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as
+the search and with quality too, in rounds: every round runs each config once, starting one further along the list
+each round, so drift during the phase reaches every config alike. The re-runs' figures (their mean and interval,
+tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the search's
+own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
+(trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
+resumes with the re-runs still missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.study import Study, TrialRecord
+from tuner.study.objective import THROUGHPUT, quality_objective
+from tuner.study.pareto import knee_distances, measured, pareto_ranks
+
+DEFAULT_TRIALS = 2  # K: front trials confirmed (plus the baseline)
+DEFAULT_REPEATS = 2  # R: re-runs of each; sized so the phase adds about a third to the default study (README)
+
+
+def plan_reruns(study: Study, k: int) -> list[int]:
+    """The trials to confirm, chosen on the search's own readings: up to k front trials (the knee first, then the
+    fastest, then the best quality, then the rest nearest the knee), and the baseline."""
+    if k <= 0:
+        return []
+    objectives = study.objectives
+    ranks = pareto_ranks(study.records, objectives, measured)
+    front = [r for r in study.records if ranks.get(r.trial) == 0]
+    chosen: list[int] = []
+    if front:
+        dist = knee_distances(front, objectives, measured)
+        by_knee = sorted(front, key=lambda r: (round(dist[r.trial], 12), -(r.throughput or 0.0), r.trial))
+        fastest = max(front, key=lambda r: (r.throughput or 0.0, -r.trial))
+        order = [by_knee[0], fastest]
+        quality = quality_objective(objectives)
+        if quality is not None:
+            order.append(max(front, key=lambda r: (quality.goodness(r.value(quality.metric) or float("-inf")),
+                                                   -r.trial)))
+        order += by_knee[1:]
+        for r in order:
+            if r.trial not in chosen and len(chosen) < k:
+                chosen.append(r.trial)
+    baseline = study.baseline_trial
+    if baseline is not None and baseline not in chosen and any(r.trial == baseline and r.complete
+                                                               for r in study.records):
+        chosen.append(baseline)
+    return chosen
+
+
+def schedule(trials: list[int], repeats: int, done: dict[int, set[int]]) -> list[tuple[int, int]]:
+    """(trial, repeat) pairs in run order: round r runs every trial once, the list rotated by r; pairs already
+    recorded (a resumed phase) are left out."""
+    out: list[tuple[int, int]] = []
+    n = len(trials)
+    for r in range(repeats):
+        for t in (trials[r % n:] + trials[: r % n]) if n else []:
+            if r not in done.get(t, set()):
+                out.append((t, r))
+    return out
+
+
+def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:
+    return {t: {rr.repeat for rr in study.folder.reruns(t)} for t in trials}
+
+
+def pending(study: Study, k: int, repeats: int) -> list[tuple[int, int]]:
+    trials = plan_reruns(study, k)
+    return schedule(trials, repeats, recorded(study, trials))
+
+
+def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float) -> list[dict[str, Any]]:
+    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number and the repeat."""
+    from tuner.search.trainable import REPEAT_KEY, TRIAL_KEY, WALL_KEY
+
+    by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
+    return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s} for t, rep in pairs]
+
+
+__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "THROUGHPUT", "pending", "plan_reruns", "recorded", "rerun_configs",
+           "schedule"]

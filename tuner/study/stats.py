@@ -1,0 +1,108 @@
+"""Figures with their uncertainty, from the confirmation phase's re-runs.
+
+Throughput varies multiplicatively (a busier machine slows a run by a fraction), so figures are handled on the log
+scale: a config's centre is the geometric mean of its re-runs, and its spread is the study's *pooled* run-to-run
+variation (the noise floor): the standard deviation of log values around each config's own mean, pooled over every
+confirmed config. All configs ran on the same machine in the same interleaved phase, so one noise level serves
+them all, and pooling gives an interval with (configs x (re-runs - 1)) degrees of freedom instead of the one degree
+two re-runs of a single config would give. Metrics that are not positive everywhere are pooled on the linear scale.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+LEVEL = 0.95
+CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-run variation pooled over the "
+                 "confirmed configs (log scale)")
+RATIO_METHOD = "ratio of geometric means; 95% t-interval from the pooled run-to-run variation (log scale)"
+NOISE_METHOD = "pooled standard deviation of log throughput over the confirmed configs' re-runs"
+
+
+def _t(df: float, level: float = LEVEL) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, df))
+
+
+@dataclass(frozen=True)
+class Interval:
+    centre: float
+    low: float | None  # None: no interval (no repeated config to learn the noise from)
+    high: float | None
+
+    def contains(self, value: float) -> bool:
+        return self.low is not None and self.high is not None and self.low <= value <= self.high
+
+    def overlaps(self, other: "Interval") -> bool:
+        if None in (self.low, self.high, other.low, other.high):
+            return False
+        return self.low <= other.high and other.low <= self.high  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The pooled spread of one metric: `sd` on the log scale (log=True) or the linear scale, with its df."""
+
+    sd: float
+    df: int
+    log: bool
+
+    def interval(self, values: list[float], level: float = LEVEL) -> Interval:
+        c = centre(values, self.log)
+        if self.df < 1:
+            return Interval(c, None, None)
+        half = _t(self.df, level) * self.sd / math.sqrt(len(values))
+        if self.log:
+            return Interval(c, c * math.exp(-half), c * math.exp(half))
+        return Interval(c, c - half, c + half)
+
+
+def centre(values: list[float], log: bool) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if log else statistics.fmean(values)
+
+
+def pool(groups: list[list[float]]) -> Pooled | None:
+    """Pooled spread of several configs' repeated values (log scale when every value is positive)."""
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    log = all(v > 0 for g in groups for v in g)
+    xs = [[math.log(v) for v in g] if log else list(g) for g in groups]
+    df = sum(len(g) - 1 for g in xs)
+    if df == 0:
+        return Pooled(0.0, 0, log)
+    return Pooled(math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in xs if len(g) > 1) / df), df, log)
+
+
+def ratio_interval(a: list[float], b: list[float], pooled: Pooled | None, level: float = LEVEL) -> Interval | None:
+    """a / b as a ratio of geometric means, with an interval from the pooled log spread; None without it."""
+    if not a or not b or any(v <= 0 for v in a + b):
+        return None
+    ratio = centre(a, True) / centre(b, True)
+    if pooled is None or not pooled.log or pooled.df < 1:
+        return Interval(ratio, None, None)
+    half = _t(pooled.df, level) * pooled.sd * math.sqrt(1 / len(a) + 1 / len(b))
+    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    relative_sd: float  # e.g. 0.06: one config's runs vary by about 6% (one standard deviation)
+    configs: int
+    runs: int
+    method: str = NOISE_METHOD
+
+    def to_json(self) -> dict[str, object]:
+        return {"relative_sd": self.relative_sd, "configs": self.configs, "runs": self.runs, "method": self.method}
+
+
+def noise_floor(groups: list[list[float]]) -> NoiseFloor | None:
+    """Run-to-run variation of one config's throughput, pooled over every config measured at least twice."""
+    repeated = [g for g in groups if len([v for v in g if v > 0]) >= 2]
+    p = pool(repeated)
+    if p is None or p.df == 0:
+        return None
+    return NoiseFloor(math.expm1(p.sd) if p.log else p.sd, len(repeated), sum(len(g) for g in repeated))
