@@ -5,23 +5,23 @@ import math
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from tuner.config import Quality
-from tuner.data import Datasets, load_datasets
+from tuner.data import load_datasets
 from tuner.device import resolve_device
 from tuner.errors import WeightsError
 from tuner.measure import fid
-from tuner.measure.fid import INCEPTION_FILE, check_fid_weights, feature_classifier, fid_of_images
+from tuner.measure.fid import (
+    INCEPTION_FILE,
+    check_fid_weights,
+    feature_classifier,
+    fid_of_images,
+    prepare_fid,
+    warm_up_fid,
+)
 
 CPU = resolve_device("cpu")
-
-
-
-def tiny(name="tiny", n_train=48, n_val=8, size=16, channels=1):
-    g = torch.Generator().manual_seed(0)
-    make = lambda n: TensorDataset(torch.rand(n, channels, size, size, generator=g) * 2 - 1, torch.arange(n) % 10)
-    return Datasets(make(n_train), make(n_val), channels=channels, num_classes=10, name=name, synthetic=False)
 
 
 def val_batches(ds):
@@ -38,7 +38,7 @@ def test_held_out_digits_score_far_lower_than_noise(digits, cache):
     assert noise["fid_samples"] == n  # equal N: FID's bias depends on N
     assert real["fid"] * 5 < noise["fid"], (real["fid"], noise["fid"])
     assert real["fid_features"] == "classifier" and real["fid_classifier_accuracy"] > 0.9
-    assert real["quality_seconds"] > 0
+    assert real["quality_seconds"] > 0 and real["quality_setup_seconds"] >= 0
 
 
 def test_classifier_and_real_stats_are_cached_per_dataset(digits, cache, monkeypatch):
@@ -52,13 +52,13 @@ def test_classifier_and_real_stats_are_cached_per_dataset(digits, cache, monkeyp
     def refuse(*a, **k):
         raise AssertionError("recomputed although cached")
 
-    monkeypatch.setattr(fid, "_train_classifier", refuse)
-    monkeypatch.setattr(fid, "unaugmented_train", refuse)
+    monkeypatch.setattr(fid.classifier, "_train_classifier", refuse)
+    monkeypatch.setattr(fid.metric, "unaugmented_train", refuse)
     again = fid_of_images(val_batches(digits), digits, Quality(), cache, CPU)
     assert again["fid_classifier_accuracy"] == info["accuracy"]
 
 
-def test_corrupt_or_missing_classifier_is_retrained_identically(tmp_path):
+def test_corrupt_or_missing_classifier_is_retrained_identically(tmp_path, tiny):
     ds = tiny()
     model, acc = feature_classifier(ds, tmp_path, CPU)
     assert not model.training
@@ -75,10 +75,25 @@ def test_corrupt_or_missing_classifier_is_retrained_identically(tmp_path):
     assert not list(folder.glob("*.tmp"))  # atomic writes leave no temp files behind
 
 
-def test_different_datasets_get_separate_caches(tmp_path):
+def test_different_datasets_get_separate_caches(tmp_path, tiny):
     feature_classifier(tiny("folder:/data/a b"), tmp_path, CPU)
     feature_classifier(tiny("folder:/data/a_b"), tmp_path, CPU)
     assert len(list((tmp_path / "fid").iterdir())) == 2
+
+
+def test_warm_up_leaves_the_score_unchanged(digits, cache):
+    """The probe image warm_up_fid sends through the extractor is dropped; the real statistics stay."""
+    q, batches = Quality(), list(val_batches(digits))
+    plain = prepare_fid(digits, q, cache, CPU)
+    warm = warm_up_fid(digits, q, cache, CPU)
+    assert warm.fake_count == 0 and int(warm.metric.fake_features_num_samples) == 0
+    assert not warm.metric.fake_features_cov_sum.any()
+    for name in ("real_features_sum", "real_features_cov_sum", "real_features_num_samples"):
+        assert torch.equal(getattr(warm.metric, name), getattr(plain.metric, name))
+    for x in batches:
+        plain.add_fake(x)
+        warm.add_fake(x)
+    assert warm.compute() == plain.compute()
 
 
 def test_real_statistics_ignore_training_augmentation(digits, cache):
@@ -114,7 +129,7 @@ def no_download(monkeypatch):
     monkeypatch.setattr(fe, "load_state_dict_from_url", refuse)
 
 
-def test_inception_features_load_a_local_weights_file(tmp_path, monkeypatch, no_download):
+def test_inception_features_load_a_local_weights_file(tmp_path, tiny, monkeypatch, no_download):
     weights = write_random_inception(tmp_path / "inception.pth", monkeypatch)
     ds = tiny(n_train=12, size=32)
     q = Quality(fid_features="inception", fid_weights=weights, fid_samples=16)
@@ -140,7 +155,7 @@ def test_inception_weights_are_found_in_the_torch_hub_cache(tmp_path, monkeypatc
     assert fid.inception_weights_path(q) == where
 
 
-def test_missing_or_broken_inception_weights_fail_clearly(tmp_path, no_download):
+def test_missing_or_broken_inception_weights_fail_clearly(tmp_path, tiny, no_download):
     missing = tmp_path / "nowhere" / "inception.pth"
     q = Quality(fid_features="inception", fid_weights=missing)
     with pytest.raises(WeightsError) as err:
