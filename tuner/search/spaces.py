@@ -1,5 +1,6 @@
-"""Finding and loading spaces: the bundled ones in `search_spaces/`, or a user's YAML file, validated against
-the config so that a space that could propose an invalid trial is refused before any trial runs."""
+"""Finding and loading spaces: the bundled ones (`search_spaces/`, installed as `tuner.spaces`), or a user's YAML
+file, validated against the config so that a space that could propose an invalid trial is refused before any trial
+runs."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ from tuner.study.objective import QUALITY
 
 
 def spaces_dir() -> Path:
-    """The bundled spaces: `search_spaces/` at the repository root (or `tuner/spaces/` in an installed wheel)."""
-    repo = Path(__file__).resolve().parents[2] / "search_spaces"
-    packaged = Path(__file__).resolve().parents[1] / "spaces"
-    return repo if repo.is_dir() or not packaged.is_dir() else packaged
+    """The bundled spaces: the package folder `tuner/spaces`, which in a source checkout (and an editable install)
+    is a link to `search_spaces/` at the top of the repository and in a wheel or sdist holds the files themselves.
+    Resolved, so a checkout names `search_spaces/`; that folder itself where the link is missing (a checkout on a
+    file system without symbolic links)."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "spaces"
+    if packaged.is_dir():
+        return packaged.resolve()
+    return package.parent / "search_spaces"
 
 
 def list_spaces() -> list[Space]:
