@@ -32,10 +32,10 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def search(args: list[str], reports: Path) -> subprocess.Popen:
-    """`tuner search ARGS --reports-dir REPORTS` in its own session, output captured."""
+def search(args: list[str], reports: Path, cwd: Path = REPO) -> subprocess.Popen:
+    """`tuner search ARGS --reports-dir REPORTS` in its own session, run in `cwd`, output captured."""
     return subprocess.Popen([sys.executable, "-m", "tuner", "search", *args, "--reports-dir", str(reports)],
-                            cwd=REPO, env=tuner_env(), start_new_session=True, stdout=subprocess.PIPE,
+                            cwd=cwd, env=tuner_env(), start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

@@ -9,6 +9,7 @@ record as JSON for the driver to persist.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from datetime import datetime, timezone
 from collections.abc import Callable
@@ -61,7 +62,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
-                             "wall_limit_s": config.get(WALL_KEY), "started": _now()}
+                             "wall_limit_s": config.get(WALL_KEY), "started": _now(), "host": socket.gethostname(),
+                             "node": ray_node_id()}
     t0 = time.perf_counter()
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
@@ -85,6 +87,16 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def ray_node_id() -> str | None:
+    """The Ray node this process runs on (hex node id), or None outside Ray."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - bookkeeping only: a trial never fails for it
+        return None
 
 
 def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
