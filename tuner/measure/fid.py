@@ -34,7 +34,8 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from tuner.config import Quality
 from tuner.device import Device
-from tuner.errors import WeightsError
+from tuner.errors import DatasetError, WeightsError
+from tuner.files import load_json
 
 if TYPE_CHECKING:
     from torchmetrics.image.fid import FrechetInceptionDistance
@@ -415,7 +416,7 @@ def prepare_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
     if quality.fid_features == "classifier":
         classifier, accuracy = feature_classifier(datasets, cache_dir, device)
         metric = _new_metric(ClassifierFeatures(classifier), None, device)
-        key["extractor"] = json.loads((folder / "classifier.json").read_text())["sha256"]
+        key["extractor"] = load_json(folder / "classifier.json", "FID cache file", DatasetError)["sha256"]
         info = {"fid_features": "classifier", "fid_classifier_accuracy": accuracy}
     else:
         weights = inception_weights_path(quality)

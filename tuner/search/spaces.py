@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from tuner.config import Params, TrialConfig, format_validation_error, load_yaml
+from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
 from tuner.search.space import CONTEXT_NAMES, SPACE_SUFFIXES, Space
 from tuner.study import Objective
@@ -47,7 +47,7 @@ def resolve_space_path(name_or_path: str) -> Path:
     as_path = Path(text).expanduser()
     looks_like_path = "/" in text or as_path.suffix in SPACE_SUFFIXES or as_path.is_file()
     if looks_like_path:
-        if not as_path.is_file():
+        if not as_path.exists():  # a folder, a binary or an empty file: load_space says what it is
             raise ConfigError(f"space file {as_path} does not exist; give a bundled space name "
                               f"({', '.join(space_names()) or 'none found'}) or a path to a YAML file")
         return as_path.resolve()
@@ -65,8 +65,10 @@ def load_space(name_or_path: str) -> Space:
 
 def load_space_file(path: Path) -> Space:
     """Read and validate a space file; every error names the file and the key."""
+    from tuner.files import load_yaml_mapping
+
     path = Path(path)
-    data = load_yaml(path)
+    data = load_yaml_mapping(path, "space file")
     return parse_space(data, source=str(path), name=path.stem)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.errors import StudyError
-from tuner.files import atomic_write, dump_json, load_json
+from tuner.files import atomic_write, dump_json, load_json_object
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
 from tuner.study.record import TrialRecord
@@ -119,7 +119,7 @@ class StudyFolder:
         if not self.exists():
             raise StudyError(f"no study at {self.path} (missing {STUDY_META}); run `tuner search` first or check "
                              f"--reports-dir")
-        data = load_json(self.meta_path, "study file", StudyError)
+        data = load_json_object(self.meta_path, "study file", StudyError)
         try:
             return StudyMeta.model_validate(data)
         except ValidationError as err:
@@ -146,7 +146,7 @@ class StudyFolder:
         """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
         out = []
         for path in sorted((self.path / TRIALS_DIR).glob(f"*/{RESULT_FILE}")):
-            data = load_json(path, "trial result file", StudyError)
+            data = load_json_object(path, "trial result file", StudyError)
             try:
                 out.append(TrialRecord.model_validate(data))
             except ValidationError as err:
