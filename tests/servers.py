@@ -155,6 +155,12 @@ def start_postgres() -> PostgresServer:
     folder = postgres_bin()
     assert folder is not None, "postgres_bin() found no PostgreSQL binaries"
     run_as = "postgres" if os.geteuid() == 0 else None
+    if run_as:
+        try:
+            pwd.getpwnam(run_as)
+        except KeyError:
+            raise RuntimeError("initdb refuses to run as root and there is no `postgres` user to run it as "
+                               "(Debian's postgresql package creates it)") from None
     last: Exception | None = None
     for _ in range(3):  # a free port can be taken between the check and the bind: try another
         # Not under pytest's tmp_path: that is private to root, and the server runs as another user.
