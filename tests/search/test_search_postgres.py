@@ -18,6 +18,8 @@ from searchproc import kill_and_resume, report_json, trial_numbers
 from servers import postgres_bin, start_postgres
 from spaces_for_tests import tiny_space
 from tuner.cli import main
+from tuner.errors import ConfigError
+from tuner.search.storage import engine_url, shown_url
 
 
 def _missing(what: str) -> None:
@@ -78,7 +80,8 @@ def two_readers(study_dir: Path) -> Iterator[list[list[list[int]]]]:
             assert set(earlier) <= set(later), f"reader {i}: trials went from {earlier} to {later}"
 
 
-def test_a_study_on_postgresql_resumes_after_sigkill_while_two_readers_read_it(postgres, tmp_path):
+def test_a_study_on_postgresql_resumes_after_sigkill_while_two_readers_read_it(postgres, tmp_path, capsys,
+                                                                              monkeypatch):
     readers: list[list[list[int]]] = []
 
     @contextlib.contextmanager
@@ -93,6 +96,15 @@ def test_a_study_on_postgresql_resumes_after_sigkill_while_two_readers_read_it(p
     reads = readers[0]
     assert max(len(seen) for r in reads for seen in r) <= len(records)
     assert any(0 < len(seen) < len(records) for r in reads for seen in r), "no read saw the study half-written"
+
+    # Resumed where the driver is missing: one line naming the extra, before anything is touched.
+    for module in ("psycopg", "psycopg2"):
+        monkeypatch.setitem(sys.modules, module, None)
+    before = sorted(p.name for p in (tmp_path / "reports" / "tiny").rglob("*"))
+    code = main(["search", "--study", "tiny", "--resume", "--trials", "8", "--reports-dir", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 2 and "pip install 'tuner[postgres]'" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in (tmp_path / "reports" / "tiny").rglob("*")) == before
 
 
 def test_a_database_that_is_not_there_is_one_line_and_nothing_is_written(postgres, tmp_path, capsys):
@@ -123,3 +135,16 @@ def test_a_postgresql_url_without_a_driver_is_one_line_naming_the_extra(tmp_path
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "secret" not in err  # a password in the URL is not printed
     assert not reports.exists()
+
+
+def test_storage_urls_map_to_the_driver_that_is_installed(monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setitem(sys.modules, "MySQLdb", None)  # as where mysqlclient is not installed
+    assert engine_url("sqlite:///x/study.db") == "sqlite:///x/study.db"
+    assert engine_url("postgres://u:pw@h:5433/d") == "postgresql+psycopg://u:pw@h:5433/d"
+    assert engine_url("postgresql+psycopg://u@h/d") == "postgresql+psycopg://u@h/d"
+    assert shown_url("postgresql://u:secret@h/d") == "postgresql://u:***@h/d"
+    with pytest.raises(ConfigError, match=r"no MySQL driver installed \(mysqldb\); pip install PyMySQL"):
+        engine_url("mysql://u@h/d")
+    with pytest.raises(ConfigError, match="unknown kind of database 'mongodb'"):
+        engine_url("mongodb://u@h/d")
