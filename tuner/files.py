@@ -64,13 +64,15 @@ def locked(folder: Path) -> Iterator[None]:
 
 
 def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> str:
-    """The file's text; `error` (one line naming the file and the fix) when it is missing, a folder,
-    unreadable, not UTF-8 text, or empty."""
+    """The file's text; `error` (one line naming the file and the fix) when it is missing, a folder or not a
+    regular file, unreadable, not UTF-8 text, or empty (a UTF-8 byte-order mark is dropped)."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path}: no such file (the {what} to read)")
     if path.is_dir():
         raise error(f"{path}: is a folder, not a {what}")
+    if not path.is_file():  # a FIFO or a device: reading it could block or never end
+        raise error(f"{path}: not a regular file; give the {what} as a UTF-8 text file")
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -81,9 +83,10 @@ def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigEr
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise error(f"{path}: not UTF-8 text (byte {err.start}); save the {what} as UTF-8") from None
+    text = text.removeprefix("\ufeff")
     if not text.strip():
         raise error(f"{path}: the {what} is empty")
-    return text.removeprefix("\ufeff")
+    return text
 
 
 def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> dict[str, Any]:
@@ -96,10 +99,13 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise error(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+        problem = str(getattr(err, "problem", None) or err).strip().splitlines()[0]
+        raise error(f"{path}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise error(f"{path}: not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
-        kind = type(data).__name__ if data is not None else "nothing"
-        raise error(f"{path}: expected a YAML mapping (key: value lines) but found a {kind}")
+        kind = _kind(data)
+        raise error(f"{path}: expected a YAML mapping (key: value lines) but found {kind}")
     return data
 
 
@@ -109,6 +115,23 @@ def load_json(path: Path, what: str = "file", error: type[TunerError] = ConfigEr
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise error(f"{path}: not valid JSON at line {err.lineno}: {err.msg}") from None
+    except RecursionError:
+        raise error(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def load_json_object(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> dict[str, Any]:
+    """A JSON file that must hold an object (study.json, a trial's result.json)."""
+    data = load_json(path, what, error)
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a JSON object ({{...}}) but found {_kind(data)}")
+    return data
+
+
+def _kind(data: Any) -> str:
+    if data is None:
+        return "nothing"
+    names = {list: "a list", str: "a single string", bool: "a true/false value", int: "a number", float: "a number"}
+    return names.get(type(data), f"a {type(data).__name__}")
 
 
 def json_safe(value: Any) -> Any:

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from tuner.errors import WorkloadError
-from tuner.workload.loader import build, parse_ref, ship_paths, user_error_line, user_traceback
+from tuner.workload.loader import (build, parse_ref, ship_paths, shipped_copy, user_error_line,
+                                   user_traceback)
 from userworkloads import GOOD, write
 
 
@@ -33,6 +34,30 @@ def test_a_dotted_module_is_found_from_the_working_folder_and_its_package_is_shi
     assert ship_paths(ref) == [str(pkg.resolve())]
     sys.modules.pop("mypkg.work", None)
     sys.modules.pop("mypkg", None)
+
+
+def test_a_ray_worker_imports_the_shipped_copy_of_a_file_workload(tmp_path, monkeypatch):
+    """Ray puts the folder of a shipped py_module on a worker's sys.path, under its runtime_resources; a worker
+    imports that copy even where the original path exists too (one machine, a shared file system)."""
+    original = write(tmp_path / "proj", GOOD, "shipme.py")
+    shipped_dir = tmp_path / "session" / "runtime_resources" / "py_modules_files" / "_ray_pkg_1"
+    shipped = write(shipped_dir, GOOD.replace("def make(hidden=8)", "def make(hidden=3)"), "shipme.py")
+    ref = parse_ref(f"{original}:make")
+    monkeypatch.setattr(sys, "path", [str(shipped_dir), *sys.path])
+    monkeypatch.delitem(sys.modules, "shipme", raising=False)
+    assert shipped_copy(ref) == shipped.resolve()
+    assert build(ref).models["net"]()[0].out_features == 3  # the shipped copy's default, not the original's
+    assert sys.modules["shipme"].__file__ == str(shipped.resolve())
+    sys.modules.pop("shipme", None)
+
+
+def test_outside_ray_the_file_itself_is_imported(tmp_path, monkeypatch):
+    original = write(tmp_path / "proj", GOOD, "notshipped.py")
+    ref = parse_ref(f"{original}:make")
+    assert shipped_copy(ref) is None
+    assert build(ref).models["net"]()[0].out_features == 8
+    assert sys.modules["notshipped"].__file__ == str(original.resolve())
+    sys.modules.pop("notshipped", None)
 
 
 @pytest.mark.parametrize("text, message", [

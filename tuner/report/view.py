@@ -128,6 +128,9 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         metrics.add_row(key, fmt_metric(key, record.get(key)), note)
     for key in ("capped", "device"):
         metrics.add_row(key, fmt(record.get(key)), "")
+    for key in ("host", "node"):  # where it ran (a Ray cluster has several nodes)
+        if record.get(key):
+            metrics.add_row(key, str(record.get(key)), "")
     out.append(metrics)
 
     if record.windows:

@@ -17,7 +17,7 @@ from tuner.errors import ConfigError, StudyError
 from tuner.search.confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search.space import Space
 from tuner.search.spaces import load_space, parse_space
-from tuner.search.storage import check_storage_url, default_storage, storage_has_study
+from tuner.search.storage import check_storage_url, default_storage, shown_url, storage_has_study
 from tuner.study import Objective, StudyFolder, StudyMeta
 from tuner.study.metrics import BY_KEY
 from tuner.study.objective import QUALITY
@@ -120,8 +120,8 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     if opts.storage:
         check_storage_url(opts.storage)
     if opts.storage and storage_has_study(storage, study):
-        raise StudyError(f"study '{study}' already exists in storage {opts.storage}; add --resume to continue it, "
-                         f"or pick another name with --study NEW_NAME")
+        raise StudyError(f"study '{study}' already exists in storage {shown_url(opts.storage)}; add --resume to "
+                         f"continue it, or pick another name with --study NEW_NAME")
     space = given_space
     default_ref = parse_ref(space.defaults.workload, base=Path(space.source).parent if space.source else None)
     ref = given_ref or default_ref
@@ -222,6 +222,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     same("--sampler", opts.sampler, meta.sampler)
     same("--seed", opts.seed, meta.seed)
     same("--storage", opts.storage, meta.storage if meta.storage != default_storage(folder.path) else None)
+    check_storage_url(meta.storage)  # e.g. the database driver is not installed where the study is resumed
     budget = _budget(opts)
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())

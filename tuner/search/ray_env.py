@@ -54,12 +54,25 @@ def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_s
              logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env)
 
 
+def tuner_ship_path() -> str | None:
+    """tuner's own package folder when it is not installed in site-packages (a source checkout or an editable
+    install): shipped with a job on a cluster, so that every node runs the driver's tuner and not whatever tuner
+    (if any) is installed there. None for a regular install, which the nodes have as well."""
+    folder = Path(package_root()) / "tuner"
+    if any(part in ("site-packages", "dist-packages") for part in folder.parts):
+        return None
+    return str(folder)
+
+
 def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | None = None) -> None:
-    """Join a running cluster. The user's workload module (and nothing else) is shipped to its workers."""
+    """Join a running cluster. The user's workload module travels to its workers (runtime_env py_modules), and
+    so does tuner itself when it runs from a source checkout (tuner_ship_path); its dependencies (torch, ray, ...)
+    must be installed on every node."""
     import ray
 
     quiet_ray_environment()
-    runtime_env: dict[str, Any] = {"py_modules": list(py_modules)} if py_modules else {}
+    modules = [*(py_modules or []), *([own] if (own := tuner_ship_path()) else [])]
+    runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": ["__pycache__/", "*.pyc"]} if modules else {}
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
                  logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env or None)

@@ -15,7 +15,9 @@ def ray_error_text(trial: Any) -> str:
     """Ray's error text for a trial that raised or whose process died ('' when there is none)."""
     try:  # the driver-side copy is written before callbacks run; the storage copy is synced later
         local = trial.error_file
-        return Path(local).read_text() if local and Path(local).is_file() else str(trial.get_error() or "")
+        if local and Path(local).is_file():
+            return Path(local).read_text(errors="replace")  # Ray's text: whatever bytes the trial printed
+        return str(trial.get_error() or "")
     except Exception:  # the file may be gone; the record still says it failed
         return ""
 

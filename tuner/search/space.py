@@ -75,7 +75,10 @@ class Condition(_Strict):
             text = raw.strip()
             for op in _OPS:  # two-character operators come first in _OPS
                 if text.startswith(op):
-                    operand = yaml.safe_load(text[len(op):].strip()) if text[len(op):].strip() else None
+                    try:
+                        operand = yaml.safe_load(text[len(op):].strip()) if text[len(op):].strip() else None
+                    except yaml.YAMLError:
+                        raise ValueError(f"condition {raw!r}: {text[len(op):].strip()!r} is not a value") from None
                     if operand is None:
                         raise ValueError(f"condition {raw!r} has no value after {op!r}")
                     return cls(name=name, op=op, operand=operand)

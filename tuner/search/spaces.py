@@ -1,5 +1,6 @@
-"""Finding and loading spaces: the bundled ones in `search_spaces/`, or a user's YAML file, validated against
-the config so that a space that could propose an invalid trial is refused before any trial runs."""
+"""Finding and loading spaces: the bundled ones (`search_spaces/`, installed as `tuner.spaces`), or a user's YAML
+file, validated against the config so that a space that could propose an invalid trial is refused before any trial
+runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from tuner.config import Params, TrialConfig, format_validation_error, load_yaml
+from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
 from tuner.search.space import CONTEXT_NAMES, SPACE_SUFFIXES, Space
 from tuner.study import Objective
@@ -17,10 +18,15 @@ from tuner.study.objective import QUALITY
 
 
 def spaces_dir() -> Path:
-    """The bundled spaces: `search_spaces/` at the repository root (or `tuner/spaces/` in an installed wheel)."""
-    repo = Path(__file__).resolve().parents[2] / "search_spaces"
-    packaged = Path(__file__).resolve().parents[1] / "spaces"
-    return repo if repo.is_dir() or not packaged.is_dir() else packaged
+    """The bundled spaces: the package folder `tuner/spaces`, which in a source checkout (and an editable install)
+    is a link to `search_spaces/` at the top of the repository and in a wheel or sdist holds the files themselves.
+    Resolved, so a checkout names `search_spaces/`; that folder itself where the link is missing (a checkout on a
+    file system without symbolic links)."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "spaces"
+    if packaged.is_dir():
+        return packaged.resolve()
+    return package.parent / "search_spaces"
 
 
 def list_spaces() -> list[Space]:
@@ -41,7 +47,7 @@ def resolve_space_path(name_or_path: str) -> Path:
     as_path = Path(text).expanduser()
     looks_like_path = "/" in text or as_path.suffix in SPACE_SUFFIXES or as_path.is_file()
     if looks_like_path:
-        if not as_path.is_file():
+        if not as_path.exists():  # a folder, a binary or an empty file: load_space says what it is
             raise ConfigError(f"space file {as_path} does not exist; give a bundled space name "
                               f"({', '.join(space_names()) or 'none found'}) or a path to a YAML file")
         return as_path.resolve()
@@ -59,8 +65,10 @@ def load_space(name_or_path: str) -> Space:
 
 def load_space_file(path: Path) -> Space:
     """Read and validate a space file; every error names the file and the key."""
+    from tuner.files import load_yaml_mapping
+
     path = Path(path)
-    data = load_yaml(path)
+    data = load_yaml_mapping(path, "space file")
     return parse_space(data, source=str(path), name=path.stem)
 
 

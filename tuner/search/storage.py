@@ -30,22 +30,92 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
 
+# Database kinds whose driver is a separate install: what to tell a user whose driver is missing.
+_DRIVER_FIX = {
+    "postgresql": ("PostgreSQL", "pip install 'tuner[postgres]'"),
+    "mysql": ("MySQL", "pip install PyMySQL and write the URL as mysql+pymysql://..."),
+}
+
+
+def shown_url(url: str) -> str:
+    """The URL for messages: the password masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: nothing to mask that SQLAlchemy could find
+        return url
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def engine_url(url: str) -> str:
+    """The URL SQLAlchemy gets. `postgresql://` and `postgres://` (what users type) mean psycopg 3, the `postgres`
+    extra's driver, unless only psycopg2 is installed; a URL that names its driver (`postgresql+psycopg2://`) is
+    left as it is. A missing driver or an unknown kind of database is a ConfigError naming the fix."""
+    if url.startswith("sqlite:"):
+        return url
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"--storage {shown_url(url)} is not a database URL; use e.g. sqlite:///path/to/study.db or "
+                          f"postgresql://user@host/db") from None
+    if parsed.drivername in ("postgres", "postgresql"):
+        driver = "psycopg2" if not _has_module("psycopg") and _has_module("psycopg2") else "psycopg"
+        parsed = parsed.set(drivername=f"postgresql+{driver}")
+    elif parsed.drivername.startswith("postgres+"):
+        parsed = parsed.set(drivername="postgresql+" + parsed.drivername.partition("+")[2])
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ConfigError(f"--storage {shown_url(url)}: unknown kind of database {parsed.drivername!r}; use "
+                          f"sqlite:///path/to/study.db, postgresql://user@host/db or another SQLAlchemy URL") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError:
+        kind, fix = _DRIVER_FIX.get(parsed.get_backend_name(), (parsed.get_backend_name(), ""))
+        fix = fix or f"install the Python driver SQLAlchemy's {parsed.drivername} dialect uses"
+        raise ConfigError(f"--storage {shown_url(url)}: no {kind} driver installed ({parsed.get_driver_name()}); "
+                          f"{fix}") from None
+    return parsed.render_as_string(hide_password=False)
+
+
 def check_storage_url(url: str) -> None:
+    """Refuse, before anything starts, a URL that is not one, a SQLite file in a missing folder, or a database
+    whose Python driver is not installed."""
     if "://" not in url:
         raise ConfigError(f"--storage {url!r} is not a database URL; use e.g. sqlite:///path/to/study.db or "
                           f"postgresql://user@host/db")
     path = sqlite_path(url)
     if path is not None and not path.expanduser().parent.is_dir():
         raise ConfigError(f"--storage {url}: folder {path.expanduser().parent} does not exist")
+    engine_url(url)
 
 
 def open_storage(url: str) -> Any:
     import optuna
 
+    resolved = engine_url(url)
     try:
-        return optuna.storages.RDBStorage(url)
+        return optuna.storages.RDBStorage(resolved)
     except Exception as err:  # a bad URL or an unreachable server: the user's to fix
-        raise ConfigError(f"--storage {url}: cannot open the database: {type(err).__name__}: {err}") from None
+        raise ConfigError(f"--storage {shown_url(url)}: cannot open the database: {type(err).__name__}: "
+                          f"{_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else ""
 
 
 def storage_has_study(url: str, name: str) -> bool:

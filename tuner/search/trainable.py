@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,7 +65,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
-                             "wall_limit_s": config.get(WALL_KEY), "started": _now()}
+                             "wall_limit_s": config.get(WALL_KEY), "started": _now(), "host": socket.gethostname(),
+                             "node": ray_node_id()}
     t0 = time.perf_counter()
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
@@ -112,6 +114,16 @@ def warm_process(config_json: str, cache_dir: str) -> None:
         check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device))
     except Exception:  # noqa: BLE001 - the trial itself will meet the same problem and record it properly
         pass
+
+
+def ray_node_id() -> str | None:
+    """The Ray node this process runs on (hex node id), or None outside Ray."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - bookkeeping only: a trial never fails for it
+        return None
 
 
 def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.errors import StudyError
-from tuner.files import atomic_write, dump_json, load_json
+from tuner.files import atomic_write, dump_json, load_json_object
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
 from tuner.study.record import Confirmed, Rerun, TrialRecord
@@ -122,7 +122,7 @@ class StudyFolder:
         if not self.exists():
             raise StudyError(f"no study at {self.path} (missing {STUDY_META}); run `tuner search` first or check "
                              f"--reports-dir")
-        data = load_json(self.meta_path, "study file", StudyError)
+        data = load_json_object(self.meta_path, "study file", StudyError)
         try:
             return StudyMeta.model_validate(data)
         except ValidationError as err:
@@ -156,7 +156,7 @@ class StudyFolder:
     def reruns(self, trial: int) -> list[Rerun]:
         out = []
         for path in sorted((self.trial_dir(trial) / CONFIRM_DIR).glob("*.json")):
-            data = load_json(path, "re-run file", StudyError)
+            data = load_json_object(path, "re-run file", StudyError)
             try:
                 out.append(Rerun.model_validate(data))
             except ValidationError as err:
@@ -168,7 +168,7 @@ class StudyFolder:
         """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
         out = []
         for path in sorted((self.path / TRIALS_DIR).glob(f"*/{RESULT_FILE}")):
-            data = load_json(path, "trial result file", StudyError)
+            data = load_json_object(path, "trial result file", StudyError)
             try:
                 record = TrialRecord.model_validate(data)
             except ValidationError as err:

@@ -145,6 +145,8 @@ class TrialRecord(TrialResult):
     run_seconds: float | None = None  # whole trial in its process: set-up, training, scoring
     started: str | None = None  # ISO time the trial began (UTC)
     ended: str | None = None
+    host: str | None = None  # the machine the trial ran on (its hostname)
+    node: str | None = None  # the Ray node it ran on (Ray's node id; None outside Ray)
     confirmed: Confirmed | None = None  # re-runs after the search (tuner search's confirmation phase)
 
     @classmethod

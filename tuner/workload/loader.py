@@ -86,10 +86,25 @@ def parse_ref(text: str, base: Path | None = None) -> WorkloadRef:
 # --- importing ---------------------------------------------------------------------------------------------------
 
 
+def shipped_copy(ref: WorkloadRef) -> Path | None:
+    """Inside a Ray worker: the copy of the user's file that Ray shipped with the job (ship_paths; runtime_env
+    py_modules puts its folder on sys.path, under Ray's `runtime_resources`). Workers import that copy even where
+    the original path exists too (one machine, a shared file system), so every node runs what the driver checked
+    and shipped. None outside Ray, where nothing changes."""
+    if ref.file is None:
+        return None
+    for entry in sys.path:
+        if entry and "runtime_resources" in Path(entry).parts:
+            candidate = Path(entry) / f"{ref.module}.py"
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
+
+
 def _import_file(ref: WorkloadRef) -> Any:
     assert ref.file is not None
-    path = Path(ref.file)
-    if not path.is_file():  # on another node: Ray shipped the file as a top-level module (ship_paths)
+    path = shipped_copy(ref) or Path(ref.file)
+    if not path.is_file():  # on another node, not shipped: importable by its name if at all
         return importlib.import_module(ref.module)
     existing = sys.modules.get(ref.module)
     if existing is not None and getattr(existing, "__file__", None) and Path(existing.__file__).resolve() == path:

@@ -1,0 +1,98 @@
+"""Files a user hands tuner (a config, a space, an exported config) or that a study keeps (result.json, study.json):
+a binary, empty, non-UTF-8 or non-mapping file is one line on stderr naming it, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.cli import main
+
+BAD = {
+    "binary": b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00",
+    "empty": b"",
+    "a list": b"- workload: cnn\n- dataset: synthetic\n",
+    "invalid UTF-8": "workload: cnn\ndataset: synth\u00e9tique\n".encode("latin-1"),
+}
+NEEDLE = {
+    "binary": "not a text file (binary content)",
+    "empty": "is empty",
+    "a list": "expected a YAML mapping (key: value lines) but found a list",
+    "invalid UTF-8": "not UTF-8 text",
+}
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line(code, out, err, *needles):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tuner: error: "), err
+    assert "Traceback" not in err and "internal error" not in err and out == ""
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_train_config(tmp_path, capsys, kind):
+    path = tmp_path / "run.yaml"
+    path.write_bytes(BAD[kind])
+    reports = tmp_path / "reports"
+    assert_one_line(*run(capsys, "train", "--config", path, "--reports-dir", reports), str(path), NEEDLE[kind])
+    assert not reports.exists()
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_search_space_and_spaces_show(tmp_path, capsys, kind):
+    path = tmp_path / "space.yaml"
+    path.write_bytes(BAD[kind])
+    reports = tmp_path / "reports"
+    assert_one_line(*run(capsys, "search", "--space", path, "--reports-dir", reports), str(path), NEEDLE[kind])
+    assert not reports.exists()
+    assert_one_line(*run(capsys, "spaces", "show", path), str(path), NEEDLE[kind])
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_an_exported_config_that_was_damaged(make_study, capsys, kind):
+    reports = make_study()
+    code, _, err = run(capsys, "export", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    best = reports / "gan-demo" / "best.yaml"
+    best.write_bytes(BAD[kind])
+    assert_one_line(*run(capsys, "train", "--config", best, "--reports-dir", reports), str(best), NEEDLE[kind])
+
+
+@pytest.mark.parametrize("data, needle", [
+    (b'{"trial": 2, "state": "compl', "not valid JSON at line 1"),
+    (b"\x00\x00\x00\x00", "not a text file (binary content)"),
+    (b"", "is empty"),
+    (b"[1, 2, 3]", "expected a JSON object"),
+    ('{"trial": 2, "state": "complete", "device": "\u00e9"}'.encode("latin-1"), "not UTF-8 text"),
+])
+def test_a_corrupt_result_file_stops_report_and_export_with_its_name(make_study, capsys, data, needle):
+    reports = make_study()
+    result = reports / "gan-demo" / "trials" / "0002" / "result.json"
+    result.write_bytes(data)
+    for argv in (["report", "gan-demo"], ["report", "gan-demo", "--format", "json"], ["export", "gan-demo"]):
+        assert_one_line(*run(capsys, *argv, "--reports-dir", reports), str(result), needle)
+    assert not (reports / "gan-demo" / "best.yaml").exists()
+    assert result.read_bytes() == data  # left as it was, for the user to look at
+
+
+def test_a_result_file_with_a_wrong_value_names_the_key(make_study, capsys):
+    reports = make_study()
+    result = reports / "gan-demo" / "trials" / "0001" / "result.json"
+    result.write_text('{"trial": "one", "state": "complete"}')
+    assert_one_line(*run(capsys, "report", "gan-demo", "--reports-dir", reports), str(result), "trial:")
+
+
+@pytest.mark.parametrize("data, needle", [(b"", "is empty"), (b"[]", "expected a JSON object"),
+                                          (b"\xff\xfe{}", "not UTF-8 text")])
+def test_a_corrupt_study_file(make_study, capsys, data, needle):
+    reports = make_study()
+    meta = reports / "gan-demo" / "study.json"
+    meta.write_bytes(data)
+    assert_one_line(*run(capsys, "report", "gan-demo", "--reports-dir", reports), str(meta), needle)

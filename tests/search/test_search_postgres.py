@@ -1,0 +1,150 @@
+"""PostgreSQL as the study's Optuna storage, against a real server the tests start (tests/servers.py): a study
+whose driver is killed with SIGKILL resumes on it without losing or redoing a trial, while two `tuner report`
+readers read the study folder the whole time. And a PostgreSQL URL without a driver is one line naming the fix."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from searchproc import kill_and_resume, report_json, trial_numbers
+from servers import postgres_bin, start_postgres
+from spaces_for_tests import tiny_space
+from tuner.cli import main
+from tuner.errors import ConfigError
+from tuner.search.storage import engine_url, shown_url
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what}; .ci/run installs it")
+    pytest.skip(f"{what}; CI runs this test")
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server on 127.0.0.1 for this module, stopped (and its folder removed) at the end."""
+    if postgres_bin() is None:
+        _missing("PostgreSQL server binaries (initdb, pg_ctl) not found (Debian: apt-get install -y postgresql)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _missing("psycopg is not installed (pip install -e '.[test]')")
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def two_readers(study_dir: Path) -> Iterator[list[list[list[int]]]]:
+    """Two `tuner report --format json` loops reading the study while it is written. After the block, every read
+    must have exited 0 with one valid JSON document, and each reader's trials must only have grown."""
+    stop = threading.Event()
+    reads: list[list[list[int]]] = [[], []]
+    failures: list[str] = []
+
+    def loop(i: int) -> None:
+        while not stop.is_set() and not (study_dir / "study.json").is_file():
+            time.sleep(0.05)
+        while not stop.is_set():
+            code, out, err = report_json(study_dir.name, study_dir.parent)
+            try:
+                assert code == 0, f"exit {code}: {err.strip()}"
+                reads[i].append(trial_numbers(out))
+            except Exception as failure:  # noqa: BLE001 - collected, asserted after the block
+                failures.append(f"reader {i}: {type(failure).__name__}: {failure}; stdout {out[:300]!r}")
+                return
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        yield reads
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=150)
+    assert not failures, failures
+    for i, seen in enumerate(reads):
+        assert len(seen) >= 3, f"reader {i} read only {len(seen)} times"
+        for earlier, later in zip(seen, seen[1:]):
+            assert set(earlier) <= set(later), f"reader {i}: trials went from {earlier} to {later}"
+
+
+def test_a_study_on_postgresql_resumes_after_sigkill_while_two_readers_read_it(postgres, tmp_path, capsys,
+                                                                              monkeypatch):
+    readers: list[list[list[int]]] = []
+
+    @contextlib.contextmanager
+    def during(study_dir: Path) -> Iterator[None]:
+        with two_readers(study_dir) as reads:
+            readers.append(reads)  # type: ignore[arg-type]
+            yield
+
+    records = kill_and_resume(tmp_path, space_text=tiny_space(trials=6), trials=6, storage=postgres.url,
+                              during=during)
+    assert (tmp_path / "reports" / "tiny" / "study.db").exists() is False  # the study lives in PostgreSQL
+    reads = readers[0]
+    assert max(len(seen) for r in reads for seen in r) <= len(records)
+    assert any(0 < len(seen) < len(records) for r in reads for seen in r), "no read saw the study half-written"
+
+    # Resumed where the driver is missing: one line naming the extra, before anything is touched.
+    for module in ("psycopg", "psycopg2"):
+        monkeypatch.setitem(sys.modules, module, None)
+    before = sorted(p.name for p in (tmp_path / "reports" / "tiny").rglob("*"))
+    code = main(["search", "--study", "tiny", "--resume", "--trials", "8", "--reports-dir", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 2 and "pip install 'tuner[postgres]'" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in (tmp_path / "reports" / "tiny").rglob("*")) == before
+
+
+def test_a_database_that_is_not_there_is_one_line_and_nothing_is_written(postgres, tmp_path, capsys):
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+    url = postgres.url.rsplit("/", 1)[0] + "/no_such_db"
+    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"tuner: error: --storage {url}: cannot open the database") and "no_such_db" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not reports.exists()
+
+
+@pytest.mark.parametrize("url", ["postgresql://user@127.0.0.1:1/db", "postgres://user:secret@127.0.0.1:1/db",
+                                 "postgresql+psycopg://user@127.0.0.1:1/db"])
+def test_a_postgresql_url_without_a_driver_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, url):
+    for module in ("psycopg", "psycopg2"):  # as on a machine where neither is installed
+        monkeypatch.setitem(sys.modules, module, None)
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "no PostgreSQL driver installed" in err and "pip install 'tuner[postgres]'" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "secret" not in err  # a password in the URL is not printed
+    assert not reports.exists()
+
+
+def test_storage_urls_map_to_the_driver_that_is_installed(monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setitem(sys.modules, "MySQLdb", None)  # as where mysqlclient is not installed
+    assert engine_url("sqlite:///x/study.db") == "sqlite:///x/study.db"
+    assert engine_url("postgres://u:pw@h:5433/d") == "postgresql+psycopg://u:pw@h:5433/d"
+    assert engine_url("postgresql+psycopg://u@h/d") == "postgresql+psycopg://u@h/d"
+    assert shown_url("postgresql://u:secret@h/d") == "postgresql://u:***@h/d"
+    with pytest.raises(ConfigError, match=r"no MySQL driver installed \(mysqldb\); pip install PyMySQL"):
+        engine_url("mysql://u@h/d")
+    with pytest.raises(ConfigError, match="unknown kind of database 'mongodb'"):
+        engine_url("mongodb://u@h/d")

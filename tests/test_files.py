@@ -1,0 +1,84 @@
+"""tuner.files: every file tuner reads is checked as text first; what is not readable UTF-8 text, is empty, or (for
+YAML and JSON) is not a mapping is one ConfigError (or the caller's error type) naming the file and the fix."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tuner.errors import ConfigError, StudyError
+from tuner.files import atomic_write, load_json, load_json_object, load_yaml_mapping, read_text
+
+# name -> (bytes on disk, what the message says)
+BAD_TEXT = {
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not a text file (binary content)"),
+    "latin1": ("params: {précision: fp32}\n".encode("latin-1"), "not UTF-8 text (byte 11)"),
+    "empty": (b"", "is empty"),
+    "blank": (b"  \n\t\n", "is empty"),
+    "bom-only": ("\ufeff\n".encode(), "is empty"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_TEXT)
+def test_what_is_not_utf8_text_or_is_empty_is_one_line_naming_the_file(tmp_path, name):
+    data, needle = BAD_TEXT[name]
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(data)
+    for read in (lambda: read_text(path, "config file"), lambda: load_yaml_mapping(path, "config file"),
+                 lambda: load_json(path, "config file")):
+        with pytest.raises(ConfigError) as err:
+            read()
+        message = str(err.value)
+        assert message.startswith(f"{path}: ") and needle in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, found", [
+    ("- a\n- b\n", "found a list"),
+    ("just words\n", "found a single string"),
+    ("42\n", "found a number"),
+    ("# only a comment\n", "found nothing"),
+    ("~\n", "found nothing"),
+])
+def test_yaml_that_is_not_a_mapping_is_refused(tmp_path, text, found):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"expected a YAML mapping \\(key: value lines\\) but {found}"):
+        load_yaml_mapping(path, "config file")
+
+
+def test_malformed_yaml_names_the_line_and_a_mapping_reads(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("a: 1\nb: [\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: not valid YAML at line \d+"):
+        load_yaml_mapping(path)
+    path.write_bytes("\ufeffa: 1\nb: é\n".encode())  # a byte-order mark, as some editors write
+    assert load_yaml_mapping(path) == {"a": 1, "b": "é"}
+
+
+def test_json_errors_use_the_callers_error_type(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text('{"trial": 1, ')
+    with pytest.raises(StudyError, match="result.json: not valid JSON at line 1"):
+        load_json(path, "trial result file", StudyError)
+    path.write_text("[1, 2]")
+    with pytest.raises(StudyError, match=r"expected a JSON object \({...}\) but found a list"):
+        load_json_object(path, "trial result file", StudyError)
+    path.write_text('{"trial": 1}')
+    assert load_json_object(path) == {"trial": 1}
+
+
+def test_missing_a_folder_or_a_fifo_is_refused_without_reading(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        read_text(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="is a folder"):
+        read_text(tmp_path)
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):  # reading it would block forever
+        read_text(fifo)
+
+
+def test_atomic_write_leaves_no_temp_file(tmp_path):
+    path = atomic_write(tmp_path / "sub" / "x.json", '{"a": 1}')
+    assert load_json(path) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["x.json"]
