@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tuner.device import Device, resolve_device
+from tuner.device import Device, device_facts, resolve_device
 from tuner.errors import DeviceError
 from fakes import FakeCudaDevice
 
@@ -31,6 +31,25 @@ def test_unsupported_precision_is_refused_not_changed(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
     with pytest.raises(DeviceError, match="precision bf16 is not supported on cuda"):
         dev.check_precision("bf16")
+
+
+def test_native_precisions_leave_out_what_the_device_only_emulates(monkeypatch):
+    """What a space's `native: true` offers: fp32 alone on a CPU; on CUDA fp16, and bf16 only where the GPU computes
+    it natively (is_bf16_supported() alone also says yes where bf16 is emulated); TF32 from Ampere on."""
+    assert Device("cpu", torch.device("cpu")).native_precisions() == ["fp32"]
+    gpu = Device("cuda", torch.device("cuda", 0), "V100")  # torch.cuda is faked below: no GPU is touched
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    assert gpu.native_precisions() == ["fp32", "fp16"]
+    assert "bf16" in gpu.supported_precisions()  # it runs (emulated, slowly): a config may still ask for it
+    assert device_facts(gpu) == {"device": "cuda (V100)", "precisions": ["fp32", "fp16"], "tf32_available": False}
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert device_facts(gpu) == {"device": "cuda (V100)", "precisions": ["fp32", "fp16", "bf16"],
+                                 "tf32_available": True}
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)  # a torch without including_emulation
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert gpu.native_precisions() == ["fp32", "fp16"]
 
 
 def test_autocast_casts_matmuls_to_the_asked_dtype():

@@ -34,12 +34,27 @@ class Device:
 
     # --- precision -------------------------------------------------------------------------------------
     def supported_precisions(self) -> list[str]:
+        """The precisions that run at all (a config asking for another is refused)."""
         if self.is_cuda:
             out = ["fp32", "fp16"]
             if torch.cuda.is_bf16_supported():
                 out.append("bf16")
             return out
         return ["fp32", "bf16", "fp16"]  # torch's CPU autocast runs both (slowly without hardware support)
+
+    def native_precisions(self) -> list[str]:
+        """The precisions this device runs natively, i.e. fast: what a space's `native: true` choice offers.
+
+        CUDA: fp32 and fp16 (tensor cores or at least native half arithmetic), bf16 only where the GPU computes it
+        natively (Ampere or newer; `is_bf16_supported()` alone also says yes where bf16 is emulated, slowly). CPU:
+        fp32 alone; torch's CPU autocast runs fp16/bf16, but at a fraction of fp32's speed without AMX/AVX512-BF16
+        (~60 samples/s in the default study on this project's 2-core machine), so half precision on a CPU is
+        searched only when a space lists it without `native`."""
+        if not self.is_cuda:
+            return ["fp32"]
+        if self.torch_device.type != "cuda":  # a fake CUDA device in tests: an Ampere-class GPU
+            return ["fp32", "fp16", "bf16"]
+        return ["fp32", "fp16"] + (["bf16"] if cuda_bf16_native(self.torch_device) else [])
 
     def check_precision(self, precision: str) -> None:
         if precision not in self.supported_precisions():
@@ -131,6 +146,26 @@ class Device:
 
     def describe(self) -> str:
         return f"{self.kind} ({self.name})" if self.name else self.kind
+
+
+def cuda_bf16_native(device: torch.device) -> bool:
+    """bf16 computed natively (not emulated) on this CUDA device (the current one, as resolve_device picks)."""
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # an older torch without including_emulation: native bf16 came with compute capability 8.0
+        return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def device_facts(device: Device) -> dict[str, Any]:
+    """What a search space may depend on about a trial's device (the sampling context's device keys):
+    `device` (a name for messages), `precisions` (native_precisions) and `tf32_available`."""
+    return {"device": device.describe(), "precisions": device.native_precisions(),
+            "tf32_available": bool(device.tf32_available())}
+
+
+def cuda_facts() -> dict[str, Any]:
+    """device_facts of this process's CUDA device (what the GPU probe of a search runs on a GPU node)."""
+    return device_facts(resolve_device("cuda"))
 
 
 def cuda_available() -> bool:

@@ -149,3 +149,47 @@ def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, mon
     assert not reports.exists()
 
 
+
+
+EMPTY_HERE = """
+objectives: [{metric: throughput, direction: max}]
+params:
+  batch_size: {type: int, low: 16, high: 64}
+  num_workers: {type: int, low: 4, high: cpus - 1}
+"""
+
+
+@pytest.mark.parametrize("space, args, expected", [
+    (EMPTY_HERE, [], "params.num_workers: low (4) is greater than high (cpus - 1 = 1) for trials with cpus = 2"),
+    (EMPTY_HERE, ["--cpus-per-trial", "1"], "high (cpus - 1 = 0) for trials with cpus = 1"),
+    (EMPTY_HERE.replace("cpus - 1", "cpus - memory"), [], "params.num_workers.high: 'cpus - memory': unknown name"),
+    ("objectives: [{metric: throughput, direction: max}]\nparams:\n  precision: {type: categorical, "
+     "choices: [fp16, bf16], native: true}\n", [], "params.precision: none of fp16, bf16 runs natively on cpu"),
+])
+def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_path, capsys, monkeypatch, space,
+                                                                          args, expected):
+    """On a 2-core CPU machine (pinned, whatever this host has), a domain that comes out empty for the trials'
+    resources, or native choices the CPU does not have, are one line and exit 2; Ray is never started."""
+    import tuner.search.ray_env as ray_env
+    import tuner.search.runner as runner
+
+    monkeypatch.setattr(runner, "local_cluster", lambda: ClusterInfo(2, 0, 1, 2, 0))
+    monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    path = tmp_path / "space.yaml"
+    path.write_text(space)
+    reports = tmp_path / "reports"
+    rc = main(["search", "--space", str(path), "--reports-dir", str(reports), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert str(path) in err[0] and expected in err[0], err[0]
+    assert not reports.exists()
+
+
+def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeypatch):
+    import tuner.search.resources as resources
+
+    monkeypatch.setattr(resources, "local_cluster", lambda: ClusterInfo(6, 0, 1, 6, 0))
+    assert main(["spaces", "show", "amp_loader"]) == 0
+    out = capsys.readouterr().out
+    assert "# on this machine (6 CPUs per trial, cpu" in out
+    assert "#   num_workers          int [0, 6]" in out and "#   precision            one of fp32\n" in out

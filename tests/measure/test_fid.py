@@ -142,8 +142,15 @@ def test_inception_features_load_a_local_weights_file(tmp_path, tiny, monkeypatc
 
 
 def test_inception_weights_are_found_in_the_torch_hub_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(torch.hub, "_hub_dir", None)
+    """Whatever the host's own hub cache holds (a GPU host may have the weights, or no torch-fidelity): the hub dir
+    is a temp dir (torch.hub.set_dir, undone by monkeypatch) and the package is a stub, so only the lookup is tested."""
+    import sys
+    import types
+
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr(torch.hub, "_hub_dir", None)
+    torch.hub.set_dir(str(tmp_path / "hub"))
+    monkeypatch.setitem(sys.modules, "torch_fidelity", types.ModuleType("torch_fidelity"))
     q = Quality(fid_features="inception")
     with pytest.raises(WeightsError) as err:
         check_fid_weights(q)

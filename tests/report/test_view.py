@@ -54,3 +54,21 @@ def test_json_is_strict_and_carries_rank(make_study):
 def test_sparkline():
     assert sparkline([1, 2, 3]) == "▁▄█"
     assert sparkline([]) == ""
+
+
+def test_fp32_on_tf32_tensor_cores_is_labelled_wherever_params_are_shown(make_study):
+    """TF32 changes fp32's numerics, so a trial that ran with it says `fp32 + TF32` (sampled or fixed by the space),
+    in the table, the trial detail, the live line of a search and the HTML report."""
+    from tuner.report.html import render_html
+    from tuner.search.progress import trial_line
+
+    s = open_study(make_study(), "gan-demo")
+    sampled, fixed, plain = s.trial(2), s.trial(4), s.trial(0)
+    sampled.params["tf32"] = True
+    fixed.config["params"]["tf32"] = True  # a space with `tf32: true` records it in the config only
+    table = render(study_table(s))
+    row = {l.split("│")[2].strip(): l for l in table.splitlines() if l.count("│") > 3}
+    assert "fp32 + TF32" in row["2"] and "fp32 + TF32" in row["4"] and "TF32" not in row["0"]
+    assert "fp32 + TF32" in render(*trial_panel(s, sampled)) and "TF32" not in render(*trial_panel(s, plain))
+    assert "precision=fp32 + TF32" in trial_line(sampled, s.objectives, s.params()).plain
+    assert render_html(s).count("fp32 + TF32") >= 2

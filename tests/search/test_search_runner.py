@@ -73,13 +73,24 @@ def optuna_trials(study_dir: Path, name: str):
 # --- end to end -------------------------------------------------------------------------------------------------
 
 
+def amp_loader_with_half_precision(tmp_path: Path) -> str:
+    """The default space, but listing fp16/bf16 without `native`: half precision searched even on a CPU."""
+    from tuner.search.spaces import resolve_space_path
+
+    text = resolve_space_path("amp_loader").read_text()
+    assert ", native: true}" in text
+    path = tmp_path / "amp_loader.yaml"
+    path.write_text(text.replace(", native: true}", "}"))
+    return str(path)
+
+
 def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path):
     """precision=bf16 always diverges (1 in 3 under random sampling). After the random start-up trials, the
     sampler has learned the region and proposes it far less; every failure is recorded with its reason and
     told to Optuna with finite values and a violated constraint (never NaN)."""
     _ship_fakes_by_value()
-    summary = run_search(SearchOptions(space="amp_loader", study="fails", trials=24, startup_trials=8, seed=0,
-                                       reports_dir=tmp_path, engine=engine_bf16_diverges))
+    summary = run_search(SearchOptions(space=amp_loader_with_half_precision(tmp_path), study="fails", trials=24,
+                                       startup_trials=8, seed=0, reports_dir=tmp_path, engine=engine_bf16_diverges))
     assert summary.finished == 24 and not summary.interrupted
     records = load_trials(tmp_path / "fails")
     diverged = [r for r in records if r["state"] == "diverged"]
@@ -127,6 +138,45 @@ def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session,
     assert first.finished == 2 and more.ran == 2 and sorted(records) == [0, 1, 2, 3]
     assert all(records[n] == kept[n] for n in kept)
     assert read_meta(tmp_path / "more")["trials"] == 4
+
+
+def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps_it(ray_session, tmp_path,
+                                                                                     monkeypatch, capsys):
+    """A study started where trials have an Ampere-class GPU (device facts faked; the session's Ray has 2 CPUs)
+    searches workers up to 2, every native precision and TF32 for fp32, and stores those domains. Resumed on this
+    CPU, it keeps them (Optuna refuses a categorical whose choices change) and says so."""
+    from rich.console import Console
+
+    import tuner.search.runner as runner
+
+    _ship_fakes_by_value()
+    gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
+    monkeypatch.setattr(runner, "device_facts_for", lambda resources, cluster: (dict(gpu), []))
+    first = run_search(SearchOptions(space="amp_loader", study="fit", trials=8, startup_trials=8, seed=1,
+                                     reports_dir=tmp_path, engine=engine_bf16_diverges))
+    meta = read_meta(tmp_path / "fit")
+    assert meta["context"] == {"cpus": 2, "gpus": 0, **gpu}
+    assert meta["domains"]["num_workers"] == {"type": "int", "low": 0, "high": 2}
+    assert meta["domains"]["precision"]["choices"] == ["fp32", "bf16", "fp16"]
+    assert meta["space_def"]["params"]["num_workers"]["high"] == "cpus"  # the space as written, beside it
+    assert "tf32" in meta["params"]
+    records = load_trials(tmp_path / "fit")
+    assert first.finished == 8 and all(r["params"]["num_workers"] <= 2 for r in records)
+    assert {r["params"]["precision"] for r in records} > {"fp32"}
+    assert all(("tf32" in r["params"]) == (r["params"]["precision"] == "fp32") for r in records)
+
+    monkeypatch.undo()  # this machine again: a CPU, where only fp32 is native
+    console = Console(file=__import__("io").StringIO(), width=400)
+    again = run_search(SearchOptions(study="fit", resume=True, trials=12, reports_dir=tmp_path,
+                                     engine=engine_bf16_diverges), console=console)
+    assert again.ran == 4 and again.finished == 12
+    assert any("resuming with the domains this study started with" in w and "precision: one of fp32, bf16, fp16 "
+               "(here: one of fp32)" in w for w in again.warnings), again.warnings
+    assert "warning:" in console.file.getvalue() and "fitted to these trials" in console.file.getvalue()
+    assert read_meta(tmp_path / "fit")["domains"] == meta["domains"]
+    trials = optuna_trials(tmp_path / "fit", "fit")
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    assert {tuple(t.distributions["precision"].choices) for t in trials} == {("fp32", "bf16", "fp16")}
 
 
 # --- refusals before Ray starts ---------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     assert all(s.description for s in list_spaces())
     amp = load_space("amp_loader")
     assert amp.searched == ["batch_size", "accumulation_steps", "num_workers", "prefetch_factor",
-                            "persistent_workers", "pin_memory", "precision", "beta1", "beta2"]
+                            "persistent_workers", "pin_memory", "precision", "tf32", "beta1", "beta2"]
     fid = Objective(metric="fid", direction="min")
     assert [(o.metric, o.direction) for o in amp.objectives_for("gan", quality=fid)] == \
         [("throughput", "maximize"), ("fid", "minimize")]
@@ -46,22 +46,137 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     assert [o.metric for o in load_space("optimizer").objectives_for("cnn", quality=loss)] == ["loss", "throughput"]
 
 
-@pytest.mark.parametrize("gpus", [0, 1])
-def test_sampled_configs_are_always_valid_and_conditionals_hold(gpus):
-    """Every draw becomes a validated TrialConfig: prefetch/persistent only with workers, pinning only with a GPU."""
-    space = load_space("amp_loader")
-    study = optuna.create_study(directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=1))
-    seen_workers = set()
-    for _ in range(150):
+CPU_TRIAL = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
+H100_TRIAL = {"cpus": 16, "gpus": 1, "device": "cuda (H100)", "precisions": ["fp32", "fp16", "bf16"],
+              "tf32_available": True}
+T4_TRIAL = {"cpus": 8, "gpus": 1, "device": "cuda (T4)", "precisions": ["fp32", "fp16"], "tf32_available": False}
+
+
+def draws(space, context, n=150, seed=1):
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=seed))
+    out = []
+    for _ in range(n):
         trial = study.ask()
-        params = space.sample(trial, {"gpus": gpus})
+        out.append(space.sample(trial, context))
+        study.tell(trial, [1.0, 1.0])
+    return out
+
+
+@pytest.mark.parametrize("context", [CPU_TRIAL, H100_TRIAL, T4_TRIAL], ids=["cpu", "h100", "t4"])
+def test_sampled_configs_are_always_valid_and_conditionals_hold(context):
+    """Every draw becomes a validated TrialConfig: prefetch/persistent only with workers, pinning only with a GPU,
+    workers up to the trial's CPUs, only native precisions, TF32 only for fp32 on a GPU that has it."""
+    space = load_space("amp_loader")
+    seen_workers, seen_precisions = set(), set()
+    for params in draws(space, context):
         cfg = space.trial_config(params, {"workload": "gan", "dataset": "digits", "budget": {"seconds": 1}})
         seen_workers.add(cfg.params.num_workers)
+        seen_precisions.add(cfg.params.precision)
         if cfg.params.num_workers == 0:
             assert "prefetch_factor" not in params and "persistent_workers" not in params
-        assert ("pin_memory" in params) == (gpus > 0)
-        study.tell(trial, [1.0, 1.0])
-    assert seen_workers == {0, 1, 2, 3}
+        assert ("pin_memory" in params) == (context["gpus"] > 0)
+        assert ("tf32" in params) == (context["tf32_available"] and params["precision"] == "fp32")
+    assert seen_workers == set(range(context["cpus"] + 1))  # the bundled space scales with the trial's CPUs
+    assert seen_precisions == set(context["precisions"])
+
+
+def test_the_loader_space_scales_with_the_trials_cpus():
+    loader = load_space("loader")
+    assert max(p["num_workers"] for p in draws(loader, CPU_TRIAL, n=40)) == 2
+    assert max(p["num_workers"] for p in draws(loader, H100_TRIAL, n=80)) > 8  # the H100 node's best had 12
+
+
+def test_baseline_point_and_the_optuna_distribution_agree_on_a_single_native_choice():
+    """On a CPU `precision` is left with fp32 alone: a one-choice categorical, which Optuna samples as a fixed
+    value; the baseline (trial 0) uses it too, and asks for no TF32."""
+    space = load_space("amp_loader").resolve(CPU_TRIAL)
+    assert space.params["precision"].choices == ["fp32"] and space.params["precision"].single
+    base = space.baseline_point(CPU_TRIAL)
+    assert base["precision"] == "fp32" and base["num_workers"] == 0 and "tf32" not in base
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial(base)
+    trial = study.ask()
+    assert space.sample(trial, CPU_TRIAL) == base
+    assert trial.distributions["precision"].single()
+    gpu = load_space("amp_loader").resolve(H100_TRIAL)
+    assert gpu.baseline_point(H100_TRIAL)["tf32"] is False  # tuner's default: TF32 off, as a trial of its own
+    # what reports show a column for: never pinning or TF32 in a CPU study
+    assert {"pin_memory", "tf32"} - set(space.reachable(CPU_TRIAL)) == {"pin_memory", "tf32"}
+    assert {"pin_memory", "tf32"} <= set(gpu.reachable(H100_TRIAL)) and "tf32" not in gpu.reachable(T4_TRIAL)
+
+
+def test_resource_expressions_resolve_round_down_and_clamp_to_the_params_limits(tmp_path):
+    space = load_space(str(write(tmp_path, GOOD.replace(
+        "num_workers: {type: int, low: 0, high: 2}",
+        'num_workers: {type: int, low: "min(1, gpus)", high: 4 * cpus / 3}'))))  # a comma needs quotes in YAML
+    assert space.params["num_workers"].describe() == "int [min(1, gpus), 4 * cpus / 3]"
+    resolved = space.resolve({"cpus": 2, "gpus": 0})
+    assert (resolved.params["num_workers"].low, resolved.params["num_workers"].high) == (0, 2)  # 8/3 rounds down
+    resolved = space.resolve({"cpus": 128, "gpus": 2})
+    assert (resolved.params["num_workers"].low, resolved.params["num_workers"].high) == (1, 128)  # 170 > limit
+    assert space.definition()["params"]["num_workers"]["high"] == "4 * cpus / 3"  # study.json keeps the text
+
+
+def test_an_empty_domain_for_the_studys_trials_is_refused_naming_the_param(tmp_path):
+    space = load_space(str(write(tmp_path, GOOD.replace(
+        "num_workers: {type: int, low: 0, high: 2}", "num_workers: {type: int, low: 4, high: cpus - 1}"))))
+    assert space.resolve({"cpus": 8, "gpus": 0}).params["num_workers"].high == 7
+    with pytest.raises(ConfigError) as err:
+        space.resolve({"cpus": 2, "gpus": 0})
+    msg = str(err.value)
+    assert "params.num_workers: low (4) is greater than high (cpus - 1 = 1)" in msg and "cpus = 2" in msg
+    assert "--cpus-per-trial" in msg and "\n" not in msg
+    never = GOOD.replace("num_workers: {type: int, low: 0, high: 2}",
+                         "num_workers: {type: int, low: gpus + 1, high: gpus}")
+    with pytest.raises(ConfigError, match=r"params.num_workers: low \(gpus \+ 1\) is greater than high \(gpus\) "
+                                          r"for every plausible trial \(gpus 0-8\)"):
+        load_space(str(write(tmp_path, never, "never.yaml")))
+
+
+@pytest.mark.parametrize("bound, expected", [
+    ("cpus +", "params.num_workers.high: 'cpus +' is not an expression"),
+    ("ram", "unknown name 'ram'"),
+    ("__import__('os').system('true')", "is not allowed"),
+    ("cpus ** 2", "** is not allowed"),
+    ("cpus / gpus", "params.num_workers.high: cpus / gpus divides by zero for trials with cpus = 1, gpus = 0"),
+    ("true", "not a bool"),
+])
+def test_bad_expressions_are_refused_at_load_naming_the_key(tmp_path, bound, expected):
+    path = write(tmp_path, GOOD.replace("num_workers: {type: int, low: 0, high: 2}",
+                                        f"num_workers: {{type: int, low: 0, high: {bound}}}"))
+    with pytest.raises(ConfigError) as err:
+        load_space(str(path))
+    assert str(path) in str(err.value) and expected in str(err.value), str(err.value)
+
+
+def test_an_expression_whose_values_the_param_cannot_take_is_refused_at_load(tmp_path):
+    path = write(tmp_path, GOOD.replace("beta1: {type: float, low: 0.1, high: 0.9}",
+                                        "beta1: {type: float, low: 0.1, high: cpus / 4}"))
+    with pytest.raises(ConfigError, match=r"params.beta1.high: cpus / 4 is 1.0 for trials with cpus = 4, "
+                                          r"which is not valid for beta1"):
+        load_space(str(path))
+
+
+def test_native_and_tf32_are_checked_at_load(tmp_path):
+    with pytest.raises(ConfigError, match="params.batch_size.native: only precision has native choices"):
+        load_space(str(write(tmp_path, GOOD.replace("choices: [16, 32]}", "choices: [16, 32], native: true}"))))
+    with pytest.raises(ConfigError, match="params.tf32.when: add tf32_available: true"):
+        load_space(str(write(tmp_path, GOOD + "  tf32: {type: bool}\n")))
+    load_space(str(write(tmp_path, GOOD + "  tf32: {type: bool, when: {tf32_available: true}}\n")))
+
+
+def test_a_space_left_with_nothing_to_search_on_this_device_is_refused(tmp_path):
+    path = write(tmp_path, """
+objectives: [{metric: throughput, direction: max}]
+params:
+  precision: {type: categorical, choices: [fp32, bf16], native: true}
+""")
+    space = load_space(str(path))
+    with pytest.raises(ConfigError, match=r"nothing left to search on cpu \(precision = fp32\)"):
+        space.resolve(CPU_TRIAL)
+    with pytest.raises(ConfigError, match=r"nothing left to search on cuda \(T4\)"):
+        space.resolve(T4_TRIAL)  # emulated bf16 is not native
+    assert space.resolve(H100_TRIAL).params["precision"].choices == ["fp32", "bf16"]
 
 
 def test_a_users_yaml_path_works_like_a_name(tmp_path):
@@ -114,6 +229,8 @@ def test_cli_spaces_lists_and_shows(capsys):
     assert main(["spaces", "show", "amp_loader"]) == 0
     out = capsys.readouterr().out
     assert "prefetch_factor" in out and "when num_workers > 0" in out
+    assert "num_workers          int [0, cpus]" in out
+    assert "(high cpus is clamped to the limit of num_workers in the config (at most 128))" in out
     assert "objectives: throughput (max), quality (the workload's: fid for gan, loss for cnn)" in out
 
 

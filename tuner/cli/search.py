@@ -114,6 +114,27 @@ def _print_summary(summary: Any) -> None:
           f"`tuner report {summary.name}` for every trial")
 
 
+def _here(sp: Any) -> tuple[Any, dict[str, Any]] | None:
+    """The space resolved as a default `tuner search` on this machine would resolve it (None: nothing depends on
+    the machine, or its domains would come out empty here)."""
+    if not sp.unresolved:
+        return None
+    from tuner.device import device_facts, resolve_device
+    from tuner.errors import UserError
+    from tuner.search import SearchOptions
+    from tuner.search.context import cpu_facts, trial_context
+    from tuner.search.resources import local_cluster, resolve_resources
+
+    resources = resolve_resources(SearchOptions(), local_cluster())
+    facts = device_facts(resolve_device("cuda")) if resources.gpus_per_trial > 0 else cpu_facts()
+    ctx = trial_context(resources, facts)
+    try:
+        return sp.resolve(ctx), ctx
+    except UserError as err:
+        note(f"tuner: on this machine: {err}")
+        return None
+
+
 @spaces_app.callback(invoke_without_command=True)
 def spaces_default(ctx: typer.Context, format: FormatOption = Format.table, debug: Debug = False) -> None:
     """List the bundled search spaces (the default when no subcommand is given)."""
@@ -147,10 +168,16 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
     from tuner.files import read_text
     from tuner.search.spaces import load_space, resolve_space_path
 
+    from tuner.search.spaces import clamp_notes
+
     path = resolve_space_path(name)
     sp = load_space(str(path))
+    here = _here(sp)
     if format is Format.json:
-        print_json({"name": sp.name, "source": str(path), **sp.definition()})
+        doc = {"name": sp.name, "source": str(path), **sp.definition()}
+        if here is not None:
+            doc["here"] = {"context": here[1], "params": here[0].definition()["params"]}
+        print_json(doc)
         return
     print(f"# {sp.name}: {path}")
     print(read_text(path, "space file").rstrip())
@@ -158,6 +185,15 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
     print(f"# searches {len(sp.searched)} params:")
     for pname, spec in sp.params.items():
         print(f"#   {pname:<20} {spec.describe()}")
+        for line in clamp_notes(pname, spec):
+            print(f"#   {'':<20} ({line})")
+    if here is not None:
+        resolved, ctx = here
+        gpus = f", {ctx['gpus']} GPU" if ctx["gpus"] else ""
+        print(f"# on this machine ({ctx['cpus']} CPUs per trial{gpus}, {ctx['device']}), `tuner search` would use:")
+        for pname, spec in sp.params.items():
+            if spec.unresolved:
+                print(f"#   {pname:<20} {resolved.params[pname].describe()}")
     for workload, objectives in sp.objectives.items():
         described = [o.describe() if o.metric != "quality" else
                      "quality (the workload's: fid for gan, loss for cnn)" for o in objectives]

@@ -49,6 +49,8 @@ def pytorch_settings(cfg: TrialConfig) -> dict[str, Any]:
         "dataloader": loader,
         "autocast": {"enabled": p.precision != "fp32", "dtype": _DTYPES.get(p.precision, "torch.float32")},
         "grad_scaler": p.precision == "fp16",
+        # TF32 for fp32 matmuls/convolutions, set explicitly either way (PyTorch's defaults differ between the two)
+        "tf32": {"torch.backends.cuda.matmul.allow_tf32": p.tf32, "torch.backends.cudnn.allow_tf32": p.tf32},
         "optimizer": optimizer,
         "accumulation_steps": p.accumulation_steps,
         "effective_batch_size": p.effective_batch,

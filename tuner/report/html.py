@@ -24,7 +24,7 @@ from tuner.report import plots
 from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
 from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
-from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric
+from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
 from tuner.study.metrics import finite, metric, table_columns
 
 REPORT_FILE = "report.html"
@@ -134,7 +134,7 @@ def trials_table(study: Study) -> dict[str, Any]:
             "rank": rank_cell(rank),
             "state": r.state,
             "capped": r.capped,
-            "cells": [_metric_cell(r, k) for k in keys] + [{"text": fmt(r.params.get(p)), "bound": ""}
+            "cells": [_metric_cell(r, k) for k in keys] + [{"text": fmt_param(r, p), "bound": ""}
                                                           for p in params],
             "error": r.error or "",
         })

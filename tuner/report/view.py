@@ -8,7 +8,7 @@ from typing import Any
 from tuner.files import json_safe
 from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
 from tuner.study import Study, TrialRecord
-from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, state_style
+from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
 from tuner.study.metrics import METRICS, table_columns
 
 FRONT_MARK = "★"
@@ -91,7 +91,7 @@ def study_table(study: Study) -> Any:
         table.add_row(rank_cell(rank), f"{r.trial}{' ✓' if r.confirmed is not None else ''}", _state_cell(r),
                       *[fmt_figure(r, o.metric) for o in objectives],
                       *[_measured_cell(r, m.key) for m in measured],
-                      *[fmt(r.params.get(p)) for p in params], str(r.error or ""),
+                      *[fmt_param(r, p) for p in params], str(r.error or ""),
                       style="bold" if rank == 0 else None)
     return table
 
@@ -108,8 +108,8 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
                       f"{STATE_NOTES.get(record.state, record.state)} ({where})"]
 
     params = Table(title="params", show_header=False, title_justify="left")
-    for k, v in record.params.items():
-        params.add_row(k, fmt(v))
+    for k in record.params:
+        params.add_row(k, fmt_param(record, k))
     out.append(params)
 
     metrics = Table(title="metrics", show_header=False, title_justify="left")

@@ -254,7 +254,10 @@ def check_plan(plan: SearchPlan) -> list[Objective]:
     from tuner.device import resolve_device
     from tuner.train import check_workload
 
-    point = plan.space.baseline_point({"gpus": 0, "cpus": 1})
+    # The trials' resources are not known yet (the cluster may not be joined): any valid point of the space will
+    # do to build the workload, so bounds are resolved leniently for one CPU process.
+    context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
+    point = plan.space.resolve(context, strict=False).baseline_point(context)
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \

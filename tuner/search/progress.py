@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.study import Objective, TrialRecord
-from tuner.study.format import fmt, fmt_figure, fmt_metric, state_style
+from tuner.study.format import fmt_figure, fmt_metric, fmt_param, state_style
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  batch_size=64 precision=fp32 ...  24.1 s`"""
@@ -26,7 +26,7 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
     else:
         line.append("  " + str(record.error or ""), style="dim")
     shown = record.params
-    line.append("  " + " ".join(f"{p}={fmt(shown[p])}" for p in params if p in shown), style="cyan")
+    line.append("  " + " ".join(f"{p}={fmt_param(record, p)}" for p in params if p in shown), style="cyan")
     if record.run_seconds is not None:
         line.append(f"  {record.run_seconds:.1f} s", style="dim")
     return line
@@ -111,5 +111,5 @@ def front_table(front: list[TrialRecord], objectives: list[Objective], params: l
     for rec in front:
         table.add_row(f"{rec.trial}{' ✓' if rec.confirmed is not None else ''}",
                       *[fmt_figure(rec, o.metric) for o in objectives],
-                      *[escape(fmt(rec.params.get(p))) for p in params])
+                      *[escape(fmt_param(rec, p)) for p in params])
     return table

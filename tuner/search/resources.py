@@ -14,13 +14,39 @@ from tuner.errors import DeviceError
 from tuner.search.options import SearchOptions
 
 
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as Ray reports it: its CPUs and GPUs (a trial runs on one node)."""
+
+    cpus: float
+    gpus: float = 0.0
+    node_id: str = ""  # Ray's NodeID (where the GPU probe is sent); empty for the local machine
+
+
 @dataclass
 class ClusterInfo:
     cpus: float
     gpus: float
     nodes: int
-    node_cpus: float  # CPUs of the smallest node (a trial runs on one node)
+    node_cpus: float  # CPUs of the smallest node
     node_gpus: float  # GPUs of the largest node
+    node_list: list[NodeInfo] = field(default_factory=list)  # every node; empty: `nodes` nodes like the smallest
+
+    @classmethod
+    def of(cls, nodes: list[NodeInfo]) -> "ClusterInfo":
+        nodes = [n for n in nodes if n.cpus > 0 or n.gpus > 0] or [NodeInfo(0.0, 0.0)]
+        with_cpus = [n.cpus for n in nodes if n.cpus > 0]
+        return cls(cpus=sum(n.cpus for n in nodes), gpus=sum(n.gpus for n in nodes), nodes=len(nodes),
+                   node_cpus=min(with_cpus) if with_cpus else 0.0, node_gpus=max(n.gpus for n in nodes),
+                   node_list=list(nodes))
+
+    def node_infos(self) -> list[NodeInfo]:
+        """The nodes that can run a trial (at least one CPU)."""
+        nodes = self.node_list or [NodeInfo(self.node_cpus, self.node_gpus)] * max(1, self.nodes)
+        return [n for n in nodes if n.cpus > 0]
+
+    def gpu_nodes(self) -> list[NodeInfo]:
+        return [n for n in self.node_infos() if n.gpus > 0]
 
 
 @dataclass
@@ -30,6 +56,19 @@ class Resources:
     concurrency: int
     ddp_workers: int = 0
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def cpus_per_process(self) -> int:
+        """CPUs of one training process: the trial's, or under DDP each rank's (one CPU stays with the trial's own
+        process, which only drives the workers). What a space's `cpus` means."""
+        if self.ddp_workers > 1:
+            return max(1, int((self.cpus_per_trial - 1) // self.ddp_workers))
+        return max(1, int(self.cpus_per_trial))
+
+    @property
+    def gpus_per_process(self) -> int:
+        """GPUs one training process sees: 1 for any GPU trial (a fraction is still one device), else 0."""
+        return 1 if self.gpus_per_trial > 0 else 0
 
     def describe(self) -> str:
         where = f"{self.gpus_per_trial:g} GPU + {self.cpus_per_trial:g} CPUs" if self.gpus_per_trial else \
@@ -43,56 +82,78 @@ def local_cluster() -> ClusterInfo:
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     cpus = os.cpu_count() or 1
-    return ClusterInfo(cpus=cpus, gpus=gpus, nodes=1, node_cpus=cpus, node_gpus=gpus)
+    return ClusterInfo.of([NodeInfo(float(cpus), float(gpus))])
 
 
 def ray_cluster() -> ClusterInfo:
-    """Resources of the connected Ray cluster (alive nodes)."""
+    """Resources of the connected Ray cluster, node by node (alive nodes)."""
     import ray
 
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    node_cpus = [float(n.get("Resources", {}).get("CPU", 0)) for n in nodes] or [0.0]
-    node_gpus = [float(n.get("Resources", {}).get("GPU", 0)) for n in nodes] or [0.0]
-    total = ray.cluster_resources()
-    return ClusterInfo(cpus=float(total.get("CPU", 0)), gpus=float(total.get("GPU", 0)), nodes=max(1, len(nodes)),
-                       node_cpus=min(c for c in node_cpus if c > 0) if any(node_cpus) else 0.0,
-                       node_gpus=max(node_gpus))
+    nodes = []
+    for n in ray.nodes():
+        if n.get("Alive"):
+            res = n.get("Resources", {})
+            nodes.append(NodeInfo(cpus=float(res.get("CPU", 0)), gpus=float(res.get("GPU", 0)),
+                                  node_id=str(n.get("NodeID") or "")))
+    return ClusterInfo.of(nodes)
+
+
+_EPS = 1e-9
 
 
 def resolve_resources(opts: SearchOptions, cluster: ClusterInfo) -> Resources:
     """Per-trial resources and concurrency so that trials do not distort each other's timings by default:
-    one trial per whole GPU on a GPU machine, one trial per node on all its cores on a CPU-only one."""
+    one trial per whole GPU on a GPU machine, one trial per node on all its cores on a CPU-only one.
+
+    GPU trials take their CPUs from the GPU nodes (a CPU-only head node does not shrink them): one GPU's share of
+    its node's CPUs, on the GPU node where that share is smallest. `--gpus-per-trial` below 1 puts several trials
+    on one GPU as asked, each with its share of that GPU's CPUs so that they all fit, with a warning that their
+    timings distort each other. `--cpus-per-trial` is checked against the nodes that can run the trial."""
     g = opts.gpus_per_trial
+    nodes = cluster.node_infos()
     if g is not None and g > 0 and cluster.gpus <= 0:
         raise DeviceError(f"--gpus-per-trial {g:g} asked for, but this machine has no GPU; drop it to run on CPUs")
-    if g is not None and g > max(cluster.node_gpus, 0):
-        raise DeviceError(f"--gpus-per-trial {g:g} is more than the {cluster.node_gpus:g} GPU(s) of any node; "
-                          f"ask for at most {cluster.node_gpus:g}")
-    if opts.cpus_per_trial is not None and opts.cpus_per_trial > cluster.node_cpus:
-        raise DeviceError(f"--cpus-per-trial {opts.cpus_per_trial:g} is more than the {cluster.node_cpus:g} CPUs "
-                          f"of any node; ask for at most {cluster.node_cpus:g}")
     notes: list[str] = []
     gpus = float(g) if g is not None else (1.0 if cluster.gpus >= 1 else 0.0)
+    c = opts.cpus_per_trial
     if gpus > 0:
-        per_gpu = max(1.0, float(int(cluster.node_cpus // max(cluster.node_gpus, 1))))
-        cpus = opts.cpus_per_trial or max(1.0, per_gpu * max(gpus, 1.0))
-        cpus = min(cpus, cluster.node_cpus)
-        slots = max(1, int(cluster.gpus // gpus))
-        concurrency = opts.concurrency or slots
+        hosts = [n for n in nodes if n.gpus + _EPS >= gpus]
+        if not hosts:
+            most = max((n.gpus for n in nodes), default=0.0)
+            raise DeviceError(f"--gpus-per-trial {gpus:g} is more than the {most:g} GPU(s) of any node; ask for at "
+                              f"most {most:g}")
+        per_gpu = min(int(n.cpus // n.gpus) for n in hosts)  # one GPU's share of its node's CPUs
+        if c is not None:
+            fits = [n for n in hosts if n.cpus + _EPS >= c]
+            if not fits:
+                most = max(n.cpus for n in hosts)
+                raise DeviceError(f"--cpus-per-trial {c:g} is more than the {most:g} CPUs of any node with "
+                                  f"{max(gpus, 1):g} GPU(s); ask for at most {most:g}")
+            hosts, cpus = fits, float(c)
+        else:
+            cpus = float(max(1, int(per_gpu * gpus + _EPS)))
+        slots = sum(min(int(n.gpus / gpus + _EPS), int(n.cpus / cpus + _EPS)) for n in hosts)
+        concurrency = opts.concurrency or max(1, slots)
         if gpus < 1:
-            notes.append(f"--gpus-per-trial {gpus:g} puts {int(round(1 / gpus))} trials on one GPU: they share its "
-                         f"compute and memory, so their throughput figures distort each other")
+            notes.append(f"--gpus-per-trial {gpus:g} puts {int(1 / gpus + _EPS)} trials on one GPU, each with "
+                         f"{cpus:g} CPUs: they share its compute and memory, so their throughput figures distort "
+                         f"each other and compare only roughly")
     else:
-        slots = cluster.nodes
+        smallest = min((n.cpus for n in nodes), default=0.0)
+        if c is not None:
+            fits = [n for n in nodes if n.cpus + _EPS >= c]
+            if not fits:
+                most = max((n.cpus for n in nodes), default=0.0)
+                raise DeviceError(f"--cpus-per-trial {c:g} is more than the {most:g} CPUs of any node; ask for at "
+                                  f"most {most:g}")
+            nodes = fits
+        slots = max(1, len(nodes))
         concurrency = opts.concurrency or slots
-        cpus = opts.cpus_per_trial or (cluster.node_cpus if concurrency <= slots else
-                                       max(1.0, float(int(cluster.node_cpus * slots // concurrency))))
+        cpus = c or (smallest if concurrency <= slots else max(1.0, float(int(smallest * slots // concurrency))))
         if concurrency > slots:
             notes.append(f"--concurrency {concurrency} runs timed trials side by side on the same CPUs "
-                         f"({cluster.node_cpus:g} per node): they slow each other down, so throughput is distorted; "
+                         f"({smallest:g} per node): they slow each other down, so throughput is distorted; "
                          f"leave --concurrency unset to run one at a time")
     ddp = int(gpus) if gpus > 1 else 0
     return Resources(cpus_per_trial=cpus, gpus_per_trial=gpus, concurrency=int(concurrency), ddp_workers=ddp,
                      warnings=notes)
-
-

@@ -21,9 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
+from tuner.search.context import cpu_facts, device_facts_for, domains_of, study_space, trial_context
 from tuner.search.outcome import wall_limit
+from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
 from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
+from tuner.search.shared_cache import WARN_BYTES, SharedFiles
+from tuner.search.space import Space
 from tuner.search.storage import open_storage, reconcile_study
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
 from tuner.study.verdict import Verdict
@@ -95,11 +98,23 @@ def make_sampler(name: str, seed: int, trials: int, startup: int | None) -> Any:
     return optuna.samplers.TPESampler(seed=seed, constant_liar=True, n_startup_trials=n_startup, multivariate=True)
 
 
+@dataclass
+class StudySetup:
+    """What the study runs with once its resources are known: the space resolved for its trials, the context its
+    conditions see, the FID cache shipped to every trial, and warnings to print."""
+
+    space: Space
+    context: dict[str, Any]
+    shared: SharedFiles | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
 def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
-               baseline: dict[str, Any] | None) -> StudyMeta:
+               baseline: dict[str, Any] | None, setup: StudySetup | None = None) -> StudyMeta:
+    params = setup.space.reachable(setup.context) if setup is not None else plan.space.searched
     return StudyMeta(
         name=plan.study, space=plan.space.name, space_source=plan.space.source, space_def=plan.space.definition(),
-        params=plan.space.searched, objectives=plan.objectives, workload=plan.workload.text,
+        params=params, objectives=plan.objectives, workload=plan.workload.text,
         workload_options=plan.workload_options, dataset=plan.dataset,
         budget=plan.budget.model_dump(exclude_none=True), trials=plan.trials, sampler=plan.sampler, seed=plan.seed,
         baseline={"trial": 0, "params": baseline} if baseline else None, storage=plan.storage,
@@ -107,6 +122,9 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         resources={"cpus_per_trial": resources.cpus_per_trial, "gpus_per_trial": resources.gpus_per_trial,
                    "concurrency": resources.concurrency},
         versions=versions(), confirm={"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
+        context=setup.context if setup is not None else None,
+        domains=domains_of(setup.space) if setup is not None else None,
+        fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
     )
 
 
@@ -126,12 +144,13 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
     cluster = None
     if not opts.address:
         cluster = local_cluster()
-        resolve_resources(opts, cluster)  # refuse impossible GPU/CPU asks before Ray starts
+        check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
     plan.objectives = check_plan(plan)  # before anything is printed: a bad workload is one line on stderr
+    shared = shared_fid_cache(plan)
 
     import ray
 
@@ -149,10 +168,49 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
         if opts.address or not started:
             cluster = ray_cluster()
         assert cluster is not None
-        return _run(plan, cluster, resolve_resources(opts, cluster), console, t0)
+        resources = resolve_resources(opts, cluster)
+        return _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0)
     finally:
         if started:
             ray.shutdown()
+
+
+def check_space_fits(plan: SearchPlan, resources: Resources) -> None:
+    """Refuse, before Ray starts, a space whose domains come out empty for these trials' resources (and, for CPU
+    trials, whose device facts are known here: a space left with nothing to search). A resumed study keeps the
+    domains it started with, so it has nothing to check."""
+    if plan.meta is not None and plan.meta.domains:
+        return
+    facts = cpu_facts() if resources.gpus_per_trial <= 0 else None  # GPU facts need the probe (Ray)
+    plan.space.resolve(trial_context(resources, facts))
+
+
+def shared_fid_cache(plan: SearchPlan) -> SharedFiles | None:
+    """The FID cache the pre-flight check built in the driver, to ship to every trial (tuner.search.shared_cache);
+    None when the study does not score quality or nothing was cached."""
+    if not plan.quality_settings().enabled:
+        return None
+    files = SharedFiles.collect(plan.cache_dir)
+    return files if files.files else None
+
+
+def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
+                  shared: SharedFiles | None) -> StudySetup:
+    """Resolve the space for the trials' resources and device (stored domains on --resume), and collect the
+    warnings the user should see: resources shared, hardware that differs from the study's first run, an FID
+    extractor that changed since then, a large cache to ship."""
+    facts, notes = device_facts_for(resources, cluster)
+    space, context, space_notes = study_space(plan.space, trial_context(resources, facts), plan.meta)
+    notes = [*resources.warnings, *notes, *space_notes]
+    if shared is not None:
+        saved = plan.meta.fid_cache if plan.meta is not None else None
+        if saved and saved != shared.manifest:
+            notes.append("the FID cache differs from the one this study started with (it was rebuilt or another "
+                         "dataset was added): FIDs of the trials run now may not compare with the earlier ones")
+        if shared.size > WARN_BYTES:
+            notes.append(f"shipping {shared.size / 2**20:.0f} MiB of FID cache ({plan.cache_dir / 'fid'}) to every "
+                         f"trial; delete the folders of datasets you no longer study to ship less")
+    return StudySetup(space=space, context=context, shared=shared, warnings=notes)
 
 
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
@@ -169,19 +227,23 @@ def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSum
 
 
 def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
-                baseline: dict[str, Any] | None) -> None:
+                baseline: dict[str, Any] | None, setup: StudySetup) -> None:
     if not plan.resume:
         plan.folder.path.mkdir(parents=True, exist_ok=True)  # plan_search refused a non-empty one
-        plan.folder.write_meta(study_meta(plan, cluster, resources, baseline))
+        plan.folder.write_meta(study_meta(plan, cluster, resources, baseline, setup))
     else:
         assert plan.meta is not None
-        meta = plan.meta.model_copy(update={"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()],
-                                            "confirm": {"trials": plan.confirm_trials,
-                                                        "repeats": plan.confirm_repeats}})
-        plan.folder.write_meta(meta)
+        update: dict[str, Any] = {"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()],
+                                  "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats}}
+        if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
+            update.update(context=setup.context, domains=domains_of(setup.space))
+        if not plan.meta.fid_cache and setup.shared is not None:
+            update["fid_cache"] = setup.shared.manifest
+        plan.folder.write_meta(plan.meta.model_copy(update=update))
 
 
-def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: Any, t0: float) -> SearchSummary:
+def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared: StudySetup, console: Any,
+         t0: float) -> SearchSummary:
     import optuna
     from ray import tune
 
@@ -191,15 +253,15 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
     from tuner.search.trainable import TrialSetup, trainable
 
     opts = plan.options
-    for note in resources.warnings:
+    for note in prepared.warnings:
         if console is not None:
             console.print(f"[yellow]warning:[/yellow] {note}", soft_wrap=True)
     gpus_in_trial = resources.gpus_per_trial
-    context = {"gpus": max(1, int(gpus_in_trial)) if gpus_in_trial > 0 else 0}
+    space, context = prepared.space, prepared.context
     baseline = None
-    if not plan.resume and plan.space.defaults.baseline:
-        baseline = plan.space.baseline_point(context) or None
-    _write_meta(plan, cluster, resources, baseline)
+    if not plan.resume and space.defaults.baseline:
+        baseline = space.baseline_point(context) or None
+    _write_meta(plan, cluster, resources, baseline, prepared)
 
     storage = open_storage(plan.storage)
     n_before = reconcile_study(plan.folder, storage, plan.study)
@@ -210,19 +272,18 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
     # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
     # recorded config stays portable.
     device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
-    base = trial_base(plan, context["gpus"], device)
-    setup = TrialSetup(space=plan.space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
+    base = trial_base(plan, trial_context(resources, None)["gpus"], device)
+    setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir), engine=opts.engine,
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
-                       ddp_cpus_per_worker=max(1.0, float(int((resources.cpus_per_trial - 1) //
-                                                              max(resources.ddp_workers, 1)))))
+                       ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared)
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
     with warnings.catch_warnings():
         if not opts.verbose:
             warnings.simplefilter("ignore")
-        searcher = StudySearcher(plan.space, plan.objectives, context=context, budget=plan.budget,
+        searcher = StudySearcher(space, plan.objectives, context=context, budget=plan.budget,
                                  sampler=sampler, storage=storage, study_name=plan.study,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
                                  baseline=baseline)
@@ -234,7 +295,10 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
                       f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}); "
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
                       soft_wrap=True)
-        view = SearchView(console, plan.trials, len(records), plan.objectives, plan.space.searched)
+        fitted = [f"{n} {space.params[n].describe()}" for n, spec in plan.space.params.items() if spec.unresolved]
+        if fitted:
+            console.print(f"fitted to these trials ({_trial_words(context)}): " + "; ".join(fitted), soft_wrap=True)
+        view = SearchView(console, plan.trials, len(records), plan.objectives, space.reachable(context))
     if resources.ddp_workers > 1:
         trial_resources: dict[str, float] = {"cpu": 1}
     else:
@@ -267,7 +331,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, console: 
             plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
             study = Study.load(plan.folder)
     return SearchSummary(study, ran=ran, total=plan.trials, seconds=time.perf_counter() - t0,
-                         interrupted=interrupted, warnings=list(resources.warnings))
+                         interrupted=interrupted, warnings=list(prepared.warnings))
 
 
 def _run_config(kind: str, plan: SearchPlan, verbose: bool, callback: Any) -> Any:
@@ -328,6 +392,12 @@ def rerun_name(trial: Any) -> str:
 
     config = trial.config[RERUN_KEY]
     return f"trial-{int(config[TRIAL_KEY]):04d}-rerun-{int(config[REPEAT_KEY])}"
+
+
+def _trial_words(context: dict[str, Any]) -> str:
+    gpus = context.get("gpus") or 0
+    words = f"{context.get('cpus')} CPUs per process" + (f", {gpus} GPU" if gpus else "")
+    return words + (f", {context['device']}" if context.get("device") else "")
 
 
 def trial_name(trial: Any) -> str:

@@ -18,8 +18,20 @@ A space file (see `search_spaces/*.yaml`):
 
 `when` makes a param conditional: it is sampled only when every condition holds, and otherwise keeps its
 `Params` default (so prefetch_factor is never proposed with num_workers 0, which the config refuses). A
-condition names an earlier param or `gpus` (the trial's GPU count) and is a value (equality), a list (one of),
-or a string with an operator: ">0", ">=2", "<4", "<=8", "==fp16", "!=fp32".
+condition names an earlier param or a fact about the trial (CONTEXT_NAMES: `gpus`, the trial's GPU count; `cpus`,
+the CPUs of one training process; `tf32_available`, whether its GPU has TF32 tensor cores) and is a value
+(equality), a list (one of), or a string with an operator: ">0", ">=2", "<4", "<=8", "==fp16", "!=fp32".
+
+Resources in bounds: `low` and `high` may be expressions over the trial's resources (`high: cpus`,
+`high: cpus - 1`, `low: 2 * gpus`, `high: "min(cpus, 16)"`; see tuner.search.expr). They are resolved once per study,
+when its resources are known (`Space.resolve`): an int bound is rounded down, and a value beyond the param's own
+limit in `tuner.config.Params` is clamped to it (num_workers at most 128). A domain that comes out empty for the
+study's trials (low > high) is refused before any trial runs.
+
+Native choices: `precision: {type: categorical, choices: [fp32, bf16, fp16], native: true}` keeps only the
+choices the trial's device runs natively (the context's `precisions`, from `tuner.device`): on a CPU fp32 alone,
+so the study spends no trial on emulated half precision; without `native` every listed choice is searched. A
+categorical left with one choice is a fixed value (Optuna samples nothing for it).
 """
 
 from __future__ import annotations
@@ -34,12 +46,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
+from tuner.search.expr import describe_resources, is_expression, parse_expr
 from tuner.study import Objective
 from tuner.study.objective import QUALITY
 
 SPACE_SUFFIXES = (".yaml", ".yml")
-# Condition names that are not params: facts about the trial known before sampling.
-CONTEXT_NAMES = ("gpus",)
+# Condition names that are not params: facts about the trial known before sampling (the sampling context).
+CONTEXT_NAMES = ("gpus", "cpus", "tf32_available")
+# Params whose categorical choices `native: true` filters, and the context key that lists what the device runs.
+NATIVE_PARAMS = {"precision": "precisions"}
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
 }
@@ -89,11 +104,12 @@ class ParamSpec(_Strict):
     """One param's domain. Exactly one of: a `type` with its fields, or a fixed `value`."""
 
     type: Literal["int", "float", "categorical", "bool"] | None = None
-    low: int | float | None = None
-    high: int | float | None = None
+    low: int | float | str | None = None  # a number, or an expression over the trial's resources (tuner.search.expr)
+    high: int | float | str | None = None
     log: bool = False
     step: int | float | None = None
     choices: list[Any] | None = None
+    native: bool = False  # categorical: keep only the choices the trial's device runs natively
     value: Any = None
     when: dict[str, Any] | None = None
 
@@ -103,6 +119,23 @@ class ParamSpec(_Strict):
         if isinstance(data, dict) and ("type" in data) == ("value" in data):
             raise ValueError("give either a type (int, float, categorical, bool) or a fixed value, not both or neither")
         return data
+
+    @field_validator("low", "high", mode="before")
+    @classmethod
+    def _not_a_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a number or an expression such as cpus - 1, not a bool")
+        return v
+
+    @field_validator("low", "high")
+    @classmethod
+    def _number_or_expression(cls, v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError("must be finite")
+        if is_expression(v):
+            expr = parse_expr(v)  # ValueError names what is wrong
+            return expr.text
+        return v
 
     @field_validator("choices")
     @classmethod
@@ -121,10 +154,9 @@ class ParamSpec(_Strict):
     def _consistent(self) -> "ParamSpec":
         fixed = self.type is None
         given = {k for k in ("low", "high", "step", "choices") if getattr(self, k) is not None}
-        if self.log:
-            given.add("log")
+        given |= {k for k in ("log", "native") if getattr(self, k)}
         allowed = {"int": {"low", "high", "log", "step"}, "float": {"low", "high", "log", "step"},
-                   "categorical": {"choices"}, "bool": set()}.get(self.type or "", set())
+                   "categorical": {"choices", "native"}, "bool": set()}.get(self.type or "", set())
         extra = sorted(given - allowed)
         if extra:
             what = "a fixed value" if fixed else f"type {self.type}"
@@ -132,15 +164,18 @@ class ParamSpec(_Strict):
         if self.type in ("int", "float"):
             if self.low is None or self.high is None:
                 raise ValueError(f"type {self.type} needs low and high")
-            if self.low > self.high:
+            if not self.has_expressions and self.low > self.high:  # type: ignore[operator]
                 raise ValueError(f"low ({self.low:g}) is greater than high ({self.high:g})")
             if self.type == "int":
                 for k in ("low", "high", "step"):
                     v = getattr(self, k)
-                    if v is not None and v != int(v):
+                    if v is not None and not is_expression(v) and v != int(v):
                         raise ValueError(f"{k} must be a whole number for type int (got {v:g})")
-            if self.log and self.low <= 0:
+            if self.log and not is_expression(self.low) and self.low <= 0:  # type: ignore[operator]
                 raise ValueError(f"log scale needs low > 0 (got {self.low:g})")
+            if self.step is not None and self.has_expressions:
+                raise ValueError("step cannot be combined with an expression bound (the grid would move with the "
+                                 "resources); drop step or give numbers")
             if self.step is not None:
                 if self.step <= 0:
                     raise ValueError(f"step must be > 0 (got {self.step:g})")
@@ -154,23 +189,86 @@ class ParamSpec(_Strict):
     def fixed(self) -> bool:
         return self.type is None
 
+    @property
+    def has_expressions(self) -> bool:
+        return is_expression(self.low) or is_expression(self.high)
+
+    @property
+    def unresolved(self) -> bool:
+        """Whether this domain depends on the trial (resource expressions or native choices)."""
+        return self.has_expressions or self.native
+
+    @property
+    def single(self) -> bool:
+        """A domain of one value (e.g. a native categorical left with one choice): Optuna samples nothing."""
+        if self.type == "categorical":
+            return len(self.choices or []) == 1
+        if self.type in ("int", "float") and not self.has_expressions:
+            return self.low == self.high
+        return False
+
+    def resolve(self, name: str, context: dict[str, Any], *, source: str = "space", strict: bool = True
+                ) -> "ParamSpec":
+        """This domain for one study's trials: expression bounds evaluated for the context's `cpus` and `gpus`
+        (int bounds rounded down, clamped to the param's own limits), native choices filtered by the context's
+        precisions. `strict`: an empty domain is a ConfigError naming the param; otherwise it shrinks to low (a
+        valid point for the pre-flight check, which does not know the trial's resources yet)."""
+        if not self.unresolved:
+            return self
+        data = self.model_dump(exclude_none=True, exclude_defaults=True)
+        data["type"] = self.type
+        key = f"{source}: params.{name}"
+        if self.has_expressions:
+            resources = {k: context[k] for k in ("cpus", "gpus") if k in context}
+            low, high = (bound_value(self, which, name, resources, key) for which in ("low", "high"))
+            problem = None
+            if low > high:
+                problem = (f"low ({_bound_text(self.low, low)}) is greater than high ({_bound_text(self.high, high)}) "
+                           f"for trials with {describe_resources(resources)}")
+            elif self.log and low <= 0:
+                problem = (f"log scale needs low > 0, but low is {_bound_text(self.low, low)} for trials with "
+                           f"{describe_resources(resources)}")
+            if problem is not None:
+                if strict:
+                    raise ConfigError(f"{key}: {problem}; change the bounds, or give each trial other resources "
+                                      f"(--cpus-per-trial / --gpus-per-trial)")
+                high = low = max(low, 1) if self.log else low
+            data["low"], data["high"] = low, high
+        if self.native:
+            data.pop("native", None)
+            names = context.get(NATIVE_PARAMS.get(name, ""))
+            if names is None:
+                raise ValueError(f"{key}: native choices need the device's precisions in the sampling context")
+            kept = [c for c in self.choices or [] if c in names]
+            if not kept:
+                if strict:
+                    where = context.get("device") or "this device"
+                    raise ConfigError(f"{key}: none of {', '.join(map(str, self.choices or []))} runs natively on "
+                                      f"{where} (it runs {', '.join(names)}); add one of those, or drop native: "
+                                      f"true to search them anyway")
+                kept = list(self.choices or [])[:1]
+            data["choices"] = kept
+        return ParamSpec.model_validate(data)
+
     def conditions(self) -> list[Condition]:
         return [Condition.parse(k, v) for k, v in (self.when or {}).items()]
 
     def endpoints(self) -> list[Any]:
-        """Values that must all be valid for the param (the range ends, every choice, or the fixed value)."""
+        """Values that must all be valid for the param (the range ends, every choice, or the fixed value).
+        Expression bounds are left out: they are checked over plausible resources (spaces.check_expressions)."""
         if self.fixed:
             return [self.value]
-        if self.type == "int":
-            return [int(self.low), int(self.high)]  # type: ignore[arg-type]
-        if self.type == "float":
-            return [self.low, self.high]
+        if self.type in ("int", "float"):
+            ends = [v for v in (self.low, self.high) if not is_expression(v)]
+            return [int(v) for v in ends] if self.type == "int" else ends  # type: ignore[arg-type]
         if self.type == "bool":
             return [False, True]
         return list(self.choices or [])
 
     def suggest(self, trial: Any, name: str) -> Any:
         """Draw this param from an Optuna trial (or the captor Ray wraps around it)."""
+        if self.unresolved:
+            raise ValueError(f"params.{name} depends on the trial's resources or device; resolve the space first")
         if self.type == "int":
             step = int(self.step) if self.step is not None else 1
             return trial.suggest_int(name, int(self.low), int(self.high), step=step, log=self.log)  # type: ignore[arg-type]
@@ -202,15 +300,69 @@ class ParamSpec(_Strict):
         if self.fixed:
             text = f"= {self.value!r}"
         elif self.type in ("int", "float"):
-            text = f"{self.type} [{self.low:g}, {self.high:g}]" + (" log" if self.log else "")
+            text = f"{self.type} [{_fmt_bound(self.low)}, {_fmt_bound(self.high)}]" + (" log" if self.log else "")
             text += f" step {self.step:g}" if self.step is not None else ""
         elif self.type == "bool":
             text = "bool"
         else:
             text = "one of " + ", ".join(str(c) for c in self.choices or [])
+            if self.native:
+                text += " (those the device runs natively)"
         if self.when:
             text += "  when " + " and ".join(c.describe() for c in self.conditions())
         return text
+
+
+def field_limits(name: str, kind: str | None) -> tuple[float | None, float | None]:
+    """The inclusive limits of a Params field that a resolved bound is clamped to: ge/le as they are, gt/lt moved
+    one step inward for an int param; None where a float has an open limit (nothing to clamp to exactly)."""
+    field = Params.model_fields.get(name)
+    lo = hi = None
+    for m in field.metadata if field is not None else []:
+        if getattr(m, "ge", None) is not None:
+            lo = m.ge
+        if getattr(m, "le", None) is not None:
+            hi = m.le
+        if getattr(m, "gt", None) is not None and kind == "int":
+            lo = m.gt + 1
+        if getattr(m, "lt", None) is not None and kind == "int":
+            hi = m.lt - 1
+    return lo, hi
+
+
+def evaluate_bound(spec: ParamSpec, which: str, name: str, resources: dict[str, Any]) -> tuple[Any, Any]:
+    """(raw value, clamped value) of `spec.low` or `spec.high` for these resources: the expression's value, an int
+    param's rounded down, then clamped to the param's own limits. Raises ZeroDivisionError / KeyError."""
+    raw = getattr(spec, which)
+    if not is_expression(raw):
+        return raw, raw
+    value = parse_expr(raw).evaluate(resources)
+    number: int | float = math.floor(value) if spec.type == "int" else float(value)
+    lo, hi = field_limits(name, spec.type)
+    clamped = number
+    if lo is not None and clamped < lo:
+        clamped = type(number)(lo)
+    if hi is not None and clamped > hi:
+        clamped = type(number)(hi)
+    return number, clamped
+
+
+def bound_value(spec: ParamSpec, which: str, name: str, resources: dict[str, Any], key: str) -> Any:
+    try:
+        return evaluate_bound(spec, which, name, resources)[1]
+    except KeyError as err:
+        raise ValueError(f"{key}.{which}: {getattr(spec, which)} needs {err.args[0]} in the sampling context") from None
+    except ZeroDivisionError:
+        raise ConfigError(f"{key}.{which}: {getattr(spec, which)} divides by zero for trials with "
+                          f"{describe_resources(resources)}") from None
+
+
+def _fmt_bound(v: Any) -> str:
+    return str(v) if is_expression(v) else f"{v:g}"
+
+
+def _bound_text(raw: Any, value: Any) -> str:
+    return f"{raw} = {value:g}" if is_expression(raw) else f"{value:g}"
 
 
 DEFAULT_OBJECTIVES = "default"  # the key a plain list of objectives is stored under: every workload
@@ -286,8 +438,39 @@ class Space(_Strict):
                 d["params"][k]["value"] = p.model_dump(mode="json")["value"]
         return d
 
+    @property
+    def unresolved(self) -> bool:
+        """Whether some domain depends on the trial's resources or device (see `resolve`)."""
+        return any(p.unresolved for p in self.params.values())
+
+    def resolve(self, context: dict[str, Any], *, strict: bool = True) -> "Space":
+        """This space for one study's trials: every domain resolved for the context (`cpus`, `gpus`, `precisions`,
+        `device`; see ParamSpec.resolve). `strict`: a domain left empty, or a space left with nothing to search
+        (every searched param down to one value), is a ConfigError naming the file and the param."""
+        if not self.unresolved:
+            return self
+        params = {name: spec.resolve(name, context, source=self.source or "space", strict=strict)
+                  for name, spec in self.params.items()}
+        resolved = self.model_copy(update={"params": params})
+        if strict and all(params[n].single for n in resolved.searched):
+            collapsed = ", ".join(f"{n} = {params[n].choices[0] if params[n].choices else params[n].low}"
+                                  for n in resolved.searched if self.params[n].unresolved)
+            where = context.get("device") or "this machine"
+            raise ConfigError(f"{self.source}: params: nothing left to search on {where} ({collapsed}); search "
+                              f"another param, or drop native: true to search the listed choices anyway")
+        return resolved
+
+    def reachable(self, context: dict[str, Any]) -> list[str]:
+        """The searched params a study with this context can sample at all: those whose conditions on the context
+        hold (a CPU study never samples pin_memory or tf32, so its reports need no column for them)."""
+        return [n for n in self.searched
+                if all(c.holds(context.get(c.name)) for c in self.params[n].conditions() if c.name in CONTEXT_NAMES)]
+
     def sample(self, trial: Any, context: dict[str, Any]) -> dict[str, Any]:
-        """Define-by-run: draw the searched params in order, skipping those whose conditions fail."""
+        """Define-by-run: draw the searched params in order, skipping those whose conditions fail. A space that
+        depends on the trial is resolved for `context` first (a study passes it resolved once)."""
+        if self.unresolved:
+            return self.resolve(context).sample(trial, context)
         drawn: dict[str, Any] = {}
         for name, spec in self.params.items():
             if spec.fixed:
@@ -300,6 +483,8 @@ class Space(_Strict):
     def baseline_point(self, context: dict[str, Any]) -> dict[str, Any]:
         """tuner's default knobs as a point of this space: each searched param at its Params default when the
         domain contains it (others are left to the sampler), conditionals as sample() would treat them."""
+        if self.unresolved:
+            return self.resolve(context).baseline_point(context)
         defaults = Params()
         point: dict[str, Any] = {}
         for name, spec in self.params.items():

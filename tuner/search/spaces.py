@@ -11,7 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
-from tuner.search.space import CONTEXT_NAMES, SPACE_SUFFIXES, Space
+from tuner.search.expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
+from tuner.search.space import CONTEXT_NAMES, NATIVE_PARAMS, SPACE_SUFFIXES, ParamSpec, Space, evaluate_bound
 from tuner.study import Objective
 from tuner.study.metrics import BY_KEY
 from tuner.study.objective import QUALITY
@@ -107,6 +108,10 @@ def _check_against_config(space: Space, source: str) -> None:
                 raise ConfigError(f"{key}: value {value!r} is not valid for {name}: {msg}") from None
         if spec.type == "float" and fields[name].annotation is int:
             raise ConfigError(f"{key}: {name} is a whole number; use type int")
+        if spec.has_expressions:
+            check_expressions(name, spec, key, adapter)
+        if spec.native and name not in NATIVE_PARAMS:
+            raise ConfigError(f"{key}.native: only {', '.join(NATIVE_PARAMS)} has native choices; drop native")
         try:
             conditions = spec.conditions()
         except (ValueError, ValidationError) as err:
@@ -116,6 +121,10 @@ def _check_against_config(space: Space, source: str) -> None:
                 where = "a later param" if c.name in space.params else "not a param"
                 raise ConfigError(f"{key}.when.{c.name}: {where}; a condition may name an earlier param or "
                                   f"{', '.join(CONTEXT_NAMES)}")
+        if name == "tf32" and spec.type is not None and not any(c.name == "tf32_available" for c in conditions):
+            raise ConfigError(f"{key}.when: add tf32_available: true (TF32 exists only on CUDA GPUs of the Ampere "
+                              f"generation or newer; trials elsewhere would fail), e.g. when: {{precision: fp32, "
+                              f"tf32_available: true}}")
         seen.append(name)
     for workload, objectives in space.objectives.items():
         where = "objectives" if workload == "default" else f"objectives.{workload}"
@@ -135,6 +144,60 @@ def _check_against_config(space: Space, source: str) -> None:
         raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
 
 
+
+
+def check_expressions(name: str, spec: ParamSpec, key: str, adapter: TypeAdapter[Any]) -> None:
+    """Expression bounds, checked like numbers but for every plausible trial (1-256 CPUs, 0-8 GPUs): they must
+    evaluate (no division by zero), their values (clamped to the param's own limits) must be valid for the param,
+    and the domain must be non-empty for some of those trials. Whether it is for the study's own trials is checked
+    when the study starts (Space.resolve)."""
+    names = tuple(dict.fromkeys(n for b in (spec.low, spec.high) if is_expression(b) for n in parse_expr(b).names))
+    feasible = False
+    checked: set[tuple[str, Any]] = set()
+    for resources in plausible_resources(names):
+        used = {k: v for k, v in resources.items() if k in names}
+        ends = {}
+        for which in ("low", "high"):
+            try:
+                _, value = evaluate_bound(spec, which, name, resources)
+            except ZeroDivisionError:
+                raise ConfigError(f"{key}.{which}: {getattr(spec, which)} divides by zero for trials with "
+                                  f"{describe_resources(used)}") from None
+            ends[which] = value
+            if is_expression(getattr(spec, which)) and (which, value) not in checked:
+                checked.add((which, value))
+                try:
+                    adapter.validate_python(value)
+                except ValidationError as err:
+                    msg = err.errors()[0]["msg"]
+                    raise ConfigError(f"{key}.{which}: {getattr(spec, which)} is {value!r} for trials with "
+                                      f"{describe_resources(used)}, which is not valid for {name}: {msg}") from None
+        if ends["low"] <= ends["high"] and not (spec.log and ends["low"] <= 0):
+            feasible = True
+    if not feasible:
+        span = ", ".join(f"{n} {PLAUSIBLE[n][0]}-{PLAUSIBLE[n][-1]}" for n in names)
+        raise ConfigError(f"{key}: low ({spec.low}) {'is not > 0' if spec.log else 'is greater than high'} "
+                          f"({spec.high}) for every plausible trial ({span}); fix the bounds")
+
+
+def clamp_notes(name: str, spec: ParamSpec) -> list[str]:
+    """Where an expression bound is clamped to the param's own limit, in words (`tuner spaces show`)."""
+    from tuner.search.space import field_limits
+
+    notes = []
+    lo, hi = field_limits(name, spec.type)
+    for which in ("low", "high"):
+        raw = getattr(spec, which)
+        if not is_expression(raw):
+            continue
+        for resources in plausible_resources(parse_expr(raw).names):
+            value, clamped = evaluate_bound(spec, which, name, resources)
+            if value != clamped:
+                limit = hi if value > clamped else lo
+                side = "at most" if value > clamped else "at least"
+                notes.append(f"{which} {raw} is clamped to the limit of {name} in the config ({side} {limit:g})")
+                break
+    return notes
 
 
 def _complete(o: Objective, key: str) -> Objective:

@@ -20,6 +20,7 @@ from typing import Any
 
 from tuner.errors import error_line
 from tuner.search.outcome import penalty
+from tuner.search.shared_cache import SharedFiles
 from tuner.search.space import Space, check_finite
 from tuner.study import Objective, StudyFolder, TrialRecord
 
@@ -53,6 +54,7 @@ class TrialSetup:
     ddp_workers: int = 0  # > 1: run the trial as a Ray Train TorchTrainer with this many workers
     ddp_use_gpu: bool = True
     ddp_cpus_per_worker: float = 1.0
+    shared_files: SharedFiles | None = None  # the driver's FID cache, installed on the trial's node before it runs
 
 
 def searched_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +86,17 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
             out_dir = out_dir / "confirm" / f"{int(config[REPEAT_KEY]):02d}"
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-        result = engine(cfg, cache_dir=Path(setup.cache_dir), out_dir=out_dir, wall_limit_s=where["wall_limit_s"])
+        cache_dir = Path(setup.cache_dir)
+        if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
+            cache_dir = setup.shared_files.install(cache_dir)
+        result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"])
         record = TrialRecord.of(result, **where)
+        rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
+        if rebuilt and record.complete:
+            record.state = "error"
+            record.error = (f"this node rebuilt the study's FID cache ({', '.join(rebuilt)}): its copy of the "
+                            f"dataset differs from the driver's, so its quality does not compare with the other "
+                            f"trials'")
     except MemoryError as err:  # host RAM: the same lesson as a GPU out-of-memory
         record = TrialRecord(state="oom", error=error_line(err), **where)
     except Exception as err:  # a bad combination (TunerError) or a bug: an error trial, not a crashed study

@@ -61,6 +61,12 @@ class StudyMeta(BaseModel):
     versions: dict[str, Any] = Field(default_factory=dict)
     confirm: dict[str, int] = Field(default_factory=dict)  # {"trials": K, "repeats": R} of the confirmation phase
     noise: dict[str, Any] | None = None  # the noise floor the confirmation measured (tuner.study.stats)
+    # The sampling context of the first run (cpus, gpus, device, native precisions, tf32_available) and the
+    # domains the space resolved to for it: what --resume samples from, on whatever machine it runs.
+    context: dict[str, Any] | None = None
+    domains: dict[str, Any] | None = None
+    # sha256 of each FID cache file the driver built and shipped to every trial (relative to the cache folder).
+    fid_cache: dict[str, str] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on

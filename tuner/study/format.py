@@ -89,3 +89,23 @@ def fmt_figure(record: "TrialRecord", key: str) -> str:
     if confirmed.low is not None and confirmed.high is not None:
         text += f" ({fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)})"
     return text
+
+
+def tf32_on(record: Any) -> bool:
+    """Whether a trial ran fp32 matmuls/convolutions as TF32: its sampled `tf32`, else its config's."""
+    if "tf32" in record.params:
+        return bool(record.params["tf32"])
+    return bool(((record.config or {}).get("params") or {}).get("tf32"))
+
+
+def precision_label(precision: Any, tf32: bool) -> str:
+    """`fp32 + TF32` where fp32 ran on TF32 tensor cores (a different numeric than plain fp32), else the name."""
+    return f"{precision} + TF32" if precision == "fp32" and tf32 else fmt(precision)
+
+
+def fmt_param(record: Any, name: str) -> str:
+    """A trial's param as reports show it: like fmt, but precision says when fp32 ran as TF32."""
+    value = record.params.get(name)
+    if name == "precision" and value is not None:
+        return precision_label(value, tf32_on(record))
+    return fmt(value)

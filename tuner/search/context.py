@@ -1,0 +1,126 @@
+"""What a study's search space may depend on, and the space resolved for it once, when the study starts.
+
+The sampling context (what `Space.sample` / `baseline_point` and `when:` conditions see):
+- `cpus`: the CPUs of one training process of a trial (per rank under DDP); `gpus`: the trial's GPUs (0 on CPUs);
+- `device`, `precisions`, `tf32_available`: facts about the trials' device (`tuner.device.device_facts`).
+
+Where the device facts come from. CPU trials: this machine's CPU (fp32 alone is native). GPU trials: a probe, one
+tiny Ray task per GPU node (0.01 GPU, no CPU, its worker exits after it) that asks torch on the node itself, and
+the facts every node agrees on (a precision is native only if it is native on every GPU node). The driver may
+have no GPU at all (`--address` from a laptop), and Ray reports GPU counts but not compute capabilities, so
+asking torch where trials run is the only exact answer; it also keeps CUDA out of the driver process.
+
+A study's domains are fixed for its life (Optuna needs one distribution per param): the first run stores the
+resolved domains and the context in study.json (`domains`, `context`), and `--resume` reuses them even on other
+hardware, with a warning saying what this machine would have chosen instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.search.resources import ClusterInfo, Resources
+from tuner.search.space import Space
+
+PROBE_TIMEOUT_S = 120.0
+FALLBACK_GPU_FACTS = {"device": "cuda (not probed)", "precisions": ["fp32", "fp16"], "tf32_available": False}
+ALL_PRECISIONS = ["fp32", "fp16", "bf16"]
+
+
+def trial_context(resources: Resources, facts: dict[str, Any] | None) -> dict[str, Any]:
+    """The sampling context of a study's trials. `facts` None: device facts not known yet (resource bounds can be
+    checked, native choices are left as listed)."""
+    gpus = max(1, int(resources.gpus_per_trial)) if resources.gpus_per_trial > 0 else 0
+    ctx: dict[str, Any] = {"cpus": resources.cpus_per_process, "gpus": gpus}
+    ctx.update(facts if facts is not None else {"precisions": list(ALL_PRECISIONS), "tf32_available": True})
+    return ctx
+
+
+def cpu_facts() -> dict[str, Any]:
+    from tuner.device import device_facts, resolve_device
+
+    return device_facts(resolve_device("cpu"))
+
+
+def device_facts_for(resources: Resources, cluster: ClusterInfo) -> tuple[dict[str, Any], list[str]]:
+    """The trials' device facts and warnings: the CPU's for CPU trials, the GPU nodes' (probed) for GPU trials."""
+    if resources.gpus_per_trial <= 0:
+        return cpu_facts(), []
+    return probe_gpu_nodes(cluster)
+
+
+def probe_gpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict[str, Any], list[str]]:
+    """Ask torch on each GPU node (a Ray task there) what its GPU runs natively; combine the answers."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from tuner.device import cuda_facts
+
+    probe = ray.remote(num_cpus=0, num_gpus=0.01, max_calls=1)(cuda_facts)
+    refs = []
+    for node in cluster.gpu_nodes() or [None]:
+        options: dict[str, Any] = {}
+        if node is not None and node.node_id:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+        refs.append(probe.options(**options).remote())
+    try:
+        answers = ray.get(refs, timeout=timeout_s)
+    except Exception as err:  # noqa: BLE001 - a timeout (GPUs held by others) or a failing node: be conservative
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        return dict(FALLBACK_GPU_FACTS), [f"could not ask the GPU nodes which precisions they run natively ({reason}); "
+                                          f"native choices are fp32 and fp16, and TF32 is not searched"]
+    return combine_facts(answers), []
+
+
+def combine_facts(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every node agrees on: precisions native everywhere (in the first node's order), TF32 everywhere."""
+    if not answers:
+        return dict(FALLBACK_GPU_FACTS)
+    precisions = [p for p in answers[0]["precisions"] if all(p in a["precisions"] for a in answers)]
+    devices = list(dict.fromkeys(str(a["device"]) for a in answers))
+    return {"device": " + ".join(devices), "precisions": precisions,
+            "tf32_available": all(bool(a["tf32_available"]) for a in answers)}
+
+
+def stored_space(space: Space, domains: dict[str, Any]) -> Space:
+    """`space` with the domains a study stored when it started (study.json `domains`)."""
+    from tuner.search.space import ParamSpec
+
+    params = {name: ParamSpec.model_validate(domains[name]) if name in domains else spec
+              for name, spec in space.params.items()}
+    return space.model_copy(update={"params": params})
+
+
+def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tuple[Space, dict[str, Any], list[str]]:
+    """The space a study samples from and the context its conditions see, plus warnings.
+
+    A new study (or one stored before domains were recorded): `space` resolved for `context` (a ConfigError when
+    a domain comes out empty). A resumed study: the domains and context stored by its first run, whatever this
+    machine would resolve, with a warning where they differ."""
+    domains = getattr(meta, "domains", None)
+    if not domains:
+        return space.resolve(context), context, []
+    saved_context = dict(getattr(meta, "context", None) or context)
+    kept = stored_space(space, domains)
+    notes = []
+    fresh = space.resolve(context, strict=False)
+    differ = [name for name, spec in fresh.params.items() if spec != kept.params[name]]
+    if differ:
+        shown = "; ".join(f"{n}: {kept.params[n].describe()} (here: {fresh.params[n].describe()})" for n in differ)
+        notes.append(f"resuming with the domains this study started with ({_describe_context(saved_context)}), not "
+                     f"this machine's ({_describe_context(context)}): {shown}; throughputs measured on other "
+                     f"hardware do not compare")
+    return kept, saved_context, notes
+
+
+def _describe_context(ctx: dict[str, Any]) -> str:
+    gpus = ctx.get("gpus", 0)
+    return f"{ctx.get('cpus')} CPUs" + (f", {gpus} GPU" if gpus else "") + (f" on {ctx['device']}" if
+                                                                              ctx.get("device") else "")
+
+
+def domains_of(space: Space) -> dict[str, Any]:
+    """The resolved domains as study.json stores them (only those that depended on the trial)."""
+    return {name: spec for name, spec in space.definition()["params"].items()}
