@@ -3,7 +3,7 @@
 import pytest
 
 from tuner.errors import StudyError
-from tuner.report.bottleneck import bound_label
+from tuner.study.headroom import bound_label
 from tuner.study import open_study
 
 

@@ -60,7 +60,9 @@ def test_cuda_branches_sync_before_each_clock_read_and_pin_memory(tmp_path):
     dev = FakeCudaDevice()
     res = run_trial(cfg(params={"pin_memory": True, "precision": "fp16"}), cache_dir=tmp_path, device=dev)
     assert res.state == "complete"
-    assert dev.sync_calls == 2 * 3  # a sync before the clock at each window's start and end
+    # a sync before the clock at each window's start and end: the training's 3 windows, then each ceiling's 3
+    assert dev.sync_calls == 2 * 3 * 3
+    assert res.value("input_ceiling") is not None and res.value("compute_ceiling") is not None
     assert res.device == "cuda (fake GPU)"
 
 
@@ -136,3 +138,34 @@ def test_threads_and_tf32_settings_do_not_leak_into_the_next_trial(tmp_path):
     with cuda.numerics(Params(tf32=False)):
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32  # explicit, not
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags   # cuDNN's default
+
+
+def test_a_complete_trial_has_both_ceilings_and_a_verdict(tmp_path):
+    res = run_trial(cfg(), cache_dir=tmp_path)
+    for key in ("compute_ceiling", "input_ceiling", "of_compute_ceiling", "of_input_ceiling"):
+        assert res.value(key) is not None and res.value(key) > 0, key
+    assert res.value("of_compute_ceiling") == pytest.approx(res.throughput / res.value("compute_ceiling"))
+    assert res.get("bound") in ("input-bound", "compute-bound", "overhead-bound")
+    assert res.get("headroom").startswith(res.get("bound") + " at ")
+
+
+def test_ceilings_come_from_the_study_cache_when_measured_before(tmp_path):
+    from tuner.measure.ceiling import CeilingCache
+
+    cache = CeilingCache(tmp_path / "ceilings.json")
+    first = run_trial(cfg(), cache_dir=tmp_path, ceilings=cache)
+    stored = sorted(v["value"] for v in __import__("json").loads(cache.path.read_text()).values())
+    assert stored == sorted([first.value("compute_ceiling"), first.value("input_ceiling")])
+    # A second trial with other loader knobs reuses the compute ceiling and measures its own input ceiling.
+    second = run_trial(cfg(params={"num_workers": 1}), cache_dir=tmp_path, ceilings=cache)
+    assert second.value("compute_ceiling") == first.value("compute_ceiling")
+    assert second.value("input_ceiling") != first.value("input_ceiling")
+    assert len(__import__("json").loads(cache.path.read_text())) == 3
+
+
+def test_ceilings_can_be_switched_off_and_a_failed_trial_has_none(tmp_path, monkeypatch):
+    off = run_trial(cfg(measure={"ceiling_seconds": 0}), cache_dir=tmp_path)
+    assert off.complete and off.get("compute_ceiling") is None and off.get("headroom") is None
+    monkeypatch.setattr(PhaseStep, "__call__", lambda self, b: (_ for _ in ()).throw(torch.OutOfMemoryError("x")))
+    oom = run_trial(cfg(), cache_dir=tmp_path)
+    assert oom.state == "oom" and oom.get("compute_ceiling") is None

@@ -18,7 +18,7 @@ from typing import Any
 from tuner.config import Params, TrialConfig, dump_config, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
-from tuner.report.bottleneck import bound_label
+from tuner.study.headroom import record_bound
 from tuner.study import Pick, Study, TrialRecord
 from tuner.study.stats import Interval, pool
 from tuner.study.verdict import Verdict, decide
@@ -85,8 +85,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         rule["min_quality"] = f"{study.quality.metric} {study.quality.comparison} {min_quality:g}"
     measured: dict[str, Any] = {k: v for k, v in record.metrics.items() if v is not None}
     measured.update(windows=record.windows, capped=record.capped, device=record.device)
-    if record.get("data_wait") is not None:
-        measured["bound"] = bound_label(record.get("data_wait"))
+    if bound := record_bound(record):
+        measured["bound"] = bound
     meta = study.meta
     confirmed = None
     if record.confirmed is not None:

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from tuner.errors import StudyError
 from tuner.files import atomic_write
 from tuner.report import plots
-from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
+from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
 from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
@@ -65,7 +65,7 @@ def context(study: Study) -> dict[str, Any]:
     meta = study.meta
     n_bound: dict[str, int] = {}
     for r in study.records:
-        if label := bound_label(r.get("data_wait")):
+        if label := record_bound(r):
             n_bound[label] = n_bound.get(label, 0) + 1
     return {
         "name": study.name,
@@ -113,7 +113,7 @@ def _metric_text(key: str, value: Any, unit: bool = False) -> str:
 
 def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
     value = record.get(key)
-    return {"text": _metric_text(key, value), "bound": bound_label(value) if key == "data_wait" else ""}
+    return {"text": _metric_text(key, value), "bound": record_bound(record) if key == "data_wait" else ""}
 
 
 def trials_table(study: Study) -> dict[str, Any]:
@@ -148,11 +148,11 @@ def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
     out = []
     for key in known + [k for k in r.metrics if k not in known]:
         value = r.get(key)
-        if value is None:
+        if value is None or key in ("bound", "headroom"):  # shown above the list, as a sentence
             continue
         m = metric(key)
         out.append({"key": m.label + arrows.get(key, ""), "text": _metric_text(key, value, unit=True),
-                    "title": m.help, "bound": bound_label(value) if key == "data_wait" else "", "code": False})
+                    "title": m.help, "bound": record_bound(r) if key == "data_wait" else "", "code": False})
     return out
 
 
@@ -193,6 +193,7 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
         "trial": r.trial,
         "open": rank == 0,
         "summary": " · ".join(headline),
+        "headroom": r.get("headroom") or "",
         "params": [_item(k, v) for k, v in r.params.items()],
         "measured": _measured(study, r) + run,
         "windows_svg": Markup(plots.windows_svg(r)),

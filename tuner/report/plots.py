@@ -12,7 +12,7 @@ import statistics
 
 from markupsafe import escape
 
-from tuner.report.bottleneck import COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, bound_label
+from tuner.study.headroom import COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, bound_label
 from tuner.report.view import FRONT_MARK
 from tuner.study import FAILED_STATES, Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_metric, state_hex
@@ -32,7 +32,7 @@ COLORS = {
     "median": "#0550ae",
     "loss": "#bc4c00",
 }
-BOUND_COLORS = {"input-bound": "#cf222e", "mixed": "#9a6700", "compute-bound": "#1a7f37"}
+BOUND_COLORS = {"input-bound": "#cf222e", "overhead-bound": "#bc4c00", "mixed": "#9a6700", "compute-bound": "#1a7f37"}
 
 
 # ---------------------------------------------------------------------------------------------------- scales

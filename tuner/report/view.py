@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tuner.files import json_safe
-from tuner.report.bottleneck import BOUND_EXPLANATION, bound_label
+from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
 from tuner.study.metrics import METRICS, table_columns
@@ -35,7 +35,7 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
     rank = study.rank(record)
     doc["rank"] = rank
     doc["front"] = rank == 0
-    doc["bound"] = bound_label(record.get("data_wait")) or None
+    doc["bound"] = record_bound(record) or None
     grid = study.sample_grid(record)
     doc["sample_grid"] = str(grid) if grid is not None else None
     return json_safe(doc)
@@ -58,7 +58,7 @@ def _state_cell(record: TrialRecord) -> str:
 
 def _measured_cell(record: TrialRecord, key: str) -> str:
     if key == "data_wait":
-        label = bound_label(record.get(key))
+        label = record_bound(record)
         return f"{fmt_metric(key, record.get(key))} {label}" if label else "-"
     return fmt_metric(key, record.get(key))
 
@@ -124,7 +124,9 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     for key in known + sorted(k for k in record.metrics if k not in known):
         if key in objective_keys or record.get(key) is None:
             continue
-        note = bound_label(record.get(key)) if key == "data_wait" else ""
+        if key in ("bound", "headroom"):  # the sentence below the table
+            continue
+        note = record_bound(record) if key == "data_wait" else ""
         metrics.add_row(key, fmt_metric(key, record.get(key)), note)
     for key in ("capped", "device"):
         metrics.add_row(key, fmt(record.get(key)), "")
@@ -147,6 +149,8 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         out.append(f"[red]error:[/red] {record.error}")
     if record.traceback:
         out.append(f"[dim]{record.traceback.rstrip()}[/dim]")
+    if record.get("headroom"):
+        out.append(f"[bold]headroom:[/bold] {record.get('headroom')}")
     if record.get("data_wait") is not None:
         out.append(f"[dim]{BOUND_EXPLANATION}[/dim]")
     return out

@@ -89,7 +89,12 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
-        result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"])
+        extra: dict[str, Any] = {}
+        if setup.engine is None:  # tuner's own engine: the study's ceiling cache
+            from tuner.measure.ceiling import CeilingCache
+
+            extra["ceilings"] = CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path)
+        result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], **extra)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:

@@ -114,6 +114,11 @@ class StudyFolder:
         return self.path / DB_FILE
 
     @property
+    def ceilings_path(self) -> Path:
+        """The study's cache of measured ceilings (tuner.measure.ceiling.CeilingCache)."""
+        return self.path / "ceilings.json"
+
+    @property
     def ray_dir(self) -> Path:
         return self.path / RAY_DIR
 

@@ -40,6 +40,19 @@ METRICS: tuple[Metric, ...] = (
            "median drops)", "rate", "maximize", unit="samples/s"),
     Metric("data_wait", "data wait", "share of timed time spent waiting for the next batch (input-bound when "
            "high)", "percent", "minimize", column=True),
+    Metric("compute_ceiling", "compute ceiling", "samples/s of the same model, batch and precision fed one batch "
+           "already on the device (no loader): what it could take if input were free", "rate", group="info",
+           unit="samples/s"),
+    Metric("input_ceiling", "input ceiling", "samples/s the trial's DataLoader delivers alone (same knobs, "
+           "host-to-device copy included, no model)", "rate", group="info", unit="samples/s"),
+    Metric("of_compute_ceiling", "% compute", "throughput / compute ceiling: how close the trial gets to what "
+           "its model allows", "percent", group="info", column=True),
+    Metric("of_input_ceiling", "% input", "throughput / input ceiling: how much of what its loader delivers the "
+           "trial uses", "percent", group="info", column=True),
+    Metric("bound", "bound", "input-bound, compute-bound or overhead-bound, from the two ceilings (the data-wait "
+           "share alone when they are missing)", "text", group="info"),
+    Metric("headroom", "headroom", "why the trial is as fast as it is and what to try, from its ceilings",
+           "text", group="info"),
     Metric("peak_mem_mb", "peak MB", "peak memory: CUDA max allocated, or on the CPU the largest unique memory "
            "(USS) of the process and its loader workers", "mb", "minimize", "cost", column=True, unit="MB"),
     Metric("train_seconds", "train s", "wall time of the training loop, warm-up included", "seconds", "minimize",
@@ -58,6 +71,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("fid_samples", "FID samples", "generated images per FID", "count", group="info"),
     Metric("quality_seconds", "quality s", "seconds spent scoring quality after training", "seconds", "minimize",
            "cost", unit="s"),
+    Metric("ceiling_seconds", "ceiling s", "seconds spent measuring the two ceilings (0 when both came from the "
+           "study's cache)", "seconds", group="cost", unit="s"),
     Metric("quality_setup_seconds", "quality setup s", "one-time seconds before scoring (caches, extractor, "
            "first device linear algebra); not part of quality_seconds", "seconds", group="cost", unit="s"),
 )

@@ -22,8 +22,10 @@ from torch import nn
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
+from tuner.measure.ceiling import CeilingCache, cache_key, compute_ceiling, input_ceiling
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
+from tuner.study.headroom import assess
 from tuner.train.batch import to_device
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
@@ -127,6 +129,8 @@ class _Run:
         self.result = TrialResult(state="complete", device=device.describe())
         self.models: dict[str, nn.Module] | None = None
         self.step: PhaseStep | None = None
+        self.workload: Workload | None = None
+        self.train_set: Any = None
         self.t0 = time.perf_counter()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
@@ -137,6 +141,7 @@ class _Run:
         torch.manual_seed(p.seed + rank)
         workload = build_workload(cfg)
         train_set, val_set = workload.datasets()
+        self.workload, self.train_set = workload, train_set
         sampler = None
         if world > 1:
             from torch.utils.data.distributed import DistributedSampler
@@ -183,6 +188,65 @@ class _Run:
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
 
+    def ceilings(self, cache: CeilingCache | None) -> None:
+        """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
+        train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
+        res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
+        train_s = res.value("train_seconds") or 0.0
+        seconds = min(cfg.measure.ceiling_seconds, 0.1 * train_s)
+        if not res.complete or self.workload is None or self.models is None or seconds <= 0:
+            return
+        from tuner.data import make_loader
+
+        rank, world = rank_world()
+        shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+                  "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
+        keys = {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
+                                                 "precision": p.precision, "tf32": p.tf32}),
+                "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
+                                             "prefetch_factor": p.prefetch_factor,
+                                             "persistent_workers": p.persistent_workers})}
+        cache = cache if world == 1 else None  # under DDP every rank must take the same steps: measure always
+        t0 = time.perf_counter()
+        found = {k: cache.get(key) if cache is not None else None for k, key in keys.items()}
+        self.step = None  # the training's optimizer state: the compute ceiling builds its own
+        plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
+                                     "pin_memory": False})
+        for kind in ("compute", "input"):
+            value = found[kind]
+            if value is None:
+                try:
+                    if kind == "compute":
+                        one = next(iter(make_loader(self.train_set, plain, device, seed=p.seed,
+                                                    collate_fn=self.workload.collate)))
+                        step = PhaseStep(self.workload, self.models, p, device)
+                        value = compute_ceiling(step, to_device(one, device.torch_device), device, seconds,
+                                                Agreement(world))
+                        del step, one
+                    else:
+                        loader = make_loader(self.train_set, p, device, seed=p.seed + 1,
+                                             collate_fn=self.workload.collate)
+                        batches = forever(loader)
+                        try:
+                            value = input_ceiling(batches, device, seconds, pinned=p.pin_memory,
+                                                  warmup_batches=2 + p.num_workers * (p.prefetch_factor or 2))
+                        finally:
+                            batches.close()
+                except Exception as err:  # noqa: BLE001 - a ceiling is evidence; the trial's figures stand
+                    if is_oom(err):
+                        gc.collect()
+                        device.free_memory()
+                    value = None
+                if value is not None:
+                    value *= world  # every rank runs its own copy at the same time, as in training
+                    if cache is not None and rank == 0:
+                        cache.put(keys[kind], value, {"kind": kind, "params": p.model_dump(mode="json")})
+            res.metrics[f"{kind}_ceiling"] = value
+        res.metrics["ceiling_seconds"] = time.perf_counter() - t0
+        res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
+                                  res.metrics.get("input_ceiling"), params=p.model_dump(),
+                                  data_wait=res.metrics.get("data_wait"), device=res.device).metrics())
+
     def failed(self, state: str, error: str, traceback: str | None = None) -> None:
         res = self.result
         res.state, res.error, res.traceback = state, error, traceback  # type: ignore[assignment]
@@ -194,7 +258,7 @@ class _Run:
         """Drop the models, optimizers and activations. After a failure also collect cycles and return the cached
         memory: outside any except block, whose traceback would keep the activations alive (a full collection
         costs a tenth of a second, so a trial that ended well skips it)."""
-        self.models = self.step = None
+        self.models = self.step = self.workload = self.train_set = None
         if collect:
             gc.collect()
             self.device.free_memory()
@@ -208,8 +272,11 @@ def run_trial(
     device: Device | None = None,
     wall_limit_s: float | None = None,
     on_window: Callable[[dict[str, Any]], None] | None = None,
+    ceilings: CeilingCache | None = None,
 ) -> TrialResult:
-    """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises."""
+    """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
+    A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
+    cache) and gets its headroom verdict."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -219,6 +286,7 @@ def run_trial(
     with torch_threads(p.threads), device.numerics(p), running(make_context(cfg, device, cache_dir, out_dir)):
         try:
             run.train(wall_limit_s, on_window)
+            run.ceilings(ceilings)
         except TunerError:
             raise
         except Exception as err:  # noqa: BLE001 - every other failure is the trial's state

@@ -1,0 +1,139 @@
+"""How far a trial is from what its hardware allows, and why: its throughput against its two ceilings.
+
+- compute ceiling: the same workload, batch, accumulation and precision fed one batch already on the device (no
+  loader); what the model could take if input were free.
+- input ceiling: the trial's DataLoader alone with the same knobs, host-to-device copy included, no model; what
+  the input pipeline can deliver.
+
+End to end a trial cannot beat the lower of the two. Which one is lower says what to change (loader knobs or
+batch/precision); how close the trial gets to it says whether anything between them (serial loading, per-step
+overhead) is lost. The thresholds are named here and tested, so the terminal, the JSON, the HTML report, the
+export and `tuner profile` all say the same sentence. Without ceilings the data-wait share is the only evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tuner.study.metrics import finite
+
+Bound = Literal["input-bound", "compute-bound", "overhead-bound", "mixed"]
+
+# The loader is the limit when it delivers less than this share of what the model could take.
+INPUT_SHORT_OF = 0.9
+# Compute-bound when the trial reaches this share of its compute ceiling.
+COMPUTE_BOUND_AT = 0.8
+# Data-wait thresholds, for records without ceilings (evidence measured inside the training loop).
+INPUT_BOUND_ABOVE = 0.3
+COMPUTE_BOUND_BELOW = 0.1
+
+BOUND_EXPLANATION = (
+    "compute ceiling: the model fed one batch already on the device (no loader); input ceiling: the DataLoader "
+    "alone with the trial's knobs, host-to-device copy included (no model). A trial is input-bound when the "
+    f"loader delivers under {INPUT_SHORT_OF:.0%} of what the model could take, compute-bound when it reaches "
+    f"{COMPUTE_BOUND_AT:.0%} of its compute ceiling, and overhead-bound when neither ceiling explains the gap "
+    "(loading serialized with compute, per-step overhead). Without ceilings the data-wait share decides: above "
+    f"{INPUT_BOUND_ABOVE:.0%} input-bound, below {COMPUTE_BOUND_BELOW:.0%} compute-bound, mixed in between."
+)
+
+
+def bound_label(data_wait: Any) -> str:
+    """input-bound / compute-bound / mixed from a data-wait share alone; "" when unknown."""
+    wait = finite(data_wait)
+    if wait is None:
+        return ""
+    if wait > INPUT_BOUND_ABOVE:
+        return "input-bound"
+    if wait < COMPUTE_BOUND_BELOW:
+        return "compute-bound"
+    return "mixed"
+
+
+def record_bound(record: Any) -> str:
+    """A trial's bound: from its ceilings when it has them, else from its data-wait share; "" when unknown."""
+    stored = record.get("bound")
+    return stored if isinstance(stored, str) and stored else bound_label(record.get("data_wait"))
+
+
+def rate(value: float) -> str:
+    """5100 -> "5.1k", 74000 -> "74k", 830 -> "830"."""
+    if value >= 1e5:
+        return f"{value / 1e3:.0f}k"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f}k".replace(".0k", "k")
+    return f"{value:.0f}"
+
+
+@dataclass(frozen=True)
+class Headroom:
+    bound: str  # a Bound, or "" when nothing is known
+    of_compute: float | None  # throughput / compute ceiling
+    of_input: float | None  # throughput / input ceiling
+    sentence: str
+
+    def metrics(self) -> dict[str, Any]:
+        """As the record's metrics (tuner.study.metrics lists these keys)."""
+        return {"of_compute_ceiling": self.of_compute, "of_input_ceiling": self.of_input,
+                "bound": self.bound or None, "headroom": self.sentence or None}
+
+
+def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any] | None = None,
+           data_wait: Any = None, device: str = "") -> Headroom:
+    """The verdict for one trial. `params` are its knobs (num_workers, precision, pin_memory, batch_size),
+    `device` its device description ("cuda ..." or "cpu ...")."""
+    thr, c, i = finite(throughput), finite(compute), finite(input_)
+    p = params or {}
+    workers = int(p.get("num_workers") or 0)
+    wait = finite(data_wait)
+    evidence = f" (waited for data {wait:.0%} of the time)" if wait is not None else ""
+    of_c = thr / c if thr is not None and c else None
+    of_i = thr / i if thr is not None and i else None
+    if thr is None or c is None or i is None:
+        label = bound_label(data_wait)
+        sentence = f"{label} by the data-wait share alone{evidence}; no ceilings measured" if label else ""
+        return Headroom(label, of_c, of_i, sentence)
+
+    if i < INPUT_SHORT_OF * c:
+        with_workers = f"with {workers} worker{'s' if workers != 1 else ''}" if workers else "in the training process"
+        tips = ["loader workers (num_workers > 0)" if workers == 0 else "more workers or a larger prefetch_factor"]
+        if device.startswith("cuda") and not p.get("pin_memory"):
+            tips.append("pin_memory")
+        tips.append("decoded samples cached in memory")
+        return Headroom("input-bound", of_c, of_i,
+                        f"input-bound at {of_c:.0%} of the compute ceiling: the loader delivers {rate(i)} samples/s "
+                        f"{with_workers}, the model could take {rate(c)}; try {_join(tips)}{evidence}")
+
+    if of_c is not None and of_c >= COMPUTE_BOUND_AT:
+        tips = ["larger batches"]
+        if p.get("precision", "fp32") == "fp32":
+            tips.append("bf16 or fp16 autocast" if device.startswith("cuda") else "a lower precision where the "
+                        "device runs it natively")
+        return Headroom("compute-bound", of_c, of_i,
+                        f"compute-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s), the loader "
+                        f"could deliver {rate(i)}: loader knobs will not help; {_join(tips)} might{evidence}")
+
+    if workers == 0:
+        why = "loading runs in the training process, one batch after another with compute: loader workers would overlap it"
+    elif not device.startswith("cuda"):
+        why = (f"the loader's {workers} worker process{'es' if workers != 1 else ''} share the CPU cores with the "
+               f"model's compute: try fewer workers, or none when loading is cheap")
+    else:
+        why = ("per-step overhead between loading and compute (host syncs, small batches, worker start-up at epoch "
+               "ends: persistent_workers)")
+    return Headroom("overhead-bound", of_c, of_i,
+                    f"overhead-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s) although the loader "
+                    f"delivers {rate(i)}: {why}{evidence}")
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def of_record(record: Any) -> Headroom:
+    """The verdict of a trial record or result (stored at training time, re-derived for older records)."""
+    params = dict(getattr(record, "params", None) or {})
+    config_params = ((getattr(record, "config", None) or {}).get("params") or {})
+    params = {**config_params, **params}
+    return assess(record.get("throughput"), record.get("compute_ceiling"), record.get("input_ceiling"),
+                  params=params, data_wait=record.get("data_wait"), device=getattr(record, "device", "") or "")
