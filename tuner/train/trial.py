@@ -22,11 +22,12 @@ from torch import nn
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
-from tuner.measure.ceiling import CeilingCache, cache_key, compute_ceiling, input_ceiling
+from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import assess
 from tuner.train.batch import to_device
+from tuner.train.ceilings import ceilings
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
@@ -196,51 +197,12 @@ class _Run:
         seconds = min(cfg.measure.ceiling_seconds, 0.1 * train_s)
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
             return
-        from tuner.data import make_loader
-
         rank, world = rank_world()
-        shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-                  "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
-        keys = {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
-                                                 "precision": p.precision, "tf32": p.tf32}),
-                "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
-                                             "prefetch_factor": p.prefetch_factor,
-                                             "persistent_workers": p.persistent_workers})}
-        cache = cache if world == 1 else None  # under DDP every rank must take the same steps: measure always
         t0 = time.perf_counter()
-        found = {k: cache.get(key) if cache is not None else None for k, key in keys.items()}
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
-        plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
-                                     "pin_memory": False})
-        for kind in ("compute", "input"):
-            value = found[kind]
-            if value is None:
-                try:
-                    if kind == "compute":
-                        one = next(iter(make_loader(self.train_set, plain, device, seed=p.seed,
-                                                    collate_fn=self.workload.collate)))
-                        step = PhaseStep(self.workload, self.models, p, device)
-                        value = compute_ceiling(step, to_device(one, device.torch_device), device, seconds,
-                                                Agreement(world))
-                        del step, one
-                    else:
-                        loader = make_loader(self.train_set, p, device, seed=p.seed + 1,
-                                             collate_fn=self.workload.collate)
-                        batches = forever(loader)
-                        try:
-                            value = input_ceiling(batches, device, seconds, pinned=p.pin_memory,
-                                                  warmup_batches=2 + p.num_workers * (p.prefetch_factor or 2))
-                        finally:
-                            batches.close()
-                except Exception as err:  # noqa: BLE001 - a ceiling is evidence; the trial's figures stand
-                    if is_oom(err):
-                        gc.collect()
-                        device.free_memory()
-                    value = None
-                if value is not None:
-                    value *= world  # every rank runs its own copy at the same time, as in training
-                    if cache is not None and rank == 0:
-                        cache.put(keys[kind], value, {"kind": kind, "params": p.model_dump(mode="json")})
+        found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
+                         rank=rank, world=world)
+        for kind, value in found.items():
             res.metrics[f"{kind}_ceiling"] = value
         res.metrics["ceiling_seconds"] = time.perf_counter() - t0
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),

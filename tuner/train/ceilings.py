@@ -1,0 +1,81 @@
+"""A trial's two ceilings measured with its own workload, models and loader knobs (see tuner.measure.ceiling),
+looked up first in the study's cache. Used after a trial's training and by a study's loader probes."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from torch import nn
+
+from tuner.config import TrialConfig
+from tuner.device import Device, is_oom
+from tuner.measure.ceiling import CeilingCache, cache_key, compute_ceiling, input_ceiling
+from tuner.train.batch import to_device
+from tuner.train.distributed import Agreement
+from tuner.train.loop import forever
+from tuner.train.step import PhaseStep
+from tuner.workload.api import Workload
+
+KINDS = ("compute", "input")
+
+
+def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
+    """The cache key of each ceiling: what it depends on and nothing else (loader knobs do not move the compute
+    ceiling; accumulation, precision and the optimizer do not move the input ceiling)."""
+    p = cfg.params
+    shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+              "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
+    return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
+                                             "precision": p.precision, "tf32": p.tf32}),
+            "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
+                                         "prefetch_factor": p.prefetch_factor,
+                                         "persistent_workers": p.persistent_workers})}
+
+
+def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,
+                    models: dict[str, nn.Module], seconds: float, world: int = 1) -> float | None:
+    """One ceiling, all ranks together (samples/s summed over ranks); None when it could not be measured. The
+    compute ceiling trains `models` with a fresh optimizer: pass models whose weights no longer matter."""
+    from tuner.data import make_loader
+
+    p = cfg.params
+    try:
+        if kind == "compute":
+            plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
+                                         "pin_memory": False})
+            one = next(iter(make_loader(train_set, plain, device, seed=p.seed, collate_fn=workload.collate)))
+            step = PhaseStep(workload, models, p, device)
+            value = compute_ceiling(step, to_device(one, device.torch_device), device, seconds, Agreement(world))
+        else:
+            loader = make_loader(train_set, p, device, seed=p.seed + 1, collate_fn=workload.collate)
+            batches = forever(loader)
+            try:
+                value = input_ceiling(batches, device, seconds, pinned=p.pin_memory,
+                                      warmup_batches=2 + p.num_workers * (p.prefetch_factor or 2))
+            finally:
+                batches.close()  # the workers stop now
+    except Exception as err:  # noqa: BLE001 - a ceiling is evidence; whatever it ran beside stands
+        if is_oom(err):
+            gc.collect()
+            device.free_memory()
+        return None
+    return value * world if value is not None else None
+
+
+def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: Any, models: dict[str, nn.Module],
+             seconds: float, cache: CeilingCache | None = None, *, rank: int = 0, world: int = 1,
+             kinds: tuple[str, ...] = KINDS) -> dict[str, float | None]:
+    """Each ceiling in `kinds`, from the cache or measured (and then cached). Under DDP every rank measures:
+    a cache hit on one rank and a miss on another would leave the others waiting in a collective."""
+    cache = cache if world == 1 else None
+    keys = ceiling_keys(cfg, device, world)
+    out: dict[str, float | None] = {}
+    for kind in kinds:
+        value = cache.get(keys[kind]) if cache is not None else None
+        if value is None:
+            value = measure_ceiling(kind, cfg, device, workload, train_set, models, seconds, world)
+            if value is not None and cache is not None and rank == 0:
+                cache.put(keys[kind], value, {"kind": kind, "params": cfg.params.model_dump(mode="json")})
+        out[kind] = value
+    return out
