@@ -33,6 +33,7 @@ def search(
     reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
     confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 2).")] = None,
     repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide loader knobs (workers, prefetch, pinning) by probing input and compute ceilings before the trials, instead of training trials for them (default: probe).")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
@@ -47,6 +48,7 @@ def search(
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
+        probe=probe,
     )
     summary = run_search(opts, console=stderr_console())
     if format is Format.json:

@@ -31,7 +31,7 @@ def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree
 
     from tuner.train.loop import run_loop
 
-    loop = run_loop(step, repeat(batch), budget=Budget(seconds=seconds), measure=Measure(warmup_steps=1,
+    loop = run_loop(step, repeat(batch), budget=Budget(seconds=seconds), measure=Measure(warmup_steps=2,
                     windows=WINDOWS), device=device, agree=agree, clock=clock)
     if loop.diverged:
         return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from tuner.search.context import cpu_facts, device_facts_for, domains_of, study_space, trial_context
 from tuner.search.outcome import wall_limit
+from tuner.search.probe import plan_loaders
 from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
 from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search.shared_cache import WARN_BYTES, SharedFiles
@@ -277,6 +278,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        cache_dir=str(plan.cache_dir), engine=opts.engine,
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared)
+    loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
@@ -286,7 +288,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         searcher = StudySearcher(space, plan.objectives, context=context, budget=plan.budget,
                                  sampler=sampler, storage=storage, study_name=plan.study,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
-                                 baseline=baseline)
+                                 baseline=baseline, loaders=loaders)
 
     view = None
     if console is not None:

@@ -6,7 +6,9 @@
    with finite penalty values and a violated constraint (`trial.set_constraint`, Optuna 5). TPE and NSGA-II rank
    infeasible trials below every feasible one, so the failing region stops being proposed. Plain FAIL would be
    ignored by the samplers, and NaN would leave the trial RUNNING forever.
-3. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
+3. Loader knobs decided by probes (tuner.search.probe): the sampler searches the rest, and each trial gets the
+   loader chosen for its batch size as constants.
+4. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
    study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
 
 It uses OptunaSearch's private attributes `_ot_trials`, `_ot_study`, `_completed_trials` (checked against
@@ -21,6 +23,7 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
+from tuner.search.probe import LoaderPlan
 from tuner.search.space import Space
 from tuner.search.storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord
@@ -34,12 +37,31 @@ logger = logging.getLogger(__name__)
 class SpaceFunction:
     """Define-by-run function for OptunaSearch (a picklable object: Ray saves the searcher with it)."""
 
-    def __init__(self, space: Space, context: dict[str, Any]) -> None:
+    def __init__(self, space: Space, context: dict[str, Any], loaders: LoaderPlan | None = None) -> None:
         self.space = space
         self.context = dict(context)
+        self.loaders = loaders
 
-    def __call__(self, trial: Any) -> None:
-        self.space.sample(trial, self.context)
+    def __call__(self, trial: Any) -> dict[str, Any] | None:
+        if self.loaders is None:
+            self.space.sample(trial, self.context)
+            return None
+        drawn = self.space.sample(trial, self.context, skip=self.loaders.knobs)
+        # An enqueued trial (the baseline: tuner's defaults) keeps its own loader knobs; the others get the
+        # loader the probes chose for their batch size, as constants the sampler does not model.
+        enqueued = _enqueued_params(getattr(trial, "ot_trial", trial))
+        if any(k in enqueued for k in self.loaders.knobs):
+            return {k: enqueued[k] for k in self.loaders.knobs if k in enqueued}
+        return self.loaders.loader_for(drawn.get("batch_size"))
+
+
+def _enqueued_params(trial: Any) -> dict[str, Any]:
+    """The params an enqueued trial was asked with (Optuna keeps them in the trial's system attrs; Optuna 5 no
+    longer exposes those on the Trial, so through its storage, by the trial's id)."""
+    try:
+        return dict(trial.storage.get_trial_system_attrs(trial._trial_id).get("fixed_params") or {})
+    except (AttributeError, KeyError, TypeError):
+        return {}
 
 
 class StudySearcher(OptunaSearch):
@@ -58,13 +80,14 @@ class StudySearcher(OptunaSearch):
         train_seconds: list[float] | None = None,
         fixed_wall_limit_s: float | None = None,
         baseline: dict[str, Any] | None = None,
+        loaders: LoaderPlan | None = None,
     ) -> None:
         self._objectives = list(objectives)
         self._budget = budget
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
         super().__init__(
-            space=SpaceFunction(space, context),
+            space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
             mode=[o.mode for o in objectives],
             sampler=sampler,

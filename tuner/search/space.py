@@ -466,14 +466,15 @@ class Space(_Strict):
         return [n for n in self.searched
                 if all(c.holds(context.get(c.name)) for c in self.params[n].conditions() if c.name in CONTEXT_NAMES)]
 
-    def sample(self, trial: Any, context: dict[str, Any]) -> dict[str, Any]:
-        """Define-by-run: draw the searched params in order, skipping those whose conditions fail. A space that
-        depends on the trial is resolved for `context` first (a study passes it resolved once)."""
+    def sample(self, trial: Any, context: dict[str, Any], skip: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+        """Define-by-run: draw the searched params in order, skipping those whose conditions fail and those in
+        `skip` (decided elsewhere: the loader knobs a study probed). A space that depends on the trial is resolved
+        for `context` first (a study passes it resolved once)."""
         if self.unresolved:
-            return self.resolve(context).sample(trial, context)
+            return self.resolve(context).sample(trial, context, skip)
         drawn: dict[str, Any] = {}
         for name, spec in self.params.items():
-            if spec.fixed:
+            if spec.fixed or name in skip:
                 continue
             known = {**context, **self.fixed_values(), **drawn}
             if all(c.holds(known.get(c.name, getattr(Params(), c.name, None))) for c in spec.conditions()):

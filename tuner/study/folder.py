@@ -114,6 +114,11 @@ class StudyFolder:
         return self.path / DB_FILE
 
     @property
+    def probes_path(self) -> Path:
+        """The loader probes of the study and the loader chosen per batch size (tuner.search.probe.LoaderPlan)."""
+        return self.path / "probes.json"
+
+    @property
     def ceilings_path(self) -> Path:
         """The study's cache of measured ceilings (tuner.measure.ceiling.CeilingCache)."""
         return self.path / "ceilings.json"

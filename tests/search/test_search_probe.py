@@ -1,0 +1,157 @@
+"""Loader knobs by probes: which loaders and batch sizes are probed, the rule that picks a loader from planted
+ceilings, the sampler that no longer searches loader knobs, the probe measurement itself, and a study with it."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+import yaml
+
+from studies import load_trials
+from tuner.cli import main
+from tuner.measure.ceiling import CeilingCache
+from tuner.search.probe import (CPU_WORKER_MARGIN, LoaderChoice, LoaderPlan, LoaderProbe, candidate_batches,
+                                candidate_loaders, choose, predicted, probe_batch, probed_knobs)
+from tuner.search.searcher import SpaceFunction
+from tuner.search.spaces import parse_space
+
+SPACE = """
+description: probe test
+defaults: {workload: cnn, dataset: synthetic, workload_options: {image_size: 16}, budget: {samples: 96}, trials: 3}
+objectives: [{metric: throughput, direction: max}, {metric: quality}]
+params:
+  batch_size: {type: int, low: 16, high: 64, log: true}
+  num_workers: {type: int, low: 0, high: 4}
+  prefetch_factor: {type: int, low: 1, high: 8, when: {num_workers: ">0"}}
+  persistent_workers: {type: bool, when: {num_workers: ">0"}}
+  pin_memory: {type: bool, when: {gpus: ">0"}}
+  precision: fp32
+trial: {measure: {warmup_steps: 1, windows: 2}}
+"""
+CPU_CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
+
+
+def parse(text, name="probe"):
+    return parse_space(yaml.safe_load(text), source=f"{name}.yaml", name=name)
+
+
+def space():
+    return parse(SPACE)
+
+
+def test_loader_knobs_the_study_searches_are_probed_and_pinning_only_with_a_gpu():
+    s = space()
+    assert probed_knobs(s, s.reachable(CPU_CONTEXT)) == ["num_workers", "prefetch_factor", "persistent_workers"]
+    assert "pin_memory" in probed_knobs(s, s.reachable({**CPU_CONTEXT, "gpus": 1}))
+
+
+def test_batch_sizes_probed_are_the_ends_and_the_geometric_middle():
+    assert candidate_batches(space(), CPU_CONTEXT) == [16, 32, 64]
+    cat = parse(SPACE.replace("{type: int, low: 16, high: 64, log: true}",
+                              "{type: categorical, choices: [8, 16, 32, 64, 128]}"))
+    assert candidate_batches(cat, CPU_CONTEXT) == [8, 32, 128]
+
+
+def test_loaders_probed_are_worker_counts_by_powers_of_two_with_the_prefetch_extremes():
+    loaders = candidate_loaders(space(), ["num_workers", "prefetch_factor", "persistent_workers"])
+    assert loaders[0] == {"num_workers": 0}
+    with_workers = loaders[1:]
+    assert sorted({lo["num_workers"] for lo in with_workers}) == [1, 2, 4]
+    assert all(lo["prefetch_factor"] in (1, 8) and lo["persistent_workers"] is True for lo in with_workers)
+    assert len(loaders) == 1 + 3 * 2
+
+
+def test_prediction_overlaps_loading_with_workers_and_serializes_it_without():
+    assert predicted(1000, 5000, workers=2) == 1000
+    assert predicted(1000, 500, workers=2) == 500
+    assert predicted(1000, 1000, workers=0) == pytest.approx(500)
+
+
+def probes(nw0, nw2):
+    return [LoaderProbe(loader={"num_workers": 0}, input_ceiling=nw0),
+            LoaderProbe(loader={"num_workers": 2, "prefetch_factor": 2}, input_ceiling=nw2)]
+
+
+def test_the_cheapest_loader_that_feeds_the_model_wins():
+    # In-process loading 20x faster than the model: 5% lost to serial loading, within tolerance: no workers.
+    assert choose(1000, probes(20000, 5000), on_cpu=False) == {"num_workers": 0}
+    # Loading 5x faster than the model: serial loading loses 17%: workers.
+    assert choose(1000, probes(5000, 5000), on_cpu=False) == {"num_workers": 2, "prefetch_factor": 2}
+    # The loader cannot keep up either way: the faster one.
+    assert choose(1000, probes(200, 600), on_cpu=False)["num_workers"] == 2
+
+
+def test_on_a_cpu_workers_must_promise_more_because_they_take_cores_from_compute():
+    # serial loading at 5x the model's rate reaches 833; workers 1000, discounted by the margin to 870: within 5%
+    assert 1000 / (1 + CPU_WORKER_MARGIN) * 0.95 < predicted(1000, 5000, workers=0)
+    assert choose(1000, probes(5000, 5000), on_cpu=True) == {"num_workers": 0}
+    assert choose(1000, probes(1000, 5000), on_cpu=True)["num_workers"] == 2  # half speed serial: workers
+
+
+def test_unmeasured_probes_fall_back_to_the_cheapest_loader():
+    assert choose(None, probes(None, None), on_cpu=True) == {"num_workers": 0}
+
+
+def test_a_plan_gives_the_loader_of_the_nearest_probed_batch_size_on_a_log_scale():
+    plan = LoaderPlan(knobs=["num_workers"], choices=[
+        LoaderChoice(batch_size=16, loader={"num_workers": 2}), LoaderChoice(batch_size=256, loader={"num_workers": 0})])
+    assert plan.loader_for(20) == {"num_workers": 2} and plan.loader_for(200) == {"num_workers": 0}
+    assert plan.loader_for(63) == {"num_workers": 2} and plan.loader_for(65) == {"num_workers": 0}  # sqrt(16*256)=64
+
+
+def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own():
+    s = space()
+    knobs = probed_knobs(s, s.reachable(CPU_CONTEXT))
+    plan = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 1, "prefetch_factor": 4,
+                                                                                "persistent_workers": True})])
+    fn = SpaceFunction(s, CPU_CONTEXT, plan)
+    study = optuna.create_study(directions=["maximize"])
+    study.enqueue_trial({"batch_size": 64, "num_workers": 0})  # the baseline: tuner's default knobs
+    first = study.ask()
+    assert fn(first) == {"num_workers": 0} and first.params == {"batch_size": 64}
+    second = study.ask()
+    constants = fn(second)
+    assert constants == {"num_workers": 1, "prefetch_factor": 4, "persistent_workers": True}
+    assert set(second.params) == {"batch_size"}  # the sampler models only what changes the model
+    assert SpaceFunction(s, CPU_CONTEXT)(study.ask()) is None  # no plan: loader knobs are sampled as before
+
+
+def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_through_the_cache(tmp_path):
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False}}
+    loaders = [{"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}]
+    cache = CeilingCache(tmp_path / "ceilings.json")
+    found = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
+    assert found["compute"] > 0 and len(found["inputs"]) == 2 and all(v > 0 for v in found["inputs"])
+    stored = json.loads(cache.path.read_text())
+    assert len(stored) == 3  # one compute, two input ceilings: trials with these knobs reuse them
+    again = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
+    assert again["inputs"] == found["inputs"] and again["compute"] == found["compute"]
+
+
+@pytest.mark.ray
+def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session, tmp_path, capsys):
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", "p", "--reports-dir", str(reports), "--confirm", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "probing loader knobs (num_workers, prefetch_factor, persistent_workers)" in err
+    plan = LoaderPlan.model_validate_json((reports / "p" / "probes.json").read_text())
+    assert [c.batch_size for c in plan.choices] == [16, 32, 64]
+    assert all(len(c.probes) == 7 and c.compute_ceiling for c in plan.choices)
+    records = {r["trial"]: r for r in load_trials(reports / "p")}
+    assert records[0]["params"]["num_workers"] == 0  # the baseline: tuner's defaults
+    for n, r in records.items():
+        if n > 0:
+            expected = plan.loader_for(r["params"]["batch_size"])
+            assert {k: r["params"].get(k) for k in expected} == expected
+            assert r["input_ceiling"] and r["compute_ceiling"] and r["headroom"]
+    # resumed with more trials, the study keeps the plan it began with (no new probes)
+    before = (reports / "p" / "probes.json").read_text()
+    assert main(["search", "--study", "p", "--reports-dir", str(reports), "--resume", "--trials", "4",
+                 "--confirm", "0"]) == 0
+    assert "probing" not in capsys.readouterr().err and (reports / "p" / "probes.json").read_text() == before

@@ -1,0 +1,263 @@
+"""Loader knobs by probes, not by training.
+
+num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
+batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
+handful of loader configs at a few of the batch sizes it will search, and the compute ceiling of the model at
+those batch sizes. For each probed batch size it keeps the cheapest loader that feeds the model (LoaderPlan); the
+sampler then searches only what changes the model (batch, accumulation, precision, betas), and each trial gets
+the loader chosen for the probed batch size nearest its own. Whole training trials are no longer spent on
+loader settings, and every probe lands in the study's ceiling cache, so trials with a probed loader reuse it.
+
+The rule (`choose`): a loader overlaps loading with compute when it has workers, so the trial can reach the lower
+of the two ceilings; without workers loading and compute take turns (1/(1/compute + 1/input)). On a CPU the
+workers also take cores from the model's compute, so a loader with workers is only worth it when it promises
+clearly more (CPU_WORKER_MARGIN) than the cheapest one. Among loaders within TOLERANCE of the best prediction the
+cheapest wins: fewer workers, then less prefetch, then no pinning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from tuner.search.space import Space
+
+if TYPE_CHECKING:
+    from tuner.search.options import SearchPlan
+    from tuner.search.resources import Resources
+
+LOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
+CPU_WORKER_MARGIN = 0.15  # on a CPU, workers compete with compute for the cores: they must promise this much more
+MAX_BATCHES = 3
+PROBE_SECONDS = 0.75  # per ceiling
+
+
+class LoaderProbe(BaseModel):
+    loader: dict[str, Any]
+    input_ceiling: float | None = None
+    predicted: float | None = None
+
+
+class LoaderChoice(BaseModel):
+    """The probes at one batch size and the loader chosen there."""
+
+    batch_size: int
+    compute_ceiling: float | None = None
+    probes: list[LoaderProbe] = Field(default_factory=list)
+    loader: dict[str, Any] = Field(default_factory=dict)
+
+
+class LoaderPlan(BaseModel):
+    """What the probes found (probes.json in the study folder): the loader knobs it decides, per batch size."""
+
+    knobs: list[str]
+    choices: list[LoaderChoice]
+    seconds: float = 0.0  # wall time of the probe phase
+    device: str = ""
+
+    def loader_for(self, batch_size: int | None) -> dict[str, Any]:
+        """The loader chosen at the probed batch size nearest `batch_size` (on a log scale)."""
+        if not self.choices:
+            return {}
+        if batch_size is None:
+            return dict(self.choices[0].loader)
+        best = min(self.choices, key=lambda c: abs(math.log(c.batch_size) - math.log(max(1, batch_size))))
+        return dict(best.loader)
+
+    def describe(self) -> str:
+        parts = []
+        for c in self.choices:
+            knobs = ", ".join(f"{k} {v}" for k, v in c.loader.items()) or "defaults"
+            parts.append(f"batch {c.batch_size}: {knobs}")
+        return "; ".join(parts)
+
+
+def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
+    """The loader knobs this space searches (and the study's trials can reach)."""
+    return [k for k in LOADER_KNOBS if k in reachable and k in space.searched]
+
+
+def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
+    """A few batch sizes the search will use: the domain's ends and its (geometric) middle, or its choices."""
+    from tuner.config import Params
+
+    spec = space.params.get("batch_size")
+    if spec is None or spec.fixed:
+        return [int(spec.value) if spec is not None else Params().batch_size]
+    if spec.type == "categorical":
+        values = sorted({int(v) for v in spec.choices or []})
+        if len(values) <= MAX_BATCHES:
+            return values
+        return [values[0], values[len(values) // 2], values[-1]]
+    lo, hi = int(spec.low), int(spec.high)  # type: ignore[arg-type]
+    mid = int(round(math.sqrt(lo * hi)))
+    return sorted({lo, mid, hi})
+
+
+def candidate_loaders(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
+    """Loader configs to probe: worker counts 0, 1, 2, 4, 8... up to the domain's top (and the top itself), each
+    with the smallest and largest prefetch the domain allows; persistent workers where searched (steady state
+    does not change with it, epoch ends do), pinned and not where pinning is searched."""
+    from tuner.config import Params
+
+    defaults = Params()
+
+    def values(name: str) -> list[Any]:
+        spec = space.params.get(name)
+        if name not in knobs or spec is None:
+            return [getattr(defaults, name)]
+        if spec.type == "bool":
+            return [False, True]
+        if spec.type == "categorical":
+            return list(spec.choices or [])
+        lo, hi = int(spec.low), int(spec.high)  # type: ignore[arg-type]
+        if name == "num_workers":
+            counts = {lo, hi} | {n for n in (0, 1, 2, 4, 8, 16, 32, 64) if lo <= n <= hi}
+            return sorted(counts)
+        return sorted({lo, hi})
+
+    out: list[dict[str, Any]] = []
+    for workers in values("num_workers"):
+        pins = values("pin_memory") if "pin_memory" in knobs else [None]
+        for pin in pins:
+            if workers == 0:
+                out.append({k: v for k, v in (("num_workers", 0), ("pin_memory", pin)) if k in knobs})
+                continue
+            for prefetch in values("prefetch_factor") if "prefetch_factor" in knobs else [None]:
+                point = {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": pin,
+                         "persistent_workers": True if "persistent_workers" in knobs else None}
+                out.append({k: v for k, v in point.items() if k in knobs and v is not None})
+    return out
+
+
+def predicted(compute: float | None, inp: float | None, workers: int) -> float | None:
+    """What a trial with this loader can reach: the lower ceiling with workers (loading overlaps compute), the
+    two taking turns without."""
+    if compute is None or inp is None:
+        return None
+    return min(compute, inp) if workers > 0 else 1.0 / (1.0 / compute + 1.0 / inp)
+
+
+def _cost(loader: dict[str, Any]) -> tuple[int, int, int]:
+    return (int(loader.get("num_workers") or 0), int(loader.get("prefetch_factor") or 0),
+            int(bool(loader.get("pin_memory"))))
+
+
+def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) -> dict[str, Any]:
+    """The cheapest probed loader that feeds the model as well as the best one does (see the module's rule)."""
+    scored = []
+    for p in probes:
+        p.predicted = predicted(compute, p.input_ceiling, int(p.loader.get("num_workers") or 0))
+        if p.predicted is not None:
+            value = p.predicted
+            if on_cpu and int(p.loader.get("num_workers") or 0) > 0:
+                value /= 1 + CPU_WORKER_MARGIN
+            scored.append((value, p))
+    if not scored:
+        return min((p.loader for p in probes), key=_cost) if probes else {}
+    best = max(v for v, _ in scored)
+    good = [p for v, p in scored if v >= (1 - TOLERANCE) * best]
+    return dict(min(good, key=lambda p: _cost(p.loader)).loader)
+
+
+def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, cache_path: str | None,
+                cache_dir: str) -> dict[str, Any]:
+    """On a trial's resources: the compute ceiling of the config in `cfg_json` and the input ceiling of each
+    loader in `loaders`, through the study's ceiling cache. Returns {compute, inputs: [value per loader]}."""
+    from tuner.config import parse_config
+    from tuner.device import resolve_device
+    from tuner.measure.ceiling import CeilingCache
+    from tuner.train.ceilings import ceilings
+    from tuner.train.trial import build_models, build_workload, make_context, torch_threads
+    from tuner.workload.context import running
+
+    cfg = parse_config(json.loads(cfg_json), "probe")
+    device = resolve_device(cfg.params.device)
+    cache = CeilingCache(Path(cache_path)) if cache_path else None
+    context = make_context(cfg, device, Path(cache_dir), None)
+    with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
+        workload = build_workload(cfg)
+        train_set, _ = workload.datasets()
+        models = build_models(workload, device, cfg.params.seed)
+        compute = ceilings(cfg, device, workload, train_set, models, seconds, cache, kinds=("compute",))["compute"]
+        inputs = []
+        for loader in loaders:
+            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
+            inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
+                                   kinds=("input",))["input"])
+    return {"compute": compute, "inputs": inputs, "device": device.describe()}
+
+
+def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
+               trial_resources: dict[str, float], cache_path: Path, cache_dir: Path, *,
+               seconds: float = PROBE_SECONDS, on_batch: Any = None) -> LoaderPlan:
+    """Probe every candidate batch size in a Ray task with one trial's resources, one batch size at a time (the
+    probes must not share the hardware with each other), and choose a loader for each."""
+    import ray
+
+    from tuner.config import dump_config
+
+    t0 = time.perf_counter()
+    loaders = candidate_loaders(space, knobs)
+    remote = ray.remote(num_cpus=trial_resources.get("cpu", 1), num_gpus=trial_resources.get("gpu", 0) or 0)(probe_batch)
+    baseline = space.baseline_point(context)
+    choices: list[LoaderChoice] = []
+    device = ""
+    for batch in candidate_batches(space, context):
+        point = {k: v for k, v in baseline.items() if k not in LOADER_KNOBS} | {"batch_size": batch}
+        cfg = space.trial_config(point, base, source="probe")
+        found = ray.get(remote.remote(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path),
+                                      str(cache_dir)))
+        device = found["device"]
+        probes = [LoaderProbe(loader=dict(loader), input_ceiling=value) for loader, value in zip(loaders, found["inputs"])]
+        choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
+        choice.loader = choose(found["compute"], probes, on_cpu=not device.startswith("cuda"))
+        choices.append(choice)
+        if on_batch is not None:
+            on_batch(choice)
+    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device)
+
+
+def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
+                 resources: "Resources", console: Any) -> LoaderPlan | None:
+    """The study's loader probes (tuner.search.probe): run once, before the first trial, and kept in the study
+    folder so a resumed study samples as it began. None when the study does not probe."""
+    from tuner.files import atomic_write
+
+    folder = plan.folder
+    if folder.probes_path.is_file():
+        return LoaderPlan.model_validate_json(folder.probes_path.read_text(encoding="utf-8"))
+    knobs = probed_knobs(space, space.reachable(context))
+    if not plan.options.probe or plan.options.engine is not None or not knobs or plan.resume:
+        return None  # a fake engine trains nothing to probe; a study begun without probes goes on without them
+    if resources.ddp_workers > 1:
+        return None  # a DDP trial's loaders are per rank, on several workers: probed by the trials themselves
+    trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
+    seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
+    if console is not None:
+        console.print(f"probing loader knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+
+    def show(choice: Any) -> None:
+        if console is not None:
+            c = f"{choice.compute_ceiling:.0f}" if choice.compute_ceiling else "-"
+            best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
+            console.print(f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}", soft_wrap=True)
+
+    try:
+        loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,
+                             seconds=seconds, on_batch=show)
+    except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
+        from tuner.errors import error_line
+
+        if console is not None:
+            console.print(f"[yellow]warning:[/yellow] the loader probes failed ({error_line(err)}); the sampler "
+                          f"searches the loader knobs itself", soft_wrap=True)
+        return None
+    atomic_write(folder.probes_path, loaders.model_dump_json(indent=1))
+    return loaders
