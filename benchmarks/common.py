@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup")
+BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "ceilings")
 
 
 @dataclass
@@ -93,6 +93,7 @@ class Settings:
     # the whole run: speedup (last, and the least predictable: it trains whatever the study exported) drops
     # repeats beyond 2 that would end after this many seconds
     deadline_s: float
+    probe_seconds: float = 0.75  # per ceiling, in the efficiency benchmark's loader probes
 
     @property
     def grid_size(self) -> int:
@@ -122,7 +123,7 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             mode="quick", cuda=cuda, overhead_trials=8, overhead_budget_samples=256 * k,
             default_study_args=("--workload", "cnn", "--trials", "3", "--budget-seconds", "2"),
             fidelity_configs=fidelity, fidelity_repeats=2, fidelity_run_s=1.2, fidelity_max_steps=400,
-            grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5,
+            grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5, probe_seconds=0.4,
             speedup_repeats=2, deadline_s=270.0,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
