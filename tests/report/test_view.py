@@ -1,5 +1,6 @@
 """Terminal table and JSON views of a study."""
 
+import html
 import io
 import json
 
@@ -72,3 +73,35 @@ def test_fp32_on_tf32_tensor_cores_is_labelled_wherever_params_are_shown(make_st
     assert "fp32 + TF32" in render(*trial_panel(s, sampled)) and "TF32" not in render(*trial_panel(s, plain))
     assert "precision=fp32 + TF32" in trial_line(sampled, s.objectives, s.params()).plain
     assert render_html(s).count("fp32 + TF32") >= 2
+
+
+def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
+    """The verdict is stored with the trial and shown by the table, --trial, JSON, HTML, the live line and the
+    export."""
+    from tuner.report.export import build_export
+    from tuner.report.html import render_html
+    from tuner.search.progress import trial_line
+    from tuner.study.headroom import assess
+
+    s = open_study(make_study(), "gan-demo")
+    for r in s.records:
+        if r.complete:
+            verdict = assess(r.throughput, 4 * r.throughput, 10 * r.throughput, params={"num_workers": 1},
+                             device="cpu")
+            r.metrics.update(compute_ceiling=4 * r.throughput, input_ceiling=10 * r.throughput, **verdict.metrics())
+    r = s.trial(2)
+    sentence = r.get("headroom")
+    assert r.get("bound") == "overhead-bound" and "shares the CPU cores" in sentence
+    table = render(study_table(s))
+    assert "% compute" in table and "% input" in table and "25.0%" in table and "10.0%" in table
+    assert "overhead-bound" in table
+    panel = " ".join(render(*trial_panel(s, r)).split())
+    assert "headroom: " + " ".join(sentence.split()) in panel
+    doc = {d["trial"]: d for d in study_json(s)}
+    assert doc[2]["bound"] == "overhead-bound" and doc[2]["headroom"] == sentence
+    assert doc[2]["of_compute_ceiling"] == 0.25 and doc[2]["compute_ceiling"] == 4 * r.throughput
+    assert sentence in html.unescape(render_html(s))
+    assert "overhead-bound, 25% of compute ceiling" in trial_line(r, s.objectives, s.params()).plain
+    exp = build_export(s)
+    measured = exp.config.provenance["measured"]
+    assert measured["headroom"] == exp.record.get("headroom") and measured["bound"] == "overhead-bound"

@@ -15,7 +15,7 @@ from tuner.study import Objective, TrialRecord
 from tuner.study.format import fmt_figure, fmt_metric, fmt_param, state_style
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
-    """`#0003 complete  throughput 712.3  fid 45.21  batch_size=64 precision=fp32 ...  24.1 s`"""
+    """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  batch_size=64 ...  24.1 s`"""
     line = Text()
     line.append(f"#{record.trial:04d} ", style="bold")
     line.append(f"{record.state:<9}", style=state_style(record.state))
@@ -23,6 +23,9 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
         line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
         if record.capped:
             line.append("  (capped)", style="yellow")
+        share = record.value("of_compute_ceiling")
+        if record.get("bound") and share is not None:
+            line.append(f"  {record.get('bound')}, {share:.0%} of compute ceiling", style="magenta")
     else:
         line.append("  " + str(record.error or ""), style="dim")
     shown = record.params

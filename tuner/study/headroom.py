@@ -116,8 +116,8 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
     if workers == 0:
         why = "loading runs in the training process, one batch after another with compute: loader workers would overlap it"
     elif not device.startswith("cuda"):
-        why = (f"the loader's {workers} worker process{'es' if workers != 1 else ''} share the CPU cores with the "
-               f"model's compute: try fewer workers, or none when loading is cheap")
+        why = (f"the loader's {workers} worker process{'es share' if workers != 1 else ' shares'} the CPU cores with "
+               f"the model's compute: try fewer workers, or none when loading is cheap")
     else:
         why = ("per-step overhead between loading and compute (host syncs, small batches, worker start-up at epoch "
                "ends: persistent_workers)")
