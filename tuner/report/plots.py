@@ -3,6 +3,7 @@ carries a tooltip (`<title>`) and a link to its trial (`#trial-N`).
 
 Every drawing returns one SVG string (or a short `<p class="note">` when there is nothing to draw); the report's
 template places them. User text (errors, param values) is escaped here, as it is written into the SVG.
+A little over 350 lines: four plots and the scale and axis helpers they share.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Order of work, so that bad input never starts Ray or touches disk:
 Resume does not replay Ray's experiment state: Ray checkpoints it periodically, so after kill -9 it can lag
 behind trials that already finished. The Optuna database is written at every tell, so it is the source of truth,
 and a new Ray experiment runs the remaining trials against the same study, so the sampler sees all before it.
+
+Over 350 lines because it is the one place that orders a study's phases (probes, search, confirmation) and their
+Ray experiments; each phase's own logic lives in its module (options, resources, context, storage, probe,
+searcher, trainable, confirm).
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ Native choices: `precision: {type: categorical, choices: [fp32, bf16, fp16], nat
 choices the trial's device runs natively (the context's `precisions`, from `tuner.device`): on a CPU fp32 alone,
 so the study spends no trial on emulated half precision; without `native` every listed choice is searched. A
 categorical left with one choice is a fixed value (Optuna samples nothing for it).
+
+Why one module of ~500 lines: the schema (ParamSpec, Condition, Space), its resolution for a study's resources
+and its sampling are one contract that each part validates against the others; finding a space file on disk
+and parsing it live apart, in tuner.search.spaces, and expressions in tuner.search.expr.
 """
 
 from __future__ import annotations
