@@ -135,3 +135,22 @@ def test_a_loss_that_is_not_a_scalar_tensor_is_a_clear_error():
     step = PhaseStep(wl, {"net": net}, Params(batch_size=2), CPU)
     with pytest.raises(TypeError, match="must be a scalar tensor"):
         step(itertools.repeat(torch.randn(2, 2)))
+
+
+def test_a_trial_step_marks_nothing_and_a_profiled_one_marks_each_part():
+    """Outside tuner profile a step's parts enter one shared empty context: no range shows in a profile."""
+    from tuner.measure.profile import PhaseClock
+
+    model = SmallCNN(batch_norm=False)
+    step = PhaseStep(classifier_workload(model), {"net": model}, Params(batch_size=4), CPU)
+    batch = (torch.randn(4, 1, 32, 32), torch.randint(0, 10, (4,)))
+
+    def ranges():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step(iter([batch]))
+        return sorted(e.key for e in prof.key_averages() if e.key.startswith("tuner."))
+
+    assert ranges() == []
+    step.mark = PhaseClock(CPU)
+    assert ranges() == ["tuner.backward", "tuner.data", "tuner.forward", "tuner.optimizer"]
+    assert all(s > 0 for s in step.mark.seconds.values())

@@ -6,12 +6,15 @@ gradient equals that of one batch `accumulation_steps` times larger (BatchNorm s
 phase's models skip the gradient all-reduce on all but the last micro-batch (no_sync); models a phase does not
 update are handed to its loss unwrapped, and `backward(inputs=...)` computes only the updated models' gradients.
 No `.item()` here: the running loss stays on the device and is read at window ends only.
+
+Each part of a step (data, forward, backward, optimizer) runs inside `self.mark(part)`: one shared, empty context
+in a trial (no branch, no cost worth measuring); `tuner profile` sets a PhaseClock there for the steps it records.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -22,6 +25,15 @@ from tuner.device import Device
 from tuner.train.batch import batch_len, to_device
 from tuner.train.distributed import unwrap
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
+
+PhaseRange = Callable[[str], contextlib.AbstractContextManager[Any]]
+"""Called with "data", "forward", "backward" or "optimizer"; the context wraps that part of the step."""
+
+_UNMARKED = contextlib.nullcontext()  # reentrant and reusable: one object serves every part of every step
+
+
+def unmarked(part: str) -> contextlib.AbstractContextManager[Any]:
+    return _UNMARKED
 
 
 def default_optimizer(device: Device) -> OptimizerFactory:
@@ -39,6 +51,7 @@ class PhaseStep:
 
     def __init__(self, workload: Workload, models: dict[str, nn.Module], params: Params, device: Device) -> None:
         self.params, self.device = params, device
+        self.mark: PhaseRange = unmarked  # what wraps each part of a step: tuner profile sets it for what it records
         self.acc = params.accumulation_steps
         self.phases: tuple[Phase, ...] = workload.training_phases()
         self.models = models
@@ -75,29 +88,33 @@ class PhaseStep:
         shared = [Shared(i, self.acc) for i in range(self.acc)]
         kept: list[Any] = []  # the micro-batches, for phases after the first
         samples = 0
-        dev, pinned = self.device.torch_device, self.params.pin_memory
+        dev, pinned, mark = self.device.torch_device, self.params.pin_memory, self.mark
         for p, phase in enumerate(self.phases):
             opt, scaler, view, inputs = self.optimizers[p], self.scalers[p], self.views[p], self.inputs[p]
-            opt.zero_grad(set_to_none=True)
+            with mark("optimizer"):
+                opt.zero_grad(set_to_none=True)
             for i in range(self.acc):
                 if p == 0:
-                    batch = to_device(next(batches), dev, pinned)
+                    with mark("data"):
+                        batch = to_device(next(batches), dev, pinned)
                     samples += batch_len(batch, self.params.batch_size)
                     if len(self.phases) > 1:
                         kept.append(batch)
                 else:
                     batch = kept[i]
                 with self._no_sync(phase, i == self.acc - 1):
-                    with self.device.autocast(self.params.precision):
+                    with mark("forward"), self.device.autocast(self.params.precision):
                         loss = phase.loss(view, batch, shared[i])
                     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
                         raise TypeError(f"the loss of phase {phase.name!r} must be a scalar tensor, got "
                                         f"{type(loss).__name__}{'' if not isinstance(loss, torch.Tensor) else tuple(loss.shape)}")
-                    scaler.scale(loss / self.acc).backward(inputs=inputs)
+                    with mark("backward"):
+                        scaler.scale(loss / self.acc).backward(inputs=inputs)
                 self._loss_sum += loss.detach().float()
                 self._loss_n += int(p == 0)  # the curve shows the sum of the phases' losses per micro-batch
-            scaler.step(opt)
-            scaler.update()
+            with mark("optimizer"):
+                scaler.step(opt)
+                scaler.update()
         return samples
 
     def pop_mean_loss(self) -> float:

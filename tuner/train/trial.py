@@ -13,6 +13,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,15 @@ def torch_threads(threads: int | None) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+@contextlib.contextmanager
+def trial_scope(cfg: TrialConfig, device: Device, cache_dir: Path, out_dir: Path | None) -> Iterator[None]:
+    """What a trial runs under, restored afterwards: its CPU threads, its device's numerics (TF32), and the
+    context its workload reads (tuner.trial_context())."""
+    with torch_threads(cfg.params.threads), device.numerics(cfg.params), \
+            running(make_context(cfg, device, cache_dir, out_dir)):
+        yield
+
+
 def make_context(cfg: TrialConfig, device: Device, cache_dir: Path, out_dir: Path | None,
                  preflight: bool = False) -> TrialContext:
     rank, world = rank_world()
@@ -70,6 +80,47 @@ def build_models(workload: Workload, device: Device, seed: int) -> dict[str, nn.
             raise TypeError(f"Workload.models[{name!r}]() returned a {type(model).__name__}, not a torch.nn.Module")
         models[name] = model.to(device.torch_device)
     return models
+
+
+@dataclass
+class Training:
+    """What a trial trains with, built the one way every trial builds it."""
+
+    workload: Workload
+    train_set: Any
+    val_set: Any
+    loader: Any
+    sampler: Any  # a DistributedSampler under DDP, else None
+    models: dict[str, nn.Module]
+    step: PhaseStep
+
+    def batches(self) -> Iterator[Any]:
+        """Endless batches; close() it to stop the loader's worker processes."""
+        return forever(self.loader, self.sampler.set_epoch if self.sampler is not None else None)
+
+
+def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: int = 1) -> Training:
+    """The workload, its datasets, the loader with the config's knobs, seeded models (DDP-wrapped when world > 1)
+    and their step: what run_trial trains and tuner profile records."""
+    from tuner.data import make_loader
+
+    p = cfg.params
+    torch.manual_seed(p.seed + rank)
+    workload = build_workload(cfg)
+    train_set, val_set = workload.datasets()
+    sampler = None
+    if world > 1:
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, seed=p.seed, drop_last=True)
+    loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
+                         collate_fn=workload.collate)
+    models = build_models(workload, device, p.seed)
+    if world > 1:
+        models = {k: wrap_ddp(m, device) for k, m in models.items()}
+    torch.manual_seed(p.seed + rank)  # after DDP's broadcast: each rank draws its own noise (latents, dropout)
+    step = PhaseStep(workload, models, p, device)
+    return Training(workload, train_set, val_set, loader, sampler, models, step)
 
 
 @contextlib.contextmanager
@@ -135,30 +186,16 @@ class _Run:
         self.t0 = time.perf_counter()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
-        from tuner.data import make_loader
-
-        cfg, p, device = self.cfg, self.cfg.params, self.device
+        cfg, device = self.cfg, self.device
         rank, world = rank_world()
-        torch.manual_seed(p.seed + rank)
-        workload = build_workload(cfg)
-        train_set, val_set = workload.datasets()
-        self.workload, self.train_set = workload, train_set
-        sampler = None
-        if world > 1:
-            from torch.utils.data.distributed import DistributedSampler
-
-            sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, seed=p.seed, drop_last=True)
-        loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
-                             collate_fn=workload.collate)
-        self.models = build_models(workload, device, p.seed)
-        if world > 1:
-            self.models = {k: wrap_ddp(m, device) for k, m in self.models.items()}
-        torch.manual_seed(p.seed + rank)  # after DDP's broadcast: each rank draws its own noise (latents, dropout)
-        self.step = PhaseStep(workload, self.models, p, device)
+        training = build_training(cfg, device, rank=rank, world=world)
+        workload, val_set = training.workload, training.val_set
+        self.workload, self.train_set = workload, training.train_set
+        self.models, self.step = training.models, training.step
 
         device.reset_peak_memory()
         self.t0 = time.perf_counter()
-        batches = forever(loader, sampler.set_epoch if sampler is not None else None)
+        batches = training.batches()
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world))
@@ -245,7 +282,7 @@ def run_trial(
     device.check_pin_memory(p.pin_memory)
     run = _Run(cfg, device, out_dir)
     failure: tuple[str, str, str | None] | None = None
-    with torch_threads(p.threads), device.numerics(p), running(make_context(cfg, device, cache_dir, out_dir)):
+    with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
