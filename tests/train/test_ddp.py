@@ -53,7 +53,8 @@ def _rank_main(rank: int, world: int, folder: str) -> None:
                         "quality": {"enabled": False}})
     result = run_trial(cfg, cache_dir=Path(folder) / "cache")
     out.update(state=result.state, error=result.error, steps=result.get("steps"), samples=result.get("samples"),
-               windows=len(result.windows), train_seconds=result.get("train_seconds"))
+               windows=len(result.windows), train_seconds=result.get("train_seconds"),
+               ceilings=[result.get("compute_ceiling"), result.get("input_ceiling")])
     Path(folder, f"rank{rank}.json").write_text(json.dumps(out))
     dist.destroy_process_group()
 
@@ -79,3 +80,5 @@ def test_two_gloo_ranks_end_together_with_equal_replicas_and_their_own_noise(tmp
     for name in ("g", "d"):  # DDP kept the replicas equal, G included, with accumulation 2
         assert torch.allclose(torch.tensor(r0["params"][name]), torch.tensor(r1["params"][name]))
     assert r0["latent_draw"] != r1["latent_draw"]  # each rank draws its own latents: no duplicated work
+    # both ceilings, measured by both ranks in step (the compute ceiling's steps all-reduce like training's)
+    assert all(c and c > 0 for c in r0["ceilings"] + r1["ceilings"])
