@@ -298,3 +298,34 @@ def study_records(study_dir: Path) -> list[dict[str, Any]]:
     from tuner.study import StudyFolder
 
     return [r.to_json() for r in StudyFolder(study_dir).records()]
+
+
+def _seconds(iso: str | None) -> float | None:
+    return dt.datetime.fromisoformat(iso).timestamp() if iso else None
+
+
+def phase_times(study_dir: Path) -> dict[str, Any]:
+    """The search phase and the confirmation phase of a finished study, from what its folder records (one-second
+    timestamps): the search runs from study.json's `created` (written as the trials are about to start) to the end
+    of its last trial; the confirmation from there to the end of its last re-run (trials/NNNN/confirm/KK.json), so
+    it includes the phase's own Ray Tune start-up. Also the training work of each phase (train_seconds +
+    quality_seconds of the trials, of the re-runs)."""
+    from tuner.study import StudyFolder
+
+    folder = StudyFolder(study_dir)
+    meta = folder.read_meta()
+    records = folder.records()
+    reruns = [rr for r in records for rr in folder.reruns(r.trial)]
+    start = _seconds(meta.created)
+    ends = [t for r in records if (t := _seconds(r.ended)) is not None]
+    search_end = max(ends) if ends else None
+    rerun_ends = [t for rr in reruns if (t := _seconds(rr.ended)) is not None]
+
+    def work(items: list[Any]) -> float:
+        return sum(v for it in items for k in ("train_seconds", "quality_seconds") if (v := it.value(k)) is not None)
+
+    search_s = search_end - start if start is not None and search_end is not None else None
+    confirm_s = max(rerun_ends) - search_end if rerun_ends and search_end is not None else 0.0
+    return {"search_s": search_s, "confirm_s": confirm_s, "trials": len(records), "reruns": len(reruns),
+            "search_work_s": work(records), "confirm_work_s": work(reruns),
+            "confirm": dict(meta.confirm)}
