@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup")
+BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability")
 
 
 @dataclass
@@ -90,6 +90,15 @@ class Settings:
     search_seeds: int
     # 4. speedup
     speedup_repeats: int
+    # 5. stability: per seed, a study of stability_trials without confirmation against one of
+    # stability_trials - (confirm + 1) * repeats trials plus the confirmation phase (about the same training time)
+    stability_seeds: int
+    stability_trials: int
+    stability_budget_s: float
+    stability_confirm: int  # K (front trials re-run)
+    stability_repeats: int  # R (re-runs of each, and of the baseline)
+    stability_top: int  # top configs of each study re-measured afterwards
+    stability_remeasure: int  # M: independent re-measurements of each
     # the whole run: speedup (last, and the least predictable: it trains whatever the study exported) drops
     # repeats beyond 2 that would end after this many seconds
     deadline_s: float
@@ -123,7 +132,8 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             default_study_args=("--workload", "cnn", "--trials", "3", "--budget-seconds", "2"),
             fidelity_configs=fidelity, fidelity_repeats=2, fidelity_run_s=1.2, fidelity_max_steps=400,
             grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5,
-            speedup_repeats=2, deadline_s=270.0,
+            speedup_repeats=2, stability_seeds=2, stability_trials=6, stability_budget_s=1.0, stability_confirm=1,
+            stability_repeats=2, stability_top=2, stability_remeasure=2, deadline_s=270.0,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
             ("precision", ("fp32", "bf16")))
@@ -132,7 +142,8 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
         default_study_args=(),
         fidelity_configs=fidelity, fidelity_repeats=3, fidelity_run_s=2.5, fidelity_max_steps=2000,
         grid_axes=grid, grid_budget_s=3.0, search_trials=12, search_seeds=10,
-        speedup_repeats=3, deadline_s=28 * 60.0,
+        speedup_repeats=3, stability_seeds=3, stability_trials=12, stability_budget_s=2.0, stability_confirm=2,
+        stability_repeats=2, stability_top=3, stability_remeasure=3, deadline_s=28 * 60.0,
     )
 
 

@@ -37,6 +37,7 @@ TARGETS = {
     "fidelity": ("reported vs independent throughput", "median |ratio - 1| <= 5%"),
     "efficiency": ("trials to reach 95% of best throughput", "<= 25% of the grid"),
     "speedup": ("exported vs textbook default", "ratio > 1"),
+    "stability": ("winner is the re-measured winner", "with confirmation > without (or both 100%)"),
 }
 
 
