@@ -269,9 +269,11 @@ def results(ctx: Context, seeds: list[dict[str, Any]]) -> list[BenchResult]:
                  "confirmed_trials": n_conf, "single_trials": s.stability_trials})
     e_with, e_without = err["confirmed"], err["single"]
     err_pass = e_with is not None and e_without is not None and e_with < e_without
+    confirmed_winners = sum(1 for x in seeds if x["arms"]["confirmed"].get("winner_confirmed"))
     note2 = (f"Winner's throughput error = |the study's figure for its winner / the median of its re-measurements - "
              f"1|, median over seeds: {_pct(e_with)} with confirmation (the confirmed centre, a geometric mean of "
-             f"{s.stability_repeats} re-runs, where the winner was confirmed) vs {_pct(e_without)} without (one "
+             f"{s.stability_repeats} re-runs, where the winner was confirmed: {confirmed_winners} of {len(seeds)} "
+             f"seeds) vs {_pct(e_without)} without (one "
              f"search reading, selected for being high). Loss error: {_pct(q_err['confirmed'])} with, "
              f"{_pct(q_err['single'])} without. Figure and baseline in %.")
     if not err_pass and e_with is not None and e_without is not None:
