@@ -109,7 +109,7 @@ class Settings:
 
 
 def make_settings(quick: bool, cuda: bool) -> Settings:
-    """CPU sizes fit a 2-core machine in < 5 min (quick) / < 30 min (full); a GPU gets larger batches."""
+    """CPU sizes fit a 2-core machine in < 10 min (quick) / < 30 min (full); a GPU gets larger batches."""
     k = 4 if cuda else 1  # batch-size multiplier on a GPU
     w = 2 if cuda else 1  # loader-worker multiplier on a GPU machine (it has more cores)
     warm = 2 if quick else 3

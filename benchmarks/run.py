@@ -49,7 +49,7 @@ def _module(name: str):  # noqa: ANN202 - a module
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes: a CI-sized run (< 5 min on 2 CPU cores)")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a CI-sized run (< 10 min on 2 CPU cores)")
     ap.add_argument("--only", default=",".join(BENCHMARKS),
                     help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all, in this order)")
     ap.add_argument("--out", type=Path, default=REPO / "reports" / "benchmarks", help="output folder")
