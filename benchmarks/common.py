@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "ceilings")
+BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "ceilings")
 
 
 @dataclass
@@ -90,6 +90,15 @@ class Settings:
     search_seeds: int
     # 4. speedup
     speedup_repeats: int
+    # 5. stability: per seed, a study of stability_trials without confirmation against one of
+    # stability_trials - (confirm + 1) * repeats trials plus the confirmation phase (about the same training time)
+    stability_seeds: int
+    stability_trials: int
+    stability_budget_s: float
+    stability_confirm: int  # K (front trials re-run)
+    stability_repeats: int  # R (re-runs of each, and of the baseline)
+    stability_top: int  # top configs of each study re-measured afterwards
+    stability_remeasure: int  # M: independent re-measurements of each
     # the whole run: speedup (last, and the least predictable: it trains whatever the study exported) drops
     # repeats beyond 2 that would end after this many seconds
     deadline_s: float
@@ -101,7 +110,7 @@ class Settings:
 
 
 def make_settings(quick: bool, cuda: bool) -> Settings:
-    """CPU sizes fit a 2-core machine in < 5 min (quick) / < 30 min (full); a GPU gets larger batches."""
+    """CPU sizes fit a 2-core machine in < 10 min (quick) / < 30 min (full); a GPU gets larger batches."""
     k = 4 if cuda else 1  # batch-size multiplier on a GPU
     w = 2 if cuda else 1  # loader-worker multiplier on a GPU machine (it has more cores)
     warm = 2 if quick else 3
@@ -124,7 +133,8 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             default_study_args=("--workload", "cnn", "--trials", "3", "--budget-seconds", "2"),
             fidelity_configs=fidelity, fidelity_repeats=2, fidelity_run_s=1.2, fidelity_max_steps=400,
             grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5, probe_seconds=0.4,
-            speedup_repeats=2, deadline_s=270.0,
+            speedup_repeats=2, stability_seeds=2, stability_trials=6, stability_budget_s=1.0, stability_confirm=1,
+            stability_repeats=2, stability_top=2, stability_remeasure=2, deadline_s=270.0,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
             ("precision", ("fp32", "bf16")))
@@ -133,7 +143,8 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
         default_study_args=(),
         fidelity_configs=fidelity, fidelity_repeats=3, fidelity_run_s=2.5, fidelity_max_steps=2000,
         grid_axes=grid, grid_budget_s=3.0, search_trials=12, search_seeds=10,
-        speedup_repeats=3, deadline_s=28 * 60.0,
+        speedup_repeats=3, stability_seeds=3, stability_trials=12, stability_budget_s=2.0, stability_confirm=2,
+        stability_repeats=2, stability_top=3, stability_remeasure=3, deadline_s=28 * 60.0,
     )
 
 
@@ -299,3 +310,34 @@ def study_records(study_dir: Path) -> list[dict[str, Any]]:
     from tuner.study import StudyFolder
 
     return [r.to_json() for r in StudyFolder(study_dir).records()]
+
+
+def _seconds(iso: str | None) -> float | None:
+    return dt.datetime.fromisoformat(iso).timestamp() if iso else None
+
+
+def phase_times(study_dir: Path) -> dict[str, Any]:
+    """The search phase and the confirmation phase of a finished study, from what its folder records (one-second
+    timestamps): the search runs from study.json's `created` (written as the trials are about to start) to the end
+    of its last trial; the confirmation from there to the end of its last re-run (trials/NNNN/confirm/KK.json), so
+    it includes the phase's own Ray Tune start-up. Also the training work of each phase (train_seconds +
+    quality_seconds of the trials, of the re-runs)."""
+    from tuner.study import StudyFolder
+
+    folder = StudyFolder(study_dir)
+    meta = folder.read_meta()
+    records = folder.records()
+    reruns = [rr for r in records for rr in folder.reruns(r.trial)]
+    start = _seconds(meta.created)
+    ends = [t for r in records if (t := _seconds(r.ended)) is not None]
+    search_end = max(ends) if ends else None
+    rerun_ends = [t for rr in reruns if (t := _seconds(rr.ended)) is not None]
+
+    def work(items: list[Any]) -> float:
+        return sum(v for it in items for k in ("train_seconds", "quality_seconds") if (v := it.value(k)) is not None)
+
+    search_s = search_end - start if start is not None and search_end is not None else None
+    confirm_s = max(rerun_ends) - search_end if rerun_ends and search_end is not None else 0.0
+    return {"search_s": search_s, "confirm_s": confirm_s, "trials": len(records), "reruns": len(reruns),
+            "search_work_s": work(records), "confirm_work_s": work(reruns),
+            "confirm": dict(meta.confirm)}

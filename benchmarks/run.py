@@ -38,6 +38,7 @@ TARGETS = {
     "efficiency": ("trials to reach 95% of best throughput", "<= 25% of the grid"),
     "speedup": ("exported vs textbook default", "ratio > 1"),
     "ceilings": ("best config vs its ceilings", "reported: where the remaining speed is"),
+    "stability": ("winner is the re-measured winner", "with confirmation > without (or both 100%)"),
 }
 
 
@@ -49,7 +50,7 @@ def _module(name: str):  # noqa: ANN202 - a module
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes: a CI-sized run (< 5 min on 2 CPU cores)")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a CI-sized run (< 10 min on 2 CPU cores)")
     ap.add_argument("--only", default=",".join(BENCHMARKS),
                     help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all, in this order)")
     ap.add_argument("--out", type=Path, default=REPO / "reports" / "benchmarks", help="output folder")

@@ -10,9 +10,11 @@ import math
 
 import pytest
 
-from benchmarks.common import BenchResult, error_result, make_settings, update_readme, write_results
+from benchmarks.common import (BenchResult, error_result, make_settings, phase_times, update_readme,
+                               write_results)
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
 from benchmarks.overhead import per_trial, trial_work
+from benchmarks.stability import judge, params_key, top_configs
 
 
 def test_hypervolume_of_a_staircase_is_the_area_under_it() -> None:
@@ -120,5 +122,67 @@ def test_every_mode_meets_the_issue_minimums(quick: bool, cuda: bool) -> None:
     assert {p.get("num_workers", 0) > 0 for _, p, _ in s.fidelity_configs} == {True, False}
     assert s.search_seeds >= 3 and s.search_trials < s.grid_size
     assert s.speedup_repeats >= 2 and not math.isnan(s.grid_budget_s)
+    assert s.stability_seeds >= (2 if quick else 3) and s.stability_remeasure >= 2 and s.stability_top >= 2
+    # the study with confirmation keeps at least two trials of its own and the same number of training runs
+    assert s.stability_trials - (s.stability_confirm + 1) * s.stability_repeats >= 2
     if not quick:
         assert s.default_study_args == ()  # the full run times the true default study
+
+
+def _study(tmp_path, figures: dict[int, tuple[float, float]], reruns: dict[int, list[float]] | None = None):
+    """A study on disk: trial -> (throughput, loss) measured in the search; reruns: trial -> re-run throughputs."""
+    from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
+    from tuner.study.record import Rerun
+
+    folder = StudyFolder(tmp_path / "s")
+    folder.path.mkdir()
+    folder.write_meta(StudyMeta(name="s", workload="cnn", created="2026-11-22T10:00:00+00:00",
+                                objectives=[Objective(metric="throughput", direction="maximize"),
+                                            Objective(metric="loss", direction="minimize")],
+                                baseline={"trial": 0, "params": {"batch_size": 0}}, confirm={"trials": 1, "repeats": 2}))
+    for n, (thr, loss) in figures.items():
+        folder.write_record(TrialRecord(trial=n, state="complete", params={"batch_size": n},
+                                        started=f"2026-11-22T10:00:{10 * n:02d}+00:00",
+                                        ended=f"2026-11-22T10:00:{10 * n + 10:02d}+00:00",
+                                        metrics={"throughput": thr, "loss": loss, "train_seconds": 5.0,
+                                                 "quality_seconds": 1.0}))
+    for n, values in (reruns or {}).items():
+        for i, v in enumerate(values):
+            folder.write_rerun(n, Rerun(repeat=i, state="complete", ended=f"2026-11-22T10:01:{10 * i + 10:02d}+00:00",
+                                        metrics={"throughput": v, "loss": figures[n][1], "train_seconds": 4.0}))
+    return Study.load(folder)
+
+
+def test_phase_times_split_the_study_at_its_last_trial(tmp_path) -> None:
+    study = _study(tmp_path, {0: (100.0, 1.0), 1: (200.0, 1.5), 2: (150.0, 1.2)}, reruns={1: [190.0, 180.0]})
+    p = phase_times(study.dir)
+    # created 10:00:00, last trial ended 10:00:30, last re-run ended 10:01:20
+    assert p["search_s"] == pytest.approx(30.0) and p["confirm_s"] == pytest.approx(50.0)
+    assert (p["trials"], p["reruns"]) == (3, 2)
+    assert p["search_work_s"] == pytest.approx(18.0) and p["confirm_work_s"] == pytest.approx(8.0)
+    assert p["confirm"] == {"trials": 1, "repeats": 2}
+
+
+def test_the_winner_holds_when_its_remeasurement_keeps_it_the_knee(tmp_path) -> None:
+    from tuner.study.verdict import decide
+
+    # front: 1 (fast, worse loss), 2 (balanced: the knee), 3 (slow, best loss)
+    study = _study(tmp_path, {0: (90.0, 1.6), 1: (300.0, 1.5), 2: (250.0, 1.1), 3: (100.0, 1.0)})
+    winner = decide(study, "knee").pick
+    assert winner.trial == 2
+    top = top_configs(study, winner, 3)
+    assert top[0].trial == 2 and len(top) == 3 and {r.trial for r in top} <= {1, 2, 3}
+
+    def runs(thr: dict[int, list[float]]) -> dict[str, dict[str, list[float]]]:
+        loss = {1: 1.5, 2: 1.1, 3: 1.0}
+        return {params_key({"batch_size": n}): {"throughput": v, "loss": [loss[n]] * len(v)} for n, v in thr.items()}
+
+    same = judge(study, winner, top, runs({1: [290.0, 310.0], 2: [200.0, 200.0], 3: [95.0, 105.0]}))
+    assert same["holds"] and same["holds_within_noise"] and same["remeasured_winner"] == 2
+    assert same["error"] == pytest.approx(250.0 / 200.0 - 1)
+    # re-measured, the winner is slower than trial 3 at a worse loss: 3 dominates it and is the knee
+    lost = judge(study, winner, top, runs({1: [290.0, 310.0], 2: [60.0, 62.0], 3: [95.0, 105.0]}))
+    assert not lost["holds"] and not lost["holds_within_noise"] and lost["remeasured_winner"] != 2
+    # a config without a complete re-measurement is left out; a winner without one cannot be judged
+    unknown = judge(study, winner, top, runs({1: [290.0], 3: [100.0]}))
+    assert unknown["holds"] is None and unknown["error"] is None
