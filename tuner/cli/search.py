@@ -31,7 +31,7 @@ def search(
     storage: Annotated[Optional[str], typer.Option(help="Optuna database URL (default: sqlite in the study folder).")] = None,
     address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
     reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
-    confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 2).")] = None,
+    confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 1: the knee).")] = None,
     repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
     probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide loader knobs (workers, prefetch, pinning) by probing input and compute ceilings before the trials, instead of training trials for them (default: probe).")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,

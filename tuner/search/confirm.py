@@ -19,8 +19,11 @@ from tuner.study import Study, TrialRecord
 from tuner.study.objective import THROUGHPUT, quality_objective
 from tuner.study.pareto import knee_distances, measured, pareto_ranks
 
-DEFAULT_TRIALS = 2  # K: front trials confirmed (plus the baseline)
-DEFAULT_REPEATS = 2  # R: re-runs of each; sized so the phase adds about a third to the default study (README)
+# Sized so the phase adds at most about a third to the default study: (K + 1) x R = 4 re-runs after 12 trials
+# (K=2 made 6, about half of the search's training again). Larger studies or K, R given on the command line
+# confirm more of the front.
+DEFAULT_TRIALS = 1  # K: front trials confirmed (the knee; plus the baseline)
+DEFAULT_REPEATS = 2  # R: re-runs of each
 
 
 def plan_reruns(study: Study, k: int) -> list[int]:
