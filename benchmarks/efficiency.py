@@ -82,59 +82,12 @@ def feasible(row: dict[str, Any]) -> bool:
 
 
 def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sampler: Any, trials: int,
-                baseline: dict[str, Any] | None = None) -> list[dict]:
+                baseline: dict[str, Any] | None = None, plan: Any = None) -> list[dict]:
     """One tabular search: ask the sampler `trials` times through the space, answer from the table, tell it back
     exactly as tuner's StudySearcher does (values + constraint; penalties for an infeasible point). `baseline` is
-    enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs)."""
-    import optuna
-
-    from tuner.search import tell_trial
-
-    objectives = space.objectives_for("cnn")
-    names = [n for n, _ in space.params.items() if not space.params[n].fixed]
-    study = optuna.create_study(directions=[o.direction for o in objectives], sampler=sampler)
-    if baseline:
-        study.enqueue_trial(baseline)
-    out = []
-    for _ in range(trials):
-        trial = study.ask()
-        params = space.sample(trial, {"gpus": 0})
-        row = table[key_of(params, names)]
-        ok = feasible(row)
-        tell_trial(study, trial, objectives, [float(row[o.metric]) for o in objectives] if ok else None)
-        out.append({"params": params, **row})
-    return out
-
-
-def probe_plan(ctx: Context, space: Any) -> Any:
-    """The loader plan a study would make for this grid: tuner's own probes, in this process, on this machine."""
-    from tuner.config import dump_config
-    from tuner.search.probe import LoaderChoice, LoaderPlan, LoaderProbe, candidate_batches, candidate_loaders, \
-        choose, probe_batch
-
-    s = ctx.settings
-    knobs = ["num_workers"]
-    loaders = candidate_loaders(space, knobs)
-    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s}, "params": {"device": "auto"}}
-    baseline = {k: v for k, v in space.baseline_point({"gpus": 0}).items() if k not in knobs}
-    choices = []
-    t0 = time.perf_counter()
-    for batch in candidate_batches(space, {"gpus": 0}):
-        cfg = space.trial_config({**baseline, "batch_size": batch, "num_workers": 0}, base, source="probe")
-        found = probe_batch(json.dumps(dump_config(cfg)), loaders, s.probe_seconds, None, str(ctx.cache_dir))
-        probes = [LoaderProbe(loader=lo, input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
-        choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
-        choice.loader = choose(found["compute"], probes, on_cpu=not found["device"].startswith("cuda"))
-        choices.append(choice)
-        ctx.log(f"  probe batch {batch}: compute {found['compute'] or 0:.0f} samples/s, inputs "
-                f"{[round(v or 0) for v in found['inputs']]} -> {choice.loader}")
-    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=found["device"])
-
-
-def search_probed(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sampler: Any, trials: int,
-                  plan: Any, baseline: dict[str, Any] | None) -> list[dict]:
-    """search_once with the loader decided by the probes: the sampler draws the other params only (as
-    tuner.search.searcher.SpaceFunction does), the baseline keeps its own loader."""
+    enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs). With a loader `plan` (the
+    probes'), the sampler draws the other params only and each proposal takes the plan's loader for its batch
+    size, as tuner.search.searcher.SpaceFunction does; the baseline keeps its own."""
     import optuna
 
     from tuner.search import tell_trial
@@ -147,13 +100,37 @@ def search_probed(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], samp
     out = []
     for i in range(trials):
         trial = study.ask()
-        params = space.sample(trial, {"gpus": 0}, skip=plan.knobs)
-        params.update(baseline if (baseline and i == 0) else plan.loader_for(params.get("batch_size")))
-        row = table[key_of({**params}, names)]
+        params = space.sample(trial, {"gpus": 0}, skip=plan.knobs if plan is not None else ())
+        if plan is not None:
+            params.update({k: baseline[k] for k in plan.knobs} if (baseline and i == 0)
+                          else plan.loader_for(params.get("batch_size")))
+        row = table[key_of(params, names)]
         ok = feasible(row)
         tell_trial(study, trial, objectives, [float(row[o.metric]) for o in objectives] if ok else None)
         out.append({"params": params, **row})
     return out
+
+
+def probe_plan(ctx: Context, space: Any) -> Any:
+    """The loader plan a study would make for this grid: tuner's own probes, in this process, on this machine."""
+    from tuner.config import dump_config
+    from tuner.search.probe import LoaderPlan, candidate_batches, candidate_loaders, choice_of, probe_batch
+
+    s = ctx.settings
+    knobs = ["num_workers"]
+    loaders = candidate_loaders(space, knobs)
+    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s}, "params": {"device": "auto"}}
+    baseline = {k: v for k, v in space.baseline_point({"gpus": 0}).items() if k not in knobs}
+    choices = []
+    t0 = time.perf_counter()
+    for batch in candidate_batches(space, {"gpus": 0}):
+        cfg = space.trial_config({**baseline, "batch_size": batch, "num_workers": 0}, base, source="probe")
+        found = probe_batch(json.dumps(dump_config(cfg)), loaders, s.probe_seconds, None, str(ctx.cache_dir))
+        choice = choice_of(batch, loaders, found)
+        choices.append(choice)
+        ctx.log(f"  probe batch {batch}: compute {found['compute'] or 0:.0f} samples/s, inputs "
+                f"{[round(v or 0) for v in found['inputs']]} -> {choice.loader}")
+    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=found["device"])
 
 
 def run(ctx: Context) -> list[BenchResult]:
@@ -189,7 +166,7 @@ def run(ctx: Context) -> list[BenchResult]:
             found = [(h["throughput"], h["loss"]) for h in hist[:length] if feasible(h)]
             row[f"{name}_hv"] = hv_fraction(found, norm, full)
             row[f"{name}_distinct_in_L"] = len({tuple(sorted(h["params"].items())) for h in hist[:length]})
-        hist = search_probed(space, table, make_sampler("tpe", seed, length, None), horizon, plan, baseline)
+        hist = search_once(space, table, make_sampler("tpe", seed, length, None), horizon, baseline, plan)
         row["probed_t95"] = trials_to_reach([h["throughput"] if feasible(h) else None for h in hist],
                                             REACH * best_thr)
         per_seed.append(row)

@@ -194,6 +194,14 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     return {"compute": compute, "inputs": inputs, "device": device.describe()}
 
 
+def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any]) -> LoaderChoice:
+    """The loader chosen at one batch size from what probe_batch found there."""
+    probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
+    choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
+    choice.loader = choose(found["compute"], probes, on_cpu=not str(found.get("device", "")).startswith("cuda"))
+    return choice
+
+
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
                trial_resources: dict[str, float], cache_path: Path, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None) -> LoaderPlan:
@@ -215,9 +223,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
         found = ray.get(remote.remote(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path),
                                       str(cache_dir)))
         device = found["device"]
-        probes = [LoaderProbe(loader=dict(loader), input_ceiling=value) for loader, value in zip(loaders, found["inputs"])]
-        choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
-        choice.loader = choose(found["compute"], probes, on_cpu=not device.startswith("cuda"))
+        choice = choice_of(batch, loaders, found)
         choices.append(choice)
         if on_batch is not None:
             on_batch(choice)
