@@ -20,16 +20,13 @@ TARGET = "reported: where the remaining speed is"
 
 def _best_input(study: Any) -> tuple[float | None, str]:
     """The highest input ceiling found in the study: trials and loader probes."""
-    from tuner.search.probe import LoaderPlan
-
     best, where = None, ""
     for r in study.records:
         v = r.value("input_ceiling")
         if v is not None and (best is None or v > best):
             best, where = v, f"trial {r.trial}"
-    path = study.folder.probes_path
-    if path.is_file():
-        plan = LoaderPlan.model_validate_json(path.read_text(encoding="utf-8"))
+    plan = study.loader_plan()
+    if plan is not None:
         for c in plan.choices:
             for p in c.probes:
                 if p.input_ceiling is not None and (best is None or p.input_ceiling > best):

@@ -155,3 +155,18 @@ def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session,
     assert main(["search", "--study", "p", "--reports-dir", str(reports), "--resume", "--trials", "4",
                  "--confirm", "0"]) == 0
     assert "probing" not in capsys.readouterr().err and (reports / "p" / "probes.json").read_text() == before
+
+
+def test_the_report_names_the_loaders_the_probes_chose(make_study):
+    from tuner.report.view import study_footer
+    from tuner.study import open_study
+
+    root = make_study()
+    s = open_study(root, "gan-demo")
+    assert s.loader_plan() is None and not any("probes" in line for line in study_footer(s))
+    plan = LoaderPlan(knobs=["num_workers"], seconds=12.0, choices=[
+        LoaderChoice(batch_size=16, loader={"num_workers": 2}), LoaderChoice(batch_size=256, loader={"num_workers": 0})])
+    s.folder.probes_path.write_text(plan.model_dump_json())
+    footer = study_footer(open_study(root, "gan-demo"))
+    assert "loader knobs by probes (12 s, before the trials): batch 16: num_workers 2; batch 256: num_workers 0" \
+        in footer

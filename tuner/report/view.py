@@ -170,4 +170,7 @@ def study_footer(study: Study) -> list[str]:
         out.append(f"pick: {decide(study, 'knee').text}")
     except StudyError:
         pass
+    loaders = study.loader_plan()
+    if loaders is not None:
+        out.append(f"loader knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
     return out

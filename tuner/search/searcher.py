@@ -23,7 +23,7 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
-from tuner.search.probe import LoaderPlan
+from tuner.study.loaders import LoaderPlan
 from tuner.search.space import Space
 from tuner.search.storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord

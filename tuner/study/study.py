@@ -10,6 +10,7 @@ from pathlib import Path
 from tuner.errors import StudyError
 from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
 from tuner.study.format import ranges
+from tuner.study.loaders import LoaderPlan
 from tuner.study.objective import Objective, quality_objective
 from tuner.study.pareto import Value, pareto_ranks
 from tuner.study.record import TrialRecord
@@ -85,6 +86,16 @@ class Study:
         """The trial that ran tuner's default knobs (trial 0 of a study that has one)."""
         raw = (self.meta.baseline or {}).get("trial")
         return int(raw) if raw is not None else None
+
+    def loader_plan(self) -> "LoaderPlan | None":
+        """The loader knobs the study's probes chose per batch size (probes.json), when it probed."""
+        path = self.folder.probes_path
+        if not path.is_file():
+            return None
+        try:
+            return LoaderPlan.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValueError:
+            return None
 
     def noise(self) -> "NoiseFloor | None":
         """The run-to-run variation of one config, from the confirmed trials' re-runs."""
