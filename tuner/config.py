@@ -74,7 +74,7 @@ class Measure(_Strict):
 
     warmup_steps: int = Field(3, ge=0, le=10000, description="optimizer steps left out of timing")
     windows: int = Field(5, ge=1, le=1000, description="timed windows; median and spread are over these")
-    ceiling_seconds: float = Field(2.0, ge=0, le=600, description="at most this long for each of the two ceilings "
+    ceiling_seconds: float = Field(1.0, ge=0, le=600, description="at most this long for each of the two ceilings "
                                    "(compute, input), and at most a tenth of the training time; 0: none")
 
 

@@ -133,7 +133,7 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     from tuner.config import parse_config
     from tuner.device import resolve_device
     from tuner.measure.ceiling import CeilingCache
-    from tuner.train.ceilings import ceilings
+    from tuner.train.ceilings import ceilings, measure_ceiling
     from tuner.train.trial import build_models, build_workload, make_context, torch_threads
     from tuner.workload.context import running
 
@@ -145,6 +145,9 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
         workload = build_workload(cfg)
         train_set, _ = workload.datasets()
         models = build_models(workload, device, cfg.params.seed)
+        # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
+        # ceilings, measured after training, never see. Run them untimed first.
+        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
         compute = ceilings(cfg, device, workload, train_set, models, seconds, cache, kinds=("compute",))["compute"]
         inputs = []
         for loader in loaders:

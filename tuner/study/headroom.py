@@ -113,9 +113,15 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
                         f"compute-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s), the loader "
                         f"could deliver {rate(i)}: loader knobs will not help; {_join(tips)} might{evidence}")
 
-    if workers == 0:
+    on_gpu = device.startswith("cuda")
+    if workers == 0 and on_gpu:
         why = "loading runs in the training process, one batch after another with compute: loader workers would overlap it"
-    elif not device.startswith("cuda"):
+    elif workers == 0:
+        turns = 1.0 / (1.0 / c + 1.0 / i)
+        why = (f"loading and compute take turns on the same cores ({rate(turns)} samples/s expected so): loader "
+               f"workers would load on those cores too, so cheaper loading helps (decoded samples cached in memory, "
+               f"lighter transforms)")
+    elif not on_gpu:
         why = (f"the loader's {workers} worker process{'es share' if workers != 1 else ' shares'} the CPU cores with "
                f"the model's compute: try fewer workers, or none when loading is cheap")
     else:
