@@ -73,3 +73,12 @@ def test_speed_only_study_has_no_quality_pick():
     assert choose(records, obj, "knee").trial == 1
     with pytest.raises(StudyError, match="no quality objective"):
         choose(records, obj, "quality")
+
+
+def test_the_knee_weighs_a_trade_off_against_the_whole_study_not_the_front_alone():
+    # The default study on 2 cores: a front of two, 1% apart in throughput and 20x apart in FID.
+    records = [rec(3, 1443, 589.5), rec(5, 1432, 26.3), rec(0, 1163, 72.4), rec(8, 940, 41.9), rec(4, 1125, 137.1)]
+    front = [r for r in records if r.trial in (3, 5)]
+    assert knee(front, OBJ).trial == 3  # over the front alone both are at distance 1: a tie, to throughput
+    assert knee(front, OBJ, scale=records).trial == 5
+    assert choose(records, OBJ, "knee").trial == 5  # what `tuner export` picks

@@ -36,7 +36,8 @@ def plan_reruns(study: Study, k: int) -> list[int]:
     front = [r for r in study.records if ranks.get(r.trial) == 0]
     chosen: list[int] = []
     if front:
-        dist = knee_distances(front, objectives, measured)
+        ranked = [r for r in study.records if r.trial in ranks]
+        dist = knee_distances(front, objectives, measured, scale=ranked)
         by_knee = sorted(front, key=lambda r: (round(dist[r.trial], 12), -(r.throughput or 0.0), r.trial))
         fastest = max(front, key=lambda r: (r.throughput or 0.0, -r.trial))
         order = [by_knee[0], fastest]

@@ -78,11 +78,13 @@ def _throughput(record: TrialRecord, value: Value) -> float:
 
 
 def knee_distances(front: list[TrialRecord], objectives: list[Objective],
-                   value: Value = measured) -> dict[int, float]:
-    """Each front trial's distance to the ideal point after rescaling every objective to [0, 1] over the front."""
+                   value: Value = measured, scale: list[TrialRecord] | None = None) -> dict[int, float]:
+    """Each front trial's distance to the ideal point after rescaling every objective to [0, 1] over `scale` (all
+    the study's complete trials; the front when not given). Over the front alone a front of two trials is always a
+    tie, however far apart their trade-offs are: 1% more throughput would weigh as much as a 20x better FID."""
     bounds = {}
     for o in objectives:
-        values = [_v(r, o, value) for r in front]
+        values = [_v(r, o, value) for r in (scale or front)]
         bounds[o.metric] = (min(values), max(values))
     out = {}
     for r in front:
@@ -96,11 +98,13 @@ def knee_distances(front: list[TrialRecord], objectives: list[Objective],
     return out
 
 
-def knee(front: list[TrialRecord], objectives: list[Objective], value: Value = measured) -> TrialRecord:
-    """The knee of a Pareto front. Ties: higher throughput, then lower trial number."""
+def knee(front: list[TrialRecord], objectives: list[Objective], value: Value = measured,
+         scale: list[TrialRecord] | None = None) -> TrialRecord:
+    """The knee of a Pareto front, objectives rescaled over `scale` (see knee_distances). Ties: higher throughput,
+    then lower trial number."""
     if not front:
         raise ValueError("knee of an empty front")
-    dist = knee_distances(front, objectives, value)
+    dist = knee_distances(front, objectives, value, scale)
     return min(front, key=lambda r: (round(dist[r.trial], 12), -_throughput(r, value), r.trial))
 
 
@@ -133,5 +137,5 @@ def choose(records: list[TrialRecord], objectives: list[Objective], pick: Pick =
         assert quality is not None
         return max(front, key=lambda r: (quality.goodness(_v(r, quality, value)), _throughput(r, value), -r.trial))
     if pick == "knee":
-        return knee(front, objectives, value)
+        return knee(front, objectives, value, scale=complete)
     raise ValueError(f"unknown pick {pick!r}")
