@@ -140,9 +140,10 @@ def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_thr
     found = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
     assert found["compute"] > 0 and len(found["inputs"]) == 2 and all(v > 0 for v in found["inputs"])
     stored = json.loads(cache.path.read_text())
-    assert len(stored) == 3  # one compute, two input ceilings: trials with these knobs reuse them
+    # the two input ceilings, which trials with these knobs reuse; not the compute ceiling of an untrained model
+    assert sorted(v["kind"] for v in stored.values()) == ["input", "input"]
     again = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
-    assert again["inputs"] == found["inputs"] and again["compute"] == found["compute"]
+    assert again["inputs"] == found["inputs"] and again["compute"] > 0
 
 
 @pytest.mark.ray

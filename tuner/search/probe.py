@@ -157,7 +157,9 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
         measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
-        compute = ceilings(cfg, device, workload, train_set, models, seconds, cache, kinds=("compute",))["compute"]
+        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders here;
+        # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
+        compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
         inputs = []
         for loader in loaders:
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
