@@ -170,6 +170,14 @@ def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session,
     assert main(["search", "--study", "p", "--reports-dir", str(reports), "--resume", "--trials", "4",
                  "--confirm", "0"]) == 0
     assert "probing" not in capsys.readouterr().err and (reports / "p" / "probes.json").read_text() == before
+    # a damaged probes.json is refused in one line, before anything runs or is rewritten
+    probes, meta = reports / "p" / "probes.json", reports / "p" / "study.json"
+    probes.write_text('{"knobs": 3}')
+    meta_before = meta.read_text()
+    assert main(["search", "--study", "p", "--reports-dir", str(reports), "--resume", "--trials", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "probes.json: not the loader probes tuner wrote" in err[0] and "delete it" in err[0]
+    assert probes.read_text() == '{"knobs": 3}' and meta.read_text() == meta_before
 
 
 def test_the_report_names_the_loaders_the_probes_chose(make_study):

@@ -17,8 +17,14 @@ from tuner.errors import ConfigError, StudyError
 from tuner.search.confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search.space import Space
 from tuner.search.spaces import load_space, parse_space
-from tuner.search.storage import check_storage_url, default_storage, shown_url, storage_has_study
+from tuner.search.storage import (
+    check_storage_url,
+    default_storage,
+    shown_url,
+    storage_has_study,
+)
 from tuner.study import Objective, StudyFolder, StudyMeta
+from tuner.study.loaders import LoaderPlan
 from tuner.study.metrics import BY_KEY
 from tuner.study.objective import QUALITY
 from tuner.workload.loader import WorkloadRef, parse_ref
@@ -81,6 +87,7 @@ class SearchPlan:
     confirm_trials: int = 0
     confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
+    loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search.probe)
 
     @property
     def study_dir(self) -> Path:

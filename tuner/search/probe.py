@@ -143,7 +143,12 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     from tuner.device import resolve_device
     from tuner.measure.ceiling import CeilingCache
     from tuner.train.ceilings import ceilings, measure_ceiling
-    from tuner.train.trial import build_models, build_workload, make_context, torch_threads
+    from tuner.train.trial import (
+        build_models,
+        build_workload,
+        make_context,
+        torch_threads,
+    )
     from tuner.workload.context import running
 
     cfg = parse_config(json.loads(cfg_json), "probe")
@@ -166,6 +171,24 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
                                    kinds=("input",))["input"])
     return {"compute": compute, "inputs": inputs, "device": device.describe()}
+
+
+def stored_loader_plan(path: Path) -> LoaderPlan | None:
+    """A resumed study's probes.json, checked before anything runs: damaged, it is one line (exit 2) naming the file,
+    and nothing is rewritten; missing, the study goes on as it began, without probes."""
+    from pydantic import ValidationError
+
+    from tuner.errors import StudyError
+    from tuner.files import load_json_object
+
+    if not path.exists():
+        return None
+    data = load_json_object(path, "the study's loader probes", StudyError)
+    try:
+        return LoaderPlan.model_validate(data)
+    except ValidationError as err:
+        raise StudyError(f"{path}: not the loader probes tuner wrote ({err.errors()[0]['msg']}); restore it, or "
+                         f"delete it to go on without probes (the sampler then searches the loader knobs too)") from None
 
 
 def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any]) -> LoaderChoice:
@@ -211,8 +234,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     from tuner.files import atomic_write
 
     folder = plan.folder
-    if folder.probes_path.is_file():
-        return LoaderPlan.model_validate_json(folder.probes_path.read_text(encoding="utf-8"))
+    if plan.loaders is not None:
+        return plan.loaders
     knobs = probed_knobs(space, space.reachable(context))
     if not plan.options.probe or plan.options.engine is not None or not knobs or plan.resume:
         return None  # a fake engine trains nothing to probe; a study begun without probes goes on without them

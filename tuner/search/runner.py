@@ -25,17 +25,35 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tuner.search.context import cpu_facts, device_facts_for, domains_of, study_space, trial_context
+from tuner.search.context import (
+    cpu_facts,
+    device_facts_for,
+    domains_of,
+    study_space,
+    trial_context,
+)
+from tuner.search.options import (
+    SearchOptions,
+    SearchPlan,
+    check_plan,
+    plan_search,
+    trial_base,
+)
 from tuner.search.outcome import wall_limit
-from tuner.search.probe import plan_loaders
-from tuner.search.options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
-from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
+from tuner.search.probe import plan_loaders, stored_loader_plan
+from tuner.search.resources import (
+    ClusterInfo,
+    Resources,
+    local_cluster,
+    ray_cluster,
+    resolve_resources,
+)
 from tuner.search.shared_cache import WARN_BYTES, SharedFiles
 from tuner.search.space import Space
 from tuner.search.storage import open_storage, reconcile_study
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
-from tuner.study.verdict import Verdict
 from tuner.study.provenance import hardware, versions
+from tuner.study.verdict import Verdict
 
 
 @dataclass
@@ -151,6 +169,7 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
         cluster = local_cluster()
         check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
+        plan.loaders = stored_loader_plan(plan.folder.probes_path)  # a damaged file is refused before anything runs
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
