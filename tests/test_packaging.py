@@ -39,6 +39,20 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complete
     return done
 
 
+def _site_dirs() -> list[str]:
+    """The site-packages folders this interpreter imports tuner's dependencies from (a venv's, a user's or the
+    system's): not `--system-site-packages`, which from inside a venv gives the *base* interpreter's folders."""
+    return [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+
+
+def _lend_dependencies(venv: Path) -> None:
+    """Put this interpreter's site folders after the fresh venv's own, through a .pth file: the wheel installed in
+    the venv is imported first, its dependencies come from here, and the editable checkout is not on the path (a
+    plain path line in a .pth does not run the other folder's own .pth files, where the editable finder lives)."""
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "zz_tuner_test_dependencies.pth").write_text("".join(f"{d}\n" for d in _site_dirs()))
+
+
 def test_a_wheel_installed_in_a_fresh_venv_lists_and_shows_the_bundled_spaces(source, tmp_path):
     assert SPACES, "no bundled spaces in search_spaces/"
     wheels = tmp_path / "wheels"
@@ -50,7 +64,8 @@ def test_a_wheel_installed_in_a_fresh_venv_lists_and_shows_the_bundled_spaces(so
     assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("tuner/spaces/")) == SPACES
 
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=tmp_path)  # dependencies from here
+    _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    _lend_dependencies(venv)
     _run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "-q", wheel], cwd=tmp_path)
 
     elsewhere = tmp_path / "elsewhere"  # not the checkout, nothing named tuner or search_spaces around
