@@ -34,6 +34,13 @@ def test_json_is_exactly_one_object_with_the_documented_keys(tmp_path, capsys):
     assert data["state"] == "complete" and data["samples"] >= 96
 
 
+def test_the_old_json_flag_still_gives_json_and_names_the_new_spelling(tmp_path, capsys):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--json", "--reports-dir", str(tmp_path / "r")])
+    captured = capsys.readouterr()
+    assert rc == 0 and json.loads(captured.out)["state"] == "complete"
+    assert "--json is now spelled --format json" in captured.err
+
+
 def test_budget_override_from_the_command_line(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--format", "json", "--budget-samples", "160",
                "--reports-dir", str(tmp_path / "r")])

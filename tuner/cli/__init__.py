@@ -24,12 +24,30 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, NoArgsIsHelpError
 
 
+# Flags that were renamed: the old spelling keeps working, with a note on stderr naming the new one.
+RENAMED = {"--json": ("--format", "json")}
+
+
+def _renamed(args: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":  # what follows belongs to the user, untouched
+            return out + args[i:]
+        if arg in RENAMED:
+            new = RENAMED[arg]
+            print(f"tuner: note: {arg} is now spelled {' '.join(new)}", file=sys.stderr)
+            out.extend(new)
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point. User errors: one line on stderr, exit 2. `--debug` (or TUNER_DEBUG=1) shows tracebacks."""
     state = CliState()
     try:
-        rv = app(args=list(sys.argv[1:] if argv is None else argv), prog_name="tuner", standalone_mode=False,
-                 obj=state)
+        args = _renamed(list(sys.argv[1:] if argv is None else argv))
+        rv = app(args=args, prog_name="tuner", standalone_mode=False, obj=state)
         return rv if isinstance(rv, int) else 0  # without standalone mode, typer.Exit(n) comes back as n
     except TunerError as err:
         if state.debug:
