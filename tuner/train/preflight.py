@@ -100,7 +100,9 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             del models
     except TunerError:
         raise
-    except Exception as err:  # the user's code raised: their line, their file
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # the user's code raised (or called sys.exit()): their line, their file
         raise WorkloadError(f"workload {ref.text}: {stage} raised {user_error_line(err)}") from err
     finally:
         device.free_memory()

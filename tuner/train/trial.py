@@ -286,9 +286,9 @@ def run_trial(
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
-        except TunerError:
+        except (TunerError, KeyboardInterrupt):
             raise
-        except Exception as err:  # noqa: BLE001 - every other failure is the trial's state
+        except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
             else:
