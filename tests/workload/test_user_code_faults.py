@@ -109,3 +109,57 @@ def test_a_shipped_copys_path_maps_back_to_the_users_file(tmp_path, monkeypatch)
     assert user_path(f"{shipped}/mypkg/sub/m.py") == str(package / "sub" / "m.py")
     assert user_path(f"{shipped}/other.py") == f"{shipped}/other.py"  # not something the driver shipped
     assert user_path("/home/me/x.py") == "/home/me/x.py"
+
+
+# A factory / datasets() that never returns: blocked in one long sleep, or (in the trial only) looping in Python.
+BLOCKS_IN_FACTORY = GOOD.replace("def make(hidden=8):", "def make(hidden=8):\n    import time; time.sleep(3600)")
+BLOCKS_IN_DATASETS = GOOD.replace("datasets=data,", "datasets=lambda: __import__('time').sleep(3600),")
+LOOPS_IN_TRIAL_FACTORY = GOOD.replace("def make(hidden=8):", """def make(hidden=8):
+    import time
+    while not tuner.trial_context().preflight:
+        time.sleep(0.05)""")
+
+
+@pytest.mark.parametrize("body, what", [(BLOCKS_IN_FACTORY, "the workload factory make()"),
+                                        (BLOCKS_IN_DATASETS, "the workload's datasets()")])
+def test_setup_that_blocks_is_one_line_and_exit_2_in_train(tmp_path, capsys, body, what):
+    path = write(tmp_path, body, "blocks.py")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(CONFIG.format(ref=f"{path}:make") + "setup_timeout_s: 1\n")
+    rc = main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")])
+    line = _one_line(capsys)
+    assert rc == 2
+    assert f"{what} did not return within 1 s (setup_timeout_s" in line and str(path) in line
+
+
+def test_a_trials_factory_that_blocks_is_its_error_state_naming_the_factory(tmp_path):
+    """In a search the trial runs in a thread of a Ray worker: the limit ends the factory there too."""
+    import threading
+
+    import yaml
+
+    from tuner.config import parse_config
+    from tuner.train import run_trial
+
+    path = write(tmp_path, LOOPS_IN_TRIAL_FACTORY, "loops.py")
+    cfg = parse_config(yaml.safe_load(CONFIG.format(ref=f"{path}:make") + "setup_timeout_s: 1\n"), "test")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(run_trial(cfg, cache_dir=tmp_path / "cache")))
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "the trial hung in its factory"
+    (result,) = results
+    assert result.state == "error"
+    assert "SetupTimeout: the workload factory make() did not return within 1 s" in result.error
+    assert str(path) in result.error
+
+
+def test_a_long_setup_says_what_it_waits_for_on_stderr(capsys):
+    import time
+
+    from tuner.train.deadline import SetupTimeout, setup_deadline
+
+    with pytest.raises(SetupTimeout, match=r"the workload's datasets\(\) did not return within 1 s"):
+        with setup_deadline(1, "the workload's datasets()", note_after=0.2):
+            time.sleep(3600)
+    assert "tuner: still waiting for the workload's datasets() after 0.2 s" in capsys.readouterr().err
