@@ -57,3 +57,31 @@ def test_verbose_json_is_one_document_and_the_traceback_names_the_users_file(tmp
     assert record["state"] == "error" and "only in the trial" in record["error"]
     assert str(work) in record["error"] and "_ray_pkg_" not in record["error"]
     assert f'File "{work}"' in record["traceback"] and "_ray_pkg_" not in record["traceback"]
+
+
+LOOPS_IN_TRIAL_FACTORY = HEADER + '''
+
+def make():
+    import time
+    while not tuner.trial_context().preflight:  # the pre-flight check passes; the trial's factory never returns
+        time.sleep(0.05)
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+def test_a_trials_factory_that_never_returns_is_an_error_trial_not_a_hung_study(ray_session, tmp_path, capsys):
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", LOOPS_IN_TRIAL_FACTORY, "loops.py")
+    space = tmp_path / "one.yaml"
+    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, "))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "stuck", "--confirm", "0",
+                 "--no-probe", "--reports-dir", str(reports)])
+    assert code == 0, capsys.readouterr().err
+    (record,) = load_trials(reports / "stuck")
+    assert record["state"] == "error"
+    assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
+    assert str(work) in record["error"]
