@@ -174,10 +174,10 @@ def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgre
     assert PASSWORD not in out + err
 
     study_dir = reports / "secret"
-    secret = study_dir / "storage.url"
-    assert secret.read_text().strip() == url and secret.stat().st_mode & 0o777 == 0o600
-    assert json.loads((study_dir / "study.json").read_text())["storage"].count("***") == 1
     assert (study_dir / "report.html").is_file() and list((study_dir / "ray").rglob("*.pkl"))
     holders = [str(p.relative_to(study_dir)) for p in study_dir.rglob("*")
                if p.is_file() and PASSWORD.encode() in p.read_bytes()]
     assert holders == ["storage.url"]
+    secret = study_dir / "storage.url"
+    assert secret.read_text().strip() == url and secret.stat().st_mode & 0o777 == 0o600
+    assert json.loads((study_dir / "study.json").read_text())["storage"].count("***") == 1
