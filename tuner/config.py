@@ -99,6 +99,8 @@ class TrialConfig(_Strict):
     measure: Measure = Field(default_factory=Measure)
     quality: Quality = Field(default_factory=Quality)
     gpus: int = Field(1, ge=0, le=1024, description="GPUs for this trial; > 1 runs DDP through Ray Train")
+    setup_timeout_s: float = Field(300.0, gt=0, le=86400, description="at most this long for each of the "
+                                   "workload's factory and its datasets() (the budget covers only training)")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
 
     @model_validator(mode="before")

@@ -5,6 +5,7 @@ readers read the study folder the whole time. And a PostgreSQL URL without a dri
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -148,3 +149,35 @@ def test_storage_urls_map_to_the_driver_that_is_installed(monkeypatch):
         engine_url("mysql://u@h/d")
     with pytest.raises(ConfigError, match="unknown kind of database 'mongodb'"):
         engine_url("mongodb://u@h/d")
+
+
+PASSWORD = "Pw-s3cret-42"
+
+
+@pytest.mark.ray
+def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgres, ray_session, tmp_path, capsys):
+    """A PostgreSQL password in --storage: study.json, reports (html, json, table), the export and Ray's pickles
+    in the study folder hold the URL masked; `storage.url` (0600) holds it whole, and --resume reads it there."""
+    url = postgres.url.replace(f"//{postgres.user}@", f"//{postgres.user}:{PASSWORD}@")
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+    common = ["--reports-dir", str(reports)]
+    assert main(["search", "--space", str(space), "--study", "secret", "--storage", url, "--confirm", "1",
+                 "--repeats", "1", *common]) == 0, capsys.readouterr().err
+    assert main(["search", "--study", "secret", "--resume", "--trials", "3", *common]) == 0, capsys.readouterr().err
+    assert main(["report", "secret", "--format", "html", *common]) == 0
+    assert main(["report", "secret", "--format", "json", *common]) == 0
+    assert main(["report", "secret", *common]) == 0
+    assert main(["export", "secret", *common]) == 0
+    out, err = capsys.readouterr()
+    assert PASSWORD not in out + err
+
+    study_dir = reports / "secret"
+    assert (study_dir / "report.html").is_file() and list((study_dir / "ray").rglob("*.pkl"))
+    holders = [str(p.relative_to(study_dir)) for p in study_dir.rglob("*")
+               if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+    assert holders == ["storage.url"]
+    secret = study_dir / "storage.url"
+    assert secret.read_text().strip() == url and secret.stat().st_mode & 0o777 == 0o600
+    assert json.loads((study_dir / "study.json").read_text())["storage"].count("***") == 1

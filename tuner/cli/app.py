@@ -7,8 +7,11 @@ run's state object, which `tuner.cli.main` reads when it turns an exception into
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any
@@ -78,10 +81,32 @@ def print_json(doc: Any) -> None:
     print(dump_json(doc))
 
 
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool = True) -> Iterator[None]:
+    """With --format json, stdout is the one JSON document: whatever else would go there meanwhile (Ray's status
+    tables, its workers' output, libraries' prints) goes to stderr, at the file-descriptor level, so processes
+    started inside (Ray's) inherit it too."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved, python_stdout = os.dup(1), sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        sys.stdout = python_stdout
+
+
 def note(text: str) -> None:
     """Progress and hints: stderr, so stdout stays the result."""
     print(text, file=sys.stderr)
 
 
 __all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "stderr_console",
-           "stdout_console"]
+           "stdout_console", "stdout_to_stderr"]

@@ -40,6 +40,7 @@ def search(
     debug: Debug = False,
 ) -> None:
     """Search a space with Ray Tune + Optuna, scoring every trial on throughput and quality."""
+    from tuner.cli.app import stdout_to_stderr
     from tuner.search import SearchOptions, run_search
 
     opts = SearchOptions(
@@ -50,7 +51,8 @@ def search(
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe,
     )
-    summary = run_search(opts, console=stderr_console())
+    with stdout_to_stderr(format is Format.json):  # Ray's tables and logs must not precede the JSON document
+        summary = run_search(opts, console=stderr_console())
     if format is Format.json:
         print_json(_summary_json(summary))
     else:

@@ -230,6 +230,14 @@ def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
     return cards, knee_trial, verdict
 
 
+def _shown_storage(url: str | None) -> str | None:
+    """A report is what people share: the storage URL with its password masked (a study.json written before
+    tuner masked it may hold it in clear)."""
+    from tuner.search.storage import shown_url
+
+    return shown_url(url) if url else url
+
+
 def provenance(study: Study) -> dict[str, Any]:
     meta = study.meta.model_dump(mode="json")
     starts = sorted(str(r.started) for r in study.records if r.started)
@@ -250,7 +258,7 @@ def provenance(study: Study) -> dict[str, Any]:
         ("space", meta.get("space")),
         ("space source", meta.get("space_source")),
         ("searched params", ", ".join(study.params())),
-        ("Optuna storage", meta.get("storage")),
+        ("Optuna storage", _shown_storage(meta.get("storage"))),
     ]
     sections = []
     for key, title in (("hardware", "hardware"), ("resources", "resources per trial"),
@@ -271,5 +279,5 @@ def provenance(study: Study) -> dict[str, Any]:
         "lines": [_item(k, v) for k, v in items if v not in (None, "")],
         "sections": sections,
         "space": space_text,
-        "storage": meta.get("storage") or f"sqlite:///{study.folder.db_path}",
+        "storage": _shown_storage(meta.get("storage")) or f"sqlite:///{study.folder.db_path}",
     }

@@ -20,6 +20,7 @@ from tuner.search.spaces import load_space, parse_space
 from tuner.search.storage import (
     check_storage_url,
     default_storage,
+    saved_url,
     shown_url,
     storage_has_study,
 )
@@ -229,14 +230,16 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     same("--option", opts.workload_options or None, meta.workload_options)
     same("--sampler", opts.sampler, meta.sampler)
     same("--seed", opts.seed, meta.seed)
-    same("--storage", opts.storage, meta.storage if meta.storage != default_storage(folder.path) else None)
-    check_storage_url(meta.storage)  # e.g. the database driver is not installed where the study is resumed
+    storage = saved_url(folder.path, meta.storage)  # whole, password too (only in messages is it masked)
+    same("--storage", shown_url(opts.storage) if opts.storage else None,
+         shown_url(storage) if storage != default_storage(folder.path) else None)
+    check_storage_url(storage)  # e.g. the database driver is not installed where the study is resumed
     budget = _budget(opts)
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())
     _check_quality(saved_space, meta.objectives)
     return SearchPlan(
-        study=study, folder=folder, reports_dir=reports_dir, storage=meta.storage, space=saved_space,
+        study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=saved_space,
         objectives=list(meta.objectives), workload=ref, workload_options=dict(meta.workload_options),
         dataset=meta.dataset, budget=saved_budget,
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,

@@ -40,13 +40,21 @@ def worker_env() -> dict[str, str]:
     return {"PYTHONPATH": path}
 
 
+def shipped_env(py_modules: list[str] | None) -> dict[str, str]:
+    """Tells the workers where the user's shipped files came from, so their tracebacks name the user's own paths
+    (tuner.workload.loader.user_path), not Ray's copies."""
+    from tuner.workload.loader import SHIPPED_ENV
+
+    return {SHIPPED_ENV: os.pathsep.join(py_modules)} if py_modules else {}
+
+
 def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_store_mb: int = 256,
                     py_modules: list[str] | None = None) -> None:
     """A local Ray with exactly these resources, quiet, workers able to import tuner and the user's workload."""
     import ray
 
     quiet_ray_environment()
-    runtime_env: dict[str, Any] = {"env_vars": worker_env()}
+    runtime_env: dict[str, Any] = {"env_vars": worker_env() | shipped_env(py_modules)}
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
     ray.init(num_cpus=int(cpus), num_gpus=int(gpus), object_store_memory=object_store_mb * 2**20,
@@ -73,6 +81,8 @@ def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | Non
     quiet_ray_environment()
     modules = [*(py_modules or []), *([own] if (own := tuner_ship_path()) else [])]
     runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": ["__pycache__/", "*.pyc"]} if modules else {}
+    if py_modules:
+        runtime_env["env_vars"] = shipped_env(py_modules)
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
                  logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env or None)

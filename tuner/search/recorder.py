@@ -86,8 +86,10 @@ class RerunRecorder(Callback):
         self.view = view
         self.recorded: list[tuple[int, int]] = []
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "view": None}
+    def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config into the study folder: no password
+        from tuner.search.storage import kept_url
+
+        return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url)}
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         record = record_from_payload(trial.last_result)

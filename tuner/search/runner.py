@@ -50,7 +50,7 @@ from tuner.search.resources import (
 )
 from tuner.search.shared_cache import WARN_BYTES, SharedFiles
 from tuner.search.space import Space
-from tuner.search.storage import open_storage, reconcile_study
+from tuner.search.storage import keep_secret, kept_url, open_storage, reconcile_study
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
 from tuner.study.provenance import hardware, versions
 from tuner.study.verdict import Verdict
@@ -140,7 +140,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         params=params, objectives=plan.objectives, workload=plan.workload.text,
         workload_options=plan.workload_options, dataset=plan.dataset,
         budget=plan.budget.model_dump(exclude_none=True), trials=plan.trials, sampler=plan.sampler, seed=plan.seed,
-        baseline={"trial": 0, "params": baseline} if baseline else None, storage=plan.storage,
+        baseline={"trial": 0, "params": baseline} if baseline else None, storage=kept_url(plan.storage),
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
         resources={"cpus_per_trial": resources.cpus_per_trial, "gpus_per_trial": resources.gpus_per_trial,
                    "concurrency": resources.concurrency},
@@ -254,6 +254,7 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
                 baseline: dict[str, Any] | None, setup: StudySetup) -> None:
     if not plan.resume:
         plan.folder.path.mkdir(parents=True, exist_ok=True)  # plan_search refused a non-empty one
+        keep_secret(plan.folder.path, plan.storage)  # study.json keeps the URL with its password masked
         plan.folder.write_meta(study_meta(plan, cluster, resources, baseline, setup))
     else:
         assert plan.meta is not None
@@ -261,6 +262,9 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats}}
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
             update.update(context=setup.context, domains=domains_of(setup.space))
+        if plan.meta.storage != kept_url(plan.storage):  # a study.json written with the password in clear
+            keep_secret(plan.folder.path, plan.storage)
+            update["storage"] = kept_url(plan.storage)
         if not plan.meta.fid_cache and setup.shared is not None:
             update["fid_cache"] = setup.shared.manifest
         plan.folder.write_meta(plan.meta.model_copy(update=update))

@@ -100,6 +100,20 @@ class StudySearcher(OptunaSearch):
     def study(self) -> Any:
         return self._ot_study
 
+    # Ray pickles the searcher into the study folder (tuner.pkl, searcher-state-*.pkl) for Tuner.restore, which
+    # tuner never uses (it resumes from the Optuna database). The Optuna storage and what holds it stay out of
+    # those files: its URL may carry a database password.
+    _UNPICKLED = ("_storage", "_ot_study", "_ot_trials")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: (None if k in self._UNPICKLED else v) for k, v in self.__dict__.items()}
+
+    def save(self, checkpoint_path: str) -> None:
+        import pickle
+
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.__getstate__(), f)
+
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         if config is None:

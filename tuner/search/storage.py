@@ -47,6 +47,47 @@ def shown_url(url: str) -> str:
         return url
 
 
+SECRET_FILE = "storage.url"  # the one copy of a storage URL that holds a password (see kept_url)
+
+
+def has_password(url: str) -> bool:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).password is not None
+    except Exception:  # not a URL SQLAlchemy reads: it holds no password it could find either
+        return False
+
+
+def kept_url(url: str) -> str:
+    """What study.json, reports, logs and Ray's files may hold of a storage URL: the URL, its password masked."""
+    return shown_url(url) if has_password(url) else url
+
+
+def keep_secret(folder: Path, url: str) -> None:
+    """The one place a storage URL's password is written: `storage.url` in the study folder, readable by its
+    owner alone (0600), which --resume reads. Nothing is written for a URL without a password."""
+    if not has_password(url):
+        return
+    import os
+
+    path = Path(folder) / SECRET_FILE
+    tmp = path.with_name(f".{SECRET_FILE}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(url + "\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def saved_url(folder: Path, stored: str) -> str:
+    """The storage URL of a study, whole: its secret file where the study keeps one, else study.json's."""
+    path = Path(folder) / SECRET_FILE
+    if path.is_file():
+        return path.read_text().strip() or stored
+    return stored
+
+
 def _has_module(name: str) -> bool:
     import importlib.util
 

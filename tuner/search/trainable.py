@@ -104,7 +104,9 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
                             f"trials'")
     except MemoryError as err:  # host RAM: the same lesson as a GPU out-of-memory
         record = TrialRecord(state="oom", error=error_line(err), **where)
-    except Exception as err:  # a bad combination (TunerError) or a bug: an error trial, not a crashed study
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # a bad combination (TunerError), a bug or a user's sys.exit(): an error trial
         record = TrialRecord(state="error", error=error_line(err), **where)
     record.run_seconds = round(time.perf_counter() - t0, 3)
     record.ended = _now()
@@ -128,7 +130,7 @@ def warm_process(config_json: str, cache_dir: str) -> None:
     cfg = parse_config({k: v for k, v in json.loads(config_json).items() if v is not None}, "trial config")
     try:
         check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device))
-    except Exception:  # noqa: BLE001 - the trial itself will meet the same problem and record it properly
+    except (Exception, SystemExit):  # noqa: BLE001 - the trial itself meets the same problem and records it
         pass
 
 

@@ -3,6 +3,7 @@
 Layout under `<reports-dir>/<study>/`:
   study.json                 StudyMeta: space, objectives, workload, budget, sampler, hardware, versions
   study.db                   the Optuna study (SQLite), unless --storage named another database
+  storage.url                a --storage URL with its password (0600; the one file that holds it), when it has one
   trials/<NNNN>/result.json  one TrialRecord (metrics flat beside the structural keys)
   trials/<NNNN>/samples.png  a GAN's sample grid (whatever the workload's evaluate wrote)
   trials.csv                 one row per trial, rewritten after every trial so it is current while a study runs

@@ -21,6 +21,7 @@ from tuner.errors import TunerError, WorkloadError
 from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
+from tuner.train.deadline import SetupTimeout, setup_deadline
 from tuner.workload.loader import WorkloadRef, build, parse_ref, user_error_line
 
 PREFLIGHT_VAL_BATCHES = 2
@@ -80,9 +81,11 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
     stage = "building the workload"
     try:
         with running(make_context(cfg, device, cache_dir, None, preflight=True)):
-            workload: Workload = build(ref, cfg.workload_options, cfg.dataset)
+            with setup_deadline(cfg.setup_timeout_s, f"the workload factory {ref.attr}()"):
+                workload: Workload = build(ref, cfg.workload_options, cfg.dataset)
             stage = "datasets()"
-            pair = workload.datasets()
+            with setup_deadline(cfg.setup_timeout_s, "the workload's datasets()"):
+                pair = workload.datasets()
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise WorkloadError(f"workload {ref.text}: datasets() must return (train, validation), got "
                                     f"{type(pair).__name__}")
@@ -100,7 +103,11 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             del models
     except TunerError:
         raise
-    except Exception as err:  # the user's code raised: their line, their file
+    except SetupTimeout as err:
+        raise WorkloadError(f"workload {ref.text}: {err}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # the user's code raised (or called sys.exit()): their line, their file
         raise WorkloadError(f"workload {ref.text}: {stage} raised {user_error_line(err)}") from err
     finally:
         device.free_memory()

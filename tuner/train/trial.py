@@ -29,6 +29,7 @@ from tuner.study import TrialResult
 from tuner.study.headroom import assess
 from tuner.train.batch import to_device
 from tuner.train.ceilings import ceilings
+from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
@@ -106,8 +107,10 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
 
     p = cfg.params
     torch.manual_seed(p.seed + rank)
-    workload = build_workload(cfg)
-    train_set, val_set = workload.datasets()
+    with setup_deadline(cfg.setup_timeout_s, f"the workload factory {parse_ref(cfg.workload).attr}()"):
+        workload = build_workload(cfg)
+    with setup_deadline(cfg.setup_timeout_s, "the workload's datasets()"):
+        train_set, val_set = workload.datasets()
     sampler = None
     if world > 1:
         from torch.utils.data.distributed import DistributedSampler
@@ -286,9 +289,9 @@ def run_trial(
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
-        except TunerError:
+        except (TunerError, KeyboardInterrupt):
             raise
-        except Exception as err:  # noqa: BLE001 - every other failure is the trial's state
+        except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
             else:

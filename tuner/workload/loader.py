@@ -137,6 +137,9 @@ def import_factory(ref: WorkloadRef) -> Any:
             module = importlib.import_module(ref.module)
     except WorkloadError:
         raise
+    except SystemExit as err:  # a script's `sys.exit()` at import: without this, tuner exits 0 with no word
+        raise WorkloadError(f"workload {ref.text}: {ref.file or ref.module} calls sys.exit() at import"
+                            f"{_at(err)}; guard the script's own code with `if __name__ == \"__main__\":`") from None
     except Exception as err:
         raise WorkloadError(f"workload {ref.text}: cannot import {ref.file or ref.module}: {user_error_line(err)}; "
                             f"fix the module (tuner --debug shows the traceback)") from err
@@ -150,6 +153,11 @@ def import_factory(ref: WorkloadRef) -> Any:
         raise WorkloadError(f"workload {ref.text}: {ref.attr} is a {type(obj).__name__}, not a function; name a "
                             f"function that returns tuner.Workload")
     return obj
+
+
+def _at(err: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if _is_user_frame(f.filename)]
+    return f" (at {user_path(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
 
 
 def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], dataset: str | None) -> dict[str, Any]:
@@ -206,6 +214,25 @@ def ship_paths(ref: WorkloadRef) -> list[str]:
 
 # --- the user's frames -------------------------------------------------------------------------------------------
 
+SHIPPED_ENV = "TUNER_SHIPPED"  # the driver's original paths of what Ray shipped (ship_paths), os.pathsep-joined
+
+
+def user_path(filename: str) -> str:
+    """The user's own path of a file Ray shipped (`.../runtime_resources/.../_ray_pkg_<hash>/mine.py` ->
+    `/home/me/mine.py`), so a trial's traceback names the file they edit; any other path as it is."""
+    parts = Path(filename).parts
+    if "runtime_resources" not in parts:
+        return filename
+    ship = next((i for i, part in enumerate(parts) if part.startswith("_ray_pkg_")), None)
+    if ship is None or ship + 1 >= len(parts):
+        return filename
+    top, rest = parts[ship + 1], parts[ship + 2:]
+    for original in filter(None, os.environ.get(SHIPPED_ENV, "").split(os.pathsep)):
+        if Path(original).name == top:
+            return str(Path(original).joinpath(*rest))
+    return filename
+
+
 
 def _is_user_frame(filename: str) -> bool:
     path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
@@ -240,7 +267,7 @@ def user_traceback(err: BaseException) -> str | None:
     for f in frames:
         if _is_user_frame(f.filename):
             flush()
-            lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}')
+            lines.append(f'  File "{user_path(f.filename)}", line {f.lineno}, in {f.name}')
             if f.line:
                 lines.append(f"    {f.line.strip()}")
         else:
@@ -256,6 +283,6 @@ def user_error_line(err: BaseException) -> str:
 
     frames = [f for f in traceback.extract_tb(err.__traceback__) if _is_user_frame(f.filename)]
     if isinstance(err, SyntaxError) and err.filename:
-        return f"SyntaxError: {err.msg} (at {err.filename}:{err.lineno})"
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        return f"SyntaxError: {err.msg} (at {user_path(err.filename)}:{err.lineno})"
+    where = f" (at {user_path(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
     return error_line(err)[: 500 - len(where)] + where

@@ -1,0 +1,165 @@
+"""User code that leaves by sys.exit(): at import it is one line and exit 2 for `tuner train` and `tuner search`
+(before, both exited 0 with no output); inside a trial it is the trial's error state with the user's frames.
+And the paths of Ray's shipped copies of a user's file map back to the user's own path in what a trial records."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.cli import main
+from userworkloads import GOOD, HEADER, write
+
+EXITS_AT_IMPORT = GOOD + "\nimport sys\nsys.exit(3)\n"
+
+# Preflight runs two steps: the third call of the loss (inside the trial) leaves by sys.exit().
+EXITS_IN_LOSS = HEADER + '''
+import sys
+
+CALLS = [0]
+
+
+def user_loss(models, batch):
+    CALLS[0] += 1
+    if CALLS[0] > 2:
+        sys.exit("bye from the loss")
+    return F.cross_entropy(models["net"](batch[0]), batch[1])
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=user_loss)
+'''
+
+CONFIG = """
+workload: {ref}
+budget: {{samples: 64}}
+params: {{batch_size: 8, num_workers: 0, precision: fp32, device: cpu}}
+measure: {{warmup_steps: 1, windows: 2}}
+quality: {{enabled: false}}
+"""
+
+SPACE = """
+description: a user workload that exits
+defaults: {{workload: {ref}, budget: {{samples: 64}}, trials: 1}}
+objectives:
+  default: [{{metric: throughput, direction: max}}]
+trial: {{quality: {{enabled: false}}}}
+params:
+  batch_size: {{type: categorical, choices: [8, 16]}}
+  num_workers: 0
+  precision: fp32
+"""
+
+
+def _one_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def test_sys_exit_at_import_is_one_line_and_exit_2_in_train(tmp_path, capsys):
+    path = write(tmp_path, EXITS_AT_IMPORT, "exits.py")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(CONFIG.format(ref=f"{path}:make"))
+    rc = main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")])
+    line = _one_line(capsys)
+    assert rc == 2
+    assert "calls sys.exit() at import" in line and str(path) in line
+
+
+def test_sys_exit_at_import_is_one_line_and_exit_2_in_search(tmp_path, capsys, monkeypatch):
+    import tuner.search.ray_env as ray_env
+
+    def no_ray(*a, **k):
+        raise AssertionError("Ray was started for a workload that cannot be imported")
+
+    monkeypatch.setattr(ray_env, "start_local_ray", no_ray)
+    path = write(tmp_path, EXITS_AT_IMPORT, "exits.py")
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE.format(ref=f"{path}:make"))
+    rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path / "r")])
+    line = _one_line(capsys)
+    assert rc == 2
+    assert "calls sys.exit() at import" in line and str(path) in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_sys_exit_in_the_loss_is_the_trials_error_state_with_the_users_frames(tmp_path):
+    from tuner.config import parse_config
+    from tuner.train import run_trial
+
+    import yaml
+
+    path = write(tmp_path, EXITS_IN_LOSS, "exitsinloss.py")
+    cfg = parse_config(yaml.safe_load(CONFIG.format(ref=f"{path}:make")), "test")
+    result = run_trial(cfg, cache_dir=tmp_path / "cache")
+    assert result.state == "error"
+    assert "SystemExit" in result.error and "bye from the loss" in result.error
+    assert result.traceback is not None and f'File "{path}"' in result.traceback
+
+
+def test_a_shipped_copys_path_maps_back_to_the_users_file(tmp_path, monkeypatch):
+    from tuner.workload.loader import SHIPPED_ENV, user_path
+
+    original = tmp_path / "home" / "mine.py"
+    package = tmp_path / "proj" / "mypkg"
+    monkeypatch.setenv(SHIPPED_ENV, f"{original}:{package}")
+    shipped = "/tmp/ray/session_x/runtime_resources/py_modules_files/_ray_pkg_0123abcd"
+    assert user_path(f"{shipped}/mine.py") == str(original)
+    assert user_path(f"{shipped}/mypkg/sub/m.py") == str(package / "sub" / "m.py")
+    assert user_path(f"{shipped}/other.py") == f"{shipped}/other.py"  # not something the driver shipped
+    assert user_path("/home/me/x.py") == "/home/me/x.py"
+
+
+# A factory / datasets() that never returns: blocked in one long sleep, or (in the trial only) looping in Python.
+BLOCKS_IN_FACTORY = GOOD.replace("def make(hidden=8):", "def make(hidden=8):\n    import time; time.sleep(3600)")
+BLOCKS_IN_DATASETS = GOOD.replace("datasets=data,", "datasets=lambda: __import__('time').sleep(3600),")
+LOOPS_IN_TRIAL_FACTORY = GOOD.replace("def make(hidden=8):", """def make(hidden=8):
+    import time
+    while not tuner.trial_context().preflight:
+        time.sleep(0.05)""")
+
+
+@pytest.mark.parametrize("body, what", [(BLOCKS_IN_FACTORY, "the workload factory make()"),
+                                        (BLOCKS_IN_DATASETS, "the workload's datasets()")])
+def test_setup_that_blocks_is_one_line_and_exit_2_in_train(tmp_path, capsys, body, what):
+    path = write(tmp_path, body, "blocks.py")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(CONFIG.format(ref=f"{path}:make") + "setup_timeout_s: 1\n")
+    rc = main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")])
+    line = _one_line(capsys)
+    assert rc == 2
+    assert f"{what} did not return within 1 s (setup_timeout_s" in line and str(path) in line
+
+
+def test_a_trials_factory_that_blocks_is_its_error_state_naming_the_factory(tmp_path):
+    """In a search the trial runs in a thread of a Ray worker: the limit ends the factory there too."""
+    import threading
+
+    import yaml
+
+    from tuner.config import parse_config
+    from tuner.train import run_trial
+
+    path = write(tmp_path, LOOPS_IN_TRIAL_FACTORY, "loops.py")
+    cfg = parse_config(yaml.safe_load(CONFIG.format(ref=f"{path}:make") + "setup_timeout_s: 1\n"), "test")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(run_trial(cfg, cache_dir=tmp_path / "cache")))
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "the trial hung in its factory"
+    (result,) = results
+    assert result.state == "error"
+    assert "SetupTimeout: the workload factory make() did not return within 1 s" in result.error
+    assert str(path) in result.error
+
+
+def test_a_long_setup_says_what_it_waits_for_on_stderr(capsys):
+    import time
+
+    from tuner.train.deadline import SetupTimeout, setup_deadline
+
+    with pytest.raises(SetupTimeout, match=r"the workload's datasets\(\) did not return within 1 s"):
+        with setup_deadline(1, "the workload's datasets()", note_after=0.2):
+            time.sleep(3600)
+    assert "tuner: still waiting for the workload's datasets() after 0.2 s" in capsys.readouterr().err
