@@ -82,3 +82,53 @@ def test_missing_a_folder_or_a_fifo_is_refused_without_reading(tmp_path):
 def test_atomic_write_leaves_no_temp_file(tmp_path):
     path = atomic_write(tmp_path / "sub" / "x.json", '{"a": 1}')
     assert load_json(path) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+# --- limits: size, aliases, duplicate keys (issue 23) --------------------------------------------------------------
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
+    for name, prev in zip("abcdefghi", ['"lol"', *(f"*{c}" for c in "abcdefgh")])
+)  # nine levels of nine aliases: 9**9 (387 million) strings when expanded, from under 500 bytes
+
+
+def test_a_yaml_file_over_the_size_limit_is_refused_naming_the_file_and_the_limit(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text("workload: cnn\n" + "#" * (2 << 20) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "config file")
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and "1 MiB" in message and "\n" not in message
+
+
+def test_an_alias_bomb_is_refused_not_expanded(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    assert len(ALIAS_BOMB) < 500
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "space file")
+    assert str(err.value).startswith(f"{path}: line ") and "aliases expand to over" in str(err.value)
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
+    path = tmp_path / "cycle.yaml"
+    path.write_text("a: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="a cycle"):
+        load_yaml_mapping(path, "space file")
+
+
+def test_ordinary_aliases_and_merge_keys_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {x: 1, y: 2}\nmore:\n  <<: *b\n  x: 5\nsame: *b\n")
+    assert load_yaml_mapping(path) == {"base": {"x": 1, "y": 2}, "more": {"x": 5, "y": 2}, "same": {"x": 1, "y": 2}}
+
+
+@pytest.mark.parametrize("text, key, line", [
+    ("workload: cnn\ndataset: digits\nworkload: gan\n", "workload", 3),
+    ("params:\n  batch_size: 8\n  lr: 0.1\n  batch_size: 64\n", "batch_size", 4),
+])
+def test_a_duplicate_key_is_refused_naming_the_key_and_the_file(tmp_path, text, key, line):
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "config file")
+    assert str(err.value) == f"{path}: duplicate key {key!r} at line {line} (the config file gives it twice); keep one"

@@ -4,8 +4,11 @@ One copy of each, used by the study folder, the dataset and FID caches, the expo
 - `atomic_write` goes through a temp file in the same folder and a rename, so a kill never leaves half a file
   and a reader never sees one;
 - `locked(folder)` serializes builders of one cache entry across processes (trials of a study on one node);
-- `read_text` refuses, with one line naming the file, what is not a readable, non-empty UTF-8 text file, so a
-  binary or truncated file is a user error and never an internal one;
+- `read_text` refuses, with one line naming the file, what is not a readable, non-empty UTF-8 text file, or is
+  larger than a limit (1 MiB for YAML), so a binary, truncated or huge file is a user error and never an internal
+  one or minutes of parsing;
+- `load_yaml_mapping` parses with a safe loader that refuses duplicate keys (silently, the last would win) and
+  aliases that would expand past a limit (an alias bomb is refused while it is composed, never expanded);
 - `json_safe` turns NaN/inf into null (strict JSON) and paths into strings.
 """
 
@@ -63,9 +66,22 @@ def locked(folder: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> str:
+MAX_YAML_BYTES = 1 << 20  # configs and spaces are a few KiB; PyYAML takes seconds per MiB and far more memory
+MAX_JSON_BYTES = 64 << 20  # study.json, result.json: what tuner wrote, but a file can be replaced by anything
+# Nodes a YAML document may hold with every alias expanded. A 1 MiB file has at most ~500k nodes of its own; an
+# alias bomb (nine aliases of nine aliases ...) reaches billions from a few hundred bytes.
+MAX_YAML_NODES = 1_000_000
+
+
+def _size_text(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigError,
+              max_bytes: int = MAX_JSON_BYTES) -> str:
     """The file's text; `error` (one line naming the file and the fix) when it is missing, a folder or not a
-    regular file, unreadable, not UTF-8 text, or empty (a UTF-8 byte-order mark is dropped)."""
+    regular file, unreadable, larger than `max_bytes`, not UTF-8 text, or empty (a UTF-8 byte-order mark is
+    dropped)."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path}: no such file (the {what} to read)")
@@ -74,9 +90,13 @@ def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigEr
     if not path.is_file():  # a FIFO or a device: reading it could block or never end
         raise error(f"{path}: not a regular file; give the {what} as a UTF-8 text file")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # never more than the limit, whatever stat said
     except OSError as err:
         raise error(f"{path}: cannot read the {what}: {err.strerror or err}") from None
+    if len(raw) > max_bytes:
+        raise error(f"{path}: the {what} is larger than tuner reads ({_size_text(max_bytes)} at most); is it the "
+                    f"right file?")
     if b"\x00" in raw[:8192]:
         raise error(f"{path}: not a text file (binary content); give the {what} as UTF-8 text")
     try:
@@ -93,9 +113,14 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
     """A YAML file that must hold a mapping (configs, spaces, exported configs)."""
     import yaml
 
-    text = read_text(path, what, error)
+    text = read_text(path, what, error, MAX_YAML_BYTES)
     try:
-        data = yaml.safe_load(text)
+        data = _safe_yaml(text)
+    except _DuplicateKey as err:
+        raise error(f"{path}: duplicate key {err.key!r} at line {err.line} (the {what} gives it twice); keep "
+                    f"one") from None
+    except _TooLarge as err:
+        raise error(f"{path}: {err}; write the {what} out without those aliases") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -107,6 +132,64 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
         kind = _kind(data)
         raise error(f"{path}: expected a YAML mapping (key: value lines) but found {kind}")
     return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _TooLarge(Exception):
+    """A document whose aliases would expand past MAX_YAML_NODES, or an alias inside its own anchor."""
+
+
+def _safe_yaml(text: str) -> Any:
+    """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded."""
+    import yaml
+    from yaml.nodes import MappingNode, SequenceNode
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.expanded: dict[int, int] = {}  # id(node) -> nodes it stands for, aliases expanded
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            size = self.expanded.get(id(node))
+            if size is None:
+                if alias:  # the anchor is still being composed: the alias is inside it (a cycle)
+                    raise _TooLarge(f"line {node.start_mark.line + 1}: an alias inside the value it names (a cycle)")
+                children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else \
+                    node.value if isinstance(node, SequenceNode) else []
+                size = 1 + sum(self.expanded.get(id(c), 1) for c in children)
+                if size > MAX_YAML_NODES:
+                    raise _TooLarge(f"line {node.start_mark.line + 1}: its aliases expand to over "
+                                    f"{MAX_YAML_NODES:,} values")
+                self.expanded[id(node)] = size
+            return node
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` overrides on purpose
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        if key in seen:
+                            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                        seen.add(key)
+                    except TypeError:  # an unhashable key: the base constructor says so
+                        pass
+            return super().construct_mapping(node, deep=deep)
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_json(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> Any:

@@ -122,6 +122,11 @@ params:
     (["--study", "ghost", "--resume"], "no study 'ghost' to resume"),
     (["--trials", "3"], "give --space"),
     (["--space", "amp_loader", "--storage", "not-a-url"], "not a database URL"),
+    (["--space", "amp_loader", "--budget-seconds", "inf"], "--budget-seconds must be a finite number > 0 (got inf)"),
+    (["--space", "amp_loader", "--budget-seconds", "nan"], "--budget-seconds must be > 0 (got nan)"),
+    (["--space", "{inf_budget}"], "defaults.budget.seconds: Input should be a finite number"),
+    (["--space", "{overflow}"], "params.lr.high: cpus * 1e308 * 10 is too large"),
+    (["--space", "amp_loader", "--study", "mine\n"], "study name 'mine\\n' must be"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
     import tuner.search.ray_env as ray_env
@@ -138,8 +143,13 @@ def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, mon
     (tmp_path / "bad.yaml").write_text("params: [unclosed\n")
     (tmp_path / "domain.yaml").write_text(BAD_SPACE)
     (tmp_path / "type.yaml").write_text(BAD_SPACE.replace("type: int, low: 64, high: 16", "type: integer"))
+    (tmp_path / "inf.yaml").write_text(BAD_SPACE.replace("low: 64, high: 16", "low: 16, high: 64")
+                                       + "defaults: {budget: {seconds: .inf}}\n")
+    (tmp_path / "overflow.yaml").write_text(BAD_SPACE.replace("batch_size: {type: int, low: 64, high: 16}",
+                                                              "lr: {type: float, low: 0.001, high: cpus * 1e308 * 10}"))
     subs = {"{bad_yaml}": str(tmp_path / "bad.yaml"), "{bad_domain}": str(tmp_path / "domain.yaml"),
-            "{bad_type}": str(tmp_path / "type.yaml"), "{missing}": str(tmp_path / "nope")}
+            "{bad_type}": str(tmp_path / "type.yaml"), "{missing}": str(tmp_path / "nope"),
+            "{inf_budget}": str(tmp_path / "inf.yaml"), "{overflow}": str(tmp_path / "overflow.yaml")}
     args = [next((a.replace(k, v) for k, v in subs.items() if k in a), a) for a in args]
     reports = tmp_path / "reports"
     rc = main(["search", *args, "--reports-dir", str(reports)])

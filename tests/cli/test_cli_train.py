@@ -68,6 +68,15 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, monkeypatc
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_budget_override_that_is_not_a_finite_positive_number_is_one_line(tmp_path, capsys, value):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", value,
+               "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"tuner: error: --budget-seconds must be a finite number > 0 (got {value})"]
+    assert not (tmp_path / "r").exists()
+
+
 def test_two_budget_overrides_are_refused(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", "1", "--budget-samples", "5"])
     assert rc == 2 and "at most one of" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console
-from tuner.errors import ConfigError, RunFailed
+from tuner.errors import RunFailed
 
 
 @app.command()
@@ -23,16 +23,13 @@ def train(
     debug: Debug = False,
 ) -> None:
     """Train one configuration and measure throughput (median of timed windows) and quality."""
-    from tuner.config import Budget, load_config
+    from tuner.config import budget_from_options, load_config
     from tuner.train import preflight, run_trial
 
     cfg = load_config(config)
-    if budget_seconds is not None and budget_samples is not None:
-        raise ConfigError("give at most one of --budget-seconds and --budget-samples")
-    if budget_seconds is not None or budget_samples is not None:
-        if (budget_seconds is not None and budget_seconds <= 0) or (budget_samples is not None and budget_samples <= 0):
-            raise ConfigError("--budget-seconds / --budget-samples must be > 0")
-        cfg.budget = Budget(seconds=budget_seconds, samples=budget_samples)
+    budget = budget_from_options(budget_seconds, budget_samples)
+    if budget is not None:
+        cfg.budget = budget
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
     as_json = format is Format.json
