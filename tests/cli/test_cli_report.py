@@ -144,3 +144,19 @@ def test_trial_with_html_is_refused(make_study, capsys):
     reports = make_study()
     code, _, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html", "--trial", "1")
     assert_one_line_error(code, err, "--trial")
+
+
+def test_error_text_with_brackets_is_shown_intact(make_study, capsys):
+    """Errors are the user's or torch's text: rich must not read `[bold]` or `[enforce fail ...]` as markup."""
+    reports = make_study()
+    path = reports / "gan-demo" / "trials" / "0007" / "result.json"
+    doc = json.loads(path.read_text())
+    doc["error"] = "RuntimeError: [bold]kept[/bold]"
+    doc["params"]["precision"] = "[red]x"
+    path.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    assert "[bold]kept" in out and "[red]x" in out
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--trial", "7")
+    assert code == 0, err
+    assert "RuntimeError: [bold]kept[/bold]" in out and "[red]x" in out

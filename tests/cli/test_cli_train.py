@@ -94,6 +94,30 @@ def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_pa
     assert "did not complete: diverged" in out.err
 
 
+def test_host_memory_exhausted_is_oom_and_the_allocator_text_keeps_its_brackets(tmp_path, capsys, monkeypatch):
+    """A real CPU allocator failure (no host has 32 PiB): state oom (exit 3), and the table shows torch's
+    "[enforce fail at alloc_cpu.cpp:N]" intact, not eaten as rich markup."""
+    import torch
+
+    import tuner.train
+    from tuner.models import SmallCNN
+
+    original, run_trial, training = SmallCNN.forward, tuner.train.run_trial, []
+
+    def hungry(self, x):
+        if training:  # past the pre-flight check (an OOM there is the workload's error), in the trial itself
+            torch.empty(2**55, dtype=torch.uint8)
+        return original(self, x)
+
+    monkeypatch.setattr(SmallCNN, "forward", hungry)
+    monkeypatch.setattr(tuner.train, "run_trial", lambda *a, **k: training.append(1) or run_trial(*a, **k))
+    config = write(tmp_path, GOOD.replace("num_workers: 0,", "num_workers: 0, device: cpu,"))
+    rc = main(["train", "--config", str(config), "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr()
+    assert rc == 3 and "did not complete: oom" in out.err, out.err
+    assert "oom (RuntimeError: [enforce fail at alloc_cpu.cpp:" in out.out
+
+
 def test_an_old_config_with_image_size_at_the_top_says_where_it_moved(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD.replace("workload_options: {image_size: 16}",
                                                                     "image_size: 16")))])

@@ -54,13 +54,16 @@ def _print_window(w: dict[str, Any]) -> None:
 
 
 def _print_summary(result: Any) -> None:
+    """The result as a table; text from the run (errors, paths, metric names) is escaped, as rich reads `[...]`
+    as markup (torch's "[enforce fail at alloc_cpu.cpp:127]" would vanish)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from tuner.study.format import fmt_metric
     from tuner.study.metrics import METRICS
 
     t = Table(show_header=False, box=None)
-    t.add_row("state", result.state + (f" ({result.error})" if result.error else ""))
+    t.add_row("state", escape(result.state + (f" ({result.error})" if result.error else "")))
     spread = fmt_metric("throughput_spread", result.get("throughput_spread"))
     t.add_row("throughput", f"{fmt_metric('throughput', result.throughput)} samples/s  (spread {spread} over "
                             f"{len(result.windows)} windows)")
@@ -69,12 +72,12 @@ def _print_summary(result: Any) -> None:
         if m.key not in shown and result.get(m.key) is not None:
             t.add_row(m.label, f"{fmt_metric(m.key, result.get(m.key))} {m.unit}".rstrip())
     for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS}):
-        t.add_row(key, fmt_metric(key, result.get(key)))
+        t.add_row(escape(key), escape(fmt_metric(key, result.get(key))))
     if result.capped:
         t.add_row("capped", "stopped by the wall-time cap before the budget was spent")
     if result.sample_grid:
-        t.add_row("sample grid", result.sample_grid)
+        t.add_row("sample grid", escape(result.sample_grid))
     if result.traceback:
-        t.add_row("traceback", result.traceback.rstrip())
-    t.add_row("device", result.device)
+        t.add_row("traceback", escape(result.traceback.rstrip()))
+    t.add_row("device", escape(result.device))
     stdout_console().print(t)
