@@ -160,3 +160,22 @@ def test_error_text_with_brackets_is_shown_intact(make_study, capsys):
     code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--trial", "7")
     assert code == 0, err
     assert "RuntimeError: [bold]kept[/bold]" in out and "[red]x" in out
+
+
+@pytest.mark.parametrize("command", [["report", "--format", "html"], ["export"]])
+def test_a_study_path_outside_the_reports_dir_is_refused_and_nothing_is_written(make_study, capsys, tmp_path,
+                                                                               command):
+    """report --format html and export write into the study's folder: only a folder in --reports-dir is taken."""
+    reports = make_study()
+    study = reports / "gan-demo"
+    before = sorted(p.name for p in study.iterdir())
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for given in (str(study), "../" + reports.name + "/gan-demo"):
+        code, out, err = run(capsys, command[0], given, *command[1:], "--reports-dir", other)
+        assert_one_line_error(code, err, f"study {given!r} is not a folder in --reports-dir {other}",
+                              f"gan-demo --reports-dir {reports}")
+        assert out == ""
+    code, out, err = run(capsys, command[0], "gan-demo\n", *command[1:], "--reports-dir", reports)
+    assert_one_line_error(code, err, "study 'gan-demo\\n' is not a folder")
+    assert sorted(p.name for p in study.iterdir()) == before and list(other.iterdir()) == []
