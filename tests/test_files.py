@@ -132,3 +132,46 @@ def test_a_duplicate_key_is_refused_naming_the_key_and_the_file(tmp_path, text, 
     with pytest.raises(ConfigError) as err:
         load_yaml_mapping(path, "config file")
     assert str(err.value) == f"{path}: duplicate key {key!r} at line {line} (the config file gives it twice); keep one"
+
+
+# --- a folder tuner cannot write (issue 23) --------------------------------------------------------------------------
+def test_check_writable_refuses_a_file_in_the_way_and_creates_nothing(tmp_path):
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    (tmp_path / "reports").write_text("not a folder")
+    with pytest.raises(StorageError) as err:
+        check_writable(tmp_path / "reports" / "study", "the study folder")
+    assert f"{tmp_path / 'reports'} is a file, not a folder" in str(err.value)
+    check_writable(tmp_path / "new" / "deeper", "the study folder")  # fine, and nothing made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
+
+
+@pytest.mark.parametrize("code, needle", [(28, "No space left on device; free some space"),
+                                          (30, "Read-only file system; pass a folder you can write to")])
+def test_check_writable_refuses_a_full_or_read_only_disk_and_leaves_no_probe(tmp_path, monkeypatch, code, needle):
+    import errno
+
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    assert code in (errno.ENOSPC, errno.EROFS)
+
+    def refused(fd, data):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "write", refused)
+    with pytest.raises(StorageError) as err:
+        check_writable(tmp_path / "reports", "--reports-dir")
+    assert str(err.value) == f"--reports-dir {tmp_path / 'reports'}: cannot write in {tmp_path}: {needle}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_check_writable_refuses_a_read_only_folder(tmp_path):
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    (tmp_path / "ro").mkdir(mode=0o555)
+    with pytest.raises(StorageError, match="Permission denied"):
+        check_writable(tmp_path / "ro" / "study", "the study folder")

@@ -9,12 +9,15 @@ One copy of each, used by the study folder, the dataset and FID caches, the expo
   one or minutes of parsing;
 - `load_yaml_mapping` parses with a safe loader that refuses duplicate keys (silently, the last would win) and
   aliases that would expand past a limit (an alias bomb is refused while it is composed, never expanded);
-- `json_safe` turns NaN/inf into null (strict JSON) and paths into strings.
+- `json_safe` turns NaN/inf into null (strict JSON) and paths into strings;
+- `check_writable` probes, before anything starts, a folder tuner will write into, and `storage_error` turns an
+  OSError of the file system (full, read-only, a file in the way) into one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -23,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, StorageError, TunerError
 
 
 def atomic_write(path: Path, data: str | bytes | Callable[[Path], None]) -> Path:
@@ -45,6 +48,46 @@ def atomic_write(path: Path, data: str | bytes | Callable[[Path], None]) -> Path
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+# What the file system says when it cannot take a write, whoever runs tuner: the user's to fix, not a bug.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                            errno.EISDIR, errno.EEXIST, errno.EFBIG, errno.ENAMETOOLONG})
+PROBE_BYTES = 4096  # one block: a full disk refuses it
+
+
+def storage_error(err: OSError) -> StorageError | None:
+    """One line for an OSError that the file system raised (full, read-only, a file in the way), naming the path;
+    None for any other OSError."""
+    if err.errno not in STORAGE_ERRNOS:
+        return None
+    where = f"{err.filename}: " if err.filename else ""
+    fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space", errno.EROFS: "pass a writable folder",
+           errno.ENOTDIR: "a file is where a folder should be; move it or pass another folder"}
+    return StorageError(f"{where}cannot write: {err.strerror or err}; {fix.get(err.errno or 0, 'check the folder')}")
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Refuse, before anything starts, a folder tuner will write into but cannot: a file in the way, a read-only
+    folder or file system, a full disk. The folder (or the nearest one above it that exists: nothing is created)
+    gets a one-block probe file, removed at once, so nothing is left behind."""
+    folder = Path(os.path.abspath(folder))
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise StorageError(f"{what} {folder}: {existing} is a file, not a folder; move it or pass another folder")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tuner-probe.", dir=existing)
+        try:
+            os.write(fd, b"\0" * PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as err:
+        fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "pass a folder you can write to"
+        raise StorageError(f"{what} {folder}: cannot write in {existing}: {err.strerror or err}; {fix}") from None
 
 
 @contextlib.contextmanager

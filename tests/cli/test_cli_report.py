@@ -179,3 +179,22 @@ def test_a_study_path_outside_the_reports_dir_is_refused_and_nothing_is_written(
     code, out, err = run(capsys, command[0], "gan-demo\n", *command[1:], "--reports-dir", reports)
     assert_one_line_error(code, err, "study 'gan-demo\\n' is not a folder")
     assert sorted(p.name for p in study.iterdir()) == before and list(other.iterdir()) == []
+
+
+def test_a_read_only_study_folder_is_one_line_when_report_writes_into_it(make_study, capsys, monkeypatch):
+    """report --format html writes report.html into the study's folder: a read-only file system there (planted:
+    the temp file cannot be made) is one line naming the folder, exit 2, not an internal error."""
+    import errno
+    import os
+    import tempfile
+
+    reports = make_study()
+    study = reports / "gan-demo"
+
+    def read_only(*a, dir=None, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html")
+    assert_one_line_error(code, err, f"{study}: cannot write: Read-only file system")
+    assert not (study / "report.html").exists()

@@ -203,3 +203,49 @@ def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeyp
     out = capsys.readouterr().out
     assert "# on this machine (6 CPUs per trial, cpu" in out
     assert "#   num_workers          int [0, 6]" in out and "#   precision            one of fp32\n" in out
+
+
+@pytest.mark.parametrize("fault, needle, resume", [
+    ("file", "is a file, not a folder", False),
+    ("full", "No space left on device; free some space", False),
+    ("full", "No space left on device; free some space", True),
+    ("read-only", "Read-only file system; pass a folder you can write to", False),
+    ("read-only", "Read-only file system; pass a folder you can write to", True),
+])
+def test_a_study_folder_that_cannot_be_written_is_one_line_before_ray_starts(make_study, tmp_path, capsys,
+                                                                             monkeypatch, fault, needle, resume):
+    """A --reports-dir that is a file, a full disk, a read-only folder (planted: the probe's write fails as the
+    file system would): exit 2, one line naming the folder, Ray never started, nothing on disk changed."""
+    import errno
+    import os
+
+    import tuner.search.ray_env as ray_env
+
+    monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    monkeypatch.setattr(ray_env, "join_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    reports = make_study("taken") if resume else tmp_path / "reports"
+    if resume:  # a study a search could resume: its stored space is one tuner reads
+        from tuner.search.spaces import load_space
+        from tuner.search.storage import default_storage
+
+        meta_path = reports / "taken" / "study.json"
+        meta = json.loads(meta_path.read_text())
+        meta["space_def"] = load_space("amp_loader").definition()
+        meta["storage"] = default_storage(reports / "taken")
+        meta_path.write_text(json.dumps(meta))
+    if fault == "file":
+        reports.write_text("not a folder")
+    else:
+        code = errno.ENOSPC if fault == "full" else errno.EROFS
+
+        def refused(fd, data):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(os, "write", refused)
+    before = snapshot(tmp_path)
+    argv = ["--study", "taken", "--resume"] if resume else ["--space", "amp_loader"]
+    rc = main(["search", *argv, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("tuner: error: the study folder ") and needle in err[0], err[0]
+    assert snapshot(tmp_path) == before

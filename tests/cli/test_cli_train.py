@@ -123,3 +123,28 @@ def test_an_old_config_with_image_size_at_the_top_says_where_it_moved(tmp_path, 
                                                                     "image_size: 16")))])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "image_size: moved to workload_options.image_size" in err[0]
+
+
+@pytest.mark.parametrize("fault", ["file", "full"])
+def test_a_reports_dir_that_cannot_be_written_is_one_line_and_nothing_runs(tmp_path, capsys, monkeypatch, fault):
+    import errno
+    import os
+
+    import tuner.train
+
+    monkeypatch.setattr(tuner.train, "preflight", lambda *a, **k: pytest.fail("the run started"))
+    config = write(tmp_path, GOOD)
+    reports = tmp_path / "r"
+    if fault == "file":
+        reports.write_text("not a folder")
+        needle = f"--reports-dir {reports}: {reports} is a file, not a folder"
+    else:
+        def refused(fd, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, "write", refused)
+        needle = f"--reports-dir {reports}: cannot write in {tmp_path}: No space left on device"
+    rc = main(["train", "--config", str(config), "--reports-dir", str(reports)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and needle in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run.yaml"] + (["r"] if fault == "file" else []))

@@ -24,6 +24,7 @@ def train(
 ) -> None:
     """Train one configuration and measure throughput (median of timed windows) and quality."""
     from tuner.config import budget_from_options, load_config
+    from tuner.files import check_writable
     from tuner.train import preflight, run_trial
 
     cfg = load_config(config)
@@ -33,8 +34,11 @@ def train(
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
     as_json = format is Format.json
-    device, check = preflight(cfg, reports_dir / ".cache")
     out = out_dir or reports_dir / "train"
+    check_writable(reports_dir, "--reports-dir")  # before the pre-flight check writes its caches
+    if out_dir is not None:
+        check_writable(out_dir, "--out-dir")
+    device, check = preflight(cfg, reports_dir / ".cache")
     out.mkdir(parents=True, exist_ok=True)
     if not as_json:
         on = f" on {cfg.dataset}" if cfg.dataset else ""

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tuner.files import check_writable
 from tuner.search.context import (
     cpu_facts,
     device_facts_for,
@@ -163,6 +164,7 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
+    check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
     quiet_ray_environment()
     cluster = None
     if not opts.address:
