@@ -158,7 +158,7 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
 
     text = read_text(path, what, error, MAX_YAML_BYTES)
     try:
-        data = _safe_yaml(text)
+        data = safe_yaml(text)
     except _DuplicateKey as err:
         raise error(f"{path}: duplicate key {err.key!r} at line {err.line} (the {what} gives it twice); keep "
                     f"one") from None
@@ -177,18 +177,23 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
     return data
 
 
-class _DuplicateKey(Exception):
+class YamlRefused(Exception):
+    """YAML that parses but that tuner will not take (see safe_yaml)."""
+
+
+class _DuplicateKey(YamlRefused):
     def __init__(self, key: Any, line: int) -> None:
-        super().__init__(key)
+        super().__init__(f"duplicate key {key!r} at line {line}")
         self.key, self.line = key, line
 
 
-class _TooLarge(Exception):
+class _TooLarge(YamlRefused):
     """A document whose aliases would expand past MAX_YAML_NODES, or an alias inside its own anchor."""
 
 
-def _safe_yaml(text: str) -> Any:
-    """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded."""
+def safe_yaml(text: str) -> Any:
+    """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded
+    (YamlRefused); every YAML tuner reads goes through it."""
     import yaml
     from yaml.nodes import MappingNode, SequenceNode
 

@@ -127,6 +127,7 @@ params:
     (["--space", "{inf_budget}"], "defaults.budget.seconds: Input should be a finite number"),
     (["--space", "{overflow}"], "params.lr.high: cpus * 1e308 * 10 is too large"),
     (["--space", "amp_loader", "--study", "mine\n"], "study name 'mine\\n' must be"),
+    (["--space", "amp_loader", "-o", "x={a: 1, a: 2}"], "--option 'x={a: 1, a: 2}': duplicate key 'a' at line 1"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
     import tuner.search.ray_env as ray_env

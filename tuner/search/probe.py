@@ -261,8 +261,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         from tuner.errors import error_line
 
         if console is not None:
-            console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the sampler "
-                          f"searches the loader knobs itself", soft_wrap=True)
+            console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the "
+                          f"sampler searches the loader knobs itself", soft_wrap=True)
         return None
     atomic_write(folder.probes_path, loaders.model_dump_json(indent=1))
     return loaders
