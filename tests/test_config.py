@@ -58,3 +58,19 @@ def test_malformed_yaml_and_missing_file(tmp_path):
 
 def test_prefetch_with_workers_is_fine():
     assert Params(num_workers=2, prefetch_factor=4, persistent_workers=True).prefetch_factor == 4
+
+
+@pytest.mark.parametrize("seconds", [".inf", "-.inf", ".nan"])
+def test_a_budget_that_is_not_finite_is_refused(tmp_path, seconds):
+    with pytest.raises(ConfigError, match="budget.seconds: Input should be a finite number"):
+        load_config(write(tmp_path, f"workload: cnn\nbudget: {{seconds: {seconds}}}\n"))
+
+
+def test_the_budget_model_itself_refuses_inf_and_nan():
+    from pydantic import ValidationError
+
+    from tuner.config import Budget
+
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValidationError):
+            Budget(seconds=bad)

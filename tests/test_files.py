@@ -82,3 +82,96 @@ def test_missing_a_folder_or_a_fifo_is_refused_without_reading(tmp_path):
 def test_atomic_write_leaves_no_temp_file(tmp_path):
     path = atomic_write(tmp_path / "sub" / "x.json", '{"a": 1}')
     assert load_json(path) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+# --- limits: size, aliases, duplicate keys (issue 23) --------------------------------------------------------------
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
+    for name, prev in zip("abcdefghi", ['"lol"', *(f"*{c}" for c in "abcdefgh")])
+)  # nine levels of nine aliases: 9**9 (387 million) strings when expanded, from under 500 bytes
+
+
+def test_a_yaml_file_over_the_size_limit_is_refused_naming_the_file_and_the_limit(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text("workload: cnn\n" + "#" * (2 << 20) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "config file")
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and "1 MiB" in message and "\n" not in message
+
+
+def test_an_alias_bomb_is_refused_not_expanded(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    assert len(ALIAS_BOMB) < 500
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "space file")
+    assert str(err.value).startswith(f"{path}: line ") and "aliases expand to over" in str(err.value)
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
+    path = tmp_path / "cycle.yaml"
+    path.write_text("a: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="a cycle"):
+        load_yaml_mapping(path, "space file")
+
+
+def test_ordinary_aliases_and_merge_keys_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {x: 1, y: 2}\nmore:\n  <<: *b\n  x: 5\nsame: *b\n")
+    assert load_yaml_mapping(path) == {"base": {"x": 1, "y": 2}, "more": {"x": 5, "y": 2}, "same": {"x": 1, "y": 2}}
+
+
+@pytest.mark.parametrize("text, key, line", [
+    ("workload: cnn\ndataset: digits\nworkload: gan\n", "workload", 3),
+    ("params:\n  batch_size: 8\n  lr: 0.1\n  batch_size: 64\n", "batch_size", 4),
+])
+def test_a_duplicate_key_is_refused_naming_the_key_and_the_file(tmp_path, text, key, line):
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_yaml_mapping(path, "config file")
+    assert str(err.value) == f"{path}: duplicate key {key!r} at line {line} (the config file gives it twice); keep one"
+
+
+# --- a folder tuner cannot write (issue 23) --------------------------------------------------------------------------
+def test_check_writable_refuses_a_file_in_the_way_and_creates_nothing(tmp_path):
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    (tmp_path / "reports").write_text("not a folder")
+    with pytest.raises(StorageError) as err:
+        check_writable(tmp_path / "reports" / "study", "the study folder")
+    assert f"{tmp_path / 'reports'} is a file, not a folder" in str(err.value)
+    check_writable(tmp_path / "new" / "deeper", "the study folder")  # fine, and nothing made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
+
+
+@pytest.mark.parametrize("code, needle", [(28, "No space left on device; free some space"),
+                                          (30, "Read-only file system; pass a folder you can write to")])
+def test_check_writable_refuses_a_full_or_read_only_disk_and_leaves_no_probe(tmp_path, monkeypatch, code, needle):
+    import errno
+
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    assert code in (errno.ENOSPC, errno.EROFS)
+
+    def refused(fd, data):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "write", refused)
+    with pytest.raises(StorageError) as err:
+        check_writable(tmp_path / "reports", "--reports-dir")
+    assert str(err.value) == f"--reports-dir {tmp_path / 'reports'}: cannot write in {tmp_path}: {needle}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_check_writable_refuses_a_read_only_folder(tmp_path):
+    from tuner.errors import StorageError
+    from tuner.files import check_writable
+
+    (tmp_path / "ro").mkdir(mode=0o555)
+    with pytest.raises(StorageError, match="Permission denied"):
+        check_writable(tmp_path / "ro" / "study", "the study folder")

@@ -56,7 +56,8 @@ class Params(_Strict):
 class Budget(_Strict):
     """How long a trial trains: by wall seconds or by training samples, exactly one."""
 
-    seconds: float | None = Field(None, gt=0)
+    # Finite only: an infinite budget never ends, and a NaN one compares false with everything.
+    seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
     samples: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
@@ -67,6 +68,20 @@ class Budget(_Strict):
 
     def describe(self) -> str:
         return f"{self.seconds:g} seconds" if self.seconds is not None else f"{self.samples} samples"
+
+
+def budget_from_options(seconds: float | None, samples: int | None) -> Budget | None:
+    """The budget `--budget-seconds` / `--budget-samples` give (None: neither); a bad value is one ConfigError line
+    naming the option, whatever the command."""
+    if seconds is not None and samples is not None:
+        raise ConfigError("give at most one of --budget-seconds and --budget-samples")
+    if seconds is None and samples is None:
+        return None
+    try:
+        return Budget(seconds=seconds, samples=samples)
+    except ValidationError:
+        option, value = ("--budget-seconds", seconds) if seconds is not None else ("--budget-samples", samples)
+        raise ConfigError(f"{option} must be a finite number > 0 (got {value})") from None
 
 
 class Measure(_Strict):

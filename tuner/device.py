@@ -194,12 +194,16 @@ def device_for(torch_device: torch.device) -> Device:
     return Device(torch_device.type, torch_device)
 
 
-_OOM_TEXT = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY")
+_OOM_TEXT = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA_ERROR_OUT_OF_MEMORY",
+             # torch's CPU allocator (c10/core/impl/alloc_cpu.cpp): "[enforce fail at alloc_cpu.cpp:127] ...
+             # DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes" (older: "not enough memory")
+             "DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 
 
 def is_oom(err: BaseException) -> bool:
     """An out-of-memory, wherever it was raised: torch's OutOfMemoryError, or the RuntimeError cuDNN/cuBLAS raise
-    when their workspace cannot be allocated (no OutOfMemoryError subclass for those)."""
+    when their workspace cannot be allocated and torch's CPU allocator raises when host memory is exhausted (no
+    OutOfMemoryError subclass for those)."""
     if isinstance(err, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(err, RuntimeError) and any(text in str(err) for text in _OOM_TEXT)

@@ -53,3 +53,8 @@ class WeightsError(UserError):
 
 class WorkloadError(UserError):
     """A workload reference that does not resolve, or a workload that breaks the tuner.Workload contract."""
+
+
+class StorageError(UserError):
+    """A folder tuner must write but cannot: a file where the folder should be, a read-only folder or file system,
+    a full disk or quota. Not the user's input as such, but theirs to fix, and never worth a traceback."""

@@ -4,14 +4,20 @@ One copy of each, used by the study folder, the dataset and FID caches, the expo
 - `atomic_write` goes through a temp file in the same folder and a rename, so a kill never leaves half a file
   and a reader never sees one;
 - `locked(folder)` serializes builders of one cache entry across processes (trials of a study on one node);
-- `read_text` refuses, with one line naming the file, what is not a readable, non-empty UTF-8 text file, so a
-  binary or truncated file is a user error and never an internal one;
-- `json_safe` turns NaN/inf into null (strict JSON) and paths into strings.
+- `read_text` refuses, with one line naming the file, what is not a readable, non-empty UTF-8 text file, or is
+  larger than a limit (1 MiB for YAML), so a binary, truncated or huge file is a user error and never an internal
+  one or minutes of parsing;
+- `load_yaml_mapping` parses with a safe loader that refuses duplicate keys (silently, the last would win) and
+  aliases that would expand past a limit (an alias bomb is refused while it is composed, never expanded);
+- `json_safe` turns NaN/inf into null (strict JSON) and paths into strings;
+- `check_writable` probes, before anything starts, a folder tuner will write into, and `storage_error` turns an
+  OSError of the file system (full, read-only, a file in the way) into one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -20,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, StorageError, TunerError
 
 
 def atomic_write(path: Path, data: str | bytes | Callable[[Path], None]) -> Path:
@@ -44,6 +50,46 @@ def atomic_write(path: Path, data: str | bytes | Callable[[Path], None]) -> Path
     return path
 
 
+# What the file system says when it cannot take a write, whoever runs tuner: the user's to fix, not a bug.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                            errno.EISDIR, errno.EEXIST, errno.EFBIG, errno.ENAMETOOLONG})
+PROBE_BYTES = 4096  # one block: a full disk refuses it
+
+
+def storage_error(err: OSError) -> StorageError | None:
+    """One line for an OSError that the file system raised (full, read-only, a file in the way), naming the path;
+    None for any other OSError."""
+    if err.errno not in STORAGE_ERRNOS:
+        return None
+    where = f"{err.filename}: " if err.filename else ""
+    fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space", errno.EROFS: "pass a writable folder",
+           errno.ENOTDIR: "a file is where a folder should be; move it or pass another folder"}
+    return StorageError(f"{where}cannot write: {err.strerror or err}; {fix.get(err.errno or 0, 'check the folder')}")
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Refuse, before anything starts, a folder tuner will write into but cannot: a file in the way, a read-only
+    folder or file system, a full disk. The folder (or the nearest one above it that exists: nothing is created)
+    gets a one-block probe file, removed at once, so nothing is left behind."""
+    folder = Path(os.path.abspath(folder))
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise StorageError(f"{what} {folder}: {existing} is a file, not a folder; move it or pass another folder")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tuner-probe.", dir=existing)
+        try:
+            os.write(fd, b"\0" * PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as err:
+        fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "pass a folder you can write to"
+        raise StorageError(f"{what} {folder}: cannot write in {existing}: {err.strerror or err}; {fix}") from None
+
+
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """An exclusive lock on `folder` (a `.lock` file in it) for the duration; atomic renames alone keep
@@ -63,9 +109,22 @@ def locked(folder: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> str:
+MAX_YAML_BYTES = 1 << 20  # configs and spaces are a few KiB; PyYAML takes seconds per MiB and far more memory
+MAX_JSON_BYTES = 64 << 20  # study.json, result.json: what tuner wrote, but a file can be replaced by anything
+# Nodes a YAML document may hold with every alias expanded. A 1 MiB file has at most ~500k nodes of its own; an
+# alias bomb (nine aliases of nine aliases ...) reaches billions from a few hundred bytes.
+MAX_YAML_NODES = 1_000_000
+
+
+def _size_text(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigError,
+              max_bytes: int = MAX_JSON_BYTES) -> str:
     """The file's text; `error` (one line naming the file and the fix) when it is missing, a folder or not a
-    regular file, unreadable, not UTF-8 text, or empty (a UTF-8 byte-order mark is dropped)."""
+    regular file, unreadable, larger than `max_bytes`, not UTF-8 text, or empty (a UTF-8 byte-order mark is
+    dropped)."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path}: no such file (the {what} to read)")
@@ -74,9 +133,13 @@ def read_text(path: Path, what: str = "file", error: type[TunerError] = ConfigEr
     if not path.is_file():  # a FIFO or a device: reading it could block or never end
         raise error(f"{path}: not a regular file; give the {what} as a UTF-8 text file")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # never more than the limit, whatever stat said
     except OSError as err:
         raise error(f"{path}: cannot read the {what}: {err.strerror or err}") from None
+    if len(raw) > max_bytes:
+        raise error(f"{path}: the {what} is larger than tuner reads ({_size_text(max_bytes)} at most); is it the "
+                    f"right file?")
     if b"\x00" in raw[:8192]:
         raise error(f"{path}: not a text file (binary content); give the {what} as UTF-8 text")
     try:
@@ -93,9 +156,14 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
     """A YAML file that must hold a mapping (configs, spaces, exported configs)."""
     import yaml
 
-    text = read_text(path, what, error)
+    text = read_text(path, what, error, MAX_YAML_BYTES)
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml(text)
+    except _DuplicateKey as err:
+        raise error(f"{path}: duplicate key {err.key!r} at line {err.line} (the {what} gives it twice); keep "
+                    f"one") from None
+    except _TooLarge as err:
+        raise error(f"{path}: {err}; write the {what} out without those aliases") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -107,6 +175,69 @@ def load_yaml_mapping(path: Path, what: str = "file", error: type[TunerError] = 
         kind = _kind(data)
         raise error(f"{path}: expected a YAML mapping (key: value lines) but found {kind}")
     return data
+
+
+class YamlRefused(Exception):
+    """YAML that parses but that tuner will not take (see safe_yaml)."""
+
+
+class _DuplicateKey(YamlRefused):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(f"duplicate key {key!r} at line {line}")
+        self.key, self.line = key, line
+
+
+class _TooLarge(YamlRefused):
+    """A document whose aliases would expand past MAX_YAML_NODES, or an alias inside its own anchor."""
+
+
+def safe_yaml(text: str) -> Any:
+    """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded
+    (YamlRefused); every YAML tuner reads goes through it."""
+    import yaml
+    from yaml.nodes import MappingNode, SequenceNode
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.expanded: dict[int, int] = {}  # id(node) -> nodes it stands for, aliases expanded
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            size = self.expanded.get(id(node))
+            if size is None:
+                if alias:  # the anchor is still being composed: the alias is inside it (a cycle)
+                    raise _TooLarge(f"line {node.start_mark.line + 1}: an alias inside the value it names (a cycle)")
+                children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else \
+                    node.value if isinstance(node, SequenceNode) else []
+                size = 1 + sum(self.expanded.get(id(c), 1) for c in children)
+                if size > MAX_YAML_NODES:
+                    raise _TooLarge(f"line {node.start_mark.line + 1}: its aliases expand to over "
+                                    f"{MAX_YAML_NODES:,} values")
+                self.expanded[id(node)] = size
+            return node
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` overrides on purpose
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        if key in seen:
+                            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                        seen.add(key)
+                    except TypeError:  # an unhashable key: the base constructor says so
+                        pass
+            return super().construct_mapping(node, deep=deep)
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_json(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> Any:

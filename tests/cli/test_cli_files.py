@@ -96,3 +96,24 @@ def test_a_corrupt_study_file(make_study, capsys, data, needle):
     meta = reports / "gan-demo" / "study.json"
     meta.write_bytes(data)
     assert_one_line(*run(capsys, "report", "gan-demo", "--reports-dir", reports), str(meta), needle)
+
+
+# --- limits on every file read (issue 23): size, aliases, duplicate keys ---------------------------------------------
+LIMITED = {
+    "too large": ("workload: cnn\n" + "#" * (2 << 20) + "\n", "1 MiB at most"),
+    "alias bomb": ("".join(f"{n}: &{n} [{', '.join([p] * 9)}]\n" for n, p in
+                           zip("abcdefghi", ['"lol"', *(f"*{c}" for c in "abcdefgh")])), "aliases expand to over"),
+    "duplicate key": ("workload: cnn\ndataset: digits\nworkload: gan\n", "duplicate key 'workload' at line 3"),
+}
+
+
+@pytest.mark.parametrize("kind", LIMITED)
+def test_limits_on_a_config_and_a_space_file(tmp_path, capsys, kind):
+    text, needle = LIMITED[kind]
+    path = tmp_path / "file.yaml"
+    path.write_text(text)
+    reports = tmp_path / "reports"
+    assert_one_line(*run(capsys, "train", "--config", path, "--reports-dir", reports), str(path), needle)
+    assert_one_line(*run(capsys, "search", "--space", path, "--reports-dir", reports), str(path), needle)
+    assert_one_line(*run(capsys, "spaces", "show", path), str(path), needle)
+    assert not reports.exists()

@@ -144,3 +144,57 @@ def test_trial_with_html_is_refused(make_study, capsys):
     reports = make_study()
     code, _, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html", "--trial", "1")
     assert_one_line_error(code, err, "--trial")
+
+
+def test_error_text_with_brackets_is_shown_intact(make_study, capsys):
+    """Errors are the user's or torch's text: rich must not read `[bold]` or `[enforce fail ...]` as markup."""
+    reports = make_study()
+    path = reports / "gan-demo" / "trials" / "0007" / "result.json"
+    doc = json.loads(path.read_text())
+    doc["error"] = "RuntimeError: [bold]kept[/bold]"
+    doc["params"]["precision"] = "[red]x"
+    path.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    assert "[bold]kept" in out and "[red]x" in out
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--trial", "7")
+    assert code == 0, err
+    assert "RuntimeError: [bold]kept[/bold]" in out and "[red]x" in out
+
+
+@pytest.mark.parametrize("command", [["report", "--format", "html"], ["export"]])
+def test_a_study_path_outside_the_reports_dir_is_refused_and_nothing_is_written(make_study, capsys, tmp_path,
+                                                                               command):
+    """report --format html and export write into the study's folder: only a folder in --reports-dir is taken."""
+    reports = make_study()
+    study = reports / "gan-demo"
+    before = sorted(p.name for p in study.iterdir())
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for given in (str(study), "../" + reports.name + "/gan-demo"):
+        code, out, err = run(capsys, command[0], given, *command[1:], "--reports-dir", other)
+        assert_one_line_error(code, err, f"study {given!r} is not a folder in --reports-dir {other}",
+                              f"gan-demo --reports-dir {reports}")
+        assert out == ""
+    code, out, err = run(capsys, command[0], "gan-demo\n", *command[1:], "--reports-dir", reports)
+    assert_one_line_error(code, err, "study 'gan-demo\\n' is not a folder")
+    assert sorted(p.name for p in study.iterdir()) == before and list(other.iterdir()) == []
+
+
+def test_a_read_only_study_folder_is_one_line_when_report_writes_into_it(make_study, capsys, monkeypatch):
+    """report --format html writes report.html into the study's folder: a read-only file system there (planted:
+    the temp file cannot be made) is one line naming the folder, exit 2, not an internal error."""
+    import errno
+    import os
+    import tempfile
+
+    reports = make_study()
+    study = reports / "gan-demo"
+
+    def read_only(*a, dir=None, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html")
+    assert_one_line_error(code, err, f"{study}: cannot write: Read-only file system")
+    assert not (study / "report.html").exists()

@@ -122,6 +122,12 @@ params:
     (["--study", "ghost", "--resume"], "no study 'ghost' to resume"),
     (["--trials", "3"], "give --space"),
     (["--space", "amp_loader", "--storage", "not-a-url"], "not a database URL"),
+    (["--space", "amp_loader", "--budget-seconds", "inf"], "--budget-seconds must be a finite number > 0 (got inf)"),
+    (["--space", "amp_loader", "--budget-seconds", "nan"], "--budget-seconds must be > 0 (got nan)"),
+    (["--space", "{inf_budget}"], "defaults.budget.seconds: Input should be a finite number"),
+    (["--space", "{overflow}"], "params.lr.high: cpus * 1e308 * 10 is too large"),
+    (["--space", "amp_loader", "--study", "mine\n"], "study name 'mine\\n' must be"),
+    (["--space", "amp_loader", "-o", "x={a: 1, a: 2}"], "--option 'x={a: 1, a: 2}': duplicate key 'a' at line 1"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
     import tuner.search.ray_env as ray_env
@@ -138,8 +144,13 @@ def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, mon
     (tmp_path / "bad.yaml").write_text("params: [unclosed\n")
     (tmp_path / "domain.yaml").write_text(BAD_SPACE)
     (tmp_path / "type.yaml").write_text(BAD_SPACE.replace("type: int, low: 64, high: 16", "type: integer"))
+    (tmp_path / "inf.yaml").write_text(BAD_SPACE.replace("low: 64, high: 16", "low: 16, high: 64")
+                                       + "defaults: {budget: {seconds: .inf}}\n")
+    (tmp_path / "overflow.yaml").write_text(BAD_SPACE.replace("batch_size: {type: int, low: 64, high: 16}",
+                                                              "lr: {type: float, low: 0.001, high: cpus * 1e308 * 10}"))
     subs = {"{bad_yaml}": str(tmp_path / "bad.yaml"), "{bad_domain}": str(tmp_path / "domain.yaml"),
-            "{bad_type}": str(tmp_path / "type.yaml"), "{missing}": str(tmp_path / "nope")}
+            "{bad_type}": str(tmp_path / "type.yaml"), "{missing}": str(tmp_path / "nope"),
+            "{inf_budget}": str(tmp_path / "inf.yaml"), "{overflow}": str(tmp_path / "overflow.yaml")}
     args = [next((a.replace(k, v) for k, v in subs.items() if k in a), a) for a in args]
     reports = tmp_path / "reports"
     rc = main(["search", *args, "--reports-dir", str(reports)])
@@ -193,3 +204,49 @@ def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeyp
     out = capsys.readouterr().out
     assert "# on this machine (6 CPUs per trial, cpu" in out
     assert "#   num_workers          int [0, 6]" in out and "#   precision            one of fp32\n" in out
+
+
+@pytest.mark.parametrize("fault, needle, resume", [
+    ("file", "is a file, not a folder", False),
+    ("full", "No space left on device; free some space", False),
+    ("full", "No space left on device; free some space", True),
+    ("read-only", "Read-only file system; pass a folder you can write to", False),
+    ("read-only", "Read-only file system; pass a folder you can write to", True),
+])
+def test_a_study_folder_that_cannot_be_written_is_one_line_before_ray_starts(make_study, tmp_path, capsys,
+                                                                             monkeypatch, fault, needle, resume):
+    """A --reports-dir that is a file, a full disk, a read-only folder (planted: the probe's write fails as the
+    file system would): exit 2, one line naming the folder, Ray never started, nothing on disk changed."""
+    import errno
+    import os
+
+    import tuner.search.ray_env as ray_env
+
+    monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    monkeypatch.setattr(ray_env, "join_ray", lambda *a, **k: pytest.fail("Ray was started"))
+    reports = make_study("taken") if resume else tmp_path / "reports"
+    if resume:  # a study a search could resume: its stored space is one tuner reads
+        from tuner.search.spaces import load_space
+        from tuner.search.storage import default_storage
+
+        meta_path = reports / "taken" / "study.json"
+        meta = json.loads(meta_path.read_text())
+        meta["space_def"] = load_space("amp_loader").definition()
+        meta["storage"] = default_storage(reports / "taken")
+        meta_path.write_text(json.dumps(meta))
+    if fault == "file":
+        reports.write_text("not a folder")
+    else:
+        code = errno.ENOSPC if fault == "full" else errno.EROFS
+
+        def refused(fd, data):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(os, "write", refused)
+    before = snapshot(tmp_path)
+    argv = ["--study", "taken", "--resume"] if resume else ["--space", "amp_loader"]
+    rc = main(["search", *argv, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("tuner: error: the study folder ") and needle in err[0], err[0]
+    assert snapshot(tmp_path) == before

@@ -75,6 +75,15 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, monkeypatc
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_budget_override_that_is_not_a_finite_positive_number_is_one_line(tmp_path, capsys, value):
+    rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", value,
+               "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"tuner: error: --budget-seconds must be a finite number > 0 (got {value})"]
+    assert not (tmp_path / "r").exists()
+
+
 def test_two_budget_overrides_are_refused(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", "1", "--budget-samples", "5"])
     assert rc == 2 and "at most one of" in capsys.readouterr().err
@@ -92,8 +101,57 @@ def test_a_run_that_does_not_complete_exits_3_and_still_prints_its_result(tmp_pa
     assert "did not complete: diverged" in out.err
 
 
+def test_host_memory_exhausted_is_oom_and_the_allocator_text_keeps_its_brackets(tmp_path, capsys, monkeypatch):
+    """A real CPU allocator failure (no host has 32 PiB): state oom (exit 3), and the table shows torch's
+    "[enforce fail at alloc_cpu.cpp:N]" intact, not eaten as rich markup."""
+    import torch
+
+    import tuner.train
+    from tuner.models import SmallCNN
+
+    original, run_trial, training = SmallCNN.forward, tuner.train.run_trial, []
+
+    def hungry(self, x):
+        if training:  # past the pre-flight check (an OOM there is the workload's error), in the trial itself
+            torch.empty(2**55, dtype=torch.uint8)
+        return original(self, x)
+
+    monkeypatch.setattr(SmallCNN, "forward", hungry)
+    monkeypatch.setattr(tuner.train, "run_trial", lambda *a, **k: training.append(1) or run_trial(*a, **k))
+    config = write(tmp_path, GOOD.replace("num_workers: 0,", "num_workers: 0, device: cpu,"))
+    rc = main(["train", "--config", str(config), "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr()
+    assert rc == 3 and "did not complete: oom" in out.err, out.err
+    assert "oom (RuntimeError: [enforce fail at alloc_cpu.cpp:" in out.out
+
+
 def test_an_old_config_with_image_size_at_the_top_says_where_it_moved(tmp_path, capsys):
     rc = main(["train", "--config", str(write(tmp_path, GOOD.replace("workload_options: {image_size: 16}",
                                                                     "image_size: 16")))])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "image_size: moved to workload_options.image_size" in err[0]
+
+
+@pytest.mark.parametrize("fault", ["file", "full"])
+def test_a_reports_dir_that_cannot_be_written_is_one_line_and_nothing_runs(tmp_path, capsys, monkeypatch, fault):
+    import errno
+    import os
+
+    import tuner.train
+
+    monkeypatch.setattr(tuner.train, "preflight", lambda *a, **k: pytest.fail("the run started"))
+    config = write(tmp_path, GOOD)
+    reports = tmp_path / "r"
+    if fault == "file":
+        reports.write_text("not a folder")
+        needle = f"--reports-dir {reports}: {reports} is a file, not a folder"
+    else:
+        def refused(fd, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, "write", refused)
+        needle = f"--reports-dir {reports}: cannot write in {tmp_path}: No space left on device"
+    rc = main(["train", "--config", str(config), "--reports-dir", str(reports)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and needle in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run.yaml"] + (["r"] if fault == "file" else []))

@@ -49,6 +49,21 @@ def test_out_of_memory_becomes_the_oom_state(tmp_path, monkeypatch):
     assert res.throughput is None
 
 
+def test_host_memory_exhausted_in_a_cpu_trial_is_oom_not_error(tmp_path, monkeypatch):
+    """torch's CPU allocator raises a plain RuntimeError ("[enforce fail at alloc_cpu.cpp:N] ...
+    DefaultCPUAllocator: can't allocate memory"); a real one, from an allocation no host can satisfy."""
+    original = SmallCNN.forward
+
+    def hungry(self, x):
+        torch.empty(2**55, dtype=torch.uint8)  # 32 PiB: beyond any address space, refused at once
+        return original(self, x)
+
+    monkeypatch.setattr(SmallCNN, "forward", hungry)
+    res = run_trial(cfg(params={"device": "cpu"}), cache_dir=tmp_path)
+    assert res.state == "oom", res.error
+    assert "DefaultCPUAllocator" in res.error and res.throughput is None
+
+
 def test_non_finite_loss_becomes_the_diverged_state(tmp_path, monkeypatch):
     original = SmallCNN.forward
     monkeypatch.setattr(SmallCNN, "forward", lambda self, x: original(self, x) * float("inf"))

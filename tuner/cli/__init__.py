@@ -17,6 +17,7 @@ from tuner.cli import search  # noqa: F401, I001
 from tuner.cli import report  # noqa: F401, I001
 from tuner.cli.app import CliState, app
 from tuner.errors import TunerError
+from tuner.files import storage_error
 
 try:  # typer >= 0.29 vendors click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug, not a user error: say so and how to see more
         if state.debug:
             raise
+        if isinstance(err, OSError) and (mapped := storage_error(err)) is not None:  # full, read-only, in the way
+            print(f"tuner: error: {mapped}", file=sys.stderr)
+            return mapped.exit_code
         print(f"tuner: internal error: {type(err).__name__}: {err} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 1

@@ -55,6 +55,7 @@ def profile(
 
 
 def _print(result: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from tuner.study.format import fmt_metric
@@ -68,7 +69,7 @@ def _print(result: Any) -> None:
     if _on_device(result):
         ops.add_column("self CPU ms", justify="right")
     for op in result.top_ops:
-        row = [op["name"], str(op["calls"]), f"{op['self_ms']:.2f}", f"{op['share']:.1%}"]
+        row = [escape(op["name"]), str(op["calls"]), f"{op['self_ms']:.2f}", f"{op['share']:.1%}"]
         if _on_device(result):
             row.append(f"{op['self_cpu_ms']:.2f}")
         ops.add_row(*row)
@@ -83,8 +84,8 @@ def _print(result: Any) -> None:
         value = getattr(result, key)
         t.add_row(label, f"{fmt_metric(key, value)} samples/s" if value is not None else "not measured")
     t.add_row("verdict", result.headroom.sentence or "unknown")
-    t.add_row("device", result.device)
-    t.add_row("trace", f"{result.trace} (chrome://tracing or ui.perfetto.dev)")
+    t.add_row("device", escape(result.device))
+    t.add_row("trace", escape(f"{result.trace} (chrome://tracing or ui.perfetto.dev)"))
     console.print(t)
 
 

@@ -69,7 +69,7 @@ def report(
         return
     console.print(study_table(s))
     for line in study_footer(s):
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=True, markup=False)  # plain text with the user's values in it
 
 
 @app.command()

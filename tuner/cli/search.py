@@ -68,6 +68,7 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     import yaml
 
     from tuner.errors import ConfigError
+    from tuner.files import YamlRefused, safe_yaml
 
     out: dict[str, Any] = {}
     for item in items:
@@ -75,7 +76,9 @@ def parse_options(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip().isidentifier():
             raise ConfigError(f"--option {item!r}: expected KEY=VALUE with KEY a Python name, e.g. image_size=64")
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+            out[key.strip()] = safe_yaml(raw) if raw.strip() else ""
+        except YamlRefused as err:
+            raise ConfigError(f"--option {item!r}: {err}") from None
         except yaml.YAMLError:
             out[key.strip()] = raw
     return out

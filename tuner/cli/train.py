@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console
-from tuner.errors import ConfigError, RunFailed
+from tuner.errors import RunFailed
 
 
 @app.command()
@@ -23,21 +23,22 @@ def train(
     debug: Debug = False,
 ) -> None:
     """Train one configuration and measure throughput (median of timed windows) and quality."""
-    from tuner.config import Budget, load_config
+    from tuner.config import budget_from_options, load_config
+    from tuner.files import check_writable
     from tuner.train import preflight, run_trial
 
     cfg = load_config(config)
-    if budget_seconds is not None and budget_samples is not None:
-        raise ConfigError("give at most one of --budget-seconds and --budget-samples")
-    if budget_seconds is not None or budget_samples is not None:
-        if (budget_seconds is not None and budget_seconds <= 0) or (budget_samples is not None and budget_samples <= 0):
-            raise ConfigError("--budget-seconds / --budget-samples must be > 0")
-        cfg.budget = Budget(seconds=budget_seconds, samples=budget_samples)
+    budget = budget_from_options(budget_seconds, budget_samples)
+    if budget is not None:
+        cfg.budget = budget
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
     as_json = format is Format.json
-    device, check = preflight(cfg, reports_dir / ".cache")
     out = out_dir or reports_dir / "train"
+    check_writable(reports_dir, "--reports-dir")  # before the pre-flight check writes its caches
+    if out_dir is not None:
+        check_writable(out_dir, "--out-dir")
+    device, check = preflight(cfg, reports_dir / ".cache")
     out.mkdir(parents=True, exist_ok=True)
     if not as_json:
         on = f" on {cfg.dataset}" if cfg.dataset else ""
@@ -57,13 +58,16 @@ def _print_window(w: dict[str, Any]) -> None:
 
 
 def _print_summary(result: Any) -> None:
+    """The result as a table; text from the run (errors, paths, metric names) is escaped, as rich reads `[...]`
+    as markup (torch's "[enforce fail at alloc_cpu.cpp:127]" would vanish)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from tuner.study.format import fmt_metric
     from tuner.study.metrics import METRICS
 
     t = Table(show_header=False, box=None)
-    t.add_row("state", result.state + (f" ({result.error})" if result.error else ""))
+    t.add_row("state", escape(result.state + (f" ({result.error})" if result.error else "")))
     spread = fmt_metric("throughput_spread", result.get("throughput_spread"))
     t.add_row("throughput", f"{fmt_metric('throughput', result.throughput)} samples/s  (spread {spread} over "
                             f"{len(result.windows)} windows)")
@@ -72,12 +76,12 @@ def _print_summary(result: Any) -> None:
         if m.key not in shown and result.get(m.key) is not None:
             t.add_row(m.label, f"{fmt_metric(m.key, result.get(m.key))} {m.unit}".rstrip())
     for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS}):
-        t.add_row(key, fmt_metric(key, result.get(key)))
+        t.add_row(escape(key), escape(fmt_metric(key, result.get(key))))
     if result.capped:
         t.add_row("capped", "stopped by the wall-time cap before the budget was spent")
     if result.sample_grid:
-        t.add_row("sample grid", result.sample_grid)
+        t.add_row("sample grid", escape(result.sample_grid))
     if result.traceback:
-        t.add_row("traceback", result.traceback.rstrip())
-    t.add_row("device", result.device)
+        t.add_row("traceback", escape(result.traceback.rstrip()))
+    t.add_row("device", escape(result.device))
     stdout_console().print(t)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.markup import escape
+
 from tuner.files import json_safe
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study import Study, TrialRecord
@@ -91,7 +93,7 @@ def study_table(study: Study) -> Any:
         table.add_row(rank_cell(rank), f"{r.trial}{' ✓' if r.confirmed is not None else ''}", _state_cell(r),
                       *[fmt_figure(r, o.metric) for o in objectives],
                       *[_measured_cell(r, m.key) for m in measured],
-                      *[fmt_param(r, p) for p in params], str(r.error or ""),
+                      *[escape(fmt_param(r, p)) for p in params], escape(str(r.error or "")),
                       style="bold" if rank == 0 else None)
     return table
 
@@ -109,7 +111,7 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
 
     params = Table(title="params", show_header=False, title_justify="left")
     for k in record.params:
-        params.add_row(k, fmt_param(record, k))
+        params.add_row(escape(k), escape(fmt_param(record, k)))
     out.append(params)
 
     metrics = Table(title="metrics", show_header=False, title_justify="left")
@@ -127,12 +129,12 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         if key in ("bound", "headroom"):  # the sentence below the table
             continue
         note = record_bound(record) if key == "data_wait" else ""
-        metrics.add_row(key, fmt_metric(key, record.get(key)), note)
+        metrics.add_row(escape(key), escape(fmt_metric(key, record.get(key))), note)
     for key in ("capped", "device"):
-        metrics.add_row(key, fmt(record.get(key)), "")
+        metrics.add_row(key, escape(fmt(record.get(key))), "")
     for key in ("host", "node"):  # where it ran (a Ray cluster has several nodes)
         if record.get(key):
-            metrics.add_row(key, str(record.get(key)), "")
+            metrics.add_row(key, escape(str(record.get(key))), "")
     out.append(metrics)
 
     if record.windows:
@@ -144,13 +146,13 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
                    f"samples  {sparkline(losses)}")
     grid = study.sample_grid(record)
     if grid is not None:
-        out.append(f"sample grid: {grid}" + ("" if grid.is_file() else " (missing)"))
+        out.append(escape(f"sample grid: {grid}") + ("" if grid.is_file() else " (missing)"))
     if record.error:
-        out.append(f"[red]error:[/red] {record.error}")
+        out.append(f"[red]error:[/red] {escape(record.error)}")
     if record.traceback:
-        out.append(f"[dim]{record.traceback.rstrip()}[/dim]")
+        out.append(f"[dim]{escape(record.traceback.rstrip())}[/dim]")
     if record.get("headroom"):
-        out.append(f"[bold]headroom:[/bold] {record.get('headroom')}")
+        out.append(f"[bold]headroom:[/bold] {escape(str(record.get('headroom')))}")
     if record.get("data_wait") is not None:
         out.append(f"[dim]{BOUND_EXPLANATION}[/dim]")
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Budget, Quality
+from tuner.config import Budget, Quality, budget_from_options
 from tuner.errors import ConfigError, StudyError
 from tuner.search.confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search.space import Space
@@ -31,7 +31,7 @@ from tuner.study.objective import QUALITY
 from tuner.workload.loader import WorkloadRef, parse_ref
 
 SAMPLERS = ("tpe", "nsga2", "random")
-STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: `$` would let a trailing newline in
 CACHE_DIR = ".cache"
 
 
@@ -113,7 +113,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         raise ConfigError("give --space NAME|PATH (or --study NAME --resume to continue a study)")
     given_space = load_space(opts.space) if opts.space is not None else None
     study = opts.study or (given_space.name if given_space else "")
-    if not STUDY_NAME.match(study):
+    if not STUDY_NAME.fullmatch(study):
         raise ConfigError(f"study name {study!r} must be letters, digits, '_', '-' or '.' (at most 100); "
                           f"pass --study NAME")
     folder = StudyFolder(reports_dir / study)
@@ -179,11 +179,7 @@ def _check_numbers(opts: SearchOptions) -> None:
 
 
 def _budget(opts: SearchOptions) -> Budget | None:
-    if opts.budget_seconds is not None:
-        return Budget(seconds=opts.budget_seconds)
-    if opts.budget_samples is not None:
-        return Budget(samples=opts.budget_samples)
-    return None
+    return budget_from_options(opts.budget_seconds, opts.budget_samples)
 
 
 def _check_quality(space: Space, objectives: list[Objective]) -> None:

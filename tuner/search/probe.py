@@ -256,11 +256,13 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,
                              seconds=seconds, on_batch=show)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
+        from rich.markup import escape
+
         from tuner.errors import error_line
 
         if console is not None:
-            console.print(f"[yellow]warning:[/yellow] the loader probes failed ({error_line(err)}); the sampler "
-                          f"searches the loader knobs itself", soft_wrap=True)
+            console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the "
+                          f"sampler searches the loader knobs itself", soft_wrap=True)
         return None
     atomic_write(folder.probes_path, loaders.model_dump_json(indent=1))
     return loaders

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tuner.files import check_writable
 from tuner.search.context import (
     cpu_facts,
     device_facts_for,
@@ -163,6 +164,7 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
+    check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
     quiet_ray_environment()
     cluster = None
     if not opts.address:
@@ -274,6 +276,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
          t0: float) -> SearchSummary:
     import optuna
     from ray import tune
+    from rich.markup import escape
 
     from tuner.search.progress import SearchView
     from tuner.search.recorder import StudyRecorder
@@ -283,7 +286,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     opts = plan.options
     for note in prepared.warnings:
         if console is not None:
-            console.print(f"[yellow]warning:[/yellow] {note}", soft_wrap=True)
+            console.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     gpus_in_trial = resources.gpus_per_trial
     space, context = prepared.space, prepared.context
     baseline = None
@@ -320,13 +323,14 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     view = None
     if console is not None:
         on = f" on {plan.dataset}" if plan.dataset else ""
-        console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {plan.workload.text}{on}, "
+        console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {escape(plan.workload.text + on)}, "
                       f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}); "
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
                       soft_wrap=True)
         fitted = [f"{n} {space.params[n].describe()}" for n, spec in plan.space.params.items() if spec.unresolved]
         if fitted:
-            console.print(f"fitted to these trials ({_trial_words(context)}): " + "; ".join(fitted), soft_wrap=True)
+            console.print(escape(f"fitted to these trials ({_trial_words(context)}): " + "; ".join(fitted)),
+                          soft_wrap=True)
         view = SearchView(console, plan.trials, len(records), plan.objectives, space.reachable(context))
     if resources.ddp_workers > 1:
         trial_resources: dict[str, float] = {"cpu": 1}

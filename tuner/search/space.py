@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -336,12 +337,13 @@ def field_limits(name: str, kind: str | None) -> tuple[float | None, float | Non
 
 def evaluate_bound(spec: ParamSpec, which: str, name: str, resources: dict[str, Any]) -> tuple[Any, Any]:
     """(raw value, clamped value) of `spec.low` or `spec.high` for these resources: the expression's value, an int
-    param's rounded down, then clamped to the param's own limits. Raises ZeroDivisionError / KeyError."""
+    param's rounded down, then clamped to the param's own limits. Raises ZeroDivisionError / KeyError, and
+    OverflowError when a float param's value is beyond a float (callers name the param)."""
     raw = getattr(spec, which)
     if not is_expression(raw):
         return raw, raw
     value = parse_expr(raw).evaluate(resources)
-    number: int | float = math.floor(value) if spec.type == "int" else float(value)
+    number: int | float = math.floor(value) if spec.type == "int" else float(value)  # float(): OverflowError
     lo, hi = field_limits(name, spec.type)
     clamped = number
     if lo is not None and clamped < lo:
@@ -359,6 +361,13 @@ def bound_value(spec: ParamSpec, which: str, name: str, resources: dict[str, Any
     except ZeroDivisionError:
         raise ConfigError(f"{key}.{which}: {getattr(spec, which)} divides by zero for trials with "
                           f"{describe_resources(resources)}") from None
+    except OverflowError:
+        raise ConfigError(overflow_message(key, which, spec, resources)) from None
+
+
+def overflow_message(key: str, which: str, spec: ParamSpec, resources: dict[str, Any]) -> str:
+    return (f"{key}.{which}: {getattr(spec, which)} is too large for a number (over {sys.float_info.max:.1e}) for "
+            f"trials with {describe_resources(resources)}; give a smaller bound")
 
 
 def _fmt_bound(v: Any) -> str:

@@ -12,7 +12,15 @@ from pydantic import TypeAdapter, ValidationError
 from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
 from tuner.search.expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
-from tuner.search.space import CONTEXT_NAMES, NATIVE_PARAMS, SPACE_SUFFIXES, ParamSpec, Space, evaluate_bound
+from tuner.search.space import (
+    CONTEXT_NAMES,
+    NATIVE_PARAMS,
+    SPACE_SUFFIXES,
+    ParamSpec,
+    Space,
+    evaluate_bound,
+    overflow_message,
+)
 from tuner.study import Objective
 from tuner.study.metrics import BY_KEY
 from tuner.study.objective import QUALITY
@@ -163,6 +171,8 @@ def check_expressions(name: str, spec: ParamSpec, key: str, adapter: TypeAdapter
             except ZeroDivisionError:
                 raise ConfigError(f"{key}.{which}: {getattr(spec, which)} divides by zero for trials with "
                                   f"{describe_resources(used)}") from None
+            except OverflowError:
+                raise ConfigError(overflow_message(key, which, spec, used)) from None
             ends[which] = value
             if is_expression(getattr(spec, which)) and (which, value) not in checked:
                 checked.add((which, value))

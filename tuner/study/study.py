@@ -4,6 +4,7 @@ start from."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,8 +163,16 @@ def known_studies(reports_dir: Path) -> list[str]:
 
 
 def open_study(reports_dir: Path, name: str) -> Study:
-    """Read `<reports_dir>/<name>/`; an unknown name is a StudyError listing the studies that exist."""
+    """Read `<reports_dir>/<name>/`; an unknown name is a StudyError listing the studies that exist. `name` must
+    name a folder directly in the reports dir: report and export write into the study's folder, and a path
+    elsewhere (`/other/study`, `../x`) would have them write outside the folder the user named."""
     reports_dir = Path(reports_dir)
+    inside = Path(os.path.normpath(os.path.abspath(reports_dir)))
+    path = Path(os.path.normpath(os.path.abspath(reports_dir / name)))  # lexical: a symlinked study folder is fine
+    if path.parent != inside or not name.isprintable():
+        fix = (f"the study's name and the folder that holds it: {path.name} --reports-dir {path.parent}"
+               if name.isprintable() else "the study's name as its folder is named (no control characters)")
+        raise StudyError(f"study {name!r} is not a folder in --reports-dir {reports_dir}; give {fix}")
     folder = StudyFolder(reports_dir / name)
     if not folder.exists():
         known = known_studies(reports_dir)
