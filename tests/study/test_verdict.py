@@ -29,7 +29,8 @@ def test_faster_beyond_the_noise(tmp_path):
                         1: ({"num_workers": 2}, [(131, 40), (133, 40), (129, 40)])})
     v = decide(s)
     assert v.pick.trial == 1 and v.ratio.low > 1
-    assert "1.31x faster than the baseline (trial 0), interval 1.2" in v.text
+    assert "1.31x faster than the baseline (trial 0), confirmed mean vs confirmed mean (geometric, 3 re-runs each), " \
+        "interval 1.2" in v.text
 
 
 def test_no_difference_beyond_the_noise(tmp_path):

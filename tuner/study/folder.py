@@ -195,8 +195,8 @@ class StudyFolder:
             reruns = self.reruns(record.trial)
             if reruns:
                 record.confirmed = Confirmed.of(reruns)
-            out.append(record)
-        return sorted(out, key=lambda r: r.trial)
+            out.append((record, reruns))
+        return sorted(_flag_suspects(out), key=lambda r: r.trial)
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
@@ -215,3 +215,17 @@ class StudyFolder:
             row.update({k: v for k, v in rec.params.items() if k in cols})
             w.writerow(row)
         return atomic_write(self.csv_path, buf.getvalue())
+
+
+def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:
+    """Every record's `suspect` flag against the study's noise floor, and whether its re-runs clear it."""
+    from tuner.study.suspect import cleared, flag, noise_sd, reason
+
+    noise = noise_sd(r.confirmed for r, _ in loaded)
+    for record, reruns in loaded:
+        flag(record, noise)
+        if record.confirmed is not None and not cleared(list(reruns), noise):
+            ok = [r for r in reruns if r.complete]
+            record.confirmed.suspect = next((why for r in ok if (why := reason(r, noise))), None) \
+                or "no complete re-run"
+    return [r for r, _ in loaded]
