@@ -174,6 +174,36 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
             f"{fmt_metric(key, t)} ({how}), beyond the noise")
 
 
+def _unconfirmed_rival(study: Study, pool: list[TrialRecord], rule: Pick,
+                       min_quality: float | None) -> TrialRecord | None:
+    """Where the pick was made among confirmed trials: the trial the same rule picks when the trials never re-run
+    count too (their single reading standing for them), if that is one of them; None otherwise."""
+    if not pool or not any(is_confirmed(r) for r in pool):
+        return None
+    others = [r for r in study.records if r.confirmed is None and rankable(r, study.objectives, study.value)]
+    if not others:
+        return None
+    try:
+        mixed = choose([*pool, *others], study.objectives, rule, min_quality, study=study.name, value=study.value)
+    except StudyError:
+        return None
+    return None if is_confirmed(mixed) else mixed
+
+
+def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
+    """The trial the confirmation phase should re-run next: the one `decide` would pick if unconfirmed readings
+    counted, when that one was never re-run (None: the pick stands on confirmed figures)."""
+    from tuner.study.resolution import unresolved
+
+    quality = quality_objective(study.objectives)
+    pool, _ = eligible(study, study.records)
+    rule: Pick = pick
+    if quality is not None and unresolved(pool, quality, study.value, study.pooled(quality.metric)) is not None:
+        rule = "throughput"
+    rival = _unconfirmed_rival(study, pool, rule, None)
+    return rival.trial if rival is not None else None
+
+
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
     """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
     from tuner.study.resolution import unresolved
@@ -190,17 +220,10 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     candidates = [r for r in pool if min_quality is None or quality is None
                   or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
     chosen, tied, reason = _resolve_tie(study, first, candidates, None if q_note else quality)
-    if pool and any(is_confirmed(r) for r in pool):
-        # what the pick would be on every trial's own figure: an unconfirmed trial there is not exported
-        others = [r for r in study.records if not is_confirmed(r) and r.confirmed is None and not r.get("suspect")]
-        try:
-            mixed = choose([*pool, *others], study.objectives, rule, min_quality, study=study.name,
-                           value=study.value)
-        except StudyError:
-            mixed = chosen
-        if not is_confirmed(mixed):
-            notes.append(f"trial {mixed.trial} ranks higher on a single, unconfirmed reading (the confirmation "
-                         f"stopped at its bound); the pick is the best confirmed trial")
+    rival = _unconfirmed_rival(study, pool, rule, min_quality)
+    if rival is not None:
+        notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
+                     f"before reaching it); the pick is the best confirmed trial")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
     parts = [f"trial {chosen.trial} ({pick})"]
