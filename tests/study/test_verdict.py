@@ -86,3 +86,62 @@ def test_confirmed_figures_decide_the_front_and_the_knee(tmp_path):
     s = Study.load(folder)
     assert s.value(s.trial(2), "throughput") == pytest.approx((90.0 * 92.0) ** 0.5)
     assert [r.trial for r in s.front()] == [0]
+
+
+def test_the_ratio_is_confirmed_mean_over_confirmed_mean_and_says_so(tmp_path):
+    # the search's single readings (x1.2 in make) would give another figure: the verdict uses the re-runs' means
+    s = make(tmp_path, {0: ({}, [(100, 50), (110, 50)]), 1: ({}, [(150, 40), (160, 40)])})
+    v = decide(s)
+    expected = ((150 * 160) ** 0.5) / ((100 * 110) ** 0.5)
+    assert v.pick.trial == 1 and v.statistic == "confirmed"
+    assert v.ratio.centre == pytest.approx(expected)
+    assert f"{expected:.2f}x" in v.text and "confirmed mean vs confirmed mean (geometric, 2 re-runs each)" in v.text
+
+
+def test_an_unconfirmed_baseline_is_compared_single_reading_with_single_reading(tmp_path):
+    folder = StudyFolder(tmp_path / "h")
+    folder.write_meta(StudyMeta(name="h", objectives=OBJ, baseline={"trial": 0}))
+    folder.write_record(TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 50.0}))
+    folder.write_record(TrialRecord(trial=1, state="complete", metrics={"throughput": 300.0, "fid": 40.0}))
+    for k, t in enumerate([130.0, 132.0]):  # only the pick was re-run: its 131 is not compared with a single 100
+        folder.write_rerun(1, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 40.0}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and v.statistic == "single" and v.ratio is None
+    assert "3.00x the baseline's (trial 0) throughput in single readings" in v.text
+    assert "single reading vs single reading" in v.text
+
+
+def test_a_pick_with_worse_quality_than_the_baseline_is_named(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50.5), (99, 49.5)]), 1: ({}, [(200, 58), (202, 58.5), (198, 57.5)])})
+    v = decide(s)
+    assert v.pick.trial == 1
+    assert "quality 16% worse than the baseline: fid 58 vs 50 (confirmed mean vs confirmed mean)" in v.text
+
+
+def test_a_pick_whose_quality_is_within_the_noise_of_the_baseline_is_not_named(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 40), (99, 60)]), 1: ({}, [(200, 52), (202, 42), (198, 62)])})
+    assert "worse than the baseline" not in decide(s).text
+
+
+def test_chance_level_quality_in_every_trial_is_said_and_the_pick_goes_by_throughput(tmp_path):
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="loss", direction="min")]
+    folder = StudyFolder(tmp_path / "chance")
+    folder.write_meta(StudyMeta(name="chance", objectives=obj, baseline={"trial": 0}))
+    # validation loss ~ ln(10) = 2.30 everywhere: the 2.296 of trial 2 would make it the knee if quality ranked
+    for n, (thr, loss) in enumerate([(100.0, 2.305), (300.0, 2.303), (150.0, 2.296), (250.0, 2.302)]):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and not v.quality_ranked
+    assert "val loss 2.296-2.305 in every trial, within the noise of each other: too little training to rank " \
+           "quality, so the pick goes by throughput alone; raise the budget" in v.text
+    assert v.to_json()["quality_ranked"] is False
+
+
+def test_quality_that_differs_still_ranks(tmp_path):
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="loss", direction="min")]
+    folder = StudyFolder(tmp_path / "q")
+    folder.write_meta(StudyMeta(name="q", objectives=obj, baseline={"trial": 0}))
+    for n, (thr, loss) in enumerate([(100.0, 0.9), (300.0, 2.3), (280.0, 0.5)]):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 2 and v.quality_ranked and "too little training" not in v.text

@@ -39,13 +39,13 @@ def reason(result: TrialResult, noise_sd: float | None = None) -> str | None:
     spread = finite(result.metrics.get("throughput_spread"))
     limit = allowed_spread(noise_sd)
     if spread is not None and spread > limit:
-        out.append(f"windows spread {spread:.0%} (the noise allows {limit:.0%})")
+        out.append(f"window spread {spread:.0%} > {limit:.0%}")
     share = finite(result.metrics.get("of_compute_ceiling"))
     if share is None:
         thr, ceiling = result.value("throughput"), result.value("compute_ceiling")
         share = thr / ceiling if thr is not None and ceiling else None
     if share is not None and share > CEILING_TOLERANCE:
-        out.append(f"{share:.0%} of its compute ceiling")
+        out.append(f"{share:.0%} of compute ceiling")
     return "; ".join(out) or None
 
 
