@@ -92,6 +92,10 @@ def _names(numbers: list[int]) -> str:
     return ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}" if len(numbers) > 1 else str(numbers[0])
 
 
+def _complete(study: Study) -> list[TrialRecord]:
+    return [r for r in study.records if rankable(r, study.objectives, study.value)]
+
+
 def is_confirmed(record: TrialRecord) -> bool:
     """The confirmation phase re-ran the trial and at least one re-run completed with a throughput."""
     return record.confirmed is not None and THROUGHPUT in record.confirmed.figures
@@ -198,7 +202,8 @@ def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
     quality = quality_objective(study.objectives)
     pool, _ = eligible(study, study.records)
     rule: Pick = pick
-    if quality is not None and unresolved(pool, quality, study.value, study.pooled(quality.metric)) is not None:
+    if quality is not None and unresolved(_complete(study), quality, study.value,
+                                          study.pooled(quality.metric)) is not None:
         rule = "throughput"
     rival = _unconfirmed_rival(study, pool, rule, None)
     return rival.trial if rival is not None else None
@@ -213,7 +218,7 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     rule: Pick = pick
     q_note = None
     if quality is not None:
-        q_note = unresolved(pool, quality, study.value, study.pooled(quality.metric))
+        q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric))
         if q_note is not None and pick != "throughput":
             rule = "throughput"
     first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name, value=study.value)
