@@ -145,3 +145,11 @@ def test_quality_that_differs_still_ranks(tmp_path):
         folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
     v = decide(Study.load(folder))
     assert v.pick.trial == 2 and v.quality_ranked and "too little training" not in v.text
+
+
+def test_min_quality_no_confirmed_trial_meets_falls_back_to_single_readings_and_says_so(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50)]), 1: ({}, [(150, 40), (152, 40)])})
+    folder = s.folder
+    folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 90.0, "fid": 10.0}))
+    v = decide(Study.load(folder), "knee", min_quality=20)
+    assert v.pick.trial == 2 and "no confirmed trial meets --min-quality" in v.text

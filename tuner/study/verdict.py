@@ -221,11 +221,22 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
         q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric))
         if q_note is not None and pick != "throughput":
             rule = "throughput"
-    first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name, value=study.value)
+    widened = False
+    try:
+        first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name,
+                       value=study.value)
+    except StudyError:
+        if min_quality is None or not any(is_confirmed(r) for r in pool):
+            raise
+        # no confirmed trial meets the user's --min-quality: the unconfirmed ones may, and say so
+        pool = [r for r in _complete(study) if not r.get("suspect")] or _complete(study)
+        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value)
+        notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
+        widened = True
     candidates = [r for r in pool if min_quality is None or quality is None
                   or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
     chosen, tied, reason = _resolve_tie(study, first, candidates, None if q_note else quality)
-    rival = _unconfirmed_rival(study, pool, rule, min_quality)
+    rival = None if widened else _unconfirmed_rival(study, pool, rule, min_quality)
     if rival is not None:
         notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
                      f"before reaching it); the pick is the best confirmed trial")
