@@ -78,6 +78,8 @@ def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:
 
 def confirm_set(study: Study, k: int) -> list[int]:
     """The planned trials, then every trial re-run since because the knee moved to it (by number)."""
+    if k <= 0:
+        return []
     planned = plan_reruns(study, k)
     return planned + sorted(r.trial for r in study.records if r.confirmed is not None and r.trial not in planned)
 
