@@ -87,3 +87,14 @@ def test_confirmation_clears_a_suspect_trial_or_keeps_it_out(tmp_path):
 def test_the_spread_allowed_follows_the_noise_floor():
     assert allowed_spread(None) == MIN_SPREAD and allowed_spread(0.02) == MIN_SPREAD
     assert allowed_spread(0.2) == 1.0
+
+
+def test_a_reading_from_one_window_is_suspect():
+    from tuner.study.record import TrialResult
+    from tuner.study.suspect import reason
+
+    one = TrialResult(state="complete", windows=[18.8], metrics={"throughput": 18.8, "throughput_spread": 0.0})
+    assert reason(one) == "one timed window"
+    five = TrialResult(state="complete", windows=[18.0, 18.8, 19.0, 18.5, 18.7],
+                       metrics={"throughput": 18.7, "throughput_spread": 0.05})
+    assert reason(five) is None

@@ -1,6 +1,7 @@
 """Readings that cannot be what they say: the `suspect` metric (tuner.study.metrics) of a trial or a re-run.
 
 A reading is suspect when
+  - it has a single timed window (its spread of 0 says nothing: nothing was there to disagree), or
   - its timed windows disagree beyond what the study's noise allows: the windows' spread ((max - min) / median)
     is above SPREAD_FACTOR x the study's run-to-run noise floor (from its confirmation re-runs), and never below
     MIN_SPREAD (the allowance when the study has no noise floor yet); a figure from windows that far apart is
@@ -36,6 +37,8 @@ def reason(result: TrialResult, noise_sd: float | None = None) -> str | None:
     if not result.complete:
         return None
     out = []
+    if len(result.windows) == 1:
+        out.append("one timed window")
     spread = finite(result.metrics.get("throughput_spread"))
     limit = allowed_spread(noise_sd)
     if spread is not None and spread > limit:
