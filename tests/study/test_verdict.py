@@ -49,7 +49,7 @@ def test_slower_beyond_the_noise_says_what_it_was_traded_for(tmp_path):
 
 def test_a_tie_in_speed_goes_to_quality(tmp_path):
     s = make(tmp_path, {0: ({}, [(50, 90), (51, 90), (49, 90)]),
-                        1: ({"num_workers": 1}, [(101, 30), (99, 30), (100, 30)]),
+                        1: ({"num_workers": 1}, [(102, 30), (101, 30), (103, 30)]),
                         10: ({"num_workers": 1}, [(103, 25), (100, 25), (101, 25)]),
                         11: ({"num_workers": 1}, [(104, 45), (102, 45), (103, 45)])})
     v = decide(s, "throughput")  # 11 reads fastest, but 1, 10 and 11 are one speed within the noise
@@ -153,3 +153,11 @@ def test_min_quality_no_confirmed_trial_meets_falls_back_to_single_readings_and_
     folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 90.0, "fid": 10.0}))
     v = decide(Study.load(folder), "knee", min_quality=20)
     assert v.pick.trial == 2 and "no confirmed trial meets --min-quality" in v.text
+
+
+def test_overlapping_intervals_are_not_a_tie_when_the_ratio_is_beyond_the_noise(tmp_path):
+    # each trial's interval is wide, but the ratio of the two means excludes 1: the verdict must not say both
+    s = make(tmp_path, {0: ({}, [(100, 50), (140, 50), (70, 50)]), 1: ({}, [(200, 50), (280, 50), (140, 50)]),
+                        2: ({}, [(100, 60), (100, 60), (100, 60)])})
+    v = decide(s, "throughput")
+    assert v.pick.trial == 1 and v.ratio.low > 1 and v.tied == []

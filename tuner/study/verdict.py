@@ -55,11 +55,20 @@ def _resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
                  quality: Objective | None) -> tuple[TrialRecord, list[int], str | None]:
     """Among trials whose throughput is indistinguishable from the pick's: best quality, then (when quality is
     indistinguishable too) fewer workers, then less memory."""
-    mine = _interval(pick, THROUGHPUT)
-    if mine is None:
+    if _interval(pick, THROUGHPUT) is None:
         return pick, [], None
-    tied = [r for r in candidates if r.trial == pick.trial
-            or ((other := _interval(r, THROUGHPUT)) is not None and other.overlaps(mine))]
+    pooled = study.pooled(THROUGHPUT)
+
+    def same_speed(r: TrialRecord) -> bool:
+        """The ratio of the two confirmed means, with its interval, includes 1 (the ratio the verdict reports:
+        two 95% intervals can overlap while the ratio between them is beyond the noise)."""
+        if not is_confirmed(r):
+            return False
+        ratio = ratio_interval(r.confirmed.figures[THROUGHPUT].values,  # type: ignore[union-attr]
+                               pick.confirmed.figures[THROUGHPUT].values, pooled)  # type: ignore[union-attr]
+        return ratio is not None and ratio.contains(1.0)
+
+    tied = [r for r in candidates if r.trial == pick.trial or same_speed(r)]
     if len(tied) < 2:
         return pick, [], None
     numbers = sorted(r.trial for r in tied)
