@@ -77,6 +77,8 @@ def test_confirmation_clears_a_suspect_trial_or_keeps_it_out(tmp_path):
                                  2: [(200.0, 30.0, STEADY), (198.0, 30.0, STEADY)]})
     exp = build_export(s)
     assert exp.record.trial == 2 and exp.document["provenance"]["measured"]["suspect"]  # the search's reading
+    assert exp.document["provenance"]["confirmed"]["suspect"] is None  # ... cleared by its re-runs
+    assert "no: the re-runs clear it" in render(*trial_panel(s, s.trial(2)))
     # its re-runs are suspect too: it stays out
     bad = {"throughput_spread": 2.5, "of_compute_ceiling": 1.9}
     s = planted(tmp_path / "c", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)],
