@@ -1,11 +1,15 @@
 """The honest answer a study gives: which config, how much faster than the baseline, and whether that is beyond
 the noise.
 
-The pick follows the --pick rule (tuner.study.pareto) on confirmed figures where the confirmation phase re-ran
-trials. Then ties: confirmed trials whose throughput intervals overlap the pick's are indistinguishable in speed,
-so among them the best quality wins, and if quality is indistinguishable too, fewer loader workers, then less
-memory (cheaper to run for the same result). The pick is compared with the baseline (tuner's default knobs, trial
-0) as a ratio with its interval: faster or slower beyond the noise, or no difference beyond it.
+The pick follows the --pick rule (tuner.study.pareto) among the trials it may stand on: once any trial is
+confirmed, the confirmed trials only (the search's single readings were selected for being high); otherwise the
+trials whose reading is not suspect (tuner.study.suspect). When quality cannot tell the trials apart
+(tuner.study.resolution) the pick goes by throughput and says so. Then ties: confirmed trials whose ratio to the
+pick has an interval that includes 1 are indistinguishable in speed, so among them the best quality wins, and if
+quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run for the same result).
+The pick is compared with the baseline (trial 0) like with like: the ratio of confirmed means with its interval
+when both were confirmed, of single readings otherwise, the text saying which; a quality worse than the
+baseline's beyond the noise is named.
 """
 
 from __future__ import annotations
