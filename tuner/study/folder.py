@@ -166,8 +166,12 @@ class StudyFolder:
         return self.trial_dir(trial) / CONFIRM_DIR / f"{repeat:02d}.json"
 
     def write_rerun(self, trial: int, rerun: Rerun) -> Path:
-        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten)."""
-        return atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten); trials.csv is
+        refreshed, since the re-runs move the noise floor the `suspect` column is judged by."""
+        path = atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+        if self.meta_path.is_file():
+            self.write_csv()
+        return path
 
     def reruns(self, trial: int) -> list[Rerun]:
         out = []
