@@ -60,7 +60,7 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
             time.sleep(0.05)
     finally:
         sigkill(first)
-    searched = lambda: {r["trial"]: {k: v for k, v in r.items() if k != "confirmed"}  # noqa: E731
+    searched = lambda: {r["trial"]: {k: v for k, v in r.items() if k not in ("confirmed", "suspect")}  # noqa: E731
                         for r in load_trials(study_dir)}
     trials_before = searched()
     reruns_before = {p: p.read_text() for p in study_dir.glob("trials/*/confirm/*.json")}
