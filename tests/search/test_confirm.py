@@ -10,8 +10,12 @@ import pytest
 
 from studies import load_trials
 from tuner.search import SearchOptions, run_search
-from tuner.search.confirm import plan_reruns, schedule
+from tuner.config import Budget, Params, TrialConfig, dump_config
+from tuner.report.export import build_export
+from tuner.search.confirm import MAX_EXTRA, next_knee, pending, plan_reruns, schedule
 from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord, TrialResult
+from tuner.study.record import Rerun
+from tuner.study.verdict import decide, is_confirmed
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
@@ -89,3 +93,84 @@ def test_confirm_zero_runs_no_confirmation(ray_session, tmp_path):
     summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, engine=engine_logged, confirm=0))
     assert all(r.confirmed is None for r in summary.study.records) and summary.study.meta.noise is None
     assert len(load_trials(tmp_path / "fake")) == 3
+
+
+def _planted(tmp_path, reads, reruns):
+    """reads: {trial: (throughput, fid)} single readings; reruns: {trial: [(throughput, fid), ...]}."""
+    folder = StudyFolder(tmp_path / "m")
+    folder.write_meta(StudyMeta(name="m", objectives=OBJ, baseline={"trial": 0}))
+    for n, (thr, fid) in reads.items():
+        cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
+        folder.write_record(TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
+                                        config=dump_config(cfg),
+                                        metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    for n, runs in reruns.items():
+        for k, (thr, fid) in enumerate(runs):
+            folder.write_rerun(n, Rerun(repeat=k, state="complete",
+                                        metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    return Study.load(folder)
+
+
+def test_a_knee_that_moves_after_confirmation_is_confirmed_next(tmp_path):
+    # the search read 2 as the knee; its re-runs say half that, so the knee moves to 3 (never re-run)
+    reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
+    s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
+    assert plan_reruns(s, 1) == [2, 0] and pending(s, 1, 2) == []
+    assert next_knee(s, 1) == 3
+    v = decide(s)  # before 3 is confirmed, the export is still a confirmed trial, and says what it left out
+    assert v.pick.confirmed is not None and v.pick.trial == 2
+    assert "trial 3 ranks higher on a single, unconfirmed reading" in v.text
+
+
+def test_the_moved_knee_once_confirmed_is_the_export(tmp_path):
+    reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
+    s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)],
+                                   3: [(255.0, 22.0), (258.0, 22.0)]})
+    assert next_knee(s, 1) is None and pending(s, 1, 2) == []
+    exp = build_export(s)
+    assert exp.record.trial == 3 and exp.record.confirmed is not None
+    assert exp.document["provenance"]["confirmed"]["throughput"]["values"] == [255.0, 258.0]
+    assert "unconfirmed" not in exp.verdict.text
+
+
+def test_the_knee_chase_stops_at_its_bound_and_exports_the_best_confirmed_trial(tmp_path):
+    # every re-run reads a third of the search's figure: each confirmed knee drops behind the next single reading
+    reads = {0: (100.0, 50.0), 1: (500.0, 21.0), 2: (600.0, 20.0), 3: (450.0, 22.0), 4: (420.0, 23.0),
+             5: (400.0, 24.0), 6: (380.0, 25.0)}
+    reruns = {0: [(99.0, 50.0), (101.0, 50.0)]}
+    chased: list[int] = []
+    s = None
+    for _ in range(MAX_EXTRA + 2):
+        knee = 2 if s is None else next_knee(s, 1)
+        if knee is None:
+            break
+        chased.append(knee)
+        t, f = reads[knee]
+        reruns[knee] = [(t / 3, f), (t / 3 * 1.01, f)]
+        s = _planted(tmp_path / str(len(chased)), reads, reruns)
+    assert chased[0] == 2 and len(chased) == 1 + MAX_EXTRA  # the planned knee, then at most MAX_EXTRA more
+    assert next_knee(s, 1) is None and pending(s, 1, 2) == []
+    v = decide(s)
+    assert is_confirmed(v.pick) and "ranks higher on a single, unconfirmed reading" in v.text
+
+
+def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None):
+    """Like engine_logged, but every confirmation re-run reads a third of the search's figure: the knee moves."""
+    p = cfg.params
+    thr = float(p.batch_size) * 10 * (0.3 if Path(out_dir).parent.name == "confirm" else 1.0)
+    return TrialResult(state="complete", throughput=thr, loss=1.0 - p.beta1, train_seconds=0.01)
+
+
+@pytest.mark.ray
+def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(ray_session, tmp_path):
+    _ship()
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, engine=engine_reruns_slower,
+                                       confirm=1, repeats=2, seed=1))
+    study = summary.study
+    confirmed = [r.trial for r in study.records if r.confirmed is not None]
+    assert len(plan_reruns(study, 1)) < len(confirmed) <= len(plan_reruns(study, 1)) + MAX_EXTRA  # the knee moved
+    assert next_knee(study, 1) is None and pending(study, 1, 2) == []
+    exp = build_export(study)
+    assert is_confirmed(exp.record) and "confirmed" in exp.document["provenance"]

@@ -60,7 +60,7 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
             time.sleep(0.05)
     finally:
         sigkill(first)
-    searched = lambda: {r["trial"]: {k: v for k, v in r.items() if k != "confirmed"}  # noqa: E731
+    searched = lambda: {r["trial"]: {k: v for k, v in r.items() if k not in ("confirmed", "suspect")}  # noqa: E731
                         for r in load_trials(study_dir)}
     trials_before = searched()
     reruns_before = {p: p.read_text() for p in study_dir.glob("trials/*/confirm/*.json")}
@@ -69,12 +69,14 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
     out, err = finish(search(["--study", "tiny", "--resume"], reports), timeout=200)
     assert "pick: trial" in out and "noise floor" in out, err
     assert searched() == trials_before  # no search trial redone
-    from tuner.search.confirm import plan_reruns
+    from tuner.search.confirm import MAX_EXTRA, confirm_set, plan_reruns
     from tuner.study import open_study
 
-    planned = plan_reruns(open_study(reports, "tiny"), 2)
+    study = open_study(reports, "tiny")
+    planned, confirmed = plan_reruns(study, 2), confirm_set(study, 2)  # plus any knee the re-runs moved to
     after = sorted(study_dir.glob("trials/*/confirm/*.json"))
-    assert sorted({int(p.parent.parent.name) for p in after}) == sorted(planned)
-    assert len(after) == 3 * len(planned)  # every planned re-run, once
+    assert sorted({int(p.parent.parent.name) for p in after}) == sorted(confirmed)
+    assert confirmed[:len(planned)] == planned and len(confirmed) <= len(planned) + MAX_EXTRA
+    assert len(after) == 3 * len(confirmed)  # every re-run, once
     assert all(p.read_text() == text for p, text in reruns_before.items())  # the earlier re-runs kept as they were
     assert "re-run" in err and "#0000 complete" not in err  # only re-runs ran on resume

@@ -29,7 +29,8 @@ def test_faster_beyond_the_noise(tmp_path):
                         1: ({"num_workers": 2}, [(131, 40), (133, 40), (129, 40)])})
     v = decide(s)
     assert v.pick.trial == 1 and v.ratio.low > 1
-    assert "1.31x faster than the baseline (trial 0), interval 1.2" in v.text
+    assert "1.31x faster than the baseline (trial 0), confirmed mean vs confirmed mean (geometric, 3 re-runs each), " \
+        "interval 1.2" in v.text
 
 
 def test_no_difference_beyond_the_noise(tmp_path):
@@ -48,7 +49,7 @@ def test_slower_beyond_the_noise_says_what_it_was_traded_for(tmp_path):
 
 def test_a_tie_in_speed_goes_to_quality(tmp_path):
     s = make(tmp_path, {0: ({}, [(50, 90), (51, 90), (49, 90)]),
-                        1: ({"num_workers": 1}, [(101, 30), (99, 30), (100, 30)]),
+                        1: ({"num_workers": 1}, [(102, 30), (101, 30), (103, 30)]),
                         10: ({"num_workers": 1}, [(103, 25), (100, 25), (101, 25)]),
                         11: ({"num_workers": 1}, [(104, 45), (102, 45), (103, 45)])})
     v = decide(s, "throughput")  # 11 reads fastest, but 1, 10 and 11 are one speed within the noise
@@ -85,3 +86,78 @@ def test_confirmed_figures_decide_the_front_and_the_knee(tmp_path):
     s = Study.load(folder)
     assert s.value(s.trial(2), "throughput") == pytest.approx((90.0 * 92.0) ** 0.5)
     assert [r.trial for r in s.front()] == [0]
+
+
+def test_the_ratio_is_confirmed_mean_over_confirmed_mean_and_says_so(tmp_path):
+    # the search's single readings (x1.2 in make) would give another figure: the verdict uses the re-runs' means
+    s = make(tmp_path, {0: ({}, [(100, 50), (110, 50)]), 1: ({}, [(150, 40), (160, 40)])})
+    v = decide(s)
+    expected = ((150 * 160) ** 0.5) / ((100 * 110) ** 0.5)
+    assert v.pick.trial == 1 and v.statistic == "confirmed"
+    assert v.ratio.centre == pytest.approx(expected)
+    assert f"{expected:.2f}x" in v.text and "confirmed mean vs confirmed mean (geometric, 2 re-runs each)" in v.text
+
+
+def test_an_unconfirmed_baseline_is_compared_single_reading_with_single_reading(tmp_path):
+    folder = StudyFolder(tmp_path / "h")
+    folder.write_meta(StudyMeta(name="h", objectives=OBJ, baseline={"trial": 0}))
+    folder.write_record(TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 50.0}))
+    folder.write_record(TrialRecord(trial=1, state="complete", metrics={"throughput": 300.0, "fid": 40.0}))
+    for k, t in enumerate([130.0, 132.0]):  # only the pick was re-run: its 131 is not compared with a single 100
+        folder.write_rerun(1, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 40.0}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and v.statistic == "single" and v.ratio is None
+    assert "3.00x the baseline's (trial 0) throughput in single readings" in v.text
+    assert "single reading vs single reading" in v.text
+
+
+def test_a_pick_with_worse_quality_than_the_baseline_is_named(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50.5), (99, 49.5)]), 1: ({}, [(200, 58), (202, 58.5), (198, 57.5)])})
+    v = decide(s)
+    assert v.pick.trial == 1
+    assert "quality 16% worse than the baseline: fid 58 vs 50 (confirmed mean vs confirmed mean)" in v.text
+
+
+def test_a_pick_whose_quality_is_within_the_noise_of_the_baseline_is_not_named(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 40), (99, 60)]), 1: ({}, [(200, 52), (202, 42), (198, 62)])})
+    assert "worse than the baseline" not in decide(s).text
+
+
+def test_chance_level_quality_in_every_trial_is_said_and_the_pick_goes_by_throughput(tmp_path):
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="loss", direction="min")]
+    folder = StudyFolder(tmp_path / "chance")
+    folder.write_meta(StudyMeta(name="chance", objectives=obj, baseline={"trial": 0}))
+    # validation loss ~ ln(10) = 2.30 everywhere: the 2.296 of trial 2 would make it the knee if quality ranked
+    for n, (thr, loss) in enumerate([(100.0, 2.305), (300.0, 2.303), (150.0, 2.296), (250.0, 2.302)]):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and not v.quality_ranked
+    assert "val loss 2.296-2.305 in every trial, within the noise of each other: too little training to rank " \
+           "quality, so the pick goes by throughput alone; raise the budget" in v.text
+    assert v.to_json()["quality_ranked"] is False
+
+
+def test_quality_that_differs_still_ranks(tmp_path):
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="loss", direction="min")]
+    folder = StudyFolder(tmp_path / "q")
+    folder.write_meta(StudyMeta(name="q", objectives=obj, baseline={"trial": 0}))
+    for n, (thr, loss) in enumerate([(100.0, 0.9), (300.0, 2.3), (280.0, 0.5)]):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 2 and v.quality_ranked and "too little training" not in v.text
+
+
+def test_min_quality_no_confirmed_trial_meets_falls_back_to_single_readings_and_says_so(tmp_path):
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50)]), 1: ({}, [(150, 40), (152, 40)])})
+    folder = s.folder
+    folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 90.0, "fid": 10.0}))
+    v = decide(Study.load(folder), "knee", min_quality=20)
+    assert v.pick.trial == 2 and "no confirmed trial meets --min-quality" in v.text
+
+
+def test_overlapping_intervals_are_not_a_tie_when_the_ratio_is_beyond_the_noise(tmp_path):
+    # each trial's interval is wide, but the ratio of the two means excludes 1: the verdict must not say both
+    s = make(tmp_path, {0: ({}, [(100, 50), (140, 50), (70, 50)]), 1: ({}, [(200, 50), (280, 50), (140, 50)]),
+                        2: ({}, [(100, 60), (100, 60), (100, 60)])})
+    v = decide(s, "throughput")
+    assert v.pick.trial == 1 and v.ratio.low > 1 and v.tied == []

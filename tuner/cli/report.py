@@ -93,7 +93,7 @@ def export(
     """Write the chosen trial's config, which `tuner train --config` runs, with its provenance."""
     from tuner.report.export import build_export, write_export
     from tuner.study import open_study
-    from tuner.study.format import fmt_metric
+    from tuner.study.format import fmt_figure
 
     s = open_study(reports_dir, study)
     exp = build_export(s, pick.value, min_quality)
@@ -103,9 +103,10 @@ def export(
     doc: dict = {"path": str(path), "study": s.name, "trial": rec.trial, "pick": pick.value,
                  "throughput": rec.throughput, "quality": {q.metric: rec.value(q.metric)} if q else None}
     if format is Format.table:
-        qtext = f", {q.metric} {fmt_metric(q.metric, rec.get(q.metric))}" if q is not None else ""
+        qtext = f", {q.metric} {fmt_figure(rec, q.metric)}" if q is not None else ""
+        how = "confirmed over re-runs, 95% interval" if rec.confirmed is not None else "one reading"
         print(f"wrote {path}: trial {rec.trial} (--pick {pick.value}), "
-              f"{fmt_metric('throughput', rec.throughput)} samples/s{qtext}")
+              f"{fmt_figure(rec, 'throughput')} samples/s{qtext} ({how})")
         print(f"run it with: tuner train --config {path}")
     if exp.verdict is not None:
         doc["verdict"] = exp.verdict.to_json()

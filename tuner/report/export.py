@@ -92,6 +92,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
     if record.confirmed is not None:
         confirmed = {"method": record.confirmed.method, "runs": record.confirmed.runs,
                      **{k: f.model_dump() for k, f in record.confirmed.figures.items()}}
+        if record.get("suspect") or record.confirmed.suspect:  # whether the re-runs cleared a suspect reading
+            confirmed["suspect"] = record.confirmed.suspect
     noise = study.noise()
     out = {
         "study": study.name,

@@ -130,6 +130,9 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
             continue
         note = record_bound(record) if key == "data_wait" else ""
         metrics.add_row(escape(key), escape(fmt_metric(key, record.get(key))), note)
+    if record.confirmed is not None and (record.get("suspect") or record.confirmed.suspect):
+        metrics.add_row("suspect (re-runs)", escape(record.confirmed.suspect or "no: the re-runs clear it"),
+                        "what the confirmation re-runs say (tuner.study.suspect)")
     for key in ("capped", "device"):
         metrics.add_row(key, escape(fmt(record.get(key))), "")
     for key in ("host", "node"):  # where it ran (a Ray cluster has several nodes)

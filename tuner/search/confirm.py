@@ -24,6 +24,10 @@ from tuner.study.pareto import knee_distances, measured, pareto_ranks
 # confirm more of the front.
 DEFAULT_TRIALS = 1  # K: front trials confirmed (the knee; plus the baseline)
 DEFAULT_REPEATS = 2  # R: re-runs of each
+# When the confirmed figures move the knee to a trial that was never re-run, that trial is confirmed too, and so
+# on: at most this many trials beyond the K planned ones (K + 3 knees). Past the bound the export takes the best
+# confirmed trial and its verdict says a higher-ranked single reading was left unconfirmed.
+MAX_EXTRA = 3
 
 
 def plan_reruns(study: Study, k: int) -> list[int]:
@@ -72,9 +76,28 @@ def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:
     return {t: {rr.repeat for rr in study.folder.reruns(t)} for t in trials}
 
 
+def confirm_set(study: Study, k: int) -> list[int]:
+    """The planned trials, then every trial re-run since because the knee moved to it (by number)."""
+    if k <= 0:
+        return []
+    planned = plan_reruns(study, k)
+    return planned + sorted(r.trial for r in study.records if r.confirmed is not None and r.trial not in planned)
+
+
 def pending(study: Study, k: int, repeats: int) -> list[tuple[int, int]]:
-    trials = plan_reruns(study, k)
+    trials = confirm_set(study, k)
     return schedule(trials, repeats, recorded(study, trials))
+
+
+def next_knee(study: Study, k: int) -> int | None:
+    """After the planned re-runs: the trial the knee moved to, if it was never re-run and the bound (MAX_EXTRA
+    trials beyond the K planned) leaves room; None when the knee stands on confirmed figures."""
+    from tuner.study.verdict import next_to_confirm
+
+    if k <= 0:
+        return None
+    extra = len(confirm_set(study, k)) - len(plan_reruns(study, k))
+    return next_to_confirm(study) if extra < MAX_EXTRA else None
 
 
 def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float) -> list[dict[str, Any]]:
@@ -85,5 +108,5 @@ def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: floa
     return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s} for t, rep in pairs]
 
 
-__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "THROUGHPUT", "pending", "plan_reruns", "recorded", "rerun_configs",
-           "schedule"]
+__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "confirm_set", "next_knee", "pending",
+           "plan_reruns", "recorded", "rerun_configs", "schedule"]

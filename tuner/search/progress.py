@@ -13,6 +13,7 @@ from rich.text import Text
 
 from tuner.study import Objective, TrialRecord
 from tuner.study.format import fmt_figure, fmt_metric, fmt_param, state_style
+from tuner.study.suspect import reason
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  batch_size=64 ...  24.1 s`"""
@@ -23,6 +24,8 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
         line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
         if record.capped:
             line.append("  (capped)", style="yellow")
+        if why := reason(record):  # against the default allowance: the study's noise floor comes later
+            line.append(f"  suspect: {why}", style="yellow")
         share = record.value("of_compute_ceiling")
         if record.get("bound") and share is not None:
             line.append(f"  {record.get('bound')}, {share:.0%} of compute ceiling", style="magenta")

@@ -240,11 +240,12 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
-    from tuner.search.confirm import pending
+    from tuner.search.confirm import next_knee, pending
 
     reconcile_study(plan.folder, open_storage(plan.storage), plan.study)
     study = Study.load(plan.folder)
-    if len(study.records) < plan.trials or pending(study, plan.confirm_trials, plan.confirm_repeats):
+    if len(study.records) < plan.trials or pending(study, plan.confirm_trials, plan.confirm_repeats) \
+            or (plan.confirm_repeats > 0 and next_knee(study, plan.confirm_trials) is not None):
         return None
     if console is not None:
         console.print(f"study '{plan.study}' already has {len(study.records)} of {plan.trials} trials; nothing to "
@@ -393,19 +394,38 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
 
 
 def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
-    """The confirmation phase (tuner.search.confirm): the missing re-runs, in their interleaved order. Returns
-    False when it was interrupted before every re-run was recorded."""
+    """The confirmation phase (tuner.search.confirm): the missing re-runs, in their interleaved order; then, while
+    the confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them),
+    so the export stands on confirmed figures. Returns False when it was interrupted before every re-run was
+    recorded."""
+    from tuner.search.confirm import confirm_set, next_knee, pending, schedule
+
+    while True:
+        pairs = pending(study, plan.confirm_trials, plan.confirm_repeats)
+        trials = confirm_set(study, plan.confirm_trials)
+        if not pairs:
+            moved = next_knee(study, plan.confirm_trials) if plan.confirm_repeats > 0 else None
+            if moved is None:
+                return True
+            pairs, trials = schedule([moved], plan.confirm_repeats, {}), [moved]
+            if view is not None:
+                view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one reading: "
+                                   f"confirming it too", soft_wrap=True)
+        if not _rerun(plan, study, pairs, trials, fn, resources, view, wall):
+            return False
+        study = Study.load(plan.folder)
+
+
+def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials: list[int], fn: Any,
+           resources: Resources, view: Any, wall: float) -> bool:
     from ray import tune
 
-    from tuner.search.confirm import pending, plan_reruns, rerun_configs
+    from tuner.search.confirm import rerun_configs
     from tuner.search.recorder import RerunRecorder
     from tuner.search.trainable import RERUN_KEY
 
-    pairs = pending(study, plan.confirm_trials, plan.confirm_repeats)
-    if not pairs:
-        return True
     if view is not None:
-        view.confirming(len(pairs), plan_reruns(study, plan.confirm_trials), plan.confirm_repeats)
+        view.confirming(len(pairs), trials, plan.confirm_repeats)
     configs = rerun_configs(study, pairs, wall)
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.study, view)
     tuner = tune.Tuner(

@@ -167,8 +167,12 @@ class StudyFolder:
         return self.trial_dir(trial) / CONFIRM_DIR / f"{repeat:02d}.json"
 
     def write_rerun(self, trial: int, rerun: Rerun) -> Path:
-        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten)."""
-        return atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten); trials.csv is
+        refreshed, since the re-runs move the noise floor the `suspect` column is judged by."""
+        path = atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+        if self.meta_path.is_file():
+            self.write_csv()
+        return path
 
     def reruns(self, trial: int) -> list[Rerun]:
         out = []
@@ -196,8 +200,8 @@ class StudyFolder:
             reruns = self.reruns(record.trial)
             if reruns:
                 record.confirmed = Confirmed.of(reruns)
-            out.append(record)
-        return sorted(out, key=lambda r: r.trial)
+            out.append((record, reruns))
+        return sorted(_flag_suspects(out), key=lambda r: r.trial)
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
@@ -216,3 +220,17 @@ class StudyFolder:
             row.update({k: v for k, v in rec.params.items() if k in cols})
             w.writerow(row)
         return atomic_write(self.csv_path, buf.getvalue())
+
+
+def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:
+    """Every record's `suspect` flag against the study's noise floor, and whether its re-runs clear it."""
+    from tuner.study.suspect import cleared, flag, noise_sd, reason
+
+    noise = noise_sd(r.confirmed for r, _ in loaded)
+    for record, reruns in loaded:
+        flag(record, noise)
+        if record.confirmed is not None and not cleared(list(reruns), noise):
+            ok = [r for r in reruns if r.complete]
+            record.confirmed.suspect = next((why for r in ok if (why := reason(r, noise))), None) \
+                or "no complete re-run"
+    return [r for r, _ in loaded]

@@ -49,6 +49,9 @@ METRICS: tuple[Metric, ...] = (
            "its model allows", "percent", group="info", column=True),
     Metric("of_input_ceiling", "% input", "throughput / input ceiling: how much of what its loader delivers the "
            "trial uses", "percent", group="info", column=True),
+    Metric("suspect", "suspect", "why the reading cannot be trusted on its own: windows that disagree beyond the "
+           "study's noise floor, or throughput above 105% of its own compute ceiling (tuner.study.suspect); such a "
+           "trial wins the study only if its confirmation re-runs clear it", "text", group="info", column=True),
     Metric("bound", "bound", "input-bound, compute-bound or overhead-bound, from the two ceilings (the data-wait "
            "share alone when they are missing)", "text", group="info"),
     Metric("headroom", "headroom", "why the trial is as fast as it is and what to try, from its ceilings",

@@ -113,6 +113,7 @@ class Confirmed(BaseModel):
     states: list[str] = Field(default_factory=list)
     figures: dict[str, ConfirmedFigure] = Field(default_factory=dict)
     method: str = ""
+    suspect: str | None = None  # why most re-runs are suspect too (tuner.study.suspect); None: they clear it
 
     @classmethod
     def of(cls, reruns: list[Rerun]) -> "Confirmed":

@@ -1,17 +1,22 @@
 """The honest answer a study gives: which config, how much faster than the baseline, and whether that is beyond
 the noise.
 
-The pick follows the --pick rule (tuner.study.pareto) on confirmed figures where the confirmation phase re-ran
-trials. Then ties: confirmed trials whose throughput intervals overlap the pick's are indistinguishable in speed,
-so among them the best quality wins, and if quality is indistinguishable too, fewer loader workers, then less
-memory (cheaper to run for the same result). The pick is compared with the baseline (tuner's default knobs, trial
-0) as a ratio with its interval: faster or slower beyond the noise, or no difference beyond it.
+The pick follows the --pick rule (tuner.study.pareto) among the trials it may stand on: once any trial is
+confirmed, the confirmed trials only (the search's single readings were selected for being high); otherwise the
+trials whose reading is not suspect (tuner.study.suspect). When quality cannot tell the trials apart
+(tuner.study.resolution) the pick goes by throughput and says so. Then ties: confirmed trials whose ratio to the
+pick has an interval that includes 1 are indistinguishable in speed, so among them the best quality wins, and if
+quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run for the same result).
+The pick is compared with the baseline (trial 0) like with like: the ratio of confirmed means with its interval
+when both were confirmed, of single readings otherwise, the text saying which; a quality worse than the
+baseline's beyond the noise is named.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tuner.errors import StudyError
 from tuner.study.format import fmt_metric
 from tuner.study.objective import THROUGHPUT, Objective, quality_objective
 from tuner.study.pareto import Pick, choose, rankable
@@ -30,13 +35,17 @@ class Verdict:
     tie_reason: str | None = None  # why the pick won the tie: "quality", "fewer workers", "less memory"
     text: str = ""
     method: str = RATIO_METHOD
+    statistic: str = ""  # what the ratio compares: "confirmed" means or "single" readings
+    quality_ranked: bool = True  # False: quality could not tell the trials apart, the pick went by throughput
+    notes: list[str] = field(default_factory=list)  # what was left out of the pick and why
 
     def to_json(self) -> dict[str, object]:
         return {"trial": self.pick.trial, "rule": self.rule, "text": self.text,
                 "baseline": self.baseline.trial if self.baseline is not None else None,
                 "ratio": None if self.ratio is None else
                 {"centre": self.ratio.centre, "low": self.ratio.low, "high": self.ratio.high, "method": self.method},
-                "tied": self.tied, "tie_reason": self.tie_reason}
+                "tied": self.tied, "tie_reason": self.tie_reason, "statistic": self.statistic or None,
+                "quality_ranked": self.quality_ranked, "notes": self.notes}
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
@@ -50,11 +59,20 @@ def _resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
                  quality: Objective | None) -> tuple[TrialRecord, list[int], str | None]:
     """Among trials whose throughput is indistinguishable from the pick's: best quality, then (when quality is
     indistinguishable too) fewer workers, then less memory."""
-    mine = _interval(pick, THROUGHPUT)
-    if mine is None:
+    if _interval(pick, THROUGHPUT) is None:
         return pick, [], None
-    tied = [r for r in candidates if r.trial == pick.trial
-            or ((other := _interval(r, THROUGHPUT)) is not None and other.overlaps(mine))]
+    pooled = study.pooled(THROUGHPUT)
+
+    def same_speed(r: TrialRecord) -> bool:
+        """The ratio of the two confirmed means, with its interval, includes 1 (the ratio the verdict reports:
+        two 95% intervals can overlap while the ratio between them is beyond the noise)."""
+        if not is_confirmed(r):
+            return False
+        ratio = ratio_interval(r.confirmed.figures[THROUGHPUT].values,  # type: ignore[union-attr]
+                               pick.confirmed.figures[THROUGHPUT].values, pooled)  # type: ignore[union-attr]
+        return ratio is not None and ratio.contains(1.0)
+
+    tied = [r for r in candidates if r.trial == pick.trial or same_speed(r)]
     if len(tied) < 2:
         return pick, [], None
     numbers = sorted(r.trial for r in tied)
@@ -87,14 +105,154 @@ def _names(numbers: list[int]) -> str:
     return ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}" if len(numbers) > 1 else str(numbers[0])
 
 
+def _complete(study: Study) -> list[TrialRecord]:
+    return [r for r in study.records if rankable(r, study.objectives, study.value)]
+
+
+def is_confirmed(record: TrialRecord) -> bool:
+    """The confirmation phase re-ran the trial and at least one re-run completed with a throughput."""
+    return record.confirmed is not None and THROUGHPUT in record.confirmed.figures
+
+
+def eligible(study: Study, records: list[TrialRecord]) -> tuple[list[TrialRecord], list[str]]:
+    """The trials a pick is made among, and what the verdict says about the ones left out: where any trial was
+    confirmed, only confirmed trials (their re-runs not suspect); otherwise the trials whose reading is not
+    suspect. When every candidate is suspect they all stay, and the verdict says so."""
+    ranked = [r for r in records if rankable(r, study.objectives, study.value)]
+    confirmed = [r for r in ranked if is_confirmed(r)]
+    if confirmed:
+        clear = [r for r in confirmed if r.confirmed is not None and r.confirmed.suspect is None]
+        notes = [] if clear else ["every confirmed trial's re-runs are suspect too (see the suspect column)"]
+        return clear or confirmed, notes
+    clear = [r for r in ranked if not r.get("suspect")]
+    if not clear and ranked:
+        return ranked, ["every trial's reading is suspect (see the suspect column): confirm before trusting it"]
+    left = sorted(r.trial for r in ranked if r.get("suspect"))
+    return clear, ([f"suspect reading{'s' if len(left) > 1 else ''} of trial{'s' if len(left) > 1 else ''} "
+                    f"{_names(left)} passed over (see the suspect column)"] if left else [])
+
+
+def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, verdict: Verdict,
+                      quality: Objective | None) -> str:
+    """The pick against the baseline, like with like: confirmed mean vs confirmed mean when both were confirmed,
+    the search's single reading vs single reading otherwise; the text says which."""
+    if is_confirmed(chosen) and is_confirmed(baseline):
+        a = chosen.confirmed.figures[THROUGHPUT].values  # type: ignore[union-attr]
+        b = baseline.confirmed.figures[THROUGHPUT].values  # type: ignore[union-attr]
+        verdict.ratio = ratio_interval(a, b, study.pooled(THROUGHPUT))
+        verdict.statistic = "confirmed"
+        runs = f"{len(a)} re-runs each" if len(a) == len(b) else f"{len(a)} and {len(b)} re-runs"
+        like = f"confirmed mean vs confirmed mean (geometric, {runs})"
+    else:
+        verdict.statistic = "single"
+        like = ""
+    r = verdict.ratio
+    if r is None or r.low is None or r.high is None:
+        if like and r is not None:
+            return (f"{r.centre:.2f}x the baseline's (trial {baseline.trial}) throughput, {like}; too few re-runs "
+                    f"for an interval")
+        mine_v, theirs_v = chosen.throughput, baseline.throughput
+        ratio = f"{mine_v / theirs_v:.2f}x" if mine_v and theirs_v else "?"
+        return (f"{ratio} the baseline's (trial {baseline.trial}) throughput in single readings, not confirmed "
+                f"(single reading vs single reading): differences under ~15% are noise on a shared machine")
+    if r.low > 1:
+        return (f"{r.centre:.2f}x faster than the baseline (trial {baseline.trial}), {like}, interval "
+                f"{r.low:.2f}-{r.high:.2f}x")
+    if r.high < 1:
+        trade = ""
+        if quality is not None:
+            trade = (f", for {quality.metric} {fmt_metric(quality.metric, study.value(chosen, quality.metric))} "
+                     f"vs {fmt_metric(quality.metric, study.value(baseline, quality.metric))}")
+        return (f"{r.centre:.2f}x the baseline's (trial {baseline.trial}) speed, slower beyond the noise "
+                f"({like}, interval {r.low:.2f}-{r.high:.2f}x){trade}")
+    return (f"no difference beyond the noise from the baseline (trial {baseline.trial}): {r.centre:.2f}x, "
+            f"interval {r.low:.2f}-{r.high:.2f}x, {like}")
+
+
+def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, quality: Objective) -> str | None:
+    """'fid 16% worse than the baseline's ...' when the pick's quality is worse beyond the noise."""
+    from tuner.study.resolution import worse
+
+    key = quality.metric
+    both = [r.confirmed.figures[key].values for r in (chosen, baseline)
+            if r.confirmed is not None and key in r.confirmed.figures]
+    if len(both) == 2:
+        mine, theirs, how = both[0], both[1], "confirmed mean vs confirmed mean"
+    else:
+        a, b = chosen.value(key), baseline.value(key)
+        if a is None or b is None:
+            return None
+        mine, theirs, how = [a], [b], "single reading vs single reading"
+    frac = worse(mine, theirs, quality, study.pooled(key))
+    if frac is None:
+        return None
+    m, t = sum(mine) / len(mine), sum(theirs) / len(theirs)
+    return (f"quality {frac:.0%} worse than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
+            f"{fmt_metric(key, t)} ({how}), beyond the noise")
+
+
+def _unconfirmed_rival(study: Study, pool: list[TrialRecord], rule: Pick,
+                       min_quality: float | None) -> TrialRecord | None:
+    """Where the pick was made among confirmed trials: the trial the same rule picks when the trials never re-run
+    count too (their single reading standing for them), if that is one of them; None otherwise."""
+    if not pool or not any(is_confirmed(r) for r in pool):
+        return None
+    others = [r for r in study.records if r.confirmed is None and rankable(r, study.objectives, study.value)]
+    if not others:
+        return None
+    try:
+        mixed = choose([*pool, *others], study.objectives, rule, min_quality, study=study.name, value=study.value)
+    except StudyError:
+        return None
+    return None if is_confirmed(mixed) else mixed
+
+
+def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
+    """The trial the confirmation phase should re-run next: the one `decide` would pick if unconfirmed readings
+    counted, when that one was never re-run (None: the pick stands on confirmed figures)."""
+    from tuner.study.resolution import unresolved
+
+    quality = quality_objective(study.objectives)
+    pool, _ = eligible(study, study.records)
+    rule: Pick = pick
+    if quality is not None and unresolved(_complete(study), quality, study.value,
+                                          study.pooled(quality.metric)) is not None:
+        rule = "throughput"
+    rival = _unconfirmed_rival(study, pool, rule, None)
+    return rival.trial if rival is not None else None
+
+
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
     """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
+    from tuner.study.resolution import unresolved
+
     quality = quality_objective(study.objectives)
-    first = choose(study.records, study.objectives, pick, min_quality, study=study.name, value=study.value)
-    candidates = [r for r in study.records if rankable(r, study.objectives, study.value)
-                  and (min_quality is None or quality is None
-                       or quality.meets(study.value(r, quality.metric) or 0.0, min_quality))]
-    chosen, tied, reason = _resolve_tie(study, first, candidates, quality)
+    pool, notes = eligible(study, study.records)
+    rule: Pick = pick
+    q_note = None
+    if quality is not None:
+        q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric))
+        if q_note is not None and pick != "throughput":
+            rule = "throughput"
+    widened = False
+    try:
+        first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name,
+                       value=study.value)
+    except StudyError:
+        if min_quality is None or not any(is_confirmed(r) for r in pool):
+            raise
+        # no confirmed trial meets the user's --min-quality: the unconfirmed ones may, and say so
+        pool = [r for r in _complete(study) if not r.get("suspect")] or _complete(study)
+        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value)
+        notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
+        widened = True
+    candidates = [r for r in pool if min_quality is None or quality is None
+                  or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
+    chosen, tied, reason = _resolve_tie(study, first, candidates, None if q_note else quality)
+    rival = None if widened else _unconfirmed_rival(study, pool, rule, min_quality)
+    if rival is not None:
+        notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
+                     f"before reaching it); the pick is the best confirmed trial")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
     parts = [f"trial {chosen.trial} ({pick})"]
@@ -103,33 +261,18 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     elif baseline.trial == chosen.trial:
         parts.append("the baseline itself (tuner's default knobs) is the pick")
     else:
-        mine, theirs = _interval(chosen, THROUGHPUT), _interval(baseline, THROUGHPUT)
-        if mine is not None and theirs is not None:
-            verdict.ratio = ratio_interval(chosen.confirmed.figures[THROUGHPUT].values,  # type: ignore[union-attr]
-                                           baseline.confirmed.figures[THROUGHPUT].values,  # type: ignore[union-attr]
-                                           study.pooled(THROUGHPUT))
-        r = verdict.ratio
-        if r is None or r.low is None or r.high is None:
-            mine_v, theirs_v = study.value(chosen, THROUGHPUT), study.value(baseline, THROUGHPUT)
-            ratio = f"{mine_v / theirs_v:.2f}x" if mine_v and theirs_v else "?"
-            parts.append(f"{ratio} the baseline's (trial {baseline.trial}) throughput in single readings, not "
-                         f"confirmed: differences under ~15% are noise on a shared machine")
-        elif r.low > 1:
-            parts.append(f"{r.centre:.2f}x faster than the baseline (trial {baseline.trial}), interval "
-                         f"{r.low:.2f}-{r.high:.2f}x")
-        elif r.high < 1:
-            trade = ""
-            if quality is not None:
-                trade = (f", for {quality.metric} {fmt_metric(quality.metric, study.value(chosen, quality.metric))} "
-                         f"vs {fmt_metric(quality.metric, study.value(baseline, quality.metric))}")
-            parts.append(f"{r.centre:.2f}x the baseline's (trial {baseline.trial}) speed, slower beyond the noise "
-                         f"(interval {r.low:.2f}-{r.high:.2f}x){trade}")
-        else:
-            parts.append(f"no difference beyond the noise from the baseline (trial {baseline.trial}): "
-                         f"{r.centre:.2f}x, interval {r.low:.2f}-{r.high:.2f}x")
+        parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
+        if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
+            parts.append(w)
     text = ": ".join(parts[:1] + ["; ".join(parts[1:])])
     if tied:
         text += f"; no difference beyond the noise between trials {_names(tied)}: picked {chosen.trial}" + \
             (f" for {reason}" if reason else "")
+    if q_note is not None:
+        notes.insert(0, q_note)
+        verdict.quality_ranked = False
+    for note in notes:
+        text += f"; {note}"
+    verdict.notes = notes
     verdict.text = text
     return verdict

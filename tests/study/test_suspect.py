@@ -1,0 +1,102 @@
+"""Suspect readings (windows far apart, or faster than the model's own compute ceiling) on planted records: flagged
+in every view, and never the pick on their own."""
+
+import csv
+import io
+import json
+
+from rich.console import Console
+
+from tuner.config import Budget, Params, TrialConfig, dump_config
+from tuner.report.export import build_export
+from tuner.report.html import render_html
+from tuner.report.view import study_json, study_table, trial_panel
+from tuner.search.confirm import next_knee
+from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
+from tuner.study.record import Rerun
+from tuner.study.suspect import MIN_SPREAD, allowed_spread
+from tuner.study.verdict import decide
+
+OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
+STEADY = {"throughput_spread": 0.05, "of_compute_ceiling": 0.6}
+
+
+def render(*renderables):
+    buf = io.StringIO()
+    console = Console(file=buf, width=300, color_system=None)
+    for r in renderables:
+        console.print(r)
+    return buf.getvalue()
+
+
+def planted(tmp_path, reruns=None):
+    """Trial 2 read fastest with the best FID, but from windows 202% apart at 226% of its compute ceiling."""
+    folder = StudyFolder(tmp_path / "s")
+    folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0}))
+    rows = {0: (100.0, 50.0, STEADY), 1: (150.0, 40.0, STEADY),
+            2: (244.0, 30.0, {"throughput_spread": 2.02, "of_compute_ceiling": 2.26})}
+    for n, (thr, fid, extra) in rows.items():
+        cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
+        folder.write_record(TrialRecord(trial=n, state="complete", config=dump_config(cfg),
+                                        metrics={"throughput": thr, "fid": fid, **extra}))
+    for n, runs in (reruns or {}).items():
+        for k, (thr, fid, extra) in enumerate(runs):
+            folder.write_rerun(n, Rerun(repeat=k, state="complete", metrics={"throughput": thr, "fid": fid, **extra}))
+    return Study.load(folder)
+
+
+def test_a_suspect_reading_is_flagged_in_every_view(tmp_path):
+    s = planted(tmp_path)
+    why = s.trial(2).get("suspect")
+    assert why == "window spread 202% > 50%; 226% of compute ceiling"
+    assert s.trial(1).get("suspect") is None
+    table = render(study_table(s))
+    assert "suspect" in table and "226% of compute ceiling" in table
+    assert "window spread 202% > 50%" in render(*trial_panel(s, s.trial(2)))
+    doc = {d["trial"]: d for d in study_json(s)}
+    assert doc[2]["suspect"] == why and doc[1].get("suspect") is None
+    rows = {r["trial"]: r for r in csv.DictReader(io.StringIO((tmp_path / "s" / "trials.csv").read_text()))}
+    assert rows["2"]["suspect"] == why and rows["1"]["suspect"] == ""
+    assert "226% of compute ceiling" in render_html(s)
+
+
+def test_a_suspect_trial_does_not_win_unconfirmed(tmp_path):
+    s = planted(tmp_path)
+    v = decide(s)
+    assert v.pick.trial != 2 and "suspect reading of trial 2 passed over" in v.text
+    assert "suspect" not in build_export(s).document["provenance"]["measured"]
+
+
+def test_confirmation_clears_a_suspect_trial_or_keeps_it_out(tmp_path):
+    base = [(100.0, 50.0, STEADY), (101.0, 50.0, STEADY)]
+    # the knee on its own reading is the suspect trial 2, never re-run: the confirmation runs it next
+    s = planted(tmp_path / "a", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)]})
+    assert next_knee(s, 1) == 2 and decide(s).pick.trial == 1
+    # its re-runs read steady: cleared, it may win on them
+    s = planted(tmp_path / "b", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)],
+                                 2: [(200.0, 30.0, STEADY), (198.0, 30.0, STEADY)]})
+    exp = build_export(s)
+    assert exp.record.trial == 2 and exp.document["provenance"]["measured"]["suspect"]  # the search's reading
+    assert exp.document["provenance"]["confirmed"]["suspect"] is None  # ... cleared by its re-runs
+    assert "no: the re-runs clear it" in render(*trial_panel(s, s.trial(2)))
+    # its re-runs are suspect too: it stays out
+    bad = {"throughput_spread": 2.5, "of_compute_ceiling": 1.9}
+    s = planted(tmp_path / "c", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)],
+                                 2: [(200.0, 30.0, bad), (198.0, 30.0, bad)]})
+    assert s.trial(2).confirmed.suspect and decide(s).pick.trial == 1 and next_knee(s, 1) is None
+
+
+def test_the_spread_allowed_follows_the_noise_floor():
+    assert allowed_spread(None) == MIN_SPREAD and allowed_spread(0.02) == MIN_SPREAD
+    assert allowed_spread(0.2) == 1.0
+
+
+def test_a_reading_from_one_window_is_suspect():
+    from tuner.study.record import TrialResult
+    from tuner.study.suspect import reason
+
+    one = TrialResult(state="complete", windows=[18.8], metrics={"throughput": 18.8, "throughput_spread": 0.0})
+    assert reason(one) == "one timed window"
+    five = TrialResult(state="complete", windows=[18.0, 18.8, 19.0, 18.5, 18.7],
+                       metrics={"throughput": 18.7, "throughput_spread": 0.05})
+    assert reason(five) is None
