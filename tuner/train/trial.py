@@ -37,6 +37,18 @@ from tuner.workload.context import TrialContext, running
 from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
 
 
+CEILING_SHARE = 0.05  # each ceiling's deadline is at most this share of the budget: both fit the 10% margin
+
+BUDGET_MARGIN_SHARE = 0.1  # a trial's wall time (training, ceilings, scoring) stays within the budget plus
+BUDGET_MARGIN_STEPS = 2  # this share of it and this many steps (README: "The budget")
+
+
+def budget_margin(budget_s: float, step_s: float | None) -> float:
+    """The stated margin over a seconds budget: 10% of it (the two ceilings' deadlines) and two steps (the
+    window that ends on the step past the budget, and one more where the step time moved after warm-up)."""
+    return BUDGET_MARGIN_SHARE * budget_s + BUDGET_MARGIN_STEPS * (step_s or 0.0)
+
+
 @contextlib.contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
     """torch's CPU compute threads for this trial only: a reused Ray actor must not hand them to the next trial."""
@@ -209,8 +221,12 @@ class _Run:
             throughput_spread=summary.spread,
             throughput_overall=summary.overall * world if summary.overall is not None else None,
             data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
-            samples=loop.samples * world, steps=loop.steps)
+            samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
+            step_seconds=loop.step_seconds)
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
+        if loop.capped and not loop.windows:
+            res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
+                         f"the step is too slow for this budget (raise --budget-seconds)")
         if loop.diverged:
             res.state, res.error = "diverged", "non-finite training loss"
             return
@@ -231,16 +247,19 @@ class _Run:
         train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
         res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
         train_s = res.value("train_seconds") or 0.0
-        seconds = min(cfg.measure.ceiling_seconds, 0.1 * train_s)
+        seconds = min(cfg.measure.ceiling_seconds, CEILING_SHARE * (cfg.budget.seconds or train_s))
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
             return
         rank, world = rank_world()
         t0 = time.perf_counter()
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
+        notes: dict[str, str] = {}
         found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
-                         rank=rank, world=world)
+                         rank=rank, world=world, step_seconds=res.value("step_seconds"), notes=notes)
         for kind, value in found.items():
             res.metrics[f"{kind}_ceiling"] = value
+        if notes:
+            res.metrics["ceiling_skipped"] = "; ".join(f"{k}: {v}" for k, v in notes.items())
         res.metrics["ceiling_seconds"] = time.perf_counter() - t0
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
                                   res.metrics.get("input_ceiling"), params=p.model_dump(),
@@ -286,6 +305,7 @@ def run_trial(
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
+            run.result.metrics["wall_seconds"] = time.perf_counter() - run.t0
         except TunerError:
             raise
         except Exception as err:  # noqa: BLE001 - every other failure is the trial's state
