@@ -25,6 +25,7 @@ def train(
     """Train one configuration and measure throughput (median of timed windows) and quality."""
     from tuner.config import Budget, load_config
     from tuner.train import preflight, run_trial
+    from tuner.train.preflight import check_budget
 
     cfg = load_config(config)
     if budget_seconds is not None and budget_samples is not None:
@@ -37,6 +38,7 @@ def train(
         cfg.quality.fid_weights = fid_weights
     as_json = format is Format.json
     device, check = preflight(cfg, reports_dir / ".cache")
+    check_budget(cfg, check.step_seconds, device.describe(), check.name)  # before anything is written
     out = out_dir or reports_dir / "train"
     out.mkdir(parents=True, exist_ok=True)
     if not as_json:
