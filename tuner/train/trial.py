@@ -188,14 +188,15 @@ def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device
 class _Run:
     """One trial's state, so a failure handler can read what was measured and then drop every big tensor."""
 
-    def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None) -> None:
-        self.cfg, self.device, self.out_dir = cfg, device, out_dir
+    def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.cfg, self.device, self.out_dir, self.clock = cfg, device, out_dir, clock
         self.result = TrialResult(state="complete", device=device.describe())
         self.models: dict[str, nn.Module] | None = None
         self.step: PhaseStep | None = None
         self.workload: Workload | None = None
         self.train_set: Any = None
-        self.t0 = time.perf_counter()
+        self.t0 = clock()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
         cfg, device = self.cfg, self.device
@@ -206,11 +207,11 @@ class _Run:
         self.models, self.step = training.models, training.step
 
         device.reset_peak_memory()
-        self.t0 = time.perf_counter()
+        self.t0 = self.clock()
         batches = training.batches()
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
-                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world))
+                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock)
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
         summary = summarize(loop.windows)
@@ -251,16 +252,17 @@ class _Run:
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
             return
         rank, world = rank_world()
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
         notes: dict[str, str] = {}
         found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
-                         rank=rank, world=world, step_seconds=res.value("step_seconds"), notes=notes)
+                         rank=rank, world=world, step_seconds=res.value("step_seconds"), notes=notes,
+                         clock=self.clock)
         for kind, value in found.items():
             res.metrics[f"{kind}_ceiling"] = value
         if notes:
             res.metrics["ceiling_skipped"] = "; ".join(f"{k}: {v}" for k, v in notes.items())
-        res.metrics["ceiling_seconds"] = time.perf_counter() - t0
+        res.metrics["ceiling_seconds"] = self.clock() - t0
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
                                   res.metrics.get("input_ceiling"), params=p.model_dump(),
                                   data_wait=res.metrics.get("data_wait"), device=res.device).metrics())
@@ -291,21 +293,23 @@ def run_trial(
     wall_limit_s: float | None = None,
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
-    cache) and gets its headroom verdict."""
+    cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
+    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
-    run = _Run(cfg, device, out_dir)
+    run = _Run(cfg, device, out_dir, clock)
     failure: tuple[str, str, str | None] | None = None
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
-            run.result.metrics["wall_seconds"] = time.perf_counter() - run.t0
+            run.result.metrics["wall_seconds"] = clock() - run.t0
         except TunerError:
             raise
         except Exception as err:  # noqa: BLE001 - every other failure is the trial's state
