@@ -247,8 +247,9 @@ class _Run:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
         train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
         res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
-        train_s = res.value("train_seconds") or 0.0
-        seconds = min(cfg.measure.ceiling_seconds, CEILING_SHARE * (cfg.budget.seconds or train_s))
+        seconds = cfg.measure.ceiling_seconds  # a samples budget has no wall-time contract to share with
+        if cfg.budget.seconds is not None:
+            seconds = min(seconds, CEILING_SHARE * cfg.budget.seconds)
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
             return
         rank, world = rank_world()
