@@ -85,12 +85,32 @@ def budget_from_options(seconds: float | None, samples: int | None) -> Budget | 
 
 
 class Measure(_Strict):
-    """How throughput is measured: warm-up excluded, then several timed windows."""
+    """How throughput is measured: warm-up until the step time settles, then a few timed windows, each long enough
+    to mean something.
 
-    warmup_steps: int = Field(3, ge=0, le=10000, description="optimizer steps left out of timing")
-    windows: int = Field(5, ge=1, le=1000, description="timed windows; median and spread are over these")
-    ceiling_seconds: float = Field(1.0, ge=0, le=600, description="at most this long for each of the two ceilings "
-                                   "(compute, input), and at most a tenth of the training time; 0: none")
+    Window minimums, from a measurement here (built-in gan, batch 64, 50 steps on the 2-core CPU while other jobs
+    kept its load near 12): a step's time varied by 32% (coefficient of variation) from one to the next; the
+    figure of a window varied by 57% over 1-step windows, 54% over 2, 50% over 3, 27% over 8. So a one-step window
+    reads the machine's noise as a speed. Three steps are the least that averages some of it and keeps a slow
+    model (1 s a step) affordable: warm-up and 3 windows of 3 steps is ~12 s; 0.25 s is many scheduler slices
+    and clock reads, so a fast step's window is not one hiccup either. A budget too short for `windows` such
+    windows takes fewer (down to `min_windows`), never shorter ones; the pre-flight refuses a budget that cannot
+    hold `min_windows` of them.
+    """
+
+    warmup_steps: int = Field(2, ge=0, le=10000, description="at least this many optimizer steps left out of "
+                              "timing (0: none); warm-up goes on until the step time settles")
+    warmup_max_steps: int = Field(20, ge=0, le=10000, description="warm-up ends here even if the step time has "
+                                  "not settled")
+    warmup_settle: float = Field(0.1, gt=0, le=10, description="settled: two consecutive warm-up steps within "
+                                 "this fraction of each other")
+    windows: int = Field(5, ge=1, le=1000, description="timed windows at most; median and spread are over these")
+    min_windows: int = Field(3, ge=1, le=1000, description="fewest timed windows a budget too short for `windows` "
+                             "takes (the pre-flight refuses a budget that cannot fit them)")
+    window_min_steps: int = Field(3, ge=1, le=100000, description="optimizer steps each timed window holds at least")
+    window_min_seconds: float = Field(0.25, ge=0, le=3600, description="seconds each timed window lasts at least")
+    ceiling_seconds: float = Field(1.0, ge=0, le=600, description="wall-time deadline of each of the two ceilings "
+                                   "(compute, input), at most 5% of the budget each; 0: none")
 
 
 class Quality(_Strict):

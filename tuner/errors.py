@@ -35,6 +35,10 @@ class ConfigError(UserError):
     """A config or space file that is malformed, or a key with a wrong type or value."""
 
 
+class BudgetError(UserError):
+    """A seconds budget too short for the workload's measured step: the message names the budget it needs."""
+
+
 class DatasetError(UserError):
     """A dataset spec that names something missing or malformed."""
 

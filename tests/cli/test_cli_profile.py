@@ -18,7 +18,7 @@ dataset: synthetic
 workload_options: {image_size: 16}
 budget: {samples: 96}
 params: {batch_size: 8, accumulation_steps: 1, num_workers: 0, precision: fp32, beta1: 0.5, beta2: 0.999}
-measure: {warmup_steps: 1, windows: 2, ceiling_seconds: 0.2}
+measure: {warmup_steps: 1, windows: 2, window_min_steps: 1, ceiling_seconds: 1.0}
 quality: {enabled: false}
 provenance: {study: demo, trial: 3, pick: knee, pytorch: {DataLoader: {batch_size: 8}}}
 """

@@ -155,3 +155,23 @@ def test_a_reports_dir_that_cannot_be_written_is_one_line_and_nothing_runs(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and needle in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run.yaml"] + (["r"] if fault == "file" else []))
+
+
+def test_a_step_too_slow_for_the_budget_is_refused_before_training_with_the_budget_it_needs(tmp_path, capsys,
+                                                                                             monkeypatch):
+    import sys
+
+    import tuner.train  # noqa: F401 - the module, not the function tuner.train exports under the same name
+
+    monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_train_steps", lambda *a: 1.0)  # a planted 1-s step
+    text = GOOD.replace("budget: {samples: 96}", "budget: {seconds: 5}").replace(
+        "measure: {warmup_steps: 1, windows: 2}", "measure: {warmup_steps: 2, windows: 5, min_windows: 3}")
+    rc = main(["train", "--config", str(write(tmp_path, text)), "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    # 2 warm-up steps and 3 windows of 3 steps at 1 s each: 11 s, and a fifth more for a fresh process's noise
+    assert rc == 2 and len(err) == 1 and "--budget-seconds 14 or more" in err[0] and "1 s" in err[0]
+    assert not (tmp_path / "r" / "train").exists()  # refused before anything was written
+    # The budget it names is accepted.
+    rc = main(["train", "--config", str(write(tmp_path, text)), "--budget-seconds", "14", "--format", "json",
+               "--reports-dir", str(tmp_path / "r")])
+    assert rc == 0

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tuner.device import resolve_device
-from tuner.measure.ceiling import CeilingCache, cache_key, compute_ceiling, input_ceiling
+from tuner.measure.ceiling import CeilingCache, CeilingSkipped, cache_key, compute_ceiling, input_ceiling
 from fakes import FakeClock
 
 
@@ -35,7 +35,7 @@ def test_the_compute_ceiling_feeds_one_batch_over_and_over_and_leaves_warm_up_ou
             b = next(batches)
             seen.append(b)
             self.calls += 1
-            clock.advance(1.0 if self.calls == 1 else 0.02)  # a slow first (warm-up) step
+            clock.advance(0.1 if self.calls == 1 else 0.02)  # a slow first (warm-up) step
             return int(b.shape[0])
 
         def pop_mean_loss(self):
@@ -68,12 +68,76 @@ def test_the_input_ceiling_counts_samples_delivered_per_second_after_warm_up():
         n = 0
         while True:
             n += 1
-            clock.advance(5.0 if n <= 3 else 0.01)  # worker start-up for the first three
+            clock.advance(0.05 if n <= 3 else 0.01)  # worker start-up for the first three
             yield torch.zeros(4, 2), torch.zeros(4)
 
-    rate = input_ceiling(batches(), dev, seconds=0.3, warmup_batches=3, clock=clock)
+    rate = input_ceiling(batches(), dev, seconds=0.6, warmup_batches=3, clock=clock)
     assert abs(rate - 4 / 0.01) < 1e-6
     assert dev.syncs >= 6  # start and close of each window
+
+
+class OneSecondStep:
+    def __init__(self, clock):
+        self.clock, self.calls = clock, 0
+
+    def __call__(self, batches):
+        next(batches)
+        self.calls += 1
+        self.clock.advance(1.0)
+        return 4
+
+    def pop_mean_loss(self):
+        return 0.5
+
+
+def test_a_compute_ceiling_whose_deadline_cannot_hold_enough_steps_is_skipped_before_it_starts():
+    clock = FakeClock()
+    step = OneSecondStep(clock)
+    with pytest.raises(CeilingSkipped, match="one step takes 1 s: 0.5 s cannot hold"):
+        compute_ceiling(step, torch.zeros(4), CountingDevice(), seconds=0.5, clock=clock, step_seconds=1.0)
+    assert step.calls == 0 and clock() == 0.0  # nothing ran: the deadline is kept
+
+
+def test_a_compute_ceiling_without_a_step_estimate_stops_at_its_deadline_and_reads_nothing():
+    clock = FakeClock()
+    step = OneSecondStep(clock)
+    with pytest.raises(CeilingSkipped, match="deadline"):
+        compute_ceiling(step, torch.zeros(4), CountingDevice(), seconds=0.5, clock=clock)
+    assert clock() <= 0.5 + 1.0  # one step past the deadline at most: that step had to be taken to be timed
+
+
+def test_an_input_ceiling_from_a_slow_loader_stops_at_its_deadline_with_a_reason():
+    clock = FakeClock()
+
+    def batches():
+        while True:
+            clock.advance(0.3)
+            yield torch.zeros(4, 2), torch.zeros(4)
+
+    with pytest.raises(CeilingSkipped, match="deadline"):
+        input_ceiling(batches(), CountingDevice(), seconds=0.5, warmup_batches=1, clock=clock)
+    assert clock() <= 0.5 + 0.3
+
+
+def test_a_trial_s_ceilings_record_why_one_was_skipped(tmp_path):
+    import sys
+
+    from tuner.config import parse_config
+    from tuner.train.ceilings import measure_ceiling
+    from tuner.workload.loader import build, parse_ref
+    from userworkloads import GOOD, write
+
+    path = write(tmp_path, GOOD, "ceil_wl.py")
+    sys.modules.pop("ceil_wl", None)
+    cfg = parse_config({"workload": f"{path}:make", "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"ceiling_seconds": 0.5}})
+    workload = build(parse_ref(cfg.workload), {}, None)
+    train_set, _ = workload.datasets()
+    models = {k: f() for k, f in workload.models.items()}
+    notes = {}
+    value = measure_ceiling("compute", cfg, resolve_device("cpu"), workload, train_set, models, 0.5,
+                            step_seconds=1.0, notes=notes)
+    assert value is None and "one step takes 1 s" in notes["compute"]
 
 
 def test_cache_keys_follow_what_a_ceiling_depends_on():

@@ -28,7 +28,7 @@ params:
   persistent_workers: {type: bool, when: {num_workers: ">0"}}
   pin_memory: {type: bool, when: {gpus: ">0"}}
   precision: fp32
-trial: {measure: {warmup_steps: 1, windows: 2}}
+trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}
 """
 CPU_CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
 
@@ -134,15 +134,16 @@ def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own
 
 def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_through_the_cache(tmp_path):
     cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
-           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False}}
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False},
+           "measure": {"window_min_steps": 1}}  # ceilings of 1-step windows: room for them at any load
     loaders = [{"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}]
     cache = CeilingCache(tmp_path / "ceilings.json")
-    found = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
+    found = probe_batch(json.dumps(cfg), loaders, 0.5, str(cache.path), str(tmp_path / "cache"))
     assert found["compute"] > 0 and len(found["inputs"]) == 2 and all(v > 0 for v in found["inputs"])
     stored = json.loads(cache.path.read_text())
     # the two input ceilings, which trials with these knobs reuse; not the compute ceiling of an untrained model
     assert sorted(v["kind"] for v in stored.values()) == ["input", "input"]
-    again = probe_batch(json.dumps(cfg), loaders, 0.2, str(cache.path), str(tmp_path / "cache"))
+    again = probe_batch(json.dumps(cfg), loaders, 0.5, str(cache.path), str(tmp_path / "cache"))
     assert again["inputs"] == found["inputs"] and again["compute"] > 0
 
 

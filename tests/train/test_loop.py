@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import pytest
 import torch
 
 from tuner.config import Budget, Measure
@@ -77,10 +78,10 @@ def test_every_clock_read_follows_a_device_sync():
         syncs_at_read.append(len(reads))
 
     dev.synchronize = sync
-    run_loop(FakeStep(clock, itertools.repeat(0.01)), itertools.repeat(None), budget=Budget(samples=500),
-             measure=Measure(warmup_steps=1, windows=5), device=dev, clock=clock)
-    # Timer: one start and one close per window, each a sync then a read.
-    assert dev.sync_calls == 10
+    res = run_loop(FakeStep(clock, itertools.repeat(0.01)), itertools.repeat(None), budget=Budget(samples=500),
+                   measure=Measure(warmup_steps=1, windows=5), device=dev, clock=clock)
+    # Timer: one start and one close per window, each a sync then a read; each warm-up step is synced (untimed).
+    assert dev.sync_calls == 10 + res.warmup_steps
 
 
 def test_non_finite_loss_stops_the_run_as_diverged():
@@ -100,13 +101,52 @@ def test_wall_limit_caps_a_slow_config_but_keeps_its_throughput():
     assert res.windows and all(math.isclose(w.throughput, 10.0) for w in res.windows)
 
 
-def test_a_config_slower_than_the_cap_stops_warming_up_early_and_still_gets_one_timed_step():
+def test_a_config_slower_than_the_cap_stops_warming_up_early_and_reads_no_one_step_window():
     clock = FakeClock()
     res = run(FakeStep(clock, itertools.repeat(21.0)), clock, Budget(seconds=15),
               Measure(warmup_steps=3, windows=5), wall_limit_s=30)
-    assert res.capped and len(res.windows) == 1
-    assert res.steps == 2 and res.seconds <= 42  # one warm-up step, one timed step
-    assert math.isclose(res.windows[0].throughput, 10 / 21)
+    assert res.capped and res.windows == []  # the cap cut the first window at one step: no reading from it
+    assert res.steps == 2 and res.seconds <= 42 and res.dropped_steps == 1
+
+
+@pytest.mark.parametrize("budget_s, windows", [(20, 5), (12, 3)])
+def test_a_slow_step_gets_fewer_windows_of_several_steps_within_the_budget(budget_s, windows):
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(1.0)), clock, Budget(seconds=budget_s),
+              Measure(warmup_steps=2, windows=5, min_windows=3, window_min_steps=3))
+    assert len(res.windows) == windows
+    assert all(w.samples >= 3 * 10 for w in res.windows)  # at least three 1-s steps of 10 samples each
+    assert res.seconds <= budget_s + 1.0  # within one step of the budget
+
+
+def test_a_budget_too_short_for_the_fewest_windows_never_reads_a_one_step_window():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.repeat(1.0)), clock, Budget(seconds=5),
+              Measure(warmup_steps=2, windows=5, min_windows=2, window_min_steps=3))
+    assert len(res.windows) == 2 and all(w.samples == 30 for w in res.windows)
+
+
+def test_warm_up_ends_when_the_step_time_settles():
+    clock = FakeClock()
+    durations = [3.0, 2.0, 1.5, 1.0, 1.02] + [1.0] * 10_000
+    res = run(FakeStep(clock, durations), clock, Budget(seconds=60), Measure(warmup_steps=2, warmup_settle=0.1))
+    assert res.warmup_steps == 5 and res.step_seconds == pytest.approx(1.02)
+    assert all(math.isclose(w.throughput, 10.0) for w in res.windows)  # no warm-up step in a window
+
+
+def test_warm_up_that_never_settles_stops_at_its_maximum():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.cycle([0.1, 0.2])), clock, Budget(seconds=60),
+              Measure(warmup_steps=2, warmup_max_steps=7))
+    assert res.warmup_steps == 7 and len(res.windows) == 5
+
+
+def test_warm_up_stops_early_to_leave_the_budget_its_windows():
+    clock = FakeClock()
+    res = run(FakeStep(clock, itertools.cycle([1.0, 2.0])), clock, Budget(seconds=20),
+              Measure(warmup_steps=2, warmup_max_steps=20, min_windows=3, window_min_steps=2))
+    assert res.warmup_steps == 6 and len(res.windows) >= 3  # 9 s in, one more could not fit 3 windows
+    assert all(w.samples >= 20 for w in res.windows)
 
 
 def test_overall_rate_keeps_the_slow_window_that_the_median_drops():

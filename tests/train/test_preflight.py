@@ -77,3 +77,17 @@ def test_broken_workloads_are_refused_with_the_path_and_line(tmp_path, make, mes
 def test_the_dataset_option_reaches_only_factories_that_take_it(tmp_path):
     with pytest.raises(WorkloadError, match="--dataset / dataset: does not fit make"):
         check(tmp_path, GOOD, dataset="digits")
+
+
+def test_the_check_times_its_steps_and_a_budget_too_short_for_them_is_refused(tmp_path):
+    from tuner.errors import BudgetError
+    from tuner.train.preflight import check_budget
+
+    result = check(tmp_path, GOOD)
+    assert result.step_seconds is not None and result.step_seconds > 0
+    cfg = parse_config({"workload": "gan", "budget": {"seconds": 5},
+                        "measure": {"warmup_steps": 2, "min_windows": 3, "window_min_steps": 3}})
+    check_budget(cfg, 0.1, "cpu", "gan")  # 0.2 + 3 x 0.3 s fit
+    with pytest.raises(BudgetError, match=r"a 5 s budget is too short .* need 11 s; give --budget-seconds 14 or more"):
+        check_budget(cfg, 1.0, "cpu", "gan")
+    check_budget(parse_config({"workload": "gan", "budget": {"samples": 64}}), 100.0, "cpu", "gan")  # no wall contract

@@ -15,7 +15,7 @@ from tuner.train.profile import profile_config
 def cfg(**over):
     base = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
             "budget": {"samples": 160}, "params": {"batch_size": 8},
-            "measure": {"warmup_steps": 1, "windows": 3, "ceiling_seconds": 0.2}, "quality": {"enabled": False}}
+            "measure": {"warmup_steps": 1, "windows": 3, "window_min_steps": 1, "ceiling_seconds": 1.0}, "quality": {"enabled": False}}
     for k, v in over.items():
         base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return parse_config(base)

@@ -26,6 +26,7 @@ def train(
     from tuner.config import budget_from_options, load_config
     from tuner.files import check_writable
     from tuner.train import preflight, run_trial
+    from tuner.train.preflight import check_budget
 
     cfg = load_config(config)
     budget = budget_from_options(budget_seconds, budget_samples)
@@ -39,6 +40,7 @@ def train(
     if out_dir is not None:
         check_writable(out_dir, "--out-dir")
     device, check = preflight(cfg, reports_dir / ".cache")
+    check_budget(cfg, check.step_seconds, device.describe(), check.name)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     if not as_json:
         on = f" on {cfg.dataset}" if cfg.dataset else ""

@@ -254,10 +254,12 @@ def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
             "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device}}
 
 
-def check_plan(plan: SearchPlan) -> list[Objective]:
+def check_plan(plan: SearchPlan, cpu_trials: bool = False) -> list[Objective]:
     """Build the workload once, as a trial would, before Ray starts (tuner.train.check_workload, on the CPU so
     the driver holds no GPU memory while trials run), and resolve the objectives: `quality` becomes the
-    workload's own, and a metric of the workload's must be among what its evaluate() returns."""
+    workload's own, and a metric of the workload's must be among what its evaluate() returns. With `cpu_trials`
+    (the trials run on this machine's CPU, so the check's step time is theirs) a seconds budget too short for
+    the baseline's step is refused here, naming the budget it needs (tuner.train.preflight.check_budget)."""
     from tuner.device import resolve_device
     from tuner.train import check_workload
 
@@ -267,6 +269,10 @@ def check_plan(plan: SearchPlan) -> list[Objective]:
     point = plan.space.resolve(context, strict=False).baseline_point(context)
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
+    if cpu_trials:
+        from tuner.train.preflight import check_budget
+
+        check_budget(cfg, check.step_seconds, "cpu", check.name)
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
         else plan.objectives
     for o in objectives:

@@ -175,7 +175,8 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
-    plan.objectives = check_plan(plan)  # before anything is printed: a bad workload is one line on stderr
+    cpu_trials = cluster is not None and not plan.resume and resolve_resources(opts, cluster).gpus_per_trial <= 0
+    plan.objectives = check_plan(plan, cpu_trials)  # before anything is printed: a bad workload is one line on stderr
     shared = shared_fid_cache(plan)
 
     import ray

@@ -60,6 +60,13 @@ METRICS: tuple[Metric, ...] = (
            "(USS) of the process and its loader workers", "mb", "minimize", "cost", column=True, unit="MB"),
     Metric("train_seconds", "train s", "wall time of the training loop, warm-up included", "seconds", "minimize",
            "cost", column=True, unit="s"),
+    Metric("wall_seconds", "wall s", "wall time from the first training step to the end of the ceilings: training, "
+           "scoring and ceilings (the budget plus its margin bounds it; set-up before training is not in it)",
+           "seconds", group="cost", unit="s"),
+    Metric("step_seconds", "step s", "one optimizer step's wall time at the end of warm-up (device synced; the "
+           "slowest rank under DDP)", "seconds", group="info", unit="s"),
+    Metric("warmup_steps", "warm-up steps", "untimed steps before the windows: until the step time settled",
+           "count", group="info"),
     Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",
            group="info"),
     Metric("steps", "steps", "optimizer steps", "count", group="info"),
@@ -76,6 +83,8 @@ METRICS: tuple[Metric, ...] = (
            "cost", unit="s"),
     Metric("ceiling_seconds", "ceiling s", "seconds spent measuring the two ceilings (0 when both came from the "
            "study's cache)", "seconds", group="cost", unit="s"),
+    Metric("ceiling_skipped", "ceiling skipped", "why a ceiling was not measured: its deadline "
+           "(measure.ceiling_seconds) could not hold enough steps", "text", group="info"),
     Metric("quality_setup_seconds", "quality setup s", "one-time seconds before scoring (caches, extractor, "
            "first device linear algebra); not part of quality_seconds", "seconds", group="cost", unit="s"),
 )

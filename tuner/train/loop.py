@@ -1,10 +1,15 @@
 """The budgeted, measured training loop every workload runs.
 
-warm-up steps (untimed) -> timed windows until the budget (seconds or samples) is spent. The clock is read at
-window ends only (after a device sync), and the loss is read there too, which is where divergence is detected.
+warm-up steps (untimed, until the step time settles) -> timed windows until the budget (seconds or samples) is
+spent. Each window holds at least `measure.window_min_steps` steps and lasts `measure.window_min_seconds`: a budget
+too short for `measure.windows` of them takes fewer (down to `measure.min_windows`), never one-step windows. The
+clock is read at window ends only (after a device sync), and the loss is read there too, which is where
+divergence is detected. A seconds budget is kept to within one step (plus the last window's minimum when the
+pre-flight's estimate of the step was wrong); the wall cap is a backstop, and a window it cuts before it holds
+its minimum steps is dropped, not read.
 
 Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
-stops together, windows hold a step count fixed after warm-up (the slowest rank's pace), and the wall cap and a
+stops together, windows hold a step count fixed at their start (the slowest rank's pace), and the wall cap and a
 non-finite loss are agreed at window ends, so no rank takes a step the others do not.
 """
 
@@ -36,6 +41,17 @@ class LoopResult:
     diverged: bool = False
     capped: bool = False
     loss_curve: list[list[float]] = field(default_factory=list)
+    warmup_steps: int = 0
+    step_seconds: float | None = None  # the last warm-up step's wall time (all ranks: the slowest), device synced
+    dropped_steps: int = 0  # steps of a window the wall cap cut before it held window_min_steps (not a reading)
+
+
+def window_count(left: float, one_window: float, measure: Measure) -> int:
+    """How many windows fit `left` (seconds or samples) when each needs at least `one_window`: `measure.windows`
+    when they fit, fewer when not, never fewer than `min_windows` (which then take longer than `left`)."""
+    low = min(measure.min_windows, measure.windows)
+    fit = int(left // one_window) if one_window > 0 else measure.windows
+    return max(low, min(measure.windows, fit))
 
 
 def forever(loader: Any, set_epoch: Callable[[int], None] | None = None) -> Iterator[Any]:
@@ -66,43 +82,77 @@ def run_loop(
     timer = WindowTimer(device, meter, clock)
     res = LoopResult(windows=timer.windows)
     start = clock()
+    min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
 
     def over_wall() -> bool:
         return wall_limit_s is not None and clock() - start >= wall_limit_s
 
-    # Warm-up: untimed. Under DDP at least one step, synchronized, to learn the shared pace.
-    warmup = max(measure.warmup_steps, 1) if shared_pace and budget.seconds is not None else measure.warmup_steps
-    step_s = 0.0
-    for _ in range(warmup):
+    def timed_need(step_s: float) -> float:
+        """Seconds the fewest windows of the least length take at this pace."""
+        return min(measure.min_windows, measure.windows) * max(min_steps * step_s, min_s)
+
+    # Warm-up: untimed, each step synced (nothing is timed here, so the syncs cost no reading). It ends when two
+    # consecutive steps agree within warmup_settle (after warmup_steps, before warmup_max_steps), or earlier when
+    # going on would leave the budget too little for the timed windows. Under DDP at least one step, to learn the
+    # shared pace, and every rank stops at the same step.
+    low = max(measure.warmup_steps, 1) if shared_pace and budget.seconds is not None else measure.warmup_steps
+    high = max(low, measure.warmup_max_steps)
+    prev: float | None = None
+    step_n = 0
+    while low > 0 and res.warmup_steps < high:
         t = clock()
-        res.samples += step(meter)
+        step_n = step(meter)
+        res.samples += step_n
         res.steps += 1
-        if shared_pace:
-            device.synchronize()
+        res.warmup_steps += 1
+        device.synchronize()
         step_s = clock() - t
-        # Stop warming up when one more step of this length would leave no time for a timed step.
-        if agree.any(wall_limit_s is not None and clock() - start + 2 * step_s >= wall_limit_s):
+        settled = prev is not None and abs(step_s - prev) <= measure.warmup_settle * min(step_s, prev)
+        prev = step_s
+        elapsed = clock() - start
+        force = res.warmup_steps >= high or (budget.seconds is not None and res.warmup_steps >= low
+                                             and elapsed + step_s + timed_need(step_s) > budget.seconds)
+        force = force or (wall_limit_s is not None and elapsed + 2 * step_s >= wall_limit_s)
+        verdict = agree.max(2.0 if force else 0.0 if settled and res.warmup_steps >= low else 1.0)
+        if verdict != 1.0:  # 2: some rank must stop; 0: every rank has settled
             break
-    if warmup and agree.any(not math.isfinite(step.pop_mean_loss())):
+    if prev is not None:
+        res.step_seconds = agree.max(prev) if shared_pace else prev
+    if res.warmup_steps and agree.any(not math.isfinite(step.pop_mean_loss())):
         res.diverged = True
         res.seconds = clock() - start
         return res
 
-    # Split what is left of the budget into equal windows.
-    if budget.seconds is not None:
-        window_s = max(budget.seconds - (clock() - start), 0.0) / measure.windows
-        if shared_pace:  # a step count every rank shares, from the slowest rank's warm-up pace
-            local = max(1, math.ceil(window_s / max(agree.max(step_s), 1e-6)))
-            window_steps = int(agree.max(local))  # each rank's clock says how much budget is left: agree on it
-            window_done = lambda w_start, n: n >= window_steps  # noqa: E731
-        else:
-            window_done = lambda w_start, n: clock() - w_start >= window_s  # noqa: E731 - host clock, no sync
-    else:
-        left = max(budget.samples - res.samples * agree.world, measure.windows)
-        window_n = math.ceil(left / measure.windows / agree.world)
-        window_done = lambda w_start, n: timer.open_samples >= window_n  # noqa: E731
+    if wall_limit_s is not None and agree.any(over_wall()):  # warm-up alone used the cap: no step more
+        res.capped = True
+        res.seconds = clock() - start
+        return res
 
-    for _ in range(measure.windows):
+    # Windows: as many as fit (measure.windows at most, min_windows at least), each at least window_min_steps
+    # steps and window_min_seconds long; what is left of a seconds budget is split again at each window start,
+    # so a slow window takes its time from the later ones rather than from the budget.
+    step_s = res.step_seconds or 0.0
+    if budget.seconds is not None:
+        end = start + budget.seconds
+        n_windows = window_count(max(end - clock(), 0.0), max(min_steps * step_s, min_s), measure)
+        window_s = lambda i: max((end - clock()) / (n_windows - i), min_s)  # noqa: E731
+    else:
+        per_step = step_n * agree.world
+        left = max(budget.samples - res.samples * agree.world, 0)
+        n_windows = window_count(left, min_steps * per_step, measure) if per_step else measure.windows
+        window_n = max(math.ceil(left / n_windows / agree.world), 1)
+
+    for i in range(n_windows):
+        if budget.seconds is not None:
+            if shared_pace:  # a step count every rank shares, from the slowest rank's pace and clock
+                local = math.ceil(window_s(i) / max(step_s, 1e-6))
+                target = int(agree.max(max(min_steps, local)))
+                window_done = lambda w_start, n: n >= target  # noqa: E731
+            else:
+                target_s = window_s(i)
+                window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s  # noqa: E731
+        else:
+            window_done = lambda w_start, n: n >= min_steps and timer.open_samples >= window_n  # noqa: E731
         timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
         w_start, n_steps = clock(), 0
         while True:
@@ -117,18 +167,21 @@ def run_loop(
                 res.capped = True
                 break
         timer.close()
+        if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
+            timer.windows.pop()
+            res.dropped_steps += n_steps
         device.sample_memory()
         loss = step.pop_mean_loss()
         res.loss_curve.append([res.samples * agree.world, loss])
         if agree.any(not math.isfinite(loss)):
             res.diverged = True
             break
-        if on_window is not None:
+        if on_window is not None and n_steps >= min_steps:
             w = timer.windows[-1]
             on_window({"window": len(timer.windows), "throughput": w.throughput * agree.world, "train_loss": loss,
                        "samples": res.samples * agree.world})
         if res.capped or agree.any(over_wall()):
-            res.capped = res.capped or len(timer.windows) < measure.windows
+            res.capped = res.capped or len(timer.windows) < n_windows
             break
     res.seconds = clock() - start
     return res

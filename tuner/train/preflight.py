@@ -4,20 +4,24 @@ The workload check builds the workload as a trial would (import, factory with it
 two training steps and calls evaluate() once on a few validation batches, so a broken import, a factory that
 rejects its options, datasets that are empty or not map-style, a loss that raises, or a quality metric evaluate()
 never returns is one line and exit 2 here, not a study of failed trials. It also pays a process's one-time costs
-(dataset caches, the FID extractor, first-step kernel selection) before the first trial is timed.
+(dataset caches, the FID extractor, first-step kernel selection) before the first trial is timed. The steps are
+timed, so a seconds budget too short for the model's step is refused here (check_budget) with the budget it needs,
+rather than every trial being cut at the wall cap with one-step readings.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from tuner.config import TrialConfig
+from tuner.config import Measure, TrialConfig
 from tuner.device import Device, resolve_device
-from tuner.errors import TunerError, WorkloadError
+from tuner.errors import BudgetError, TunerError, WorkloadError
 from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
@@ -37,6 +41,7 @@ class WorkloadCheck:
     quality: Objective | None
     metrics: list[str] = field(default_factory=list)  # numeric keys evaluate() returned
     info: dict[str, Any] = field(default_factory=dict)
+    step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
 
 
 def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
@@ -51,10 +56,11 @@ def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
     return n
 
 
-def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig, device: Device) -> None:
+def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig,
+                 device: Device) -> float:
     """A couple of real optimizer steps on real batches, with the config's knobs (no loader workers): a loss that
     raises is caught here, and a fresh process pays its first-step costs (kernel selection, thread pools,
-    allocator) before anything is timed."""
+    allocator) before anything is timed. Returns the faster step's wall time, for the budget check."""
     from torch.utils.data import DataLoader
 
     from tuner.train.loop import forever
@@ -68,9 +74,37 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
                         collate_fn=workload.collate)
     step = PhaseStep(workload, models, params, device)
     batches = forever(loader)
+    times = []
     for _ in range(PREFLIGHT_STEPS):
+        t = time.perf_counter()
         step(batches)
-    device.synchronize()
+        device.synchronize()
+        times.append(time.perf_counter() - t)
+    return min(times)  # the first pays one-time costs: the faster one is closer to the trial's step
+
+
+def budget_need(measure: Measure, step_s: float) -> float:
+    """Seconds a trial needs at this step time: its least warm-up and its fewest windows of the least length."""
+    windows = min(measure.min_windows, measure.windows)
+    return max(measure.warmup_steps, 1) * step_s + windows * max(measure.window_min_steps * step_s,
+                                                                 measure.window_min_seconds)
+
+
+def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str) -> None:
+    """Refuse a seconds budget that cannot hold the warm-up and the fewest windows at the pre-flight's step
+    time, naming the budget that can (with a fifth more: the pre-flight step of a fresh process is noisy).
+    A samples budget has no wall-time contract, so it is not checked."""
+    budget = cfg.budget.seconds
+    if budget is None or step_s is None:
+        return
+    need = budget_need(cfg.measure, step_s)
+    if need <= budget:
+        return
+    m = cfg.measure
+    raise BudgetError(f"a {budget:g} s budget is too short for workload {name}: one training step took "
+                      f"{step_s:.3g} s in the pre-flight (batch {cfg.params.batch_size} on {device}), and warm-up "
+                      f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s; "
+                      f"give --budget-seconds {math.ceil(need * 1.2)} or more, or a smaller batch_size")
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
@@ -95,7 +129,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             stage = "building the models"
             models = build_models(workload, device, cfg.params.seed)
             stage = "a training step (the loss)"
-            _train_steps(workload, models, train_set, cfg, device)
+            step_s = _train_steps(workload, models, train_set, cfg, device)
             metrics: dict[str, Any] = {}
             if workload.evaluate is not None:
                 stage = "evaluate()"
@@ -121,7 +155,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info))
+                         info=dict(workload.info), step_seconds=step_s)
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:

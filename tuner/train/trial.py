@@ -38,6 +38,18 @@ from tuner.workload.context import TrialContext, running
 from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
 
 
+CEILING_SHARE = 0.05  # each ceiling's deadline is at most this share of the budget: both fit the 10% margin
+
+BUDGET_MARGIN_SHARE = 0.1  # a trial's wall time (training, ceilings, scoring) stays within the budget plus
+BUDGET_MARGIN_STEPS = 2  # this share of it and this many steps (README: "The budget")
+
+
+def budget_margin(budget_s: float, step_s: float | None) -> float:
+    """The stated margin over a seconds budget: 10% of it (the two ceilings' deadlines) and two steps (the
+    window that ends on the step past the budget, and one more where the step time moved after warm-up)."""
+    return BUDGET_MARGIN_SHARE * budget_s + BUDGET_MARGIN_STEPS * (step_s or 0.0)
+
+
 @contextlib.contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
     """torch's CPU compute threads for this trial only: a reused Ray actor must not hand them to the next trial."""
@@ -179,14 +191,15 @@ def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device
 class _Run:
     """One trial's state, so a failure handler can read what was measured and then drop every big tensor."""
 
-    def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None) -> None:
-        self.cfg, self.device, self.out_dir = cfg, device, out_dir
+    def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.cfg, self.device, self.out_dir, self.clock = cfg, device, out_dir, clock
         self.result = TrialResult(state="complete", device=device.describe())
         self.models: dict[str, nn.Module] | None = None
         self.step: PhaseStep | None = None
         self.workload: Workload | None = None
         self.train_set: Any = None
-        self.t0 = time.perf_counter()
+        self.t0 = clock()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
         cfg, device = self.cfg, self.device
@@ -197,11 +210,11 @@ class _Run:
         self.models, self.step = training.models, training.step
 
         device.reset_peak_memory()
-        self.t0 = time.perf_counter()
+        self.t0 = self.clock()
         batches = training.batches()
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
-                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world))
+                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock)
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
         summary = summarize(loop.windows)
@@ -212,8 +225,12 @@ class _Run:
             throughput_spread=summary.spread,
             throughput_overall=summary.overall * world if summary.overall is not None else None,
             data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
-            samples=loop.samples * world, steps=loop.steps)
+            samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
+            step_seconds=loop.step_seconds)
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
+        if loop.capped and not loop.windows:
+            res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
+                         f"the step is too slow for this budget (raise --budget-seconds)")
         if loop.diverged:
             res.state, res.error = "diverged", "non-finite training loss"
             return
@@ -233,18 +250,23 @@ class _Run:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
         train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
         res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
-        train_s = res.value("train_seconds") or 0.0
-        seconds = min(cfg.measure.ceiling_seconds, 0.1 * train_s)
+        seconds = cfg.measure.ceiling_seconds  # a samples budget has no wall-time contract to share with
+        if cfg.budget.seconds is not None:
+            seconds = min(seconds, CEILING_SHARE * cfg.budget.seconds)
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
             return
         rank, world = rank_world()
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
+        notes: dict[str, str] = {}
         found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
-                         rank=rank, world=world)
+                         rank=rank, world=world, step_seconds=res.value("step_seconds"), notes=notes,
+                         clock=self.clock)
         for kind, value in found.items():
             res.metrics[f"{kind}_ceiling"] = value
-        res.metrics["ceiling_seconds"] = time.perf_counter() - t0
+        if notes:
+            res.metrics["ceiling_skipped"] = "; ".join(f"{k}: {v}" for k, v in notes.items())
+        res.metrics["ceiling_seconds"] = self.clock() - t0
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
                                   res.metrics.get("input_ceiling"), params=p.model_dump(),
                                   data_wait=res.metrics.get("data_wait"), device=res.device).metrics())
@@ -275,20 +297,23 @@ def run_trial(
     wall_limit_s: float | None = None,
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
-    cache) and gets its headroom verdict."""
+    cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
+    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
-    run = _Run(cfg, device, out_dir)
+    run = _Run(cfg, device, out_dir, clock)
     failure: tuple[str, str, str | None] | None = None
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
+            run.result.metrics["wall_seconds"] = clock() - run.t0
         except (TunerError, KeyboardInterrupt):
             raise
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state

@@ -1,0 +1,81 @@
+"""The budget is a contract: a slow step's trial (training, scoring, ceilings) ends within its budget plus the
+stated margin, its windows hold several steps, and a ceiling whose deadline cannot hold enough steps is skipped
+with its reason. Time is a fake clock the planted workload advances: no real clock is asserted on."""
+
+import sys
+
+import pytest
+
+from tuner.config import parse_config
+from tuner.train import run_trial
+from tuner.train.trial import budget_margin
+from userworkloads import write
+
+SLOW = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import tuner
+
+T = [0.0]  # the fake clock: a step takes 0.5 s of it, loading a sample 0.01 s, scoring 0.3 s
+
+
+class Slow(torch.utils.data.Dataset):
+    def __init__(self, n):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 4, generator=g)
+        self.y = (self.x.sum(1) > 0).long()
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        T[0] += 0.01
+        return self.x[i], self.y[i]
+
+
+def loss(models, batch):
+    T[0] += 0.5
+    return F.cross_entropy(models["net"](batch[0]), batch[1])
+
+
+def evaluate(models, val_batches):
+    T[0] += 0.3
+    total, n = 0.0, 0
+    for x, y in val_batches:
+        total += float(F.cross_entropy(models["net"](x), y, reduction="sum"))
+        n += len(y)
+    return {"val_loss": total / n}
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=lambda: (Slow(64), Slow(32)),
+                          loss=loss, evaluate=evaluate, quality=("val_loss", "min"))
+'''
+
+
+@pytest.fixture
+def slow(tmp_path):
+    path = write(tmp_path, SLOW, "slowstep.py")
+    sys.modules.pop("slowstep", None)
+    yield path, lambda: sys.modules["slowstep"].T[0] if "slowstep" in sys.modules else 0.0
+    sys.modules.pop("slowstep", None)
+
+
+@pytest.mark.parametrize("budget_s", [8, 20])
+def test_a_slow_step_s_trial_keeps_its_budget_and_reads_only_windows_of_several_steps(tmp_path, slow, budget_s):
+    path, clock = slow
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": budget_s},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 5, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 1.0}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock)
+    assert res.state == "complete", res.error
+    step_s = res.value("step_seconds")
+    assert step_s == pytest.approx(0.58)  # 0.5 s of step and 8 samples loaded
+    assert 3 <= len(res.windows) <= 5
+    ends = [res.value("warmup_steps") * 8] + [samples for samples, _ in res.loss_curve]  # samples at window ends
+    assert all(b - a >= 3 * 8 for a, b in zip(ends, ends[1:]))  # no window shorter than three steps
+    assert res.value("wall_seconds") <= budget_s + budget_margin(budget_s, step_s)
+    assert "compute: one step takes 0.58 s" in res.get("ceiling_skipped")  # 5% of the budget holds no 7 steps
