@@ -56,6 +56,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     allocator) before anything is timed."""
     from torch.utils.data import DataLoader
 
+    from tuner.train.batch import checked_collate
     from tuner.train.loop import forever
     from tuner.train.step import PhaseStep
 
@@ -64,7 +65,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
                                            "prefetch_factor": None, "persistent_workers": False,
                                            "pin_memory": False})
     loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=False, drop_last=True,
-                        collate_fn=workload.collate)
+                        collate_fn=workload.collate or checked_collate)
     step = PhaseStep(workload, models, params, device)
     batches = forever(loader)
     for _ in range(PREFLIGHT_STEPS):

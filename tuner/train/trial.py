@@ -192,6 +192,7 @@ class _Run:
         workload, val_set = training.workload, training.val_set
         self.workload, self.train_set = workload, training.train_set
         self.models, self.step = training.models, training.step
+        self.result.optimizer = training.step.settings
 
         device.reset_peak_memory()
         self.t0 = time.perf_counter()
@@ -211,6 +212,9 @@ class _Run:
             data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
             samples=loop.samples * world, steps=loop.steps)
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
+        per_sample = self.step.units_per_sample()
+        if per_sample is not None and res.metrics.get("throughput") is not None:
+            res.metrics.update(unit_throughput=res.metrics["throughput"] * per_sample, sample_unit=workload.sample_unit)
         if loop.diverged:
             res.state, res.error = "diverged", "non-finite training loss"
             return
