@@ -78,10 +78,18 @@ def print_json(doc: Any) -> None:
     print(dump_json(doc))
 
 
+def user_output() -> Any:
+    """While the workload's code runs in this process: what it prints (a model's constructor reporting its size)
+    goes to stderr, so stdout stays the one table or JSON document the command writes."""
+    import contextlib
+
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def note(text: str) -> None:
     """Progress and hints: stderr, so stdout stays the result."""
     print(text, file=sys.stderr)
 
 
 __all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "stderr_console",
-           "stdout_console"]
+           "stdout_console", "user_output"]

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console
+from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console, user_output
 from tuner.errors import ConfigError, RunFailed
 
 
@@ -36,14 +36,15 @@ def train(
     if fid_weights is not None:
         cfg.quality.fid_weights = fid_weights
     as_json = format is Format.json
-    device, check = preflight(cfg, reports_dir / ".cache")
-    out = out_dir or reports_dir / "train"
-    out.mkdir(parents=True, exist_ok=True)
-    if not as_json:
-        on = f" on {cfg.dataset}" if cfg.dataset else ""
-        note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
-    result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
-                       on_window=None if as_json else _print_window)
+    with user_output():  # what the workload prints goes to stderr: stdout is the result
+        device, check = preflight(cfg, reports_dir / ".cache")
+        out = out_dir or reports_dir / "train"
+        out.mkdir(parents=True, exist_ok=True)
+        if not as_json:
+            on = f" on {cfg.dataset}" if cfg.dataset else ""
+            note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
+        result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
+                           on_window=None if as_json else _print_window)
     if as_json:
         print_json(result.to_json())
     else:
@@ -54,6 +55,19 @@ def train(
 
 def _print_window(w: dict[str, Any]) -> None:
     note(f"  window {w['window']}: {w['throughput']:.1f} samples/s, train loss {w['train_loss']:.4f}")
+
+
+def optimizer_text(settings: dict[str, dict[str, Any]]) -> str:
+    """`Adam lr 0.0002, betas 0.5/0.999` per phase (`d: ...; g: ...` for several): what the trial trained with."""
+    def one(s: dict[str, Any]) -> str:
+        parts = [f"{k} {'/'.join(f'{x:g}' if isinstance(x, float) else str(x) for x in v)}" if isinstance(v, list)
+                 else f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                 for k, v in s.items() if k != "optimizer"]
+        return f"{s.get('optimizer', '?')} " + ", ".join(parts)
+
+    if len(settings) == 1:
+        return one(next(iter(settings.values())))
+    return "; ".join(f"{phase}: {one(s)}" for phase, s in settings.items())
 
 
 def _print_summary(result: Any) -> None:
@@ -68,10 +82,15 @@ def _print_summary(result: Any) -> None:
     t.add_row("throughput", f"{fmt_metric('throughput', result.throughput)} samples/s  (spread {spread} over "
                             f"{len(result.windows)} windows)")
     shown = {"throughput", "throughput_spread"}
+    if result.optimizer:
+        t.add_row("optimizer", optimizer_text(result.optimizer))
     for m in METRICS:
         if m.key not in shown and result.get(m.key) is not None:
-            t.add_row(m.label, f"{fmt_metric(m.key, result.get(m.key))} {m.unit}".rstrip())
-    for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS}):
+            label, unit = m.label, m.unit
+            if m.key == "unit_throughput" and result.get("sample_unit"):
+                label = unit = f"{result.get('sample_unit')}/s"
+            t.add_row(label, f"{fmt_metric(m.key, result.get(m.key))} {unit}".rstrip())
+    for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS} | {"sample_unit"}):
         t.add_row(key, fmt_metric(key, result.get(key)))
     if result.capped:
         t.add_row("capped", "stopped by the wall-time cap before the budget was spent")

@@ -8,7 +8,7 @@ so bad input never starts Ray or touches disk.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ class SearchPlan:
     confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
     loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search.probe)
+    own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
 
     @property
     def study_dir(self) -> Path:
@@ -268,6 +269,7 @@ def check_plan(plan: SearchPlan) -> list[Objective]:
     point = plan.space.resolve(context, strict=False).baseline_point(context)
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
+    plan.own = check.own
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
         else plan.objectives
     for o in objectives:

@@ -36,6 +36,23 @@ class WorkloadCheck:
     quality: Objective | None
     metrics: list[str] = field(default_factory=list)  # numeric keys evaluate() returned
     info: dict[str, Any] = field(default_factory=dict)
+    own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
+
+
+def own_params(workload: Workload) -> dict[str, float]:
+    """The Params values that stand for the workload's own optimizer settings (its first phase's): what a
+    study's baseline trains with where the space searches lr, lr_scale or the betas."""
+    from tuner.config import Params
+    from tuner.train.step import phase_hyperparameters
+
+    hp = phase_hyperparameters(workload, workload.training_phases()[0], Params())
+    own: dict[str, float] = {"lr_scale": 1.0}
+    if isinstance(hp.get("lr"), (int, float)):
+        own["lr"] = float(hp["lr"])
+    betas = hp.get("betas")
+    if isinstance(betas, (tuple, list)) and len(betas) == 2:
+        own["beta1"], own["beta2"] = float(betas[0]), float(betas[1])
+    return own
 
 
 def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
@@ -115,7 +132,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info))
+                         info=dict(workload.info), own=own_params(workload))
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
