@@ -57,23 +57,10 @@ def _print_window(w: dict[str, Any]) -> None:
     note(f"  window {w['window']}: {w['throughput']:.1f} samples/s, train loss {w['train_loss']:.4f}")
 
 
-def optimizer_text(settings: dict[str, dict[str, Any]]) -> str:
-    """`Adam lr 0.0002, betas 0.5/0.999` per phase (`d: ...; g: ...` for several): what the trial trained with."""
-    def one(s: dict[str, Any]) -> str:
-        parts = [f"{k} {'/'.join(f'{x:g}' if isinstance(x, float) else str(x) for x in v)}" if isinstance(v, list)
-                 else f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-                 for k, v in s.items() if k != "optimizer"]
-        return f"{s.get('optimizer', '?')} " + ", ".join(parts)
-
-    if len(settings) == 1:
-        return one(next(iter(settings.values())))
-    return "; ".join(f"{phase}: {one(s)}" for phase, s in settings.items())
-
-
 def _print_summary(result: Any) -> None:
     from rich.table import Table
 
-    from tuner.study.format import fmt_metric
+    from tuner.study.format import fmt_metric, optimizer_text
     from tuner.study.metrics import METRICS
 
     t = Table(show_header=False, box=None)

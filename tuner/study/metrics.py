@@ -90,6 +90,12 @@ def metric(key: str) -> Metric:
                                      "number", group="quality")
 
 
+def unit_suffix(key: str, record: Any) -> str:
+    """` tokens/s` after a unit_throughput cell, from the trial's declared sample_unit; '' for other keys."""
+    unit = record.get("sample_unit") if key == "unit_throughput" else None
+    return f" {unit}/s" if isinstance(unit, str) and finite(record.get(key)) is not None else ""
+
+
 def table_columns() -> list[Metric]:
     """The metrics every trial table shows after the objectives, in this order."""
     return [m for m in METRICS if m.column]
