@@ -189,6 +189,9 @@ def test_the_preflight_reports_the_workloads_own_settings_for_the_baseline():
 
     w = tuner.Workload(models={"net": Net}, datasets=data, loss=loss, hyperparameters={"lr": 1e-3, "betas": (0.9, 0.99)})
     assert own_params(w) == {"lr_scale": 1.0, "lr": 1e-3, "beta1": 0.9, "beta2": 0.99}
+    sgd = tuner.Workload(models={"net": Net}, datasets=data, loss=loss, hyperparameters={"lr": 0.1, "momentum": 0.9},
+                         optimizer=lambda params, **hp: torch.optim.SGD(params, **hp))
+    assert own_params(sgd) == {"lr_scale": 1.0, "lr": 0.1}  # a space searching betas is refused for it
 
 
 # --- batching problems, named before the model runs ---------------------------------------------------------------

@@ -270,6 +270,11 @@ def check_plan(plan: SearchPlan) -> list[Objective]:
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
     plan.own = check.own
+    lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
+    if lacking:
+        raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
+                          f"{plan.workload.text}'s optimizer does not take (its hyperparameters declare no "
+                          f"{'betas' if 'lr' not in lacking else 'lr'}); use a space without them (--space loader)")
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
         else plan.objectives
     for o in objectives:

@@ -46,9 +46,9 @@ def own_params(workload: Workload) -> dict[str, float]:
     from tuner.train.step import phase_hyperparameters
 
     hp = phase_hyperparameters(workload, workload.training_phases()[0], Params())
-    own: dict[str, float] = {"lr_scale": 1.0}
+    own: dict[str, float] = {}
     if isinstance(hp.get("lr"), (int, float)):
-        own["lr"] = float(hp["lr"])
+        own["lr"], own["lr_scale"] = float(hp["lr"]), 1.0
     betas = hp.get("betas")
     if isinstance(betas, (tuple, list)) and len(betas) == 2:
         own["beta1"], own["beta2"] = float(betas[0]), float(betas[1])
