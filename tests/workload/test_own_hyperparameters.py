@@ -301,3 +301,19 @@ def make():
 def test_sample_unit_needs_sample_size():
     with pytest.raises(TypeError, match="both sample_unit"):
         tuner.Workload(models={"net": Net}, datasets=data, loss=loss, sample_unit="tokens")
+
+
+def test_every_view_shows_the_declared_unit_beside_samples_per_second():
+    from tuner.report.view import _measured_cell
+    from tuner.search.progress import trial_line
+    from tuner.study import Objective, TrialRecord
+    from tuner.study.format import fmt_metric
+
+    r = TrialRecord(trial=1, state="complete", throughput=100.0, unit_throughput=3200.0, sample_unit="tokens",
+                    optimizer={"train": {"optimizer": "AdamW", "lr": 1e-3, "betas": [0.9, 0.99]}})
+    assert _measured_cell(r, "unit_throughput") == f"{fmt_metric('unit_throughput', 3200.0)} tokens/s"
+    line = trial_line(r, [Objective(metric="throughput", direction="max")], []).plain
+    assert "throughput 100" in line and "tokens/s" in line
+    plain = TrialRecord(trial=2, state="complete", throughput=100.0)
+    assert _measured_cell(plain, "unit_throughput") == fmt_metric("unit_throughput", None)
+    assert "/s" not in trial_line(plain, [Objective(metric="throughput", direction="max")], []).plain
