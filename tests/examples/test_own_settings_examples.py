@@ -83,3 +83,16 @@ def test_a_study_searches_lr_relative_to_the_workloads_own(ray_session, tmp_path
     for t in trials.values():
         if t["state"] == "complete":
             assert t["optimizer"]["train"]["lr"] == pytest.approx(1e-3 * t["params"]["lr_scale"])
+
+
+def test_a_space_searching_betas_is_refused_for_an_sgd_workload(tmp_path, capsys, monkeypatch):
+    """resnet18 trains with SGD, which takes no betas: amp_loader (which searches them) is one line, exit 2,
+    before Ray starts, pointing at a space without them."""
+    pytest.importorskip("torchvision")
+    monkeypatch.chdir(REPO)
+    code, out, err = run(capsys, "search", "--space", "amp_loader", "--workload", "examples/resnet.py:make",
+                         "--option", "image_size=16", "--study", "sgd", "--trials", "2", "--budget-samples", "64",
+                         "--reports-dir", tmp_path / "r", "--format", "json")
+    assert code == 2 and out == ""
+    assert "beta1, beta2" in err and "--space loader" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "sgd").exists()
