@@ -54,4 +54,5 @@ def make(latent: int = 8, hidden: int = 128) -> tuner.Workload:
         loss=lambda models, batch: negative_elbo(models["vae"], batch[0]),
         evaluate=evaluate,
         quality=("val_loss", "min"),
+        hyperparameters={"lr": 1e-3, "betas": (0.9, 0.999)},  # its own: Adam as pytorch/examples' VAE trains it
     )

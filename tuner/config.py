@@ -33,9 +33,11 @@ class Params(_Strict):
     persistent_workers: bool = Field(False, description="only with num_workers > 0")
     precision: Precision = "fp32"
     tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
-    lr: float = Field(2e-4, gt=0, le=10)
-    beta1: float = Field(0.5, ge=0, lt=1)
-    beta2: float = Field(0.999, ge=0, lt=1)
+    lr: float | None = Field(None, gt=0, le=10, description="the optimizer's lr (default: the workload's own)")
+    lr_scale: float | None = Field(None, gt=0, le=1000, description="multiplies the lr (the workload's own, or "
+                                   "params.lr): spaces search lr relative to the workload's")
+    beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
+    beta2: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     threads: int | None = Field(None, ge=1, le=1024, description="torch CPU compute threads (default: torch's)")
     seed: int = Field(0, ge=0)
     device: DeviceKind = "auto"

@@ -29,7 +29,22 @@ def test_default_export_is_the_knee_and_loads_back_as_a_config(make_study):
                                         "pin_memory": False, "persistent_workers": True, "prefetch_factor": 2}
     assert torch_side["autocast"] == {"enabled": False, "dtype": "torch.float32"}
     assert torch_side["grad_scaler"] is False
-    assert torch_side["optimizer"]["betas"] == [0.5, 0.999]
+    assert torch_side["optimizer"]["betas"] == [0.5, "the workload's own"]  # no settings recorded: the config's
+
+
+def test_export_spells_the_optimizer_settings_the_trial_recorded(make_study):
+    """A trial records the optimizer it trained with (the workload's own, with its overrides): the export's
+    plain-PyTorch settings show those effective values, not the config's unset fields."""
+    from tuner.config import Params, TrialConfig
+
+    cfg = TrialConfig(workload="gan", params=Params(lr_scale=2.0))
+    used = {"d": {"optimizer": "Adam", "lr": 4e-4, "betas": [0.5, 0.999]},
+            "g": {"optimizer": "Adam", "lr": 4e-4, "betas": [0.5, 0.999]}}
+    out = pytorch_settings(cfg, used)["optimizer"]
+    assert out["phases"]["d"] == {"name": "Adam", "lr": 4e-4, "betas": [0.5, 0.999]}
+    one = pytorch_settings(TrialConfig(workload="x.py:make"), {"train": {"optimizer": "AdamW", "lr": 1e-3,
+                                                                         "weight_decay": 0.1}})
+    assert one["optimizer"] == {"name": "AdamW", "lr": 1e-3, "weight_decay": 0.1}
 
 
 def test_json_format_and_picks(make_study, tmp_path):

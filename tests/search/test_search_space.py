@@ -91,8 +91,9 @@ def test_baseline_point_and_the_optuna_distribution_agree_on_a_single_native_cho
     value; the baseline (trial 0) uses it too, and asks for no TF32."""
     space = load_space("amp_loader").resolve(CPU_TRIAL)
     assert space.params["precision"].choices == ["fp32"] and space.params["precision"].single
-    base = space.baseline_point(CPU_TRIAL)
+    base = space.baseline_point(CPU_TRIAL, own={"beta1": 0.5, "beta2": 0.999})  # the workload's own betas
     assert base["precision"] == "fp32" and base["num_workers"] == 0 and "tf32" not in base
+    assert base["beta1"] == 0.5 and base["beta2"] == 0.999
     study = optuna.create_study(directions=["maximize", "minimize"])
     study.enqueue_trial(base)
     trial = study.ask()

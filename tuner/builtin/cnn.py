@@ -45,4 +45,5 @@ def make(dataset: str = "digits", image_size: int = 32, width: int = 32) -> Work
 
     return Workload(models={"net": net}, datasets=data.splits, loss=loss, evaluate=evaluate,
                     quality=("loss", "min"), name="cnn",
+                    hyperparameters={"lr": 1e-3, "betas": (0.9, 0.999)},  # its own: Adam at torch's defaults
                     info={"model": f"SmallCNN width {width}, {image_size}x{image_size}", "dataset": dataset})

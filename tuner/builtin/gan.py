@@ -1,5 +1,7 @@
 """The built-in DCGAN workload: two phases (D then G, one Adam each) on the public API, scored by FID.
 
+Its optimizer is DCGAN's own, declared as any workload declares its own: Adam, lr 2e-4, betas (0.5, 0.999).
+
 `workload_options`: image_size (a power of two >= 16; 32 by default, 64 for pytorch/examples' size), width (the
 generator's and discriminator's base channel count, 32 by default, 64 in pytorch/examples), nz (latent size).
 """
@@ -79,6 +81,7 @@ def make(dataset: str = "digits", image_size: int = 32, width: int = 32, nz: int
         phases=[Phase("d", d_loss, ["d"]), Phase("g", g_loss, ["g"])],
         evaluate=evaluate,
         quality=("fid", "min"),
+        hyperparameters={"lr": 2e-4, "betas": (0.5, 0.999)},  # DCGAN's (Radford et al.; pytorch/examples)
         name="gan",
         info={"model": f"DCGAN {image_size}x{image_size}, width {width}, nz {nz}", "dataset": dataset},
     )

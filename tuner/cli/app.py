@@ -103,10 +103,18 @@ def stdout_to_stderr(active: bool = True) -> Iterator[None]:
         sys.stdout = python_stdout
 
 
+def user_output() -> Any:
+    """While the workload's code runs in this process: what it prints (a model's constructor reporting its size)
+    goes to stderr, so stdout stays the one table or JSON document the command writes."""
+    import contextlib
+
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def note(text: str) -> None:
     """Progress and hints: stderr, so stdout stays the result."""
     print(text, file=sys.stderr)
 
 
 __all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "stderr_console",
-           "stdout_console", "stdout_to_stderr"]
+           "stdout_console", "stdout_to_stderr", "user_output"]

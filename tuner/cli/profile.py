@@ -16,6 +16,7 @@ from tuner.cli.app import (
     note,
     print_json,
     stdout_console,
+    user_output,
 )
 
 
@@ -38,7 +39,8 @@ def profile(
 
     cfg = load_config(config)
     trace = trace_file(out or reports_dir / "profile" / "trace.json")
-    device, check = preflight(cfg, reports_dir / ".cache")
+    with user_output():  # what the workload prints goes to stderr: stdout is the result
+        device, check = preflight(cfg, reports_dir / ".cache")
     if device.torch_device.type != "cuda" and not debug:
         # Kineto (torch.profiler's backend) logs its start and stop, and a CUDA build without a GPU its failed
         # device count, on stderr; none of it concerns a CPU profile. Read when the profiler first starts.
@@ -47,7 +49,9 @@ def profile(
     if not as_json:
         on = f" on {cfg.dataset}" if cfg.dataset else ""
         note(f"profiling {steps} steps of {check.name}{on} on {device.describe()} ...")
-    result = profile_config(cfg, cache_dir=reports_dir / ".cache", trace=trace, steps=steps, top=top, device=device)
+    with user_output():
+        result = profile_config(cfg, cache_dir=reports_dir / ".cache", trace=trace, steps=steps, top=top,
+                                device=device)
     if as_json:
         print_json(result.to_json())
     else:

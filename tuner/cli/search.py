@@ -7,7 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console
+from tuner.cli.app import (Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console,
+                           user_output)
 
 spaces_app = typer.Typer(help="List and show the bundled search spaces.", no_args_is_help=False)
 app.add_typer(spaces_app, name="spaces")
@@ -51,7 +52,9 @@ def search(
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe,
     )
-    with stdout_to_stderr(format is Format.json):  # Ray's tables and logs must not precede the JSON document
+    # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
+    # trials run here) go to stderr whatever the format
+    with stdout_to_stderr(format is Format.json), user_output():
         summary = run_search(opts, console=stderr_console())
     if format is Format.json:
         print_json(_summary_json(summary))

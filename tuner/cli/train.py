@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console
+from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console, user_output
 from tuner.errors import RunFailed
 
 
@@ -39,14 +39,15 @@ def train(
     check_writable(reports_dir, "--reports-dir")  # before the pre-flight check writes its caches
     if out_dir is not None:
         check_writable(out_dir, "--out-dir")
-    device, check = preflight(cfg, reports_dir / ".cache")
-    check_budget(cfg, check.step_seconds, device.describe(), check.name)  # before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    if not as_json:
-        on = f" on {cfg.dataset}" if cfg.dataset else ""
-        note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
-    result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
-                       on_window=None if as_json else _print_window)
+    with user_output():  # what the workload prints goes to stderr: stdout is the result
+        device, check = preflight(cfg, reports_dir / ".cache")
+        check_budget(cfg, check.step_seconds, device.describe(), check.name)  # before anything is written
+        out.mkdir(parents=True, exist_ok=True)
+        if not as_json:
+            on = f" on {cfg.dataset}" if cfg.dataset else ""
+            note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
+        result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
+                           on_window=None if as_json else _print_window)
     if as_json:
         print_json(result.to_json())
     else:
@@ -65,7 +66,7 @@ def _print_summary(result: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tuner.study.format import fmt_metric
+    from tuner.study.format import fmt_metric, optimizer_text
     from tuner.study.metrics import METRICS
 
     t = Table(show_header=False, box=None)
@@ -74,10 +75,15 @@ def _print_summary(result: Any) -> None:
     t.add_row("throughput", f"{fmt_metric('throughput', result.throughput)} samples/s  (spread {spread} over "
                             f"{len(result.windows)} windows)")
     shown = {"throughput", "throughput_spread"}
+    if result.optimizer:
+        t.add_row("optimizer", optimizer_text(result.optimizer))
     for m in METRICS:
         if m.key not in shown and result.get(m.key) is not None:
-            t.add_row(m.label, f"{fmt_metric(m.key, result.get(m.key))} {m.unit}".rstrip())
-    for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS}):
+            label, unit = m.label, m.unit
+            if m.key == "unit_throughput" and result.get("sample_unit"):
+                label = unit = f"{result.get('sample_unit')}/s"
+            t.add_row(escape(label), escape(f"{fmt_metric(m.key, result.get(m.key))} {unit}".rstrip()))
+    for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS} | {"sample_unit"}):
         t.add_row(escape(key), escape(fmt_metric(key, result.get(key))))
     if result.capped:
         t.add_row("capped", "stopped by the wall-time cap before the budget was spent")

@@ -38,6 +38,8 @@ def make_loader(
     collate_fn: Any = None,
 ) -> DataLoader:
     """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
+    from tuner.train.batch import checked_collate
+
     device.check_pin_memory(params.pin_memory)
     n = len(dataset)  # type: ignore[arg-type]
     if drop_last and n < params.batch_size:
@@ -60,6 +62,6 @@ def make_loader(
         num_workers=params.num_workers,
         pin_memory=params.pin_memory,
         generator=torch.Generator().manual_seed(seed),
-        collate_fn=collate_fn,
+        collate_fn=collate_fn or checked_collate,
         **kwargs,
     )

@@ -25,10 +25,12 @@ from tuner.study.verdict import Verdict, decide
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
-def pytorch_settings(cfg: TrialConfig) -> dict[str, Any]:
+def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The config as plain PyTorch arguments: DataLoader kwargs, autocast, GradScaler, optimizer, accumulation.
 
-    Mirrors what the training loop does (tuner/data/loader.py, tuner/device.py, tuner/train/workloads.py).
+    Mirrors what the training loop does (tuner/data/loader.py, tuner/device.py, tuner/train/step.py). `used`:
+    the optimizer settings the trial recorded per phase (the workload's own, with the trial's overrides), the
+    effective values; a record from before they were recorded shows the config's.
     """
     p: Params = cfg.params
     loader: dict[str, Any] = {
@@ -42,7 +44,17 @@ def pytorch_settings(cfg: TrialConfig) -> dict[str, Any]:
         loader["persistent_workers"] = p.persistent_workers
         if p.prefetch_factor is not None:
             loader["prefetch_factor"] = p.prefetch_factor
-    optimizer = {"name": "Adam", "lr": p.lr, "betas": [p.beta1, p.beta2]}
+    optimizer: dict[str, Any]
+    if used:
+        shown = {phase: {"name": s.get("optimizer"), **{k: v for k, v in s.items() if k != "optimizer"}}
+                 for phase, s in used.items()}
+        optimizer = next(iter(shown.values())) if len(shown) == 1 else {"phases": shown}
+    else:
+        own = "the workload's own"
+        optimizer = {"name": "Adam", "lr": p.lr if p.lr is not None else own,
+                     "betas": [b if b is not None else own for b in (p.beta1, p.beta2)]}
+        if p.lr_scale is not None:
+            optimizer["lr_scale"] = p.lr_scale
     if cfg.workload == "gan":
         optimizer["applies_to"] = "generator and discriminator, one Adam each"
     out: dict[str, Any] = {
@@ -112,7 +124,7 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "trial_started": record.started,
         "trial_ended": record.ended,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "pytorch": pytorch_settings(cfg),
+        "pytorch": pytorch_settings(cfg, record.optimizer),
     }
     return {k: v for k, v in out.items() if v is not None}
 

@@ -25,7 +25,7 @@ from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
 from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
-from tuner.study.metrics import finite, metric, table_columns
+from tuner.study.metrics import finite, metric, table_columns, unit_suffix
 
 REPORT_FILE = "report.html"
 TEMPLATE = "report.html.j2"
@@ -113,7 +113,8 @@ def _metric_text(key: str, value: Any, unit: bool = False) -> str:
 
 def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
     value = record.get(key)
-    return {"text": _metric_text(key, value), "bound": record_bound(record) if key == "data_wait" else ""}
+    return {"text": _metric_text(key, value) + unit_suffix(key, record),
+            "bound": record_bound(record) if key == "data_wait" else ""}
 
 
 def trials_table(study: Study) -> dict[str, Any]:
@@ -151,7 +152,9 @@ def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
         if value is None or key in ("bound", "headroom"):  # shown above the list, as a sentence
             continue
         m = metric(key)
-        out.append({"key": m.label + arrows.get(key, ""), "text": _metric_text(key, value, unit=True),
+        text = (_metric_text(key, value) + unit_suffix(key, r)) if unit_suffix(key, r) else \
+            _metric_text(key, value, unit=True)
+        out.append({"key": m.label + arrows.get(key, ""), "text": text,
                     "title": m.help, "bound": record_bound(r) if key == "data_wait" else "", "code": False})
     return out
 

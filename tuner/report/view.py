@@ -11,7 +11,7 @@ from tuner.files import json_safe
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
-from tuner.study.metrics import METRICS, table_columns
+from tuner.study.metrics import METRICS, table_columns, unit_suffix
 
 FRONT_MARK = "★"
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -62,7 +62,7 @@ def _measured_cell(record: TrialRecord, key: str) -> str:
     if key == "data_wait":
         label = record_bound(record)
         return f"{fmt_metric(key, record.get(key))} {label}" if label else "-"
-    return fmt_metric(key, record.get(key))
+    return fmt_metric(key, record.get(key)) + unit_suffix(key, record)
 
 
 def study_table(study: Study) -> Any:
@@ -129,7 +129,11 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         if key in ("bound", "headroom"):  # the sentence below the table
             continue
         note = record_bound(record) if key == "data_wait" else ""
-        metrics.add_row(escape(key), escape(fmt_metric(key, record.get(key))), note)
+        metrics.add_row(escape(key), escape(fmt_metric(key, record.get(key)) + unit_suffix(key, record)), note)
+    if record.optimizer:
+        from tuner.study.format import optimizer_text
+
+        metrics.add_row("optimizer", escape(optimizer_text(record.optimizer)), "what the trial trained with")
     if record.confirmed is not None and (record.get("suspect") or record.confirmed.suspect):
         metrics.add_row("suspect (re-runs)", escape(record.confirmed.suspect or "no: the re-runs clear it"),
                         "what the confirmation re-runs say (tuner.study.suspect)")

@@ -8,7 +8,7 @@ so bad input never starts Ray or touches disk.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,7 @@ class SearchPlan:
     confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
     loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search.probe)
+    own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
 
     @property
     def study_dir(self) -> Path:
@@ -273,6 +274,12 @@ def check_plan(plan: SearchPlan, cpu_trials: bool = False) -> list[Objective]:
         from tuner.train.preflight import check_budget
 
         check_budget(cfg, check.step_seconds, "cpu", check.name)
+    plan.own = check.own
+    lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
+    if lacking:
+        raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
+                          f"{plan.workload.text}'s optimizer does not take (its hyperparameters declare no "
+                          f"{'betas' if 'lr' not in lacking else 'lr'}); use a space without them (--space loader)")
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
         else plan.objectives
     for o in objectives:

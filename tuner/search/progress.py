@@ -14,6 +14,7 @@ from rich.text import Text
 from tuner.study import Objective, TrialRecord
 from tuner.study.format import fmt_figure, fmt_metric, fmt_param, state_style
 from tuner.study.suspect import reason
+from tuner.study.metrics import unit_suffix
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  batch_size=64 ...  24.1 s`"""
@@ -22,6 +23,9 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
     line.append(f"{record.state:<9}", style=state_style(record.state))
     if record.complete:
         line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
+        if "unit_throughput" not in {o.metric for o in objectives} and unit_suffix("unit_throughput", record):
+            line.append(f"  {fmt_metric('unit_throughput', record.get('unit_throughput'))}"
+                        f"{unit_suffix('unit_throughput', record)}")
         if record.capped:
             line.append("  (capped)", style="yellow")
         if why := reason(record):  # against the default allowance: the study's noise floor comes later

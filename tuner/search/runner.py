@@ -293,7 +293,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     space, context = prepared.space, prepared.context
     baseline = None
     if not plan.resume and space.defaults.baseline:
-        baseline = space.baseline_point(context) or None
+        baseline = space.baseline_point(context, own=plan.own) or None
     _write_meta(plan, cluster, resources, baseline, prepared)
 
     storage = open_storage(plan.storage)

@@ -494,11 +494,13 @@ class Space(_Strict):
                 drawn[name] = spec.suggest(trial, name)
         return drawn
 
-    def baseline_point(self, context: dict[str, Any]) -> dict[str, Any]:
+    def baseline_point(self, context: dict[str, Any], own: dict[str, Any] | None = None) -> dict[str, Any]:
         """tuner's default knobs as a point of this space: each searched param at its Params default when the
-        domain contains it (others are left to the sampler), conditionals as sample() would treat them."""
+        domain contains it (others are left to the sampler), conditionals as sample() would treat them. A param
+        whose default is the workload's own (lr, beta1, beta2; lr_scale 1) takes it from `own`."""
+        own = {"lr_scale": 1.0, **(own or {})}
         if self.unresolved:
-            return self.resolve(context).baseline_point(context)
+            return self.resolve(context).baseline_point(context, own)
         defaults = Params()
         point: dict[str, Any] = {}
         for name, spec in self.params.items():
@@ -508,6 +510,8 @@ class Space(_Strict):
             if not all(c.holds(known.get(c.name, getattr(defaults, c.name, None))) for c in spec.conditions()):
                 continue
             value = getattr(defaults, name)
+            if value is None:
+                value = own.get(name)
             if spec.contains(value):
                 point[name] = value
         return point

@@ -8,9 +8,11 @@ record as JSON for the driver to persist.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,7 +96,10 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
             from tuner.measure.ceiling import CeilingCache
 
             extra["ceilings"] = CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path)
-        result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], **extra)
+        # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
+        # writes their stdout to its own, which holds `--format json`'s one document.
+        with contextlib.redirect_stdout(sys.stderr):
+            result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], **extra)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:
@@ -129,7 +134,8 @@ def warm_process(config_json: str, cache_dir: str) -> None:
 
     cfg = parse_config({k: v for k, v in json.loads(config_json).items() if v is not None}, "trial config")
     try:
-        check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device))
+        with contextlib.redirect_stdout(sys.stderr):  # the workload's prints: see run_one
+            check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device))
     except (Exception, SystemExit):  # noqa: BLE001 - the trial itself meets the same problem and records it
         pass
 

@@ -109,3 +109,16 @@ def fmt_param(record: Any, name: str) -> str:
     if name == "precision" and value is not None:
         return precision_label(value, tf32_on(record))
     return fmt(value)
+
+
+def optimizer_text(settings: dict[str, dict[str, Any]]) -> str:
+    """`Adam lr 0.0002, betas 0.5/0.999` per phase (`d: ...; g: ...` for several): what the trial trained with."""
+    def one(s: dict[str, Any]) -> str:
+        parts = [f"{k} {'/'.join(f'{x:g}' if isinstance(x, float) else str(x) for x in v)}" if isinstance(v, list)
+                 else f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                 for k, v in s.items() if k != "optimizer"]
+        return f"{s.get('optimizer', '?')} " + ", ".join(parts)
+
+    if len(settings) == 1:
+        return one(next(iter(settings.values())))
+    return "; ".join(f"{phase}: {one(s)}" for phase, s in settings.items())

@@ -34,6 +34,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("throughput", "throughput", "median training samples/s over the timed windows (warm-up excluded, device "
            "synchronized at each clock read, data loading included)", "rate", "maximize", column=True,
            unit="samples/s"),
+    Metric("unit_throughput", "units/s", "throughput in the workload's own unit (its sample_unit: tokens, "
+           "pixels): samples/s x the units per sample of the batches trained on (Workload.sample_size), so "
+           "variable-length batches compare", "rate", "maximize", column=True, unit="units/s"),
     Metric("throughput_spread", "spread", "(max - min) / median of the windows' samples/s: how steady the "
            "measurement was", "percent", "minimize", column=True),
     Metric("throughput_overall", "overall", "all timed samples / all timed seconds (keeps the slow windows the "
@@ -97,6 +100,12 @@ def metric(key: str) -> Metric:
     """The metric's description; an unknown key (a user workload's own quality metric) gets a generic one."""
     return BY_KEY.get(key) or Metric(key, key.replace("_", " "), "reported by the workload's evaluate()",
                                      "number", group="quality")
+
+
+def unit_suffix(key: str, record: Any) -> str:
+    """` tokens/s` after a unit_throughput cell, from the trial's declared sample_unit; '' for other keys."""
+    unit = record.get("sample_unit") if key == "unit_throughput" else None
+    return f" {unit}/s" if isinstance(unit, str) and finite(record.get(key)) is not None else ""
 
 
 def table_columns() -> list[Metric]:

@@ -33,6 +33,7 @@ class TrialResult(BaseModel):
     capped: bool = False  # stopped by the wall-time cap before the budget was spent
     device: str = ""
     sample_grid: str | None = None  # an image of generated samples, when the workload's evaluate wrote one
+    optimizer: dict[str, dict[str, Any]] | None = None  # per phase: the optimizer and the hyperparameters it used
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")

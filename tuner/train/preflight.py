@@ -42,6 +42,23 @@ class WorkloadCheck:
     metrics: list[str] = field(default_factory=list)  # numeric keys evaluate() returned
     info: dict[str, Any] = field(default_factory=dict)
     step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
+    own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
+
+
+def own_params(workload: Workload) -> dict[str, float]:
+    """The Params values that stand for the workload's own optimizer settings (its first phase's): what a
+    study's baseline trains with where the space searches lr, lr_scale or the betas."""
+    from tuner.config import Params
+    from tuner.train.step import phase_hyperparameters
+
+    hp = phase_hyperparameters(workload, workload.training_phases()[0], Params())
+    own: dict[str, float] = {}
+    if isinstance(hp.get("lr"), (int, float)):
+        own["lr"], own["lr_scale"] = float(hp["lr"]), 1.0
+    betas = hp.get("betas")
+    if isinstance(betas, (tuple, list)) and len(betas) == 2:
+        own["beta1"], own["beta2"] = float(betas[0]), float(betas[1])
+    return own
 
 
 def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
@@ -63,6 +80,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     allocator) before anything is timed. Returns the faster step's wall time, for the budget check."""
     from torch.utils.data import DataLoader
 
+    from tuner.train.batch import checked_collate
     from tuner.train.loop import forever
     from tuner.train.step import PhaseStep
 
@@ -71,7 +89,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
                                            "prefetch_factor": None, "persistent_workers": False,
                                            "pin_memory": False})
     loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=False, drop_last=True,
-                        collate_fn=workload.collate)
+                        collate_fn=workload.collate or checked_collate)
     step = PhaseStep(workload, models, params, device)
     batches = forever(loader)
     times = []
@@ -155,7 +173,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info), step_seconds=step_s)
+                         info=dict(workload.info), step_seconds=step_s, own=own_params(workload))
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:

@@ -14,6 +14,7 @@ in a trial (no branch, no cost worth measuring); `tuner profile` sets a PhaseClo
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 
 from tuner.config import Params
-from tuner.device import Device
+from tuner.device import Device, is_oom
 from tuner.train.batch import batch_len, to_device
 from tuner.train.distributed import unwrap
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
@@ -36,14 +37,65 @@ def unmarked(part: str) -> contextlib.AbstractContextManager[Any]:
     return _UNMARKED
 
 
+DEFAULT_HYPERPARAMETERS: dict[str, Any] = {"lr": 1e-3, "betas": (0.9, 0.999)}  # torch.optim.Adam's own
+
+
 def default_optimizer(device: Device) -> OptimizerFactory:
     """Adam; fused on CUDA, where GradScaler then unscales inside the kernel instead of reading `found_inf` back
     to the host every step (a sync that would rank fp16 down for the harness's sake)."""
 
-    def make(params: Any, *, lr: float, betas: tuple[float, float]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=lr, betas=betas, fused=True if device.is_cuda else None)
+    def make(params: Any, **hyperparameters: Any) -> torch.optim.Optimizer:
+        return torch.optim.Adam(params, fused=True if device.is_cuda else None, **hyperparameters)
 
     return make
+
+
+def phase_hyperparameters(workload: Workload, phase: Phase, params: Params) -> dict[str, Any]:
+    """The optimizer keyword arguments a phase trains with: the workload's own (the phase's merged over them;
+    torch Adam's defaults when it declares none), then the trial's params.lr / lr_scale / beta1 / beta2.
+    A param the workload's optimizer does not take (betas for SGD) is a ConfigError naming it."""
+    from tuner.errors import ConfigError
+
+    hp = {**(workload.hyperparameters or DEFAULT_HYPERPARAMETERS), **(phase.hyperparameters or {})}
+    if params.lr is not None:
+        hp["lr"] = params.lr
+    if params.lr_scale is not None:
+        if "lr" not in hp:
+            raise ConfigError("params.lr_scale: the workload declares no lr in its hyperparameters to scale; "
+                              "drop lr_scale or declare Workload(hyperparameters={'lr': ...})")
+        hp["lr"] = hp["lr"] * params.lr_scale
+    if params.beta1 is not None or params.beta2 is not None:
+        if "betas" not in hp:
+            raise ConfigError("params.beta1/beta2: the workload's optimizer takes no betas (its hyperparameters: "
+                              f"{', '.join(hp) or 'none'}); drop them from the config or the space")
+        own = hp["betas"]
+        hp["betas"] = (params.beta1 if params.beta1 is not None else own[0],
+                       params.beta2 if params.beta2 is not None else own[1])
+    return hp
+
+
+def takes_models(factory: Any) -> bool:
+    """Whether an optimizer factory's first parameter is named `models` (it builds its own parameter groups)."""
+    try:
+        first = next(iter(inspect.signature(factory).parameters.values()), None)
+    except (TypeError, ValueError):
+        return False
+    return first is not None and first.name == "models"
+
+
+def json_value(value: Any) -> Any:
+    """A hyperparameter as the record shows it: numbers, text and pairs as they are, anything else as text."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return str(value)
+
+
+def _where(fn: Any) -> str:
+    """`file.py:LINE` where a user's function is defined, or its name."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else getattr(fn, "__name__", repr(fn))
 
 
 class PhaseStep:
@@ -56,17 +108,35 @@ class PhaseStep:
         self.phases: tuple[Phase, ...] = workload.training_phases()
         self.models = models
         plain = {k: unwrap(m) for k, m in models.items()}
-        betas = (params.beta1, params.beta2)
-        self.views, self.optimizers, self.scalers, self.inputs = [], [], [], []
+        self.views, self.optimizers, self.scalers, self.inputs, self.owned = [], [], [], [], []
+        self.schedulers: list[Any] = []
+        self.settings: dict[str, dict[str, Any]] = {}  # per phase: the optimizer and what it was built with
+        self.grad_clip = workload.grad_clip
+        self.sample_size = workload.sample_size
+        self.units = 0  # the workload's sample_unit consumed (sample_size of each batch), warm-up included
+        self.samples = 0
+        self.losses = [workload.loss if workload.loss is not None else ph.loss for ph in self.phases]
         for phase in self.phases:
             mine = set(phase.models)
             self.views.append({k: (models[k] if k in mine else plain[k]) for k in models})
             owned = [p for k in phase.models for p in plain[k].parameters() if p.requires_grad]
             factory = phase.optimizer or workload.optimizer or default_optimizer(device)
-            self.optimizers.append(factory(owned, lr=params.lr, betas=betas))
+            hp = phase_hyperparameters(workload, phase, params)
+            first = {k: plain[k] for k in phase.models} if takes_models(factory) else owned
+            opt = factory(first, **hp)
+            self.optimizers.append(opt)
+            self.owned.append(owned)
+            self.schedulers.append(torch.optim.lr_scheduler.LambdaLR(opt, workload.lr_schedule)
+                                   if workload.lr_schedule is not None else None)
             # One scaler per optimizer: one phase's overflow must not change another's scale.
             self.scalers.append(device.grad_scaler(params.precision))
             self.inputs.append(None if mine == set(models) else owned)
+            shown = {"optimizer": type(opt).__name__, **{k: json_value(v) for k, v in hp.items()}}
+            if self.grad_clip is not None:
+                shown["grad_clip"] = self.grad_clip
+            if workload.lr_schedule is not None:
+                shown["lr_schedule"] = getattr(workload.lr_schedule, "__name__", "yes")
+            self.settings[phase.name] = shown
         self._loss_sum = torch.zeros((), device=device.torch_device)
         self._loss_n = 0
 
@@ -98,6 +168,8 @@ class PhaseStep:
                     with mark("data"):
                         batch = to_device(next(batches), dev, pinned)
                     samples += batch_len(batch, self.params.batch_size)
+                    if self.sample_size is not None:
+                        self.units += int(self.sample_size(batch))
                     if len(self.phases) > 1:
                         kept.append(batch)
                 else:
@@ -109,13 +181,42 @@ class PhaseStep:
                         raise TypeError(f"the loss of phase {phase.name!r} must be a scalar tensor, got "
                                         f"{type(loss).__name__}{'' if not isinstance(loss, torch.Tensor) else tuple(loss.shape)}")
                     with mark("backward"):
-                        scaler.scale(loss / self.acc).backward(inputs=inputs)
+                        try:
+                            scaler.scale(loss / self.acc).backward(inputs=inputs)
+                        except RuntimeError as err:
+                            if is_oom(err):
+                                raise
+                            raise self._backward_error(p, err) from err
                 self._loss_sum += loss.detach().float()
                 self._loss_n += int(p == 0)  # the curve shows the sum of the phases' losses per micro-batch
             with mark("optimizer"):
+                if self.grad_clip is not None:
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(self.owned[p], self.grad_clip)
                 scaler.step(opt)
                 scaler.update()
+                if self.schedulers[p] is not None:
+                    self.schedulers[p].step()
+        self.samples += samples
         return samples
+
+    def _backward_error(self, p: int, err: RuntimeError) -> RuntimeError:
+        """Autograd's own message names no file: say which phase's backward failed and where its loss is
+        defined, with the usual cause of a version error (a tensor changed in place after a phase used it)."""
+        phase = self.phases[p]
+        hint = ""
+        if "modified by an inplace operation" in str(err):
+            hint = (" (a tensor this loss used was changed in place afterwards, e.g. label.fill_ in a later phase "
+                    "or micro-batch: build a new tensor instead)")
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return RuntimeError(f"phase {phase.name!r}: backward of the loss at {_where(self.losses[p])} failed: "
+                            f"{first}{hint}")
+
+    def units_per_sample(self) -> float | None:
+        """The workload's sample_unit per training sample, over every batch so far (None: none declared)."""
+        if self.sample_size is None or self.samples <= 0:
+            return None
+        return self.units / self.samples
 
     def pop_mean_loss(self) -> float:
         """Mean loss since the last call. Reads a device value: call it only at window ends (a sync point)."""

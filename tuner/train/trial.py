@@ -208,6 +208,7 @@ class _Run:
         workload, val_set = training.workload, training.val_set
         self.workload, self.train_set = workload, training.train_set
         self.models, self.step = training.models, training.step
+        self.result.optimizer = training.step.settings
 
         device.reset_peak_memory()
         self.t0 = self.clock()
@@ -231,6 +232,9 @@ class _Run:
         if loop.capped and not loop.windows:
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
                          f"the step is too slow for this budget (raise --budget-seconds)")
+        per_sample = self.step.units_per_sample()
+        if per_sample is not None and res.metrics.get("throughput") is not None:
+            res.metrics.update(unit_throughput=res.metrics["throughput"] * per_sample, sample_unit=workload.sample_unit)
         if loop.diverged:
             res.state, res.error = "diverged", "non-finite training loss"
             return

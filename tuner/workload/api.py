@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 Models = Mapping[str, "nn.Module"]
 LossFn = Callable[[Models, Any], "torch.Tensor"]
 PhaseLossFn = Callable[[Models, Any, "Shared"], "torch.Tensor"]
-OptimizerFactory = Callable[..., "torch.optim.Optimizer"]  # (params, *, lr, betas) -> Optimizer
+OptimizerFactory = Callable[..., "torch.optim.Optimizer"]  # (params or models, **hyperparameters) -> Optimizer
+SampleSize = Callable[[Any], int]  # batch -> how many units (tokens, pixels) it holds
 Evaluate = Callable[[Models, Iterable[Any]], Mapping[str, Any]]
 
 _DIRECTIONS = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
@@ -50,13 +51,15 @@ class Phase:
     phase sees the models a former one just updated. `loss(models, batch, shared)` returns that micro-batch's
     loss. `models` names the models this phase updates: they get its optimizer (and GradScaler), and only their
     gradients are computed and, under DDP, synchronized; the other models are handed to `loss` as plain modules.
-    `optimizer(params, lr=, betas=)` overrides the workload's optimizer for this phase.
+    `optimizer` and `hyperparameters` override the workload's for this phase (the hyperparameters are merged over
+    the workload's).
     """
 
     name: str
     loss: PhaseLossFn
     models: Sequence[str]
     optimizer: OptimizerFactory | None = None
+    hyperparameters: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -66,6 +69,30 @@ class Phase:
         if isinstance(self.models, str) or not self.models:
             raise TypeError(f"Phase {self.name!r}: models must be a non-empty list of model names")
         object.__setattr__(self, "models", tuple(self.models))
+        if self.hyperparameters is not None:
+            object.__setattr__(self, "hyperparameters", _check_hyperparameters(self.hyperparameters,
+                                                                               f"Phase {self.name!r}"))
+
+
+def _check_hyperparameters(hp: Any, where: str) -> dict[str, Any]:
+    """A plain dict of keyword arguments for the optimizer factory; lr a positive number, betas a pair."""
+    if not isinstance(hp, Mapping) or not all(isinstance(k, str) for k in hp):
+        raise TypeError(f"{where}: hyperparameters must be a mapping of the optimizer's keyword arguments, e.g. "
+                        f'{{"lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0.1}}')
+    out = dict(hp)
+    if "lr" in out and (isinstance(out["lr"], bool) or not isinstance(out["lr"], (int, float)) or out["lr"] <= 0):
+        raise TypeError(f"{where}: hyperparameters lr must be a positive number (got {out['lr']!r})")
+    if "betas" in out:
+        betas = out["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"{where}: hyperparameters betas must be a pair (beta1, beta2) (got {betas!r})")
+        out["betas"] = (float(betas[0]), float(betas[1]))
+    return out
+
+
+def _is_module(obj: Any) -> bool:
+    """An nn.Module instance (not its class, which is a factory), without importing torch."""
+    return not isinstance(obj, type) and hasattr(obj, "parameters") and hasattr(obj, "forward")
 
 
 @dataclass(frozen=True)
@@ -80,7 +107,19 @@ class Workload:
         no_grad; `val_batches` yields the validation split's batches already on the trial's device. Numbers are
         metrics; strings are kept as information (a `sample_grid` string is a path to an image of samples).
     quality: `(metric, "min" | "max")`: the evaluate() metric that is the study's quality objective.
-    optimizer: optional factory `optimizer(params, lr=..., betas=(beta1, beta2))`; default Adam (fused on CUDA).
+    optimizer: optional factory of the optimizer the workload trains with, called with the `hyperparameters` as
+        keyword arguments: `optimizer(params, **hyperparameters)`, or, when its first parameter is named `models`,
+        `optimizer(models, **hyperparameters)` with the models it updates ({name: nn.Module}; parameter groups
+        as nanoGPT's configure_optimizers builds them). Default: torch.optim.Adam (fused on CUDA).
+    hyperparameters: the optimizer's own settings, e.g. {"lr": 1e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}:
+        the baseline trains with exactly these; params.lr / beta1 / beta2 / lr_scale of a trial override them.
+        Default: torch.optim.Adam's (lr 1e-3, betas (0.9, 0.999)).
+    grad_clip: optional max gradient norm, clipped per phase before its optimizer steps (after unscaling).
+    lr_schedule: optional `lr_schedule(step) -> factor`, the lr multiplier at optimizer step `step` (0-based),
+        as torch's LambdaLR takes it.
+    sample_unit / sample_size: what a sample is worth to the user, e.g. sample_unit="tokens",
+        sample_size=lambda batch: batch[0].numel(): the units in one batch (from shapes; no device reads), so
+        `<unit>/s` is reported beside samples/s.
     collate: optional `collate_fn` for the training and validation DataLoaders.
     eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
     name: shown in reports (default: the import path).
@@ -97,12 +136,17 @@ class Workload:
     eval_batch_size: int = 256
     name: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)  # free text for reports (e.g. the model's size)
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    grad_clip: float | None = None
+    lr_schedule: Callable[[int], float] | None = None
+    sample_unit: str | None = None
+    sample_size: SampleSize | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.models, Mapping) or not self.models:
             raise TypeError("Workload.models must be a non-empty mapping: name -> zero-argument model factory")
         for name, factory in self.models.items():
-            if hasattr(factory, "parameters") and hasattr(factory, "forward"):  # an nn.Module itself
+            if _is_module(factory):  # an nn.Module itself (a class is a factory)
                 raise TypeError(f"Workload.models[{name!r}] is a model; give a factory that builds a fresh one per "
                                 f"trial, e.g. lambda: {type(factory).__name__}(...)")
             if not isinstance(name, str) or not callable(factory):
@@ -135,6 +179,21 @@ class Workload:
         if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
             raise TypeError("Workload.eval_batch_size must be a positive int")
         object.__setattr__(self, "phases", tuple(self.phases))
+        object.__setattr__(self, "hyperparameters", _check_hyperparameters(self.hyperparameters, "Workload"))
+        if self.optimizer is not None and not callable(self.optimizer):
+            raise TypeError("Workload.optimizer must be callable: optimizer(params, **hyperparameters)")
+        if self.grad_clip is not None and (isinstance(self.grad_clip, bool) or
+                                           not isinstance(self.grad_clip, (int, float)) or self.grad_clip <= 0):
+            raise TypeError(f"Workload.grad_clip must be a positive max gradient norm (got {self.grad_clip!r})")
+        if self.lr_schedule is not None and not callable(self.lr_schedule):
+            raise TypeError("Workload.lr_schedule must be callable: lr_schedule(step) -> lr factor")
+        if (self.sample_unit is None) != (self.sample_size is None):
+            raise TypeError('give Workload both sample_unit (e.g. "tokens") and sample_size (batch -> units), or '
+                            'neither')
+        if self.sample_unit is not None and (not isinstance(self.sample_unit, str) or not self.sample_unit.strip()
+                                             or not callable(self.sample_size)):
+            raise TypeError('Workload.sample_unit must be a name such as "tokens" and sample_size a callable '
+                            '(batch -> units in it)')
 
     def training_phases(self) -> tuple[Phase, ...]:
         """The phases to run: the single-optimizer form is one phase over every model."""
