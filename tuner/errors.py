@@ -53,3 +53,11 @@ class WeightsError(UserError):
 
 class WorkloadError(UserError):
     """A workload reference that does not resolve, or a workload that breaks the tuner.Workload contract."""
+
+
+class Interrupted(TunerError):
+    """A search stopped by SIGINT (Ctrl-C) or SIGTERM before there was a study to resume: exit 128 + the signal."""
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

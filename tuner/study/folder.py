@@ -32,6 +32,7 @@ RESULT_FILE = "result.json"
 CONFIRM_DIR = "confirm"
 RAY_DIR = "ray"
 DB_FILE = "study.db"
+LOCK_FILE = ".lock"  # flock'd by the one `tuner search` working on the study (tuner.study.lock)
 
 
 class StudyMeta(BaseModel):
@@ -39,7 +40,8 @@ class StudyMeta(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str
+    name: str  # also the Optuna study's name in the database, whatever the folder is called now
+    id: str | None = None  # the study's identity, also kept in its Optuna study (absent in studies before it)
     space: str = ""
     space_source: str = ""
     space_def: dict[str, Any] | None = None
