@@ -32,7 +32,8 @@ RESULT_FILE = "result.json"
 CONFIRM_DIR = "confirm"
 RAY_DIR = "ray"
 DB_FILE = "study.db"
-LOCK_FILE = ".lock"  # flock'd by the one `tuner search` working on the study (tuner.study.lock)
+LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the study (tuner.study.lock; not
+# `.lock`, which tuner.files.locked takes around a trial's writes to the folder)
 
 
 class StudyMeta(BaseModel):

@@ -1,5 +1,6 @@
-"""One `tuner search` per study at a time: an exclusive flock on `<study>/.lock`, held for the whole search or
-resume and released by the kernel when the process ends, however it ends (so a kill -9 leaves no stale lock).
+"""One `tuner search` per study at a time: an exclusive flock on `<study>/.search.lock`, held for the whole
+search or resume and released by the kernel when the process ends, however it ends (a kill -9 leaves no stale
+lock).
 
 A new study's folder is created and claimed here in one step (mkdir, then the lock, then the emptiness check
 under the lock), so two searches started together cannot both pass an "already exists" check and write into
