@@ -19,8 +19,8 @@ class StudyLock:
     """The held lock of one study folder. `release()` gives it back; a new study's folder that never got past
     its lock (bad input found after the claim) is removed again, so nothing is left on disk."""
 
-    def __init__(self, folder: Path, fd: int, created: bool) -> None:
-        self.folder, self.fd, self.created = folder, fd, created
+    def __init__(self, folder: Path, fd: int, created: list[Path]) -> None:
+        self.folder, self.fd, self.created = folder, fd, created  # created: the folders made, deepest first
 
     @property
     def path(self) -> Path:
@@ -37,11 +37,11 @@ class StudyLock:
         self.release()
         if set(p.name for p in self.folder.iterdir()) <= {LOCK_FILE}:
             self.path.unlink(missing_ok=True)
-            if self.created:
+            for made in self.created:  # the study folder, then the --reports-dir folders made for it
                 try:
-                    self.folder.rmdir()
+                    made.rmdir()
                 except OSError:
-                    pass
+                    break
 
 
 def lock_study(folder: Path, study: str, *, new: bool) -> StudyLock:
@@ -50,13 +50,14 @@ def lock_study(folder: Path, study: str, *, new: bool) -> StudyLock:
     import fcntl
 
     folder = Path(folder)
-    created = False
+    created: list[Path] = []
     try:
         if new:
+            missing = [p for p in (folder, *folder.parents) if not p.exists()]
             folder.parent.mkdir(parents=True, exist_ok=True)
             try:
                 folder.mkdir()
-                created = True
+                created = missing
             except FileExistsError:
                 pass  # an empty folder may be reused: the check below, under the lock, decides
         fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
