@@ -62,3 +62,11 @@ class WorkloadError(UserError):
 class StorageError(UserError):
     """A folder tuner must write but cannot: a file where the folder should be, a read-only folder or file system,
     a full disk or quota. Not the user's input as such, but theirs to fix, and never worth a traceback."""
+
+
+class Interrupted(TunerError):
+    """A search stopped by SIGINT (Ctrl-C) or SIGTERM before there was a study to resume: exit 128 + the signal."""
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

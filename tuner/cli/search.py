@@ -63,7 +63,7 @@ def search(
     if summary.interrupted:
         note(f"tuner: search stopped after {summary.finished} of {summary.total} trials; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
-        raise typer.Exit(130)
+        raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:

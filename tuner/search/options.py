@@ -19,12 +19,15 @@ from tuner.search.space import Space
 from tuner.search.spaces import load_space, parse_space
 from tuner.search.storage import (
     check_storage_url,
+    check_study_database,
     default_storage,
     saved_url,
+    resolve_storage,
     shown_url,
     storage_has_study,
 )
 from tuner.study import Objective, StudyFolder, StudyMeta
+from tuner.study.folder import LOCK_FILE
 from tuner.study.loaders import LoaderPlan
 from tuner.study.metrics import BY_KEY
 from tuner.study.objective import QUALITY
@@ -91,6 +94,12 @@ class SearchPlan:
     loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search.probe)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
 
+    optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
+
+    @property
+    def optuna_name(self) -> str:
+        return self.optuna_study or self.study
+
     @property
     def study_dir(self) -> Path:
         return self.folder.path
@@ -121,7 +130,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     if opts.resume:
         return _plan_resume(opts, given_space, study, folder, reports_dir)
 
-    if folder.path.exists() and any(folder.path.iterdir()):
+    if folder.path.exists() and any(p.name != LOCK_FILE for p in folder.path.iterdir()):
         what = "already exists" if folder.exists() else "is a folder that is not empty"
         raise StudyError(f"study '{study}' {what} at {folder.path}; add --resume to continue it, or pick another "
                          f"name with --study NEW_NAME")
@@ -227,7 +236,8 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     same("--option", opts.workload_options or None, meta.workload_options)
     same("--sampler", opts.sampler, meta.sampler)
     same("--seed", opts.seed, meta.seed)
-    storage = saved_url(folder.path, meta.storage)  # whole, password too (only in messages is it masked)
+    # A copied or renamed folder opens its own database; a password is kept in the folder's storage.url alone.
+    storage = resolve_storage(saved_url(folder.path, meta.storage), folder.path)
     same("--storage", shown_url(opts.storage) if opts.storage else None,
          shown_url(storage) if storage != default_storage(folder.path) else None)
     check_storage_url(storage)  # e.g. the database driver is not installed where the study is resumed
@@ -235,6 +245,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())
     _check_quality(saved_space, meta.objectives)
+    check_study_database(folder, meta, storage)  # last: it opens the database
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=saved_space,
         objectives=list(meta.objectives), workload=ref, workload_options=dict(meta.workload_options),
@@ -242,6 +253,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
+        optuna_study=meta.name,
     )
 
 

@@ -19,6 +19,7 @@ searcher, trainable, confirm).
 from __future__ import annotations
 
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.files import check_writable
+from tuner.errors import Interrupted
 from tuner.search.context import (
     cpu_facts,
     device_facts_for,
@@ -51,7 +53,9 @@ from tuner.search.resources import (
 )
 from tuner.search.shared_cache import WARN_BYTES, SharedFiles
 from tuner.search.space import Space
-from tuner.search.storage import keep_secret, kept_url, open_storage, reconcile_study
+from tuner.search.stop import StopSignals
+from tuner.search.storage import (keep_secret, kept_url, open_optuna_study, open_storage, reconcile_study,
+                                   stored_storage)
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
 from tuner.study.provenance import hardware, versions
 from tuner.study.verdict import Verdict
@@ -65,6 +69,7 @@ class SearchSummary:
     seconds: float
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
+    exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search.stop)
 
     @property
     def name(self) -> str:
@@ -141,7 +146,8 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         params=params, objectives=plan.objectives, workload=plan.workload.text,
         workload_options=plan.workload_options, dataset=plan.dataset,
         budget=plan.budget.model_dump(exclude_none=True), trials=plan.trials, sampler=plan.sampler, seed=plan.seed,
-        baseline={"trial": 0, "params": baseline} if baseline else None, storage=kept_url(plan.storage),
+        baseline={"trial": 0, "params": baseline} if baseline else None,
+        storage=stored_storage(kept_url(plan.storage), plan.study_dir), id=uuid.uuid4().hex,
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
         resources={"cpus_per_trial": resources.cpus_per_trial, "gpus_per_trial": resources.gpus_per_trial,
                    "concurrency": resources.concurrency},
@@ -159,12 +165,35 @@ def _now() -> str:
 def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
     """Plan, check resources, create or reconcile the study, run the trials, and summarize.
 
-    `console` (a rich Console) gets the live view and warnings; None runs silently."""
-    from tuner.search.ray_env import join_ray, quiet_ray_environment, start_local_ray
+    `console` (a rich Console) gets the live view and warnings; None runs silently. The study's lock
+    (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search.stop)."""
+    from tuner.study.lock import lock_study
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
     check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
+    stop = StopSignals()
+    stop.install()
+    lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
+    try:
+        return _locked_search(plan, opts, console, t0, stop)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
+        if not plan.folder.exists():
+            raise Interrupted("interrupted before the study started; nothing was kept", stop.exit_code) from None
+        return SearchSummary(Study.load(plan.folder), ran=0, total=plan.trials, seconds=time.perf_counter() - t0,
+                             interrupted=True, exit_code=stop.exit_code)
+    finally:
+        stop.restore()
+        if plan.folder.exists():
+            lock.release()
+        else:
+            lock.abandon()  # bad input found after the claim: leave no folder behind
+
+
+def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
+                   stop: StopSignals) -> SearchSummary:
+    from tuner.search.ray_env import join_ray, quiet_ray_environment, start_local_ray
+
     quiet_ray_environment()
     cluster = None
     if not opts.address:
@@ -191,12 +220,15 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
         else:
             assert cluster is not None
             start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules)
+        stop.install()  # over the handler ray.init set
     try:
         if opts.address or not started:
             cluster = ray_cluster()
         assert cluster is not None
         resources = resolve_resources(opts, cluster)
-        return _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0)
+        summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0)
+        summary.exit_code = stop.exit_code
+        return summary
     finally:
         if started:
             ray.shutdown()
@@ -243,7 +275,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
     from tuner.search.confirm import next_knee, pending
 
-    reconcile_study(plan.folder, open_storage(plan.storage), plan.study)
+    reconcile_study(plan.folder, open_storage(plan.storage), plan.optuna_name)
     study = Study.load(plan.folder)
     if len(study.records) < plan.trials or pending(study, plan.confirm_trials, plan.confirm_repeats) \
             or (plan.confirm_repeats > 0 and next_knee(study, plan.confirm_trials) is not None):
@@ -255,23 +287,31 @@ def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSum
 
 
 def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
-                baseline: dict[str, Any] | None, setup: StudySetup) -> None:
+                baseline: dict[str, Any] | None, setup: StudySetup, storage: Any) -> StudyMeta:
+    """study.json, after the Optuna study that carries its id (so a study.json always has its database)."""
+    directions = [o.direction or "minimize" for o in plan.objectives]
     if not plan.resume:
-        plan.folder.path.mkdir(parents=True, exist_ok=True)  # plan_search refused a non-empty one
+        meta = study_meta(plan, cluster, resources, baseline, setup)
+        assert meta.id is not None
         keep_secret(plan.folder.path, plan.storage)  # study.json keeps the URL with its password masked
-        plan.folder.write_meta(study_meta(plan, cluster, resources, baseline, setup))
+        open_optuna_study(storage, plan.optuna_name, meta.id, directions)
+        plan.folder.write_meta(meta)
+        return meta
     else:
         assert plan.meta is not None
+        study_id = plan.meta.id or uuid.uuid4().hex  # a study from before ids: it gets one now
+        open_optuna_study(storage, plan.optuna_name, study_id, directions)
         update: dict[str, Any] = {"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()],
-                                  "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats}}
+                                  "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
+                                  "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
             update.update(context=setup.context, domains=domains_of(setup.space))
-        if plan.meta.storage != kept_url(plan.storage):  # a study.json written with the password in clear
-            keep_secret(plan.folder.path, plan.storage)
-            update["storage"] = kept_url(plan.storage)
+        keep_secret(plan.folder.path, plan.storage)  # a study.json once written with the password in clear: now masked
         if not plan.meta.fid_cache and setup.shared is not None:
             update["fid_cache"] = setup.shared.manifest
-        plan.folder.write_meta(plan.meta.model_copy(update=update))
+        meta = plan.meta.model_copy(update=update)
+        plan.folder.write_meta(meta)
+        return meta
 
 
 def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared: StudySetup, console: Any,
@@ -294,10 +334,16 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     baseline = None
     if not plan.resume and space.defaults.baseline:
         baseline = space.baseline_point(context, own=plan.own) or None
-    _write_meta(plan, cluster, resources, baseline, prepared)
-
+    optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
     storage = open_storage(plan.storage)
-    n_before = reconcile_study(plan.folder, storage, plan.study)
+    meta = _write_meta(plan, cluster, resources, baseline, prepared, storage)
+    n_before = reconcile_study(plan.folder, storage, plan.optuna_name)
+    # The baseline stays pending until it has a record: a kill during it, or an interrupt before it started,
+    # leaves it to --resume, which runs it before any sampled trial (enqueued again unless Optuna still holds it).
+    pending_baseline = plan.resume and meta.baseline is not None and meta.baseline.get("params") is not None \
+        and not plan.folder.has_record(int(meta.baseline.get("trial", -1)))
+    if pending_baseline and not _waiting_trials(storage, plan.optuna_name):
+        baseline = dict(meta.baseline["params"])  # type: ignore[index]
     records = plan.folder.records()
     remaining = plan.trials - len(records)
     train_seconds = [s for r in records if r.complete and (s := r.value("train_seconds")) is not None]
@@ -313,14 +359,17 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)
-    optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
     with warnings.catch_warnings():
         if not opts.verbose:
             warnings.simplefilter("ignore")
         searcher = StudySearcher(space, plan.objectives, context=context, budget=plan.budget,
-                                 sampler=sampler, storage=storage, study_name=plan.study,
+                                 sampler=sampler, storage=storage, study_name=plan.optuna_name,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
                                  baseline=baseline, loaders=loaders)
+    if pending_baseline:
+        waiting = _waiting_trials(storage, plan.optuna_name)
+        if waiting:  # the number the baseline runs under now
+            plan.folder.write_meta(meta.model_copy(update={"baseline": {**meta.baseline, "trial": min(waiting)}}))
 
     view = None
     if console is not None:
@@ -367,6 +416,15 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
             study = Study.load(plan.folder)
     return SearchSummary(study, ran=ran, total=plan.trials, seconds=time.perf_counter() - t0,
                          interrupted=interrupted, warnings=list(prepared.warnings))
+
+
+def _waiting_trials(storage: Any, name: str) -> list[int]:
+    """Numbers of the study's enqueued trials not yet asked for (the baseline is the only one tuner enqueues)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    study = optuna.load_study(study_name=name, storage=storage)
+    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
 
 
 def _run_config(kind: str, plan: SearchPlan, verbose: bool, callback: Any) -> Any:
@@ -428,7 +486,7 @@ def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials:
     if view is not None:
         view.confirming(len(pairs), trials, plan.confirm_repeats)
     configs = rerun_configs(study, pairs, wall)
-    recorder = RerunRecorder(plan.study_dir, plan.storage, plan.study, view)
+    recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
     tuner = tune.Tuner(
         fn,  # a grid over the re-runs' configs: Tune creates its trials in the list's (interleaved) order
         param_space={RERUN_KEY: tune.grid_search(configs)},

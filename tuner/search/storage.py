@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, StudyError
 from tuner.study import StudyFolder, TrialRecord
+from tuner.study.folder import DB_FILE, STUDY_META, StudyMeta
 from tuner.study.record import Rerun
 
 RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record
@@ -22,8 +23,40 @@ def rerun_attr(trial: int) -> str:
     return f"{RERUN_ATTR}:{trial}"
 
 
+ID_ATTR = "tuner_study_id"  # Optuna study user attribute: the study id kept in study.json (tuner.study.StudyMeta.id)
+FOLDER_DB = "sqlite:///study.db"  # the default storage as study.json keeps it: relative to the study folder
+
+
 def default_storage(study_dir: Path) -> str:
     return f"sqlite:///{Path(study_dir) / 'study.db'}"
+
+
+def stored_storage(url: str, study_dir: Path) -> str:
+    """The URL study.json keeps: the folder's own database relative to the folder, so that a copied or renamed
+    study folder opens its own copy, never the original's; any other URL as given."""
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    if path.expanduser().resolve() == (Path(study_dir) / DB_FILE).resolve():
+        return FOLDER_DB
+    return url if path.expanduser().is_absolute() else f"sqlite:///{path.expanduser().absolute()}"
+
+
+def resolve_storage(stored: str, study_dir: Path) -> str:
+    """The URL to open for a saved study: FOLDER_DB is the study folder's own database. A study.json written
+    before paths were relative holds an absolute path; one that points into another study's folder (this one was
+    copied or renamed) means this folder's own study.db."""
+    study_dir = Path(study_dir)
+    path = sqlite_path(stored)
+    if path is None:
+        return stored
+    if stored == FOLDER_DB:
+        return default_storage(study_dir)
+    path = path.expanduser().absolute()  # any other relative path is from where tuner runs, as SQLAlchemy reads it
+    other_study = path.name == DB_FILE and (path.parent / STUDY_META).is_file()
+    if path.parent.resolve() != study_dir.resolve() and ((study_dir / DB_FILE).exists() or other_study):
+        return default_storage(study_dir)
+    return stored
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -165,6 +198,47 @@ def storage_has_study(url: str, name: str) -> bool:
     if path is not None and not path.exists():
         return False
     return any(s.study_name == name for s in open_storage(url).get_all_studies())
+
+
+def check_study_database(folder: StudyFolder, meta: StudyMeta, url: str) -> None:
+    """On --resume, before anything is written: the study's database is there, not empty, and holds this study
+    (the id in study.json), so a lost or replaced database is refused instead of started anew, which would number
+    the trials from 0 again over the folder's records."""
+    path = sqlite_path(url)
+    if path is not None:
+        path = path.expanduser()
+        fix = (f"restore it (or the whole study folder {folder.path}) from a backup; --resume never starts the "
+               f"database anew, which would renumber the trials over the records kept")
+        if not path.is_file():
+            raise StudyError(f"{path}: the study's database is missing; {fix}")
+        if path.stat().st_size == 0:
+            raise StudyError(f"{path}: the study's database is empty (0 bytes); {fix}")
+    found = [s for s in open_storage(url).get_all_studies() if s.study_name == meta.name]
+    held = found[0].user_attrs.get(ID_ATTR) if found else None
+    if not found:
+        if meta.id is None and not any((folder.path / "trials").glob("*/result.json")):
+            return  # an older study stopped before its first trial: nothing to lose
+        raise StudyError(f"{shown_url(url)} holds no study '{meta.name}' but {folder.meta_path} describes one; "
+                         f"restore the study's own database from a backup")
+    if held != meta.id:
+        raise StudyError(f"{shown_url(url)} holds another study '{meta.name}' (id {held}) than {folder.meta_path} "
+                         f"(id {meta.id}); resume the study folder that goes with that database, or restore this "
+                         f"one's own database")
+
+
+def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[str]) -> Any:
+    """The study's Optuna study, created on first use with the study id in its user attributes (tagging an
+    older study that has none)."""
+    import optuna
+
+    study = optuna.create_study(storage=storage, study_name=name, directions=directions, load_if_exists=True)
+    held = study.user_attrs.get(ID_ATTR)
+    if held is None:
+        study.set_user_attr(ID_ATTR, study_id)
+    elif held != study_id:
+        raise StudyError(f"the Optuna study '{name}' belongs to another study (id {held}, not {study_id}); pick "
+                         f"another name with --study NEW_NAME")
+    return study
 
 
 def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:

@@ -33,6 +33,8 @@ RESULT_FILE = "result.json"
 CONFIRM_DIR = "confirm"
 RAY_DIR = "ray"
 DB_FILE = "study.db"
+LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the study (tuner.study.lock; not
+# `.lock`, which tuner.files.locked takes around a trial's writes to the folder)
 
 
 class StudyMeta(BaseModel):
@@ -40,7 +42,8 @@ class StudyMeta(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str
+    name: str  # also the Optuna study's name in the database, whatever the folder is called now
+    id: str | None = None  # the study's identity, also kept in its Optuna study (absent in studies before it)
     space: str = ""
     space_source: str = ""
     space_def: dict[str, Any] | None = None

@@ -84,9 +84,17 @@ class Study:
 
     @property
     def baseline_trial(self) -> int | None:
-        """The trial that ran tuner's default knobs (trial 0 of a study that has one)."""
+        """The trial that ran tuner's default knobs (trial 0 of a study that has one, unless a kill or an
+        interrupt stopped it and --resume ran it under a later number). A recorded trial whose knobs are not the
+        baseline's (a study resumed by an older tuner that sampled in its place) is never called the baseline."""
         raw = (self.meta.baseline or {}).get("trial")
-        return int(raw) if raw is not None else None
+        if raw is None:
+            return None
+        want = (self.meta.baseline or {}).get("params") or {}
+        record = next((r for r in self.records if r.trial == int(raw)), None)
+        if record is not None and any(record.params[k] != v for k, v in want.items() if k in record.params):
+            return None
+        return int(raw)
 
     def loader_plan(self) -> "LoaderPlan | None":
         """The loader knobs the study's probes chose per batch size (probes.json), when it probed."""
