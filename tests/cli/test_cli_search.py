@@ -227,12 +227,14 @@ def test_a_study_folder_that_cannot_be_written_is_one_line_before_ray_starts(mak
     reports = make_study("taken") if resume else tmp_path / "reports"
     if resume:  # a study a search could resume: its stored space is one tuner reads
         from tuner.search.spaces import load_space
-        from tuner.search.storage import default_storage
+        from tuner.search.storage import default_storage, open_optuna_study, open_storage
 
         meta_path = reports / "taken" / "study.json"
         meta = json.loads(meta_path.read_text())
         meta["space_def"] = load_space("amp_loader").definition()
         meta["storage"] = default_storage(reports / "taken")
+        meta["id"] = "0" * 32  # and its own database, holding that study (a lost one is refused before this check)
+        open_optuna_study(open_storage(meta["storage"]), "taken", meta["id"], ["maximize", "minimize"])
         meta_path.write_text(json.dumps(meta))
     if fault == "file":
         reports.write_text("not a folder")
