@@ -229,3 +229,37 @@ def test_sigterm_during_a_trial_stops_cleanly_with_the_resume_command(tmp_path):
     out, err = finish(search(["--study", "tiny", "--resume", "--trials", str(len(kept) + 1)], reports), timeout=500)
     after = {r["trial"]: r for r in load_trials(study_dir)}
     assert len(after) == len(kept) + 1 and all(after[n] == r for n, r in kept.items()), err
+
+
+@pytest.mark.ray
+def test_ctrl_c_during_the_probes_says_how_to_resume_and_the_resume_runs_the_baseline_first(ray_session, tmp_path,
+                                                                                         capsys, monkeypatch):
+    """Ctrl-C while the probes run (planted: the probes raise KeyboardInterrupt, as SIGINT does there) exits 130
+    with the one line that resumes the study; that resume runs the baseline before any sampled trial."""
+    import tuner.search.runner as runner
+
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "plan_loaders", interrupted)
+        rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--gpus-per-trial", "0",
+                   "--confirm", "0"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    hint = [ln for ln in err.splitlines() if "--resume" in ln]
+    assert len(hint) == 1 and "tuner search --study tiny" in hint[0], err
+    assert not list((reports / "tiny").glob("trials/*/result.json"))  # no trial ran
+
+    assert main(["search", "--study", "tiny", "--resume", "--reports-dir", str(reports)]) == 0, \
+        capsys.readouterr().err
+    meta = read_meta(reports / "tiny")
+    records = {r["trial"]: r for r in load_trials(reports / "tiny")}
+    number = meta["baseline"]["trial"]
+    assert number in records and min(records) == number
+    assert all(records[number]["params"][k] == v for k, v in meta["baseline"]["params"].items()
+               if k in records[number]["params"])
