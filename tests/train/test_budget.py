@@ -79,3 +79,15 @@ def test_a_slow_step_s_trial_keeps_its_budget_and_reads_only_windows_of_several_
     assert all(b - a >= 3 * 8 for a, b in zip(ends, ends[1:]))  # no window shorter than three steps
     assert res.value("wall_seconds") <= budget_s + budget_margin(budget_s, step_s)
     assert "compute: one step takes 0.58 s" in res.get("ceiling_skipped")  # 5% of the budget holds no 7 steps
+
+
+def test_a_trial_the_wall_cap_stops_before_one_full_window_is_an_error_with_no_reading(tmp_path, slow):
+    """No window of the least steps, no throughput to rank: the trial is an error saying why, not a `complete`
+    trial without a throughput (and its scoring is not paid for)."""
+    path, clock = slow
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 20},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 5, "min_windows": 3, "window_min_steps": 3}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, wall_limit_s=2.0)
+    assert res.state == "error" and "before one window of 3 steps" in res.error
+    assert res.throughput is None and res.get("val_loss") is None

@@ -229,9 +229,11 @@ class _Run:
             samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
             step_seconds=loop.step_seconds)
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
-        if loop.capped and not loop.windows:
+        if not loop.windows and not loop.diverged:  # no reading to rank: not a complete trial (nor worth scoring)
+            res.state = "error"
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
                          f"the step is too slow for this budget (raise --budget-seconds)")
+            return
         per_sample = self.step.units_per_sample()
         if per_sample is not None and res.metrics.get("throughput") is not None:
             res.metrics.update(unit_throughput=res.metrics["throughput"] * per_sample, sample_unit=workload.sample_unit)
