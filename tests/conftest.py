@@ -30,3 +30,18 @@ def ray_session():
 def make_study(tmp_path):
     """make_study(name, kind) -> reports dir holding a fake study (see tests/studies.py)."""
     return study_maker(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _a_fast_preflight_step(monkeypatch):
+    """The pre-flight's timed step decides whether a seconds budget is refused (tuner.train.preflight.check_budget),
+    and on a busy machine a real step can take seconds: plant a fast one so no in-process test depends on this
+    machine's speed. The steps still run (they catch a loss that raises); the tests of the refusal plant their own
+    step time over this one."""
+    import sys
+
+    import tuner.train.preflight  # noqa: F401 - the module: tuner.train exports a function of the same name
+
+    preflight = sys.modules["tuner.train.preflight"]
+    real = preflight._train_steps
+    monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: (real(*a, **k), 0.001)[1])
