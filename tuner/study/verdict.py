@@ -259,7 +259,8 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     if baseline is None:
         parts.append("no baseline trial to compare with")
     elif baseline.trial == chosen.trial:
-        parts.append("the baseline itself (tuner's default knobs) is the pick")
+        parts.append("the baseline itself (tuner's default knobs, the workload's own optimizer settings) is the "
+                     "pick")
     else:
         parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
         if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
