@@ -30,6 +30,10 @@ from tuner.study import Objective, StudyFolder, TrialRecord
 STATE_KEY = "tuner_state"
 FEASIBLE_KEY = "tuner_feasible"
 RECORD_KEY = "tuner_record"
+# Reports made while a trial trains (issue 20): every report carries BUDGET_KEY; a report that closes a rung also
+# carries RUNG_KEY (0-based) and the objective values measured at that rung, under objective_key(o).
+BUDGET_KEY = "tuner_budget_used"  # the trial budget used so far, in the budget's unit (seconds or samples)
+RUNG_KEY = "tuner_rung"
 # Config keys the searcher adds beside the sampled params.
 TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"

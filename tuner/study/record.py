@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from tuner.study.metrics import finite
 
-State = Literal["complete", "oom", "diverged", "error"]
-STATES: tuple[str, ...] = ("complete", "oom", "diverged", "error")
+State = Literal["complete", "stopped", "oom", "diverged", "error"]
+# "stopped": a scheduler stopped it at a rung (issue 20); what it measured up to there is real data, not a failure.
+STATES: tuple[str, ...] = ("complete", "stopped", "oom", "diverged", "error")
 FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error")
 MetricValue = float | int | str | bool | None
 
@@ -34,6 +35,8 @@ class TrialResult(BaseModel):
     device: str = ""
     sample_grid: str | None = None  # an image of generated samples, when the workload's evaluate wrote one
     optimizer: dict[str, dict[str, Any]] | None = None  # per phase: the optimizer and the hyperparameters it used
+    rung: int | None = None  # the highest rung (0-based) it reached under a rung scheduler; None: no scheduler
+    measured_at: float | None = None  # the budget used (the budget's unit: seconds or samples) when its figures were taken
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")
