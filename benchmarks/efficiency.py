@@ -2,7 +2,7 @@
 
 A small discrete space (batch size x loader workers x precision, CNN on digits) is measured exhaustively once with
 tuner's own engine, then searched many times as a *tabular benchmark* (the method of HPOBench / NAS-Bench): the
-tuner's sampler (built by `tuner.search.runner.make_sampler`, the same construction `tuner search` uses, asked
+tuner's sampler (built by `tuner.search._runner.make_sampler`, the same construction `tuner search` uses, asked
 through the same define-by-run `Space.sample` and told the same way as its searcher: two objective values plus a
 feasibility constraint) proposes configs, and each proposal is answered with the grid's measured values. This
 isolates the search from measurement noise and lets one grid serve many seeds. Ray is not involved: it only
@@ -10,7 +10,7 @@ schedules trials and has no say in which config comes next.
 
 Three figures, over several seeds, against Optuna's RandomSampler asked the same way or today's search:
   - trials until a proposal reaches >= 95% of the grid's best throughput (target: <= 25% of the grid);
-  - the same with the loader knobs decided by probes (tuner.search.probe, measured for real on this machine):
+  - the same with the loader knobs decided by probes (tuner.search._probe, measured for real on this machine):
     the sampler searches batch size x precision only and each proposal takes the loader the probes chose for its
     batch size (target: fewer full trials than today's search, and <= 25% of the grid);
   - Pareto hypervolume (throughput up, validation loss down) after L trials, as a fraction of the whole grid's
@@ -35,7 +35,7 @@ REACH = 0.95
 
 def grid_space(axes: tuple[tuple[str, tuple[Any, ...]], ...], budget_s: float, trials: int) -> Any:
     """The grid as a tuner search space (categorical params), validated by tuner's own space parser."""
-    from tuner.search import parse_space
+    from tuner.space import parse_space
 
     params: dict[str, Any] = {}
     for name, values in axes:
@@ -87,10 +87,10 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
     exactly as tuner's StudySearcher does (values + constraint; penalties for an infeasible point). `baseline` is
     enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs). With a loader `plan` (the
     probes'), the sampler draws the other params only and each proposal takes the plan's loader for its batch
-    size, as tuner.search.searcher.SpaceFunction does; the baseline keeps its own."""
+    size, as tuner.search._searcher.SpaceFunction does; the baseline keeps its own."""
     import optuna
 
-    from tuner.search import tell_trial
+    from tuner.search.toolkit import tell_trial
 
     objectives = space.objectives_for("cnn")
     names = [n for n, _ in space.params.items() if not space.params[n].fixed]
@@ -114,7 +114,7 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
 def probe_plan(ctx: Context, space: Any) -> Any:
     """The loader plan a study would make for this grid: tuner's own probes, in this process, on this machine."""
     from tuner.config import dump_config
-    from tuner.search.probe import LoaderPlan, candidate_batches, candidate_loaders, choice_of, probe_batch
+    from tuner.search._probe import LoaderPlan, candidate_batches, candidate_loaders, choice_of, probe_batch
 
     s = ctx.settings
     knobs = ["num_workers"]
@@ -136,7 +136,7 @@ def probe_plan(ctx: Context, space: Any) -> Any:
 def run(ctx: Context) -> list[BenchResult]:
     import optuna
 
-    from tuner.search import make_sampler
+    from tuner.search.toolkit import make_sampler
 
     s = ctx.settings
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -216,7 +216,7 @@ def run(ctx: Context) -> list[BenchResult]:
     chosen = "; ".join(f"batch {c.batch_size}: {c.loader}" for c in plan.choices)
     reachable = {k: v for k, v in table.items() if feasible(v)
                  and v["throughput"] >= REACH * best_thr and plan.loader_for(k[0]) == {"num_workers": k[1]}}
-    note_probed = (f"Probe-first search on the same grid and seeds: tuner's probes (tuner.search.probe, "
+    note_probed = (f"Probe-first search on the same grid and seeds: tuner's probes (tuner.search._probe, "
                    f"{s.probe_seconds:g} s per ceiling) measured the compute ceiling and the input ceiling of "
                    f"num_workers {[p.loader.get('num_workers') for p in plan.choices[0].probes]} "
                    f"at batch sizes {[c.batch_size for c in plan.choices]} in {plan.seconds:.1f} s "

@@ -121,7 +121,7 @@ def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
-    from tuner.search import make_sampler
+    from tuner.search.toolkit import make_sampler
 
     times_dir.mkdir(parents=True, exist_ok=True)
     searcher = OptunaSearch(space=bare_space, metric=["objective_throughput", "objective_loss"], mode=["max", "min"],
@@ -176,7 +176,8 @@ def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
 
 def start_ray() -> float:
     """Ray started the way `tuner search` starts it (same resources, quiet, workers can import tuner)."""
-    from tuner.search import local_cluster, start_local_ray
+    from tuner.search import local_cluster
+    from tuner.search.toolkit import start_local_ray
 
     cluster = local_cluster()
     t = time.perf_counter()

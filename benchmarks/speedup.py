@@ -68,7 +68,7 @@ def export_best(ctx: Context) -> tuple[Any, dict[str, Any]]:
 
 
 def run(ctx: Context) -> list[BenchResult]:
-    from tuner.search import wall_limit
+    from tuner.search.toolkit import wall_limit
     from tuner.train import run_trial
 
     s = ctx.settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studies import study_maker
+from tests.helpers.studies import study_maker
 
 
 @pytest.fixture(scope="session")
@@ -13,7 +13,7 @@ def ray_session():
 
     Tests that call `tuner search` in-process reuse it (run_search does not start or stop Ray when one is up).
     """
-    from tuner.search.ray_env import start_local_ray
+    from tuner.search._ray_env import start_local_ray
 
     import ray
 

@@ -3,7 +3,7 @@ import torch
 
 from tuner.device import Device, device_facts, resolve_device
 from tuner.errors import DeviceError
-from fakes import FakeCudaDevice
+from tests.helpers.fakes import FakeCudaDevice
 
 
 def test_cuda_asked_for_without_gpu_is_a_clear_error(monkeypatch):

@@ -12,11 +12,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from spaces_for_tests import tiny_space
-from studies import load_trials, read_meta
+from tests.helpers.spaces_for_tests import tiny_space
+from tests.helpers.studies import load_trials, read_meta
 from tuner.cli import main
 from tuner.config import TrialConfig
-from tuner.search.resources import ClusterInfo
+from tuner.search._resources import ClusterInfo
 
 TINY_SPACE = tiny_space(trials=3)
 
@@ -130,8 +130,8 @@ params:
     (["--space", "amp_loader", "-o", "x={a: 1, a: 2}"], "--option 'x={a: 1, a: 2}': duplicate key 'a' at line 1"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
-    import tuner.search.ray_env as ray_env
-    import tuner.search.runner as runner
+    import tuner.search._ray_env as ray_env
+    import tuner.search._runner as runner
 
     if "--gpus-per-trial" in args:  # a machine without GPUs, whatever this one has
         monkeypatch.setattr(runner, "local_cluster", lambda: ClusterInfo(2, 0, 1, 2, 0))
@@ -181,8 +181,8 @@ def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_pa
                                                                           args, expected):
     """On a 2-core CPU machine (pinned, whatever this host has), a domain that comes out empty for the trials'
     resources, or native choices the CPU does not have, are one line and exit 2; Ray is never started."""
-    import tuner.search.ray_env as ray_env
-    import tuner.search.runner as runner
+    import tuner.search._ray_env as ray_env
+    import tuner.search._runner as runner
 
     monkeypatch.setattr(runner, "local_cluster", lambda: ClusterInfo(2, 0, 1, 2, 0))
     monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
@@ -197,7 +197,7 @@ def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_pa
 
 
 def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeypatch):
-    import tuner.search.resources as resources
+    import tuner.search._resources as resources
 
     monkeypatch.setattr(resources, "local_cluster", lambda: ClusterInfo(6, 0, 1, 6, 0))
     assert main(["spaces", "show", "amp_loader"]) == 0
@@ -220,14 +220,14 @@ def test_a_study_folder_that_cannot_be_written_is_one_line_before_ray_starts(mak
     import errno
     import os
 
-    import tuner.search.ray_env as ray_env
+    import tuner.search._ray_env as ray_env
 
     monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
     monkeypatch.setattr(ray_env, "join_ray", lambda *a, **k: pytest.fail("Ray was started"))
     reports = make_study("taken") if resume else tmp_path / "reports"
     if resume:  # a study a search could resume: its stored space is one tuner reads
-        from tuner.search.spaces import load_space
-        from tuner.search.storage import default_storage, open_optuna_study, open_storage
+        from tuner.space import load_space
+        from tuner.search._storage import default_storage, open_optuna_study, open_storage
 
         meta_path = reports / "taken" / "study.json"
         meta = json.loads(meta_path.read_text())

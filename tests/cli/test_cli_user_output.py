@@ -4,7 +4,7 @@ the user's code prints goes to stderr, so stdout stays exactly one JSON document
 import json
 
 from tuner.cli import main
-from userworkloads import HEADER, write
+from tests.helpers.userworkloads import HEADER, write
 
 PRINTING = HEADER + '''
 
@@ -61,8 +61,8 @@ def test_profile_json_with_a_printing_model_is_one_document(tmp_path, capsys, mo
 def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
     """Trials run in Ray workers; a driver that shows their output (--verbose) copies their stdout to its own,
     which holds `tuner search --format json`'s document: a trial's prints go to the worker's stderr."""
-    from tuner.search.spaces import parse_space
-    from tuner.search.trainable import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+    from tuner.space import parse_space
+    from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
     from tuner.study import Objective, TrialResult
 
     def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None):

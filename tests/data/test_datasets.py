@@ -13,7 +13,7 @@ from tuner.data import Datasets, check_dataset, digits, load_datasets, parse_dat
 from tuner.errors import DatasetError
 from tuner.files import locked
 
-from datafiles import write_cifar, write_mnist, write_tree  # noqa: E402
+from tests.helpers.datafiles import write_cifar, write_mnist, write_tree  # noqa: E402
 
 
 def assert_images(ds: Datasets, channels: int, size: int) -> None:

@@ -88,7 +88,7 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
 
     import optuna
 
-    from studies import load_trials
+    from tests.helpers.studies import load_trials
 
     space = tmp_path / "tiny.yaml"
     space.write_text(space_text)
@@ -119,7 +119,7 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
                for n, rec in before.items() if searched(records[n]) != searched(rec)}
     assert not changed, f"a trial recorded before the kill changed (trial: keys) {changed}"
     url = storage or f"sqlite:///{study_dir / 'study.db'}"
-    from tuner.search.storage import engine_url
+    from tuner.search._storage import engine_url
 
     optuna_trials = optuna.load_study(study_name="tiny", storage=engine_url(url)).trials
     states = {t.number: t.state.name for t in optuna_trials}

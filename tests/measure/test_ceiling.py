@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from tuner.device import resolve_device
-from tuner.measure.ceiling import CeilingCache, CeilingSkipped, cache_key, compute_ceiling, input_ceiling
-from fakes import FakeClock
+from tuner.measure.ceiling import CeilingCache, CeilingSkipped, cache_key
+from tuner.train.ceilings import compute_ceiling, input_ceiling
+from tests.helpers.fakes import FakeClock
 
 
 class CountingDevice:
@@ -125,7 +126,7 @@ def test_a_trial_s_ceilings_record_why_one_was_skipped(tmp_path):
     from tuner.config import parse_config
     from tuner.train.ceilings import measure_ceiling
     from tuner.workload.loader import build, parse_ref
-    from userworkloads import GOOD, write
+    from tests.helpers.userworkloads import GOOD, write
 
     path = write(tmp_path, GOOD, "ceil_wl.py")
     sys.modules.pop("ceil_wl", None)

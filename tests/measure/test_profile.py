@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from fakes import FakeClock
+from tests.helpers.fakes import FakeClock
 
 from tuner.device import Device
 from tuner.measure.profile import PhaseClock, top_operators

@@ -14,7 +14,7 @@ from tuner.measure import fid
 from tuner.measure.fid import unaugmented_train
 from tuner.measure.quality import evaluate_cnn, evaluate_gan, feature_classifier, warm_up_fid
 from tuner.models import Discriminator, Generator, SmallCNN
-from fakes import FakeCudaDevice
+from tests.helpers.fakes import FakeCudaDevice
 
 CPU = resolve_device("cpu")
 

@@ -61,7 +61,7 @@ def test_fp32_on_tf32_tensor_cores_is_labelled_wherever_params_are_shown(make_st
     """TF32 changes fp32's numerics, so a trial that ran with it says `fp32 + TF32` (sampled or fixed by the space),
     in the table, the trial detail, the live line of a search and the HTML report."""
     from tuner.report.html import render_html
-    from tuner.search.progress import trial_line
+    from tuner.cli.progress import trial_line
 
     s = open_study(make_study(), "gan-demo")
     sampled, fixed, plain = s.trial(2), s.trial(4), s.trial(0)
@@ -80,7 +80,7 @@ def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
     export."""
     from tuner.report.export import build_export
     from tuner.report.html import render_html
-    from tuner.search.progress import trial_line
+    from tuner.cli.progress import trial_line
     from tuner.study.headroom import assess
 
     s = open_study(make_study(), "gan-demo")

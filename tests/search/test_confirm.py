@@ -8,11 +8,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from studies import load_trials
+from tests.helpers.studies import load_trials
 from tuner.search import SearchOptions, run_search
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
-from tuner.search.confirm import MAX_EXTRA, next_knee, pending, plan_reruns, schedule
+from tuner.search._confirm import MAX_EXTRA, next_knee, pending, plan_reruns, schedule
 from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord, TrialResult
 from tuner.study.record import Rerun
 from tuner.study.verdict import decide, is_confirmed

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from searchproc import finish, search
-from servers import start_ray_cluster
-from studies import load_trials
+from tests.helpers.searchproc import finish, search
+from tests.helpers.servers import start_ray_cluster
+from tests.helpers.studies import load_trials
 
 # A user's workload file: the built-in GAN at a tiny size, whose evaluate also says which copy of this module and
 # of tuner the trial process imported (strings are kept as information in the record).

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from tuner.search import SearchOptions
-from tuner.search.context import combine_facts, device_facts_for, study_space, trial_context
-from tuner.search.resources import ClusterInfo, resolve_resources
-from tuner.search.spaces import load_space
+from tuner.search._context import combine_facts, device_facts_for, trial_context
+from tuner.space import study_space
+from tuner.search._resources import ClusterInfo, resolve_resources
+from tuner.space import load_space
 from tuner.study import StudyMeta
 
 

@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from tuner.search.spaces import parse_space
-from tuner.search.trainable import RECORD_KEY, TRIAL_KEY, TrialSetup, trainable
+from tuner.space import parse_space
+from tuner.search._trial import RECORD_KEY, TRIAL_KEY, TrialSetup
+from tuner.search._trainable import trainable
 
 pytestmark = [
     pytest.mark.ray,

@@ -17,9 +17,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from searchproc import finish, search, sigkill, wait_for_results
-from spaces_for_tests import tiny_space
-from studies import load_trials, read_meta
+from tests.helpers.searchproc import finish, search, sigkill, wait_for_results
+from tests.helpers.spaces_for_tests import tiny_space
+from tests.helpers.studies import load_trials, read_meta
 from tuner.cli import main
 from tuner.search import SearchOptions, run_search
 from tuner.study.folder import LOCK_FILE
@@ -36,8 +36,8 @@ def no_ray(monkeypatch) -> None:
     def refuse(*a, **k):
         raise AssertionError("Ray was started")
 
-    monkeypatch.setattr("tuner.search.ray_env.start_local_ray", refuse)
-    monkeypatch.setattr("tuner.search.ray_env.join_ray", refuse)
+    monkeypatch.setattr("tuner.search._ray_env.start_local_ray", refuse)
+    monkeypatch.setattr("tuner.search._ray_env.join_ray", refuse)
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +236,7 @@ def test_ctrl_c_during_the_probes_says_how_to_resume_and_the_resume_runs_the_bas
                                                                                          capsys, monkeypatch):
     """Ctrl-C while the probes run (planted: the probes raise KeyboardInterrupt, as SIGINT does there) exits 130
     with the one line that resumes the study; that resume runs the baseline before any sampled trial."""
-    import tuner.search.runner as runner
+    import tuner.search._runner as runner
 
     space = tmp_path / "tiny.yaml"
     space.write_text(tiny_space(trials=2))

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from searchproc import kill_and_resume, report_json, trial_numbers
-from servers import postgres_bin, start_postgres
-from spaces_for_tests import tiny_space
+from tests.helpers.searchproc import kill_and_resume, report_json, trial_numbers
+from tests.helpers.servers import postgres_bin, start_postgres
+from tests.helpers.spaces_for_tests import tiny_space
 from tuner.cli import main
 from tuner.errors import ConfigError
-from tuner.search.storage import engine_url, shown_url
+from tuner.search._storage import engine_url, shown_url
 
 
 def _missing(what: str) -> None:

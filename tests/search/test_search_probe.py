@@ -9,13 +9,22 @@ import optuna
 import pytest
 import yaml
 
-from studies import load_trials
+from tests.helpers.studies import load_trials
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
-from tuner.search.probe import (LoaderChoice, LoaderPlan, LoaderProbe, candidate_batches,
-                                candidate_loaders, choose, predicted, probe_batch, probed_knobs)
-from tuner.search.searcher import SpaceFunction
-from tuner.search.spaces import parse_space
+from tuner.search._probe import (
+    LoaderChoice,
+    LoaderPlan,
+    LoaderProbe,
+    candidate_batches,
+    candidate_loaders,
+    choose,
+    predicted,
+    probe_batch,
+    probed_knobs,
+)
+from tuner.search._searcher import SpaceFunction
+from tuner.space import parse_space
 
 SPACE = """
 description: probe test

@@ -6,7 +6,7 @@ import pytest
 
 from tuner.errors import DeviceError
 from tuner.search import SearchOptions
-from tuner.search.resources import ClusterInfo, NodeInfo, ray_cluster, resolve_resources
+from tuner.search._resources import ClusterInfo, NodeInfo, ray_cluster, resolve_resources
 
 
 def fake_ray_nodes(monkeypatch, nodes):

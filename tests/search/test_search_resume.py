@@ -8,9 +8,9 @@ import time
 
 import optuna
 
-from searchproc import finish, kill_and_resume, search, sigkill, wait_for_results
-from spaces_for_tests import tiny_space
-from studies import load_trials
+from tests.helpers.searchproc import finish, kill_and_resume, search, sigkill, wait_for_results
+from tests.helpers.spaces_for_tests import tiny_space
+from tests.helpers.studies import load_trials
 
 TINY_SPACE = tiny_space(trials=6)
 
@@ -69,7 +69,7 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
     out, err = finish(search(["--study", "tiny", "--resume"], reports), timeout=200)
     assert "pick: trial" in out and "noise floor" in out, err
     assert searched() == trials_before  # no search trial redone
-    from tuner.search.confirm import MAX_EXTRA, confirm_set, plan_reruns
+    from tuner.search._confirm import MAX_EXTRA, confirm_set, plan_reruns
     from tuner.study import open_study
 
     study = open_study(reports, "tiny")

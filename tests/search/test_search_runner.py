@@ -10,12 +10,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from spaces_for_tests import tiny_space
-from studies import load_trials, read_meta
+from tests.helpers.spaces_for_tests import tiny_space
+from tests.helpers.studies import load_trials, read_meta
 from tuner.config import Budget
 from tuner.search import SearchOptions, run_search
-from tuner.search.resources import ClusterInfo, resolve_resources
-from tuner.search import wall_limit
+from tuner.search._resources import ClusterInfo, resolve_resources
+from tuner.search.toolkit import wall_limit
 from tuner.study import TrialResult
 
 pytestmark = pytest.mark.ray
@@ -75,7 +75,7 @@ def optuna_trials(study_dir: Path, name: str):
 
 def amp_loader_with_half_precision(tmp_path: Path) -> str:
     """The default space, but listing fp16/bf16 without `native`: half precision searched even on a CPU."""
-    from tuner.search.spaces import resolve_space_path
+    from tuner.space import resolve_space_path
 
     text = resolve_space_path("amp_loader").read_text()
     assert ", native: true}" in text
@@ -147,7 +147,7 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     CPU, it keeps them (Optuna refuses a categorical whose choices change) and says so."""
     from rich.console import Console
 
-    import tuner.search.runner as runner
+    import tuner.search._runner as runner
 
     _ship_fakes_by_value()
     gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}

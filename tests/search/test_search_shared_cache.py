@@ -15,10 +15,10 @@ from tuner.config import Quality
 from tuner.data import Datasets
 from tuner.device import resolve_device
 from tuner.measure.fid import fid_of_images
-from tuner.search.runner import StudySetup, shared_fid_cache, study_meta
-from tuner.search.shared_cache import SharedFiles
-from tuner.search.spaces import parse_space
-from tuner.search.trainable import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+from tuner.search._runner import StudySetup, shared_fid_cache, study_meta
+from tuner.search._shared_cache import SharedFiles
+from tuner.space import parse_space
+from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
 from tuner.study import Objective, TrialResult
 
 CPU = resolve_device("cpu")
@@ -63,7 +63,7 @@ def test_a_node_with_an_empty_cache_gets_the_drivers_files_and_an_identical_one_
     empty = tmp_path / "fresh" / ".cache"
     driver.shared.install(empty)
     assert SharedFiles.collect(empty).manifest == driver.shared.manifest
-    monkeypatch.setattr("tuner.search.shared_cache.atomic_write",
+    monkeypatch.setattr("tuner.search._shared_cache.atomic_write",
                         lambda *a, **k: pytest.fail("rewrote a file the node already had"))
     driver.shared.install(driver.cache)  # the driver's own machine: nothing to write
     driver.shared.install(empty)

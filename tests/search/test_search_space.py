@@ -7,7 +7,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.errors import ConfigError
-from tuner.search.spaces import list_spaces, load_space, parse_space, space_names
+from tuner.space import list_spaces, load_space, parse_space, space_names
 from tuner.study import Objective
 
 GOOD = """

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from searchproc import REPO, tuner_env
-from studies import load_trials
-from userworkloads import HEADER, write
+from tests.helpers.searchproc import REPO, tuner_env
+from tests.helpers.studies import load_trials
+from tests.helpers.userworkloads import HEADER, write
 
 # Raises inside the trial only (the pre-flight check passes), as a bug that some runs meet.
 RAISES_IN_TRIAL = HEADER + '''

@@ -8,9 +8,9 @@ import sys
 import optuna
 import pytest
 
-from studies import load_trials
+from tests.helpers.studies import load_trials
 from tuner.cli import main
-from userworkloads import GOOD, RAISES_AT_32, write
+from tests.helpers.userworkloads import GOOD, RAISES_AT_32, write
 
 SPACE = """
 description: batch size only
@@ -62,7 +62,7 @@ def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_
 ])
 def test_a_broken_workload_is_refused_before_ray_and_no_study_is_written(tmp_path, capsys, monkeypatch, body,
                                                                           needle):
-    import tuner.search.ray_env as ray_env
+    import tuner.search._ray_env as ray_env
 
     def no_ray(*a, **k):
         raise AssertionError("Ray was started for a broken workload")

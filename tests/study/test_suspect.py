@@ -11,7 +11,7 @@ from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
 from tuner.report.html import render_html
 from tuner.report.view import study_json, study_table, trial_panel
-from tuner.search.confirm import next_knee
+from tuner.search._confirm import next_knee
 from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
 from tuner.study.record import Rerun
 from tuner.study.suspect import MIN_SPREAD, allowed_spread

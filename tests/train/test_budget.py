@@ -9,7 +9,7 @@ import pytest
 from tuner.config import parse_config
 from tuner.train import run_trial
 from tuner.train.trial import budget_margin
-from userworkloads import write
+from tests.helpers.userworkloads import write
 
 SLOW = '''
 import torch

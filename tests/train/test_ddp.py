@@ -33,7 +33,7 @@ def _rank_main(rank: int, world: int, folder: str) -> None:
         return original_step(self, batches)
 
     PhaseStep.__call__ = slow_on_rank_1
-    from fakes import TickingClock
+    from tests.helpers.fakes import TickingClock
 
     # Time in clock reads (the ceilings' deadlines hold their steps at any load), and rank 1 with a clock of its
     # own that runs three times faster: left to itself, this rank would end every window early.

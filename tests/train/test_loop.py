@@ -9,7 +9,7 @@ import torch
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.train.loop import run_loop
-from fakes import FakeClock, FakeCudaDevice
+from tests.helpers.fakes import FakeClock, FakeCudaDevice
 
 
 class FakeStep:

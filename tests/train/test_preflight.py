@@ -9,7 +9,7 @@ from tuner.config import parse_config
 from tuner.device import Device
 from tuner.errors import WorkloadError
 from tuner.train import check_workload
-from userworkloads import GOOD, HEADER, write
+from tests.helpers.userworkloads import GOOD, HEADER, write
 
 import torch
 

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from fakes import FakeCudaDevice
+from tests.helpers.fakes import FakeCudaDevice
 
 from tuner.config import parse_config
 from tuner.errors import RunFailed

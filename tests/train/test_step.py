@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import tuner
-from fakes import FakeCudaDevice
+from tests.helpers.fakes import FakeCudaDevice
 from tuner.builtin import gan as gan_builtin
 from tuner.config import Params
 from tuner.device import Device

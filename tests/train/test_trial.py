@@ -8,8 +8,8 @@ from tuner.errors import DeviceError
 from tuner.models import SmallCNN
 from tuner.train import run_trial
 from tuner.train.step import PhaseStep
-from datafiles import write_cifar, write_mnist, write_tree
-from fakes import FakeCudaDevice, TickingClock
+from tests.helpers.datafiles import write_cifar, write_mnist, write_tree
+from tests.helpers.fakes import FakeCudaDevice, TickingClock
 
 
 def cfg(**over):

@@ -8,7 +8,7 @@ import pytest
 from tuner.errors import WorkloadError
 from tuner.workload.loader import (build, parse_ref, ship_paths, shipped_copy, user_error_line,
                                    user_traceback)
-from userworkloads import GOOD, write
+from tests.helpers.userworkloads import GOOD, write
 
 
 def test_builtins_and_file_references_resolve(tmp_path, monkeypatch):

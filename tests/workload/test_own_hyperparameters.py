@@ -17,7 +17,7 @@ from tuner.device import Device
 from tuner.errors import ConfigError, WorkloadError
 from tuner.train.step import PhaseStep
 
-from userworkloads import HEADER, write
+from tests.helpers.userworkloads import HEADER, write
 
 CPU = Device("cpu", torch.device("cpu"))
 
@@ -176,7 +176,7 @@ def test_old_exported_configs_with_dcgan_settings_still_load(tmp_path):
 
 
 def test_the_baseline_point_uses_the_workloads_own_values():
-    from tuner.search.spaces import parse_space
+    from tuner.space import parse_space
 
     space = parse_space({"objectives": [{"metric": "throughput", "direction": "max"}],
                          "params": {"lr_scale": {"type": "float", "low": 0.3, "high": 3, "log": True},
@@ -305,7 +305,7 @@ def test_sample_unit_needs_sample_size():
 
 def test_every_view_shows_the_declared_unit_beside_samples_per_second():
     from tuner.report.view import _measured_cell
-    from tuner.search.progress import trial_line
+    from tuner.cli.progress import trial_line
     from tuner.study import Objective, TrialRecord
     from tuner.study.format import fmt_metric
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.cli import main
-from userworkloads import GOOD, HEADER, write
+from tests.helpers.userworkloads import GOOD, HEADER, write
 
 EXITS_AT_IMPORT = GOOD + "\nimport sys\nsys.exit(3)\n"
 
@@ -68,7 +68,7 @@ def test_sys_exit_at_import_is_one_line_and_exit_2_in_train(tmp_path, capsys):
 
 
 def test_sys_exit_at_import_is_one_line_and_exit_2_in_search(tmp_path, capsys, monkeypatch):
-    import tuner.search.ray_env as ray_env
+    import tuner.search._ray_env as ray_env
 
     def no_ray(*a, **k):
         raise AssertionError("Ray was started for a workload that cannot be imported")

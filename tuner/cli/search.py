@@ -42,6 +42,7 @@ def search(
 ) -> None:
     """Search a space with Ray Tune + Optuna, scoring every trial on throughput and quality."""
     from tuner.cli.app import stdout_to_stderr
+    from tuner.cli.progress import SearchView
     from tuner.search import SearchOptions, run_search
 
     opts = SearchOptions(
@@ -55,7 +56,7 @@ def search(
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format
     with stdout_to_stderr(format is Format.json), user_output():
-        summary = run_search(opts, console=stderr_console())
+        summary = run_search(opts, console=stderr_console(), view=SearchView)
     if format is Format.json:
         print_json(_summary_json(summary))
     else:
@@ -102,7 +103,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
 
 
 def _print_summary(summary: Any) -> None:
-    from tuner.search.progress import front_table
+    from tuner.cli.progress import front_table
 
     out = stdout_console()
     states = ", ".join(f"{n} {s}" for s, n in summary.states.items()) or "no trials"
@@ -132,8 +133,8 @@ def _here(sp: Any) -> tuple[Any, dict[str, Any]] | None:
     from tuner.device import device_facts, resolve_device
     from tuner.errors import UserError
     from tuner.search import SearchOptions
-    from tuner.search.context import cpu_facts, trial_context
-    from tuner.search.resources import local_cluster, resolve_resources
+    from tuner.search import cpu_facts, trial_context
+    from tuner.search import local_cluster, resolve_resources
 
     resources = resolve_resources(SearchOptions(), local_cluster())
     facts = device_facts(resolve_device("cuda")) if resources.gpus_per_trial > 0 else cpu_facts()
@@ -157,7 +158,7 @@ def list_spaces_cmd(format: FormatOption = Format.table, debug: Debug = False) -
     """List the bundled search spaces with a one-line description."""
     from rich.table import Table
 
-    from tuner.search.spaces import list_spaces
+    from tuner.space import list_spaces
 
     spaces = list_spaces()
     if format is Format.json:
@@ -176,9 +177,9 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
                format: FormatOption = Format.table, debug: Debug = False) -> None:
     """Print one space: its file and what it searches."""
     from tuner.files import read_text
-    from tuner.search.spaces import load_space, resolve_space_path
+    from tuner.space import load_space, resolve_space_path
 
-    from tuner.search.spaces import clamp_notes
+    from tuner.space import clamp_notes
 
     path = resolve_space_path(name)
     sp = load_space(str(path))

@@ -38,7 +38,7 @@ def make_loader(
     collate_fn: Any = None,
 ) -> DataLoader:
     """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
-    from tuner.train.batch import checked_collate
+    from tuner.data.batch import checked_collate
 
     device.check_pin_memory(params.pin_memory)
     n = len(dataset)  # type: ignore[arg-type]

@@ -236,7 +236,7 @@ def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
 def _shown_storage(url: str | None) -> str | None:
     """A report is what people share: the storage URL with its password masked (a study.json written before
     tuner masked it may hold it in clear)."""
-    from tuner.search.storage import shown_url
+    from tuner.search import shown_url
 
     return shown_url(url) if url else url
 

@@ -1,12 +1,19 @@
-"""`tuner search`: Ray Tune trials driven by Optuna over a YAML search space, multi-objective and resumable."""
+"""`tuner search` as a library: Ray Tune trials driven by Optuna over a search space (tuner.space), multi-objective
+and resumable.
 
-from tuner.search.options import SearchOptions, SearchPlan, plan_search
-from tuner.search.outcome import tell_trial, wall_limit
-from tuner.search.ray_env import start_local_ray
-from tuner.search.resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
-from tuner.search.runner import SearchSummary, make_sampler, run_search
-from tuner.search.space import Space
-from tuner.search.spaces import list_spaces, load_space, parse_space, space_names
+What a program that drives a study needs: `run_search(SearchOptions(...)) -> SearchSummary` (plan_search checks
+the options alone, without Ray or disk), and the resources its trials get (resolve_resources over a ClusterInfo
+from local_cluster or ray_cluster), the sampling context a space is resolved for (trial_context, cpu_facts), and
+a storage URL as reports show it (shown_url, its password hidden). The pieces a program may reuse on their own (the sampler tuner builds, how a
+trial's outcome is told to Optuna, the wall cap, the loader probes) are in tuner.search.toolkit. Every other module
+here is internal (underscore-named).
+"""
+
+from tuner.search._context import cpu_facts, trial_context
+from tuner.search._options import SearchOptions, SearchPlan, plan_search
+from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
+from tuner.search._runner import SearchSummary, run_search
+from tuner.search._storage import shown_url
 
 __all__ = [
     "ClusterInfo",
@@ -14,18 +21,12 @@ __all__ = [
     "SearchOptions",
     "SearchPlan",
     "SearchSummary",
-    "Space",
-    "list_spaces",
-    "load_space",
+    "cpu_facts",
     "local_cluster",
-    "make_sampler",
-    "parse_space",
     "plan_search",
     "ray_cluster",
     "resolve_resources",
     "run_search",
-    "space_names",
-    "start_local_ray",
-    "tell_trial",
-    "wall_limit",
+    "shown_url",
+    "trial_context",
 ]

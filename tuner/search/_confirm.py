@@ -102,7 +102,7 @@ def next_knee(study: Study, k: int) -> int | None:
 
 def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float) -> list[dict[str, Any]]:
     """The configs the re-runs' Tune trials get: each trial's own sampled params, its number and the repeat."""
-    from tuner.search.trainable import REPEAT_KEY, TRIAL_KEY, WALL_KEY
+    from tuner.search._trial import REPEAT_KEY, TRIAL_KEY, WALL_KEY
 
     by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
     return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s} for t, rep in pairs]

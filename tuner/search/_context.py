@@ -10,17 +10,14 @@ the facts every node agrees on (a precision is native only if it is native on ev
 have no GPU at all (`--address` from a laptop), and Ray reports GPU counts but not compute capabilities, so
 asking torch where trials run is the only exact answer; it also keeps CUDA out of the driver process.
 
-A study's domains are fixed for its life (Optuna needs one distribution per param): the first run stores the
-resolved domains and the context in study.json (`domains`, `context`), and `--resume` reuses them even on other
-hardware, with a warning saying what this machine would have chosen instead.
+A study's stored domains (study.json `domains`, `context`, reused by `--resume`) are tuner.space's (study_space).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tuner.search.resources import ClusterInfo, Resources
-from tuner.search.space import Space
+from tuner.search._resources import ClusterInfo, Resources
 
 PROBE_TIMEOUT_S = 120.0
 FALLBACK_GPU_FACTS = {"device": "cuda (not probed)", "precisions": ["fp32", "fp16"], "tf32_available": False}
@@ -82,45 +79,3 @@ def combine_facts(answers: list[dict[str, Any]]) -> dict[str, Any]:
     devices = list(dict.fromkeys(str(a["device"]) for a in answers))
     return {"device": " + ".join(devices), "precisions": precisions,
             "tf32_available": all(bool(a["tf32_available"]) for a in answers)}
-
-
-def stored_space(space: Space, domains: dict[str, Any]) -> Space:
-    """`space` with the domains a study stored when it started (study.json `domains`)."""
-    from tuner.search.space import ParamSpec
-
-    params = {name: ParamSpec.model_validate(domains[name]) if name in domains else spec
-              for name, spec in space.params.items()}
-    return space.model_copy(update={"params": params})
-
-
-def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tuple[Space, dict[str, Any], list[str]]:
-    """The space a study samples from and the context its conditions see, plus warnings.
-
-    A new study (or one stored before domains were recorded): `space` resolved for `context` (a ConfigError when
-    a domain comes out empty). A resumed study: the domains and context stored by its first run, whatever this
-    machine would resolve, with a warning where they differ."""
-    domains = getattr(meta, "domains", None)
-    if not domains:
-        return space.resolve(context), context, []
-    saved_context = dict(getattr(meta, "context", None) or context)
-    kept = stored_space(space, domains)
-    notes = []
-    fresh = space.resolve(context, strict=False)
-    differ = [name for name, spec in fresh.params.items() if spec != kept.params[name]]
-    if differ:
-        shown = "; ".join(f"{n}: {kept.params[n].describe()} (here: {fresh.params[n].describe()})" for n in differ)
-        notes.append(f"resuming with the domains this study started with ({_describe_context(saved_context)}), not "
-                     f"this machine's ({_describe_context(context)}): {shown}; throughputs measured on other "
-                     f"hardware do not compare")
-    return kept, saved_context, notes
-
-
-def _describe_context(ctx: dict[str, Any]) -> str:
-    gpus = ctx.get("gpus", 0)
-    return f"{ctx.get('cpus')} CPUs" + (f", {gpus} GPU" if gpus else "") + (f" on {ctx['device']}" if
-                                                                              ctx.get("device") else "")
-
-
-def domains_of(space: Space) -> dict[str, Any]:
-    """The resolved domains as study.json stores them (only those that depended on the trial)."""
-    return {name: spec for name, spec in space.definition()["params"].items()}

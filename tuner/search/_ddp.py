@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.search.trainable import WALL_KEY, TrialSetup, run_one
+from tuner.search._trial import WALL_KEY, TrialSetup, run_one
 
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:

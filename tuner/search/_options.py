@@ -14,10 +14,10 @@ from typing import Any
 
 from tuner.config import Budget, Quality, budget_from_options
 from tuner.errors import ConfigError, StudyError
-from tuner.search.confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
-from tuner.search.space import Space
-from tuner.search.spaces import load_space, parse_space
-from tuner.search.storage import (
+from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
+from tuner.space import Space
+from tuner.space import load_space, parse_space
+from tuner.search._storage import (
     check_storage_url,
     check_study_database,
     default_storage,
@@ -63,7 +63,7 @@ class SearchOptions:
     verbose: bool = False
     confirm: int | None = None  # K: front trials re-run after the search (0: no confirmation)
     repeats: int | None = None  # R: re-runs of each confirmed trial and of the baseline
-    probe: bool = True  # decide the loader knobs by probes before the trials (tuner.search.probe)
+    probe: bool = True  # decide the loader knobs by probes before the trials (tuner.search._probe)
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
     engine: Any = None  # the training engine (tuner.train.run_trial's signature); tests pass fakes
@@ -91,7 +91,7 @@ class SearchPlan:
     confirm_trials: int = 0
     confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
-    loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search.probe)
+    loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search._probe)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since

@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.search.space import Space
+from tuner.space import Space
 from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe
 
 if TYPE_CHECKING:
-    from tuner.search.options import SearchPlan
-    from tuner.search.resources import Resources
+    from tuner.search._options import SearchPlan
+    from tuner.search._resources import Resources
 
 LOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
@@ -138,39 +138,15 @@ def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) ->
 def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, cache_path: str | None,
                 cache_dir: str) -> dict[str, Any]:
     """On a trial's resources: the compute ceiling of the config in `cfg_json` and the input ceiling of each
-    loader in `loaders`, through the study's ceiling cache. Returns {compute, inputs: [value per loader]}."""
+    loader in `loaders`, through the study's ceiling cache (tuner.train.probe_ceilings measures them).
+    Returns {compute, inputs: [value per loader], device}."""
     from tuner.config import parse_config
-    from tuner.device import resolve_device
     from tuner.measure.ceiling import CeilingCache
-    from tuner.train.ceilings import ceilings, measure_ceiling
-    from tuner.train.trial import (
-        build_models,
-        build_workload,
-        make_context,
-        torch_threads,
-    )
-    from tuner.workload.context import running
+    from tuner.train import probe_ceilings
 
     cfg = parse_config(json.loads(cfg_json), "probe")
-    device = resolve_device(cfg.params.device)
     cache = CeilingCache(Path(cache_path)) if cache_path else None
-    context = make_context(cfg, device, Path(cache_dir), None)
-    with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
-        workload = build_workload(cfg)
-        train_set, _ = workload.datasets()
-        models = build_models(workload, device, cfg.params.seed)
-        # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
-        # ceilings, measured after training, never see. Run them untimed first.
-        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
-        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders here;
-        # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
-        compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
-        inputs = []
-        for loader in loaders:
-            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
-            inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
-                                   kinds=("input",))["input"])
-    return {"compute": compute, "inputs": inputs, "device": device.describe()}
+    return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir))
 
 
 def stored_loader_plan(path: Path) -> LoaderPlan | None:
@@ -229,7 +205,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
 
 def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
                  resources: "Resources", console: Any) -> LoaderPlan | None:
-    """The study's loader probes (tuner.search.probe): run once, before the first trial, and kept in the study
+    """The study's loader probes (tuner.search._probe): run once, before the first trial, and kept in the study
     folder so a resumed study samples as it began. None when the study does not probe."""
     from tuner.files import atomic_write
 

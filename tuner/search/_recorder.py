@@ -8,7 +8,7 @@ from typing import Any
 from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
-from tuner.search.trainable import REPEAT_KEY, RERUN_KEY, TRIAL_KEY, record_from_payload, searched_params
+from tuner.search._trial import REPEAT_KEY, RERUN_KEY, TRIAL_KEY, record_from_payload, searched_params
 
 
 def ray_error_text(trial: Any) -> str:
@@ -87,7 +87,7 @@ class RerunRecorder(Callback):
         self.recorded: list[tuple[int, int]] = []
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config into the study folder: no password
-        from tuner.search.storage import kept_url
+        from tuner.search._storage import kept_url
 
         return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url)}
 
@@ -119,7 +119,7 @@ class RerunRecorder(Callback):
         be updated, so they are study user attributes, `confirm:<trial>` -> the trial's re-runs."""
         import optuna
 
-        from tuner.search.storage import rerun_attr
+        from tuner.search._storage import rerun_attr
 
         try:
             study = optuna.load_study(study_name=self.study_name, storage=self.storage_url)

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from tuner.errors import DeviceError
-from tuner.search.options import SearchOptions
+from tuner.search._options import SearchOptions
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """`tuner search` as a library call: `run_search(SearchOptions(...)) -> SearchSummary`.
 
 Order of work, so that bad input never starts Ray or touches disk:
-  1. plan_search() (tuner.search.options): validate and resolve everything; pure.
+  1. plan_search() (tuner.search._options): validate and resolve everything; pure.
   2. Count the machine's GPUs (or join the cluster with --address) and decide per-trial resources and
-     concurrency (tuner.search.resources).
-  3. Create (or reconcile, on --resume) the study folder and the Optuna study (tuner.search.storage), then run a
+     concurrency (tuner.search._resources).
+  3. Create (or reconcile, on --resume) the study folder and the Optuna study (tuner.search._storage), then run a
      Ray Tune Tuner whose searcher is a StudySearcher over that Optuna study.
 
 Resume does not replay Ray's experiment state: Ray checkpoints it periodically, so after kill -9 it can lag
@@ -28,34 +28,23 @@ from typing import Any
 
 from tuner.files import check_writable
 from tuner.errors import Interrupted
-from tuner.search.context import (
-    cpu_facts,
-    device_facts_for,
-    domains_of,
-    study_space,
-    trial_context,
+from tuner.search._context import cpu_facts, device_facts_for, trial_context
+from tuner.space import domains_of, study_space
+from tuner.search._options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
+from tuner.search._outcome import wall_limit
+from tuner.search._probe import plan_loaders, stored_loader_plan
+from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
+from tuner.search._shared_cache import WARN_BYTES, SharedFiles
+from tuner.space import Space
+from tuner.search._stop import StopSignals
+from tuner.search._storage import (
+    keep_secret,
+    kept_url,
+    open_optuna_study,
+    open_storage,
+    reconcile_study,
+    stored_storage,
 )
-from tuner.search.options import (
-    SearchOptions,
-    SearchPlan,
-    check_plan,
-    plan_search,
-    trial_base,
-)
-from tuner.search.outcome import wall_limit
-from tuner.search.probe import plan_loaders, stored_loader_plan
-from tuner.search.resources import (
-    ClusterInfo,
-    Resources,
-    local_cluster,
-    ray_cluster,
-    resolve_resources,
-)
-from tuner.search.shared_cache import WARN_BYTES, SharedFiles
-from tuner.search.space import Space
-from tuner.search.stop import StopSignals
-from tuner.search.storage import (keep_secret, kept_url, open_optuna_study, open_storage, reconcile_study,
-                                   stored_storage)
 from tuner.study import Objective, Study, StudyMeta, TrialRecord
 from tuner.study.provenance import hardware, versions
 from tuner.study.verdict import Verdict
@@ -69,7 +58,7 @@ class SearchSummary:
     seconds: float
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
-    exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search.stop)
+    exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
 
     @property
     def name(self) -> str:
@@ -162,11 +151,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
+def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> SearchSummary:
     """Plan, check resources, create or reconcile the study, run the trials, and summarize.
 
-    `console` (a rich Console) gets the live view and warnings; None runs silently. The study's lock
-    (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search.stop)."""
+    `console` (a rich Console) gets the warnings and `view(console, trials, done, objectives, params)` builds the
+    live view on it (the CLI's tuner.cli.progress.SearchView); None runs silently. The study's lock
+    (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search._stop)."""
     from tuner.study.lock import lock_study
 
     t0 = time.perf_counter()
@@ -176,7 +166,7 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
     stop.install()
     lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
     try:
-        return _locked_search(plan, opts, console, t0, stop)
+        return _locked_search(plan, opts, console, t0, stop, view)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if not plan.folder.exists():
             raise Interrupted("interrupted before the study started; nothing was kept", stop.exit_code) from None
@@ -191,8 +181,8 @@ def run_search(opts: SearchOptions, console: Any = None) -> SearchSummary:
 
 
 def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
-                   stop: StopSignals) -> SearchSummary:
-    from tuner.search.ray_env import join_ray, quiet_ray_environment, start_local_ray
+                   stop: StopSignals, make_view: Any = None) -> SearchSummary:
+    from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray
 
     quiet_ray_environment()
     cluster = None
@@ -226,7 +216,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
             cluster = ray_cluster()
         assert cluster is not None
         resources = resolve_resources(opts, cluster)
-        summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0)
+        summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
+                       make_view)
         summary.exit_code = stop.exit_code
         return summary
     finally:
@@ -245,7 +236,7 @@ def check_space_fits(plan: SearchPlan, resources: Resources) -> None:
 
 
 def shared_fid_cache(plan: SearchPlan) -> SharedFiles | None:
-    """The FID cache the pre-flight check built in the driver, to ship to every trial (tuner.search.shared_cache);
+    """The FID cache the pre-flight check built in the driver, to ship to every trial (tuner.search._shared_cache);
     None when the study does not score quality or nothing was cached."""
     if not plan.quality_settings().enabled:
         return None
@@ -273,7 +264,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
-    from tuner.search.confirm import next_knee, pending
+    from tuner.search._confirm import next_knee, pending
 
     reconcile_study(plan.folder, open_storage(plan.storage), plan.optuna_name)
     study = Study.load(plan.folder)
@@ -315,15 +306,15 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared: StudySetup, console: Any,
-         t0: float) -> SearchSummary:
+         t0: float, make_view: Any = None) -> SearchSummary:
     import optuna
     from ray import tune
     from rich.markup import escape
 
-    from tuner.search.progress import SearchView
-    from tuner.search.recorder import StudyRecorder
-    from tuner.search.searcher import StudySearcher
-    from tuner.search.trainable import TrialSetup, trainable
+    from tuner.search._recorder import StudyRecorder
+    from tuner.search._searcher import StudySearcher
+    from tuner.search._trial import TrialSetup
+    from tuner.search._trainable import trainable
 
     opts = plan.options
     for note in prepared.warnings:
@@ -382,7 +373,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         if fitted:
             console.print(escape(f"fitted to these trials ({_trial_words(context)}): " + "; ".join(fitted)),
                           soft_wrap=True)
-        view = SearchView(console, plan.trials, len(records), plan.objectives, space.reachable(context))
+        if make_view is not None:
+            view = make_view(console, plan.trials, len(records), plan.objectives, space.reachable(context))
     if resources.ddp_workers > 1:
         trial_resources: dict[str, float] = {"cpu": 1}
     else:
@@ -436,7 +428,7 @@ def _run_config(kind: str, plan: SearchPlan, verbose: bool, callback: Any) -> An
 
 
 def _fit(tuner: Any, view: Any, verbose: bool) -> None:
-    from tuner.search.ray_env import quiet_loggers, restore_loggers
+    from tuner.search._ray_env import quiet_loggers, restore_loggers
 
     loggers = quiet_loggers(verbose)
     if view is not None:
@@ -453,11 +445,11 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
 
 
 def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
-    """The confirmation phase (tuner.search.confirm): the missing re-runs, in their interleaved order; then, while
+    """The confirmation phase (tuner.search._confirm): the missing re-runs, in their interleaved order; then, while
     the confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them),
     so the export stands on confirmed figures. Returns False when it was interrupted before every re-run was
     recorded."""
-    from tuner.search.confirm import confirm_set, next_knee, pending, schedule
+    from tuner.search._confirm import confirm_set, next_knee, pending, schedule
 
     while True:
         pairs = pending(study, plan.confirm_trials, plan.confirm_repeats)
@@ -479,9 +471,9 @@ def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials:
            resources: Resources, view: Any, wall: float) -> bool:
     from ray import tune
 
-    from tuner.search.confirm import rerun_configs
-    from tuner.search.recorder import RerunRecorder
-    from tuner.search.trainable import RERUN_KEY
+    from tuner.search._confirm import rerun_configs
+    from tuner.search._recorder import RerunRecorder
+    from tuner.search._trial import RERUN_KEY
 
     if view is not None:
         view.confirming(len(pairs), trials, plan.confirm_repeats)
@@ -500,7 +492,7 @@ def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials:
 
 
 def rerun_name(trial: Any) -> str:
-    from tuner.search.trainable import REPEAT_KEY, RERUN_KEY, TRIAL_KEY
+    from tuner.search._trial import REPEAT_KEY, RERUN_KEY, TRIAL_KEY
 
     config = trial.config[RERUN_KEY]
     return f"trial-{int(config[TRIAL_KEY]):04d}-rerun-{int(config[REPEAT_KEY])}"
@@ -514,7 +506,7 @@ def _trial_words(context: dict[str, Any]) -> str:
 
 def trial_name(trial: Any) -> str:
     """Ray's name and folder for a trial: the study's trial number (Ray's default embeds every param)."""
-    from tuner.search.trainable import TRIAL_KEY
+    from tuner.search._trial import TRIAL_KEY
 
     number = trial.config.get(TRIAL_KEY)
     return f"trial-{int(number):04d}" if number is not None else f"trial-{trial.trial_id}"

@@ -6,7 +6,7 @@
    with finite penalty values and a violated constraint (`trial.set_constraint`, Optuna 5). TPE and NSGA-II rank
    infeasible trials below every feasible one, so the failing region stops being proposed. Plain FAIL would be
    ignored by the samplers, and NaN would leave the trial RUNNING forever.
-3. Loader knobs decided by probes (tuner.search.probe): the sampler searches the rest, and each trial gets the
+3. Loader knobs decided by probes (tuner.search._probe): the sampler searches the rest, and each trial gets the
    loader chosen for its batch size as constants.
 4. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
    study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
@@ -24,11 +24,11 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
 from tuner.study.loaders import LoaderPlan
-from tuner.search.space import Space
-from tuner.search.storage import RECORD_ATTR, fail_if_running
+from tuner.space import Space
+from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord
-from tuner.search.outcome import CONSTRAINT, penalty, wall_limit
-from tuner.search.trainable import FEASIBLE_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
+from tuner.search._outcome import CONSTRAINT, penalty, wall_limit
+from tuner.search._trial import FEASIBLE_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,7 @@
-"""What runs inside a Ray Tune trial: sampled params -> validated TrialConfig -> the training engine -> one report.
+"""The trial side of a search: sampled params -> validated TrialConfig -> the training engine -> one report.
+
+The pieces a trial process uses, whether Tune runs it (_trainable.py) or a Ray Train worker of a DDP trial does
+(_ddp.py); both import this module and it imports neither.
 
 Every outcome is reported, never raised: a bad combination, an out-of-memory, a diverged loss or a bug in a trial
 becomes a record with a state and a reason, so the study goes on and the sampler learns from it. The report
@@ -21,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import error_line
-from tuner.search.outcome import penalty
-from tuner.search.shared_cache import SharedFiles
-from tuner.search.space import Space, check_finite
+from tuner.search._outcome import penalty
+from tuner.search._shared_cache import SharedFiles
+from tuner.space import Space, check_finite
 from tuner.study import Objective, StudyFolder, TrialRecord
 
 # Keys of the dict a trial reports to Tune (objective keys are objective_key(o)).
@@ -37,7 +40,7 @@ RUNG_KEY = "tuner_rung"
 # Config keys the searcher adds beside the sampled params.
 TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
-REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search.confirm)
+REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
 
 Engine = Callable[..., Any]  # tuner.train.run_trial's signature
@@ -174,17 +177,3 @@ def record_from_payload(result: dict[str, Any] | None) -> TrialRecord | None:
     if not result or RECORD_KEY not in result:
         return None
     return TrialRecord.model_validate(json.loads(result[RECORD_KEY]))
-
-
-def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
-    """The Ray Tune function trainable: one report, then return."""
-    from ray import tune
-
-    if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
-        config = dict(config[RERUN_KEY])
-    if setup.ddp_workers > 1:
-        from tuner.search.ddp import run_ddp_trial
-
-        run_ddp_trial(config, setup)  # rank 0's report reaches Tune through TuneReportCallback
-        return
-    tune.report(run_one(config, setup))

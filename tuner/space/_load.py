@@ -11,8 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
-from tuner.search.expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
-from tuner.search.space import (
+from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
+from tuner.space._space import (
     CONTEXT_NAMES,
     NATIVE_PARAMS,
     SPACE_SUFFIXES,
@@ -192,7 +192,7 @@ def check_expressions(name: str, spec: ParamSpec, key: str, adapter: TypeAdapter
 
 def clamp_notes(name: str, spec: ParamSpec) -> list[str]:
     """Where an expression bound is clamped to the param's own limit, in words (`tuner spaces show`)."""
-    from tuner.search.space import field_limits
+    from tuner.space._space import field_limits
 
     notes = []
     lo, hi = field_limits(name, spec.type)

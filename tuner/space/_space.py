@@ -23,7 +23,7 @@ the CPUs of one training process; `tf32_available`, whether its GPU has TF32 ten
 (equality), a list (one of), or a string with an operator: ">0", ">=2", "<4", "<=8", "==fp16", "!=fp32".
 
 Resources in bounds: `low` and `high` may be expressions over the trial's resources (`high: cpus`,
-`high: cpus - 1`, `low: 2 * gpus`, `high: "min(cpus, 16)"`; see tuner.search.expr). They are resolved once per study,
+`high: cpus - 1`, `low: 2 * gpus`, `high: "min(cpus, 16)"`; see tuner.space._expr). They are resolved once per study,
 when its resources are known (`Space.resolve`): an int bound is rounded down, and a value beyond the param's own
 limit in `tuner.config.Params` is clamped to it (num_workers at most 128). A domain that comes out empty for the
 study's trials (low > high) is refused before any trial runs.
@@ -35,7 +35,7 @@ categorical left with one choice is a fixed value (Optuna samples nothing for it
 
 Why one module of ~500 lines: the schema (ParamSpec, Condition, Space), its resolution for a study's resources
 and its sampling are one contract that each part validates against the others; finding a space file on disk
-and parsing it live apart, in tuner.search.spaces, and expressions in tuner.search.expr.
+and parsing it live apart, in tuner.space._load, and expressions in tuner.space._expr.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
-from tuner.search.expr import describe_resources, is_expression, parse_expr
+from tuner.space._expr import describe_resources, is_expression, parse_expr
 from tuner.study import Objective
 from tuner.study.objective import QUALITY
 
@@ -109,7 +109,7 @@ class ParamSpec(_Strict):
     """One param's domain. Exactly one of: a `type` with its fields, or a fixed `value`."""
 
     type: Literal["int", "float", "categorical", "bool"] | None = None
-    low: int | float | str | None = None  # a number, or an expression over the trial's resources (tuner.search.expr)
+    low: int | float | str | None = None  # a number, or an expression over the trial's resources (tuner.space._expr)
     high: int | float | str | None = None
     log: bool = False
     step: int | float | None = None

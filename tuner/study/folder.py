@@ -119,7 +119,7 @@ class StudyFolder:
 
     @property
     def probes_path(self) -> Path:
-        """The loader probes of the study and the loader chosen per batch size (tuner.search.probe.LoaderPlan)."""
+        """The loader probes of the study and the loader chosen per batch size (tuner.search._probe.LoaderPlan)."""
         return self.path / "probes.json"
 
     @property

@@ -1,5 +1,5 @@
 """What a study's loader probes found, as the study folder keeps it (probes.json): the input ceiling of each
-probed loader, the compute ceiling and the loader chosen at each probed batch size (tuner.search.probe runs them).
+probed loader, the compute ceiling and the loader chosen at each probed batch size (tuner.search._probe runs them).
 """
 
 from __future__ import annotations

@@ -1,25 +1,87 @@
 """A trial's two ceilings measured with its own workload, models and loader knobs (see tuner.measure.ceiling),
-looked up first in the study's cache. Used after a trial's training and by a study's loader probes."""
+looked up first in the study's cache; compute_ceiling and input_ceiling drive the step or the loader for them. Used after a trial's training and by a study's loader probes."""
 
 from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from itertools import repeat
 from typing import Any
 
 from torch import nn
 
-from tuner.config import TrialConfig
+from tuner.config import Budget, Measure, TrialConfig
 from tuner.device import Device, is_oom
-from tuner.measure.timing import Clock
-from tuner.measure.ceiling import CeilingCache, CeilingSkipped, cache_key, compute_ceiling, input_ceiling
-from tuner.train.batch import to_device
+from tuner.measure.ceiling import (MIN_WINDOWS, WINDOWS, CeilingCache, CeilingSkipped, cache_key, ceiling_measure,
+                                   check_fits)
+from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
+from tuner.data.batch import batch_len, to_device
 from tuner.train.distributed import Agreement
-from tuner.train.loop import forever
+from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
 from tuner.workload.api import Workload
 
 KINDS = ("compute", "input")
+
+
+def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree: Any = None,
+                    clock: Clock = time.perf_counter, *, step_seconds: float | None = None,
+                    measure: Measure | None = None) -> float | None:
+    """Samples/s of `step` (a tuner.train.step.PhaseStep) fed `batch`, already on the device, over and over,
+    within `seconds` of wall time (warm-up included). `step_seconds` (the trial's settled step) decides before
+    any step whether the deadline can hold a reading: CeilingSkipped when not, or when the deadline cut it."""
+    m = ceiling_measure(seconds, measure)
+    check_fits(seconds, step_seconds, m)
+    loop = run_loop(step, repeat(batch), budget=Budget(seconds=seconds), measure=m, device=device, agree=agree,
+                    clock=clock, wall_limit_s=seconds)
+    if loop.diverged:
+        return None
+    if len(loop.windows) < MIN_WINDOWS:
+        raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(loop.windows)} full window(s) "
+                             f"(steps of about {loop.step_seconds or 0:.3g} s)")
+    return summarize(loop.windows).throughput
+
+
+def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, warmup_batches: int = 2,
+                  pinned: bool = False, clock: Clock = time.perf_counter, measure: Measure | None = None) -> float:
+    """Samples/s a batch iterator (the trial's loader, endless) delivers to the device within `seconds` of wall
+    time: each batch is copied as training copies it (non_blocking when pinned), the device is synced at window
+    ends, and each window holds at least the trial's minimum of batches. CeilingSkipped when the deadline cannot
+    hold MIN_WINDOWS such windows."""
+    m = ceiling_measure(seconds, measure)
+    dev = device.torch_device
+    start = clock()
+    deadline = start + seconds
+    for _ in range(warmup_batches):  # worker start-up and the first prefetch are start-up, not steady state
+        to_device(next(batches), dev, pinned)
+        if clock() >= deadline:
+            raise CeilingSkipped(f"the loader's start-up ({warmup_batches} batches) took longer than its "
+                                 f"{seconds:.3g} s deadline")
+    meter = WaitMeter(batches, clock)
+    timer = WindowTimer(device, meter, clock)
+    for i in range(WINDOWS):
+        window_s = max((deadline - clock()) / (WINDOWS - i), m.window_min_seconds)
+        timer.start()
+        t0, n = clock(), 0
+        cut = False
+        while True:
+            batch = to_device(next(meter), dev, pinned)
+            timer.add(batch_len(batch, 1))
+            n += 1
+            if n >= m.window_min_steps and clock() - t0 >= window_s:
+                break
+            if clock() >= deadline:
+                cut = True
+                break
+        timer.close()
+        if n < m.window_min_steps:
+            timer.windows.pop()
+        if cut or clock() >= deadline:
+            break
+    if len(timer.windows) < MIN_WINDOWS:
+        raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(timer.windows)} full window(s)")
+    return summarize(timer.windows).throughput  # type: ignore[return-value]
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
@@ -48,8 +110,6 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
     p = cfg.params
     try:
         if kind == "compute":
-            from tuner.measure.ceiling import check_fits, ceiling_measure
-
             check_fits(seconds, step_seconds, ceiling_measure(seconds, cfg.measure))
             plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
                                          "pin_memory": False})

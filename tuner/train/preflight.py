@@ -80,7 +80,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     allocator) before anything is timed. Returns the faster step's wall time, for the budget check."""
     from torch.utils.data import DataLoader
 
-    from tuner.train.batch import checked_collate
+    from tuner.data.batch import checked_collate
     from tuner.train.loop import forever
     from tuner.train.step import PhaseStep
 

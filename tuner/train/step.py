@@ -23,7 +23,7 @@ from torch import nn
 
 from tuner.config import Params
 from tuner.device import Device, is_oom
-from tuner.train.batch import batch_len, to_device
+from tuner.data.batch import batch_len, to_device
 from tuner.train.distributed import unwrap
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 

@@ -27,8 +27,8 @@ from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import assess
-from tuner.train.batch import to_device
-from tuner.train.ceilings import ceilings
+from tuner.data.batch import to_device
+from tuner.train.ceilings import ceilings, measure_ceiling
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
@@ -292,6 +292,31 @@ class _Run:
         if collect:
             gc.collect()
             self.device.free_memory()
+
+
+def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
+                   cache_dir: Path) -> dict[str, Any]:
+    """A study's loader probe at one batch size, in this process: `cfg`'s compute ceiling (on an untrained model,
+    not cached) and the input ceiling of each loader in `loaders` (through `cache`), with the trial's own workload,
+    models, threads and numerics. Returns {compute, inputs: [value per loader], device}."""
+    device = resolve_device(cfg.params.device)
+    context = make_context(cfg, device, cache_dir, None)
+    with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
+        workload = build_workload(cfg)
+        train_set, _ = workload.datasets()
+        models = build_models(workload, device, cfg.params.seed)
+        # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
+        # ceilings, measured after training, never see. Run them untimed first.
+        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
+        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders here;
+        # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
+        compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
+        inputs = []
+        for loader in loaders:
+            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
+            inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
+                                   kinds=("input",))["input"])
+    return {"compute": compute, "inputs": inputs, "device": device.describe()}
 
 
 def run_trial(

@@ -1,0 +1,21 @@
+"""The Ray Tune function trainable: one trial, one report (the trial's work is _trial.run_one; DDP trials _ddp)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.search._trial import RERUN_KEY, TrialSetup, run_one
+
+
+def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
+    """The Ray Tune function trainable: one report, then return."""
+    from ray import tune
+
+    if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
+        config = dict(config[RERUN_KEY])
+    if setup.ddp_workers > 1:
+        from tuner.search._ddp import run_ddp_trial
+
+        run_ddp_trial(config, setup)  # rank 0's report reaches Tune through TuneReportCallback
+        return
+    tune.report(run_one(config, setup))

@@ -1,0 +1,51 @@
+"""The stored domains of a study: a study's domains are fixed for its life (Optuna needs one distribution per param).
+
+The first run stores the resolved domains and the sampling context in study.json (`domains`, `context`), and
+`--resume` reuses them even on other hardware, with a warning saying what this machine would have chosen instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.space._space import ParamSpec, Space
+
+
+def stored_space(space: Space, domains: dict[str, Any]) -> Space:
+    """`space` with the domains a study stored when it started (study.json `domains`)."""
+    params = {name: ParamSpec.model_validate(domains[name]) if name in domains else spec
+              for name, spec in space.params.items()}
+    return space.model_copy(update={"params": params})
+
+
+def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tuple[Space, dict[str, Any], list[str]]:
+    """The space a study samples from and the context its conditions see, plus warnings.
+
+    A new study (or one stored before domains were recorded): `space` resolved for `context` (a ConfigError when
+    a domain comes out empty). A resumed study: the domains and context stored by its first run, whatever this
+    machine would resolve, with a warning where they differ."""
+    domains = getattr(meta, "domains", None)
+    if not domains:
+        return space.resolve(context), context, []
+    saved_context = dict(getattr(meta, "context", None) or context)
+    kept = stored_space(space, domains)
+    notes = []
+    fresh = space.resolve(context, strict=False)
+    differ = [name for name, spec in fresh.params.items() if spec != kept.params[name]]
+    if differ:
+        shown = "; ".join(f"{n}: {kept.params[n].describe()} (here: {fresh.params[n].describe()})" for n in differ)
+        notes.append(f"resuming with the domains this study started with ({_describe_context(saved_context)}), not "
+                     f"this machine's ({_describe_context(context)}): {shown}; throughputs measured on other "
+                     f"hardware do not compare")
+    return kept, saved_context, notes
+
+
+def _describe_context(ctx: dict[str, Any]) -> str:
+    gpus = ctx.get("gpus", 0)
+    return f"{ctx.get('cpus')} CPUs" + (f", {gpus} GPU" if gpus else "") + (f" on {ctx['device']}" if
+                                                                              ctx.get("device") else "")
+
+
+def domains_of(space: Space) -> dict[str, Any]:
+    """The resolved domains as study.json stores them (only those that depended on the trial)."""
+    return {name: spec for name, spec in space.definition()["params"].items()}
