@@ -28,8 +28,26 @@ def ray_session():
 
 @pytest.fixture
 def make_study(tmp_path):
-    """make_study(name, kind) -> reports dir holding a fake study (see tests/studies.py)."""
+    """make_study(name, kind) -> reports dir holding a fake study (see tests/helpers/studies.py)."""
     return study_maker(tmp_path)
+
+
+@pytest.fixture
+def trial_engine(monkeypatch):
+    """trial_engine(engine): the in-process study's trials train with `engine` (train_trial's signature:
+    cfg, *, cache_dir, out_dir, wall_limit_s, setup) instead of tuner's own, by patching the one function the
+    runner hands to Tune. The engine must reach Ray's workers: ship its module by value
+    (ray.cloudpickle.register_pickle_by_value). Fake engines train nothing to probe: pass probe=False."""
+    from tuner.search import _runner
+    from tuner.search._trainable import trainable
+
+    def use(engine):
+        def trial(config, setup):
+            trainable(config, setup, engine=engine)
+
+        monkeypatch.setattr(_runner, "trainable", trial)
+
+    return use
 
 
 @pytest.fixture(autouse=True)

@@ -147,12 +147,6 @@ class TrialConfig(_Strict):
             raise ValueError("moved to workload_options.image_size (an option of the built-in gan and cnn)")
         return data
 
-    @property
-    def builtin(self) -> bool:
-        from tuner.workload.loader import BUILTINS
-
-        return self.workload in BUILTINS
-
 
 def format_validation_error(err: ValidationError, source: str) -> str:
     """One line naming the source and the first offending key."""

@@ -65,7 +65,7 @@ def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
     from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
     from tuner.study import Objective, TrialResult
 
-    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None):
+    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None):
         print("number of parameters: 0.10M")
         return TrialResult(state="complete", throughput=100.0, train_seconds=0.1)
 
@@ -75,7 +75,7 @@ def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
     setup = TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
                                           "gpus": 0, "params": {"device": "cpu"}},
                        objectives=[Objective(metric="throughput", direction="max")],
-                       study_dir=str(tmp_path / "study"), cache_dir=str(tmp_path / "cache"), engine=engine)
-    record = record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup))
+                       study_dir=str(tmp_path / "study"), cache_dir=str(tmp_path / "cache"))
+    record = record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup, engine=engine))
     out, err = capsys.readouterr()
     assert record.complete and out == "" and "number of parameters" in err

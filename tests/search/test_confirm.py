@@ -29,7 +29,7 @@ params:
 """
 
 
-def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None):
+def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
     """Fast and fake: throughput from the batch size, loss from beta1; every call appended to calls.log."""
     with open(Path(out_dir).parents[3 if Path(out_dir).parent.name == "confirm" else 1] / "calls.log", "a") as f:
         f.write(f"{out_dir}\n")
@@ -61,11 +61,12 @@ def test_rounds_are_interleaved_and_rotate_and_skip_what_is_recorded():
 
 
 @pytest.mark.ray
-def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_session, tmp_path):
+def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_session, tmp_path, trial_engine):
     _ship()
+    trial_engine(engine_logged)
     space = tmp_path / "fake.yaml"
     space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, engine=engine_logged, confirm=2,
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=2,
                                        repeats=2, seed=1))
     study = summary.study
     confirmed = [r.trial for r in study.records if r.confirmed is not None]
@@ -86,11 +87,12 @@ def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_sess
 
 
 @pytest.mark.ray
-def test_confirm_zero_runs_no_confirmation(ray_session, tmp_path):
+def test_confirm_zero_runs_no_confirmation(ray_session, tmp_path, trial_engine):
     _ship()
+    trial_engine(engine_logged)
     space = tmp_path / "fake.yaml"
     space.write_text(SPACE.replace("trials: 6", "trials: 3"))
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, engine=engine_logged, confirm=0))
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=0))
     assert all(r.confirmed is None for r in summary.study.records) and summary.study.meta.noise is None
     assert len(load_trials(tmp_path / "fake")) == 3
 
@@ -154,7 +156,7 @@ def test_the_knee_chase_stops_at_its_bound_and_exports_the_best_confirmed_trial(
     assert is_confirmed(v.pick) and "ranks higher on a single, unconfirmed reading" in v.text
 
 
-def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None):
+def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
     """Like engine_logged, but every confirmation re-run reads a third of the search's figure: the knee moves."""
     p = cfg.params
     thr = float(p.batch_size) * 10 * (0.3 if Path(out_dir).parent.name == "confirm" else 1.0)
@@ -162,11 +164,12 @@ def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limi
 
 
 @pytest.mark.ray
-def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(ray_session, tmp_path):
+def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(ray_session, tmp_path, trial_engine):
     _ship()
+    trial_engine(engine_reruns_slower)
     space = tmp_path / "fake.yaml"
     space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, engine=engine_reruns_slower,
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False,
                                        confirm=1, repeats=2, seed=1))
     study = summary.study
     confirmed = [r.trial for r in study.records if r.confirmed is not None]

@@ -34,7 +34,7 @@ params:
 # --- fake engines (shipped to Ray workers by value, see below) ------------------------------------------------
 
 
-def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None):
+def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
     """Throughput grows with batch, loss falls with beta1; precision bf16 always diverges."""
     p = cfg.params
     if p.precision == "bf16":
@@ -45,7 +45,7 @@ def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limi
                        fid=10.0 + 100.0 / p.batch_size + p.beta1, quality_seconds=0.0)
 
 
-def engine_modes(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None):
+def engine_modes(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
     """By trial number (the name of out_dir, trials/<NNNN>): n % 3 == 1 raises, n % 3 == 2 kills its process."""
     mode = int(Path(out_dir).name) % 3
     if mode == 1:
@@ -84,13 +84,14 @@ def amp_loader_with_half_precision(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path):
+def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path, trial_engine):
     """precision=bf16 always diverges (1 in 3 under random sampling). After the random start-up trials, the
     sampler has learned the region and proposes it far less; every failure is recorded with its reason and
     told to Optuna with finite values and a violated constraint (never NaN)."""
     _ship_fakes_by_value()
+    trial_engine(engine_bf16_diverges)
     summary = run_search(SearchOptions(space=amp_loader_with_half_precision(tmp_path), study="fails", trials=24,
-                                       startup_trials=8, seed=0, reports_dir=tmp_path, engine=engine_bf16_diverges))
+                                       startup_trials=8, seed=0, reports_dir=tmp_path, probe=False))
     assert summary.finished == 24 and not summary.interrupted
     records = load_trials(tmp_path / "fails")
     diverged = [r for r in records if r["state"] == "diverged"]
@@ -106,11 +107,12 @@ def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, t
     assert summary.front and all(r.state == "complete" for r in summary.front)
 
 
-def test_raising_and_dying_trials_are_recorded_and_the_study_goes_on(ray_session, tmp_path):
+def test_raising_and_dying_trials_are_recorded_and_the_study_goes_on(ray_session, tmp_path, trial_engine):
     _ship_fakes_by_value()
+    trial_engine(engine_modes)
     space = tmp_path / "modes.yaml"
     space.write_text(MODES_SPACE)
-    summary = run_search(SearchOptions(space=str(space), trials=6, reports_dir=tmp_path, engine=engine_modes))
+    summary = run_search(SearchOptions(space=str(space), trials=6, reports_dir=tmp_path, probe=False))
     records = {r["trial"]: r for r in load_trials(tmp_path / "modes")}
     assert sorted(records) == list(range(6)) and summary.finished == 6
     for n, rec in records.items():
@@ -125,15 +127,16 @@ def test_raising_and_dying_trials_are_recorded_and_the_study_goes_on(ray_session
     assert all(t.state.name == "COMPLETE" for t in trials)
 
 
-def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session, tmp_path):
+def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session, tmp_path, trial_engine):
     _ship_fakes_by_value()
+    trial_engine(engine_bf16_diverges)
     first = run_search(SearchOptions(space="amp_loader", study="more", trials=2, reports_dir=tmp_path,
-                                     engine=engine_bf16_diverges))
+                                     probe=False))
     kept = {r["trial"]: r for r in load_trials(tmp_path / "more")}
-    again = run_search(SearchOptions(study="more", resume=True, reports_dir=tmp_path, engine=engine_bf16_diverges))
+    again = run_search(SearchOptions(study="more", resume=True, reports_dir=tmp_path, probe=False))
     assert again.ran == 0 and again.finished == 2  # nothing to do at the same total
     more = run_search(SearchOptions(study="more", resume=True, trials=4, reports_dir=tmp_path,
-                                    engine=engine_bf16_diverges))
+                                    probe=False))
     records = {r["trial"]: r for r in load_trials(tmp_path / "more")}
     assert first.finished == 2 and more.ran == 2 and sorted(records) == [0, 1, 2, 3]
     assert all(records[n] == kept[n] for n in kept)
@@ -141,7 +144,8 @@ def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session,
 
 
 def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps_it(ray_session, tmp_path,
-                                                                                     monkeypatch, capsys):
+                                                                                     monkeypatch, capsys,
+                                                                                     trial_engine):
     """A study started where trials have an Ampere-class GPU (device facts faked; the session's Ray has 2 CPUs)
     searches workers up to 2, every native precision and TF32 for fp32, and stores those domains. Resumed on this
     CPU, it keeps them (Optuna refuses a categorical whose choices change) and says so."""
@@ -150,10 +154,11 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     import tuner.search._runner as runner
 
     _ship_fakes_by_value()
+    trial_engine(engine_bf16_diverges)
     gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
     monkeypatch.setattr(runner, "device_facts_for", lambda resources, cluster: (dict(gpu), []))
     first = run_search(SearchOptions(space="amp_loader", study="fit", trials=8, startup_trials=8, seed=1,
-                                     reports_dir=tmp_path, engine=engine_bf16_diverges))
+                                     reports_dir=tmp_path, probe=False))
     meta = read_meta(tmp_path / "fit")
     assert meta["context"] == {"cpus": 2, "gpus": 0, **gpu}
     assert meta["domains"]["num_workers"] == {"type": "int", "low": 0, "high": 2}
@@ -166,9 +171,10 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     assert all(("tf32" in r["params"]) == (r["params"]["precision"] == "fp32") for r in records)
 
     monkeypatch.undo()  # this machine again: a CPU, where only fp32 is native
+    trial_engine(engine_bf16_diverges)
     console = Console(file=__import__("io").StringIO(), width=400)
     again = run_search(SearchOptions(study="fit", resume=True, trials=12, reports_dir=tmp_path,
-                                     engine=engine_bf16_diverges), console=console)
+                                     probe=False), console=console)
     assert again.ran == 4 and again.finished == 12
     assert any("resuming with the domains this study started with" in w and "precision: one of fp32, bf16, fp16 "
                "(here: one of fp32)" in w for w in again.warnings), again.warnings

@@ -90,7 +90,7 @@ OBJECTIVES = [Objective(metric="throughput", direction="max"), Objective(metric=
 def node_engine(n_train: int):
     """A trial on a node whose copy of the dataset has n_train training images; scores `generated()`."""
 
-    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None):
+    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None):
         value = score(copy_of_tiny(1, n_train), Path(cache_dir))
         return TrialResult(state="complete", throughput=100.0, fid=value, train_seconds=0.1)
 
@@ -101,8 +101,8 @@ def trial_on_node(tmp_path, node_cache, shared, engine):
     setup = TrialSetup(space=SPACE, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
                                           "gpus": 0, "params": {"device": "cpu"}},
                        objectives=OBJECTIVES, study_dir=str(tmp_path / "study"), cache_dir=str(node_cache),
-                       engine=engine, shared_files=shared)
-    return record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup))
+                       shared_files=shared)
+    return record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup, engine=engine))
 
 
 def test_trials_on_other_nodes_report_the_drivers_fid(tmp_path, driver):

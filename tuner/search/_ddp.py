@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.search._trial import WALL_KEY, TrialSetup, run_one
+from tuner.search._trial import WALL_KEY, Engine, TrialSetup, run_one, train_trial
 
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:
     import ray.train
 
     ctx = ray.train.get_context()
-    payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank())
+    payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
+                      engine=loop_config["engine"])
     ray.train.report(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
 
 
-def run_ddp_trial(config: dict[str, Any], setup: TrialSetup) -> None:
+def run_ddp_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:
     """Run one trial on `setup.ddp_workers` workers; call from inside a Tune function trainable."""
     from pathlib import Path
 
@@ -33,7 +34,7 @@ def run_ddp_trial(config: dict[str, Any], setup: TrialSetup) -> None:
         per_worker["GPU"] = 1
     trainer = TorchTrainer(
         _worker_loop,
-        train_loop_config={"config": config, "setup": setup},
+        train_loop_config={"config": config, "setup": setup, "engine": engine},
         # A rank that dies (an OOM on one GPU) leaves the others waiting in a collective: bound that wait by the
         # trial's own wall cap instead of the process group's 30-minute default.
         torch_config=TorchConfig(backend="nccl" if setup.ddp_use_gpu else "gloo",

@@ -66,7 +66,6 @@ class SearchOptions:
     probe: bool = True  # decide the loader knobs by probes before the trials (tuner.search._probe)
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
-    engine: Any = None  # the training engine (tuner.train.run_trial's signature); tests pass fakes
 
 
 @dataclass

@@ -37,6 +37,7 @@ from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_c
 from tuner.search._shared_cache import WARN_BYTES, SharedFiles
 from tuner.space import Space
 from tuner.search._stop import StopSignals
+from tuner.search._trainable import trainable  # a module global: the tests' seam for their own engine
 from tuner.search._storage import (
     keep_secret,
     kept_url,
@@ -314,7 +315,6 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._recorder import StudyRecorder
     from tuner.search._searcher import StudySearcher
     from tuner.search._trial import TrialSetup
-    from tuner.search._trainable import trainable
 
     opts = plan.options
     for note in prepared.warnings:
@@ -344,7 +344,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
     base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
-                       cache_dir=str(plan.cache_dir), engine=opts.engine,
+                       cache_dir=str(plan.cache_dir),
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared)
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None

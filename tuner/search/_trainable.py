@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.search._trial import RERUN_KEY, TrialSetup, run_one
+from tuner.search._trial import RERUN_KEY, Engine, TrialSetup, run_one, train_trial
 
 
-def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
-    """The Ray Tune function trainable: one report, then return."""
+def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:
+    """The Ray Tune function trainable: one report, then return. `engine` trains the trial (tuner's own; the
+    tests hand theirs to a study by patching _runner.trainable with a function that passes one)."""
     from ray import tune
 
     if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
@@ -16,6 +17,6 @@ def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
     if setup.ddp_workers > 1:
         from tuner.search._ddp import run_ddp_trial
 
-        run_ddp_trial(config, setup)  # rank 0's report reaches Tune through TuneReportCallback
+        run_ddp_trial(config, setup, engine)  # rank 0's report reaches Tune through TuneReportCallback
         return
-    tune.report(run_one(config, setup))
+    tune.report(run_one(config, setup, engine=engine))

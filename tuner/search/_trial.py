@@ -43,7 +43,7 @@ WALL_KEY = "_wall_limit_s"
 REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
 
-Engine = Callable[..., Any]  # tuner.train.run_trial's signature
+Engine = Callable[..., Any]  # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup) -> TrialResult
 
 
 def objective_key(o: Objective) -> str:
@@ -59,7 +59,6 @@ class TrialSetup:
     objectives: list[Objective]
     study_dir: str
     cache_dir: str
-    engine: Engine | None = None  # None: tuner.train.run_trial
     ddp_workers: int = 0  # > 1: run the trial as a Ray Train TorchTrainer with this many workers
     ddp_use_gpu: bool = True
     ddp_cpus_per_worker: float = 1.0
@@ -70,7 +69,24 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith("_")}
 
 
-def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict[str, Any]:
+def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
+                setup: TrialSetup) -> Any:
+    """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
+    study's ceiling cache."""
+    from tuner.config import dump_config
+    from tuner.measure.ceiling import CeilingCache
+    from tuner.train import run_trial
+
+    c = dump_config(cfg)  # what the one-time costs depend on: the workload and the device, not the knobs
+    warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality")}
+                            | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
+                 setup.cache_dir)
+    return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
+                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path))
+
+
+def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
+            engine: Engine = train_trial) -> dict[str, Any]:
     """Run one trial in this process and return the report for Tune (see tune_payload)."""
     from tuner.config import dump_config
 
@@ -82,14 +98,6 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
         where["config"] = dump_config(cfg)
-        engine = setup.engine
-        if engine is None:
-            from tuner.train import run_trial as engine
-
-            c = where["config"]  # what the one-time costs depend on: the workload and the device, not the knobs
-            warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality")}
-                                    | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
-                         setup.cache_dir)
         out_dir = StudyFolder(Path(setup.study_dir)).trial_dir(number) if rank == 0 else None
         if out_dir is not None and config.get(REPEAT_KEY) is not None:  # a re-run keeps its grid apart
             out_dir = out_dir / "confirm" / f"{int(config[REPEAT_KEY]):02d}"
@@ -98,15 +106,10 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
-        extra: dict[str, Any] = {}
-        if setup.engine is None:  # tuner's own engine: the study's ceiling cache
-            from tuner.measure.ceiling import CeilingCache
-
-            extra["ceilings"] = CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path)
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
-            result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], **extra)
+            result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:
