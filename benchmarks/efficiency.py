@@ -2,7 +2,7 @@
 
 A small discrete space (batch size x loader workers x precision, CNN on digits) is measured exhaustively once with
 tuner's own engine, then searched many times as a *tabular benchmark* (the method of HPOBench / NAS-Bench): the
-tuner's sampler (built by `tuner.search._runner.make_sampler`, the same construction `tuner search` uses, asked
+tuner's sampler (built by `tuner.search.toolkit.make_sampler`, the same construction `tuner search` uses, asked
 through the same define-by-run `Space.sample` and told the same way as its searcher: two objective values plus a
 feasibility constraint) proposes configs, and each proposal is answered with the grid's measured values. This
 isolates the search from measurement noise and lets one grid serve many seeds. Ray is not involved: it only
@@ -10,7 +10,7 @@ schedules trials and has no say in which config comes next.
 
 Three figures, over several seeds, against Optuna's RandomSampler asked the same way or today's search:
   - trials until a proposal reaches >= 95% of the grid's best throughput (target: <= 25% of the grid);
-  - the same with the loader knobs decided by probes (tuner.search._probe, measured for real on this machine):
+  - the same with the loader knobs decided by probes (tuner.search.toolkit.run_probes, measured for real on this machine):
     the sampler searches batch size x precision only and each proposal takes the loader the probes chose for its
     batch size (target: fewer full trials than today's search, and <= 25% of the grid);
   - Pareto hypervolume (throughput up, validation loss down) after L trials, as a fraction of the whole grid's
@@ -20,9 +20,7 @@ Three figures, over several seeds, against Optuna's RandomSampler asked the same
 from __future__ import annotations
 
 import itertools
-import json
 import random
-import time
 from typing import Any
 
 from benchmarks.common import BenchResult, Context, median
@@ -87,7 +85,7 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
     exactly as tuner's StudySearcher does (values + constraint; penalties for an infeasible point). `baseline` is
     enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs). With a loader `plan` (the
     probes'), the sampler draws the other params only and each proposal takes the plan's loader for its batch
-    size, as tuner.search._searcher.SpaceFunction does; the baseline keeps its own."""
+    size, as a study's searcher does; the baseline keeps its own."""
     import optuna
 
     from tuner.search.toolkit import tell_trial
@@ -112,25 +110,19 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
 
 
 def probe_plan(ctx: Context, space: Any) -> Any:
-    """The loader plan a study would make for this grid: tuner's own probes, in this process, on this machine."""
-    from tuner.config import dump_config
-    from tuner.search._probe import LoaderPlan, candidate_batches, candidate_loaders, choice_of, probe_batch
+    """The loader plan a study would make for this grid: tuner's own probes (tuner.search.toolkit.run_probes), in
+    this process, on this machine."""
+    from tuner.search.toolkit import run_probes
 
     s = ctx.settings
-    knobs = ["num_workers"]
-    loaders = candidate_loaders(space, knobs)
     base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s}, "params": {"device": "auto"}}
-    baseline = {k: v for k, v in space.baseline_point({"gpus": 0}).items() if k not in knobs}
-    choices = []
-    t0 = time.perf_counter()
-    for batch in candidate_batches(space, {"gpus": 0}):
-        cfg = space.trial_config({**baseline, "batch_size": batch, "num_workers": 0}, base, source="probe")
-        found = probe_batch(json.dumps(dump_config(cfg)), loaders, s.probe_seconds, None, str(ctx.cache_dir))
-        choice = choice_of(batch, loaders, found)
-        choices.append(choice)
-        ctx.log(f"  probe batch {batch}: compute {found['compute'] or 0:.0f} samples/s, inputs "
-                f"{[round(v or 0) for v in found['inputs']]} -> {choice.loader}")
-    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=found["device"])
+
+    def show(choice: Any) -> None:
+        ctx.log(f"  probe batch {choice.batch_size}: compute {choice.compute_ceiling or 0:.0f} samples/s, inputs "
+                f"{[round(p.input_ceiling or 0) for p in choice.probes]} -> {choice.loader}")
+
+    return run_probes(space, {"gpus": 0}, base, ["num_workers"], None, None, ctx.cache_dir,
+                      seconds=s.probe_seconds, on_batch=show)
 
 
 def run(ctx: Context) -> list[BenchResult]:
@@ -216,7 +208,7 @@ def run(ctx: Context) -> list[BenchResult]:
     chosen = "; ".join(f"batch {c.batch_size}: {c.loader}" for c in plan.choices)
     reachable = {k: v for k, v in table.items() if feasible(v)
                  and v["throughput"] >= REACH * best_thr and plan.loader_for(k[0]) == {"num_workers": k[1]}}
-    note_probed = (f"Probe-first search on the same grid and seeds: tuner's probes (tuner.search._probe, "
+    note_probed = (f"Probe-first search on the same grid and seeds: tuner's probes (tuner.search.toolkit.run_probes, "
                    f"{s.probe_seconds:g} s per ceiling) measured the compute ceiling and the input ceiling of "
                    f"num_workers {[p.loader.get('num_workers') for p in plan.choices[0].probes]} "
                    f"at batch sizes {[c.batch_size for c in plan.choices]} in {plan.seconds:.1f} s "

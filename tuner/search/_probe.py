@@ -176,25 +176,30 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any]) 
 
 
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
-               trial_resources: dict[str, float], cache_path: Path, cache_dir: Path, *,
+               trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None) -> LoaderPlan:
-    """Probe every candidate batch size in a Ray task with one trial's resources, one batch size at a time (the
-    probes must not share the hardware with each other), and choose a loader for each."""
-    import ray
-
+    """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
+    this process, as the efficiency benchmark does), one batch size at a time (the probes must not share the
+    hardware with each other), and choose a loader for each. `cache_path`: the study's ceiling cache, or None."""
     from tuner.config import dump_config
 
     t0 = time.perf_counter()
     loaders = candidate_loaders(space, knobs)
-    remote = ray.remote(num_cpus=trial_resources.get("cpu", 1), num_gpus=trial_resources.get("gpu", 0) or 0)(probe_batch)
+    probe: Any = probe_batch
+    if trial_resources is not None:
+        import ray
+
+        remote = ray.remote(num_cpus=trial_resources.get("cpu", 1),
+                            num_gpus=trial_resources.get("gpu", 0) or 0)(probe_batch)
+        probe = lambda *args: ray.get(remote.remote(*args))  # noqa: E731
     baseline = space.baseline_point(context)
     choices: list[LoaderChoice] = []
     device = ""
     for batch in candidate_batches(space, context):
         point = {k: v for k, v in baseline.items() if k not in LOADER_KNOBS} | {"batch_size": batch}
         cfg = space.trial_config(point, base, source="probe")
-        found = ray.get(remote.remote(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path),
-                                      str(cache_dir)))
+        found = probe(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path) if cache_path else None,
+                      str(cache_dir))
         device = found["device"]
         choice = choice_of(batch, loaders, found)
         choices.append(choice)
@@ -213,8 +218,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     if plan.loaders is not None:
         return plan.loaders
     knobs = probed_knobs(space, space.reachable(context))
-    if not plan.options.probe or plan.options.engine is not None or not knobs or plan.resume:
-        return None  # a fake engine trains nothing to probe; a study begun without probes goes on without them
+    if not plan.options.probe or not knobs or plan.resume:
+        return None  # a study begun without probes goes on without them
     if resources.ddp_workers > 1:
         return None  # a DDP trial's loaders are per rank, on several workers: probed by the trials themselves
     trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
