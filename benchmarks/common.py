@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.files import json_safe
+
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "ceilings")
 
@@ -42,20 +44,7 @@ class BenchResult:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["pass"] = d.pop("pass_")
-        return _json_safe(d)
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN/inf are not JSON: write them as null (a figure that could not be computed)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
+        return json_safe(d)
 
 
 def error_result(benchmark: str, name: str, err: BaseException, target: str) -> BenchResult:
@@ -278,7 +267,7 @@ def write_results(results: list[BenchResult], meta: dict[str, Any], out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "results.json", out_dir / "results.md"
     _atomic(json_path, json.dumps([r.to_json() for r in results], indent=2) + "\n")
-    _atomic(out_dir / "run.json", json.dumps(_json_safe(meta), indent=2) + "\n")
+    _atomic(out_dir / "run.json", json.dumps(json_safe(meta), indent=2) + "\n")
     _atomic(md_path, markdown_table(results, meta))
     return json_path, md_path
 

@@ -1,4 +1,5 @@
-"""Scoring a trained trial: validation loss/accuracy for the CNN, FID for the GAN.
+"""Scoring a trained trial: the scoring mode every evaluate() runs under (eval_mode), FID for the GAN (the CNN's
+loss/accuracy is its workload's own evaluate(), tuner.builtin.cnn).
 
 Scores are compared across the trials of a study, so each is taken the same way every time: eval mode, fp32, no
 grad, the fixed held-out split (CNN), and for FID the same N, latent seed, feature extractor and cached real
@@ -19,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from tuner.config import Quality
 from tuner.device import Device
@@ -29,47 +29,25 @@ if TYPE_CHECKING:
     from tuner.data import Datasets
     from tuner.models import Generator
 
-__all__ = ["check_fid_weights", "evaluate_cnn", "evaluate_gan", "feature_classifier", "fid_of_images", "warm_up_fid"]
+__all__ = ["check_fid_weights", "eval_mode", "evaluate_gan", "feature_classifier", "fid_of_images", "warm_up_fid"]
 
 GRID_IMAGES = 64  # 8 x 8
 
 
 @contextlib.contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    """Eval mode, fp32 and no grad for the duration; every submodule's own mode comes back afterwards."""
-    modes = [(m, m.training) for m in model.modules()]
-    model.eval()
-    device_type = next((p.device.type for p in model.parameters()), "cpu")
+def eval_mode(*models: nn.Module) -> Iterator[None]:
+    """Eval mode, fp32 and no grad for the duration (scoring a trial: tuner.train.trial too); every submodule's own
+    mode comes back afterwards."""
+    modes = [(m, m.training) for model in models for m in model.modules()]
+    for model in models:
+        model.eval()
+    device_type = next((p.device.type for model in models for p in model.parameters()), "cpu")
     try:
         with torch.no_grad(), torch.autocast(device_type, enabled=False):
             yield
     finally:
         for m, mode in modes:
             m.training = mode
-
-
-def evaluate_cnn(model: nn.Module, datasets: Datasets, device: Device, batch_size: int = 256) -> dict[str, Any]:
-    """Mean cross-entropy and accuracy over the held-out split: {"loss", "accuracy", "quality_seconds"}."""
-    start = time.perf_counter()
-    loss_sum = torch.zeros((), dtype=torch.float64, device=device.torch_device)
-    correct = torch.zeros((), dtype=torch.int64, device=device.torch_device)
-    total = 0
-    with _eval_mode(model):
-        # Own generator: a DataLoader otherwise draws its base seed from (and so shifts) the global RNG.
-        for x, y in DataLoader(datasets.val, batch_size=batch_size, shuffle=False, num_workers=0,
-                               generator=torch.Generator()):
-            x = x.to(device.torch_device).float()
-            y = torch.as_tensor(y).to(device.torch_device)
-            logits = model(x).float()
-            loss_sum += nn.functional.cross_entropy(logits, y, reduction="sum").double()
-            correct += (logits.argmax(1) == y).sum()
-            total += y.shape[0]
-    device.synchronize()
-    return {
-        "loss": float(loss_sum) / total,
-        "accuracy": int(correct) / total,
-        "quality_seconds": time.perf_counter() - start,
-    }
 
 
 def _generated(
@@ -118,7 +96,7 @@ def evaluate_gan(
     setup = warm_up_fid(datasets, quality, cache_dir, device)
     start = time.perf_counter()
     kept: list[torch.Tensor] = []
-    with _eval_mode(generator):
+    with eval_mode(generator):
         for images in _generated(generator, quality.fid_samples, quality.fid_seed, setup.batch_size, device, kept):
             setup.add_fake(images)
     fid = setup.compute()

@@ -1,6 +1,6 @@
 """Throughput measurement: window timers that synchronize before reading the clock, and data-wait metering.
 
-Rules (see shared notes/measurement.md): warm-up is excluded by the caller; the clock is read only at window
+Rules: warm-up is excluded by the caller; the clock is read only at window
 ends, each time after `device.synchronize()`; nothing in a window forces a per-step sync; samples/s counts
 training samples consumed, so gradient accumulation cannot inflate it.
 """

@@ -1,6 +1,6 @@
 """`tuner export`: the chosen trial's config, in the file format `tuner train --config` reads, with provenance.
 
-The file is a TrialConfig (workload, dataset, image_size, budget, params, measure, quality, gpus) plus a free
+The file is a TrialConfig (workload, workload_options, dataset, budget, params, measure, quality, gpus) plus a free
 `provenance` mapping that training ignores: which study and trial it came from, by which rule, what that trial
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.

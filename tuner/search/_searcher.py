@@ -1,4 +1,4 @@
-"""OptunaSearch, taught three things Ray's version does not do.
+"""OptunaSearch, taught four things Ray's version does not do.
 
 1. Stable trial numbers: the Optuna trial's `.number` goes into the config, so results live under
    `trials/<NNNN>/` and match the study database, across resumes.
@@ -27,7 +27,7 @@ from tuner.study.loaders import LoaderPlan
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord
-from tuner.search._outcome import CONSTRAINT, penalty, wall_limit
+from tuner.search._outcome import tell_trial, wall_limit
 from tuner.search._trial import FEASIBLE_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
 
 logger = logging.getLogger(__name__)
@@ -133,36 +133,34 @@ class StudySearcher(OptunaSearch):
         if record is None and not error:
             # Stopped before it reported (the search was interrupted): not the config's fault, so FAIL, which
             # the samplers ignore; resume proposes a new trial in its place.
-            self._tell(ot_trial, None, failed=True)
+            self._fail(ot_trial)
         else:
             feasible = bool(result and result.get(FEASIBLE_KEY))
+            values = None  # a failed trial: penalties and a violated constraint
             if feasible:
                 values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
-            else:
-                values = [penalty(o) for o in self._objectives]
             if record is None:  # the trial process raised or died: the callback records Ray's error text
                 record = TrialRecord(trial=ot_trial.number, state="error", params=dict(ot_trial.params),
                                      error="the trial process failed (see the Ray error file)")
             try:
-                ot_trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
                 ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
                 ot_trial.set_user_attr("state", record.state)
             except Exception as exc:  # never lose the tell over bookkeeping
                 logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
-            self._tell(ot_trial, values, failed=False)
+            try:  # values, or penalties and a violated constraint (the benchmarks tell the same way)
+                tell_trial(self._ot_study, ot_trial, self._objectives, values)
+            except Exception as exc:  # e.g. already finished by a previous run
+                logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
             seconds = record.value("train_seconds")
             if feasible and seconds is not None:
                 self._train_seconds.append(seconds)
         self._completed_trials.add(trial_id)
 
-    def _tell(self, ot_trial: Any, values: list[float] | None, *, failed: bool) -> None:
+    def _fail(self, ot_trial: Any) -> None:
         from optuna.trial import TrialState
 
         try:
-            if failed:
-                self._ot_study.tell(ot_trial, state=TrialState.FAIL)
-            else:
-                self._ot_study.tell(ot_trial, values, state=TrialState.COMPLETE)
+            self._ot_study.tell(ot_trial, state=TrialState.FAIL)
         except Exception as exc:  # e.g. already finished by a previous run
             logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
 

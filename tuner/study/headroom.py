@@ -134,12 +134,3 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
 
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
-
-
-def of_record(record: Any) -> Headroom:
-    """The verdict of a trial record or result (stored at training time, re-derived for older records)."""
-    params = dict(getattr(record, "params", None) or {})
-    config_params = ((getattr(record, "config", None) or {}).get("params") or {})
-    params = {**config_params, **params}
-    return assess(record.get("throughput"), record.get("compute_ceiling"), record.get("input_ceiling"),
-                  params=params, data_wait=record.get("data_wait"), device=getattr(record, "device", "") or "")

@@ -24,6 +24,7 @@ from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
 from tuner.measure.ceiling import CeilingCache
+from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import assess
@@ -138,21 +139,6 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
     return Training(workload, train_set, val_set, loader, sampler, models, step)
 
 
-@contextlib.contextmanager
-def eval_mode(models: dict[str, nn.Module]) -> Iterator[None]:
-    """Eval mode, no grad, fp32 for scoring; every submodule's own mode comes back afterwards."""
-    modes = [(m, m.training) for model in models.values() for m in model.modules()]
-    for model in models.values():
-        model.eval()
-    device_type = next((p.device.type for m in models.values() for p in m.parameters()), "cpu")
-    try:
-        with torch.no_grad(), torch.autocast(device_type, enabled=False):
-            yield
-    finally:
-        for m, mode in modes:
-            m.training = mode
-
-
 def val_batches(workload: Workload, val_set: Any, device: Device, limit: int | None = None) -> Iterator[Any]:
     """The validation split in fixed batches (eval_batch_size), on the device; its own RNG, never the global one."""
     from torch.utils.data import DataLoader
@@ -172,7 +158,7 @@ def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device
         return {}
     plain = {k: unwrap(m) for k, m in models.items()}
     start = time.perf_counter()
-    with eval_mode(plain):
+    with eval_mode(*plain.values()):
         raw = workload.evaluate(plain, val_batches(workload, val_set, device, limit))
     device.synchronize()
     if not isinstance(raw, dict):
