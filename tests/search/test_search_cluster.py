@@ -1,4 +1,4 @@
-"""`tuner search --address` on a real two-node Ray cluster started with `ray start` (tests/servers.py): trials
+"""`tuner search --address` on a real two-node Ray cluster started with `ray start` (tests/helpers/servers.py): trials
 land on both nodes, the study's records and its FID cache are consistent, and the user's workload module (and
 this checkout's tuner) reach the second node through what the driver ships, not through the original paths."""
 

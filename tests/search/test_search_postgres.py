@@ -1,4 +1,4 @@
-"""PostgreSQL as the study's Optuna storage, against a real server the tests start (tests/servers.py): a study
+"""PostgreSQL as the study's Optuna storage, against a real server the tests start (tests/helpers/servers.py): a study
 whose driver is killed with SIGKILL resumes on it without losing or redoing a trial, while two `tuner report`
 readers read the study folder the whole time. And a PostgreSQL URL without a driver is one line naming the fix."""
 
