@@ -174,3 +174,10 @@ def test_benchmarks_import_only_public_names():
                 bad += [f"{path.relative_to(ROOT)}:{node.lineno} import {a.name}" for a in node.names
                         if a.name.startswith("tuner") and any(p.startswith("_") for p in a.name.split("."))]
     assert not bad, "benchmarks import private tuner modules or names:\n" + "\n".join(bad)
+
+
+def test_every_package_names_its_public_face():
+    missing = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("__init__.py"))
+               if "__all__" not in {t.id for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Assign)
+                                    for t in n.targets if isinstance(t, ast.Name)}]
+    assert not missing, f"packages without __all__: {missing}"

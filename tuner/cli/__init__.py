@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, NoArgsIsHelpError
 
 
+__all__ = ["RENAMED", "main"]
+
 # Flags that were renamed: the old spelling keeps working, with a note on stderr naming the new one.
 RENAMED = {"--json": ("--format", "json")}
 
