@@ -10,8 +10,8 @@ schedules trials and has no say in which config comes next.
 
 Three figures, over several seeds, against Optuna's RandomSampler asked the same way or today's search:
   - trials until a proposal reaches >= 95% of the grid's best throughput (target: <= 25% of the grid);
-  - the same with the loader knobs decided by probes (tuner.search.toolkit.run_probes, measured for real on this machine):
-    the sampler searches batch size x precision only and each proposal takes the loader the probes chose for its
+  - the same with the loader knobs decided by probes (tuner.search.toolkit.run_probes, measured for real on this
+    machine): the sampler searches batch size x precision only and each proposal takes the loader the probes chose for its
     batch size (target: fewer full trials than today's search, and <= 25% of the grid);
   - Pareto hypervolume (throughput up, validation loss down) after L trials, as a fraction of the whole grid's
     (target: >= random's in most seeds).
@@ -115,7 +115,8 @@ def probe_plan(ctx: Context, space: Any) -> Any:
     from tuner.search.toolkit import run_probes
 
     s = ctx.settings
-    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s}, "params": {"device": "auto"}}
+    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s},
+            "params": {"device": "auto"}}
 
     def show(choice: Any) -> None:
         ctx.log(f"  probe batch {choice.batch_size}: compute {choice.compute_ceiling or 0:.0f} samples/s, inputs "

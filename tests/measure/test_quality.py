@@ -1,4 +1,5 @@
-"""Scoring trials: the built-in CNN's loss/accuracy on the held-out split in scoring mode, GAN FID that is repeatable and tracks training."""
+"""Scoring trials: the built-in CNN's loss/accuracy on the held-out split in scoring mode, GAN FID that is
+repeatable and tracks training."""
 
 import copy
 import math
