@@ -11,8 +11,8 @@ schedules trials and has no say in which config comes next.
 Three figures, over several seeds, against Optuna's RandomSampler asked the same way or today's search:
   - trials until a proposal reaches >= 95% of the grid's best throughput (target: <= 25% of the grid);
   - the same with the loader knobs decided by probes (tuner.search.toolkit.run_probes, measured for real on this
-    machine): the sampler searches batch size x precision only and each proposal takes the loader the probes chose for its
-    batch size (target: fewer full trials than today's search, and <= 25% of the grid);
+    machine): the sampler searches batch size x precision only and each proposal takes the loader the probes chose
+    for its batch size (target: fewer full trials than today's search, and <= 25% of the grid);
   - Pareto hypervolume (throughput up, validation loss down) after L trials, as a fraction of the whole grid's
     (target: >= random's in most seeds).
 """
