@@ -197,9 +197,9 @@ def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_pa
 
 
 def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeypatch):
-    import tuner.search._resources as resources
+    import tuner.search
 
-    monkeypatch.setattr(resources, "local_cluster", lambda: ClusterInfo(6, 0, 1, 6, 0))
+    monkeypatch.setattr(tuner.search, "local_cluster", lambda: ClusterInfo(6, 0, 1, 6, 0))  # as the CLI asks for it
     assert main(["spaces", "show", "amp_loader"]) == 0
     out = capsys.readouterr().out
     assert "# on this machine (6 CPUs per trial, cpu" in out
