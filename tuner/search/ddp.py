@@ -16,7 +16,8 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     import ray.train
 
     ctx = ray.train.get_context()
-    payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank())
+    payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
+                      send=ray.train.report)  # the engine reports alike on every rank
     ray.train.report(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
 
 

@@ -1,4 +1,9 @@
-"""What runs inside a Ray Tune trial: sampled params -> validated TrialConfig -> the training engine -> one report.
+"""What runs inside a Ray Tune trial: sampled params -> validated TrialConfig -> the training engine -> reports.
+
+While it trains, a trial reports each timed window (BUDGET_KEY and its throughput so far) and, under a rung
+scheduler, each rung it closes (RUNG_KEY, the objective values there, and RECORD_KEY: the `stopped` record the
+driver keeps if the scheduler stops it there). Its last report is the finished trial's, with STATE_KEY, which no
+earlier report carries.
 
 Every outcome is reported, never raised: a bad combination, an out-of-memory, a diverged loss or a bug in a trial
 becomes a record with a state and a reason, so the study goes on and the sampler learns from it. The report
@@ -39,6 +44,7 @@ TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
 REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search.confirm)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
+RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
 
 Engine = Callable[..., Any]  # tuner.train.run_trial's signature
 
@@ -67,9 +73,52 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith("_")}
 
 
-def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict[str, Any]:
-    """Run one trial in this process and return the report for Tune (see tune_payload)."""
+class TrialReports:
+    """The engine's reporter (tuner.train.reports) inside a search trial: each report becomes a payload for Tune,
+    handed to `send` (tune.report, or ray.train.report on every DDP rank)."""
+
+    def __init__(self, rungs: list[float], objectives: list[Objective], where: dict[str, Any], t0: float,
+                 send: Callable[[dict[str, Any]], None]) -> None:
+        self.rungs = list(rungs)
+        self.objectives, self.where, self.t0, self.send = objectives, where, t0, send
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        try:
+            self.send(payload)
+        except SystemExit:  # Ray ends a trial its scheduler stopped by sys.exit() in the report that was waiting
+            from tuner.train.reports import StopTrial
+
+            raise StopTrial() from None
+
+    def window(self, report: Any) -> None:
+        self._send({BUDGET_KEY: float(report.budget_used), "window": report.window, "samples": report.samples,
+                   "throughput": report.throughput, "throughput_spread": report.throughput_spread,
+                   "train_loss": report.train_loss})
+
+    def rung(self, report: Any) -> None:
+        record = TrialRecord.of(report.result, **self.where)
+        record.run_seconds = round(time.perf_counter() - self.t0, 3)
+        record.ended = _now()
+        self._send(rung_payload(record, self.objectives))
+
+
+def rung_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
+    """A rung's report: the objective values at the rung (penalties where one is not finite, so the scheduler
+    ranks it last), the budget used and the `stopped` record."""
+    values = [record.get(o.metric) for o in objectives]
+    feasible = check_finite(values)
+    out: dict[str, Any] = {objective_key(o): float(v) if feasible else penalty(o) for o, v in zip(objectives, values)}
+    out.update({RUNG_KEY: int(record.rung or 0), BUDGET_KEY: float(record.measured_at or 0.0),
+                FEASIBLE_KEY: bool(feasible), RECORD_KEY: json.dumps(record.to_json())})
+    return out
+
+
+def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
+            send: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run one trial in this process and return the report for Tune (see tune_payload); the reports made while
+    it trains go to `send` (none without one)."""
     from tuner.config import dump_config
+    from tuner.train.reports import StopTrial
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
@@ -100,6 +149,9 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
             from tuner.measure.ceiling import CeilingCache
 
             extra["ceilings"] = CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path)
+        rungs = [float(b) for b in config.get(RUNGS_KEY) or []]
+        if send is not None and (setup.engine is None or rungs):  # a test's fake engine may take no reporter
+            extra["reporter"] = TrialReports(rungs, setup.objectives, where, t0, send)
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
@@ -115,6 +167,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
         record = TrialRecord(state="oom", error=error_line(err), **where)
     except KeyboardInterrupt:
         raise
+    except StopTrial:  # stopped at a rung: the driver keeps the rung report's record; end as Ray asked
+        raise SystemExit(0) from None
     except BaseException as err:  # a bad combination (TunerError), a bug or a user's sys.exit(): an error trial
         record = TrialRecord(state="error", error=error_line(err), **where)
     record.run_seconds = round(time.perf_counter() - t0, 3)
@@ -167,13 +221,22 @@ def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, 
     out[STATE_KEY] = record.state
     out[FEASIBLE_KEY] = bool(feasible)
     out[RECORD_KEY] = json.dumps(record.to_json())
+    if feasible and record.rung is not None and record.measured_at is not None:  # the top rung, for the scheduler
+        out[RUNG_KEY], out[BUDGET_KEY] = int(record.rung), float(record.measured_at)
     return out
 
 
 def record_from_payload(result: dict[str, Any] | None) -> TrialRecord | None:
+    """The record a report carries: the finished trial's (its last report), or the `stopped` one of a rung report
+    (the last report of a trial a scheduler stopped there). None for a window report or none."""
     if not result or RECORD_KEY not in result:
         return None
     return TrialRecord.model_validate(json.loads(result[RECORD_KEY]))
+
+
+def final_record(result: dict[str, Any] | None) -> TrialRecord | None:
+    """The record of a finished trial's own last report only (a rung report's `stopped` record is not one)."""
+    return record_from_payload(result) if result and STATE_KEY in result else None
 
 
 def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
@@ -185,6 +248,6 @@ def trainable(config: dict[str, Any], setup: TrialSetup) -> None:
     if setup.ddp_workers > 1:
         from tuner.search.ddp import run_ddp_trial
 
-        run_ddp_trial(config, setup)  # rank 0's report reaches Tune through TuneReportCallback
+        run_ddp_trial(config, setup)  # rank 0's reports reach Tune through TuneReportCallback
         return
-    tune.report(run_one(config, setup))
+    tune.report(run_one(config, setup, send=tune.report))
