@@ -137,3 +137,68 @@ def test_bad_scheduler_settings_are_one_line_and_nothing_is_written(tmp_path, ca
     err = capsys.readouterr().err
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not reports.exists() or not any(reports.iterdir())
+
+
+# --- the Optuna state of a stopped trial, told by the searcher (no Ray run) ------------------------------------
+
+
+def stopped_searcher(tmp_path):
+    import yaml
+
+    from spaces_for_tests import tiny_space
+    from tuner.config import Budget
+    from tuner.search.searcher import StudySearcher
+    from tuner.search.spaces import parse_space
+    from tuner.search.storage import open_storage
+    from tuner.study import Objective, StudyFolder, StudyMeta
+    from tuner.search.trainable import RUNGS_KEY, TRIAL_KEY
+
+    context = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
+    space = parse_space(yaml.safe_load(tiny_space(4)), source="tiny", name="tiny").resolve(context)
+    objectives = [Objective(metric="throughput", direction="maximize"), Objective(metric="loss", direction="minimize")]
+    folder = StudyFolder(tmp_path / "s")
+    folder.path.mkdir(parents=True)
+    folder.write_meta(StudyMeta(name="s", objectives=objectives, params=["batch_size", "beta1"]))
+    searcher = StudySearcher(space, objectives, context=context, budget=Budget(samples=480),
+                             sampler=optuna.samplers.RandomSampler(seed=0),
+                             storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="s",
+                             study_dir=folder.path, rungs=[53.3, 160.0, 480.0])
+    config = searcher.suggest("t1")
+    assert config[RUNGS_KEY] == [53.3, 160.0, 480.0]  # the rungs are given to the trial
+    return searcher, folder, objectives, config[TRIAL_KEY]
+
+
+def rung_report(number, objectives):
+    from tuner.search.trainable import rung_payload
+    from tuner.study import TrialRecord
+
+    record = TrialRecord(trial=number, state="stopped", rung=0, measured_at=64.0, windows=[90.0, 110.0],
+                         params={"batch_size": 16}, metrics={"throughput": 100.0, "loss": 2.5})
+    return rung_payload(record, objectives)
+
+
+@pytest.mark.parametrize("tell, state, values", [("pruned", "PRUNED", None), ("complete", "COMPLETE", [100.0, 2.5])])
+def test_a_stopped_trial_reaches_optuna_pruned_or_with_its_rung_values_never_fail(tmp_path, monkeypatch, tell,
+                                                                                   state, values):
+    from tuner.search import searcher as searcher_module
+
+    monkeypatch.setattr(searcher_module, "_STOPPED_TELL", tell)
+    searcher, folder, objectives, number = stopped_searcher(tmp_path)
+    searcher.on_trial_complete("t1", result=rung_report(number, objectives))  # Ray: the scheduler stopped it
+    trial = searcher.study.trials[number]
+    assert trial.state.name == state and trial.values == values
+    assert trial.user_attrs["state"] == "stopped" and trial.user_attrs["record"]["rung"] == 0
+    assert trial.constraints["failed"] <= 0  # feasible: a stop is not a failure
+    record = folder.records()[0]  # the same call wrote the study folder
+    assert record.state == "stopped" and record.rung == 0 and record.measured_at == 64.0 and record.throughput == 100
+    assert "stopped" in folder.csv_path.read_text()
+
+
+def test_a_stopped_trial_whose_result_file_a_kill_lost_is_restored_from_optuna(tmp_path):
+    from tuner.search.storage import reconcile_study
+
+    searcher, folder, objectives, number = stopped_searcher(tmp_path)
+    searcher.on_trial_complete("t1", result=rung_report(number, objectives))
+    (folder.trial_dir(number) / "result.json").unlink()
+    reconcile_study(folder, searcher._storage, "s")
+    assert [(r.trial, r.state, r.rung) for r in folder.records()] == [(number, "stopped", 0)]
