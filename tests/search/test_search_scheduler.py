@@ -202,3 +202,57 @@ def test_a_stopped_trial_whose_result_file_a_kill_lost_is_restored_from_optuna(t
     (folder.trial_dir(number) / "result.json").unlink()
     reconcile_study(folder, searcher._storage, "s")
     assert [(r.trial, r.state, r.rung) for r in folder.records()] == [(number, "stopped", 0)]
+
+
+# --- kill -9 mid-rung, then --resume (real `python -m tuner` processes) -------------------------------------------
+
+
+def test_a_kill_mid_rung_resumes_with_the_trial_and_the_rung_records_consistent(tmp_path):
+    """A trial that closed a rung and was still training at the kill comes back as Optuna FAIL with no record and
+    no rung entries (a new trial runs in its place); the rung entries of every recorded trial are kept as they
+    were, and the resumed scheduler goes on from them."""
+    import time
+
+    from searchproc import finish, search, sigkill
+
+    space = planted_space(tmp_path, trials=6, sleep=1.0)  # 1 s per rung evaluation: time to land the kill
+    reports = tmp_path / "reports"
+    study_dir = reports / "asha"
+    first = search(["--space", str(space), "--study", "asha", "--scheduler", "asha", "--sampler", "random",
+                    "--seed", "3", "--confirm", "0", "--concurrency", "1"], reports)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            mid = [p.parent for p in study_dir.glob("trials/*/rungs.json") if not (p.parent / "result.json").is_file()]
+            if mid and list(study_dir.glob("trials/*/result.json")):
+                break
+            assert first.poll() is None, f"search ended before it could be killed: {first.communicate()}"
+            assert time.monotonic() < deadline, "no trial between two rungs within 300 s"
+            time.sleep(0.02)
+        sigkill(first)
+    except BaseException:
+        sigkill(first)
+        raise
+    killed = int(mid[0].name)
+    if (mid[0] / "result.json").is_file():
+        pytest.skip("the trial finished before the kill landed")
+    kept = {p: p.read_text() for p in study_dir.glob("trials/*/rungs.json") if (p.parent / "result.json").is_file()}
+
+    second = search(["--study", "asha", "--resume"], reports)
+    out, err = finish(second, timeout=400)
+    assert second.returncode == 0, err
+    records = {r["trial"]: r for r in load_trials(study_dir)}
+    assert len(records) == 6 and killed not in records
+    assert not (study_dir / "trials" / f"{killed:04d}" / "rungs.json").exists()  # its entries went with it
+    for path, text in kept.items():
+        assert path.read_text() == text
+    for path in study_dir.glob("trials/*/rungs.json"):
+        assert (path.parent / "result.json").is_file()
+    trials = optuna.load_study(study_name="asha", storage=f"sqlite:///{study_dir / 'study.db'}").trials
+    states = {t.number: t.state.name for t in trials}
+    assert states[killed] == "FAIL"
+    assert sorted(n for n, s in states.items() if s in ("COMPLETE", "PRUNED")) == sorted(records)
+    for n, r in records.items():
+        assert states[n] == ("PRUNED" if r["state"] == "stopped" else "COMPLETE")
+        entries = json.loads((study_dir / "trials" / f"{n:04d}" / "rungs.json").read_text())
+        assert entries[-1]["went_on"] is (r["state"] != "stopped")

@@ -173,7 +173,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
         record = TrialRecord(state="error", error=error_line(err), **where)
     record.run_seconds = round(time.perf_counter() - t0, 3)
     record.ended = _now()
-    return tune_payload(record, setup.objectives)
+    rungs = config.get(RUNGS_KEY) or []
+    return tune_payload(record, setup.objectives, top_rung=len(rungs) - 1 if rungs else None)
 
 
 def _now() -> str:
@@ -208,8 +209,9 @@ def ray_node_id() -> str | None:
         return None
 
 
-def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
-    """Finite objective values (penalties unless the trial completed with every objective measured)."""
+def tune_payload(record: TrialRecord, objectives: list[Objective], top_rung: int | None = None) -> dict[str, Any]:
+    """Finite objective values (penalties unless the trial completed with every objective measured); a trial that
+    trained its whole budget under a rung scheduler also closes the top rung (`top_rung`) with them."""
     values = [record.get(o.metric) for o in objectives]
     feasible = record.complete and check_finite(values)
     if record.complete and not feasible:
@@ -221,7 +223,7 @@ def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, 
     out[STATE_KEY] = record.state
     out[FEASIBLE_KEY] = bool(feasible)
     out[RECORD_KEY] = json.dumps(record.to_json())
-    if feasible and record.rung is not None and record.measured_at is not None:  # the top rung, for the scheduler
+    if feasible and top_rung is not None and record.rung == top_rung and record.measured_at is not None:
         out[RUNG_KEY], out[BUDGET_KEY] = int(record.rung), float(record.measured_at)
     return out
 
