@@ -165,7 +165,7 @@ def run_loop(
             else:
                 target_s = window_s(i)
                 window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s or (  # noqa: E731
-                    n >= min_steps and clock() - w_start >= min_s and at_point())
+                    bool(points) and n >= min_steps and clock() - w_start >= min_s and at_point())
         else:
             if points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
                 window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
