@@ -26,6 +26,9 @@ def search(
     budget_samples: Annotated[Optional[int], typer.Option(help="Train each trial on this many samples.")] = None,
     sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed (default 0).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(help="fifo (default: every trial trains its whole budget) or asha (trials report at rungs and the dominated ones stop early).")] = None,
+    min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
+    eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
     gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).")] = None,
@@ -51,7 +54,7 @@ def search(
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
-        probe=probe,
+        probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta,
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format

@@ -17,7 +17,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
 
     ctx = ray.train.get_context()
     payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
-                      engine=loop_config["engine"])
+                      engine=loop_config["engine"], send=ray.train.report)  # the engine reports alike on every rank
     ray.train.report(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from tuner.config import Budget, Quality, budget_from_options
 from tuner.errors import ConfigError, StudyError
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
+from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space
 from tuner.space import load_space, parse_space
 from tuner.search._storage import (
@@ -66,6 +67,9 @@ class SearchOptions:
     probe: bool = True  # decide the loader knobs by probes before the trials (tuner.search._probe)
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
+    scheduler: str | None = None  # fifo (every trial its whole budget) or asha (tuner.search._rungs); default fifo
+    min_budget: float | None = None  # asha's first rung, in the budget's unit (default: budget / eta^2)
+    eta: float | None = None  # asha keeps 1/eta of the trials at each rung (default 3)
 
 
 @dataclass
@@ -92,6 +96,7 @@ class SearchPlan:
     meta: StudyMeta | None = None  # the saved study.json on --resume
     loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search._probe)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
+    scheduler: SchedulerPlan = field(default_factory=SchedulerPlan)  # fifo, or asha with its rungs
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
 
@@ -149,13 +154,15 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     options = {**(space.defaults.workload_options if same else {}), **(opts.workload_options or {})}
     objectives = space.objectives_for(ref.text, quality=Objective(metric=QUALITY))
     _check_quality(space, objectives)
+    budget = _budget(opts) or space.defaults.budget
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=space,
         objectives=objectives, workload=ref, workload_options=options, dataset=dataset,
-        budget=_budget(opts) or space.defaults.budget, trials=opts.trials or space.defaults.trials,
+        budget=budget, trials=opts.trials or space.defaults.trials,
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
         confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
                                                                                          DEFAULT_REPEATS),
+        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget),
     )
 
 
@@ -244,6 +251,15 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())
     _check_quality(saved_space, meta.objectives)
+    scheduler = saved_scheduler(meta.scheduler)
+    if (opts.scheduler, opts.min_budget, opts.eta) != (None, None, None):
+        name = opts.scheduler or scheduler.name
+        kept = name == scheduler.name and name != "fifo"  # what is not given again stays as saved
+        given = plan_scheduler(name, opts.min_budget if opts.min_budget is not None or not kept else
+                               scheduler.min_budget, opts.eta if opts.eta is not None or not kept else scheduler.eta,
+                               saved_budget)
+        if given != scheduler:
+            same("--scheduler", given.describe(), scheduler.describe())
     check_study_database(folder, meta, storage)  # last: it opens the database
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=saved_space,
@@ -252,7 +268,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
-        optuna_study=meta.name,
+        optuna_study=meta.name, scheduler=scheduler,
     )
 
 

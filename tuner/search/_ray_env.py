@@ -21,6 +21,8 @@ QUIET_ENV = {
     "TUNE_PRINT_ALL_TRIAL_ERRORS": "0",
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
     "RAY_DEDUP_LOGS": "0",
+    # A trial reports every window, and its objectives only at rungs and at its end (tuner.search._trial).
+    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
 }
 RAY_LOGGERS = ("ray", "ray.tune", "ray.train", "ray.tune.tune", "ray.tune.execution.tune_controller")
 

@@ -1,4 +1,10 @@
-"""Persist each trial the moment it ends (on the driver), so reports work on a study that is still running."""
+"""Persist each trial the moment it ends (on the driver), so reports work on a study that is still running.
+
+A search trial is recorded in one place, its searcher (tuner.search._searcher: the Optuna attributes and tell, then
+result.json and its trials.csv row); the callback here brings it Ray's error text for a trial that raised or
+died, keeps each trial's rung reports as the scheduler decided them (trials/NNNN/rungs.json, what --resume
+rebuilds the scheduler from), and updates the live view.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ from typing import Any
 from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
-from tuner.search._trial import REPEAT_KEY, RERUN_KEY, TRIAL_KEY, record_from_payload, searched_params
+from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, RUNG_KEY, TRIAL_KEY, final_record, record_from_payload,
+                                 searched_params)
 
 
 def ray_error_text(trial: Any) -> str:
@@ -37,15 +44,25 @@ def classify_ray_error(text: str) -> tuple[str, str]:
 
 
 class StudyRecorder(Callback):
-    """record_trial() for every finished trial, and the live view's updates."""
+    """Ray's error text and the rung reports for the searcher (which records every trial), and the live view."""
 
-    def __init__(self, study_dir: Path, view: Any = None) -> None:
+    def __init__(self, study_dir: Path, view: Any = None, searcher: Any = None, scheduler: Any = None) -> None:
         self.folder = StudyFolder(Path(study_dir))
         self.view = view
+        self.searcher, self.scheduler = searcher, scheduler
         self.recorded: list[int] = []
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config; the view holds a terminal
-        return {**self.__dict__, "view": None}
+        return {**self.__dict__, "view": None, "searcher": None, "scheduler": None}
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """A rung report, once the scheduler decided on it: the trial's rung entries so far, kept beside it."""
+        number = trial.config.get(TRIAL_KEY)
+        if self.scheduler is None or number is None or result.get(RUNG_KEY) is None:
+            return
+        from tuner.search._rungs import write_rungs
+
+        write_rungs(self.folder, int(number), self.scheduler)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if self.view is not None:
@@ -56,22 +73,27 @@ class StudyRecorder(Callback):
             self.view.refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        record = record_from_payload(trial.last_result)
+        record = record_from_payload(trial.last_result)  # a stopped trial's last report is its rung's
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
             return
-        self._record(record)
+        if self.searcher is None:  # no searcher records it (a bare Tuner): the folder alone
+            self.folder.write_record(record)
+        self._shown(record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         number = trial.config.get(TRIAL_KEY)
         if number is None:
             return
         state, reason = classify_ray_error(ray_error_text(trial))
-        record = record_from_payload(trial.last_result) or TrialRecord(
+        record = final_record(trial.last_result) or TrialRecord(
             trial=int(number), state=state, error=reason, params=searched_params(trial.config))
-        self._record(record)
+        if self.searcher is None:
+            self.folder.write_record(record)
+        elif self.searcher.record_error(trial.trial_id, record) is None:
+            return
+        self._shown(record)
 
-    def _record(self, record: TrialRecord) -> None:
-        self.folder.write_record(record)
+    def _shown(self, record: TrialRecord) -> None:
         self.recorded.append(record.trial)
         if self.view is not None:
             self.view.trial_finished(record)

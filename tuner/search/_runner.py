@@ -145,6 +145,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         context=setup.context if setup is not None else None,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
+        scheduler=plan.scheduler.to_json(),
     )
 
 
@@ -313,6 +314,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from rich.markup import escape
 
     from tuner.search._recorder import StudyRecorder
+    from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
     from tuner.search._trial import TrialSetup
 
@@ -356,7 +358,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         searcher = StudySearcher(space, plan.objectives, context=context, budget=plan.budget,
                                  sampler=sampler, storage=storage, study_name=plan.optuna_name,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
-                                 baseline=baseline, loaders=loaders)
+                                 baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
+                                 rungs=list(plan.scheduler.rungs))
+    # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
+    # (after reconcile_study, so a trial running at a kill brings none back).
+    scheduler = make_scheduler(plan.scheduler, plan.objectives, plan.folder)
     if pending_baseline:
         waiting = _waiting_trials(storage, plan.optuna_name)
         if waiting:  # the number the baseline runs under now
@@ -366,7 +372,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     if console is not None:
         on = f" on {plan.dataset}" if plan.dataset else ""
         console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {escape(plan.workload.text + on)}, "
-                      f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}); "
+                      f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}"
+                      + (f", scheduler {plan.scheduler.describe()}" if scheduler is not None else "") + "); "
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
                       soft_wrap=True)
         fitted = [f"{n} {space.params[n].describe()}" for n, spec in plan.space.params.items() if spec.unresolved]
@@ -382,10 +389,10 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), trial_resources)
     ran = 0
     if remaining > 0:
-        recorder = StudyRecorder(plan.study_dir, view)
+        recorder = StudyRecorder(plan.study_dir, view, searcher=searcher, scheduler=scheduler)
         tuner = tune.Tuner(
             fn,
-            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining,
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
                                         max_concurrent_trials=resources.concurrency, reuse_actors=True,
                                         trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=_run_config("run", plan, opts.verbose, recorder),

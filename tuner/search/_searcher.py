@@ -10,6 +10,10 @@
    loader chosen for its batch size as constants.
 4. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
    study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
+5. One place records a finished trial (`_record`): its Optuna attributes, the tell, then its result.json and
+   trials.csv row. A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
+   Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
+   text, and is recorded through `record_error`.
 
 It uses OptunaSearch's private attributes `_ot_trials`, `_ot_study`, `_completed_trials` (checked against
 ray 2.60; pyproject pins ray < 2.61).
@@ -18,6 +22,7 @@ ray 2.60; pyproject pins ray < 2.61).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from ray.tune.search.optuna import OptunaSearch
@@ -27,11 +32,16 @@ from tuner.study.loaders import LoaderPlan
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord
-from tuner.search._outcome import tell_trial, wall_limit
-from tuner.search._trial import FEASIBLE_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
+from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
+from tuner.search._trial import FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
+from tuner.study import StudyFolder
 
 logger = logging.getLogger(__name__)
 
+# How a trial the rung scheduler stopped reaches Optuna: "pruned" (PRUNED, no values: TPE and NSGA-II leave it out
+# of their models and fronts) or "complete" (COMPLETE with its rung values, feasible: the sampler learns from
+# them, and Optuna's own best_trials may then hold early figures; tuner's front is the study folder's). Never FAIL.
+_STOPPED_TELL = "pruned"
 
 
 class SpaceFunction:
@@ -81,8 +91,13 @@ class StudySearcher(OptunaSearch):
         fixed_wall_limit_s: float | None = None,
         baseline: dict[str, Any] | None = None,
         loaders: LoaderPlan | None = None,
+        study_dir: Path | None = None,
+        rungs: list[float] | None = None,
     ) -> None:
         self._objectives = list(objectives)
+        self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
+        self._rungs = [float(b) for b in rungs or []]
+        self._errored: set[str] = set()  # told by Ray as errored, recorded when the recorder brings Ray's error
         self._budget = budget
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
@@ -120,53 +135,88 @@ class StudySearcher(OptunaSearch):
             return None
         config[TRIAL_KEY] = self._ot_trials[trial_id].number
         config[WALL_KEY] = self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds)
+        if self._rungs:
+            config[RUNGS_KEY] = list(self._rungs)
         return config
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        return None  # one report per trial; nothing incremental to tell Optuna
+        return None  # Optuna cannot take intermediate values of a multi-objective study; the scheduler reads them
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if trial_id in self._completed_trials or trial_id not in self._ot_trials:
             return
         ot_trial = self._ot_trials[trial_id]
         record = record_from_payload(result)
-        if record is None and not error:
+        if error:
+            # The trial process raised or died: the recorder's on_trial_error follows with Ray's error text and
+            # records it (record_error); what it reported before (a rung's `stopped` record) is not its outcome.
+            self._errored.add(trial_id)
+            return
+        if record is None:
             # Stopped before it reported (the search was interrupted): not the config's fault, so FAIL, which
             # the samplers ignore; resume proposes a new trial in its place.
-            self._fail(ot_trial)
-        else:
-            feasible = bool(result and result.get(FEASIBLE_KEY))
-            values = None  # a failed trial: penalties and a violated constraint
-            if feasible:
-                values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
-            if record is None:  # the trial process raised or died: the callback records Ray's error text
-                record = TrialRecord(trial=ot_trial.number, state="error", params=dict(ot_trial.params),
-                                     error="the trial process failed (see the Ray error file)")
-            try:
-                ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
-                ot_trial.set_user_attr("state", record.state)
-            except Exception as exc:  # never lose the tell over bookkeeping
-                logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
-            try:  # values, or penalties and a violated constraint (the benchmarks tell the same way)
-                tell_trial(self._ot_study, ot_trial, self._objectives, values)
-            except Exception as exc:  # e.g. already finished by a previous run
-                logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
-            seconds = record.value("train_seconds")
-            if feasible and seconds is not None:
-                self._train_seconds.append(seconds)
-        self._completed_trials.add(trial_id)
+            self._tell(ot_trial, None, state="fail")
+            self._completed_trials.add(trial_id)
+            return
+        self._record(trial_id, record, result)
 
-    def _fail(self, ot_trial: Any) -> None:
+    def record_error(self, trial_id: str, record: TrialRecord) -> TrialRecord | None:
+        """An errored trial, with the record the recorder made from Ray's error text (under this trial's number).
+        None when this searcher has nothing pending for it."""
+        if trial_id not in self._errored or trial_id in self._completed_trials:
+            return None
+        self._errored.discard(trial_id)
+        record.trial = self._ot_trials[trial_id].number
+        return self._record(trial_id, record, None)
+
+    def _record(self, trial_id: str, record: TrialRecord, result: dict | None) -> TrialRecord:
+        """The one place a finished trial is recorded: its Optuna attributes and tell first (the database is what
+        --resume trusts), then result.json and its trials.csv row (rewritten from the attributes by --resume if a
+        kill comes between)."""
+        ot_trial = self._ot_trials[trial_id]
+        stopped = record.state == "stopped"
+        feasible = bool(result and result.get(FEASIBLE_KEY)) and record.state in ("complete", "stopped")
+        values = None  # a failed trial: penalties and a violated constraint (tell_trial)
+        if feasible:
+            values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
+        try:
+            if stopped:
+                ot_trial.set_constraint(CONSTRAINT, 0.0)
+            ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
+            ot_trial.set_user_attr("state", record.state)
+        except Exception as exc:  # never lose the tell over bookkeeping
+            logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
+        if stopped and (_STOPPED_TELL == "pruned" or not feasible):
+            self._tell(ot_trial, None, state="pruned")
+        else:  # values, or penalties and a violated constraint (the benchmarks tell the same way)
+            self._tell(ot_trial, values, state="complete")
+        self._completed_trials.add(trial_id)
+        if self._folder is not None:
+            self._folder.write_record(record)
+        seconds = record.value("train_seconds")
+        if record.complete and feasible and seconds is not None:
+            self._train_seconds.append(seconds)
+        return record
+
+    def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:
         from optuna.trial import TrialState
 
         try:
-            self._ot_study.tell(ot_trial, state=TrialState.FAIL)
+            if state == "fail":
+                self._ot_study.tell(ot_trial, state=TrialState.FAIL)
+            elif state == "pruned":
+                self._ot_study.tell(ot_trial, state=TrialState.PRUNED)
+            else:
+                tell_trial(self._ot_study, ot_trial, self._objectives, values)
         except Exception as exc:  # e.g. already finished by a previous run
             logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
 
     def unfinished(self) -> list[int]:
         """Numbers of trials this searcher asked for but never told (interrupted)."""
         return [t.number for tid, t in self._ot_trials.items() if tid not in self._completed_trials]
+
+    def trial_id_of(self, number: int) -> str | None:
+        return next((tid for tid, t in self._ot_trials.items() if t.number == number), None)
 
     def fail_unfinished(self) -> None:
         """Trials asked for but never told (Ctrl-C) become FAIL, so --resume runs them again."""

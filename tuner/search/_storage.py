@@ -256,7 +256,8 @@ def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
     for t in trials:  # WAITING (an enqueued baseline never asked for) stays: the next search asks it first
         if t.state == TrialState.RUNNING:
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        elif t.state == TrialState.COMPLETE and RECORD_ATTR in t.user_attrs and not folder.has_record(t.number):
+        elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) and RECORD_ATTR in t.user_attrs \
+                and not folder.has_record(t.number):  # PRUNED: a trial the rung scheduler stopped
             folder.write_record(TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
         for run in reruns.get(rerun_attr(t.number), []):  # confirmation re-runs whose file a kill lost
             if not folder.rerun_path(t.number, int(run["repeat"])).is_file():

@@ -1,4 +1,4 @@
-"""The Ray Tune function trainable: one trial, one report (the trial's work is _trial.run_one; DDP trials _ddp)."""
+"""The Ray Tune function trainable: one trial, its reports while it trains and its last (the trial's work is _trial.run_one; DDP trials _ddp)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from tuner.search._trial import RERUN_KEY, Engine, TrialSetup, run_one, train_tr
 
 
 def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:
-    """The Ray Tune function trainable: one report, then return. `engine` trains the trial (tuner's own; the
-    tests hand theirs to a study by patching _runner.trainable with a function that passes one)."""
+    """The Ray Tune function trainable: the reports made while it trains, its last report, then return.
+    `engine` trains the trial (tuner's own; the tests hand theirs to a study by patching _runner.trainable
+    with a function that passes one)."""
     from ray import tune
 
     if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
@@ -19,4 +20,4 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
 
         run_ddp_trial(config, setup, engine)  # rank 0's report reaches Tune through TuneReportCallback
         return
-    tune.report(run_one(config, setup, engine=engine))
+    tune.report(run_one(config, setup, engine=engine, send=tune.report))

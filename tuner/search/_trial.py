@@ -1,4 +1,9 @@
-"""The trial side of a search: sampled params -> validated TrialConfig -> the training engine -> one report.
+"""The trial side of a search: sampled params -> validated TrialConfig -> the training engine -> reports.
+
+While it trains, a trial reports each timed window (BUDGET_KEY and its throughput so far) and, under a rung
+scheduler, each rung it closes (RUNG_KEY, the objective values there, and RECORD_KEY: the `stopped` record the
+driver keeps if the scheduler stops it there). Its last report is the finished trial's, with STATE_KEY, which no
+earlier report carries.
 
 The pieces a trial process uses, whether Tune runs it (_trainable.py) or a Ray Train worker of a DDP trial does
 (_ddp.py); both import this module and it imports neither.
@@ -42,6 +47,7 @@ TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
 REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
+RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
 
 Engine = Callable[..., Any]  # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup) -> TrialResult
 
@@ -70,7 +76,7 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
-                setup: TrialSetup) -> Any:
+                setup: TrialSetup, reporter: Any = None) -> Any:
     """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
     study's ceiling cache."""
     from tuner.config import dump_config
@@ -82,13 +88,55 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
                             | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
                  setup.cache_dir)
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
-                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path))
+                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter)
 
 
-def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
-            engine: Engine = train_trial) -> dict[str, Any]:
-    """Run one trial in this process and return the report for Tune (see tune_payload)."""
+class TrialReports:
+    """The engine's reporter (tuner.train.reports) inside a search trial: each report becomes a payload for Tune,
+    handed to `send` (tune.report, or ray.train.report on every DDP rank)."""
+
+    def __init__(self, rungs: list[float], objectives: list[Objective], where: dict[str, Any], t0: float,
+                 send: Callable[[dict[str, Any]], None]) -> None:
+        self.rungs = list(rungs)
+        self.objectives, self.where, self.t0, self.send = objectives, where, t0, send
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        try:
+            self.send(payload)
+        except SystemExit:  # Ray ends a trial its scheduler stopped by sys.exit() in the report that was waiting
+            from tuner.train.reports import StopTrial
+
+            raise StopTrial() from None
+
+    def window(self, report: Any) -> None:
+        self._send({BUDGET_KEY: float(report.budget_used), "window": report.window, "samples": report.samples,
+                   "throughput": report.throughput, "throughput_spread": report.throughput_spread,
+                   "train_loss": report.train_loss})
+
+    def rung(self, report: Any) -> None:
+        record = TrialRecord.of(report.result, **self.where)
+        record.run_seconds = round(time.perf_counter() - self.t0, 3)
+        record.ended = _now()
+        self._send(rung_payload(record, self.objectives))
+
+
+def rung_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
+    """A rung's report: the objective values at the rung (penalties where one is not finite, so the scheduler
+    ranks it last), the budget used and the `stopped` record."""
+    values = [record.get(o.metric) for o in objectives]
+    feasible = check_finite(values)
+    out: dict[str, Any] = {objective_key(o): float(v) if feasible else penalty(o) for o, v in zip(objectives, values)}
+    out.update({RUNG_KEY: int(record.rung or 0), BUDGET_KEY: float(record.measured_at or 0.0),
+                FEASIBLE_KEY: bool(feasible), RECORD_KEY: json.dumps(record.to_json())})
+    return out
+
+
+def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine: Engine = train_trial,
+            send: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run one trial in this process and return the report for Tune (see tune_payload); the reports made while
+    it trains go to `send` (none without one)."""
     from tuner.config import dump_config
+    from tuner.train.reports import StopTrial
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
@@ -106,10 +154,15 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
+        extra: dict[str, Any] = {}
+        rungs = [float(b) for b in config.get(RUNGS_KEY) or []]
+        if send is not None and (engine is train_trial or rungs):  # a test's fake engine may take no reporter
+            extra["reporter"] = TrialReports(rungs, setup.objectives, where, t0, send)
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
-            result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup)
+            result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup,
+                            **extra)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:
@@ -121,11 +174,14 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0,
         record = TrialRecord(state="oom", error=error_line(err), **where)
     except KeyboardInterrupt:
         raise
+    except StopTrial:  # stopped at a rung: the driver keeps the rung report's record; end as Ray asked
+        raise SystemExit(0) from None
     except BaseException as err:  # a bad combination (TunerError), a bug or a user's sys.exit(): an error trial
         record = TrialRecord(state="error", error=error_line(err), **where)
     record.run_seconds = round(time.perf_counter() - t0, 3)
     record.ended = _now()
-    return tune_payload(record, setup.objectives)
+    rungs = config.get(RUNGS_KEY) or []
+    return tune_payload(record, setup.objectives, top_rung=len(rungs) - 1 if rungs else None)
 
 
 def _now() -> str:
@@ -160,8 +216,9 @@ def ray_node_id() -> str | None:
         return None
 
 
-def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
-    """Finite objective values (penalties unless the trial completed with every objective measured)."""
+def tune_payload(record: TrialRecord, objectives: list[Objective], top_rung: int | None = None) -> dict[str, Any]:
+    """Finite objective values (penalties unless the trial completed with every objective measured); a trial that
+    trained its whole budget under a rung scheduler also closes the top rung (`top_rung`) with them."""
     values = [record.get(o.metric) for o in objectives]
     feasible = record.complete and check_finite(values)
     if record.complete and not feasible:
@@ -173,10 +230,20 @@ def tune_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, 
     out[STATE_KEY] = record.state
     out[FEASIBLE_KEY] = bool(feasible)
     out[RECORD_KEY] = json.dumps(record.to_json())
+    if feasible and top_rung is not None and record.rung == top_rung and record.measured_at is not None:
+        out[RUNG_KEY], out[BUDGET_KEY] = int(record.rung), float(record.measured_at)
     return out
 
 
 def record_from_payload(result: dict[str, Any] | None) -> TrialRecord | None:
+    """The record a report carries: the finished trial's (its last report), or the `stopped` one of a rung report
+    (the last report of a trial a scheduler stopped there). None for a window report or none."""
     if not result or RECORD_KEY not in result:
         return None
     return TrialRecord.model_validate(json.loads(result[RECORD_KEY]))
+
+
+def final_record(result: dict[str, Any] | None) -> TrialRecord | None:
+    """The record of a finished trial's own last report only (a rung report's `stopped` record is not one)."""
+    return record_from_payload(result) if result and STATE_KEY in result else None
+

@@ -6,7 +6,8 @@ Layout under `<reports-dir>/<study>/`:
   storage.url                a --storage URL with its password (0600; the one file that holds it), when it has one
   trials/<NNNN>/result.json  one TrialRecord (metrics flat beside the structural keys)
   trials/<NNNN>/samples.png  a GAN's sample grid (whatever the workload's evaluate wrote)
-  trials.csv                 one row per trial, rewritten after every trial so it is current while a study runs
+  trials.csv                 one row per trial, its row added (or replaced) as each trial ends, so it is current
+                             while a study runs
   ray/                       Ray Tune's experiment folder
 Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one.
 """
@@ -71,6 +72,8 @@ class StudyMeta(BaseModel):
     domains: dict[str, Any] | None = None
     # sha256 of each FID cache file the driver built and shipped to every trial (relative to the cache folder).
     fid_cache: dict[str, str] | None = None
+    # The rung scheduler (tuner.search._rungs.SchedulerPlan): name, eta, min_budget, rungs. None: fifo (older studies).
+    scheduler: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on
@@ -156,11 +159,41 @@ class StudyFolder:
 
     # --- trials -----------------------------------------------------------------------------------------------
     def write_record(self, record: TrialRecord) -> Path:
-        """Persist one finished trial and refresh trials.csv."""
+        """Persist one finished trial and put its row in trials.csv."""
         path = self.trial_dir(record.trial) / RESULT_FILE
         atomic_write(path, dump_json(record.to_json()) + "\n")
-        self.write_csv()
+        self.write_csv_row(record)
         return path
+
+    def write_csv_row(self, record: TrialRecord) -> Path:
+        """trials.csv with this trial's row added or replaced, the others kept as they are: a long study does not
+        read every record back at every trial. Rebuilt from every record (write_csv) when there is no file yet
+        or its header lacks a column this record needs."""
+        from tuner.study.suspect import flag, noise_sd
+
+        meta = self.read_meta()
+        if not self.csv_path.is_file():
+            return self.write_csv()
+        rows = list(csv.reader(io.StringIO(self.csv_path.read_bytes().decode(), newline="")))
+        header = rows[0] if rows else []
+        if not header or header[0] != "trial" or any(c not in header for c in self.csv_columns(meta, [record])):
+            return self.write_csv()
+        confirmed = [Confirmed.of(reruns) for d in (self.path / TRIALS_DIR).glob(f"*/{CONFIRM_DIR}")
+                     if d.parent.name.isdigit() and (reruns := self.reruns(int(d.parent.name)))]
+        record = record.model_copy(deep=True)
+        flag(record, noise_sd(confirmed))  # against the noise floor the re-runs so far give, as write_csv does
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
+        row = {c: record.get(c) for c in header}
+        row.update({k: v for k, v in record.params.items() if k in header})
+        w.writerow(row)
+        mine = next(csv.reader(io.StringIO(buf.getvalue(), newline="")))
+        kept = [r for r in rows[1:] if r and r[0] != str(record.trial)] + [mine]
+        kept.sort(key=lambda r: int(r[0]) if r[0].isdigit() else -1)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerows([header, *kept])
+        return atomic_write(self.csv_path, out.getvalue())
 
     def has_record(self, trial: int) -> bool:
         return (self.trial_dir(trial) / RESULT_FILE).is_file()

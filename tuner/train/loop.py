@@ -75,13 +75,26 @@ def run_loop(
     clock: Clock = time.perf_counter,
     on_window: Callable[[dict[str, Any]], None] | None = None,
     agree: Agreement | None = None,
+    rung_points: list[float] | None = None,
 ) -> LoopResult:
+    """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
+    its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
+    windows hold step counts agreed at their start: there the rung follows at the next window's end)."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
     timer = WindowTimer(device, meter, clock)
     res = LoopResult(windows=timer.windows)
     start = clock()
+    points = sorted(float(b) for b in rung_points or ())
+
+    def used() -> float:
+        """The budget used so far, in its unit (warm-up included, as the budget counts it)."""
+        return clock() - start if budget.seconds is not None else float(res.samples * agree.world)
+
+    def at_point() -> bool:
+        """A rung point was crossed since this window started (checked once its minimums are met)."""
+        return bool(points) and not shared_pace and any(w_used < b <= used() for b in points)
     min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
 
     def over_wall() -> bool:
@@ -143,6 +156,7 @@ def run_loop(
         window_n = max(math.ceil(left / n_windows / agree.world), 1)
 
     for i in range(n_windows):
+        w_used = used()
         if budget.seconds is not None:
             if shared_pace:  # a step count every rank shares, from the slowest rank's pace and clock
                 local = math.ceil(window_s(i) / max(step_s, 1e-6))
@@ -150,9 +164,14 @@ def run_loop(
                 window_done = lambda w_start, n: n >= target  # noqa: E731
             else:
                 target_s = window_s(i)
-                window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s  # noqa: E731
+                window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s or (  # noqa: E731
+                    bool(points) and n >= min_steps and clock() - w_start >= min_s and at_point())
         else:
-            window_done = lambda w_start, n: n >= min_steps and timer.open_samples >= window_n  # noqa: E731
+            if points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
+                window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
+                                         / agree.world), 1)
+            window_done = lambda w_start, n: n >= min_steps and (timer.open_samples >= window_n  # noqa: E731
+                                                                 or at_point())
         timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
         w_start, n_steps = clock(), 0
         while True:
@@ -179,7 +198,7 @@ def run_loop(
         if on_window is not None and n_steps >= min_steps:
             w = timer.windows[-1]
             on_window({"window": len(timer.windows), "throughput": w.throughput * agree.world, "train_loss": loss,
-                       "samples": res.samples * agree.world})
+                       "samples": res.samples * agree.world, "budget_used": used()})
         if res.capped or agree.any(over_wall()):
             res.capped = res.capped or len(timer.windows) < n_windows
             break

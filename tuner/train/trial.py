@@ -33,6 +33,7 @@ from tuner.train.ceilings import ceilings, measure_ceiling
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
+from tuner.train.reports import RungReport, StopTrial, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep
 from tuner.workload.api import Workload
 from tuner.workload.context import TrialContext, running
@@ -174,12 +175,93 @@ def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device
     return out
 
 
+class _DivergedAtRung(Exception):
+    """The quality a rung evaluation read is not finite: the trial ends there as diverged."""
+
+
+class _Rungs:
+    """The window and rung reports of one trial (tuner.train.reports). A rung's evaluation runs at the end of
+    the first window that reaches its budget, outside the timed windows; the loop's clock is paused meanwhile, so
+    the evaluations take nothing from the budget. Under DDP every rank calls the reporter alike (rank 0's reports
+    count) and every rung decision is agreed."""
+
+    def __init__(self, run: "_Run", reporter: TrialReporter, training: Training, world: int) -> None:
+        self.run, self.reporter, self.training = run, reporter, training
+        budget = run.cfg.budget
+        whole = float(budget.seconds if budget.seconds is not None else budget.samples)  # type: ignore[arg-type]
+        self.points = [float(b) for b in reporter.rungs if float(b) < whole * (1 - 1e-9)]  # the last: the trial's end
+        self.agree = Agreement(world)
+        self.paused = 0.0
+        self.rates: list[float] = []
+        self.losses: list[list[float | None]] = []
+        self.closed = 0  # rungs evaluated so far
+        self.start = 0.0
+
+    def clock(self) -> float:
+        return self.run.clock() - self.paused
+
+    def window(self, w: dict[str, Any]) -> None:
+        import statistics
+
+        self.rates.append(float(w["throughput"]))
+        loss = w.get("train_loss")
+        loss = float(loss) if loss is not None and math.isfinite(loss) else None
+        self.losses.append([float(w["samples"]), loss])
+        med = statistics.median(self.rates)
+        spread = (max(self.rates) - min(self.rates)) / med if med > 0 else None
+        used = float(w["budget_used"])
+        self.reporter.window(WindowReport(window=int(w["window"]), budget_used=used, samples=int(w["samples"]),
+                                          throughput=med, throughput_spread=spread, train_loss=loss))
+        due = self.closed < len(self.points) and used >= self.points[self.closed] * (1 - 1e-9)
+        if self.agree.any(due):
+            self._close(used, int(w["samples"]), med, spread)
+
+    def _close(self, used: float, samples: int, throughput: float, spread: float | None) -> None:
+        run, cfg = self.run, self.run.cfg
+        rank, _ = rank_world()
+        t = run.clock()
+        first = self.closed
+        while self.closed < len(self.points) and used >= self.points[self.closed] * (1 - 1e-9):
+            self.closed += 1  # a window that crossed two rungs closes both, with the same figures
+        rung = self.closed - 1
+        res = run.result
+        part = TrialResult(state="stopped", device=res.device, windows=list(self.rates),
+                           loss_curve=[list(x) for x in self.losses], optimizer=res.optimizer, rung=rung,
+                           measured_at=used)
+        part.metrics.update(throughput=throughput, throughput_spread=spread, samples=samples,
+                            train_seconds=self.clock() - self.start, peak_mem_mb=run.device.peak_memory_mb())
+        per_sample = run.step.units_per_sample() if run.step is not None else None
+        if per_sample is not None:
+            part.metrics.update(unit_throughput=throughput * per_sample, sample_unit=self.training.workload.sample_unit)
+        bad = False
+        workload = self.training.workload
+        if rank == 0 and cfg.quality.enabled and workload.evaluate is not None:
+            quality = score(workload, self.training.models, self.training.val_set, run.device)
+            quality.pop("sample_grid", None)
+            part.metrics.update(quality)
+            if workload.quality is not None:
+                value = quality.get(workload.quality[0])
+                bad = isinstance(value, (int, float)) and not math.isfinite(value)
+                if bad:
+                    part.metrics[workload.quality[0]] = None
+        diverged = self.agree.any(bad)  # also the barrier the other ranks wait at while rank 0 evaluates
+        if not diverged:
+            for i in range(first, self.closed):
+                self.reporter.rung(RungReport(rung=i, budget_used=used, result=part.model_copy(update={"rung": i})))
+        self.paused += run.clock() - t
+        res.rung, res.measured_at = rung, used
+        if diverged:
+            raise _DivergedAtRung(f"quality metric {workload.quality[0] if workload.quality else ''} is not finite at "
+                                  f"rung {rung} (the model's outputs are not)")
+
+
 class _Run:
     """One trial's state, so a failure handler can read what was measured and then drop every big tensor."""
 
     def __init__(self, cfg: TrialConfig, device: Device, out_dir: Path | None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, reporter: TrialReporter | None = None) -> None:
         self.cfg, self.device, self.out_dir, self.clock = cfg, device, out_dir, clock
+        self.reporter = reporter
         self.result = TrialResult(state="complete", device=device.describe())
         self.models: dict[str, nn.Module] | None = None
         self.step: PhaseStep | None = None
@@ -198,10 +280,28 @@ class _Run:
 
         device.reset_peak_memory()
         self.t0 = self.clock()
+        rungs = _Rungs(self, self.reporter, training, world) if self.reporter is not None else None
+        loop_clock, window = self.clock, on_window
+        if rungs is not None:
+            rungs.start = rungs.clock()
+            loop_clock = rungs.clock
+
+            def window(w: dict[str, Any]) -> None:
+                if on_window is not None:
+                    on_window(w)
+                rungs.window(w)
+
         batches = training.batches()
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
-                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock)
+                            wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
+                            rung_points=rungs.points if rungs is not None else None)
+        except _DivergedAtRung as err:
+            self.result.state, self.result.error = "diverged", str(err)
+            self.result.windows = list(rungs.rates) if rungs is not None else []
+            self.result.metrics.update(train_seconds=loop_clock() - (rungs.start if rungs else self.t0),
+                                       throughput=None)
+            return
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
         summary = summarize(loop.windows)
@@ -215,6 +315,10 @@ class _Run:
             samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
             step_seconds=loop.step_seconds)
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
+        if rungs is not None and self.reporter.rungs:  # type: ignore[union-attr]  # its end: the last rung
+            res.measured_at = loop.seconds if cfg.budget.seconds is not None else float(loop.samples * world)
+            if not loop.capped and not loop.diverged:
+                res.rung = len(self.reporter.rungs) - 1  # type: ignore[union-attr]
         if not loop.windows and not loop.diverged:  # no reading to rank: not a complete trial (nor worth scoring)
             res.state = "error"
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
@@ -315,17 +419,21 @@ def run_trial(
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    reporter: TrialReporter | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
     cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
-    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
+    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin.
+    A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung after a quality
+    evaluation that the budget does not pay for (tuner.train.reports)."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
-    run = _Run(cfg, device, out_dir, clock)
+    run = _Run(cfg, device, out_dir, clock, reporter)
     failure: tuple[str, str, str | None] | None = None
+    stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
@@ -333,6 +441,8 @@ def run_trial(
             run.result.metrics["wall_seconds"] = clock() - run.t0
         except (TunerError, KeyboardInterrupt):
             raise
+        except StopTrial:
+            stopped = True
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
@@ -340,5 +450,7 @@ def run_trial(
                 failure = ("error", user_error_line(err), user_traceback(err))
         if failure is not None:
             run.failed(*failure)
-        run.release(collect=failure is not None)
+        run.release(collect=failure is not None or stopped)
+    if stopped:
+        raise StopTrial()
     return run.result
