@@ -31,6 +31,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,11 +226,13 @@ class Study:
 MODES = ("fifo", "asha-pruned", "asha-values")
 
 
-def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float) -> Study:
+def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float,
+           enough: Callable[[Study], bool] | None = None) -> Study:
     """One study on the grid until its simulated clock passes `wall_cap`: tuner's sampler proposes (the space's
     define-by-run sample, told with tell_trial as tuner's searcher tells it); under ASHA the real ParetoASHA
     decides at each rung; a stopped trial is told PRUNED ("asha-pruned") or its values at that rung
-    ("asha-values"). Trials run one at a time (concurrency 1, as on this 2-core machine)."""
+    ("asha-values"). Trials run one at a time (concurrency 1, as on this 2-core machine). The study ends early
+    once `enough(study)` says its figures are known."""
     import optuna
 
     from tuner.search import make_sampler, tell_trial
@@ -271,6 +274,8 @@ def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float) -> St
         out.ends.append(clock)
         out.points.append(runs[grid.top].values if reached == grid.top else None)
         n += 1
+        if enough is not None and enough(out):
+            break
     return out
 
 
@@ -297,15 +302,20 @@ def figures(grid: Grid, seeds: int, trials: int, cap_trials: int | None = None) 
     per_seed = []
     for seed in range(seeds):
         row: dict[str, Any] = {"seed": seed}
-        studies = {m: replay(grid, m, seed, trials, wall_cap) for m in MODES}
-        fifo = studies["fifo"]
+        def reached(s: Study) -> bool:
+            return s.time_to(REACH, norm, full) is not None
+
+        # each study runs until its figures are known: 90% reached, and past FIFO's time for `trials` trials
+        fifo = replay(grid, "fifo", seed, trials, wall_cap, lambda s: len(s.ends) >= trials and reached(s))
         t_eq = fifo.ends[min(trials, len(fifo.ends)) - 1]  # FIFO's wall time for `trials` trials
+        studies = {"fifo": fifo, **{m: replay(grid, m, seed, trials, wall_cap,
+                                              lambda s: s.ends[-1] >= t_eq and reached(s))
+                                    for m in MODES if m != "fifo"}}
         row["equal_wall_s"] = t_eq
         for m, s in studies.items():
             t90 = s.time_to(REACH, norm, full)
             row[m] = {"t90_s": t90, "hv_at_equal_wall": s.hv_at(t_eq, norm, full), "trials": len(s.ends),
-                      "stopped": s.stopped, "trials_by_equal_wall": sum(1 for e in s.ends if e <= t_eq),
-                      "hv_at_cap": s.hv_at(wall_cap, norm, full)}
+                      "stopped": s.stopped, "trials_by_equal_wall": sum(1 for e in s.ends if e <= t_eq)}
         per_seed.append(row)
         log(f"{grid.workload} seed {seed}: " + "; ".join(
             f"{m} t90={_s(row[m]['t90_s'])} hv@T={row[m]['hv_at_equal_wall']:.3f}" for m in MODES))
@@ -370,10 +380,10 @@ def replay_main(paths: dict[str, Path], out: Path, *, quick: bool, seeds: int | 
         figs.append(f)
         results.extend(summarize(f, m) for m in MODES if m != "fifo")
     text = markdown(results, figs)
-    suffix = "-quick" if quick else ""
-    (out / f"multifidelity{suffix}.json").write_text(json.dumps(
-        {"summary": results, "figures": [f.__dict__ for f in figs]}, indent=1))
-    (out / f"multifidelity{suffix}.md").write_text(text)
+    name = "multifidelity-" + "-".join(paths) + ("-quick" if quick else "")  # one file per replay run
+    (out / f"{name}.json").write_text(json.dumps({"summary": results, "figures": [f.__dict__ for f in figs]},
+                                                 indent=1))
+    (out / f"{name}.md").write_text(text)
     print(text)
     return 0
 
