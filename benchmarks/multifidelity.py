@@ -188,6 +188,16 @@ class Grid:
     def top(self) -> int:
         return len(self.rungs) - 1
 
+    def from_rung(self, first: int) -> "Grid":
+        """The same measurements with a shorter ladder: rungs `first`.. only (a larger first rung)."""
+        return Grid(self.workload, self.quality, self.names, self.axes, self.rungs[first:], self.eta,
+                    {k: runs[first:] for k, runs in self.rows.items()}, self.setup_s)
+
+    @property
+    def complete(self) -> bool:
+        """Every combination of the axes measured."""
+        return len(self.rows) == math.prod(len(v) for v in self.axes.values())
+
     def top_points(self) -> list[tuple[float, float]]:
         return [runs[self.top].values for runs in self.rows.values() if runs[self.top].ok]
 
@@ -239,6 +249,7 @@ def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float,
     from tuner.search.scheduler import ParetoASHA
 
     space = grid_space(grid.workload, tuple((n, tuple(grid.axes[n])) for n in grid.names), trials)
+    keys = list(grid.rows)  # a grid whose measurement was cut short: the sampler chooses among measured rows
     objectives = space.objectives_for(grid.workload)
     study = optuna.create_study(directions=[o.direction for o in objectives],
                                 sampler=make_sampler("tpe", seed, trials, None))
@@ -246,8 +257,11 @@ def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float,
     out, clock, n = Study(mode), 0.0, 0
     while clock < wall_cap:
         trial = study.ask()
-        params = space.sample(trial, {"gpus": 0})
-        key = tuple(params[name] for name in grid.names)
+        if grid.complete:
+            params = space.sample(trial, {"gpus": 0})
+            key = tuple(params[name] for name in grid.names)
+        else:
+            key = keys[trial.suggest_categorical("row", list(range(len(keys))))]
         runs = grid.rows[key]
         if mode == "fifo":
             reached, went_on = grid.top, True
@@ -319,10 +333,44 @@ def figures(grid: Grid, seeds: int, trials: int, cap_trials: int | None = None) 
         per_seed.append(row)
         log(f"{grid.workload} seed {seed}: " + "; ".join(
             f"{m} t90={_s(row[m]['t90_s'])} hv@T={row[m]['hv_at_equal_wall']:.3f}" for m in MODES))
-    info = {"configs": len(grid.rows), "rungs": grid.rungs, "eta": grid.eta, "unit": "samples",
+    info = {"configs": len(grid.rows), "complete": grid.complete, "rungs": grid.rungs, "eta": grid.eta, "unit": "samples",
             "setup_s": grid.setup_s, "fifo_trial_s": fifo_trial,
-            "failed_top": sum(1 for r in grid.rows.values() if not r[grid.top].ok)}
+            "failed_top": sum(1 for r in grid.rows.values() if not r[grid.top].ok),
+            "spearman_quality_vs_top": rank_agreement(grid, "quality"),
+            "spearman_throughput_vs_top": rank_agreement(grid, "throughput")}
     return Figures(grid.workload, per_seed, trials, wall_cap, info)
+
+
+def rank_agreement(grid: Grid, what: str) -> list[float | None]:
+    """Spearman's rank correlation between each rung's and the top rung's `what` ("throughput" or "quality")
+    over the configs that completed both: how much a rung's ranking says about the top rung's."""
+    out: list[float | None] = []
+    for k in range(len(grid.rungs)):
+        pairs = [(getattr(r[k], what), getattr(r[grid.top], what)) for r in grid.rows.values()
+                 if r[k].ok and r[grid.top].ok]
+        if len(pairs) < 3:
+            out.append(None)
+            continue
+        ra, rb = _ranks([a for a, _ in pairs]), _ranks([b for _, b in pairs])
+        ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+        cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+        var = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+        out.append(round(cov / var, 3) if var > 0 else None)
+    return out
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for t in range(i, j + 1):
+            ranks[order[t]] = (i + j) / 2
+        i = j + 1
+    return ranks
 
 
 def _s(t: float | None) -> str:
@@ -338,7 +386,7 @@ def summarize(f: Figures, asha: str) -> dict[str, Any]:
     ta, tf = statistics.median(t90(asha)), statistics.median(t90("fifo"))
     wins = sum(1 for r in f.seeds if r[asha]["hv_at_equal_wall"] >= r["fifo"]["hv_at_equal_wall"] - 1e-12)
     need = math.ceil(0.8 * len(f.seeds))
-    return {"workload": f.workload, "asha": asha, "t90_asha_s": ta, "t90_fifo_s": tf, "t90_ratio": ta / tf,
+    return {"workload": f.workload, "rungs": f.grid["rungs"], "asha": asha, "t90_asha_s": ta, "t90_fifo_s": tf, "t90_ratio": ta / tf,
             "t90_pass": ta <= 0.5 * tf, "never_asha": sum(1 for r in f.seeds if r[asha]["t90_s"] is None),
             "never_fifo": sum(1 for r in f.seeds if r["fifo"]["t90_s"] is None),
             "hv_asha": statistics.median(r[asha]["hv_at_equal_wall"] for r in f.seeds),
@@ -349,20 +397,22 @@ def summarize(f: Figures, asha: str) -> dict[str, Any]:
 
 def markdown(results: list[dict[str, Any]], figs: list[Figures]) -> str:
     n = figs[0].trials if figs else 0
-    lines = ["| grid | ASHA variant | time to 90% HV: ASHA / FIFO (median s) | ratio (target <= 0.5) | "
+    lines = ["| grid | rungs (samples) | ASHA variant | time to 90% HV: ASHA / FIFO (median s) | ratio (target <= 0.5) | "
              f"HV at FIFO's {n}-trial wall time: ASHA / FIFO (median) | ASHA >= FIFO (target 8 of 10) | "
-             "trials stopped |", "|---|---|---|---|---|---|---|"]
+             "trials stopped |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['workload']} | {r['asha']} | {r['t90_asha_s']:.0f} / {r['t90_fifo_s']:.0f} | "
+        never = f" (not reached: {r['never_asha']} / {r['never_fifo']} seeds)" if r["never_asha"] + r["never_fifo"] else ""
+        lines.append(f"| {r['workload']} | {'/'.join(str(b) for b in r['rungs'])} | {r['asha']} | {r['t90_asha_s']:.0f} / {r['t90_fifo_s']:.0f}{never} | "
                      f"{r['t90_ratio']:.2f} {'**pass**' if r['t90_pass'] else '**MISSED**'} | "
                      f"{r['hv_asha']:.3f} / {r['hv_fifo']:.3f} | {r['hv_wins']} of {r['seeds']} "
                      f"{'**pass**' if r['hv_pass'] else '**MISSED**'} | {100 * r['stopped_share']:.0f}% |")
     for f in figs:
         g = f.grid
-        lines.append(f"\n{f.workload}: {g['configs']} configs, rungs {g['rungs']} {g['unit']} (eta {g['eta']:g}), "
+        lines.append(f"\n{f.workload}: {g['configs']} configs{'' if g['complete'] else ' (measured before the deadline; sampled as rows)'}, rungs {g['rungs']} {g['unit']} (eta {g['eta']:g}), "
                      f"simulated set-up {g['setup_s']:.1f} s per trial, FIFO trial {g['fifo_trial_s']:.1f} s "
                      f"(median), cap {f.wall_cap:.0f} s, {len(f.seeds)} seeds; {g['failed_top']} configs failed at "
-                     f"the top rung.")
+                     f"the top rung. Rank agreement with the top rung (Spearman, per rung): quality "
+                     f"{g['spearman_quality_vs_top']}, throughput {g['spearman_throughput_vs_top']}.")
     return "\n".join(lines) + "\n"
 
 
@@ -375,10 +425,12 @@ def replay_main(paths: dict[str, Path], out: Path, *, quick: bool, seeds: int | 
     trials = trials or (4 if quick else 12)
     figs, results = [], []
     for w, path in paths.items():
-        grid = Grid.of(json.loads(path.read_text()))
-        f = figures(grid, seeds, trials, cap_trials)
-        figs.append(f)
-        results.extend(summarize(f, m) for m in MODES if m != "fifo")
+        measured = Grid.of(json.loads(path.read_text()))
+        # the measured ladder, and (with 3+ rungs) the same without its first rung: is the first rung too early?
+        for grid in [measured] + ([measured.from_rung(1)] if len(measured.rungs) > 2 else []):
+            f = figures(grid, seeds, trials, cap_trials)
+            figs.append(f)
+            results.extend(summarize(f, m) for m in MODES if m != "fifo")
     text = markdown(results, figs)
     name = "multifidelity-" + "-".join(paths) + ("-quick" if quick else "")  # one file per replay run
     (out / f"{name}.json").write_text(json.dumps({"summary": results, "figures": [f.__dict__ for f in figs]},

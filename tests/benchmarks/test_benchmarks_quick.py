@@ -247,8 +247,11 @@ def test_the_replay_figures_compare_both_variants_with_fifo(tmp_path) -> None:
     path.write_text(json.dumps(_planted_grid()))
     assert replay_main({"cnn": path}, tmp_path, quick=True, seeds=2, trials=4, cap_trials=8) == 0
     out = json.loads((tmp_path / "multifidelity-cnn-quick.json").read_text())
-    assert [s["asha"] for s in out["summary"]] == ["asha-pruned", "asha-values"]
+    # both variants on the measured ladder, then on the ladder without its first rung
+    assert [(s["rungs"], s["asha"]) for s in out["summary"]] == [
+        ([32, 96, 288], "asha-pruned"), ([32, 96, 288], "asha-values"),
+        ([96, 288], "asha-pruned"), ([96, 288], "asha-values")]
     for s in out["summary"]:
         assert s["seeds"] == 2 and 0 <= s["hv_wins"] <= 2 and s["t90_fifo_s"] > 0
         assert s["t90_pass"] == (s["t90_asha_s"] <= 0.5 * s["t90_fifo_s"])
-    assert "| cnn | asha-pruned |" in (tmp_path / "multifidelity-cnn-quick.md").read_text()
+    assert "| cnn | 32/96/288 | asha-pruned |" in (tmp_path / "multifidelity-cnn-quick.md").read_text()
