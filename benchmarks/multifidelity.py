@@ -403,7 +403,7 @@ def markdown(results: list[dict[str, Any]], figs: list[Figures]) -> str:
     for r in results:
         never = f" (not reached: {r['never_asha']} / {r['never_fifo']} seeds)" if r["never_asha"] + r["never_fifo"] else ""
         lines.append(f"| {r['workload']} | {'/'.join(str(b) for b in r['rungs'])} | {r['asha']} | {r['t90_asha_s']:.0f} / {r['t90_fifo_s']:.0f}{never} | "
-                     f"{r['t90_ratio']:.2f} {'**pass**' if r['t90_pass'] else '**MISSED**'} | "
+                     f"{r['t90_ratio']:.3f} {'**pass**' if r['t90_pass'] else '**MISSED**'} | "
                      f"{r['hv_asha']:.3f} / {r['hv_fifo']:.3f} | {r['hv_wins']} of {r['seeds']} "
                      f"{'**pass**' if r['hv_pass'] else '**MISSED**'} | {100 * r['stopped_share']:.0f}% |")
     for f in figs:
