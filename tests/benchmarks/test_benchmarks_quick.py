@@ -186,3 +186,72 @@ def test_the_winner_holds_when_its_remeasurement_keeps_it_the_knee(tmp_path) -> 
     # a config without a complete re-measurement is left out; a winner without one cannot be judged
     unknown = judge(study, winner, top, runs({1: [290.0], 3: [100.0]}))
     assert unknown["holds"] is None and unknown["error"] is None
+
+
+# --- the multi-fidelity tabular benchmark (benchmarks/multifidelity.py), on a planted grid ---------------------
+
+
+def _planted_grid() -> dict:
+    """12 configs, 3 rungs (eta 3): throughput grows with batch size; the loss falls with training and is lowest
+    near lr_scale 1; batch 64 with lr_scale 10 fails at its top rung. Trials cost 2 s of set-up plus training."""
+    axes = {"batch_size": [16, 32, 64], "lr_scale": [0.3, 1.0, 3.0, 10.0]}
+    rungs = [32, 96, 288]
+    rows = []
+    for b in axes["batch_size"]:
+        for lr in axes["lr_scale"]:
+            thr = 10.0 * math.log2(b)
+            runs = []
+            for i, n in enumerate(rungs):
+                loss = 2.3 * math.exp(-(n / b) * 0.1 / (1 + 2 * abs(math.log10(lr))))
+                failed = b == 64 and lr == 10.0 and i == 2
+                runs.append({"budget": n, "state": "diverged" if failed else "complete", "throughput": thr,
+                             "quality": None if failed else loss, "train_seconds": n / thr, "quality_seconds": 0.5,
+                             "wall_seconds": n / thr + 2.5})
+            rows.append({"params": {"batch_size": b, "lr_scale": lr}, "rungs": runs})
+    return {"workload": "cnn", "quality": "loss", "axes": axes, "rungs": rungs, "eta": 3.0, "rows": rows}
+
+
+def test_a_trial_that_goes_on_pays_one_set_up_and_a_scoring_per_rung() -> None:
+    from benchmarks.multifidelity import Grid
+
+    grid = Grid.of(_planted_grid())
+    assert grid.setup_s == pytest.approx(2.0)
+    key = (16, 1.0)
+    full = grid.cost(key, 2, scored=1)  # FIFO: the top rung's training, scored once
+    assert full == pytest.approx(2.0 + 288 / 40.0 + 0.5)
+    assert grid.cost(key, 2, scored=3) == pytest.approx(full + 1.0)  # ASHA scores at every rung on the way
+    assert grid.cost(key, 0, scored=1) == pytest.approx(2.0 + 32 / 40.0 + 0.5)  # stopped at the first rung
+    assert len(grid.top_points()) == 11  # the failed config adds no point to the grid's front
+
+
+@pytest.mark.parametrize("mode", ["asha-pruned", "asha-values"])
+def test_the_replay_stops_trials_under_asha_and_only_top_rung_figures_reach_the_front(mode) -> None:
+    from benchmarks.multifidelity import Grid, replay
+
+    grid = Grid.of(_planted_grid())
+    cap = 12 * grid.cost((16, 1.0), 2, scored=1)
+    fifo, asha = replay(grid, "fifo", 0, 4, cap), replay(grid, mode, 0, 4, cap)
+    assert fifo.stopped == 0 and asha.stopped > 0
+    assert all(p is not None for p in fifo.points[:3])  # every FIFO trial that completes adds its top-rung point
+    assert sum(p is None for p in asha.points) >= asha.stopped  # a stopped trial adds none
+    top = {r[2].values for r in grid.rows.values() if r[2].ok}
+    assert {p for p in asha.points if p is not None} <= top
+    assert len(asha.ends) > len(fifo.ends)  # the same wall time holds more trials when some stop early
+    assert asha.ends == sorted(asha.ends) and asha.ends[-1] >= cap
+
+
+def test_the_replay_figures_compare_both_variants_with_fifo(tmp_path) -> None:
+    from benchmarks.multifidelity import replay_main
+
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(_planted_grid()))
+    assert replay_main({"cnn": path}, tmp_path, quick=True, seeds=2, trials=4, cap_trials=8) == 0
+    out = json.loads((tmp_path / "multifidelity-cnn-quick.json").read_text())
+    # both variants on the measured ladder, then on the ladder without its first rung
+    assert [(s["rungs"], s["asha"]) for s in out["summary"]] == [
+        ([32, 96, 288], "asha-pruned"), ([32, 96, 288], "asha-values"),
+        ([96, 288], "asha-pruned"), ([96, 288], "asha-values")]
+    for s in out["summary"]:
+        assert s["seeds"] == 2 and 0 <= s["hv_wins"] <= 2 and s["t90_fifo_s"] > 0
+        assert s["t90_pass"] == (s["t90_asha_s"] <= 0.5 * s["t90_fifo_s"])
+    assert "| cnn | 32/96/288 | asha-pruned |" in (tmp_path / "multifidelity-cnn-quick.md").read_text()

@@ -149,6 +149,7 @@ def planted_trainable(config: dict) -> None:
 
     thr, loss = PLANTED[config[TRIAL_KEY]]
     for rung, budget in enumerate([1.0, 3.0, 9.0]):
+        tune.report({"tuner_budget_used": budget - 0.5, "throughput": thr})  # a window: no rung, no decision
         tune.report({"tuner_budget_used": budget, RUNG_KEY: rung, "objective_throughput": thr,
                      "objective_loss": loss})
 
@@ -169,5 +170,6 @@ def test_ray_tune_stops_the_dominated_trial_at_its_rung_and_runs_the_others_to_t
     grid = tuner.fit()
     last_rung = {r.config[TRIAL_KEY]: r.metrics[RUNG_KEY] for r in grid}
     assert last_rung == {0: 2, 1: 2, 2: 0, 3: 2}
+    assert len(s.entries) == 3 * 3 + 1  # one entry per rung report; windows between them decide nothing
     assert ("2", 0, False) in s.decisions
     assert all(on for t, _, on in s.decisions if t != "2")
