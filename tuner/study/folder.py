@@ -209,7 +209,9 @@ class StudyFolder:
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
         measured = [m.key for m in table_columns() if m.key not in objectives]
-        return ["trial", "state", *objectives, *measured, *param_columns(meta, records), "error"]
+        rungs = ["rung", "measured_at"] if any(r.rung is not None or r.measured_at is not None for r in records) \
+            else []  # under a rung scheduler: where each row's figures were taken (budget's unit: meta.budget)
+        return ["trial", "state", *rungs, *objectives, *measured, *param_columns(meta, records), "error"]
 
     def write_csv(self) -> Path:
         meta = self.read_meta()
