@@ -12,7 +12,6 @@ what a loader of a given batch size delivers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
+from tuner.study.headroom import cache_key  # noqa: F401 - torch-free, so `tuner report` reads the cache too
 
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows
@@ -116,10 +116,6 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
     return summarize(timer.windows).throughput  # type: ignore[return-value]
 
 
-def cache_key(kind: str, parts: dict[str, Any]) -> str:
-    """A short stable key for `parts` (what the ceiling depends on)."""
-    text = json.dumps({"kind": kind, **parts}, sort_keys=True, default=str)
-    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 class CeilingCache:

@@ -166,11 +166,30 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
         # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
         compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
         inputs = []
-        for loader in loaders:
+        on_cpu = not device.describe().startswith("cuda")
+        for i, loader in enumerate(loaders):
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
                                    kinds=("input",))["input"])
+            if on_cpu and _in_process_suffices(compute, loaders[: i + 1], inputs, loaders[i + 1:]):
+                break  # `choose` keeps in-process loading here whatever the rest measure: they are not probed
     return {"compute": compute, "inputs": inputs, "device": device.describe()}
+
+
+def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
+                         rest: list[dict[str, Any]]) -> bool:
+    """On a CPU, once every in-process loader is probed: whether one already keeps the model at COMPUTE_BOUND_AT
+    of its compute ceiling, the case where `choose` takes it without looking at the loaders with workers."""
+    from tuner.study.headroom import COMPUTE_BOUND_AT
+
+    def workers(lo: dict[str, Any]) -> int:
+        return int(lo.get("num_workers") or 0)
+
+    if not compute or any(workers(lo) == 0 for lo in rest):
+        return False
+    best = max((predicted(compute, v, 0, True) or 0.0 for lo, v in zip(done, inputs) if workers(lo) == 0),
+               default=0.0)
+    return best >= COMPUTE_BOUND_AT * compute
 
 
 def stored_loader_plan(path: Path) -> LoaderPlan | None:

@@ -100,6 +100,9 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0) -> dict
             from tuner.measure.ceiling import CeilingCache
 
             extra["ceilings"] = CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path)
+            # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
+            # (they were a tenth of the default study's wall time); the report fills others from the cache.
+            extra["measure_ceilings"] = config.get(REPEAT_KEY) is not None
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):

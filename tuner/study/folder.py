@@ -204,7 +204,24 @@ class StudyFolder:
             if reruns:
                 record.confirmed = Confirmed.of(reruns)
             out.append((record, reruns))
+        self._cached_ceilings([r for r, _ in out])
         return sorted(_flag_suspects(out), key=lambda r: r.trial)
+
+    def _cached_ceilings(self, records: list[TrialRecord]) -> None:
+        """Ceilings a trial did not measure itself (a search trial does not: only the trials whose verdict is
+        read do), from the ones the study measured for the same knobs (ceilings.json)."""
+        from tuner.study.headroom import fill_from_cache
+
+        path = self.ceilings_path
+        if not path.is_file() or not any(r.complete and r.get("compute_ceiling") is None for r in records):
+            return
+        try:
+            import json
+
+            cache = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        fill_from_cache(records, cache if isinstance(cache, dict) else {})
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]

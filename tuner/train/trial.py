@@ -26,7 +26,7 @@ from tuner.errors import TunerError, error_line
 from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
-from tuner.study.headroom import assess
+from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.train.batch import to_device
 from tuner.train.ceilings import ceilings
 from tuner.train.deadline import setup_deadline
@@ -252,14 +252,18 @@ class _Run:
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
 
-    def ceilings(self, cache: CeilingCache | None) -> None:
+    def ceilings(self, cache: CeilingCache | None, measure: bool = True) -> None:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
-        train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
+        train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands. With
+        `measure` False (a search trial: nobody reads its verdict unless it makes the front) only the note why."""
         res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
         seconds = cfg.measure.ceiling_seconds  # a samples budget has no wall-time contract to share with
         if cfg.budget.seconds is not None:
             seconds = min(seconds, CEILING_SHARE * cfg.budget.seconds)
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
+            return
+        if not measure:
+            res.metrics["ceiling_skipped"] = NOT_MEASURED
             return
         rank, world = rank_world()
         t0 = self.clock()
@@ -304,10 +308,12 @@ def run_trial(
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    measure_ceilings: bool = True,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
-    cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
+    cache) and gets its headroom verdict, unless `measure_ceilings` is False (a study's search trials: the study
+    measures them for the trials whose verdict is read). `clock` times the loop, the ceilings and the trial's wall_seconds
     (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
     p = cfg.params
     device = device or resolve_device(p.device)
@@ -318,7 +324,7 @@ def run_trial(
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
-            run.ceilings(ceilings)
+            run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
         except (TunerError, KeyboardInterrupt):
             raise
