@@ -48,6 +48,8 @@ def test_stopped_is_never_ranked_nor_front_knee_export_or_confirmed(make_study):
     assert build_export(s, "quality").record.trial == 2  # not trial 3's fid 10 at 5 s
     assert 3 not in plan_reruns(s, 5) and 4 not in plan_reruns(s, 5)
     assert decide(s, "knee").pick.trial == 2
+    provenance = build_export(s, "knee").document["provenance"]
+    assert provenance["measured_at"] == {"rung": 2, "budget": 45.1, "unit": "s"}  # the top rung's figures
 
 
 def test_table_shows_stopped_with_rung_and_budget_and_its_figures(make_study):
