@@ -177,8 +177,8 @@ def ceiling_cache_keys(cfg: Any, device: str, world: int = 1) -> dict[str, str]:
 
 def fill_from_cache(records: list[Any], cache: dict[str, Any]) -> None:
     """Give each complete single-process record without ceilings the ones its knobs share with a trial that
-    measured them (`cache`: the study's ceilings.json), and its verdict from them. A record that finds both loses
-    its `ceiling_skipped` note; one that finds neither keeps it (it says why)."""
+    measured them (`cache`: the study's ceilings.json); one that then has both gets its verdict from them and loses
+    its `ceiling_skipped` note, one that does not keeps the note (it says why)."""
     from tuner.config import TrialConfig
 
     if not cache:
@@ -205,6 +205,6 @@ def fill_from_cache(records: list[Any], cache: dict[str, Any]) -> None:
             continue
         for kind, value in found.items():
             r.metrics[f"{kind}_ceiling"] = value
-        if len(found) + len(have) == 2:
+        if len(found) + len(have) == 2:  # the verdict needs both; with one, the data-wait share still decides
             r.metrics.pop("ceiling_skipped", None)
-        r.metrics.update(of_record(r).metrics())
+            r.metrics.update(of_record(r).metrics())
