@@ -88,3 +88,16 @@ def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypat
     tr.run_one({tr.TRIAL_KEY: 0}, setup)
     tr.run_one({tr.TRIAL_KEY: 0, tr.REPEAT_KEY: 1}, setup)
     assert seen == [False, True]
+
+
+def test_a_confirmed_trial_says_why_its_reruns_have_no_ceiling(make_study):
+    from tuner.study.record import Rerun
+
+    folder = StudyFolder(make_study() / "gan-demo")
+    two = next(r for r in folder.records() if r.trial == 2)
+    two.metrics["ceiling_skipped"] = NOT_MEASURED
+    folder.write_record(two)
+    folder.write_rerun(2, Rerun.model_validate({"state": "complete", "throughput": 700.0, "fid": 22.0, "repeat": 0,
+                                                "ceiling_skipped": "compute: one step takes 5.9 s"}))
+    again = next(r for r in folder.records() if r.trial == 2)
+    assert again.get("ceiling_skipped") == "in its confirmation re-runs: compute: one step takes 5.9 s"

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
+from tuner.study.headroom import NOT_MEASURED
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
 from tuner.study.record import Confirmed, Rerun, TrialRecord
@@ -205,6 +206,10 @@ class StudyFolder:
                 record.confirmed = Confirmed.of(reruns)
             out.append((record, reruns))
         self._cached_ceilings([r for r, _ in out])
+        for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
+            why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)
+            if why and record.get("ceiling_skipped") == NOT_MEASURED:
+                record.metrics["ceiling_skipped"] = f"in its confirmation re-runs: {why}"
         return sorted(_flag_suspects(out), key=lambda r: r.trial)
 
     def _cached_ceilings(self, records: list[TrialRecord]) -> None:
