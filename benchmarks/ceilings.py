@@ -1,9 +1,10 @@
 """Benchmark 5, ceilings: how far the default study's best config is from what this hardware allows.
 
 Reads the default study (the one benchmark 1 runs as a user runs `tuner search --space amp_loader`; run here if
-the overhead benchmark did not). Every complete trial carries its compute ceiling (its model fed one batch
-already on the device) and its input ceiling (its DataLoader alone); the study's loader probes add input ceilings
-of their own. Two figures for the config `tuner export` picks (the knee): its throughput over its own compute
+the overhead benchmark did not). The confirmed trials (the knee among them) carry their compute ceiling (the
+model fed one batch already on the device) and input ceiling (the DataLoader alone), measured in their re-runs;
+other trials only where they share knobs with those (the study's ceiling cache); the loader probes add input
+ceilings of their own. Two figures for the config `tuner export` picks (the knee): its throughput over its own compute
 ceiling, and over the best input ceiling the study found at any batch size. Neither has a pass mark in itself:
 they say where the remaining speed is (the model, the loader, or between them), which is what the verdict
 sentence of every trial says too.

@@ -8,8 +8,9 @@ a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, C
    each trial record (tuner) or the trivial function's own time (bare). Bare runs before and after the tuner study
    and the two are averaged, so drift does not favour either side. Target: within 0.1 s of bare.
 b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
-   CLI): (wall time - sum of trial work) / wall time, the confirmation phase's re-runs counted as work too.
-   Target: under 5%.
+   CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
+   confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the
+   remainder: start-up, per-trial set-up, recording). Target (issue 20): 10% or less.
 c) The same study's confirmation phase against its search phase, in wall time, from the timestamps its folder
    records (tuner search's defaults: K=2 front trials and the baseline re-run R=2 times). Target: <= 0.35.
 """
@@ -31,10 +32,10 @@ import yaml
 from benchmarks.common import REPO, BenchResult, Context, phase_times, study_records
 
 TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
-TARGET_TOTAL = "ratio < 0.05 (5% of wall time)"
+TARGET_TOTAL = "ratio <= 0.10 (10% of wall time)"
 TARGET_CONFIRM = "ratio <= 0.35"
 MARGIN_S = 0.1
-MAX_FRACTION = 0.05
+MAX_FRACTION = 0.10
 MAX_CONFIRM = 0.35  # the confirmation phase may add about a third to the default study
 
 
@@ -331,16 +332,42 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     return out
 
 
+def overhead_parts(study_dir: Path) -> dict[str, Any]:
+    """Where a finished study's non-training time went, from what its folder records: the loader probes
+    (probes.json's `seconds`), the ceilings (`ceiling_seconds` of the trials and of the confirmation re-runs), and
+    how many trials measured ceilings at all."""
+    from tuner.study import StudyFolder
+
+    folder = StudyFolder(study_dir)
+    records = folder.records()
+    reruns = [rr for r in records for rr in folder.reruns(r.trial)]
+    probes_s = 0.0
+    if folder.probes_path.is_file():
+        probes_s = float(json.loads(folder.probes_path.read_text()).get("seconds") or 0.0)
+
+    def ceilings(items: list[Any]) -> float:
+        return sum(v for it in items if (v := it.value("ceiling_seconds")) is not None)
+
+    return {"probes_s": probes_s, "ceilings_search_s": ceilings(records), "ceilings_confirm_s": ceilings(reruns),
+            "trials_measuring_ceilings": sum(1 for r in records if r.value("ceiling_seconds") is not None),
+            "reruns_measuring_ceilings": sum(1 for r in reruns if r.value("ceiling_seconds") is not None)}
+
+
 def total_result(ctx: Context) -> BenchResult:
     d = run_default_study(ctx)
     frac = (d["wall_s"] - d["work_s"]) / d["wall_s"]
-    passed = frac < MAX_FRACTION
+    passed = frac <= MAX_FRACTION
+    parts = overhead_parts(d["reports_dir"] / d["study"])
+    d["parts"] = parts
     what = "tuner search " + " ".join(d["args"]) if d["via_cli"] else "run_search (library; the CLI had no search)"
     quick = ctx.settings.mode == "quick"
     note = (f"Total overhead of `{what}`: (wall {d['wall_s']:.1f} s - trial work {d['work_s']:.1f} s) / wall, "
             f"{d['trials']} trials ({d['states']}) and {d['reruns']} confirmation re-runs (their training counted as "
             f"work), a fresh process as a user runs it (Python and Ray start-up included; one-time dataset/FID "
-            f"caches built beforehand in {d['prewarm_s']:.0f} s).")
+            f"caches built beforehand in {d['prewarm_s']:.0f} s). Of the non-training time: loader probes "
+            f"{parts['probes_s']:.1f} s, ceilings {parts['ceilings_search_s']:.1f} s in the search's trials "
+            f"({parts['trials_measuring_ceilings']} measured any) and {parts['ceilings_confirm_s']:.1f} s in the "
+            f"confirmation re-runs; the rest is start-up, per-trial set-up and recording.")
     if quick:
         note += (" Quick mode: a few short CNN trials instead of the default 12 GAN trials of 20 s, so fixed "
                  "start-up weighs far more than in the default study.")

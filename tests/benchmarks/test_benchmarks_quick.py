@@ -13,7 +13,7 @@ import pytest
 from benchmarks.common import (BenchResult, error_result, make_settings, phase_times, update_readme,
                                write_results)
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
-from benchmarks.overhead import per_trial, trial_work
+from benchmarks.overhead import overhead_parts, per_trial, trial_work
 from benchmarks.stability import judge, params_key, top_configs
 
 
@@ -69,6 +69,23 @@ def test_per_trial_overhead_subtracts_start_up_and_work() -> None:
     moved = per_trial(100.0, 111.0, stamps, work=4.0, n=2, first_setup_s=1.0)
     assert moved["startup_s"] == pytest.approx(6.0) and moved["per_trial_s"] == pytest.approx(0.5)
     assert moved["per_trial_s_counting_first_setup"] == pytest.approx(1.0)
+
+
+def test_overhead_parts_name_the_probes_and_the_ceilings_of_trials_and_reruns(make_study) -> None:
+    from tuner.study import StudyFolder, TrialRecord
+    from tuner.study.record import Rerun
+
+    folder = StudyFolder(make_study() / "gan-demo")
+    (folder.path / "probes.json").write_text(json.dumps({"knobs": ["num_workers"], "choices": [], "seconds": 6.5}))
+    two = next(r for r in folder.records() if r.trial == 2)
+    two.metrics["ceiling_seconds"] = 1.5
+    folder.write_record(TrialRecord.model_validate(two.to_json()))
+    rerun = Rerun.model_validate({"state": "complete", "throughput": 700.0, "fid": 22.0, "repeat": 0,
+                                  "ceiling_seconds": 0.75})
+    folder.write_rerun(2, rerun)
+    parts = overhead_parts(folder.path)
+    assert parts["probes_s"] == 6.5 and parts["ceilings_search_s"] == 1.5 and parts["ceilings_confirm_s"] == 0.75
+    assert parts["trials_measuring_ceilings"] == 1 and parts["reruns_measuring_ceilings"] == 1
 
 
 def test_trial_work_adds_training_and_scoring_time_and_ignores_missing() -> None:

@@ -76,6 +76,23 @@ def gan_trials(study_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
+def asha_trials(study_dir: Path) -> list[dict[str, Any]]:
+    """A study a rung scheduler ran (budget 45 s, rungs at 5, 15, 45 s): trials 0-2 complete at the top rung (front
+    = 1 and 2, the knee 2), trial 3 stopped at rung 0 with figures that would beat every complete trial if a 5 s
+    reading were ranked against 45 s ones, trial 4 stopped at rung 1, trial 5 oom."""
+    out = [_record(study_dir, 0, "complete", _params(64, 0), throughput=400.0, fid=30.0),
+           _record(study_dir, 1, "complete", _params(256, 1), throughput=900.0, fid=40.0),
+           _record(study_dir, 2, "complete", _params(128, 1), throughput=700.0, fid=22.0),
+           _record(study_dir, 3, "stopped", _params(512, 1), throughput=1000.0),
+           _record(study_dir, 4, "stopped", _params(32, 0, b1=0.3), throughput=350.0),
+           _record(study_dir, 5, "oom", _params(4096, 2), error="OutOfMemoryError: CUDA out of memory")]
+    for rec, rung, at in zip(out, (2, 2, 2, 0, 1, 0), (45.0, 45.2, 45.1, 5.0, 15.1, None)):
+        rec.update(rung=rung, measured_at=at)
+    out[3].update(fid=10.0, fid_features="classifier", fid_samples=256)
+    out[4].update(fid=50.0, fid_features="classifier", fid_samples=256)
+    return out
+
+
 def cnn_trials() -> list[dict[str, Any]]:
     out = []
     for n, (bs, thr, loss) in enumerate([(64, 1500.0, 0.31), (256, 2600.0, 0.45), (32, 900.0, 0.52)]):
@@ -107,7 +124,8 @@ def study_meta(name: str, workload: str = "gan") -> dict[str, Any]:
 
 def study_maker(tmp_path: Path) -> Callable[..., Path]:
     """make_study(name, kind) -> reports dir. kind: "gan" (8 trials, see gan_trials), "failed" (no complete trial),
-    "cnn" (3 classifier trials scored on validation loss), "empty" (no trial recorded yet)."""
+    "cnn" (3 classifier trials scored on validation loss), "asha" (a rung scheduler's study, see asha_trials), "empty"
+    (no trial recorded yet)."""
 
     def make(name: str = "gan-demo", kind: str = "gan") -> Path:
         reports = tmp_path / "reports"
@@ -118,6 +136,9 @@ def study_maker(tmp_path: Path) -> Callable[..., Path]:
             records = gan_trials(study_dir)
         elif kind == "failed":
             records = [r for r in gan_trials(study_dir) if r["state"] != "complete"]
+        elif kind == "asha":
+            folder.write_meta(StudyMeta.model_validate({**study_meta(name), "budget": {"seconds": 45}}))
+            records = asha_trials(study_dir)
         elif kind == "cnn":
             folder.write_meta(StudyMeta.model_validate(study_meta(name, "cnn")))
             records = cnn_trials()

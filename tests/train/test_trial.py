@@ -186,3 +186,11 @@ def test_ceilings_can_be_switched_off_and_a_failed_trial_has_none(tmp_path, monk
     monkeypatch.setattr(PhaseStep, "__call__", lambda self, b: (_ for _ in ()).throw(torch.OutOfMemoryError("x")))
     oom = run_trial(cfg(), cache_dir=tmp_path)
     assert oom.state == "oom" and oom.get("compute_ceiling") is None
+
+
+def test_a_search_trial_leaves_its_ceilings_to_whoever_reads_its_verdict(tmp_path):
+    from tuner.study.headroom import NOT_MEASURED
+
+    res = run_trial(cfg(), cache_dir=tmp_path, measure_ceilings=False)
+    assert res.complete and res.get("compute_ceiling") is None and res.get("input_ceiling") is None
+    assert res.get("ceiling_skipped") == NOT_MEASURED and res.get("ceiling_seconds") is None

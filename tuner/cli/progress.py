@@ -21,7 +21,11 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
     line = Text()
     line.append(f"#{record.trial:04d} ", style="bold")
     line.append(f"{record.state:<9}", style=state_style(record.state))
-    if record.complete:
+    if record.state == "stopped":  # real figures, taken at a lower rung: shown, never ranked
+        line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
+        if record.rung is not None:
+            line.append(f"  at rung {record.rung}", style="blue")
+    elif record.complete:
         line.append("  " + "  ".join(f"{o.metric} {fmt_metric(o.metric, record.get(o.metric))}" for o in objectives))
         if "unit_throughput" not in {o.metric for o in objectives} and unit_suffix("unit_throughput", record):
             line.append(f"  {fmt_metric('unit_throughput', record.get('unit_throughput'))}"

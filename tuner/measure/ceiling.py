@@ -13,12 +13,12 @@ what a loader of a given batch size delivers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from tuner.config import Measure
+from tuner.study.headroom import cache_key  # noqa: F401 - torch-free, so `tuner report` reads the cache too
 
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows
@@ -48,10 +48,6 @@ def check_fits(seconds: float, step_seconds: float | None, measure: Measure) -> 
                              f"{MIN_WINDOWS} windows of {measure.window_min_steps} steps (needs {need:.3g} s)")
 
 
-def cache_key(kind: str, parts: dict[str, Any]) -> str:
-    """A short stable key for `parts` (what the ceiling depends on)."""
-    text = json.dumps({"kind": kind, **parts}, sort_keys=True, default=str)
-    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 class CeilingCache:

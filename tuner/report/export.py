@@ -115,6 +115,9 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "chosen_by": rule,
         "measured": measured,
+        # under a rung scheduler: the budget its figures were taken at (the top rung: only complete trials export)
+        "measured_at": ({"rung": record.rung, "budget": record.measured_at, "unit": study.budget_unit or None}
+                        if study.scheduled else None),
         "params_searched": record.params,
         "space": meta.space,
         "hardware": meta.hardware,

@@ -126,17 +126,23 @@ def trials_table(study: Study) -> dict[str, Any]:
     arrows = {o.metric: f" {o.arrow}" for o in objectives}
     columns = [{"label": metric(k).label + arrows.get(k, ""), "title": metric(k).help} for k in keys]
     columns += [{"label": p, "title": "searched param"} for p in params]
+    scheduled = study.scheduled
+    if scheduled:  # first after the state: the rung and budget every figure of the row was taken at
+        columns.insert(0, {"label": "measured at", "title": "the rung and the budget used when the trial's figures "
+                           "were taken; only complete trials (the top rung) are ranked"})
     rows = []
     for r in study.sorted_records():
         rank = study.rank(r)
         rows.append({
             "trial": r.trial,
-            "class": "front" if rank == 0 else ("failed" if not r.complete else ""),
+            "class": "front" if rank == 0 else ("stopped" if r.state == "stopped" else
+                                                "failed" if not r.complete else ""),
             "rank": rank_cell(rank),
             "state": r.state,
+            "note": f" (rung {r.rung})" if r.state == "stopped" and r.rung is not None else "",
             "capped": r.capped,
-            "cells": [_metric_cell(r, k) for k in keys] + [{"text": fmt_param(r, p), "bound": ""}
-                                                          for p in params],
+            "cells": ([{"text": study.measured_at(r) or "-", "bound": ""}] if scheduled else [])
+            + [_metric_cell(r, k) for k in keys] + [{"text": fmt_param(r, p), "bound": ""} for p in params],
             "error": r.error or "",
         })
     return {"columns": columns, "rows": rows}
@@ -190,6 +196,8 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
         headline.append(f"{metric(q.metric).label} {fmt_metric(q.metric, r.get(q.metric))}")
     if rank is not None:
         headline.append(f"rank {rank}" + (f" {FRONT_MARK} front" if rank == 0 else ""))
+    if study.measured_at(r):
+        headline.append(f"measured at {study.measured_at(r)}")
     run = [_item(k.replace("_", " "), r.get(k)) for k in ("device", "capped", "run_seconds", "started", "ended")
            if r.get(k) not in (None, "")]
     return {

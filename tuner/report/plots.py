@@ -131,8 +131,12 @@ def _axes(sx: Scale, sy: Scale, x0: float, x1: float, y0: float, y1: float, xlab
 
 
 def marker(kind: str, x: float, y: float, r: float = 5.5, cls: str = "pt") -> str:
-    """A trial without a score: oom a cross, diverged a triangle, error a square, a complete trial a ring."""
-    c = state_hex(kind) if kind in FAILED_STATES else COLORS["noscore"]
+    """A trial without a rank: oom a cross, diverged a triangle, error a square, stopped (by the scheduler, at a
+    lower rung) a diamond in its own colour, a complete trial a ring."""
+    c = state_hex(kind) if kind in FAILED_STATES or kind == "stopped" else COLORS["noscore"]
+    if kind == "stopped":
+        return (f'<path class="{cls} stopped" d="M{x:.1f},{y - r:.1f}L{x + r:.1f},{y:.1f}L{x:.1f},{y + r:.1f}'
+                f'L{x - r:.1f},{y:.1f}Z" fill="none" stroke="{c}" stroke-width="2"/>')
     if kind == "oom":
         return (f'<path class="{cls}" d="M{x - r:.1f},{y - r:.1f}L{x + r:.1f},{y + r:.1f}M{x - r:.1f},{y + r:.1f}'
                 f'L{x + r:.1f},{y - r:.1f}" stroke="{c}" stroke-width="2.4" fill="none"/>')
@@ -150,6 +154,8 @@ def marker(kind: str, x: float, y: float, r: float = 5.5, cls: str = "pt") -> st
 def tooltip(study: Study, r: TrialRecord) -> str:
     """A point's hover text: trial, state, objectives, params, error."""
     parts = [f"trial {r.trial}: {STATE_NOTES.get(r.state, r.state)}"]
+    if study.measured_at(r):
+        parts.append(f"measured at {study.measured_at(r)}")
     parts += [f"{o.metric} {fmt_metric(o.metric, r.get(o.metric))}" for o in study.objectives]
     parts += [f"{k}={fmt(v)}" for k, v in r.params.items()]
     if r.error:
@@ -265,6 +271,10 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
 
     legend = [("front", "Pareto front"), ("dominated", "dominated"), ("oom", "out of memory (infeasible)"),
               ("diverged", "diverged"), ("error", "error"), ("complete", "complete, no score")]
+    if any(r.state == "stopped" for r in others):  # measured at a lower rung: real figures, never ranked
+        present = {r.state for r in others}  # one more entry would overflow the line: only the kinds drawn
+        legend = [(k, label) for k, label in legend[:2] + [("stopped", "stopped at a rung")] + legend[2:]
+                  if k in ("front", "dominated") or k in present]
     lx, ly = x0, H - 14
     for kind, label in legend:
         if kind in ("front", "dominated"):

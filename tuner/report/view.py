@@ -38,6 +38,8 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
     doc["rank"] = rank
     doc["front"] = rank == 0
     doc["bound"] = record_bound(record) or None
+    if study.scheduled:  # the budget its figures were taken at, in the budget's unit (seconds or samples)
+        doc["measured_at_unit"] = study.budget_unit or None
     grid = study.sample_grid(record)
     doc["sample_grid"] = str(grid) if grid is not None else None
     return json_safe(doc)
@@ -55,6 +57,8 @@ def rank_cell(rank: int | None) -> str:
 def _state_cell(record: TrialRecord) -> str:
     style = state_style(record.state)
     text = f"[{style}]{record.state}[/{style}]" if style else record.state
+    if record.state == "stopped" and record.rung is not None:
+        text += f" (rung {record.rung})"
     return text + (" (capped)" if record.capped else "")
 
 
@@ -77,10 +81,16 @@ def study_table(study: Study) -> Any:
     caption = f"objectives: {directions}; rank 0 = Pareto front"
     if any(r.confirmed is not None for r in study.records):
         caption += "; ✓ confirmed: mean of the re-runs (95% interval)"
+    scheduled = study.scheduled
+    if scheduled:
+        caption += ("; ranked: complete trials only, at the top rung; stopped trials were measured at a lower "
+                    "rung (see measured at) and are never ranked against them")
     table = Table(title=title, caption=caption, header_style="bold")
     for name in ("rank", "trial"):
         table.add_column(name, justify="right")
     table.add_column("state")
+    if scheduled:
+        table.add_column("measured at", justify="right")
     for o in objectives:
         table.add_column(o.metric, justify="right")
     for m in measured:
@@ -91,6 +101,7 @@ def study_table(study: Study) -> Any:
     for r in study.sorted_records():
         rank = study.rank(r)
         table.add_row(rank_cell(rank), f"{r.trial}{' ✓' if r.confirmed is not None else ''}", _state_cell(r),
+                      *([study.measured_at(r) or "-"] if scheduled else []),
                       *[fmt_figure(r, o.metric) for o in objectives],
                       *[_measured_cell(r, m.key) for m in measured],
                       *[escape(fmt_param(r, p)) for p in params], escape(str(r.error or "")),
@@ -106,8 +117,13 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     where = "not ranked" if rank is None else f"rank {rank}"
     if rank == 0:
         where += f", on the Pareto front {FRONT_MARK}"
+    if record.state == "stopped":
+        where += ": measured at a lower rung, never ranked against trials that reached the top rung"
     out: list[Any] = [f"[bold]study {study.name}, trial {record.trial}[/bold]: "
                       f"{STATE_NOTES.get(record.state, record.state)} ({where})"]
+    if study.measured_at(record):
+        out.append(f"measured at: {study.measured_at(record)} of the trial budget (every figure below was taken "
+                   f"there)")
 
     params = Table(title="params", show_header=False, title_justify="left")
     for k in record.params:

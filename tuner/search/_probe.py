@@ -146,7 +146,23 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
 
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
-    return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir))
+    return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), enough_on_cpu=_in_process_suffices)
+
+
+def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
+                         rest: list[dict[str, Any]]) -> bool:
+    """On a CPU, once every in-process loader is probed: whether one already keeps the model at COMPUTE_BOUND_AT
+    of its compute ceiling, the case where `choose` takes it without looking at the loaders with workers."""
+    from tuner.study.headroom import COMPUTE_BOUND_AT
+
+    def workers(lo: dict[str, Any]) -> int:
+        return int(lo.get("num_workers") or 0)
+
+    if not compute or any(workers(lo) == 0 for lo in rest):
+        return False
+    best = max((predicted(compute, v, 0, True) or 0.0 for lo, v in zip(done, inputs) if workers(lo) == 0),
+               default=0.0)
+    return best >= COMPUTE_BOUND_AT * compute
 
 
 def stored_loader_plan(path: Path) -> LoaderPlan | None:

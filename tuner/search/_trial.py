@@ -76,7 +76,7 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
-                setup: TrialSetup, reporter: Any = None) -> Any:
+                setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True) -> Any:
     """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
     study's ceiling cache."""
     from tuner.config import dump_config
@@ -88,7 +88,8 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
                             | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
                  setup.cache_dir)
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
-                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter)
+                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter,
+                     measure_ceilings=measure_ceilings)
 
 
 class TrialReports:
@@ -158,6 +159,10 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         rungs = [float(b) for b in config.get(RUNGS_KEY) or []]
         if send is not None and (engine is train_trial or rungs):  # a test's fake engine may take no reporter
             extra["reporter"] = TrialReports(rungs, setup.objectives, where, t0, send)
+        if engine is train_trial:
+            # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
+            # (they were a tenth of the default study's wall time); the report fills others from the cache.
+            extra["measure_ceilings"] = config.get(REPEAT_KEY) is not None
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
+from tuner.study.headroom import NOT_MEASURED
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
 from tuner.study.record import Confirmed, Rerun, TrialRecord
@@ -237,12 +238,35 @@ class StudyFolder:
             if reruns:
                 record.confirmed = Confirmed.of(reruns)
             out.append((record, reruns))
+        self._cached_ceilings([r for r, _ in out])
+        for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
+            why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)
+            if why and record.get("ceiling_skipped") == NOT_MEASURED:
+                record.metrics["ceiling_skipped"] = f"in its confirmation re-runs: {why}"
         return sorted(_flag_suspects(out), key=lambda r: r.trial)
+
+    def _cached_ceilings(self, records: list[TrialRecord]) -> None:
+        """Ceilings a trial did not measure itself (a search trial does not: only the trials whose verdict is
+        read do), from the ones the study measured for the same knobs (ceilings.json)."""
+        from tuner.study.headroom import fill_from_cache
+
+        path = self.ceilings_path
+        if not path.is_file() or not any(r.complete and r.get("compute_ceiling") is None for r in records):
+            return
+        try:
+            import json
+
+            cache = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        fill_from_cache(records, cache if isinstance(cache, dict) else {})
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
         measured = [m.key for m in table_columns() if m.key not in objectives]
-        return ["trial", "state", *objectives, *measured, *param_columns(meta, records), "error"]
+        rungs = ["rung", "measured_at"] if any(r.rung is not None or r.measured_at is not None for r in records) \
+            else []  # under a rung scheduler: where each row's figures were taken (budget's unit: meta.budget)
+        return ["trial", "state", *rungs, *objectives, *measured, *param_columns(meta, records), "error"]
 
     def write_csv(self) -> Path:
         meta = self.read_meta()

@@ -14,12 +14,14 @@ if TYPE_CHECKING:
 # teach the sampler (yellow/orange); an error is a bug or a crash (red).
 STATE_COLORS: dict[str, tuple[str, str]] = {
     "complete": ("green", "#1a7f37"),
+    "stopped": ("blue", "#0969da"),  # a scheduler stopped it at a rung: measured, not failed
     "oom": ("yellow", "#9a6700"),
     "diverged": ("dark_orange", "#bc4c00"),
     "error": ("red", "#cf222e"),
 }
 STATE_NOTES = {
     "complete": "complete",
+    "stopped": "stopped by the scheduler at a rung (not a failure; its figures are from that rung)",
     "oom": "infeasible: out of memory",
     "diverged": "diverged: loss became NaN/inf",
     "error": "error",
@@ -32,6 +34,26 @@ def state_style(state: str) -> str:
 
 def state_hex(state: str) -> str:
     return STATE_COLORS.get(state, ("", "#57606a"))[1]
+
+
+def budget_unit(budget: Any) -> str:
+    """The unit a study's budget (study.json's `budget`) is spent in: "s" or "samples"; "" when unknown."""
+    if isinstance(budget, dict):
+        if budget.get("seconds") is not None:
+            return "s"
+        if budget.get("samples") is not None:
+            return "samples"
+    return ""
+
+
+def measured_at_text(record: Any, unit: str) -> str:
+    """Where a trial's figures were taken under a rung scheduler: `rung 1, 15 s`; "" without a scheduler."""
+    parts = []
+    if record.rung is not None:
+        parts.append(f"rung {record.rung}")
+    if record.measured_at is not None:
+        parts.append(f"{fmt(float(record.measured_at), 3)} {unit}".rstrip())
+    return ", ".join(parts)
 
 
 def fmt(value: Any, digits: int = 4) -> str:

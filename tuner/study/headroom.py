@@ -134,3 +134,77 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
 
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def of_record(record: Any) -> Headroom:
+    """The verdict of a trial record or result (stored at training time, re-derived for older records)."""
+    params = dict(getattr(record, "params", None) or {})
+    config_params = ((getattr(record, "config", None) or {}).get("params") or {})
+    params = {**config_params, **params}
+    return assess(record.get("throughput"), record.get("compute_ceiling"), record.get("input_ceiling"),
+                  params=params, data_wait=record.get("data_wait"), device=getattr(record, "device", "") or "")
+
+
+# --- the study's ceiling cache, read without torch (a study measures ceilings only for the trials whose verdict
+# someone reads; every other trial that shares their knobs gets them from here) ---------------------------------
+
+NOT_MEASURED = ("not measured: ceilings are measured for the trials whose verdict is read (the confirmed front, "
+                "`tuner train`, `tuner profile`), not after every search trial")
+
+
+def cache_key(kind: str, parts: dict[str, Any]) -> str:
+    """A short stable key for `parts` (what the ceiling depends on)."""
+    import hashlib
+    import json
+
+    text = json.dumps({"kind": kind, **parts}, sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def ceiling_cache_keys(cfg: Any, device: str, world: int = 1) -> dict[str, str]:
+    """The cache key of each ceiling of TrialConfig `cfg` on `device` (its description): what it depends on and
+    nothing else (loader knobs do not move the compute ceiling; accumulation, precision and the optimizer do not
+    move the input ceiling)."""
+    p = cfg.params
+    shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+              "device": device, "world": world, "threads": p.threads, "batch_size": p.batch_size}
+    return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
+                                             "precision": p.precision, "tf32": p.tf32}),
+            "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
+                                         "prefetch_factor": p.prefetch_factor,
+                                         "persistent_workers": p.persistent_workers})}
+
+
+def fill_from_cache(records: list[Any], cache: dict[str, Any]) -> None:
+    """Give each complete single-process record without ceilings the ones its knobs share with a trial that
+    measured them (`cache`: the study's ceilings.json); one that then has both gets its verdict from them and loses
+    its `ceiling_skipped` note, one that does not keeps the note (it says why)."""
+    from tuner.config import TrialConfig
+
+    if not cache:
+        return
+    for r in records:
+        have = {k for k in ("compute", "input") if r.value(f"{k}_ceiling") is not None}
+        if not r.complete or not r.config or len(have) == 2:
+            continue
+        try:
+            cfg = TrialConfig.model_validate(r.config)
+        except ValueError:
+            continue
+        if cfg.gpus > 1:  # DDP trials do not use the cache (every rank measures)
+            continue
+        found = {}
+        for kind, key in ceiling_cache_keys(cfg, r.device).items():
+            if kind in have:
+                continue
+            entry = cache.get(key)
+            value = finite(entry.get("value")) if isinstance(entry, dict) else None
+            if value is not None and value > 0:
+                found[kind] = value
+        if not found:
+            continue
+        for kind, value in found.items():
+            r.metrics[f"{kind}_ceiling"] = value
+        if len(found) + len(have) == 2:  # the verdict needs both; with one, the data-wait share still decides
+            r.metrics.pop("ceiling_skipped", None)
+            r.metrics.update(of_record(r).metrics())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tuner.errors import StudyError
 from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
-from tuner.study.format import ranges
+from tuner.study.format import budget_unit, measured_at_text, ranges
 from tuner.study.loaders import LoaderPlan
 from tuner.study.objective import Objective, quality_objective
 from tuner.study.pareto import Value, pareto_ranks
@@ -129,15 +129,29 @@ class Study:
             counts[r.state] = counts.get(r.state, 0) + 1
         return dict(sorted(counts.items()))
 
+    @property
+    def scheduled(self) -> bool:
+        """Whether a rung scheduler ran this study (its records say at which rung and budget they were measured)."""
+        return any(r.rung is not None or r.measured_at is not None for r in self.records)
+
+    @property
+    def budget_unit(self) -> str:
+        return budget_unit(self.meta.budget)
+
+    def measured_at(self, record: TrialRecord) -> str:
+        """`rung 2, 45 s`: the budget a trial's figures were taken at; "" without a scheduler."""
+        return measured_at_text(record, self.budget_unit)
+
     def sorted_records(self) -> list[TrialRecord]:
-        """Ranked trials by rank then throughput (fastest first), then unranked complete trials, then failures."""
+        """Ranked trials by rank then throughput (fastest first), then unranked complete trials, then trials a
+        scheduler stopped (highest rung first: never ranked against the complete ones), then failures."""
 
         def key(r: TrialRecord) -> tuple[float, ...]:
             rank = self.rank(r)
             thr = self.value(r, "throughput")
-            group = 0 if rank is not None else (1 if r.complete else 2)
-            return (group, rank if rank is not None else 0,
-                    -(thr if thr is not None else -math.inf) if group < 2 else 0, r.trial)
+            group = 0 if rank is not None else (1 if r.complete else 2 if r.state == "stopped" else 3)
+            return (group, rank if rank is not None else -(r.rung or 0) if group == 2 else 0,
+                    -(thr if thr is not None else -math.inf) if group < 3 else 0, r.trial)
 
         return sorted(self.records, key=key)
 

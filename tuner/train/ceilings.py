@@ -13,10 +13,11 @@ from torch import nn
 
 from tuner.config import Budget, Measure, TrialConfig
 from tuner.device import Device, is_oom
-from tuner.measure.ceiling import (MIN_WINDOWS, WINDOWS, CeilingCache, CeilingSkipped, cache_key, ceiling_measure,
+from tuner.measure.ceiling import (MIN_WINDOWS, WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
                                    check_fits)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
 from tuner.data.batch import batch_len, to_device
+from tuner.study.headroom import ceiling_cache_keys
 from tuner.train.distributed import Agreement
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
@@ -85,16 +86,8 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
-    """The cache key of each ceiling: what it depends on and nothing else (loader knobs do not move the compute
-    ceiling; accumulation, precision and the optimizer do not move the input ceiling)."""
-    p = cfg.params
-    shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-              "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
-    return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
-                                             "precision": p.precision, "tf32": p.tf32}),
-            "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
-                                         "prefetch_factor": p.prefetch_factor,
-                                         "persistent_workers": p.persistent_workers})}
+    """The cache key of each ceiling (tuner.study.headroom.ceiling_cache_keys, which reports read too)."""
+    return ceiling_cache_keys(cfg, device.describe(), world)
 
 
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,

@@ -27,7 +27,7 @@ from tuner.measure.ceiling import CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
-from tuner.study.headroom import assess
+from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.train.ceilings import ceilings, measure_ceiling
 from tuner.train.deadline import setup_deadline
@@ -342,14 +342,18 @@ class _Run:
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
 
-    def ceilings(self, cache: CeilingCache | None) -> None:
+    def ceilings(self, cache: CeilingCache | None, measure: bool = True) -> None:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
-        train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands."""
+        train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands. With
+        `measure` False (a search trial: nobody reads its verdict unless it makes the front) only the note why."""
         res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
         seconds = cfg.measure.ceiling_seconds  # a samples budget has no wall-time contract to share with
         if cfg.budget.seconds is not None:
             seconds = min(seconds, CEILING_SHARE * cfg.budget.seconds)
         if not res.complete or self.workload is None or self.models is None or seconds <= 0:
+            return
+        if not measure:
+            res.metrics["ceiling_skipped"] = NOT_MEASURED
             return
         rank, world = rank_world()
         t0 = self.clock()
@@ -385,10 +389,12 @@ class _Run:
 
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
-                   cache_dir: Path) -> dict[str, Any]:
+                   cache_dir: Path, *, enough_on_cpu: Callable[..., bool] | None = None) -> dict[str, Any]:
     """A study's loader probe at one batch size, in this process: `cfg`'s compute ceiling (on an untrained model,
     not cached) and the input ceiling of each loader in `loaders` (through `cache`), with the trial's own workload,
-    models, threads and numerics. Returns {compute, inputs: [value per loader], device}."""
+    models, threads and numerics. Returns {compute, inputs: [value per loader], device}. On a CPU,
+    `enough_on_cpu(compute, probed, inputs, rest)` True after a loader stops the probing there (the rest would not
+    change the choice)."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
     with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
@@ -402,10 +408,14 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
         # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
         compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
         inputs = []
-        for loader in loaders:
+        on_cpu = not device.describe().startswith("cuda")
+        for i, loader in enumerate(loaders):
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
                                    kinds=("input",))["input"])
+            if on_cpu and enough_on_cpu is not None and enough_on_cpu(compute, loaders[: i + 1], inputs,
+                                                                      loaders[i + 1:]):
+                break
     return {"compute": compute, "inputs": inputs, "device": device.describe()}
 
 
@@ -420,13 +430,15 @@ def run_trial(
     ceilings: CeilingCache | None = None,
     clock: Callable[[], float] = time.perf_counter,
     reporter: TrialReporter | None = None,
+    measure_ceilings: bool = True,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
-    cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
-    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin.
-    A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung after a quality
-    evaluation that the budget does not pay for (tuner.train.reports)."""
+    cache) and gets its headroom verdict, unless `measure_ceilings` is False (a study's search trials: the study
+    measures them for the trials whose verdict is read). `clock` times the loop, the ceilings and the trial's
+    wall_seconds (from the first training step to the end of the ceilings), which stays within the budget plus
+    budget_margin. A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung
+    after a quality evaluation that the budget does not pay for (tuner.train.reports)."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -437,7 +449,7 @@ def run_trial(
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
             run.train(wall_limit_s, on_window)
-            run.ceilings(ceilings)
+            run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
         except (TunerError, KeyboardInterrupt):
             raise
