@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Format = Literal["rate", "percent", "number", "seconds", "mb", "count", "text", "flag"]
+Format = Literal["rate", "percent", "number", "seconds", "mb", "count", "text", "flag", "si"]
 Group = Literal["speed", "quality", "cost", "info"]
 
 
@@ -52,6 +52,20 @@ METRICS: tuple[Metric, ...] = (
            "its model allows", "percent", group="info", column=True),
     Metric("of_input_ceiling", "% input", "throughput / input ceiling: how much of what its loader delivers the "
            "trial uses", "percent", group="info", column=True),
+    Metric("of_peak", "% peak", "achieved FLOP/s (throughput x flops_per_sample) / the device's measured matmul "
+           "peak in the trial's precision (peak_flops): how much of what the hardware can compute the trial uses",
+           "percent", group="info", column=True),
+    Metric("flops_per_sample", "FLOPs/sample", "FLOPs per training sample of one training step (forward, backward, "
+           "optimizer) as torch.utils.flop_counter counts them: matmuls, convolutions and fused attention; "
+           "elementwise work is not counted", "si", group="info", unit="FLOP"),
+    Metric("peak_flops", "peak FLOP/s", "the device's matmul peak measured on this machine (large square matmuls "
+           "in the trial's precision, TF32 where enabled), cached per machine, device and precision", "si",
+           group="info", unit="FLOP/s"),
+    Metric("of_peak_skipped", "of_peak skipped", "why of_peak is missing: the FLOP counter could not follow the "
+           "model's step, counted no FLOPs, or the peak could not be measured", "text", group="info"),
+    Metric("of_peak_seconds", "of_peak s", "seconds spent counting FLOPs and measuring the peak (one-time costs, "
+           "about 0 when both came from caches; after wall_seconds, like set-up)", "seconds", group="cost",
+           unit="s"),
     Metric("suspect", "suspect", "why the reading cannot be trusted on its own: windows that disagree beyond the "
            "study's noise floor, or throughput above 105% of its own compute ceiling (tuner.study.suspect); such a "
            "trial wins the study only if its confirmation re-runs clear it", "text", group="info", column=True),

@@ -273,9 +273,89 @@ class _Run:
         if notes:
             res.metrics["ceiling_skipped"] = "; ".join(f"{k}: {v}" for k, v in notes.items())
         res.metrics["ceiling_seconds"] = self.clock() - t0
+        self.verdict()
+
+    def verdict(self) -> None:
+        """The headroom verdict from the ceilings (and of_peak, once known)."""
+        res = self.result
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
-                                  res.metrics.get("input_ceiling"), params=p.model_dump(),
-                                  data_wait=res.metrics.get("data_wait"), device=res.device).metrics())
+                                  res.metrics.get("input_ceiling"), params=self.cfg.params.model_dump(),
+                                  data_wait=res.metrics.get("data_wait"), device=res.device,
+                                  of_peak=res.metrics.get("of_peak")).metrics())
+
+    def of_peak(self, cache: CeilingCache | None, cache_dir: Path) -> None:
+        """FLOPs per sample, the device's matmul peak and of_peak (tuner.measure.flops), then the verdict again.
+        Run after wall_seconds: both are one-time costs, cached like set-up's. Rank 0 alone (the count runs the
+        unwrapped models: no collective). A count or a peak that fails leaves of_peak out with the reason in
+        of_peak_skipped; the trial stands."""
+        from tuner.measure.flops import PEAK_SECONDS, of_peak, peak_flops
+
+        res, cfg, p = self.result, self.cfg, self.cfg.params
+        rank, world = rank_world()
+        if not res.complete or self.workload is None or self.models is None or rank != 0 \
+                or cfg.measure.ceiling_seconds <= 0 or res.throughput is None:
+            return
+        t0 = self.clock()
+        try:
+            per_sample = self._flops_per_sample(cache)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - a user model the counter cannot follow still trained
+            self._drop_after(err)
+            res.metrics["of_peak_skipped"] = f"FLOPs not counted: {error_line(err)}"
+            return
+        finally:
+            res.metrics["of_peak_seconds"] = self.clock() - t0
+        res.metrics["flops_per_sample"] = per_sample
+        if not per_sample:
+            res.metrics["of_peak_skipped"] = ("no matmul, convolution or attention FLOPs counted in the step "
+                                              "(elementwise work is not counted)")
+            return
+        try:
+            peak, _ = peak_flops(self.device, p.precision, bool(p.tf32 and self.device.is_cuda),
+                                 torch.get_num_threads(), cache_dir, min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
+                                 at_least=res.throughput * per_sample / world)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
+            self._drop_after(err)
+            res.metrics["of_peak_skipped"] = f"peak not measured: {error_line(err)}"
+            return
+        finally:
+            res.metrics["of_peak_seconds"] = self.clock() - t0
+        res.metrics["peak_flops"] = peak or None
+        res.metrics["of_peak"] = of_peak(res.throughput, per_sample, peak, world)
+        self.verdict()
+
+    def _flops_per_sample(self, cache: CeilingCache | None) -> float:
+        """From the study's cache, else counted on one step of the trial's models (done training: their
+        weights no longer matter) with a fresh optimizer, unwrapped (DDP, torch.compile)."""
+        from tuner.data import make_loader
+        from tuner.measure.flops import count_step_flops, flops_key
+
+        cfg, p = self.cfg, self.cfg.params
+        assert self.workload is not None and self.models is not None
+        key = flops_key({"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+                         "batch_size": p.batch_size})
+        value = cache.get(key) if cache is not None else None
+        if value is not None:
+            return value
+        plain = {k: getattr(unwrap(m), "_orig_mod", unwrap(m)) for k, m in self.models.items()}
+        loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None,
+                                             "persistent_workers": False, "pin_memory": False})
+        one = next(iter(make_loader(self.train_set, loader_params, self.device, seed=p.seed,
+                                    collate_fn=self.workload.collate)))
+        step = PhaseStep(self.workload, plain, p, self.device)
+        flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
+        value = flops / samples if samples else 0.0
+        if value > 0 and cache is not None:
+            cache.put(key, value, {"kind": "flops", "workload": cfg.workload, "batch_size": p.batch_size})
+        return value
+
+    def _drop_after(self, err: BaseException) -> None:
+        if is_oom(err):
+            gc.collect()
+            self.device.free_memory()
 
     def failed(self, state: str, error: str, traceback: str | None = None) -> None:
         res = self.result
@@ -307,8 +387,10 @@ def run_trial(
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
-    cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
-    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
+    cache) and gets its headroom verdict; then, after its wall_seconds, its FLOPs per sample and the device's
+    matmul peak (one-time costs: `ceilings` caches the count, `cache_dir` the peak) give it of_peak. `clock`
+    times the loop, the ceilings and the trial's wall_seconds (from the first training step to the end of the
+    ceilings), which stays within the budget plus budget_margin."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -320,6 +402,7 @@ def run_trial(
             run.train(wall_limit_s, on_window)
             run.ceilings(ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
+            run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
         except (TunerError, KeyboardInterrupt):
             raise
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
