@@ -12,7 +12,7 @@
   CPU or GPU and counts what this machine delivers with these threads.
 
 Both are one-time costs: the count is cached by what it depends on (workload, options, dataset, batch size), in
-the study's ceilings cache; the peak once per machine, device and precision, in the reports' cache folder
+the study folder's flops.json; the peak once per machine, device and precision, in the reports' cache folder
 (`<reports-dir>/.cache/peak.json`, beside the dataset and FID caches) and in the process.
 """
 
@@ -34,6 +34,7 @@ PEAK_READINGS = 3  # readings per matrix size: the best of them is the peak
 CPU_SIZES = (256, 512, 1024)  # grown while the next size fits the time left
 CUDA_SIZES = (1024, 2048, 4096, 8192)
 PEAK_FILE = "peak.json"
+FLOPS_FILE = "flops.json"  # in the study folder, beside ceilings.json
 
 _MEMO: dict[str, float] = {}  # this process's peaks by key: a reused process (Ray actor, tests) measures once
 

@@ -328,15 +328,16 @@ class _Run:
         self.verdict()
 
     def _flops_per_sample(self, cache: CeilingCache | None) -> float:
-        """From the study's cache, else counted on one step of the trial's models (done training: their
-        weights no longer matter) with a fresh optimizer, unwrapped (DDP, torch.compile)."""
+        """From the study's cache (flops.json beside its ceilings.json), else counted on one step of the trial's
+        models (done training: their weights no longer matter) with a fresh optimizer, unwrapped (DDP, compile)."""
         from tuner.data import make_loader
-        from tuner.measure.flops import count_step_flops, flops_key
+        from tuner.measure.flops import FLOPS_FILE, count_step_flops, flops_key
 
         cfg, p = self.cfg, self.cfg.params
         assert self.workload is not None and self.models is not None
         key = flops_key({"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
                          "batch_size": p.batch_size})
+        cache = CeilingCache(cache.path.with_name(FLOPS_FILE)) if cache is not None else None  # beside ceilings.json
         value = cache.get(key) if cache is not None else None
         if value is not None:
             return value
