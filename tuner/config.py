@@ -9,13 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import ConfigError
 
 Precision = Literal["fp32", "fp16", "bf16"]
 DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
+CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # CUDA graphs: refused on a CPU
 
 
 class _Strict(BaseModel):
@@ -39,8 +41,16 @@ class Params(_Strict):
     beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     beta2: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     threads: int | None = Field(None, ge=1, le=1024, description="torch CPU compute threads (default: torch's)")
+    compile: CompileMode = Field("off", description="torch.compile(model, mode=...) on each of the workload's "
+                                 "models; reduce-overhead and max-autotune only with CUDA")
     seed: int = Field(0, ge=0)
     device: DeviceKind = "auto"
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare `off` (and `false`) as False: that is compile off, not an error."""
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _loader_combinations(self) -> "Params":

@@ -80,6 +80,7 @@ def profile_config(cfg: TrialConfig, *, cache_dir: Path, trace: Path, steps: int
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
+    device.check_compile(p.compile)
     with trial_scope(cfg, device, cache_dir, None):
         try:
             training = build_training(cfg, device)
