@@ -58,3 +58,14 @@ def eager_reference(record: Any, records: Iterable[Any]) -> tuple[float | None, 
               if r.complete and r.params.get("compile", "off") in ("off", False, None)
               and all(r.params.get(k) == v for k, v in mine.items()) and r.throughput]
     return (statistics.median(speeds) if speeds else None), len(speeds)
+
+
+def study_payback(record: Any, records: Iterable[Any]) -> str | None:
+    """A compiled trial's break-even sentence against the study's eager trials; None for an eager trial."""
+    if record.value("compile_seconds") is None:
+        return None
+    eager, n = eager_reference(record, records)
+    source = f"the median of the study's {n} eager trial{'s' if n != 1 else ''} at this batch and precision"
+    line = break_even_text(record.value("compile_seconds"), record.throughput, eager, source)
+    breaks, again = record.get("graph_breaks"), record.get("recompiles")
+    return f"{line}; {breaks} graph breaks, {again} recompiles" if line else None

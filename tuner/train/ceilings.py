@@ -29,7 +29,8 @@ def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, 
     shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
               "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
     return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
-                                             "precision": p.precision, "tf32": p.tf32}),
+                                             "precision": p.precision, "tf32": p.tf32,
+                                             "compile": p.compile}),
             "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
                                          "prefetch_factor": p.prefetch_factor,
                                          "persistent_workers": p.persistent_workers})}

@@ -98,8 +98,12 @@ def compile_error_line(err: BaseException, mode: str) -> str:
     Dynamo's explanation and hints)."""
     if isinstance(err, CompileFailed):
         return str(err)
-    text = str(err).strip()
-    first = " ".join(text.splitlines()[0].split()) if text else ""
+    lines = [" ".join(line.split()) for line in str(err).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    # Dynamo's first line is often a heading ("backend='inductor' raised:", "Failed to trace builtin operator")
+    # whose substance is the next line (the backend's exception, "Explanation: ...").
+    if len(lines) > 1 and (first.endswith(":") or lines[1].startswith("Explanation:")):
+        first = f"{first} {lines[1]}"
     return f"torch.compile (mode {mode}) failed: {type(err).__name__}{': ' + first if first else ''}"
 
 
