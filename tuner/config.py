@@ -18,6 +18,7 @@ DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
 CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # CUDA graphs: refused on a CPU
+OptimizerImpl = Literal["default", "foreach", "fused"]
 
 
 class _Strict(BaseModel):
@@ -25,7 +26,7 @@ class _Strict(BaseModel):
 
 
 class Params(_Strict):
-    """The knobs. Loader knobs change speed only; batch, accumulation, precision and optimizer change the model."""
+    """The knobs. Each one's role (what it changes, what it needs, which ceiling it moves) is in tuner.knobs."""
 
     batch_size: int = Field(64, ge=1, le=65536, description="micro-batch size per step")
     accumulation_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
@@ -35,6 +36,10 @@ class Params(_Strict):
     persistent_workers: bool = Field(False, description="only with num_workers > 0")
     precision: Precision = "fp32"
     tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
+    channels_last: bool = Field(False, description="the models and 4-D inputs in channels_last memory format")
+    cudnn_benchmark: bool = Field(False, description="torch.backends.cudnn.benchmark (CUDA only)")
+    optimizer_impl: OptimizerImpl = Field("default", description="foreach= or fused= passed to the optimizer "
+                                          "(default: as the workload builds it)")
     lr: float | None = Field(None, gt=0, le=10, description="the optimizer's lr (default: the workload's own)")
     lr_scale: float | None = Field(None, gt=0, le=1000, description="multiplies the lr (the workload's own, or "
                                    "params.lr): spaces search lr relative to the workload's")

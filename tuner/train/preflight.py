@@ -22,6 +22,7 @@ import torch
 from tuner.config import Measure, TrialConfig
 from tuner.device import Device, resolve_device
 from tuner.errors import BudgetError, TunerError, WorkloadError
+from tuner.knobs import check_device
 from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
@@ -185,8 +186,7 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
     workload. The first call of a process also pays its one-time costs here, outside any timed region."""
     device = device or resolve_device(cfg.params.device)
     device.check_precision(cfg.params.precision)
-    device.check_pin_memory(cfg.params.pin_memory)
-    device.check_tf32(cfg.params.tf32)
+    check_device(cfg.params, device)  # pin_memory, cudnn_benchmark, tf32 where the device lacks them
     device.check_compile(cfg.params.compile)
     if cfg.quality.enabled and cfg.quality.fid_features == "inception":
         from tuner.measure.fid import check_fid_weights

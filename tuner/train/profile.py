@@ -28,6 +28,7 @@ import torch
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import ConfigError, RunFailed, TunerError, UserError, error_line
+from tuner.knobs import check_device
 from tuner.measure.profile import PhaseClock, activities, top_operators
 from tuner.measure.timing import WaitMeter, WindowTimer, summarize
 from tuner.study.headroom import Headroom, assess
@@ -79,7 +80,7 @@ def profile_config(cfg: TrialConfig, *, cache_dir: Path, trace: Path, steps: int
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
-    device.check_pin_memory(p.pin_memory)
+    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
     device.check_compile(p.compile)
     with trial_scope(cfg, device, cache_dir, None):
         try:

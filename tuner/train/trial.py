@@ -23,6 +23,7 @@ from torch import nn
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
+from tuner.knobs import check_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
@@ -329,7 +330,7 @@ def run_trial(
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
-    device.check_pin_memory(p.pin_memory)
+    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
     device.check_compile(p.compile)
     run = _Run(cfg, device, out_dir, clock)
     failure: tuple[str, str, str | None] | None = None
