@@ -101,6 +101,12 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
     batches = training.batches()
     try:
         meter = WaitMeter(batches)
+        if cfg.params.compile != "off":  # compiling's first steps stay out of what is timed and recorded
+            from tuner.train.compile import CompileWatch, run_compile_warmup
+            from tuner.train.distributed import Agreement
+
+            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models), device,
+                               time.perf_counter, Agreement())
         for _ in range(max(cfg.measure.warmup_steps, 1)):
             step(meter)
         timer = WindowTimer(device, meter)
