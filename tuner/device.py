@@ -78,6 +78,13 @@ class Device:
         if pin_memory and not self.is_cuda:
             raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
 
+    def check_compile(self, mode: str) -> None:
+        from tuner.config import CUDA_COMPILE_MODES
+
+        if mode in CUDA_COMPILE_MODES and not self.is_cuda:
+            raise DeviceError(f"compile: {mode} needs a CUDA device (it captures CUDA graphs); on the CPU use "
+                              f"default or max-autotune-no-cudagraphs, or off")
+
     def tf32_available(self) -> bool:
         """TF32 tensor cores: CUDA devices of compute capability 8.0 (Ampere) or newer."""
         if self.torch_device.type != "cuda":

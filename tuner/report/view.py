@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 
 from tuner.files import json_safe
+from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
@@ -38,6 +39,7 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
     doc["rank"] = rank
     doc["front"] = rank == 0
     doc["bound"] = record_bound(record) or None
+    doc["compile_payback"] = study_payback(record, study.records)
     grid = study.sample_grid(record)
     doc["sample_grid"] = str(grid) if grid is not None else None
     return json_safe(doc)
@@ -158,6 +160,9 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         out.append(f"[red]error:[/red] {escape(record.error)}")
     if record.traceback:
         out.append(f"[dim]{escape(record.traceback.rstrip())}[/dim]")
+    payback = study_payback(record, study.records)
+    if payback:
+        out.append(f"[bold]compile:[/bold] {escape(payback)}")
     if record.get("headroom"):
         out.append(f"[bold]headroom:[/bold] {escape(str(record.get('headroom')))}")
     if record.get("data_wait") is not None:

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.knobs import probed
 from tuner.search.space import Space
 from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from tuner.search.options import SearchPlan
     from tuner.search.resources import Resources
 
-LOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+LOADER_KNOBS = probed("input")  # tuner.knobs: num_workers, prefetch_factor, persistent_workers, pin_memory
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
 PROBE_SECONDS = 0.75  # per ceiling

@@ -133,6 +133,13 @@ def _check_against_config(space: Space, source: str) -> None:
             raise ConfigError(f"{key}.when: add tf32_available: true (TF32 exists only on CUDA GPUs of the Ampere "
                               f"generation or newer; trials elsewhere would fail), e.g. when: {{precision: fp32, "
                               f"tf32_available: true}}")
+        if name == "compile" and spec.type is not None and not any(c.name == "gpus" for c in conditions):
+            from tuner.config import CUDA_COMPILE_MODES
+
+            cuda_only = [v for v in (spec.choices or []) if v in CUDA_COMPILE_MODES]
+            if cuda_only:
+                raise ConfigError(f"{key}.when: {', '.join(cuda_only)} capture CUDA graphs and run only on CUDA; add "
+                                  f"when: {{gpus: \">0\"}}, or list only off, default, max-autotune-no-cudagraphs")
         seen.append(name)
     for workload, objectives in space.objectives.items():
         where = "objectives" if workload == "default" else f"objectives.{workload}"

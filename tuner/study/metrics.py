@@ -82,6 +82,20 @@ METRICS: tuple[Metric, ...] = (
            "seconds", group="cost", unit="s"),
     Metric("step_seconds", "step s", "one optimizer step's wall time at the end of warm-up (device synced; the "
            "slowest rank under DDP)", "seconds", group="info", unit="s"),
+    Metric("compile_seconds", "compile s", "torch.compile's first steps, until one step compiles nothing (the "
+           "compiled graphs run): outside the budget's timed part and the windows; ~0 when this process had "
+           "compiled the same models already", "seconds", group="cost", column=True, unit="s"),
+    Metric("compile_steps", "compile steps", "steps torch.compile's compilation took (before warm-up)", "count",
+           group="info"),
+    Metric("graph_breaks", "graph breaks", "where torch.compile split the models' graphs (torch._dynamo's "
+           "counters; each break runs Python between two compiled graphs)", "count", group="info"),
+    Metric("recompiles", "recompiles", "frames torch.compile compiled again after its first steps, while timed "
+           "steps ran (a shape, grad mode or attribute its guards did not expect)", "count", group="info"),
+    Metric("eager_throughput", "eager", "samples/s of the same config in eager mode that the compile break-even "
+           "compares with (tuner train: the pre-flight's eager steps)", "rate", group="info", unit="samples/s"),
+    Metric("compile_break_even_s", "compile pays back", "wall seconds of training after which the compiled run "
+           "is ahead of eager, its compile time included (missing: never, it is no faster)", "seconds",
+           group="info", unit="s"),
     Metric("warmup_steps", "warm-up steps", "untimed steps before the windows: until the step time settled",
            "count", group="info"),
     Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",

@@ -23,16 +23,15 @@ KINDS = ("compute", "input")
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
-    """The cache key of each ceiling: what it depends on and nothing else (loader knobs do not move the compute
-    ceiling; accumulation, precision and the optimizer do not move the input ceiling)."""
+    """The cache key of each ceiling: what it depends on and nothing else, the knobs from tuner.knobs (loader knobs
+    do not move the compute ceiling; accumulation, precision and the optimizer do not move the input ceiling)."""
+    from tuner.knobs import CEILINGS, ceiling_knobs
+
     p = cfg.params
     shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-              "device": device.describe(), "world": world, "threads": p.threads, "batch_size": p.batch_size}
-    return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
-                                             "precision": p.precision, "tf32": p.tf32}),
-            "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
-                                         "prefetch_factor": p.prefetch_factor,
-                                         "persistent_workers": p.persistent_workers})}
+              "device": device.describe(), "world": world}
+    return {kind: cache_key(kind, {**shared, **{name: getattr(p, name) for name in ceiling_knobs(kind)}})
+            for kind in CEILINGS}
 
 
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,

@@ -24,7 +24,7 @@ from torch import nn
 from tuner.config import Params
 from tuner.device import Device, is_oom
 from tuner.train.batch import batch_len, to_device
-from tuner.train.distributed import unwrap
+from tuner.train.distributed import unwrap, without_ddp
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 
 PhaseRange = Callable[[str], contextlib.AbstractContextManager[Any]]
@@ -108,6 +108,7 @@ class PhaseStep:
         self.phases: tuple[Phase, ...] = workload.training_phases()
         self.models = models
         plain = {k: unwrap(m) for k, m in models.items()}
+        bare = {k: without_ddp(m) for k, m in models.items()}  # compiled, where compiled, but without DDP
         self.views, self.optimizers, self.scalers, self.inputs, self.owned = [], [], [], [], []
         self.schedulers: list[Any] = []
         self.settings: dict[str, dict[str, Any]] = {}  # per phase: the optimizer and what it was built with
@@ -118,7 +119,7 @@ class PhaseStep:
         self.losses = [workload.loss if workload.loss is not None else ph.loss for ph in self.phases]
         for phase in self.phases:
             mine = set(phase.models)
-            self.views.append({k: (models[k] if k in mine else plain[k]) for k in models})
+            self.views.append({k: (models[k] if k in mine else bare[k]) for k in models})
             owned = [p for k in phase.models for p in plain[k].parameters() if p.requires_grad]
             factory = phase.optimizer or workload.optimizer or default_optimizer(device)
             hp = phase_hyperparameters(workload, phase, params)

@@ -23,12 +23,14 @@ from torch import nn
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
+from tuner.knobs import check_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import assess
 from tuner.train.batch import to_device
 from tuner.train.ceilings import ceilings
+from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
@@ -133,6 +135,7 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
     models = build_models(workload, device, p.seed)
     if world > 1:
         models = {k: wrap_ddp(m, device) for k, m in models.items()}
+    models = compile_models(models, p.compile)  # torch.compile(DDP(model)) under DDP, as PyTorch advises
     torch.manual_seed(p.seed + rank)  # after DDP's broadcast: each rank draws its own noise (latents, dropout)
     step = PhaseStep(workload, models, p, device)
     return Training(workload, train_set, val_set, loader, sampler, models, step)
@@ -201,7 +204,8 @@ class _Run:
         self.train_set: Any = None
         self.t0 = clock()
 
-    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
+    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
+              eager_throughput: float | None = None) -> None:
         cfg, device = self.cfg, self.device
         rank, world = rank_world()
         training = build_training(cfg, device, rank=rank, world=world)
@@ -213,13 +217,18 @@ class _Run:
         device.reset_peak_memory()
         self.t0 = self.clock()
         batches = training.batches()
+        watch = CompileWatch(cfg.params.compile, self.models) if cfg.params.compile != "off" else None
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
-                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock)
+                            wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock,
+                            compiling=watch)
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
         summary = summarize(loop.windows)
         res = self.result
+        if watch is not None:
+            res.metrics.update(compile_seconds=loop.compile_seconds, compile_steps=loop.compile_steps,
+                               graph_breaks=watch.graph_breaks(), recompiles=watch.recompiles())
         res.windows = [w * world for w in summary.windows]  # every rank trains its own shard at the same time
         res.metrics.update(
             throughput=summary.throughput * world if summary.throughput is not None else None,
@@ -234,6 +243,12 @@ class _Run:
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
                          f"the step is too slow for this budget (raise --budget-seconds)")
             return
+        if watch is not None and eager_throughput is not None and summary.throughput is not None:
+            from tuner.study.compile_cost import break_even_seconds
+
+            res.metrics["eager_throughput"] = eager_throughput
+            res.metrics["compile_break_even_s"] = break_even_seconds(
+                loop.compile_seconds or 0.0, summary.throughput * world, eager_throughput)
         per_sample = self.step.units_per_sample()
         if per_sample is not None and res.metrics.get("throughput") is not None:
             res.metrics.update(unit_throughput=res.metrics["throughput"] * per_sample, sample_unit=workload.sample_unit)
@@ -385,22 +400,26 @@ def run_trial(
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    eager_throughput: float | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
     cache) and gets its headroom verdict; then, after its wall_seconds, its FLOPs per sample and the device's
     matmul peak (one-time costs: `ceilings` caches the count, `cache_dir` the peak) give it of_peak. `clock`
     times the loop, the ceilings and the trial's wall_seconds (from the first training step to the end of the
-    ceilings), which stays within the budget plus budget_margin."""
+    ceilings), which stays within the budget plus budget_margin plus compile_seconds (torch.compile's first
+    steps, outside the budget). A compiled trial with `eager_throughput` (samples/s of the same config in eager
+    mode) also gets its compile break-even."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
-    device.check_pin_memory(p.pin_memory)
+    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
+    device.check_compile(p.compile)
     run = _Run(cfg, device, out_dir, clock)
     failure: tuple[str, str, str | None] | None = None
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
-            run.train(wall_limit_s, on_window)
+            run.train(wall_limit_s, on_window, eager_throughput)
             run.ceilings(ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
@@ -409,6 +428,8 @@ def run_trial(
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
+            elif p.compile != "off" and is_compile_error(err):  # the compiler's reason, not a user's traceback
+                failure = ("error", compile_error_line(err, p.compile), None)
             else:
                 failure = ("error", user_error_line(err), user_traceback(err))
         if failure is not None:
