@@ -136,20 +136,26 @@ class Device:
 
     @contextlib.contextmanager
     def numerics(self, params: Any) -> Iterator[None]:
-        """Numeric settings of the trial's knobs, restored afterwards (a reused process must not inherit them).
+        """Numeric and kernel-choice settings of the trial's knobs, restored afterwards (a reused process must not
+        inherit them).
 
         CUDA only: TF32 for fp32 matmuls and convolutions is the explicit `tf32` knob (PyTorch's own defaults
-        differ between matmul, off, and cuDNN, on)."""
-        if self.torch_device.type != "cuda":
+        differ between matmul, off, and cuDNN, on); cuDNN's autotuning is the `cudnn_benchmark` knob, set either
+        way (a user's script may have left it on). A fake CUDA device in tests sets the same flags (harmless on
+        a CPU, where no cuDNN kernel runs)."""
+        if not self.is_cuda:
             yield
             return
         tf32 = bool(getattr(params, "tf32", False))
-        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        bench = bool(getattr(params, "cudnn_benchmark", False))
+        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = bench
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark) = before
 
     def describe(self) -> str:
         return f"{self.kind} ({self.name})" if self.name else self.kind

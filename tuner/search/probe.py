@@ -1,4 +1,5 @@
-"""Loader knobs by probes, not by training.
+"""Speed knobs by probes, not by training: the loader knobs by input-ceiling probes, and channels_last,
+cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
@@ -18,6 +19,13 @@ config with 2 workers ran 9% slower than the same batch loaded in-process, which
 Among loaders within TOLERANCE of the best prediction the cheapest wins: fewer workers, then less prefetch, then
 no pinning.
 
+The compute-side speed knobs change how fast the model computes, never what it learns, so at each probed batch size
+the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
+defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
+reading beats the better default reading by more than SPEED_GAIN, each knob on its own (the readings of two knobs
+together are not measured: their gains are assumed to combine). channels_last is not probed where the batches
+have no 4-D weight (no 2-D convolution): the inputs alone in NHWC would only add a copy.
+
 Checked on the efficiency benchmark's grid (CNN on digits, 2 cores): at batch 16 the probes gave compute 2005,
 input 6107 / 2384 / 4144 samples/s with 0 / 1 / 2 workers, so 1509 / 1089 / 1351 predicted; the grid measured
 1573 / 923 / 1055 end to end. Counting the workers' loading as overlapped instead would have predicted 2005 for
@@ -34,21 +42,52 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.knobs import probed
 from tuner.search.space import Space
-from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe
+from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 
 if TYPE_CHECKING:
     from tuner.search.options import SearchPlan
     from tuner.search.resources import Resources
 
 LOADER_KNOBS = probed("input")  # tuner.knobs: num_workers, prefetch_factor, persistent_workers, pin_memory
+SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, optimizer_impl
+SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
 PROBE_SECONDS = 0.75  # per ceiling
 
 
 def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
-    """The loader knobs this space searches (and the study's trials can reach)."""
-    return [k for k in LOADER_KNOBS if k in reachable and k in space.searched]
+    """The speed knobs (loader and compute-side) this space searches (and the study's trials can reach)."""
+    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS) if k in reachable and k in space.searched]
+
+
+def candidate_speeds(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
+    """Compute-side speed settings to probe: {} (tuner's defaults), then each other value of each knob alone."""
+    from tuner.config import Params
+
+    defaults = Params()
+    out: list[dict[str, Any]] = [{}]
+    for name in SPEED_KNOBS:
+        spec = space.params.get(name)
+        if name not in knobs or spec is None:
+            continue
+        values = [False, True] if spec.type == "bool" else list(spec.choices or [])
+        out += [{name: v} for v in values if v != getattr(defaults, name)]
+    return out
+
+
+def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict[str, Any], float | None]:
+    """Per knob, the value whose compute ceiling beats `baseline` (the defaults') by more than SPEED_GAIN, if any
+    does (the fastest of those); and the compute ceiling the choice is expected to reach (its best reading)."""
+    chosen: dict[str, Any] = {}
+    best: dict[str, float] = {}
+    for p in probes:
+        if not p.knobs or p.compute_ceiling is None or baseline is None:
+            continue
+        (name, value), = p.knobs.items()
+        if p.compute_ceiling > (1 + SPEED_GAIN) * baseline and p.compute_ceiling > best.get(name, 0.0):
+            chosen[name], best[name] = value, p.compute_ceiling
+    return chosen, max(best.values(), default=baseline)
 
 
 def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
@@ -137,9 +176,11 @@ def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) ->
 
 
 def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, cache_path: str | None,
-                cache_dir: str) -> dict[str, Any]:
-    """On a trial's resources: the compute ceiling of the config in `cfg_json` and the input ceiling of each
-    loader in `loaders`, through the study's ceiling cache. Returns {compute, inputs: [value per loader]}."""
+                cache_dir: str, speeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """On a trial's resources: the compute ceiling of the config in `cfg_json`, with each compute-side speed
+    setting in `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of
+    each loader in `loaders`, through the study's ceiling cache. Returns {compute, computes: [value per speed
+    setting], image, inputs: [value per loader], device}."""
     from tuner.config import parse_config
     from tuner.device import resolve_device
     from tuner.measure.ceiling import CeilingCache
@@ -156,22 +197,37 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     device = resolve_device(cfg.params.device)
     cache = CeilingCache(Path(cache_path)) if cache_path else None
     context = make_context(cfg, device, Path(cache_dir), None)
+    speeds = speeds or [{}]
     with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
         workload = build_workload(cfg)
         train_set, _ = workload.datasets()
         models = build_models(workload, device, cfg.params.seed)
+        image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
         measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
-        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders here;
-        # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
-        compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
+        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
+        # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
+        # allowed.
+        computes: list[float | None] = []
+        for speed in [*speeds, {}] if len(speeds) > 1 else speeds:
+            if "channels_last" in speed and not image:
+                computes.append(None)
+                continue
+            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
+            with device.numerics(point.params):
+                computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
+                                         kinds=("compute",))["compute"])
+        if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
+            again = computes.pop()
+            computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)
         inputs = []
         for loader in loaders:
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
                                    kinds=("input",))["input"])
-    return {"compute": compute, "inputs": inputs, "device": device.describe()}
+    return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
+            "device": device.describe()}
 
 
 def stored_loader_plan(path: Path) -> LoaderPlan | None:
@@ -192,11 +248,19 @@ def stored_loader_plan(path: Path) -> LoaderPlan | None:
                          f"delete it to go on without probes (the sampler then searches the loader knobs too)") from None
 
 
-def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any]) -> LoaderChoice:
-    """The loader chosen at one batch size from what probe_batch found there."""
+def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
+              speeds: list[dict[str, Any]] | None = None) -> LoaderChoice:
+    """The loader and speed knobs chosen at one batch size from what probe_batch found there."""
     probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
     choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
-    choice.loader = choose(found["compute"], probes, on_cpu=not str(found.get("device", "")).startswith("cuda"))
+    speeds = speeds or [{}]
+    computes = found.get("computes") or [found["compute"]]
+    choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v) for sp, v in zip(speeds, computes)]
+    if any("channels_last" in sp for sp in speeds) and not found.get("image", True):
+        choice.notes.append("channels_last: not probed, the models have no 4-D weights")
+    choice.speed, choice.compute_ceiling = choose_speed(found["compute"], choice.speed_probes)
+    choice.loader = choose(choice.compute_ceiling, probes,
+                           on_cpu=not str(found.get("device", "")).startswith("cuda"))
     return choice
 
 
@@ -211,17 +275,18 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
 
     t0 = time.perf_counter()
     loaders = candidate_loaders(space, knobs)
+    speeds = candidate_speeds(space, knobs)
     remote = ray.remote(num_cpus=trial_resources.get("cpu", 1), num_gpus=trial_resources.get("gpu", 0) or 0)(probe_batch)
     baseline = space.baseline_point(context)
     choices: list[LoaderChoice] = []
     device = ""
     for batch in candidate_batches(space, context):
-        point = {k: v for k, v in baseline.items() if k not in LOADER_KNOBS} | {"batch_size": batch}
+        point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
         cfg = space.trial_config(point, base, source="probe")
         found = ray.get(remote.remote(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path),
-                                      str(cache_dir)))
+                                      str(cache_dir), speeds))
         device = found["device"]
-        choice = choice_of(batch, loaders, found)
+        choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
         if on_batch is not None:
             on_batch(choice)
@@ -245,13 +310,18 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
-        console.print(f"probing loader knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+        console.print(f"probing speed knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
 
     def show(choice: Any) -> None:
         if console is not None:
             c = f"{choice.compute_ceiling:.0f}" if choice.compute_ceiling else "-"
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
-            console.print(f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}", soft_wrap=True)
+            line = f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}"
+            if len(choice.speed_probes) > 1 or choice.notes:
+                fast = ", ".join(f"{k} {v}" for k, v in choice.speed.items()) or "defaults"
+                measured = "; ".join(choice.speedups() + choice.notes)
+                line += f"; compute: {fast} (probed: {measured or 'nothing measured'})"
+            console.print(line, soft_wrap=True)
 
     try:
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,

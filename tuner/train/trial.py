@@ -34,7 +34,7 @@ from tuner.train.compile import CompileWatch, compile_error_line, compile_models
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
-from tuner.train.step import PhaseStep
+from tuner.train.step import PhaseStep, set_memory_format
 from tuner.workload.api import Workload
 from tuner.workload.context import TrialContext, running
 from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
@@ -133,6 +133,7 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
     loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
                          collate_fn=workload.collate)
     models = build_models(workload, device, p.seed)
+    set_memory_format(models, p.channels_last)  # before DDP's wrap: it must see the weights it will reduce
     if world > 1:
         models = {k: wrap_ddp(m, device) for k, m in models.items()}
     models = compile_models(models, p.compile)  # torch.compile(DDP(model)) under DDP, as PyTorch advises
