@@ -157,6 +157,6 @@ def test_the_peak_is_measured_once_per_machine_and_precision_and_cached_on_disk(
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_the_matmul_benchmark_keeps_its_time_and_reads_a_positive_peak(precision):
-    clock = TickingClock(0.01)  # time counted in clock reads: it ends however slow bf16 is on this CPU
+    clock = TickingClock(0.2)  # time counted in clock reads: it ends however slow bf16 is on this CPU
     peak = flops.matmul_peak(resolve_device("cpu"), precision, seconds=1.0, clock=clock)
-    assert peak > 0 and clock.t < 1.5
+    assert peak > 0 and clock.t < 3

@@ -85,9 +85,11 @@ def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
         out = torch.mm(a, b)  # warm-up: allocation, kernel choice
         device.synchronize()
         one = 0.0  # seconds of one product at this size, from the last reading
+        reps = 1
         # the first size reads twice more: the first readings of a process pay its thread pool's start-up
         for _ in range(PEAK_READINGS + (2 if k == 0 else 0)):
-            reps = max(1, int(seconds / 10 / one)) if one > 0 else 1
+            if one > 0:  # a tenth of `seconds`, growing at most tenfold a reading (one fast reading is no rate)
+                reps = max(1, min(10 * reps, int(seconds / 10 / one)))
             if one > 0 and clock() + reps * one > deadline:
                 break
             t0 = clock()

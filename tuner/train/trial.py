@@ -357,7 +357,7 @@ class _Run:
         value = cache.get(key) if cache is not None else None
         if value is not None:
             return value
-        plain = {k: getattr(unwrap(m), "_orig_mod", unwrap(m)) for k, m in self.models.items()}
+        plain = {k: unwrap(m) for k, m in self.models.items()}  # the user's modules: counted in eager mode
         loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None,
                                              "persistent_workers": False, "pin_memory": False})
         one = next(iter(make_loader(self.train_set, loader_params, self.device, seed=p.seed,
