@@ -160,3 +160,14 @@ def test_the_matmul_benchmark_keeps_its_time_and_reads_a_positive_peak(precision
     clock = TickingClock(0.2)  # time counted in clock reads: it ends however slow bf16 is on this CPU
     peak = flops.matmul_peak(resolve_device("cpu"), precision, seconds=1.0, clock=clock)
     assert peak > 0 and clock.t < 3
+
+
+def test_tuner_train_shows_the_share_of_the_peak_in_its_table(tmp_path, planted_peak, capsys):
+    from tuner.cli import main
+
+    cfg_file = tmp_path / "cfg.yaml"
+    path = write(tmp_path / "work", MATMUL, "planted.py")
+    cfg_file.write_text(CONFIG.format(ref=f"{path}:make", acc=1))
+    assert main(["train", "--config", str(cfg_file), "--reports-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "% peak" in out and "FLOPs/sample" in out and "11.3k FLOP" in out
