@@ -310,7 +310,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
-        console.print(f"probing speed knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+        which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
+        console.print(f"probing {which} knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
 
     def show(choice: Any) -> None:
         if console is not None:
