@@ -120,3 +120,18 @@ def test_the_report_says_speed_knobs_by_probes_and_each_params_role(make_study):
         console.print(part)
     text = console.export_text()
     assert "batch_size" in text and "changes what is learned" in text
+
+
+def test_probe_batch_reads_the_compute_ceiling_once_per_speed_setting(tmp_path):
+    """The shape of what a probe returns (its readings depend on the machine's load: not asserted)."""
+    import json
+
+    from tuner.search.probe import probe_batch
+
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False},
+           "measure": {"window_min_steps": 1}}
+    speeds = [{}, {"channels_last": True}, {"optimizer_impl": "foreach"}]
+    found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), speeds)
+    assert len(found["computes"]) == 3 and found["compute"] == found["computes"][0] and found["image"] is True
+    assert len(found["inputs"]) == 1
