@@ -36,7 +36,8 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     assert all(s.description for s in list_spaces())
     amp = load_space("amp_loader")
     assert amp.searched == ["batch_size", "accumulation_steps", "num_workers", "prefetch_factor",
-                            "persistent_workers", "pin_memory", "precision", "tf32", "beta1", "beta2"]
+                            "persistent_workers", "pin_memory", "precision", "tf32", "channels_last",
+                            "cudnn_benchmark", "optimizer_impl", "beta1", "beta2"]
     fid = Objective(metric="fid", direction="min")
     assert [(o.metric, o.direction) for o in amp.objectives_for("gan", quality=fid)] == \
         [("throughput", "maximize"), ("fid", "minimize")]

@@ -115,3 +115,10 @@ def test_tuner_train_refuses_cudnn_benchmark_on_a_cpu_in_one_line(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == ["tuner: error: cudnn_benchmark needs a CUDA device; set cudnn_benchmark: false on the CPU"]
     assert not (tmp_path / "r").exists()
+
+
+def test_channels_last_off_leaves_a_model_the_workload_built_in_channels_last_as_it_is():
+    torch.manual_seed(0)
+    model = SmallCNN(channels=3, batch_norm=False).to(memory_format=torch.channels_last)
+    PhaseStep(workload(model), {"net": model}, Params(batch_size=8), CPU)
+    assert all(p.is_contiguous(memory_format=torch.channels_last) for p in model.parameters() if p.dim() == 4)

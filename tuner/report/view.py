@@ -111,9 +111,12 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     out: list[Any] = [f"[bold]study {study.name}, trial {record.trial}[/bold]: "
                       f"{STATE_NOTES.get(record.state, record.state)} ({where})"]
 
+    from tuner.knobs import KNOBS
+
     params = Table(title="params", show_header=False, title_justify="left")
-    for k in record.params:
-        params.add_row(escape(k), escape(fmt_param(record, k)))
+    for k in record.params:  # each knob's role from tuner.knobs: what a change of it can cost in quality
+        role = {"speed": "speed only", "learned": "changes what is learned"}.get(getattr(KNOBS.get(k), "role", ""), "")
+        params.add_row(escape(k), escape(fmt_param(record, k)), role)
     out.append(params)
 
     metrics = Table(title="metrics", show_header=False, title_justify="left")
@@ -184,7 +187,10 @@ def study_footer(study: Study) -> list[str]:
         out.append(f"pick: {decide(study, 'knee').text}")
     except StudyError:
         pass
+    from tuner.knobs import probed
+
     loaders = study.loader_plan()
     if loaders is not None:
-        out.append(f"loader knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
+        which = "loader" if set(loaders.knobs) <= set(probed("input")) else "speed"
+        out.append(f"{which} knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
     return out

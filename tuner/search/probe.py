@@ -23,7 +23,7 @@ The compute-side speed knobs change how fast the model computes, never what it l
 the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
 defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
 reading beats the better default reading by more than SPEED_GAIN, each knob on its own (the readings of two knobs
-together are not measured: their gains are assumed to combine). channels_last is not probed where the batches
+together are not measured: their gains are assumed to combine). channels_last is not probed where the models
 have no 4-D weight (no 2-D convolution): the inputs alone in NHWC would only add a copy.
 
 Checked on the efficiency benchmark's grid (CNN on digits, 2 cores): at batch 16 the probes gave compute 2005,
@@ -185,6 +185,7 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     from tuner.device import resolve_device
     from tuner.measure.ceiling import CeilingCache
     from tuner.train.ceilings import ceilings, measure_ceiling
+    from tuner.train.step import set_memory_format
     from tuner.train.trial import (
         build_models,
         build_workload,
@@ -203,6 +204,8 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
         train_set, _ = workload.datasets()
         models = build_models(workload, device, cfg.params.seed)
         image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
+        built_nhwc = {k for k, m in models.items()  # models the workload itself builds in channels_last
+                      if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
         measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
@@ -218,6 +221,8 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
             with device.numerics(point.params):
                 computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
                                          kinds=("compute",))["compute"])
+            if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
+                set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
             again = computes.pop()
             computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)
@@ -310,7 +315,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
-        console.print(f"probing speed knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+        which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
+        console.print(f"probing {which} knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
 
     def show(choice: Any) -> None:
         if console is not None:

@@ -133,7 +133,8 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
     loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
                          collate_fn=workload.collate)
     models = build_models(workload, device, p.seed)
-    set_memory_format(models, p.channels_last)  # before DDP's wrap: it must see the weights it will reduce
+    if p.channels_last:  # before DDP's wrap: it must see the weights it will reduce
+        set_memory_format(models, True)
     if world > 1:
         models = {k: wrap_ddp(m, device) for k, m in models.items()}
     models = compile_models(models, p.compile)  # torch.compile(DDP(model)) under DDP, as PyTorch advises
