@@ -346,7 +346,7 @@ class _Run:
 
     def _flops_per_sample(self, cache: CeilingCache | None) -> float:
         """From the study's cache (flops.json beside its ceilings.json), else counted on one step of the trial's
-        models (done training: their weights no longer matter) with a fresh optimizer, unwrapped (DDP, compile)."""
+        models with a fresh optimizer, unwrapped (DDP, compile), their weights and buffers restored afterwards."""
         from tuner.data import make_loader
         from tuner.measure.flops import FLOPS_FILE, count_step_flops, flops_key
 
@@ -363,8 +363,16 @@ class _Run:
                                              "persistent_workers": False, "pin_memory": False})
         one = next(iter(make_loader(self.train_set, loader_params, self.device, seed=p.seed,
                                     collate_fn=self.workload.collate)))
-        step = PhaseStep(self.workload, plain, p, self.device)
-        flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
+        # The counted step updates the weights: they come back afterwards, so DDP's replicas stay equal on every
+        # rank (only rank 0 counts) and the trained models are as training left them.
+        saved = {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in plain.items()}
+        try:
+            step = PhaseStep(self.workload, plain, p, self.device)
+            flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
+        finally:
+            for k, m in plain.items():
+                m.load_state_dict(saved[k])
+            del saved
         value = flops / samples if samples else 0.0
         if value > 0 and cache is not None:
             cache.put(key, value, {"kind": "flops", "workload": cfg.workload, "batch_size": p.batch_size})
