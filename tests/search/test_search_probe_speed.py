@@ -135,3 +135,32 @@ def test_probe_batch_reads_the_compute_ceiling_once_per_speed_setting(tmp_path):
     found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), speeds)
     assert len(found["computes"]) == 3 and found["compute"] == found["computes"][0] and found["image"] is True
     assert len(found["inputs"]) == 1
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.ray
+def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_session, tmp_path, capsys):
+    import json
+
+    from studies import load_trials
+    from tuner.cli import main
+
+    path = tmp_path / "speed.yaml"
+    path.write_text(SPACE.replace("high: 256", "high: 32").replace("trials: 3", "trials: 2")
+                    + "trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}\n")
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", "s", "--reports-dir", str(reports), "--confirm", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "probing speed knobs (num_workers, channels_last)" in err and "compute: " in err
+    plan = LoaderPlan.model_validate_json((reports / "s" / "probes.json").read_text())
+    assert all([p.knobs for p in c.speed_probes] == [{}, {"channels_last": True}] for c in plan.choices)
+    records = {r["trial"]: r for r in load_trials(reports / "s")}
+    assert records[0]["params"].get("channels_last", False) is False  # the baseline: tuner's defaults
+    for n, r in records.items():
+        if n > 0:
+            want = plan.loader_for(r["params"]["batch_size"]).get("channels_last", False)
+            assert r["params"].get("channels_last", False) == want
+    assert json.dumps(plan.model_dump())  # kept as JSON
