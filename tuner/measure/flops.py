@@ -67,7 +67,7 @@ def peak_key(device: Device, precision: str, tf32: bool, threads: int) -> str:
 def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
                 clock: Clock = time.perf_counter) -> float:
     """FLOP/s of n x n matmuls in `precision` (TF32 follows torch's current setting), the best reading within
-    about `seconds`: sizes grow while the next one fits the time left at the best rate so far (a CPU without
+    about `seconds`: sizes grow while the next one fits the time left at 4x the best rate so far (a CPU without
     bf16 hardware stops early rather than run for minutes), each size read PEAK_READINGS times, each reading a tenth of `seconds` or one
     product. The device is synced before each clock read."""
     import torch
@@ -78,7 +78,9 @@ def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
     deadline = clock() + seconds
     best = 0.0
     for k, n in enumerate(sizes):
-        if best > 0 and clock() + (3 + PEAK_READINGS) * 2 * n**3 / best > deadline:  # this size would not fit
+        # this size would not fit even at 4x the best rate so far (small products read slow: thread start-up,
+        # overhead per call; a CPU without bf16 hardware still stops before a product of seconds)
+        if best > 0 and clock() + (3 + PEAK_READINGS) * 2 * n**3 / (4 * best) > deadline:
             break
         a = torch.randn(n, n, device=dev).to(dtype)
         b = torch.randn(n, n, device=dev).to(dtype)
