@@ -23,7 +23,7 @@ from typing import Any
 from tuner.files import json_safe
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "ceilings")
+BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "ceilings", "levers")
 
 
 @dataclass
@@ -92,6 +92,10 @@ class Settings:
     # repeats beyond 2 that would end after this many seconds
     deadline_s: float
     probe_seconds: float = 0.75  # per ceiling, in the efficiency benchmark's loader probes
+    # 7. levers: eager / compiled / channels_last trials of this many seconds each, in this many interleaved rounds
+    levers_rounds: int = 3
+    levers_budget_s: float = 2.5
+    levers_batch: int = 64
 
     @property
     def grid_size(self) -> int:
@@ -124,6 +128,7 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5, probe_seconds=0.4,
             speedup_repeats=2, stability_seeds=2, stability_trials=6, stability_budget_s=1.0, stability_confirm=1,
             stability_repeats=2, stability_top=2, stability_remeasure=2, deadline_s=270.0,
+            levers_rounds=3, levers_budget_s=2.5, levers_batch=64 * k,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
             ("precision", ("fp32", "bf16")))
@@ -134,6 +139,7 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
         grid_axes=grid, grid_budget_s=3.0, search_trials=12, search_seeds=10,
         speedup_repeats=3, stability_seeds=3, stability_trials=12, stability_budget_s=2.0, stability_confirm=2,
         stability_repeats=2, stability_top=3, stability_remeasure=3, deadline_s=28 * 60.0,
+        levers_rounds=5, levers_budget_s=6.0, levers_batch=64 * k,
     )
 
 

@@ -39,6 +39,7 @@ TARGETS = {
     "speedup": ("exported vs textbook default", "ratio > 1"),
     "ceilings": ("best config vs its ceilings", "reported: where the remaining speed is"),
     "stability": ("winner is the re-measured winner", "with confirmation > without (or both 100%)"),
+    "levers": ("eager vs compiled vs channels_last", "reported: speed-up over eager, compile cost"),
 }
 
 

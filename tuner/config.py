@@ -9,13 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import ConfigError
 
 Precision = Literal["fp32", "fp16", "bf16"]
 DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
+CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # CUDA graphs: refused on a CPU
+OptimizerImpl = Literal["default", "foreach", "fused"]
 
 
 class _Strict(BaseModel):
@@ -23,7 +26,7 @@ class _Strict(BaseModel):
 
 
 class Params(_Strict):
-    """The knobs. Loader knobs change speed only; batch, accumulation, precision and optimizer change the model."""
+    """The knobs. Each one's role (what it changes, what it needs, which ceiling it moves) is in tuner.knobs."""
 
     batch_size: int = Field(64, ge=1, le=65536, description="micro-batch size per step")
     accumulation_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
@@ -33,14 +36,26 @@ class Params(_Strict):
     persistent_workers: bool = Field(False, description="only with num_workers > 0")
     precision: Precision = "fp32"
     tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
+    channels_last: bool = Field(False, description="the models and 4-D inputs in channels_last memory format")
+    cudnn_benchmark: bool = Field(False, description="torch.backends.cudnn.benchmark (CUDA only)")
+    optimizer_impl: OptimizerImpl = Field("default", description="foreach= or fused= passed to the optimizer "
+                                          "(default: as the workload builds it)")
     lr: float | None = Field(None, gt=0, le=10, description="the optimizer's lr (default: the workload's own)")
     lr_scale: float | None = Field(None, gt=0, le=1000, description="multiplies the lr (the workload's own, or "
                                    "params.lr): spaces search lr relative to the workload's")
     beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     beta2: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     threads: int | None = Field(None, ge=1, le=1024, description="torch CPU compute threads (default: torch's)")
+    compile: CompileMode = Field("off", description="torch.compile(model, mode=...) on each of the workload's "
+                                 "models; reduce-overhead and max-autotune only with CUDA")
     seed: int = Field(0, ge=0)
     device: DeviceKind = "auto"
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare `off` (and `false`) as False: that is compile off, not an error."""
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _loader_combinations(self) -> "Params":

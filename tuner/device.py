@@ -78,6 +78,13 @@ class Device:
         if pin_memory and not self.is_cuda:
             raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
 
+    def check_compile(self, mode: str) -> None:
+        from tuner.config import CUDA_COMPILE_MODES
+
+        if mode in CUDA_COMPILE_MODES and not self.is_cuda:
+            raise DeviceError(f"compile: {mode} needs a CUDA device (it captures CUDA graphs); on the CPU use "
+                              f"default or max-autotune-no-cudagraphs, or off")
+
     def tf32_available(self) -> bool:
         """TF32 tensor cores: CUDA devices of compute capability 8.0 (Ampere) or newer."""
         if self.torch_device.type != "cuda":
@@ -129,20 +136,26 @@ class Device:
 
     @contextlib.contextmanager
     def numerics(self, params: Any) -> Iterator[None]:
-        """Numeric settings of the trial's knobs, restored afterwards (a reused process must not inherit them).
+        """Numeric and kernel-choice settings of the trial's knobs, restored afterwards (a reused process must not
+        inherit them).
 
         CUDA only: TF32 for fp32 matmuls and convolutions is the explicit `tf32` knob (PyTorch's own defaults
-        differ between matmul, off, and cuDNN, on)."""
-        if self.torch_device.type != "cuda":
+        differ between matmul, off, and cuDNN, on); cuDNN's autotuning is the `cudnn_benchmark` knob, set either
+        way (a user's script may have left it on). A fake CUDA device in tests sets the same flags (harmless on
+        a CPU, where no cuDNN kernel runs)."""
+        if not self.is_cuda:
             yield
             return
         tf32 = bool(getattr(params, "tf32", False))
-        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        bench = bool(getattr(params, "cudnn_benchmark", False))
+        before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = bench
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark) = before
 
     def describe(self) -> str:
         return f"{self.kind} ({self.name})" if self.name else self.kind

@@ -272,3 +272,40 @@ def test_the_replay_figures_compare_both_variants_with_fifo(tmp_path) -> None:
         assert s["seeds"] == 2 and 0 <= s["hv_wins"] <= 2 and s["t90_fifo_s"] > 0
         assert s["t90_pass"] == (s["t90_asha_s"] <= 0.5 * s["t90_fifo_s"])
     assert "| cnn | 32/96/288 | asha-pruned |" in (tmp_path / "multifidelity-cnn-quick.md").read_text()
+
+
+def test_levers_rounds_run_every_arm_once_each_and_rotate_which_runs_first() -> None:
+    from benchmarks.levers import schedule
+
+    order = schedule(3, ("cnn", "gan"), ("eager", "compiled", "channels_last"))
+    assert len(order) == 3 * 2 * 3
+    for r in range(3):
+        for w in ("cnn", "gan"):
+            assert sorted(a for rr, ww, a in order if (rr, ww) == (r, w)) == ["channels_last", "compiled", "eager"]
+    firsts = [next(a for rr, ww, a in order if rr == r) for r in range(3)]
+    assert firsts == ["eager", "compiled", "channels_last"]
+    assert make_settings(True, False).levers_rounds >= 2 and make_settings(False, False).levers_rounds >= 3
+
+
+def test_levers_figures_compare_each_lever_with_eager_and_say_what_compiling_cost() -> None:
+    from benchmarks.levers import summarize
+
+    def run(rnd, arm, thr, compile_s=None, of_peak=0.05, state="complete", error=None):
+        return {"round": rnd, "workload": "cnn", "arm": arm, "state": state, "error": error, "throughput": thr,
+                "compile_seconds": compile_s, "of_peak": of_peak, "of_peak_skipped": None}
+
+    runs = [run(0, "eager", 100.0), run(0, "compiled", 150.0, 40.0, 0.075), run(0, "channels_last", 90.0),
+            run(1, "compiled", 130.0, 0.5, 0.065), run(1, "channels_last", None, state="error", error="boom"),
+            run(1, "eager", 100.0)]
+    compiled, channels_last = summarize(runs, 2)
+    assert compiled.name == "cnn: compiled vs eager" and compiled.baseline == 100.0
+    assert compiled.figure == pytest.approx(140.0) and compiled.ratio == pytest.approx(1.4)
+    arm = compiled.details["arms"]["compiled"]
+    # the first round's compile time (later rounds reuse the process's graphs): 40 / (1 - 100/140) = 140 s
+    assert arm["compile_seconds_first"] == 40.0 and arm["break_even_s"] == pytest.approx(140.0)
+    assert "40.0 s in its first round" in compiled.note and "pays back after 2.3 min" in compiled.note
+    assert "compiled 7.0%" in compiled.note and "eager 5.0%" in compiled.note
+    assert channels_last.figure == pytest.approx(90.0) and channels_last.ratio == pytest.approx(0.9)
+    assert "1 of 2 interleaved rounds" in channels_last.note and "error: boom" in channels_last.note
+    slower = summarize([run(0, "eager", 100.0), run(0, "compiled", 80.0, 30.0), run(0, "channels_last", 100.0)], 1)
+    assert "never pays back" in slower[0].note

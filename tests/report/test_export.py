@@ -96,3 +96,21 @@ def test_verify_reruns_the_config_and_judges_by_the_interval(make_study):
     assert v.measured.low < 700 < v.measured.high and v.agrees is True
     far = verify(exp.config, 700.0, s.dir.parent, repeats=3, run=fake_run)
     assert far.agrees is False and far.ratio == pytest.approx(1.857, abs=0.01)
+
+
+def test_pytorch_settings_spell_the_speed_knobs_from_the_role_table():
+    from tuner.config import Params, TrialConfig
+    from tuner.knobs import KNOBS
+
+    cfg = TrialConfig(workload="cnn", params=Params(channels_last=True, cudnn_benchmark=True, optimizer_impl="fused",
+                                                    num_workers=2, prefetch_factor=4))
+    out = pytorch_settings(cfg)
+    assert out["channels_last"] is True and out["cudnn_benchmark"] == {"torch.backends.cudnn.benchmark": True}
+    assert out["optimizer"]["fused"] is True and out["dataloader"]["prefetch_factor"] == 4
+    lines = out["lines"]
+    assert lines["cudnn_benchmark"] == "torch.backends.cudnn.benchmark = True"
+    assert "model.to(memory_format=torch.channels_last)" in lines["channels_last"]
+    assert "fused=True" in lines["optimizer_impl"]
+    assert set(lines) == {k for k, knob in KNOBS.items() if knob.role != "run" and getattr(cfg.params, k) is not None}
+    plain = pytorch_settings(TrialConfig(workload="cnn"))
+    assert plain["channels_last"] is False and "contiguous" in plain["lines"]["channels_last"]

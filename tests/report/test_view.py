@@ -105,3 +105,24 @@ def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
     exp = build_export(s)
     measured = exp.config.provenance["measured"]
     assert measured["headroom"] == exp.record.get("headroom") and measured["bound"] == "overhead-bound"
+
+
+def test_a_compiled_trial_shows_its_payback_against_the_studys_eager_trials(make_study):
+    from tests.helpers.studies import _params, _record
+
+    from tuner.study.folder import StudyFolder
+    from tuner.study.record import TrialRecord
+
+    reports = make_study()
+    compiled = _record(reports / "gan-demo", 8, "complete", {**_params(64, 0), "compile": "default"},
+                       throughput=800.0, fid=31.0)
+    compiled.update(compile_seconds=60.0, compile_steps=2, graph_breaks=0, recompiles=0)
+    StudyFolder(reports / "gan-demo").write_record(TrialRecord.model_validate(compiled))
+    s = open_study(reports, "gan-demo")
+    # Eager at batch 64, fp32: trial 0 alone (400 samples/s); compiled at 2x pays its 60 s back after 120 s.
+    text = render(*trial_panel(s, s.trial(8)))
+    assert "pays back its 60 s of compiling after 2 min" in " ".join(text.split())
+    doc = next(d for d in study_json(s) if d["trial"] == 8)
+    assert doc["compile_payback"].startswith("pays back") and "1 eager trial " in doc["compile_payback"]
+    assert doc["compile_seconds"] == 60.0
+    assert next(d for d in study_json(s) if d["trial"] == 0)["compile_payback"] is None

@@ -36,7 +36,8 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     assert all(s.description for s in list_spaces())
     amp = load_space("amp_loader")
     assert amp.searched == ["batch_size", "accumulation_steps", "num_workers", "prefetch_factor",
-                            "persistent_workers", "pin_memory", "precision", "tf32", "beta1", "beta2"]
+                            "persistent_workers", "pin_memory", "precision", "tf32", "channels_last",
+                            "cudnn_benchmark", "optimizer_impl", "beta1", "beta2"]
     fid = Objective(metric="fid", direction="min")
     assert [(o.metric, o.direction) for o in amp.objectives_for("gan", quality=fid)] == \
         [("throughput", "maximize"), ("fid", "minimize")]
@@ -239,3 +240,12 @@ def test_cli_spaces_show_unknown_exits_2(capsys):
     assert main(["spaces", "show", "no_such_space"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown space 'no_such_space'" in err[0] and "amp_loader" in err[0]
+
+
+def test_compile_modes_that_need_cuda_need_a_gpus_condition_and_the_opt_in_space_searches_compile(tmp_path):
+    with pytest.raises(ConfigError, match="params.compile.when: reduce-overhead capture CUDA graphs"):
+        load_space(str(write(tmp_path, GOOD + '  compile: {type: categorical, choices: ["off", reduce-overhead]}\n')))
+    load_space(str(write(tmp_path, GOOD + '  compile: {type: categorical, choices: ["off", reduce-overhead], '
+                                          'when: {gpus: ">0"}}\n')))
+    assert "compile" not in load_space("amp_loader").params  # compile costs minutes on a CPU: opt-in only
+    assert load_space("amp_loader_compile").params["compile"].choices == ["off", "default"]

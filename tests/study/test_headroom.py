@@ -72,3 +72,25 @@ def test_a_record_prefers_its_ceiling_verdict_over_the_data_wait_share():
 @pytest.mark.parametrize("value, text", [(830, "830"), (5100, "5.1k"), (74000, "74k"), (125000, "125k"), (2000, "2k")])
 def test_rates_are_short(value, text):
     assert rate(value) == text
+
+
+def test_the_sentence_says_how_far_the_trial_is_from_the_devices_measured_matmul_peak():
+    small = assess(9200, 10000, 50000, params={"precision": "fp32"}, device="cpu (x86_64)", of_peak=0.06).sentence
+    assert small.startswith("compute-bound at 92% of the compute ceiling (10k samples/s), which is 6% of this CPU's "
+                            "measured fp32 matmul peak: the model is too small to fill the device")
+    assert "larger batches" in small and "compile" in small and "loader knobs will not help" in small
+    busy = assess(9200, 10000, 50000, params={"precision": "bf16"}, device="cuda H100", of_peak=0.7).sentence
+    assert "70% of this GPU's measured bf16 matmul peak" in busy and "too small" not in busy
+    assert "compile" not in busy
+    tf32 = assess(500, 1000, 5000, params={"tf32": True, "num_workers": 2}, device="cuda x", of_peak=0.2).sentence
+    assert tf32.endswith("it runs at 20% of this GPU's measured TF32 matmul peak")
+    assert "peak" not in assess(9200, 10000, 50000, device="cpu").sentence  # unknown: not guessed
+
+
+def test_a_record_carries_its_of_peak_into_the_re_derived_sentence():
+    record = TrialRecord(trial=1, state="complete", device="cpu (x86_64)", params={"num_workers": 0},
+                         metrics={"throughput": 9200, "compute_ceiling": 10000, "input_ceiling": 50000,
+                                  "of_peak": 0.06})
+    from tuner.study.headroom import of_record
+
+    assert "6% of this CPU's measured fp32 matmul peak" in of_record(record).sentence

@@ -128,20 +128,33 @@ def _print_summary(summary: Any) -> None:
           f"`tuner report {summary.name}` for every trial")
 
 
-def _here(sp: Any) -> tuple[Any, dict[str, Any]] | None:
-    """The space resolved as a default `tuner search` on this machine would resolve it (None: nothing depends on
-    the machine, or its domains would come out empty here)."""
-    if not sp.unresolved:
-        return None
+def _machine_context() -> dict[str, Any] | None:
+    """The sampling context a default `tuner search` on this machine would give its trials (None: none here)."""
     from tuner.device import device_facts, resolve_device
     from tuner.errors import UserError
     from tuner.search import SearchOptions
     from tuner.search import cpu_facts, trial_context
     from tuner.search import local_cluster, resolve_resources
 
-    resources = resolve_resources(SearchOptions(), local_cluster())
-    facts = device_facts(resolve_device("cuda")) if resources.gpus_per_trial > 0 else cpu_facts()
-    ctx = trial_context(resources, facts)
+    try:
+        resources = resolve_resources(SearchOptions(), local_cluster())
+        facts = device_facts(resolve_device("cuda")) if resources.gpus_per_trial > 0 else cpu_facts()
+    except UserError as err:
+        note(f"tuner: on this machine: {err}")
+        return None
+    return trial_context(resources, facts)
+
+
+def _here(sp: Any) -> tuple[Any, dict[str, Any]] | None:
+    """The space resolved as a default `tuner search` on this machine would resolve it (None: nothing depends on
+    the machine, or its domains would come out empty here)."""
+    if not sp.unresolved:
+        return None
+    from tuner.errors import UserError
+
+    ctx = _machine_context()
+    if ctx is None:
+        return None
     try:
         return sp.resolve(ctx), ctx
     except UserError as err:
@@ -182,7 +195,7 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
     from tuner.files import read_text
     from tuner.space import load_space, resolve_space_path
 
-    from tuner.space import clamp_notes
+    from tuner.space import clamp_notes, knob_notes
 
     path = resolve_space_path(name)
     sp = load_space(str(path))
@@ -191,6 +204,8 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
         doc = {"name": sp.name, "source": str(path), **sp.definition()}
         if here is not None:
             doc["here"] = {"context": here[1], "params": here[0].definition()["params"]}
+        if (ctx := here[1] if here is not None else _machine_context()) is not None:
+            doc["knobs_here"] = knob_notes(sp, ctx)
         print_json(doc)
         return
     print(f"# {sp.name}: {path}")
@@ -208,6 +223,11 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
         for pname, spec in sp.params.items():
             if spec.unresolved:
                 print(f"#   {pname:<20} {resolved.params[pname].describe()}")
+    ctx = here[1] if here is not None else _machine_context()
+    if ctx is not None and (notes := knob_notes(sp, ctx)):
+        print(f"# knobs on this machine ({ctx['device']}):")
+        for line in notes:
+            print(f"#   {line}")
     for workload, objectives in sp.objectives.items():
         described = [o.describe() if o.metric != "quality" else
                      "quality (the workload's: fid for gan, loss for cnn)" for o in objectives]

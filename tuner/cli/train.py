@@ -46,8 +46,11 @@ def train(
         if not as_json:
             on = f" on {cfg.dataset}" if cfg.dataset else ""
             note(f"training {check.name}{on} for {cfg.budget.describe()} on {device.describe()} ...")
+        eager = None
+        if cfg.params.compile != "off" and check.step_seconds and check.step_samples:
+            eager = check.step_samples / check.step_seconds  # the pre-flight's eager steps: the break-even's base
         result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
-                           on_window=None if as_json else _print_window)
+                           on_window=None if as_json else _print_window, eager_throughput=eager)
     if as_json:
         print_json(result.to_json())
     else:
@@ -75,6 +78,13 @@ def _print_summary(result: Any) -> None:
     t.add_row("throughput", f"{fmt_metric('throughput', result.throughput)} samples/s  (spread {spread} over "
                             f"{len(result.windows)} windows)")
     shown = {"throughput", "throughput_spread"}
+    if result.get("compile_seconds") is not None:
+        from tuner.study.compile_cost import break_even_text
+
+        line = break_even_text(result.get("compile_seconds"), result.throughput, result.get("eager_throughput"),
+                               "from the pre-flight's eager steps")
+        t.add_row("compile", escape(f"{line}; {result.get('graph_breaks')} graph breaks, "
+                                    f"{result.get('recompiles')} recompiles"))
     if result.optimizer:
         t.add_row("optimizer", optimizer_text(result.optimizer))
     for m in METRICS:

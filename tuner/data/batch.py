@@ -23,6 +23,22 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> A
     return batch
 
 
+def to_channels_last(batch: Any) -> Any:
+    """`batch` with each 4-D floating tensor in channels_last memory format (what a user does for a CNN's images:
+    same values, NHWC strides); everything else as it is."""
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() == 4 and batch.is_floating_point():
+            return batch.contiguous(memory_format=torch.channels_last)
+        return batch
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
+        return type(batch)(*(to_channels_last(x) for x in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_channels_last(x) for x in batch)
+    if isinstance(batch, Mapping):
+        return type(batch)({k: to_channels_last(v) for k, v in batch.items()})  # type: ignore[call-arg]
+    return batch
+
+
 def batch_len(batch: Any, default: int) -> int:
     """Samples in a batch: the leading size of its first tensor (host metadata, no device sync)."""
     if isinstance(batch, torch.Tensor):

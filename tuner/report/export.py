@@ -26,24 +26,22 @@ _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
 def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The config as plain PyTorch arguments: DataLoader kwargs, autocast, GradScaler, optimizer, accumulation.
+    """The config as plain PyTorch arguments: DataLoader kwargs, autocast, GradScaler, optimizer, accumulation,
+    channels_last, cuDNN autotuning; and `lines`, each knob as one line of plain PyTorch (tuner.knobs spells them).
 
     Mirrors what the training loop does (tuner/data/loader.py, tuner/device.py, tuner/train/step.py). `used`:
     the optimizer settings the trial recorded per phase (the workload's own, with the trial's overrides), the
     effective values; a record from before they were recorded shows the config's.
     """
+    from tuner.knobs import KNOBS, probed
+
     p: Params = cfg.params
-    loader: dict[str, Any] = {
-        "batch_size": p.batch_size,
-        "shuffle": True,
-        "drop_last": True,
-        "num_workers": p.num_workers,
-        "pin_memory": p.pin_memory,
-    }
-    if p.num_workers > 0:  # DataLoader refuses these with 0 workers
-        loader["persistent_workers"] = p.persistent_workers
-        if p.prefetch_factor is not None:
-            loader["prefetch_factor"] = p.prefetch_factor
+    loader: dict[str, Any] = {"batch_size": p.batch_size, "shuffle": True, "drop_last": True}
+    for name in probed("input"):  # the DataLoader's own knobs (tuner.knobs)
+        value = getattr(p, name)
+        if value is None or ("workers" in KNOBS[name].needs and p.num_workers == 0):
+            continue  # DataLoader refuses these with 0 workers
+        loader[name] = value
     optimizer: dict[str, Any]
     if used:
         shown = {phase: {"name": s.get("optimizer"), **{k: v for k, v in s.items() if k != "optimizer"}}
@@ -55,6 +53,8 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
                      "betas": [b if b is not None else own for b in (p.beta1, p.beta2)]}
         if p.lr_scale is not None:
             optimizer["lr_scale"] = p.lr_scale
+        if p.optimizer_impl != "default":
+            optimizer[p.optimizer_impl] = True
     if cfg.workload == "gan":
         optimizer["applies_to"] = "generator and discriminator, one Adam each"
     out: dict[str, Any] = {
@@ -69,6 +69,12 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
     }
     if p.threads is not None:
         out["torch_set_num_threads"] = p.threads
+    # The speed knobs that are not DataLoader arguments (tuner.knobs), set explicitly either way
+    out["channels_last"] = p.channels_last
+    out["cudnn_benchmark"] = {"torch.backends.cudnn.benchmark": p.cudnn_benchmark}
+    # Every knob in one line of plain PyTorch each, from the role table
+    out["lines"] = {k.name: k.spell(getattr(p, k.name)) for k in KNOBS.values()
+                    if k.role != "run" and getattr(p, k.name) is not None}
     return out
 
 
@@ -172,7 +178,8 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"# Run it:      tuner train --config {path}",
         f"# Re-measure:  tuner export {study.name} {exp.command_args} --verify",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
-        "# optimizer arguments. Training ignores the provenance block.",
+        "# optimizer / memory-format / cuDNN arguments, and each knob as one line of code (provenance.pytorch.lines).",
+        "# Training ignores the provenance block.",
         "",
     ])
 

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from tuner.errors import StudyError
 from tuner.files import atomic_write
 from tuner.report import plots
+from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
@@ -205,6 +206,7 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
         "open": rank == 0,
         "summary": " · ".join(headline),
         "headroom": r.get("headroom") or "",
+        "compile": study_payback(r, study.records) or "",
         "params": [_item(k, v) for k, v in r.params.items()],
         "measured": _measured(study, r) + run,
         "windows_svg": Markup(plots.windows_svg(r)),

@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 
 from tuner.files import json_safe
+from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
@@ -40,6 +41,7 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
     doc["bound"] = record_bound(record) or None
     if study.scheduled:  # the budget its figures were taken at, in the budget's unit (seconds or samples)
         doc["measured_at_unit"] = study.budget_unit or None
+    doc["compile_payback"] = study_payback(record, study.records)
     grid = study.sample_grid(record)
     doc["sample_grid"] = str(grid) if grid is not None else None
     return json_safe(doc)
@@ -125,9 +127,12 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         out.append(f"measured at: {study.measured_at(record)} of the trial budget (every figure below was taken "
                    f"there)")
 
+    from tuner.knobs import KNOBS
+
     params = Table(title="params", show_header=False, title_justify="left")
-    for k in record.params:
-        params.add_row(escape(k), escape(fmt_param(record, k)))
+    for k in record.params:  # each knob's role from tuner.knobs: what a change of it can cost in quality
+        role = {"speed": "speed only", "learned": "changes what is learned"}.get(getattr(KNOBS.get(k), "role", ""), "")
+        params.add_row(escape(k), escape(fmt_param(record, k)), role)
     out.append(params)
 
     metrics = Table(title="metrics", show_header=False, title_justify="left")
@@ -174,6 +179,9 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         out.append(f"[red]error:[/red] {escape(record.error)}")
     if record.traceback:
         out.append(f"[dim]{escape(record.traceback.rstrip())}[/dim]")
+    payback = study_payback(record, study.records)
+    if payback:
+        out.append(f"[bold]compile:[/bold] {escape(payback)}")
     if record.get("headroom"):
         out.append(f"[bold]headroom:[/bold] {escape(str(record.get('headroom')))}")
     if record.get("data_wait") is not None:
@@ -195,7 +203,10 @@ def study_footer(study: Study) -> list[str]:
         out.append(f"pick: {decide(study, 'knee').text}")
     except StudyError:
         pass
+    from tuner.knobs import probed
+
     loaders = study.loader_plan()
     if loaders is not None:
-        out.append(f"loader knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
+        which = "loader" if set(loaders.knobs) <= set(probed("input")) else "speed"
+        out.append(f"{which} knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
     return out

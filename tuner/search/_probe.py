@@ -1,4 +1,5 @@
-"""Loader knobs by probes, not by training.
+"""Speed knobs by probes, not by training: the loader knobs by input-ceiling probes, and channels_last,
+cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
@@ -18,6 +19,13 @@ config with 2 workers ran 9% slower than the same batch loaded in-process, which
 Among loaders within TOLERANCE of the best prediction the cheapest wins: fewer workers, then less prefetch, then
 no pinning.
 
+The compute-side speed knobs change how fast the model computes, never what it learns, so at each probed batch size
+the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
+defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
+reading beats the better default reading by more than SPEED_GAIN, each knob on its own (the readings of two knobs
+together are not measured: their gains are assumed to combine). channels_last is not probed where the models
+have no 4-D weight (no 2-D convolution): the inputs alone in NHWC would only add a copy.
+
 Checked on the efficiency benchmark's grid (CNN on digits, 2 cores): at batch 16 the probes gave compute 2005,
 input 6107 / 2384 / 4144 samples/s with 0 / 1 / 2 workers, so 1509 / 1089 / 1351 predicted; the grid measured
 1573 / 923 / 1055 end to end. Counting the workers' loading as overlapped instead would have predicted 2005 for
@@ -32,22 +40,54 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.knobs import probed
 from tuner.space import Space
-from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe
+from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
     from tuner.search._resources import Resources
 
-LOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+LOADER_KNOBS = probed("input")  # tuner.knobs: num_workers, prefetch_factor, persistent_workers, pin_memory
+SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, optimizer_impl
+SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
 PROBE_SECONDS = 0.75  # per ceiling
 
 
 def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
-    """The loader knobs this space searches (and the study's trials can reach)."""
-    return [k for k in LOADER_KNOBS if k in reachable and k in space.searched]
+    """The speed knobs (loader and compute-side) this space searches (and the study's trials can reach)."""
+    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS) if k in reachable and k in space.searched]
+
+
+def candidate_speeds(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
+    """Compute-side speed settings to probe: {} (tuner's defaults), then each other value of each knob alone."""
+    from tuner.config import Params
+
+    defaults = Params()
+    out: list[dict[str, Any]] = [{}]
+    for name in SPEED_KNOBS:
+        spec = space.params.get(name)
+        if name not in knobs or spec is None:
+            continue
+        values = [False, True] if spec.type == "bool" else list(spec.choices or [])
+        out += [{name: v} for v in values if v != getattr(defaults, name)]
+    return out
+
+
+def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict[str, Any], float | None]:
+    """Per knob, the value whose compute ceiling beats `baseline` (the defaults') by more than SPEED_GAIN, if any
+    does (the fastest of those); and the compute ceiling the choice is expected to reach (its best reading)."""
+    chosen: dict[str, Any] = {}
+    best: dict[str, float] = {}
+    for p in probes:
+        if not p.knobs or p.compute_ceiling is None or baseline is None:
+            continue
+        (name, value), = p.knobs.items()
+        if p.compute_ceiling > (1 + SPEED_GAIN) * baseline and p.compute_ceiling > best.get(name, 0.0):
+            chosen[name], best[name] = value, p.compute_ceiling
+    return chosen, max(best.values(), default=baseline)
 
 
 def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
@@ -136,17 +176,19 @@ def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) ->
 
 
 def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, cache_path: str | None,
-                cache_dir: str) -> dict[str, Any]:
-    """On a trial's resources: the compute ceiling of the config in `cfg_json` and the input ceiling of each
-    loader in `loaders`, through the study's ceiling cache (tuner.train.probe_ceilings measures them).
-    Returns {compute, inputs: [value per loader], device}."""
+                cache_dir: str, speeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """On a trial's resources: the compute ceiling of the config in `cfg_json`, with each compute-side speed
+    setting in `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of
+    each loader in `loaders`, through the study's ceiling cache (tuner.train.probe_ceilings measures them).
+    Returns {compute, computes: [value per speed setting], image, inputs: [value per loader], device}."""
     from tuner.config import parse_config
     from tuner.measure.ceiling import CeilingCache
     from tuner.train import probe_ceilings
 
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
-    return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), enough_on_cpu=_in_process_suffices)
+    return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), speeds=speeds,
+                          enough_on_cpu=_in_process_suffices)
 
 
 def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
@@ -183,11 +225,19 @@ def stored_loader_plan(path: Path) -> LoaderPlan | None:
                          f"delete it to go on without probes (the sampler then searches the loader knobs too)") from None
 
 
-def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any]) -> LoaderChoice:
-    """The loader chosen at one batch size from what probe_batch found there."""
+def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
+              speeds: list[dict[str, Any]] | None = None) -> LoaderChoice:
+    """The loader and speed knobs chosen at one batch size from what probe_batch found there."""
     probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
     choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
-    choice.loader = choose(found["compute"], probes, on_cpu=not str(found.get("device", "")).startswith("cuda"))
+    speeds = speeds or [{}]
+    computes = found.get("computes") or [found["compute"]]
+    choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v) for sp, v in zip(speeds, computes)]
+    if any("channels_last" in sp for sp in speeds) and not found.get("image", True):
+        choice.notes.append("channels_last: not probed, the models have no 4-D weights")
+    choice.speed, choice.compute_ceiling = choose_speed(found["compute"], choice.speed_probes)
+    choice.loader = choose(choice.compute_ceiling, probes,
+                           on_cpu=not str(found.get("device", "")).startswith("cuda"))
     return choice
 
 
@@ -201,6 +251,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
 
     t0 = time.perf_counter()
     loaders = candidate_loaders(space, knobs)
+    speeds = candidate_speeds(space, knobs)
     probe: Any = probe_batch
     if trial_resources is not None:
         import ray
@@ -212,12 +263,12 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     choices: list[LoaderChoice] = []
     device = ""
     for batch in candidate_batches(space, context):
-        point = {k: v for k, v in baseline.items() if k not in LOADER_KNOBS} | {"batch_size": batch}
+        point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
         cfg = space.trial_config(point, base, source="probe")
         found = probe(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path) if cache_path else None,
-                      str(cache_dir))
+                      str(cache_dir), speeds)
         device = found["device"]
-        choice = choice_of(batch, loaders, found)
+        choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
         if on_batch is not None:
             on_batch(choice)
@@ -241,13 +292,19 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
-        console.print(f"probing loader knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+        which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
+        console.print(f"probing {which} knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
 
     def show(choice: Any) -> None:
         if console is not None:
             c = f"{choice.compute_ceiling:.0f}" if choice.compute_ceiling else "-"
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
-            console.print(f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}", soft_wrap=True)
+            line = f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}"
+            if len(choice.speed_probes) > 1 or choice.notes:
+                fast = ", ".join(f"{k} {v}" for k, v in choice.speed.items()) or "defaults"
+                measured = "; ".join(choice.speedups() + choice.notes)
+                line += f"; compute: {fast} (probed: {measured or 'nothing measured'})"
+            console.print(line, soft_wrap=True)
 
     try:
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,

@@ -7,7 +7,7 @@ Ray or Optuna's storage; tuner.search samples from it.
 """
 
 from tuner.space._domains import domains_of, stored_space, study_space
-from tuner.space._load import clamp_notes, list_spaces, load_space, parse_space, resolve_space_path, space_names
+from tuner.space._load import clamp_notes, knob_notes, list_spaces, load_space, parse_space, resolve_space_path, space_names
 from tuner.space._space import CONTEXT_NAMES, Condition, ParamSpec, Space, check_finite
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "check_finite",
     "clamp_notes",
     "domains_of",
+    "knob_notes",
     "list_spaces",
     "load_space",
     "parse_space",

@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
+from tuner.knobs import KNOBS, dropped_here
 from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
 from tuner.space._space import (
     CONTEXT_NAMES,
@@ -133,6 +134,17 @@ def _check_against_config(space: Space, source: str) -> None:
             raise ConfigError(f"{key}.when: add tf32_available: true (TF32 exists only on CUDA GPUs of the Ampere "
                               f"generation or newer; trials elsewhere would fail), e.g. when: {{precision: fp32, "
                               f"tf32_available: true}}")
+        if name == "compile" and spec.type is not None and not any(c.name == "gpus" for c in conditions):
+            from tuner.config import CUDA_COMPILE_MODES
+
+            cuda_only = [v for v in (spec.choices or []) if v in CUDA_COMPILE_MODES]
+            if cuda_only:
+                raise ConfigError(f"{key}.when: {', '.join(cuda_only)} capture CUDA graphs and run only on CUDA; add "
+                                  f"when: {{gpus: \">0\"}}, or list only off, default, max-autotune-no-cudagraphs")
+        needs = KNOBS[name].needs if name in KNOBS else ()
+        if "cuda" in needs and spec.type is not None and not any(c.name in ("gpus", "tf32_available") for c in conditions):
+            raise ConfigError(f"{key}.when: add gpus: \">0\" ({name} exists only on CUDA devices; trials on a CPU "
+                              f"would be refused), e.g. when: {{gpus: \">0\"}}")
         seen.append(name)
     for workload, objectives in space.objectives.items():
         where = "objectives" if workload == "default" else f"objectives.{workload}"
@@ -208,6 +220,32 @@ def clamp_notes(name: str, spec: ParamSpec) -> list[str]:
                 notes.append(f"{which} {raw} is clamped to the limit of {name} in the config ({side} {limit:g})")
                 break
     return notes
+
+
+def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
+    """For each searched knob that needs something of the device (tuner.knobs), whether this machine's trials keep
+    it and why, and how the study decides each speed-only knob (`tuner spaces show`)."""
+    reachable = set(space.reachable(context))
+    cuda = int(context.get("gpus") or 0) > 0
+    out = []
+    for name in space.searched:
+        k = KNOBS.get(name)
+        if k is None:
+            continue
+        why = dropped_here(name, cuda=cuda, tf32_available=bool(context.get("tf32_available")))
+        if why is None and name not in reachable:
+            held = " and ".join(c.describe() for c in space.params[name].conditions() if c.name in CONTEXT_NAMES)
+            why = f"the space searches it only when {held}" + ("" if cuda else " (no CUDA device here)")
+        if why is not None:
+            out.append(f"{name}: dropped, {why}")
+        elif k.probe is not None:
+            by = "the loader probes" if k.probe == "input" else "compute-ceiling probes"
+            extra = " (image workloads: not probed for models without 2-D convolutions)" \
+                if name == "channels_last" else ""
+            out.append(f"{name}: kept, decided by {by} at the study's batch sizes{extra}")
+        elif k.needs:
+            out.append(f"{name}: kept ({k.needs_text})")
+    return out
 
 
 def _complete(o: Objective, key: str) -> Objective:

@@ -84,7 +84,17 @@ def fmt_metric(key: str, value: Any) -> str:
         return f"{value:.3g}" if value < 100 else f"{value:.0f}"
     if kind in ("mb", "count"):
         return f"{value:.0f}"
+    if kind == "si":
+        return si(value)
     return fmt(value)
+
+
+def si(value: float) -> str:
+    """3.2e9 -> "3.2G", 540000 -> "540k", 12 -> "12": FLOP counts and rates at a glance."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{prefix}"
+    return f"{value:.3g}"
 
 
 def ranges(numbers: list[int]) -> str:

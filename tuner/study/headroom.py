@@ -24,6 +24,8 @@ Bound = Literal["input-bound", "compute-bound", "overhead-bound", "mixed"]
 INPUT_SHORT_OF = 0.9
 # Compute-bound when the trial reaches this share of its compute ceiling.
 COMPUTE_BOUND_AT = 0.8
+# Below this share of the device's measured matmul peak, the step's kernels are too small to fill the device.
+LOW_OF_PEAK = 0.3
 # Data-wait thresholds, for records without ceilings (evidence measured inside the training loop).
 INPUT_BOUND_ABOVE = 0.3
 COMPUTE_BOUND_BELOW = 0.1
@@ -78,11 +80,24 @@ class Headroom:
                 "bound": self.bound or None, "headroom": self.sentence or None}
 
 
+def peak_clause(of_peak: Any, params: dict[str, Any], device: str) -> str:
+    """ "6% of this CPU's measured fp32 matmul peak", or "" when of_peak is unknown."""
+    share = finite(of_peak)
+    if share is None:
+        return ""
+    precision = params.get("precision") or "fp32"
+    if precision == "fp32" and params.get("tf32") and device.startswith("cuda"):
+        precision = "TF32"
+    return f"{share:.0%} of this {'GPU' if device.startswith('cuda') else 'CPU'}'s measured {precision} matmul peak"
+
+
 def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any] | None = None,
-           data_wait: Any = None, device: str = "") -> Headroom:
+           data_wait: Any = None, device: str = "", of_peak: Any = None) -> Headroom:
     """The verdict for one trial. `params` are its knobs (num_workers, precision, pin_memory, batch_size),
-    `device` its device description ("cuda ..." or "cpu ...")."""
+    `device` its device description ("cuda ..." or "cpu ..."), `of_peak` its share of the device's measured
+    matmul peak (tuner.measure.flops): how far compute itself is from what the hardware does."""
     thr, c, i = finite(throughput), finite(compute), finite(input_)
+    peak = peak_clause(of_peak, params or {}, device)
     p = params or {}
     workers = int(p.get("num_workers") or 0)
     wait = finite(data_wait)
@@ -92,6 +107,8 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
     if thr is None or c is None or i is None:
         label = bound_label(data_wait)
         sentence = f"{label} by the data-wait share alone{evidence}; no ceilings measured" if label else ""
+        if sentence and peak:
+            sentence += f"; it runs at {peak}"
         return Headroom(label, of_c, of_i, sentence)
 
     if i < INPUT_SHORT_OF * c:
@@ -100,18 +117,26 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
         if device.startswith("cuda") and not p.get("pin_memory"):
             tips.append("pin_memory")
         tips.append("decoded samples cached in memory")
+        at_peak = f"; it runs at {peak}" if peak else ""
         return Headroom("input-bound", of_c, of_i,
                         f"input-bound at {of_c:.0%} of the compute ceiling: the loader delivers {rate(i)} samples/s "
-                        f"{with_workers}, the model could take {rate(c)}; try {_join(tips)}{evidence}")
+                        f"{with_workers}, the model could take {rate(c)}; try {_join(tips)}{evidence}{at_peak}")
 
     if of_c is not None and of_c >= COMPUTE_BOUND_AT:
         tips = ["larger batches"]
         if p.get("precision", "fp32") == "fp32":
             tips.append("bf16 or fp16 autocast" if device.startswith("cuda") else "a lower precision where the "
                         "device runs it natively")
+        fill = ""
+        if peak:
+            small = finite(of_peak) is not None and finite(of_peak) < LOW_OF_PEAK  # type: ignore[operator]
+            fill = (f", which is {peak}" + (": the model is too small to fill the device" if small else
+                                            ": its matmuls keep the device busy"))
+            if small and p.get("compile") in (None, False, "off", "none"):
+                tips.append("compile")
         return Headroom("compute-bound", of_c, of_i,
-                        f"compute-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s), the loader "
-                        f"could deliver {rate(i)}: loader knobs will not help; {_join(tips)} might{evidence}")
+                        f"compute-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s){fill}"
+                        f"{';' if fill else ','} the loader could deliver {rate(i)}: loader knobs will not help; {_join(tips)} might{evidence}")
 
     on_gpu = device.startswith("cuda")
     if workers == 0 and on_gpu:
@@ -127,9 +152,10 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
     else:
         why = ("per-step overhead between loading and compute (host syncs, small batches, worker start-up at epoch "
                "ends: persistent_workers)")
+    at_peak = f"; it runs at {peak}" if peak else ""
     return Headroom("overhead-bound", of_c, of_i,
                     f"overhead-bound at {of_c:.0%} of the compute ceiling ({rate(c)} samples/s) although the loader "
-                    f"delivers {rate(i)}: {why}{evidence}")
+                    f"delivers {rate(i)}: {why}{evidence}{at_peak}")
 
 
 def _join(items: list[str]) -> str:
@@ -142,7 +168,8 @@ def of_record(record: Any) -> Headroom:
     config_params = ((getattr(record, "config", None) or {}).get("params") or {})
     params = {**config_params, **params}
     return assess(record.get("throughput"), record.get("compute_ceiling"), record.get("input_ceiling"),
-                  params=params, data_wait=record.get("data_wait"), device=getattr(record, "device", "") or "")
+                  params=params, data_wait=record.get("data_wait"), device=getattr(record, "device", "") or "",
+                  of_peak=record.get("of_peak"))
 
 
 # --- the study's ceiling cache, read without torch (a study measures ceilings only for the trials whose verdict
@@ -164,15 +191,14 @@ def cache_key(kind: str, parts: dict[str, Any]) -> str:
 def ceiling_cache_keys(cfg: Any, device: str, world: int = 1) -> dict[str, str]:
     """The cache key of each ceiling of TrialConfig `cfg` on `device` (its description): what it depends on and
     nothing else (loader knobs do not move the compute ceiling; accumulation, precision and the optimizer do not
-    move the input ceiling)."""
+    move the input ceiling): the knobs each ceiling moves come from the role table (tuner.knobs)."""
+    from tuner.knobs import CEILINGS, ceiling_knobs
+
     p = cfg.params
     shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-              "device": device, "world": world, "threads": p.threads, "batch_size": p.batch_size}
-    return {"compute": cache_key("compute", {**shared, "accumulation_steps": p.accumulation_steps,
-                                             "precision": p.precision, "tf32": p.tf32}),
-            "input": cache_key("input", {**shared, "num_workers": p.num_workers, "pin_memory": p.pin_memory,
-                                         "prefetch_factor": p.prefetch_factor,
-                                         "persistent_workers": p.persistent_workers})}
+              "device": device, "world": world}
+    return {kind: cache_key(kind, {**shared, **{name: getattr(p, name) for name in ceiling_knobs(kind)}})
+            for kind in CEILINGS}
 
 
 def fill_from_cache(records: list[Any], cache: dict[str, Any]) -> None:

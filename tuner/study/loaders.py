@@ -1,5 +1,6 @@
-"""What a study's loader probes found, as the study folder keeps it (probes.json): the input ceiling of each
-probed loader, the compute ceiling and the loader chosen at each probed batch size (tuner.search._probe runs them).
+"""What a study's probes found, as the study folder keeps it (probes.json): the input ceiling of each probed
+loader, the compute ceiling of each probed setting of the compute-side speed knobs (channels_last, cudnn_benchmark,
+optimizer_impl), and what was chosen at each probed batch size (tuner.search._probe runs them).
 """
 
 from __future__ import annotations
@@ -16,17 +17,41 @@ class LoaderProbe(BaseModel):
     predicted: float | None = None
 
 
+class SpeedProbe(BaseModel):
+    """The compute ceiling with one setting of the compute-side speed knobs ({} : their defaults)."""
+
+    knobs: dict[str, Any]
+    compute_ceiling: float | None = None
+
+
 class LoaderChoice(BaseModel):
-    """The probes at one batch size and the loader chosen there."""
+    """The probes at one batch size and the loader and speed knobs chosen there."""
 
     batch_size: int
-    compute_ceiling: float | None = None
+    compute_ceiling: float | None = None  # with the chosen speed knobs (the best reading of those probed)
     probes: list[LoaderProbe] = Field(default_factory=list)
     loader: dict[str, Any] = Field(default_factory=dict)
+    speed_probes: list[SpeedProbe] = Field(default_factory=list)
+    speed: dict[str, Any] = Field(default_factory=dict)  # the compute-side speed knobs chosen (defaults left out)
+    notes: list[str] = Field(default_factory=list)  # why a knob was not probed here ("channels_last: no 4-D inputs")
+
+    def knobs(self) -> dict[str, Any]:
+        """Everything chosen here: the loader and the speed knobs."""
+        return {**self.loader, **self.speed}
+
+    def speedups(self) -> list[str]:
+        """Each probed speed setting against the defaults, `channels_last True x1.12`."""
+        base = next((p.compute_ceiling for p in self.speed_probes if not p.knobs), None)
+        out = []
+        for p in self.speed_probes:
+            if p.knobs and base and p.compute_ceiling:
+                out.append(", ".join(f"{k} {v}" for k, v in p.knobs.items()) + f" x{p.compute_ceiling / base:.2f}")
+        return out
 
 
 class LoaderPlan(BaseModel):
-    """What the probes found (probes.json in the study folder): the loader knobs it decides, per batch size."""
+    """What the probes found (probes.json in the study folder): the knobs they decide (loader and compute-side
+    speed knobs), per batch size."""
 
     knobs: list[str]
     choices: list[LoaderChoice]
@@ -34,17 +59,17 @@ class LoaderPlan(BaseModel):
     device: str = ""
 
     def loader_for(self, batch_size: int | None) -> dict[str, Any]:
-        """The loader chosen at the probed batch size nearest `batch_size` (on a log scale)."""
+        """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale)."""
         if not self.choices:
             return {}
         if batch_size is None:
-            return dict(self.choices[0].loader)
+            return self.choices[0].knobs()
         best = min(self.choices, key=lambda c: abs(math.log(c.batch_size) - math.log(max(1, batch_size))))
-        return dict(best.loader)
+        return best.knobs()
 
     def describe(self) -> str:
         parts = []
         for c in self.choices:
-            knobs = ", ".join(f"{k} {v}" for k, v in c.loader.items()) or "defaults"
+            knobs = ", ".join(f"{k} {v}" for k, v in c.knobs().items()) or "defaults"
             parts.append(f"batch {c.batch_size}: {knobs}")
         return "; ".join(parts)

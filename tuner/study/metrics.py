@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Format = Literal["rate", "percent", "number", "seconds", "mb", "count", "text", "flag"]
+Format = Literal["rate", "percent", "number", "seconds", "mb", "count", "text", "flag", "si"]
 Group = Literal["speed", "quality", "cost", "info"]
 
 
@@ -52,6 +52,20 @@ METRICS: tuple[Metric, ...] = (
            "its model allows", "percent", group="info", column=True),
     Metric("of_input_ceiling", "% input", "throughput / input ceiling: how much of what its loader delivers the "
            "trial uses", "percent", group="info", column=True),
+    Metric("of_peak", "% peak", "achieved FLOP/s (throughput x flops_per_sample) / the device's measured matmul "
+           "peak in the trial's precision (peak_flops): how much of what the hardware can compute the trial uses",
+           "percent", group="info", column=True),
+    Metric("flops_per_sample", "FLOPs/sample", "FLOPs per training sample of one training step (forward, backward, "
+           "optimizer) as torch.utils.flop_counter counts them: matmuls, convolutions and fused attention; "
+           "elementwise work is not counted", "si", group="info", unit="FLOP"),
+    Metric("peak_flops", "peak FLOP/s", "the device's matmul peak measured on this machine (large square matmuls "
+           "in the trial's precision, TF32 where enabled), cached per machine, device and precision", "si",
+           group="info", unit="FLOP/s"),
+    Metric("of_peak_skipped", "of_peak skipped", "why of_peak is missing: the FLOP counter could not follow the "
+           "model's step, counted no FLOPs, or the peak could not be measured", "text", group="info"),
+    Metric("of_peak_seconds", "of_peak s", "seconds spent counting FLOPs and measuring the peak (one-time costs, "
+           "about 0 when both came from caches; after wall_seconds, like set-up)", "seconds", group="cost",
+           unit="s"),
     Metric("suspect", "suspect", "why the reading cannot be trusted on its own: windows that disagree beyond the "
            "study's noise floor, or throughput above 105% of its own compute ceiling (tuner.study.suspect); such a "
            "trial wins the study only if its confirmation re-runs clear it", "text", group="info", column=True),
@@ -68,6 +82,20 @@ METRICS: tuple[Metric, ...] = (
            "seconds", group="cost", unit="s"),
     Metric("step_seconds", "step s", "one optimizer step's wall time at the end of warm-up (device synced; the "
            "slowest rank under DDP)", "seconds", group="info", unit="s"),
+    Metric("compile_seconds", "compile s", "torch.compile's first steps, until one step compiles nothing (the "
+           "compiled graphs run): outside the budget's timed part and the windows; ~0 when this process had "
+           "compiled the same models already", "seconds", group="cost", column=True, unit="s"),
+    Metric("compile_steps", "compile steps", "steps torch.compile's compilation took (before warm-up)", "count",
+           group="info"),
+    Metric("graph_breaks", "graph breaks", "where torch.compile split the models' graphs (torch._dynamo's "
+           "counters; each break runs Python between two compiled graphs)", "count", group="info"),
+    Metric("recompiles", "recompiles", "frames torch.compile compiled again after its first steps, while timed "
+           "steps ran (a shape, grad mode or attribute its guards did not expect)", "count", group="info"),
+    Metric("eager_throughput", "eager", "samples/s of the same config in eager mode that the compile break-even "
+           "compares with (tuner train: the pre-flight's eager steps)", "rate", group="info", unit="samples/s"),
+    Metric("compile_break_even_s", "compile pays back", "wall seconds of training after which the compiled run "
+           "is ahead of eager, its compile time included (missing: never, it is no faster)", "seconds",
+           group="info", unit="s"),
     Metric("warmup_steps", "warm-up steps", "untimed steps before the windows: until the step time settled",
            "count", group="info"),
     Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",

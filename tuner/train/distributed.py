@@ -34,7 +34,21 @@ def wrap_ddp(model: nn.Module, device: Device) -> nn.Module:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
+    """The user's own module under torch.compile's wrapper (`_orig_mod`) and DDP's (`module`): what is evaluated
+    and whose state_dict keys are the user's."""
+    inner = getattr(model, "_modules", {}).get("_orig_mod")  # torch.compile's OptimizedModule (a submodule)
+    if isinstance(inner, nn.Module):
+        model = inner
     return getattr(model, "module", model)
+
+
+def without_ddp(model: nn.Module) -> nn.Module:
+    """The model a phase that does not update it calls: the compiled module without DDP's gradient hooks when it
+    has no DDP inside (one process), else the user's own module (under DDP, compile wraps DDP)."""
+    inner = getattr(model, "_modules", {}).get("_orig_mod")
+    if isinstance(inner, nn.Module) and not hasattr(inner, "no_sync"):
+        return model
+    return unwrap(model)
 
 
 class Agreement:

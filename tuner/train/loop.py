@@ -1,5 +1,6 @@
 """The budgeted, measured training loop every workload runs.
 
+[compiled models: torch.compile's first steps, until one compiles nothing; outside the budget and the wall cap] ->
 warm-up steps (untimed, until the step time settles) -> timed windows until the budget (seconds or samples) is
 spent. Each window holds at least `measure.window_min_steps` steps and lasts `measure.window_min_seconds`: a budget
 too short for `measure.windows` of them takes fewer (down to `measure.min_windows`), never one-step windows. The
@@ -19,12 +20,15 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.measure.timing import Clock, WaitMeter, Window, WindowTimer
 from tuner.train.distributed import Agreement
+
+if TYPE_CHECKING:
+    from tuner.train.compile import CompileWatch
 
 
 class Step(Protocol):
@@ -44,6 +48,8 @@ class LoopResult:
     warmup_steps: int = 0
     step_seconds: float | None = None  # the last warm-up step's wall time (all ranks: the slowest), device synced
     dropped_steps: int = 0  # steps of a window the wall cap cut before it held window_min_steps (not a reading)
+    compile_seconds: float | None = None  # torch.compile's first steps, before `seconds` and the budget start
+    compile_steps: int = 0
 
 
 def window_count(left: float, one_window: float, measure: Measure) -> int:
@@ -76,6 +82,7 @@ def run_loop(
     on_window: Callable[[dict[str, Any]], None] | None = None,
     agree: Agreement | None = None,
     rung_points: list[float] | None = None,
+    compiling: CompileWatch | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
@@ -85,6 +92,13 @@ def run_loop(
     meter = WaitMeter(batches, clock)
     timer = WindowTimer(device, meter, clock)
     res = LoopResult(windows=timer.windows)
+    if compiling is not None:  # torch.compile's first steps: before the budget, the wall cap and the warm-up start
+        from tuner.train.compile import run_compile_warmup
+
+        first = run_compile_warmup(step, meter, compiling, device, clock, agree)
+        res.compile_seconds, res.compile_steps = first.seconds, first.steps
+        res.samples += first.samples
+        res.steps += first.steps
     start = clock()
     points = sorted(float(b) for b in rung_points or ())
 

@@ -22,6 +22,7 @@ import torch
 from tuner.config import Measure, TrialConfig
 from tuner.device import Device, resolve_device
 from tuner.errors import BudgetError, TunerError, WorkloadError
+from tuner.knobs import check_device
 from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
@@ -42,6 +43,7 @@ class WorkloadCheck:
     metrics: list[str] = field(default_factory=list)  # numeric keys evaluate() returned
     info: dict[str, Any] = field(default_factory=dict)
     step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
+    step_samples: int | None = None  # samples of one of those steps
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
 
 
@@ -85,9 +87,11 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     from tuner.train.step import PhaseStep
 
     n = len(train_set)
+    # Eager (compile is off here: the check must not take a compile's minutes, and a compile failure is the
+    # trial's state, not a refusal); its step time is the eager speed `tuner train` compares a compiled run with.
     params = cfg.params.model_copy(update={"batch_size": min(cfg.params.batch_size, n), "num_workers": 0,
                                            "prefetch_factor": None, "persistent_workers": False,
-                                           "pin_memory": False})
+                                           "pin_memory": False, "compile": "off"})
     loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=False, drop_last=True,
                         collate_fn=workload.collate or checked_collate)
     step = PhaseStep(workload, models, params, device)
@@ -173,7 +177,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info), step_seconds=step_s, own=own_params(workload))
+                         info=dict(workload.info), step_seconds=step_s, own=own_params(workload),
+                         step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps)
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
@@ -181,8 +186,8 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
     workload. The first call of a process also pays its one-time costs here, outside any timed region."""
     device = device or resolve_device(cfg.params.device)
     device.check_precision(cfg.params.precision)
-    device.check_pin_memory(cfg.params.pin_memory)
-    device.check_tf32(cfg.params.tf32)
+    check_device(cfg.params, device)  # pin_memory, cudnn_benchmark, tf32 where the device lacks them
+    device.check_compile(cfg.params.compile)
     if cfg.quality.enabled and cfg.quality.fid_features == "inception":
         from tuner.measure.fid import check_fid_weights
 

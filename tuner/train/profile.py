@@ -28,6 +28,7 @@ import torch
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import ConfigError, RunFailed, TunerError, UserError, error_line
+from tuner.knobs import check_device
 from tuner.measure.profile import PhaseClock, activities, top_operators
 from tuner.measure.timing import WaitMeter, WindowTimer, summarize
 from tuner.study.headroom import Headroom, assess
@@ -79,7 +80,8 @@ def profile_config(cfg: TrialConfig, *, cache_dir: Path, trace: Path, steps: int
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
-    device.check_pin_memory(p.pin_memory)
+    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
+    device.check_compile(p.compile)
     with trial_scope(cfg, device, cache_dir, None):
         try:
             training = build_training(cfg, device)
@@ -99,6 +101,12 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
     batches = training.batches()
     try:
         meter = WaitMeter(batches)
+        if cfg.params.compile != "off":  # compiling's first steps stay out of what is timed and recorded
+            from tuner.train.compile import CompileWatch, run_compile_warmup
+            from tuner.train.distributed import Agreement
+
+            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models), device,
+                               time.perf_counter, Agreement())
         for _ in range(max(cfg.measure.warmup_steps, 1)):
             step(meter)
         timer = WindowTimer(device, meter)

@@ -23,14 +23,18 @@ from torch import nn
 
 from tuner.config import Params
 from tuner.device import Device, is_oom
-from tuner.data.batch import batch_len, to_device
-from tuner.train.distributed import unwrap
+from tuner.data.batch import batch_len, to_channels_last, to_device
+from tuner.train.distributed import unwrap, without_ddp
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 
 PhaseRange = Callable[[str], contextlib.AbstractContextManager[Any]]
 """Called with "data", "forward", "backward" or "optimizer"; the context wraps that part of the step."""
 
 _UNMARKED = contextlib.nullcontext()  # reentrant and reusable: one object serves every part of every step
+
+
+def _same(batch: Any) -> Any:
+    return batch
 
 
 def unmarked(part: str) -> contextlib.AbstractContextManager[Any]:
@@ -42,12 +46,43 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {"lr": 1e-3, "betas": (0.9, 0.999)}  #
 
 def default_optimizer(device: Device) -> OptimizerFactory:
     """Adam; fused on CUDA, where GradScaler then unscales inside the kernel instead of reading `found_inf` back
-    to the host every step (a sync that would rank fp16 down for the harness's sake)."""
+    to the host every step (a sync that would rank fp16 down for the harness's sake). An explicit `foreach=` or
+    `fused=` (the optimizer_impl knob) replaces that choice."""
 
-    def make(params: Any, **hyperparameters: Any) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, fused=True if device.is_cuda else None, **hyperparameters)
+    def make(params: Any, foreach: bool | None = None, fused: bool | None = None,
+             **hyperparameters: Any) -> torch.optim.Optimizer:
+        if foreach is None and fused is None:
+            fused = True if device.is_cuda else None
+        return torch.optim.Adam(params, foreach=foreach, fused=fused, **hyperparameters)
 
     return make
+
+
+def implementation(factory: Any, impl: str) -> tuple[dict[str, Any], str | None]:
+    """The keyword argument the optimizer_impl knob passes to `factory` (`{"fused": True}`), and, when the factory's
+    signature takes no such argument (neither by name nor **kwargs), none and the sentence saying so."""
+    if impl == "default":
+        return {}, None
+    try:
+        taken = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        taken = {}
+    if impl in taken or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        return {impl: True}, None
+    name = getattr(factory, "__qualname__", None) or type(factory).__name__
+    return {}, f"{impl} not passed: the optimizer factory {name} takes no {impl}= argument"
+
+
+def set_memory_format(models: dict[str, nn.Module], channels_last: bool) -> None:
+    """The models' 4-D weights in channels_last (or back in the default format: the probes, after probing it), as
+    `model.to(memory_format=...)` does (nothing else changes); models already in that format are left alone (a
+    DDP-wrapped model is converted before it is wrapped, in tuner.train.trial.build_training)."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    for model in models.values():
+        plain = unwrap(model)
+        if any(t.dim() == 4 and not t.is_contiguous(memory_format=fmt)
+               for t in (*plain.parameters(), *plain.buffers())):
+            plain.to(memory_format=fmt)
 
 
 def phase_hyperparameters(workload: Workload, phase: Phase, params: Params) -> dict[str, Any]:
@@ -107,7 +142,11 @@ class PhaseStep:
         self.acc = params.accumulation_steps
         self.phases: tuple[Phase, ...] = workload.training_phases()
         self.models = models
+        if params.channels_last:  # off leaves the models as the workload built them
+            set_memory_format(models, True)
+        self.prepare: Callable[[Any], Any] = to_channels_last if params.channels_last else _same
         plain = {k: unwrap(m) for k, m in models.items()}
+        bare = {k: without_ddp(m) for k, m in models.items()}  # compiled, where compiled, but without DDP
         self.views, self.optimizers, self.scalers, self.inputs, self.owned = [], [], [], [], []
         self.schedulers: list[Any] = []
         self.settings: dict[str, dict[str, Any]] = {}  # per phase: the optimizer and what it was built with
@@ -118,12 +157,13 @@ class PhaseStep:
         self.losses = [workload.loss if workload.loss is not None else ph.loss for ph in self.phases]
         for phase in self.phases:
             mine = set(phase.models)
-            self.views.append({k: (models[k] if k in mine else plain[k]) for k in models})
+            self.views.append({k: (models[k] if k in mine else bare[k]) for k in models})
             owned = [p for k in phase.models for p in plain[k].parameters() if p.requires_grad]
             factory = phase.optimizer or workload.optimizer or default_optimizer(device)
             hp = phase_hyperparameters(workload, phase, params)
             first = {k: plain[k] for k in phase.models} if takes_models(factory) else owned
-            opt = factory(first, **hp)
+            impl, not_passed = implementation(factory, params.optimizer_impl)
+            opt = factory(first, **{**hp, **impl})
             self.optimizers.append(opt)
             self.owned.append(owned)
             self.schedulers.append(torch.optim.lr_scheduler.LambdaLR(opt, workload.lr_schedule)
@@ -132,6 +172,9 @@ class PhaseStep:
             self.scalers.append(device.grad_scaler(params.precision))
             self.inputs.append(None if mine == set(models) else owned)
             shown = {"optimizer": type(opt).__name__, **{k: json_value(v) for k, v in hp.items()}}
+            shown.update({k: v for k, v in impl.items()})
+            if not_passed is not None:
+                shown["optimizer_impl"] = not_passed
             if self.grad_clip is not None:
                 shown["grad_clip"] = self.grad_clip
             if workload.lr_schedule is not None:
@@ -166,7 +209,7 @@ class PhaseStep:
             for i in range(self.acc):
                 if p == 0:
                     with mark("data"):
-                        batch = to_device(next(batches), dev, pinned)
+                        batch = self.prepare(to_device(next(batches), dev, pinned))
                     samples += batch_len(batch, self.params.batch_size)
                     if self.sample_size is not None:
                         self.units += int(self.sample_size(batch))

@@ -23,6 +23,7 @@ from torch import nn
 from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
+from tuner.knobs import check_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
@@ -30,11 +31,12 @@ from tuner.study import TrialResult
 from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.train.ceilings import ceilings, measure_ceiling
+from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
 from tuner.train.reports import RungReport, StopTrial, TrialReporter, WindowReport
-from tuner.train.step import PhaseStep
+from tuner.train.step import PhaseStep, set_memory_format
 from tuner.workload.api import Workload
 from tuner.workload.context import TrialContext, running
 from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
@@ -133,8 +135,11 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
     loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
                          collate_fn=workload.collate)
     models = build_models(workload, device, p.seed)
+    if p.channels_last:  # before DDP's wrap: it must see the weights it will reduce
+        set_memory_format(models, True)
     if world > 1:
         models = {k: wrap_ddp(m, device) for k, m in models.items()}
+    models = compile_models(models, p.compile)  # torch.compile(DDP(model)) under DDP, as PyTorch advises
     torch.manual_seed(p.seed + rank)  # after DDP's broadcast: each rank draws its own noise (latents, dropout)
     step = PhaseStep(workload, models, p, device)
     return Training(workload, train_set, val_set, loader, sampler, models, step)
@@ -269,7 +274,8 @@ class _Run:
         self.train_set: Any = None
         self.t0 = clock()
 
-    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
+    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
+              eager_throughput: float | None = None) -> None:
         cfg, device = self.cfg, self.device
         rank, world = rank_world()
         training = build_training(cfg, device, rank=rank, world=world)
@@ -292,10 +298,11 @@ class _Run:
                 rungs.window(w)
 
         batches = training.batches()
+        watch = CompileWatch(cfg.params.compile, self.models) if cfg.params.compile != "off" else None
         try:
             loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
-                            rung_points=rungs.points if rungs is not None else None)
+                            rung_points=rungs.points if rungs is not None else None, compiling=watch)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
@@ -306,6 +313,9 @@ class _Run:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
         summary = summarize(loop.windows)
         res = self.result
+        if watch is not None:
+            res.metrics.update(compile_seconds=loop.compile_seconds, compile_steps=loop.compile_steps,
+                               graph_breaks=watch.graph_breaks(), recompiles=watch.recompiles())
         res.windows = [w * world for w in summary.windows]  # every rank trains its own shard at the same time
         res.metrics.update(
             throughput=summary.throughput * world if summary.throughput is not None else None,
@@ -324,6 +334,12 @@ class _Run:
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
                          f"the step is too slow for this budget (raise --budget-seconds)")
             return
+        if watch is not None and eager_throughput is not None and summary.throughput is not None:
+            from tuner.study.compile_cost import break_even_seconds
+
+            res.metrics["eager_throughput"] = eager_throughput
+            res.metrics["compile_break_even_s"] = break_even_seconds(
+                loop.compile_seconds or 0.0, summary.throughput * world, eager_throughput)
         per_sample = self.step.units_per_sample()
         if per_sample is not None and res.metrics.get("throughput") is not None:
             res.metrics.update(unit_throughput=res.metrics["throughput"] * per_sample, sample_unit=workload.sample_unit)
@@ -367,9 +383,98 @@ class _Run:
         if notes:
             res.metrics["ceiling_skipped"] = "; ".join(f"{k}: {v}" for k, v in notes.items())
         res.metrics["ceiling_seconds"] = self.clock() - t0
+        self.verdict()
+
+    def verdict(self) -> None:
+        """The headroom verdict from the ceilings (and of_peak, once known)."""
+        res = self.result
         res.metrics.update(assess(res.throughput, res.metrics.get("compute_ceiling"),
-                                  res.metrics.get("input_ceiling"), params=p.model_dump(),
-                                  data_wait=res.metrics.get("data_wait"), device=res.device).metrics())
+                                  res.metrics.get("input_ceiling"), params=self.cfg.params.model_dump(),
+                                  data_wait=res.metrics.get("data_wait"), device=res.device,
+                                  of_peak=res.metrics.get("of_peak")).metrics())
+
+    def of_peak(self, cache: CeilingCache | None, cache_dir: Path) -> None:
+        """FLOPs per sample, the device's matmul peak and of_peak (tuner.measure.flops), then the verdict again.
+        Run after wall_seconds: both are one-time costs, cached like set-up's. Rank 0 alone (the count runs the
+        unwrapped models: no collective). A count or a peak that fails leaves of_peak out with the reason in
+        of_peak_skipped; the trial stands."""
+        from tuner.measure.flops import PEAK_SECONDS, of_peak, peak_flops
+
+        res, cfg, p = self.result, self.cfg, self.cfg.params
+        rank, world = rank_world()
+        if not res.complete or self.workload is None or self.models is None or rank != 0 \
+                or cfg.measure.ceiling_seconds <= 0 or res.throughput is None:
+            return
+        t0 = self.clock()
+        try:
+            per_sample = self._flops_per_sample(cache)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - a user model the counter cannot follow still trained
+            self._drop_after(err)
+            res.metrics["of_peak_skipped"] = f"FLOPs not counted: {error_line(err)}"
+            return
+        finally:
+            res.metrics["of_peak_seconds"] = self.clock() - t0
+        res.metrics["flops_per_sample"] = per_sample
+        if not per_sample:
+            res.metrics["of_peak_skipped"] = ("no matmul, convolution or attention FLOPs counted in the step "
+                                              "(elementwise work is not counted)")
+            return
+        try:
+            peak, _ = peak_flops(self.device, p.precision, bool(p.tf32 and self.device.is_cuda),
+                                 torch.get_num_threads(), cache_dir, min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
+                                 at_least=res.throughput * per_sample / world)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
+            self._drop_after(err)
+            res.metrics["of_peak_skipped"] = f"peak not measured: {error_line(err)}"
+            return
+        finally:
+            res.metrics["of_peak_seconds"] = self.clock() - t0
+        res.metrics["peak_flops"] = peak or None
+        res.metrics["of_peak"] = of_peak(res.throughput, per_sample, peak, world)
+        self.verdict()
+
+    def _flops_per_sample(self, cache: CeilingCache | None) -> float:
+        """From the study's cache (flops.json beside its ceilings.json), else counted on one step of the trial's
+        models with a fresh optimizer, unwrapped (DDP, compile), their weights and buffers restored afterwards."""
+        from tuner.data import make_loader
+        from tuner.measure.flops import FLOPS_FILE, count_step_flops, flops_key
+
+        cfg, p = self.cfg, self.cfg.params
+        assert self.workload is not None and self.models is not None
+        key = flops_key({"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+                         "batch_size": p.batch_size})
+        cache = CeilingCache(cache.path.with_name(FLOPS_FILE)) if cache is not None else None  # beside ceilings.json
+        value = cache.get(key) if cache is not None else None
+        if value is not None:
+            return value
+        plain = {k: unwrap(m) for k, m in self.models.items()}  # the user's modules: counted in eager mode
+        loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None,
+                                             "persistent_workers": False, "pin_memory": False})
+        one = next(iter(make_loader(self.train_set, loader_params, self.device, seed=p.seed,
+                                    collate_fn=self.workload.collate)))
+        # The counted step updates the weights: they come back afterwards, so DDP's replicas stay equal on every
+        # rank (only rank 0 counts) and the trained models are as training left them.
+        saved = {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in plain.items()}
+        try:
+            step = PhaseStep(self.workload, plain, p, self.device)
+            flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
+        finally:
+            for k, m in plain.items():
+                m.load_state_dict(saved[k])
+            del saved
+        value = flops / samples if samples else 0.0
+        if value > 0 and cache is not None:
+            cache.put(key, value, {"kind": "flops", "workload": cfg.workload, "batch_size": p.batch_size})
+        return value
+
+    def _drop_after(self, err: BaseException) -> None:
+        if is_oom(err):
+            gc.collect()
+            self.device.free_memory()
 
     def failed(self, state: str, error: str, traceback: str | None = None) -> None:
         res = self.result
@@ -389,34 +494,55 @@ class _Run:
 
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
-                   cache_dir: Path, *, enough_on_cpu: Callable[..., bool] | None = None) -> dict[str, Any]:
-    """A study's loader probe at one batch size, in this process: `cfg`'s compute ceiling (on an untrained model,
-    not cached) and the input ceiling of each loader in `loaders` (through `cache`), with the trial's own workload,
-    models, threads and numerics. Returns {compute, inputs: [value per loader], device}. On a CPU,
-    `enough_on_cpu(compute, probed, inputs, rest)` True after a loader stops the probing there (the rest would not
-    change the choice)."""
+                   cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
+                   enough_on_cpu: Callable[..., bool] | None = None) -> dict[str, Any]:
+    """A study's probe at one batch size, in this process, with the trial's own workload, models, threads and
+    numerics: `cfg`'s compute ceiling (on an untrained model, not cached) with each compute-side speed setting in
+    `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of each
+    loader in `loaders` (through `cache`). On a CPU, `enough_on_cpu(compute, probed, inputs, rest)` True after a
+    loader stops the loader probing there (the rest would not change the choice). Returns {compute, computes:
+    [value per speed setting], image, inputs: [value per loader], device}."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
+    speeds = speeds or [{}]
     with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
         workload = build_workload(cfg)
         train_set, _ = workload.datasets()
         models = build_models(workload, device, cfg.params.seed)
+        image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
+        built_nhwc = {k for k, m in models.items()  # models the workload itself builds in channels_last
+                      if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
         measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
-        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders here;
-        # a trial's own compute ceiling is measured after its training, as long as its ceilings are allowed.
-        compute = ceilings(cfg, device, workload, train_set, models, seconds, None, kinds=("compute",))["compute"]
+        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
+        # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
+        # allowed.
+        computes: list[float | None] = []
+        for speed in [*speeds, {}] if len(speeds) > 1 else speeds:
+            if "channels_last" in speed and not image:
+                computes.append(None)
+                continue
+            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
+            with device.numerics(point.params):
+                computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
+                                         kinds=("compute",))["compute"])
+            if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
+                set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
+        if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
+            again = computes.pop()
+            computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)
         inputs = []
         on_cpu = not device.describe().startswith("cuda")
         for i, loader in enumerate(loaders):
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
                                    kinds=("input",))["input"])
-            if on_cpu and enough_on_cpu is not None and enough_on_cpu(compute, loaders[: i + 1], inputs,
+            if on_cpu and enough_on_cpu is not None and enough_on_cpu(computes[0], loaders[: i + 1], inputs,
                                                                       loaders[i + 1:]):
                 break
-    return {"compute": compute, "inputs": inputs, "device": device.describe()}
+    return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
+            "device": device.describe()}
 
 
 def run_trial(
@@ -431,6 +557,7 @@ def run_trial(
     clock: Callable[[], float] = time.perf_counter,
     reporter: TrialReporter | None = None,
     measure_ceilings: bool = True,
+    eager_throughput: float | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
@@ -438,19 +565,26 @@ def run_trial(
     measures them for the trials whose verdict is read). `clock` times the loop, the ceilings and the trial's
     wall_seconds (from the first training step to the end of the ceilings), which stays within the budget plus
     budget_margin. A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung
-    after a quality evaluation that the budget does not pay for (tuner.train.reports)."""
+    after a quality evaluation that the budget does not pay for (tuner.train.reports). Then, after its
+    wall_seconds, its FLOPs per sample and the device's matmul peak (one-time costs: `ceilings` caches the count,
+    `cache_dir` the peak) give it of_peak. wall_seconds stays within the budget plus budget_margin plus
+    compile_seconds (torch.compile's first steps, outside the budget). A compiled trial with `eager_throughput`
+    (samples/s of the same config in eager mode) also gets its compile break-even."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
     device.check_pin_memory(p.pin_memory)
+    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
+    device.check_compile(p.compile)
     run = _Run(cfg, device, out_dir, clock, reporter)
     failure: tuple[str, str, str | None] | None = None
     stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
-            run.train(wall_limit_s, on_window)
+            run.train(wall_limit_s, on_window, eager_throughput)
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
+            run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
         except (TunerError, KeyboardInterrupt):
             raise
         except StopTrial:
@@ -458,6 +592,8 @@ def run_trial(
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
+            elif p.compile != "off" and is_compile_error(err):  # the compiler's reason, not a user's traceback
+                failure = ("error", compile_error_line(err, p.compile), None)
             else:
                 failure = ("error", user_error_line(err), user_traceback(err))
         if failure is not None:

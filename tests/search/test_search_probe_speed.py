@@ -1,0 +1,166 @@
+"""channels_last, cudnn_benchmark and optimizer_impl by compute-ceiling probes: which settings are probed, the rule
+that picks them per batch size from planted readings (nothing timing-dependent), and what the plan hands trials."""
+
+from __future__ import annotations
+
+import yaml
+
+from tuner.search._probe import SPEED_GAIN, candidate_speeds, choice_of, probed_knobs
+from tuner.space import load_space, parse_space
+from tuner.study.loaders import LoaderPlan
+
+SPACE = """
+description: speed probe test
+defaults: {workload: cnn, dataset: synthetic, workload_options: {image_size: 16}, budget: {samples: 96}, trials: 3}
+objectives: [{metric: throughput, direction: max}]
+params:
+  batch_size: {type: int, low: 16, high: 256, log: true}
+  num_workers: {type: int, low: 0, high: 2}
+  channels_last: {type: bool}
+  cudnn_benchmark: {type: bool, when: {gpus: ">0"}}
+  optimizer_impl: {type: categorical, choices: [default, foreach, fused], when: {gpus: ">0"}}
+"""
+CPU = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
+GPU = {**CPU, "gpus": 1, "device": "cuda (fake)", "tf32_available": True}
+LOADERS = [{"num_workers": 0}]
+
+
+def space():
+    return parse_space(yaml.safe_load(SPACE), source="speed.yaml", name="speed")
+
+
+def test_the_compute_side_speed_knobs_are_probed_where_the_trials_can_use_them():
+    s = space()
+    assert probed_knobs(s, s.reachable(CPU)) == ["num_workers", "channels_last"]
+    gpu = probed_knobs(s, s.reachable(GPU))
+    assert gpu == ["num_workers", "channels_last", "cudnn_benchmark", "optimizer_impl"]
+    assert candidate_speeds(s, gpu) == [{}, {"channels_last": True}, {"cudnn_benchmark": True},
+                                        {"optimizer_impl": "foreach"}, {"optimizer_impl": "fused"}]
+    assert candidate_speeds(s, probed_knobs(s, s.reachable(CPU))) == [{}, {"channels_last": True}]
+
+
+def found(default, channels_last, image=True):
+    return {"compute": default, "computes": [default, channels_last], "inputs": [1e6], "device": "cpu", "image": image}
+
+
+def test_channels_last_is_chosen_per_batch_size_where_it_beats_the_defaults():
+    speeds = [{}, {"channels_last": True}]
+    small = choice_of(16, LOADERS, found(1000.0, 1000.0 * (1 + SPEED_GAIN / 2)), speeds)  # within the gain: noise
+    large = choice_of(256, LOADERS, found(400.0, 520.0), speeds)  # 1.3x
+    assert small.speed == {} and large.speed == {"channels_last": True}
+    assert large.compute_ceiling == 520.0 and large.speedups() == ["channels_last True x1.30"]
+    plan = LoaderPlan(knobs=["num_workers", "channels_last"], choices=[small, large])
+    assert plan.loader_for(16) == {"num_workers": 0}
+    assert plan.loader_for(200) == {"num_workers": 0, "channels_last": True}  # what the trial near 256 trains with
+    assert "batch 256: num_workers 0, channels_last True" in plan.describe()
+    again = LoaderPlan.model_validate_json(plan.model_dump_json())  # probes.json keeps the readings
+    assert again.choices[1].speed_probes[1].compute_ceiling == 520.0 and again.loader_for(256) == plan.loader_for(256)
+
+
+def test_a_slower_or_unmeasured_setting_is_never_chosen_and_a_model_without_convolutions_is_not_probed():
+    speeds = [{}, {"channels_last": True}, {"optimizer_impl": "foreach"}, {"optimizer_impl": "fused"}]
+    c = choice_of(64, LOADERS, {"compute": 500.0, "computes": [500.0, 300.0, None, 560.0], "inputs": [1e6],
+                                "device": "cuda (fake)", "image": True}, speeds)
+    assert c.speed == {"optimizer_impl": "fused"}
+    flat = choice_of(64, LOADERS, found(500.0, None, image=False), speeds[:2])
+    assert flat.speed == {} and flat.notes == ["channels_last: not probed, the models have no 4-D weights"]
+
+
+def test_the_bundled_amp_loader_space_searches_the_speed_knobs_only_where_they_exist():
+    from tuner.space._load import knob_notes
+
+    s = load_space("amp_loader")
+    assert {"channels_last", "cudnn_benchmark", "optimizer_impl"} <= set(s.searched)
+    cpu = knob_notes(s, CPU)
+    assert "cudnn_benchmark: dropped, no CUDA device" in cpu and "pin_memory: dropped, no CUDA device" in cpu
+    assert any(line.startswith("channels_last: kept") for line in cpu)
+    assert any(line.startswith("optimizer_impl: dropped") for line in cpu)
+    gpu = knob_notes(s, GPU)
+    assert not any("dropped" in line for line in gpu)
+
+
+def test_a_space_searching_cudnn_benchmark_without_a_gpu_condition_is_refused_in_one_line():
+    import pytest
+
+    from tuner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r'params.cudnn_benchmark.when: add gpus: ">0" \(cudnn_benchmark exists only'):
+        parse_space(yaml.safe_load(SPACE.replace('cudnn_benchmark: {type: bool, when: {gpus: ">0"}}',
+                                                 "cudnn_benchmark: {type: bool}")), source="s.yaml", name="s")
+
+
+def test_spaces_show_says_which_knobs_this_cpu_machine_keeps_and_why(monkeypatch, capsys):
+    from tuner.cli import main
+    from tuner.search._resources import ClusterInfo, NodeInfo
+
+    monkeypatch.setattr("tuner.search._resources.local_cluster", lambda: ClusterInfo.of([NodeInfo(2.0, 0.0)]))
+    assert main(["spaces", "show", "amp_loader"]) == 0
+    out = capsys.readouterr().out
+    assert "#   cudnn_benchmark: dropped, no CUDA device" in out
+    assert "#   channels_last: kept, decided by compute-ceiling probes" in out
+
+
+def test_the_report_says_speed_knobs_by_probes_and_each_params_role(make_study):
+    from rich.console import Console
+
+    from tuner.report.view import study_footer, trial_panel
+    from tuner.study import open_study
+    from tuner.study.loaders import LoaderChoice
+
+    root = make_study()
+    s = open_study(root, "gan-demo")
+    plan = LoaderPlan(knobs=["num_workers", "channels_last"], seconds=9.0, choices=[
+        LoaderChoice(batch_size=64, loader={"num_workers": 0}, speed={"channels_last": True})])
+    s.folder.probes_path.write_text(plan.model_dump_json())
+    s = open_study(root, "gan-demo")
+    assert "speed knobs by probes (9 s, before the trials): batch 64: num_workers 0, channels_last True" \
+        in study_footer(s)
+    console = Console(width=200, record=True)
+    for part in trial_panel(s, s.records[0]):
+        console.print(part)
+    text = console.export_text()
+    assert "batch_size" in text and "changes what is learned" in text
+
+
+def test_probe_batch_reads_the_compute_ceiling_once_per_speed_setting(tmp_path):
+    """The shape of what a probe returns (its readings depend on the machine's load: not asserted)."""
+    import json
+
+    from tuner.search._probe import probe_batch
+
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False},
+           "measure": {"window_min_steps": 1}}
+    speeds = [{}, {"channels_last": True}, {"optimizer_impl": "foreach"}]
+    found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), speeds)
+    assert len(found["computes"]) == 3 and found["compute"] == found["computes"][0] and found["image"] is True
+    assert len(found["inputs"]) == 1
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.ray
+def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_session, tmp_path, capsys):
+    import json
+
+    from tests.helpers.studies import load_trials
+    from tuner.cli import main
+
+    path = tmp_path / "speed.yaml"
+    path.write_text(SPACE.replace("high: 256", "high: 32").replace("trials: 3", "trials: 2")
+                    + "trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}\n")
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", "s", "--reports-dir", str(reports), "--confirm", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "probing speed knobs (num_workers, channels_last)" in err and "compute: " in err
+    plan = LoaderPlan.model_validate_json((reports / "s" / "probes.json").read_text())
+    assert all([p.knobs for p in c.speed_probes] == [{}, {"channels_last": True}] for c in plan.choices)
+    records = {r["trial"]: r for r in load_trials(reports / "s")}
+    assert records[0]["params"].get("channels_last", False) is False  # the baseline: tuner's defaults
+    for n, r in records.items():
+        if n > 0:
+            want = plan.loader_for(r["params"]["batch_size"]).get("channels_last", False)
+            assert r["params"].get("channels_last", False) == want
+    assert json.dumps(plan.model_dump())  # kept as JSON

@@ -1,0 +1,96 @@
+"""The role table (tuner.knobs) is the one source: every knob is in it, the ceiling cache keys, the probes' knobs,
+the refusals on a CPU and the README's table follow from it."""
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+import torch
+
+from tests.helpers.fakes import FakeCudaDevice
+from tuner.config import Params, TrialConfig
+from tuner.device import Device
+from tuner.errors import DeviceError
+from tuner.knobs import CEILINGS, KNOBS, check_device, ceiling_knobs, dropped_here, probed, readme_table
+from tuner.search._probe import LOADER_KNOBS
+from tuner.train.ceilings import ceiling_keys
+
+CPU = Device("cpu", torch.device("cpu"), "test cpu")
+
+
+def other_value(name: str):
+    """A valid value of `name` other than its default."""
+    field = Params.model_fields[name]
+    default = field.default
+    if isinstance(default, bool):
+        return not default
+    choices = [a for arg in get_args(field.annotation) for a in (get_args(arg) or (arg,))]
+    literals = [c for c in choices if isinstance(c, str)]
+    if literals:
+        return next(c for c in literals if c != default)
+    if int in choices or isinstance(default, int):
+        return 2 if default != 2 else 3
+    return 0.5
+
+
+def config_with(name: str, value=None) -> TrialConfig:
+    """A config whose loader has workers (so prefetch and persistence are valid), with `name` set."""
+    params = {"num_workers": 2}
+    if value is not None:
+        params[name] = value
+    return TrialConfig(workload="cnn", params=params)
+
+
+def test_every_params_field_is_in_the_role_table():
+    """A knob missing from the table would be silently left out of the ceiling keys, the probes and the export."""
+    missing = set(Params.model_fields) - set(KNOBS)
+    assert not missing, f"Params fields without an entry in tuner.knobs.KNOBS: {sorted(missing)}"
+    assert set(KNOBS) <= set(Params.model_fields), "a table entry names no Params field"
+    for k in KNOBS.values():
+        assert k.role in ("learned", "speed", "run") and set(k.moves) <= set(CEILINGS)
+        if k.probe is not None:
+            assert k.role == "speed" and k.probe in k.moves, f"{k.name}: only a speed knob moving that ceiling is probed"
+        assert k.spell(other_value(k.name)), k.name
+
+
+@pytest.mark.parametrize("name", sorted(KNOBS))
+def test_a_knob_that_moves_a_ceiling_never_shares_its_cached_ceiling(name):
+    value = other_value(name)
+    if name == "num_workers":
+        value = 3
+    a = ceiling_keys(config_with(name), CPU)
+    b = ceiling_keys(config_with(name, value), CPU)
+    for kind in CEILINGS:
+        if kind in KNOBS[name].moves:
+            assert a[kind] != b[kind], f"{name}={value!r} shares the cached {kind} ceiling of the default"
+        else:
+            assert a[kind] == b[kind], f"{name} does not move the {kind} ceiling but changes its key"
+
+
+def test_the_new_speed_knobs_move_the_compute_ceiling_alone():
+    assert {"channels_last", "cudnn_benchmark", "optimizer_impl"} <= set(ceiling_knobs("compute"))
+    assert not {"channels_last", "cudnn_benchmark", "optimizer_impl"} & set(ceiling_knobs("input"))
+    assert set(probed("compute")) == {"channels_last", "cudnn_benchmark", "optimizer_impl"}
+    assert LOADER_KNOBS == probed("input") == ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+
+
+@pytest.mark.parametrize("name", ["pin_memory", "cudnn_benchmark"])
+def test_cuda_only_knobs_are_refused_on_a_cpu_in_one_line_and_allowed_on_cuda(name):
+    params = Params(**{name: True})
+    with pytest.raises(DeviceError, match=f"^{name} needs a CUDA device; set {name}: false on the CPU$"):
+        check_device(params, CPU)
+    check_device(params, FakeCudaDevice())
+    check_device(Params(), CPU)  # off: nothing to refuse
+    assert dropped_here(name, cuda=False, tf32_available=False) == "no CUDA device"
+    assert dropped_here(name, cuda=True, tf32_available=False) is None
+
+
+def test_tf32_is_refused_without_ampere():
+    with pytest.raises(DeviceError, match="tf32 needs a CUDA GPU of the Ampere generation or newer"):
+        check_device(Params(tf32=True), CPU)
+    check_device(Params(tf32=True), FakeCudaDevice())
+
+
+def test_the_readme_holds_the_generated_knob_table():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert readme_table() in readme, "README's knob table is out of date: paste tuner.knobs.readme_table()"

@@ -1,0 +1,139 @@
+"""params.compile on the CPU: a compiled model trains and reports its compile time and break-even; a compile failure
+and a frame that recompiles on every step are trial states; recompiles after the first steps are counted; CUDA-graph
+modes are refused on a CPU. One test compiles with Inductor (tiny MLP, mode default: ~25 s on 2 busy cores); the
+others plant Dynamo's `eager` backend, which traces and guards like Inductor but generates no code."""
+
+import pytest
+
+from tuner.cli import main
+from tuner.config import parse_config
+from tuner.errors import ConfigError, DeviceError
+from tuner.train import run_trial
+from tests.helpers.userworkloads import HEADER, write
+
+# The user's evaluate reports how many of the evaluated model's state_dict keys carry torch.compile's prefix.
+MLP = HEADER + '''
+
+def evaluate_keys(models, val_batches):
+    out = evaluate(models, val_batches)
+    out["orig_mod_keys"] = sum("_orig_mod" in k for k in models["net"].state_dict())
+    return out
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))},
+                          datasets=data, loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]),
+                          evaluate=evaluate_keys, quality=("val_loss", "min"))
+'''
+
+# An int attribute bumped in forward: Dynamo guards on it, so every call recompiles (a common user mistake).
+COUNTER = HEADER + '''
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x) * self.calls
+
+
+def make():
+    return tuner.Workload(models={"net": Counting}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+# The loss feeds the model a shorter batch from its 8th call on: one shape change, one recompile.
+SHAPE_CHANGE = HEADER + '''
+
+calls = [0]
+
+
+def loss(m, b):
+    calls[0] += 1
+    x, y = (b[0], b[1]) if calls[0] < 8 else (b[0][:4], b[1][:4])
+    return F.cross_entropy(m["net"](x), y)
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=loss)
+'''
+
+
+def cfg(path, **params):
+    return parse_config({"workload": f"{path}:make", "budget": {"samples": 96},
+                         "params": {"batch_size": 8, "device": "cpu", "compile": "default", **params},
+                         "measure": {"warmup_steps": 1, "windows": 2, "window_min_steps": 2, "ceiling_seconds": 0},
+                         "quality": {"enabled": False}})
+
+
+@pytest.fixture
+def eager_backend(monkeypatch):
+    import tuner.train.compile as compile_module
+
+    monkeypatch.setattr(compile_module, "BACKEND", "eager")
+
+
+def test_a_compiled_model_trains_and_tuner_train_reports_compile_time_and_break_even(tmp_path, capsys):
+    path = write(tmp_path, MLP, "mlp_compiled.py")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"workload: {path}:make\nbudget: {{samples: 96}}\n"
+                      "params: {batch_size: 8, device: cpu, compile: default}\n"
+                      "measure: {warmup_steps: 1, windows: 2, window_min_steps: 2, ceiling_seconds: 0}\n")
+    rc = main(["train", "--config", str(config), "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "compile s" in out and "of compiling" in out  # compile_seconds beside the throughput, with its payback
+    # The pre-flight's eager step is planted at 1 ms (tests/conftest.py), so compiled cannot catch up with it.
+    assert "never pays back" in out and "pre-flight's eager steps" in out
+    assert "graph breaks" in out and "recompiles" in out
+    assert [line.split()[-1] for line in out.splitlines() if line.strip().startswith("orig_mod_keys")] == ["0"]
+
+
+def test_a_compile_failure_is_a_trial_state_with_the_compilers_line(tmp_path, monkeypatch):
+    import tuner.train.compile as compile_module
+
+    def broken_backend(gm, example_inputs):
+        raise NotImplementedError("planted: no lowering for aten.planted_op")
+
+    monkeypatch.setattr(compile_module, "BACKEND", broken_backend)
+    res = run_trial(cfg(write(tmp_path, MLP, "mlp_broken.py")), cache_dir=tmp_path)
+    assert res.state == "error" and res.traceback is None
+    assert res.error.startswith("torch.compile (mode default) failed: ") and "planted" in res.error
+    assert "\n" not in res.error
+
+
+def test_a_model_that_recompiles_on_every_step_is_a_trial_state_naming_the_guard(tmp_path, eager_backend):
+    res = run_trial(cfg(write(tmp_path, COUNTER, "counting.py")), cache_dir=tmp_path)
+    assert res.state == "error" and "\n" not in res.error
+    assert "recompiled on each of the first 5 steps" in res.error and "calls" in res.error  # Dynamo's guard
+
+
+def test_recompiles_after_the_first_steps_are_counted(tmp_path, eager_backend):
+    res = run_trial(cfg(write(tmp_path, SHAPE_CHANGE, "shapes.py")), cache_dir=tmp_path)
+    assert res.state == "complete", res.error
+    assert res.get("recompiles") >= 1 and res.get("graph_breaks") == 0
+    assert res.get("compile_seconds") is not None and res.get("compile_steps") >= 1
+    assert res.get("throughput") > 0 and len(res.windows) >= 1  # the windows came after the compile
+
+
+def test_cuda_graph_modes_are_refused_on_a_cpu_and_a_bare_off_is_off(tmp_path):
+    with pytest.raises(DeviceError, match="reduce-overhead needs a CUDA device"):
+        run_trial(cfg(write(tmp_path, MLP, "mlp_cpu.py"), compile="reduce-overhead"), cache_dir=tmp_path)
+    assert parse_config({"params": {"compile": False}}).params.compile == "off"  # YAML 1.1 reads `off` as false
+    with pytest.raises(ConfigError, match="params.compile"):
+        parse_config({"params": {"compile": "fast"}})
+
+
+def test_unwrap_gives_the_users_module_under_compile():
+    import torch
+    from torch import nn
+
+    from tuner.train.distributed import unwrap, without_ddp
+
+    net = nn.Linear(2, 2)
+    compiled = torch.compile(net)  # not called: nothing compiles
+    assert unwrap(compiled) is net and without_ddp(compiled) is compiled
+    assert list(unwrap(compiled).state_dict()) == ["weight", "bias"]

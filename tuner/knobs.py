@@ -1,0 +1,169 @@
+"""Every knob's role, in one table: what a knob changes, what it needs, which ceiling it moves, how PyTorch spells it.
+
+The ceiling cache keys (tuner.train.ceilings), the knobs the study's probes decide (tuner.search._probe), the
+plain-PyTorch settings of an export (tuner.report.export), the refusal of CUDA-only knobs on a CPU and the
+README's knob table are all derived from `KNOBS`, so a new knob is one entry here plus the code that applies it,
+and a knob one list forgot can no longer share a cached ceiling with a config it differs from. Every
+`tuner.config.Params` field has an entry (tests/test_knobs.py fails otherwise).
+
+Roles: `learned` changes what the model learns (so its quality is scored), `speed` changes only how fast it trains
+(so probes of a ceiling can decide it instead of training trials), `run` names the run rather than tuning it.
+No torch import here: the CLI reads this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Role = Literal["learned", "speed", "run"]
+Ceiling = Literal["compute", "input"]
+Need = Literal["cuda", "ampere", "workers"]
+CEILINGS: tuple[Ceiling, ...] = ("compute", "input")
+
+NEEDS_TEXT = {"cuda": "CUDA only", "ampere": "CUDA, Ampere or newer", "workers": "num_workers > 0"}
+_DTYPES = {"fp32": "torch.float32 (no autocast)", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One Params field and what tuner knows about it."""
+
+    name: str
+    role: Role
+    moves: tuple[Ceiling, ...]  # the ceilings whose cache key holds it
+    pytorch: str | Callable[[Any], str]  # plain PyTorch, `{value}` filled in (the export's text)
+    needs: tuple[Need, ...] = ()
+    probe: Ceiling | None = None  # a speed knob a study decides by probing this ceiling, not by sampling
+    what: str = ""  # one phrase for the README's table
+
+    def spell(self, value: Any) -> str:
+        """The knob at `value` as a user writes it in plain PyTorch."""
+        return self.pytorch(value) if callable(self.pytorch) else self.pytorch.format(value=value)
+
+    @property
+    def needs_text(self) -> str:
+        return ", ".join(NEEDS_TEXT[n] for n in self.needs)
+
+
+def _precision(value: Any) -> str:
+    if value == "fp32":
+        return "no autocast, no GradScaler"
+    scaler = "; scaler = torch.amp.GradScaler(device_type) (fp16 only)" if value == "fp16" else ""
+    return f"with torch.autocast(device_type, dtype={_DTYPES[value]}): loss = ...{scaler}"
+
+
+def _channels_last(value: Any) -> str:
+    if not value:
+        return "torch's default (contiguous) memory format"
+    return ("model.to(memory_format=torch.channels_last); x = x.contiguous(memory_format=torch.channels_last) "
+            "for each 4-D input")
+
+
+def _optimizer_impl(value: Any) -> str:
+    if value == "default":
+        return "the optimizer as the workload builds it (tuner's own Adam: fused=True on CUDA)"
+    return f"torch.optim.Adam(params, ..., {value}=True)  # any torch.optim optimizer that takes {value}="
+
+
+def _compile(value: Any) -> str:
+    if value in ("off", False, None):
+        return "eager: no torch.compile"
+    return f"model = torch.compile(model, mode={value!r})  # each model; state_dict from the model before it"
+
+
+KNOBS: dict[str, Knob] = {k.name: k for k in (
+    Knob("batch_size", "learned", CEILINGS, "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True)",
+         what="micro-batch size (effective batch = batch_size x accumulation_steps)"),
+    Knob("accumulation_steps", "learned", ("compute",),
+         "loss / {value} per micro-batch; optimizer.step() every {value} micro-batches",
+         what="micro-batches per optimizer step"),
+    Knob("num_workers", "speed", ("input",), "DataLoader(..., num_workers={value})", probe="input",
+         what="DataLoader worker processes"),
+    Knob("prefetch_factor", "speed", ("input",), "DataLoader(..., prefetch_factor={value})", needs=("workers",),
+         probe="input", what="batches each worker loads ahead"),
+    Knob("persistent_workers", "speed", ("input",), "DataLoader(..., persistent_workers={value})",
+         needs=("workers",), probe="input", what="workers kept between epochs"),
+    Knob("pin_memory", "speed", ("input",), "DataLoader(..., pin_memory={value}); batch.to(device, non_blocking=True)",
+         needs=("cuda",), probe="input", what="page-locked host memory for the copy to the GPU"),
+    Knob("precision", "learned", ("compute",), _precision,
+         what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)"),
+    Knob("tf32", "learned", ("compute",),
+         "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
+         what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)"),
+    Knob("channels_last", "speed", ("compute",), _channels_last, probe="compute",
+         what="NHWC memory format of the models and their 4-D inputs (image workloads)"),
+    Knob("cudnn_benchmark", "speed", ("compute",), "torch.backends.cudnn.benchmark = {value}", needs=("cuda",),
+         probe="compute", what="cuDNN tries its convolution algorithms and keeps the fastest per shape"),
+    Knob("optimizer_impl", "speed", ("compute",), _optimizer_impl, probe="compute",
+         what="the optimizer's implementation: `default`, `foreach` or `fused` (where the optimizer takes it)"),
+    # Learned: a compiled graph rounds differently (fused kernels), so compile's quality is scored like
+    # precision's; the CUDA-graph modes (reduce-overhead, max-autotune) are refused on a CPU by
+    # Device.check_compile, as they need CUDA for some values only.
+    Knob("compile", "learned", ("compute",), _compile,
+         what="torch.compile mode: `off`, `default`, `max-autotune-no-cudagraphs`; on CUDA also `reduce-overhead`, "
+              "`max-autotune` (numerics; its compile time is measured apart)"),
+    Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})", what="the optimizer's lr"),
+    Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}", what="multiplies the lr"),
+    Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1"),
+    Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2"),
+    Knob("threads", "speed", CEILINGS, "torch.set_num_threads({value})", what="torch's CPU compute threads"),
+    Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
+    # The ceiling keys hold the resolved device (`cuda (NVIDIA H100)`), not this spelling (`auto`).
+    Knob("device", "run", (), "device = torch.device({value!r})", what="auto, cpu or cuda"),
+)}
+
+
+def knob(name: str) -> Knob:
+    return KNOBS[name]
+
+
+def ceiling_knobs(ceiling: Ceiling) -> tuple[str, ...]:
+    """The knobs a ceiling's cache key holds."""
+    return tuple(k.name for k in KNOBS.values() if ceiling in k.moves)
+
+
+def probed(ceiling: Ceiling) -> tuple[str, ...]:
+    """The speed knobs a study decides by probing `ceiling`: `input` the loader knobs, `compute` the others."""
+    return tuple(k.name for k in KNOBS.values() if k.probe == ceiling)
+
+
+def dropped_here(name: str, *, cuda: bool, tf32_available: bool) -> str | None:
+    """Why a knob cannot be used on this machine (None: it can): what `tuner spaces show` and the refusals say."""
+    needs = KNOBS[name].needs
+    if "ampere" in needs and not tf32_available:
+        return "no CUDA GPU of the Ampere generation or newer"
+    if "cuda" in needs and not cuda:
+        return "no CUDA device"
+    return None
+
+
+def check_device(params: Any, device: Any) -> None:
+    """A knob set on a device that lacks what it needs is one DeviceError line naming it and the fix (exit 2)."""
+    from tuner.errors import DeviceError
+
+    for k in KNOBS.values():
+        if not {"cuda", "ampere"} & set(k.needs) or not getattr(params, k.name, None):
+            continue
+        if "ampere" in k.needs and not device.tf32_available():
+            raise DeviceError(f"{k.name} needs a CUDA GPU of the Ampere generation or newer; {device.describe()} has "
+                              f"none; set {k.name}: false")
+        if "cuda" in k.needs and not device.is_cuda:
+            raise DeviceError(f"{k.name} needs a CUDA device; set {k.name}: false on the CPU")
+
+
+def readme_table() -> str:
+    """The README's knob table, generated (tests/test_knobs.py checks the README holds it)."""
+    rows = ["| knob | role | needs | moves the ceiling | plain PyTorch |", "| --- | --- | --- | --- | --- |"]
+    for k in KNOBS.values():
+        if k.role == "run":
+            continue
+        role = "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
+        example = {"precision": "bf16", "optimizer_impl": "fused", "channels_last": True,
+                   "compile": "default"}.get(k.name)
+        how = k.pytorch if isinstance(k.pytorch, str) else k.spell(example)
+        how = how.replace("{value}", "…").replace("|", "\\|")
+        rows.append(f"| `{k.name}`: {k.what} | {role} | {k.needs_text or '-'} | "
+                    f"{', '.join(k.moves) or 'none'} | `{how}` |")
+    return "\n".join(rows)

@@ -1,0 +1,145 @@
+"""How far a trial is from the hardware's peak: FLOPs per training sample over the device's measured matmul peak.
+
+- FLOPs per sample: `torch.utils.flop_counter.FlopCounterMode` around one real training step (every phase's
+  forward and backward, and its optimizer step, whose elementwise updates count nothing), divided by the samples
+  that step consumed. It counts only the operators PyTorch's counter knows: matrix products (mm, addmm, bmm,
+  baddbmm, _scaled_mm), convolutions (forward and backward) and the fused attention kernels (flash, efficient,
+  cuDNN, flex). Elementwise work (activations, normalization, the loss, bias adds, optimizer updates) and
+  attention that runs as a CPU kernel the counter does not list (`_scaled_dot_product_flash_attention_for_cpu`)
+  count nothing: the figure is the work a device's matmul units could do, a lower bound of the step's work.
+- peak: FLOP/s of large square matmuls in the trial's precision (fp32, TF32 where the trial enables it, bf16,
+  fp16), the best of short readings within a second or two. A measured peak, not a datasheet's, so it holds on any
+  CPU or GPU and counts what this machine delivers with these threads.
+
+Both are one-time costs: the count is cached by what it depends on (workload, options, dataset, batch size), in
+the study folder's flops.json; the peak once per machine, device and precision, in the reports' cache folder
+(`<reports-dir>/.cache/peak.json`, beside the dataset and FID caches) and in the process.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+from tuner.device import Device
+from tuner.measure.ceiling import CeilingCache, cache_key
+from tuner.measure.timing import Clock
+
+PEAK_SECONDS = 1.5  # the peak benchmark's wall time at most (a trial's measure.ceiling_seconds when shorter)
+PEAK_READINGS = 3  # readings per matrix size: the best of them is the peak
+CPU_SIZES = (256, 512, 1024)  # grown while the next size fits the time left
+CUDA_SIZES = (1024, 2048, 4096, 8192)
+PEAK_FILE = "peak.json"
+FLOPS_FILE = "flops.json"  # in the study folder, beside ceilings.json
+
+_MEMO: dict[str, float] = {}  # this process's peaks by key: a reused process (Ray actor, tests) measures once
+
+
+def count_step_flops(step: Callable[[Any], int], batch: Any) -> tuple[int, int]:
+    """(FLOPs, samples) of one call of `step` (a tuner.train.step.PhaseStep) fed `batch` for every micro-batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        samples = step(repeat(batch))
+    return int(counter.get_total_flops()), int(samples)
+
+
+def flops_key(parts: dict[str, Any]) -> str:
+    """The cache key of a FLOP count: workload, options, dataset and batch size (the batch's shape)."""
+    return cache_key("flops", parts)
+
+
+def precision_name(precision: str, tf32: bool) -> str:
+    """What the peak was measured in: `tf32` for fp32 matmuls on TF32 tensor cores, else the precision."""
+    return "tf32" if precision == "fp32" and tf32 else precision
+
+
+def peak_key(device: Device, precision: str, tf32: bool, threads: int) -> str:
+    """One machine (its host name), device, precision and, on a CPU, the compute threads the trial runs with."""
+    return cache_key("peak", {"host": platform.node(), "device": device.describe(),
+                              "precision": precision_name(precision, tf32), "threads": threads})
+
+
+def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
+                clock: Clock = time.perf_counter) -> float:
+    """FLOP/s of n x n matmuls in `precision` (TF32 follows torch's current setting), the best reading within
+    about `seconds`: sizes grow while the next one fits the time left at 4x the best rate so far (a CPU without
+    bf16 hardware stops early rather than run for minutes), each size read PEAK_READINGS times, each reading a tenth of `seconds` or one
+    product. The device is synced before each clock read."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dev = device.torch_device
+    sizes = CUDA_SIZES if dev.type == "cuda" else CPU_SIZES
+    deadline = clock() + seconds
+    best = 0.0
+    for k, n in enumerate(sizes):
+        # this size would not fit even at 4x the best rate so far (small products read slow: thread start-up,
+        # overhead per call; a CPU without bf16 hardware still stops before a product of seconds)
+        if best > 0 and clock() + (3 + PEAK_READINGS) * 2 * n**3 / (4 * best) > deadline:
+            break
+        a = torch.randn(n, n, device=dev).to(dtype)
+        b = torch.randn(n, n, device=dev).to(dtype)
+        out = torch.mm(a, b)  # warm-up: allocation, kernel choice
+        device.synchronize()
+        one = 0.0  # seconds of one product at this size, from the last reading
+        reps = 1
+        # the first size reads twice more: the first readings of a process pay its thread pool's start-up
+        for _ in range(PEAK_READINGS + (2 if k == 0 else 0)):
+            if one > 0:  # a tenth of `seconds`, growing at most tenfold a reading (one fast reading is no rate)
+                reps = max(1, min(10 * reps, int(seconds / 10 / one)))
+            if one > 0 and clock() + reps * one > deadline:
+                break
+            t0 = clock()
+            for _ in range(reps):
+                torch.mm(a, b, out=out)
+            device.synchronize()
+            one = max(clock() - t0, 1e-9) / reps
+            best = max(best, 2 * n**3 / one)
+        del a, b, out
+    return best
+
+
+def peak_flops(device: Device, precision: str, tf32: bool, threads: int, cache_dir: Path,
+               seconds: float = PEAK_SECONDS, *, at_least: float = 0.0, measure: Callable[..., float] | None = None,
+               memo: dict[str, float] | None = None) -> tuple[float, bool]:
+    """(the device's matmul peak in FLOP/s, whether it was measured now): from this process's memo, else from
+    `<cache_dir>/peak.json`, else measured (under a lock, so trials of one machine starting together measure it
+    once and not beside each other) and stored in both. A known peak below `at_least` (FLOP/s a trial achieved:
+    the peak was read while something else ran) is measured once more and the higher reading kept."""
+    from tuner.files import locked
+
+    memo = _MEMO if memo is None else memo
+    measure = measure or matmul_peak
+    key = peak_key(device, precision, tf32, threads)
+    known = memo.get(key)
+    again = f"{key} measured again"  # once per process: a trial faster than any reading is not re-read forever
+    if known is not None and (known >= at_least or again in memo):
+        return known, False
+    cache = CeilingCache(Path(cache_dir) / PEAK_FILE)
+    measured = False
+    with locked(Path(cache_dir) / ".peak"):  # not cache_dir itself: CeilingCache.put locks that
+        value = cache.get(key)
+        if value is None or value < at_least:
+            fresh = measure(device, precision, seconds)
+            measured = True
+            if value is not None:
+                memo[again] = fresh
+            if fresh > (value or 0.0):
+                value = fresh
+                cache.put(key, value, {"kind": "peak", "device": device.describe(), "host": platform.node(),
+                                       "precision": precision_name(precision, tf32), "threads": threads})
+    memo[key] = value or 0.0
+    return memo[key], measured
+
+
+def of_peak(throughput: float | None, flops_per_sample: float | None, peak: float | None,
+            world: int = 1) -> float | None:
+    """Achieved FLOP/s (samples/s of all ranks x FLOPs per sample) over the peak of the `world` devices."""
+    if not throughput or not flops_per_sample or not peak:
+        return None
+    return throughput * flops_per_sample / (peak * world)
