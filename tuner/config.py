@@ -17,7 +17,6 @@ Precision = Literal["fp32", "fp16", "bf16"]
 DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
 CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
-CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # CUDA graphs: refused on a CPU
 OptimizerImpl = Literal["default", "foreach", "fused"]
 
 

@@ -79,7 +79,7 @@ class Device:
             raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
 
     def check_compile(self, mode: str) -> None:
-        from tuner.config import CUDA_COMPILE_MODES
+        from tuner.knobs import CUDA_COMPILE_MODES
 
         if mode in CUDA_COMPILE_MODES and not self.is_cuda:
             raise DeviceError(f"compile: {mode} needs a CUDA device (it captures CUDA graphs); on the CPU use "

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes with CUDA graphs: refused on a CPU
+
 Role = Literal["learned", "speed", "run"]
 Ceiling = Literal["compute", "input"]
 Need = Literal["cuda", "ampere", "workers"]

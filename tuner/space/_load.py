@@ -135,7 +135,7 @@ def _check_against_config(space: Space, source: str) -> None:
                               f"generation or newer; trials elsewhere would fail), e.g. when: {{precision: fp32, "
                               f"tf32_available: true}}")
         if name == "compile" and spec.type is not None and not any(c.name == "gpus" for c in conditions):
-            from tuner.config import CUDA_COMPILE_MODES
+            from tuner.knobs import CUDA_COMPILE_MODES
 
             cuda_only = [v for v in (spec.choices or []) if v in CUDA_COMPILE_MODES]
             if cuda_only:

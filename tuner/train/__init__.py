@@ -2,6 +2,7 @@
 
 from tuner.study import TrialResult
 from tuner.train.preflight import WorkloadCheck, check_workload, preflight
-from tuner.train.trial import probe_ceilings, run_trial
+from tuner.train.probe import probe_ceilings
+from tuner.train.trial import run_trial
 
 __all__ = ["TrialResult", "WorkloadCheck", "check_workload", "preflight", "probe_ceilings", "run_trial"]

@@ -4,6 +4,9 @@ Failures are states, not exceptions: an out-of-memory anywhere in the trial (bui
 DDP, a cuDNN/cuBLAS workspace, training, scoring) is `oom`; a non-finite loss or quality metric is `diverged`; an
 exception raised by the workload's own code is `error`, with the user's frames kept. Bad input tuner itself
 refuses (a device this machine lacks, a batch larger than the dataset) raises a UserError instead.
+
+Over 500 lines because one trial's phases (build, train with its rung evaluations, ceilings, of_peak, failure
+states) share one `_Run` state that a failure handler reads; a study's probe lives apart (probe.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
-from tuner.train.ceilings import ceilings, measure_ceiling
+from tuner.train.ceilings import ceilings
 from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
@@ -491,58 +494,6 @@ class _Run:
         if collect:
             gc.collect()
             self.device.free_memory()
-
-
-def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
-                   cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
-                   enough_on_cpu: Callable[..., bool] | None = None) -> dict[str, Any]:
-    """A study's probe at one batch size, in this process, with the trial's own workload, models, threads and
-    numerics: `cfg`'s compute ceiling (on an untrained model, not cached) with each compute-side speed setting in
-    `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of each
-    loader in `loaders` (through `cache`). On a CPU, `enough_on_cpu(compute, probed, inputs, rest)` True after a
-    loader stops the loader probing there (the rest would not change the choice). Returns {compute, computes:
-    [value per speed setting], image, inputs: [value per loader], device}."""
-    device = resolve_device(cfg.params.device)
-    context = make_context(cfg, device, cache_dir, None)
-    speeds = speeds or [{}]
-    with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
-        workload = build_workload(cfg)
-        train_set, _ = workload.datasets()
-        models = build_models(workload, device, cfg.params.seed)
-        image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
-        built_nhwc = {k for k, m in models.items()  # models the workload itself builds in channels_last
-                      if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
-        # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
-        # ceilings, measured after training, never see. Run them untimed first.
-        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
-        # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
-        # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
-        # allowed.
-        computes: list[float | None] = []
-        for speed in [*speeds, {}] if len(speeds) > 1 else speeds:
-            if "channels_last" in speed and not image:
-                computes.append(None)
-                continue
-            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
-            with device.numerics(point.params):
-                computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
-                                         kinds=("compute",))["compute"])
-            if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
-                set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
-        if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
-            again = computes.pop()
-            computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)
-        inputs = []
-        on_cpu = not device.describe().startswith("cuda")
-        for i, loader in enumerate(loaders):
-            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
-            inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
-                                   kinds=("input",))["input"])
-            if on_cpu and enough_on_cpu is not None and enough_on_cpu(computes[0], loaders[: i + 1], inputs,
-                                                                      loaders[i + 1:]):
-                break
-    return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
-            "device": device.describe()}
 
 
 def run_trial(
