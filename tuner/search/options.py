@@ -285,7 +285,7 @@ def check_plan(plan: SearchPlan, cpu_trials: bool = False) -> list[Objective]:
     if cpu_trials:
         from tuner.train.preflight import check_budget
 
-        check_budget(cfg, check.step_seconds, "cpu", check.name)
+        check_budget(cfg, check.step_seconds, "cpu", check.name, check.score_seconds)
     plan.own = check.own
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:

@@ -201,7 +201,8 @@ class _Run:
         self.train_set: Any = None
         self.t0 = clock()
 
-    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None) -> None:
+    def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
+              score_reserve_s: float | None = None) -> None:
         cfg, device = self.cfg, self.device
         rank, world = rank_world()
         training = build_training(cfg, device, rank=rank, world=world)
@@ -210,11 +211,17 @@ class _Run:
         self.models, self.step = training.models, training.step
         self.result.optimizer = training.step.settings
 
+        budget = cfg.budget
+        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
+            # scoring's share of a seconds budget, kept out of training: the trial's wall time holds both
+            keep = min(score_reserve_s, 0.9 * budget.seconds)  # the pre-flight refused a budget scoring fills
+            budget = budget.model_copy(update={"seconds": budget.seconds - keep})
+            self.result.metrics["score_reserve_seconds"] = keep
         device.reset_peak_memory()
         self.t0 = self.clock()
         batches = training.batches()
         try:
-            loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
+            loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=on_window, agree=Agreement(world), clock=self.clock)
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
@@ -304,11 +311,13 @@ def run_trial(
     on_window: Callable[[dict[str, Any]], None] | None = None,
     ceilings: CeilingCache | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    score_reserve_s: float | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
     cache) and gets its headroom verdict. `clock` times the loop, the ceilings and the trial's wall_seconds
-    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin."""
+    (from the first training step to the end of the ceilings), which stays within the budget plus budget_margin
+    when `score_reserve_s` (the pre-flight's estimate of scoring) is kept out of training's share."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -317,7 +326,7 @@ def run_trial(
     failure: tuple[str, str, str | None] | None = None
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
-            run.train(wall_limit_s, on_window)
+            run.train(wall_limit_s, on_window, score_reserve_s)
             run.ceilings(ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
         except (TunerError, KeyboardInterrupt):
