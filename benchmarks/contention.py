@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [r["ratio"] for r in runs]
     doc = {"pairs": runs, "median_ratio": statistics.median(ratios), "min_ratio": min(ratios),
            "max_ratio": max(ratios), "seconds": args.seconds, "batch": args.batch, "threads": args.threads,
-           "neighbours": args.load, "env": env, "plain_env": plain_env, "light": args.light, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+           "neighbours": args.load, "env": env, "plain_env": plain_env, "light": args.light,
+           "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1))
     print(json.dumps({k: v for k, v in doc.items() if k != "pairs"}))

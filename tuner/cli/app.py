@@ -130,5 +130,5 @@ def note(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-__all__ = ["CliState", "quiet_openmp", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "stderr_console",
-           "stdout_console", "stdout_to_stderr", "user_output"]
+__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "quiet_openmp",
+           "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]
