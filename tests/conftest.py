@@ -52,9 +52,9 @@ def trial_engine(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _a_fast_preflight_step(monkeypatch):
-    """The pre-flight's timed step decides whether a seconds budget is refused (tuner.train.preflight.check_budget),
-    and on a busy machine a real step can take seconds: plant a fast one so no in-process test depends on this
-    machine's speed. The steps still run (they catch a loss that raises); the tests of the refusal plant their own
+    """The pre-flight's timed step and scoring decide whether a seconds budget is refused
+    (tuner.train.preflight.check_budget), and on a busy machine a real step can take seconds: plant fast ones so no
+    in-process test depends on this machine's speed. The steps still run (they catch a loss that raises); the tests of the refusal plant their own
     step time over this one."""
     import sys
 
@@ -63,3 +63,5 @@ def _a_fast_preflight_step(monkeypatch):
     preflight = sys.modules["tuner.train.preflight"]
     real = preflight._train_steps
     monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: (real(*a, **k), 0.001)[1])
+    real_score = preflight._score_timed  # scoring's estimate too: evaluate() still runs (its metrics are checked)
+    monkeypatch.setattr(preflight, "_score_timed", lambda *a, **k: (real_score(*a, **k)[0], 0.0))

@@ -91,3 +91,38 @@ def test_a_trial_the_wall_cap_stops_before_one_full_window_is_an_error_with_no_r
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, wall_limit_s=2.0)
     assert res.state == "error" and "before one window of 3 steps" in res.error
     assert res.throughput is None and res.get("val_loss") is None
+
+
+SLOW_SCORING = SLOW.replace("T[0] += 0.3", "T[0] += 4.0")  # scoring takes 4 s of the fake clock
+
+
+@pytest.fixture
+def slow_scoring(tmp_path):
+    path = write(tmp_path, SLOW_SCORING, "slowscoring.py")
+    sys.modules.pop("slowscoring", None)
+    yield path, lambda: sys.modules["slowscoring"].T[0] if "slowscoring" in sys.modules else 0.0
+    sys.modules.pop("slowscoring", None)
+
+
+@pytest.mark.parametrize("reserve", [None, 4.0])
+def test_scoring_kept_out_of_training_keeps_the_whole_trial_within_budget_and_margin(tmp_path, slow_scoring, reserve):
+    """Scoring (4 s) is more than the margin holds: without its reserve the trial overruns; with the pre-flight's
+    estimate kept out of training's share, warm-up, windows, scoring and ceilings end within budget + margin."""
+    path, clock = slow_scoring
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 20},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 5, "min_windows": 3, "window_min_steps": 3}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=reserve)
+    assert res.state == "complete", res.error
+    within = res.value("wall_seconds") <= 20 + budget_margin(20, res.value("step_seconds"))
+    assert within == (reserve is not None)
+    assert res.get("score_reserve_seconds") == reserve
+    assert 3 <= len(res.windows)
+
+
+def test_no_reserve_without_scoring(tmp_path, slow_scoring):
+    path, clock = slow_scoring
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 20}, "quality": {"enabled": False},
+                        "params": {"batch_size": 8, "device": "cpu"}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=4.0)
+    assert res.state == "complete" and res.get("score_reserve_seconds") is None and res.get("val_loss") is None

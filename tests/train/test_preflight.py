@@ -91,3 +91,47 @@ def test_the_check_times_its_steps_and_a_budget_too_short_for_them_is_refused(tm
     with pytest.raises(BudgetError, match=r"a 5 s budget is too short .* need 11 s; give --budget-seconds 14 or more"):
         check_budget(cfg, 1.0, "cpu", "gan")
     check_budget(parse_config({"workload": "gan", "budget": {"samples": 64}}), 100.0, "cpu", "gan")  # no wall contract
+
+
+def test_scoring_counts_in_the_budget_check_whatever_the_device():
+    """The check's arithmetic is the same on any device: a step timed on a (fake) GPU and scoring that fills the
+    budget are refused naming both; without scoring (quality off) the same budget is enough."""
+    from tests.helpers.fakes import FakeCudaDevice
+    from tuner.errors import BudgetError
+    from tuner.train.preflight import check_budget
+
+    gpu = FakeCudaDevice().describe()
+    cfg = parse_config({"workload": "gan", "budget": {"seconds": 5},
+                        "measure": {"warmup_steps": 2, "min_windows": 3, "window_min_steps": 3}})
+    check_budget(cfg, 0.1, gpu, "gan", score_s=3.0)  # 1.1 s of training and 3 s of scoring fit 5 s
+    with pytest.raises(BudgetError, match=r"need 1.1 s, and scoring \(evaluate\(\)\) about 5 s more; give "
+                                          r"--budget-seconds 8 or more"):
+        check_budget(cfg, 0.1, gpu, "gan", score_s=5.0)
+    check_budget(cfg.model_copy(update={"quality": cfg.quality.model_copy(update={"enabled": False})}), 0.1, gpu,
+                 "gan", score_s=5.0)
+
+
+def test_the_check_estimates_a_whole_scoring_from_the_batches_it_scored(tmp_path, monkeypatch):
+    """The check scores 2 validation batches; a full scoring reads every batch, so its estimate scales by them."""
+    monkeypatch.undo()  # the real estimate, not conftest's planted one
+    from tuner.train.preflight import _score_timed
+    from tuner.train.trial import build_models
+
+    t = [0.0]
+
+    def evaluate(models, val_batches):
+        for _ in val_batches:
+            t[0] += 1.0  # each batch costs one second of the planted clock
+        return {"val_loss": 1.0}
+
+    import tuner
+
+    x, y = torch.randn(40, 4), torch.randint(0, 2, (40,))
+    val = torch.utils.data.TensorDataset(x, y)
+    workload = tuner.Workload(models={"net": lambda: torch.nn.Linear(4, 2)}, datasets=lambda: (val, val),
+                              loss=lambda m, b: m["net"](b[0]).sum(), evaluate=evaluate, eval_batch_size=8)
+    models = build_models(workload, CPU, 0)
+    metrics, seconds = _score_timed(workload, models, val, CPU, clock=lambda: t[0])
+    assert metrics["val_loss"] == 1.0
+    assert seconds == pytest.approx(5.0)  # 2 batches took 2 s (timed the second time); the split holds 5 of 8
+    assert t[0] == 4.0  # the first call, which pays one-time costs, is not the one timed

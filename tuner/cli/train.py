@@ -41,7 +41,8 @@ def train(
         check_writable(out_dir, "--out-dir")
     with user_output():  # what the workload prints goes to stderr: stdout is the result
         device, check = preflight(cfg, reports_dir / ".cache")
-        check_budget(cfg, check.step_seconds, device.describe(), check.name)  # before anything is written
+        check_budget(cfg, check.step_seconds, device.describe(), check.name,
+                     check.score_seconds)  # before anything is written
         out.mkdir(parents=True, exist_ok=True)
         if not as_json:
             on = f" on {cfg.dataset}" if cfg.dataset else ""
@@ -50,7 +51,8 @@ def train(
         if cfg.params.compile != "off" and check.step_seconds and check.step_samples:
             eager = check.step_samples / check.step_seconds  # the pre-flight's eager steps: the break-even's base
         result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
-                           on_window=None if as_json else _print_window, eager_throughput=eager)
+                           on_window=None if as_json else _print_window, eager_throughput=eager,
+                           score_reserve_s=check.score_seconds)
     if as_json:
         print_json(result.to_json())
     else:

@@ -282,12 +282,13 @@ def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
             "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device}}
 
 
-def check_plan(plan: SearchPlan, cpu_trials: bool = False) -> list[Objective]:
-    """Build the workload once, as a trial would, before Ray starts (tuner.train.check_workload, on the CPU so
-    the driver holds no GPU memory while trials run), and resolve the objectives: `quality` becomes the
-    workload's own, and a metric of the workload's must be among what its evaluate() returns. With `cpu_trials`
-    (the trials run on this machine's CPU, so the check's step time is theirs) a seconds budget too short for
-    the baseline's step is refused here, naming the budget it needs (tuner.train.preflight.check_budget)."""
+def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
+    """Build the workload once, as a trial would, before Ray starts (tuner.train.check_workload), and resolve the
+    objectives: `quality` becomes the workload's own, and a metric of the workload's must be among what its
+    evaluate() returns. With `trial_device` (a tuner.device.Device: the kind of device the trials run on, on this
+    machine) the check runs and times its step and scoring there, and a seconds budget too short for them is
+    refused here, naming the budget it needs (tuner.train.preflight.check_budget), whatever the device. Without
+    it (a cluster's trials, a resume) the check runs on the CPU and the budget is not checked."""
     from tuner.device import resolve_device
     from tuner.train import check_workload
 
@@ -296,11 +297,11 @@ def check_plan(plan: SearchPlan, cpu_trials: bool = False) -> list[Objective]:
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
     point = plan.space.resolve(context, strict=False).baseline_point(context)
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
-    check = check_workload(cfg, plan.cache_dir, resolve_device("cpu"))
-    if cpu_trials:
+    check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"))
+    if trial_device is not None:
         from tuner.train.preflight import check_budget
 
-        check_budget(cfg, check.step_seconds, "cpu", check.name)
+        check_budget(cfg, check.step_seconds, trial_device.describe(), check.name, check.score_seconds)
     plan.own = check.own
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:

@@ -182,6 +182,17 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
             lock.abandon()  # bad input found after the claim: leave no folder behind
 
 
+def trial_device(opts: SearchOptions, cluster: Any, plan: SearchPlan) -> Any:
+    """The device this machine's trials train on (their GPU kind, or the CPU), where the pre-flight times the step
+    the budget is checked against; None for a cluster's trials or a resume (no budget check). Timing on a GPU
+    leaves this driver a CUDA context (a few hundred MB) beside the trials."""
+    if cluster is None or plan.resume:
+        return None
+    from tuner.device import resolve_device
+
+    return resolve_device("cuda" if resolve_resources(opts, cluster).gpus_per_trial > 0 else "cpu")
+
+
 def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
                    stop: StopSignals, make_view: Any = None) -> SearchSummary:
     from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray
@@ -196,8 +207,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
-    cpu_trials = cluster is not None and not plan.resume and resolve_resources(opts, cluster).gpus_per_trial <= 0
-    plan.objectives = check_plan(plan, cpu_trials)  # before anything is printed: a bad workload is one line on stderr
+    plan.objectives = check_plan(plan, trial_device(opts, cluster, plan))  # a bad workload: one line on stderr
     shared = shared_fid_cache(plan)
 
     import ray

@@ -5,8 +5,9 @@ two training steps and calls evaluate() once on a few validation batches, so a b
 rejects its options, datasets that are empty or not map-style, a loss that raises, or a quality metric evaluate()
 never returns is one line and exit 2 here, not a study of failed trials. It also pays a process's one-time costs
 (dataset caches, the FID extractor, first-step kernel selection) before the first trial is timed. The steps are
-timed, so a seconds budget too short for the model's step is refused here (check_budget) with the budget it needs,
-rather than every trial being cut at the wall cap with one-step readings.
+timed, and so is evaluate() (scaled to the whole validation split), so a seconds budget too short for the model's
+step and its scoring is refused here (check_budget) with the budget it needs, rather than every trial being cut at
+the wall cap with one-step readings.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class WorkloadCheck:
     info: dict[str, Any] = field(default_factory=dict)
     step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
     step_samples: int | None = None  # samples of one of those steps
+    score_seconds: float | None = None  # a full scoring's wall time, estimated from the check's (None: no evaluate)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
 
 
@@ -105,6 +107,21 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     return min(times)  # the first pays one-time costs: the faster one is closer to the trial's step
 
 
+def _score_timed(workload: Workload, models: dict[str, Any], val_set: Any, device: Device,
+                 clock: Any = time.perf_counter) -> tuple[dict[str, Any], float]:
+    """evaluate() on the first PREFLIGHT_VAL_BATCHES validation batches, and the wall time a full scoring would
+    take at that pace (every batch of the validation split): what a seconds budget keeps for scoring. The first
+    call pays the process's one-time costs (the FID extractor, its caches); the second is the one timed."""
+    from tuner.train.trial import score
+
+    metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
+    start = clock()
+    score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
+    seconds = clock() - start
+    full = max(1, math.ceil(len(val_set) / workload.eval_batch_size))
+    return metrics, seconds * full / min(full, PREFLIGHT_VAL_BATCHES)
+
+
 def budget_need(measure: Measure, step_s: float) -> float:
     """Seconds a trial needs at this step time: its least warm-up and its fewest windows of the least length."""
     windows = min(measure.min_windows, measure.windows)
@@ -112,21 +129,26 @@ def budget_need(measure: Measure, step_s: float) -> float:
                                                                  measure.window_min_seconds)
 
 
-def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str) -> None:
-    """Refuse a seconds budget that cannot hold the warm-up and the fewest windows at the pre-flight's step
-    time, naming the budget that can (with a fifth more: the pre-flight step of a fresh process is noisy).
-    A samples budget has no wall-time contract, so it is not checked."""
+def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
+                 score_s: float | None = None) -> None:
+    """Refuse a seconds budget that cannot hold the warm-up, the fewest windows at the pre-flight's step time and
+    the scoring (`score_s`, kept out of the training's share of the budget), naming the budget that can (with a
+    fifth more: the pre-flight of a fresh process is noisy). The same arithmetic whatever the device: `step_s`
+    must be timed on the trials' own device. A samples budget has no wall-time contract, so it is not checked."""
     budget = cfg.budget.seconds
     if budget is None or step_s is None:
         return
     need = budget_need(cfg.measure, step_s)
-    if need <= budget:
+    scoring = score_s if score_s is not None and cfg.quality.enabled else 0.0
+    if need + scoring <= budget:
         return
     m = cfg.measure
+    also = f", and scoring (evaluate()) about {scoring:.3g} s more" if scoring else ""
     raise BudgetError(f"a {budget:g} s budget is too short for workload {name}: one training step took "
                       f"{step_s:.3g} s in the pre-flight (batch {cfg.params.batch_size} on {device}), and warm-up "
-                      f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s; "
-                      f"give --budget-seconds {math.ceil(need * 1.2)} or more, or a smaller batch_size")
+                      f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s"
+                      f"{also}; give --budget-seconds {math.ceil((need + scoring) * 1.2)} or more, or a smaller "
+                      f"batch_size")
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
@@ -153,9 +175,13 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             stage = "a training step (the loss)"
             step_s = _train_steps(workload, models, train_set, cfg, device)
             metrics: dict[str, Any] = {}
+            score_s = None
             if workload.evaluate is not None:
                 stage = "evaluate()"
-                metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
+                if cfg.budget.seconds is not None and cfg.quality.enabled:  # what a seconds budget keeps for it
+                    metrics, score_s = _score_timed(workload, models, val_set, device)
+                else:
+                    metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
             del models
     except TunerError:
         raise
@@ -177,7 +203,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info), step_seconds=step_s, own=own_params(workload),
+                         info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps)
 
 

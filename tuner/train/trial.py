@@ -278,7 +278,7 @@ class _Run:
         self.t0 = clock()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
-              eager_throughput: float | None = None) -> None:
+              eager_throughput: float | None = None, score_reserve_s: float | None = None) -> None:
         cfg, device = self.cfg, self.device
         rank, world = rank_world()
         training = build_training(cfg, device, rank=rank, world=world)
@@ -287,6 +287,12 @@ class _Run:
         self.models, self.step = training.models, training.step
         self.result.optimizer = training.step.settings
 
+        budget = cfg.budget
+        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
+            # scoring's share of a seconds budget, kept out of training: the trial's wall time holds both
+            keep = min(score_reserve_s, 0.9 * budget.seconds)  # the pre-flight refused a budget scoring fills
+            budget = budget.model_copy(update={"seconds": budget.seconds - keep})
+            self.result.metrics["score_reserve_seconds"] = keep
         device.reset_peak_memory()
         self.t0 = self.clock()
         rungs = _Rungs(self, self.reporter, training, world) if self.reporter is not None else None
@@ -303,7 +309,7 @@ class _Run:
         batches = training.batches()
         watch = CompileWatch(cfg.params.compile, self.models) if cfg.params.compile != "off" else None
         try:
-            loop = run_loop(self.step, batches, budget=cfg.budget, measure=cfg.measure, device=device,
+            loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
                             rung_points=rungs.points if rungs is not None else None, compiling=watch)
         except _DivergedAtRung as err:
@@ -509,6 +515,7 @@ def run_trial(
     reporter: TrialReporter | None = None,
     measure_ceilings: bool = True,
     eager_throughput: float | None = None,
+    score_reserve_s: float | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
@@ -520,7 +527,8 @@ def run_trial(
     wall_seconds, its FLOPs per sample and the device's matmul peak (one-time costs: `ceilings` caches the count,
     `cache_dir` the peak) give it of_peak. wall_seconds stays within the budget plus budget_margin plus
     compile_seconds (torch.compile's first steps, outside the budget). A compiled trial with `eager_throughput`
-    (samples/s of the same config in eager mode) also gets its compile break-even."""
+    (samples/s of the same config in eager mode) also gets its compile break-even. `score_reserve_s` (the
+    pre-flight's estimate of scoring) is kept out of training's share of the budget, so scoring fits too."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -532,7 +540,7 @@ def run_trial(
     stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
-            run.train(wall_limit_s, on_window, eager_throughput)
+            run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s)
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
