@@ -35,7 +35,8 @@ def make_study(tmp_path):
 @pytest.fixture
 def trial_engine(monkeypatch):
     """trial_engine(engine): the in-process study's trials train with `engine` (train_trial's signature:
-    cfg, *, cache_dir, out_dir, wall_limit_s, setup) instead of tuner's own, by patching the one function the
+    cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings; a fake takes **_ for what it
+    ignores) instead of tuner's own, by patching the one function the
     runner hands to Tune. The engine must reach Ray's workers: ship its module by value
     (ray.cloudpickle.register_pickle_by_value). Fake engines train nothing to probe: pass probe=False."""
     from tuner.search import _runner

@@ -65,7 +65,7 @@ def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
     from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
     from tuner.study import Objective, TrialResult
 
-    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None):
+    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None, **_):
         print("number of parameters: 0.10M")
         return TrialResult(state="complete", throughput=100.0, train_seconds=0.1)
 

@@ -88,7 +88,7 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
 
     import optuna
 
-    from tests.helpers.studies import load_trials
+    from tests.helpers.studies import load_trials, stored_trials
 
     space = tmp_path / "tiny.yaml"
     space.write_text(space_text)
@@ -101,7 +101,7 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
             wait_for_results(first, study_dir, 2, timeout=150)
         finally:
             sigkill(first)
-        before = {r["trial"]: r for r in load_trials(study_dir)}
+        before = stored_trials(study_dir)
         assert 2 <= len(before) < trials
 
         second = search(["--study", "tiny", "--resume"], reports)
@@ -109,8 +109,8 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
     assert second.returncode == 0, err
     assert f"resuming with {len(before)} done" in err and "Pareto front" in out
 
-    records = {r["trial"]: r for r in load_trials(study_dir)}
-    assert len(records) == trials and all(r["state"] == "complete" for r in records.values())
+    assert len(load_trials(study_dir)) == trials and all(r["state"] == "complete" for r in load_trials(study_dir))
+    records = stored_trials(study_dir)
     # What the trial measured: not the re-runs (they come after) nor `suspect`, judged at each read against the
     # study's noise floor, which the trials after the kill move.
     searched = lambda rec: {k: v for k, v in rec.items() if k not in ("confirmed", "suspect")}  # noqa: E731

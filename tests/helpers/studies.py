@@ -156,5 +156,17 @@ def load_trials(study_dir: Path) -> list[dict[str, Any]]:
     return [r.to_json() for r in StudyFolder(study_dir).records()]
 
 
+def stored_trials(study_dir: Path) -> dict[int, dict[str, Any]]:
+    """What each trial recorded itself, by number: its result.json as written (the views add what the study
+    measured later for the same knobs, e.g. ceilings from its confirmation re-runs)."""
+    import json
+
+    out = {}
+    for path in sorted(study_dir.glob("trials/*/result.json")):
+        data = json.loads(path.read_text())
+        out[int(data["trial"])] = data
+    return out
+
+
 def read_meta(study_dir: Path) -> dict[str, Any]:
     return StudyFolder(study_dir).read_meta().model_dump(mode="json")

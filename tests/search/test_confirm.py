@@ -29,7 +29,7 @@ params:
 """
 
 
-def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
+def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None, **_):
     """Fast and fake: throughput from the batch size, loss from beta1; every call appended to calls.log."""
     with open(Path(out_dir).parents[3 if Path(out_dir).parent.name == "confirm" else 1] / "calls.log", "a") as f:
         f.write(f"{out_dir}\n")
@@ -156,7 +156,7 @@ def test_the_knee_chase_stops_at_its_bound_and_exports_the_best_confirmed_trial(
     assert is_confirmed(v.pick) and "ranks higher on a single, unconfirmed reading" in v.text
 
 
-def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
+def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None, **_):
     """Like engine_logged, but every confirmation re-run reads a third of the search's figure: the knee moves."""
     p = cfg.params
     thr = float(p.batch_size) * 10 * (0.3 if Path(out_dir).parent.name == "confirm" else 1.0)

@@ -10,7 +10,7 @@ import optuna
 
 from tests.helpers.searchproc import finish, kill_and_resume, search, sigkill, wait_for_results
 from tests.helpers.spaces_for_tests import tiny_space
-from tests.helpers.studies import load_trials
+from tests.helpers.studies import load_trials, stored_trials
 
 TINY_SPACE = tiny_space(trials=6)
 
@@ -60,8 +60,8 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
             time.sleep(0.05)
     finally:
         sigkill(first)
-    searched = lambda: {r["trial"]: {k: v for k, v in r.items() if k not in ("confirmed", "suspect")}  # noqa: E731
-                        for r in load_trials(study_dir)}
+    searched = lambda: {n: {k: v for k, v in r.items() if k not in ("confirmed", "suspect")}  # noqa: E731
+                        for n, r in stored_trials(study_dir).items()}
     trials_before = searched()
     reruns_before = {p: p.read_text() for p in study_dir.glob("trials/*/confirm/*.json")}
     assert len(trials_before) == 3 and 1 <= len(reruns_before) < 9

@@ -45,7 +45,7 @@ def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limi
                        fid=10.0 + 100.0 / p.batch_size + p.beta1, quality_seconds=0.0)
 
 
-def engine_modes(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
+def engine_modes(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None, **_):
     """By trial number (the name of out_dir, trials/<NNNN>): n % 3 == 1 raises, n % 3 == 2 kills its process."""
     mode = int(Path(out_dir).name) % 3
     if mode == 1:

@@ -15,6 +15,7 @@ from tuner.config import Quality
 from tuner.data import Datasets
 from tuner.device import resolve_device
 from tuner.measure.fid import fid_of_images
+from tuner.search._rungs import SchedulerPlan
 from tuner.search._runner import StudySetup, shared_fid_cache, study_meta
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import parse_space
@@ -90,7 +91,7 @@ OBJECTIVES = [Objective(metric="throughput", direction="max"), Objective(metric=
 def node_engine(n_train: int):
     """A trial on a node whose copy of the dataset has n_train training images; scores `generated()`."""
 
-    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None):
+    def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None, **_):
         value = score(copy_of_tiny(1, n_train), Path(cache_dir))
         return TrialResult(state="complete", throughput=100.0, fid=value, train_seconds=0.1)
 
@@ -133,7 +134,7 @@ def test_the_driver_ships_its_fid_cache_and_study_json_records_its_hashes(tmp_pa
     plan = SimpleNamespace(study="s", space=SPACE, objectives=OBJECTIVES, workload=SimpleNamespace(text="cnn"),
                            workload_options={}, dataset="synthetic", budget=SPACE.defaults.budget, trials=3,
                            sampler="tpe", seed=0, storage="sqlite://", confirm_trials=2,
-                           confirm_repeats=2, study_dir=tmp_path / "s")
+                           confirm_repeats=2, study_dir=tmp_path / "s", scheduler=SchedulerPlan())
     cluster = SimpleNamespace(cpus=2, gpus=0, nodes=1)
     resources = SimpleNamespace(cpus_per_trial=2, gpus_per_trial=0, concurrency=1)
     meta = study_meta(plan, cluster, resources, None, setup)

@@ -179,14 +179,15 @@ class StudySearcher(OptunaSearch):
         values = None  # a failed trial: penalties and a violated constraint (tell_trial)
         if feasible:
             values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
+        pruned = stopped and (_STOPPED_TELL == "pruned" or not feasible)
         try:
-            if stopped:
+            if pruned:  # feasible: stopped for its rank, not failed (tell_trial sets it for the others)
                 ot_trial.set_constraint(CONSTRAINT, 0.0)
             ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
             ot_trial.set_user_attr("state", record.state)
         except Exception as exc:  # never lose the tell over bookkeeping
             logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
-        if stopped and (_STOPPED_TELL == "pruned" or not feasible):
+        if pruned:
             self._tell(ot_trial, None, state="pruned")
         else:  # values, or penalties and a violated constraint (the benchmarks tell the same way)
             self._tell(ot_trial, values, state="complete")

@@ -49,7 +49,8 @@ REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.se
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
 RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
 
-Engine = Callable[..., Any]  # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup) -> TrialResult
+# train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings) -> TrialResult
+Engine = Callable[..., Any]
 
 
 def objective_key(o: Objective) -> str:
@@ -155,19 +156,16 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
-        extra: dict[str, Any] = {}
         rungs = [float(b) for b in config.get(RUNGS_KEY) or []]
-        if send is not None and (engine is train_trial or rungs):  # a test's fake engine may take no reporter
-            extra["reporter"] = TrialReports(rungs, setup.objectives, where, t0, send)
-        if engine is train_trial:
-            # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
-            # (they were a tenth of the default study's wall time); the report fills others from the cache.
-            extra["measure_ceilings"] = config.get(REPEAT_KEY) is not None
+        reporter = TrialReports(rungs, setup.objectives, where, t0, send) if send is not None else None
+        # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
+        # (they were a tenth of the default study's wall time); the report fills others from the cache.
+        measure_ceilings = config.get(REPEAT_KEY) is not None
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
             result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup,
-                            **extra)
+                            reporter=reporter, measure_ceilings=measure_ceilings)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:
