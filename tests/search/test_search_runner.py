@@ -34,7 +34,8 @@ params:
 # --- fake engines (shipped to Ray workers by value, see below) ------------------------------------------------
 
 
-def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None):
+def engine_bf16_diverges(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None,
+                         **_):
     """Throughput grows with batch, loss falls with beta1; precision bf16 always diverges."""
     p = cfg.params
     if p.precision == "bf16":
