@@ -1,0 +1,150 @@
+"""Do a study's numbers hold when its export is re-trained? (issue 18, "Done when")
+
+`python benchmarks/retrain.py [--cases charlm,resnet,gan64] [--trials 3] [--out DIR]` runs, for each model, what a
+user runs, each command a fresh process through the CLI:
+
+    tuner search --workload W --trials 3 --budget-seconds B     (the amp_loader space, confirmation on: --confirm 1)
+    tuner export STUDY --out best.yaml
+    tuner train --config best.yaml --format json
+
+and records (1) whether the re-trained throughput lies inside the exported trial's confirmed interval, (2) each
+trial's wall time against its budget plus the stated margin (budget + 10% + 2 steps; a study that refused names
+the budget it needs instead), (3) whether the baseline trained with the workload's own declared optimizer
+settings, and (4) whether the exported trial is a confirmed one. The models are the examples written after
+models nobody here wrote: examples/charlm.py (nanoGPT's GPT, its own AdamW groups), examples/resnet.py (torchvision's
+resnet18 at 32x32) and the built-in GAN at pytorch/examples' DCGAN size (64x64, width 64). Prints one JSON document
+and writes retrain.json / retrain.md under --out (default benchmarks/results). Run it on a quiet machine: a
+confirmed interval is only as narrow as the machine is steady.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name: (workload, options, per-trial budget in seconds)
+CASES: dict[str, tuple[str, list[str], float]] = {
+    "charlm": ("examples/charlm.py:make", ["block_size=64", "n_layer=4", "n_head=4", "n_embd=128"], 20.0),
+    "resnet": ("examples/resnet.py:make", [], 30.0),
+    "gan64": ("gan", ["image_size=64", "width=32"], 30.0),
+    "gan": ("gan", [], 5.0),  # the built-in at 32x32: a quick check of the script itself
+}
+
+
+def tuner(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"tuner {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+    return proc
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def run_case(name: str, trials: int, reports: Path) -> dict[str, Any]:
+    workload, options, budget = CASES[name]
+    opts = [x for o in options for x in ("-o", o)]
+    out: dict[str, Any] = {"case": name, "workload": workload, "options": options, "budget_seconds": budget,
+                           "load_before": load_average()}
+    t0 = time.perf_counter()
+    search = tuner("search", "--space", "amp_loader", "--workload", workload, *opts, "--trials", str(trials),
+                   "--budget-seconds", str(budget), "--study", name, "--reports-dir", str(reports),
+                   "--format", "json", check=False)
+    out["search_seconds"] = time.perf_counter() - t0
+    if search.returncode != 0:  # a refusal names the budget it needs: that is an answer too
+        out.update(search_exit=search.returncode, search_refusal=search.stderr.strip().splitlines()[-1:])
+        return out
+    trials_json = json.loads(tuner("report", name, "--reports-dir", str(reports), "--format", "json").stdout)
+    best = reports / f"{name}.yaml"
+    tuner("export", name, "--reports-dir", str(reports), "--out", str(best))
+    picked = int(yaml.safe_load(best.read_text())["provenance"]["trial"])
+    t1 = time.perf_counter()
+    proc = tuner("train", "--config", str(best), "--reports-dir", str(reports), "--format", "json", check=False)
+    out["train_seconds_wall"] = time.perf_counter() - t1
+    out["load_after"] = load_average()
+    if proc.returncode != 0:
+        out.update(picked_trial=picked, train_exit=proc.returncode, train_refusal=proc.stderr.strip().splitlines()[-1:])
+        return out
+    train = json.loads(proc.stdout)
+
+    walls = []
+    for t in trials_json:
+        m = t.get("metrics") or t
+        wall, step = m.get("wall_seconds"), m.get("step_seconds") or 0.0
+        if wall is None:
+            continue
+        limit = budget * 1.10 + 2 * step + float(m.get("compile_seconds") or 0.0)
+        walls.append({"trial": t["trial"], "state": t["state"], "wall_seconds": wall, "limit": limit,
+                      "within": wall <= limit})
+    base = next((t for t in trials_json if t["trial"] == 0), None)
+    pick = next(t for t in trials_json if t["trial"] == picked)
+    conf = (pick.get("confirmed") or {}).get("figures", {}).get("throughput")
+    got = train.get("throughput") if "throughput" in train else (train.get("metrics") or {}).get("throughput")
+    out.update(
+        picked_trial=picked, picked_confirmed=conf is not None,
+        confirmed_throughput=conf and {k: conf[k] for k in ("centre", "low", "high")},
+        retrained_throughput=got,
+        retrained_inside=bool(conf and got is not None and conf["low"] <= got <= conf["high"]),
+        walls=walls, walls_within=all(w["within"] for w in walls),
+        baseline_optimizer=base and base.get("optimizer"),
+    )
+    return out
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [f"# Re-training the export ({doc['when']}, load average {doc['load_start']:.1f} at start)", "",
+             "| model | budget | pick | confirmed interval (samples/s) | re-trained | inside | trials within budget + margin |",
+             "|---|---|---|---|---|---|---|"]
+    for c in doc["cases"]:
+        refusal = c.get("search_refusal") or c.get("train_refusal")
+        if refusal:
+            which = "search" if "search_refusal" in c else "train"
+            lines.append(f"| {c['case']} | {c['budget_seconds']:g} s | {which} refused: {' '.join(refusal)} | | | | |")
+            continue
+        ci = c["confirmed_throughput"]
+        iv = f"{ci['centre']:.0f} [{ci['low']:.0f}, {ci['high']:.0f}]" if ci else "not confirmed"
+        got = c["retrained_throughput"]
+        within = sum(w["within"] for w in c["walls"])
+        worst = max((w["wall_seconds"] / c["budget_seconds"] for w in c["walls"]), default=0.0)
+        lines.append(f"| {c['case']} | {c['budget_seconds']:g} s | trial {c['picked_trial']} | {iv} | "
+                     f"{got:.0f} | {'yes' if c['retrained_inside'] else 'NO'} | {within}/{len(c['walls'])} "
+                     f"(longest {worst:.2f}x the budget) |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="charlm,resnet,gan64")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    args = ap.parse_args()
+    doc: dict[str, Any] = {"when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                           "load_start": load_average(), "cases": []}
+    with tempfile.TemporaryDirectory(prefix="tuner-retrain-") as tmp:
+        for name in args.cases.split(","):
+            print(f"[retrain] {name} ...", file=sys.stderr, flush=True)
+            doc["cases"].append(run_case(name, args.trials, Path(tmp)))
+            print(f"[retrain] {name}: {json.dumps(doc['cases'][-1], default=str)[:400]}", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "retrain.json").write_text(json.dumps(doc, indent=1, default=str))
+    (args.out / "retrain.md").write_text(markdown(doc))
+    print(json.dumps(doc, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
