@@ -105,7 +105,7 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
             from tuner.train.compile import CompileWatch, run_compile_warmup
             from tuner.train.distributed import Agreement
 
-            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models), device,
+            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models, cfg.params), device,
                                time.perf_counter, Agreement())
         for _ in range(max(cfg.measure.warmup_steps, 1)):
             step(meter)

@@ -307,7 +307,7 @@ class _Run:
                 rungs.window(w)
 
         batches = training.batches()
-        watch = CompileWatch(cfg.params.compile, self.models) if cfg.params.compile != "off" else None
+        watch = CompileWatch(cfg.params.compile, self.models, cfg.params) if cfg.params.compile != "off" else None
         try:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
