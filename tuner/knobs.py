@@ -164,13 +164,24 @@ def check_device(params: Any, device: Any) -> None:
             raise DeviceError(f"{k.name} needs a CUDA device; set {k.name}: false on the CPU")
 
 
+def role_text(name: str) -> str:
+    """A knob's role in words, as the README's table and the HTML report say it ("the workload's own" for a
+    hyperparameter tuner does not know: a user workload's)."""
+    k = KNOBS.get(name)
+    if k is None:
+        return "the workload's own"
+    if k.role == "run":
+        return "names the run"
+    return "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
+
+
 def readme_table() -> str:
     """The README's knob table, generated (tests/test_knobs.py checks the README holds it)."""
     rows = ["| knob | role | needs | moves the ceiling | plain PyTorch |", "| --- | --- | --- | --- | --- |"]
     for k in KNOBS.values():
         if k.role == "run":
             continue
-        role = "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
+        role = role_text(k.name)
         example = {"precision": "bf16", "optimizer_impl": "fused", "channels_last": True,
                    "compile": "default"}.get(k.name)
         how = k.pytorch if isinstance(k.pytorch, str) else k.spell(example)
