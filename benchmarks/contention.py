@@ -27,35 +27,21 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def plain_loop(seconds: float, batch: int, warmup: int, threads: int | None, cache_dir: Path) -> dict[str, Any]:
-    """Samples/s of the textbook DCGAN loop, timed with perf_counter around every step after `warmup` steps."""
+def dcgan_step(batches: Any, channels: int) -> Any:
+    """The textbook DCGAN step (its own models, Adam, BCE) over `batches`: the plain loop both comparisons time."""
     import torch
     from torch import nn
-    from torch.utils.data import DataLoader
 
-    from tuner.data import load_datasets
     from tuner.models import Discriminator, Generator
 
-    if threads is not None:
-        torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    data = load_datasets("digits", 32, cache_dir)
-    loader = DataLoader(data.train, batch_size=batch, shuffle=True, drop_last=True)
-    netG, netD = Generator(nz=64, ngf=32, channels=data.channels), Discriminator(ndf=32, channels=data.channels)
+    netG, netD = Generator(nz=64, ngf=32, channels=channels), Discriminator(ndf=32, channels=channels)
     optG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
     optD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
     bce = nn.BCEWithLogitsLoss()
 
-    def batches() -> Any:
-        while True:
-            yield from loader
-
-    it = batches()
-
     def step() -> None:
-        real = next(it)[0]
-        z = torch.randn(real.size(0), 64, 1, 1)
-        fake = netG(z)
+        real = next(batches)[0]
+        fake = netG(torch.randn(real.size(0), 64, 1, 1))
         optD.zero_grad()
         out_r, out_f = netD(real), netD(fake.detach())
         (bce(out_r, torch.ones_like(out_r)) + bce(out_f, torch.zeros_like(out_f))).backward()
@@ -65,6 +51,27 @@ def plain_loop(seconds: float, batch: int, warmup: int, threads: int | None, cac
         bce(out, torch.ones_like(out)).backward()
         optG.step()
 
+    return step
+
+
+def plain_loop(seconds: float, batch: int, warmup: int, threads: int | None, cache_dir: Path) -> dict[str, Any]:
+    """Samples/s of the textbook DCGAN loop, timed with perf_counter around every step after `warmup` steps."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from tuner.data import load_datasets
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    data = load_datasets("digits", 32, cache_dir)
+    loader = DataLoader(data.train, batch_size=batch, shuffle=True, drop_last=True)
+
+    def batches() -> Any:
+        while True:
+            yield from loader
+
+    step = dcgan_step(batches(), data.channels)
     for _ in range(warmup):
         step()
     start = time.perf_counter()
@@ -87,14 +94,12 @@ def in_process(rounds: int, steps: int, cache_dir: Path) -> dict[str, Any]:
     builds it) alternated in one process, `steps` of each per round, order alternating: what is left of a gap
     here is tuner's step itself; what is gone was the process or the machine."""
     import torch
-    from torch import nn
     from torch.utils.data import DataLoader
 
     from tuner.builtin.gan import make
     from tuner.config import TrialConfig
     from tuner.data import make_loader
     from tuner.device import resolve_device
-    from tuner.models import Discriminator, Generator
     from tuner.train.loop import forever
     from tuner.train.step import PhaseStep
     from tuner.train.trial import build_models, make_context
@@ -107,24 +112,7 @@ def in_process(rounds: int, steps: int, cache_dir: Path) -> dict[str, Any]:
         train_set, _ = wl.datasets()
         step = PhaseStep(wl, build_models(wl, dev, 0), cfg.params, dev)
         tuner_batches = forever(make_loader(train_set, cfg.params, dev))
-        plain_batches = forever(DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True))
-        netG, netD = Generator(nz=64, ngf=32, channels=1), Discriminator(ndf=32, channels=1)
-        optG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        optD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        bce = nn.BCEWithLogitsLoss()
-
-        def plain() -> None:
-            real = next(plain_batches)[0]
-            fake = netG(torch.randn(real.size(0), 64, 1, 1))
-            optD.zero_grad()
-            out_r, out_f = netD(real), netD(fake.detach())
-            (bce(out_r, torch.ones_like(out_r)) + bce(out_f, torch.zeros_like(out_f))).backward()
-            optD.step()
-            optG.zero_grad()
-            out = netD(fake)
-            bce(out, torch.ones_like(out)).backward()
-            optG.step()
-
+        plain = dcgan_step(forever(DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)), 1)
         sides = {"plain": plain, "tuner": lambda: step(tuner_batches)}
         for fn in sides.values():  # warm-up
             fn()

@@ -1,6 +1,6 @@
 """Every knob's role, in one table: what a knob changes, what it needs, which ceiling it moves, how PyTorch spells it.
 
-The ceiling cache keys (tuner.train.ceilings), the knobs the study's probes decide (tuner.search._probe), the
+The ceiling cache keys (tuner.train.ceilings) and of_peak's (tuner.measure.flops), the knobs the study's probes decide (tuner.search._probe), the
 plain-PyTorch settings of an export (tuner.report.export), the refusal of CUDA-only knobs on a CPU and the
 README's knob table are all derived from `KNOBS`, so a new knob is one entry here plus the code that applies it,
 and a knob one list forgot can no longer share a cached ceiling with a config it differs from. Every
@@ -23,6 +23,7 @@ Role = Literal["learned", "speed", "run"]
 Ceiling = Literal["compute", "input"]
 Need = Literal["cuda", "ampere", "workers"]
 CEILINGS: tuple[Ceiling, ...] = ("compute", "input")
+Count = Literal["flops", "peak"]  # of_peak's two cached figures: FLOPs per sample, the device's matmul peak
 
 NEEDS_TEXT = {"cuda": "CUDA only", "ampere": "CUDA, Ampere or newer", "workers": "num_workers > 0"}
 _DTYPES = {"fp32": "torch.float32 (no autocast)", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
@@ -39,6 +40,7 @@ class Knob:
     needs: tuple[Need, ...] = ()
     probe: Ceiling | None = None  # a speed knob a study decides by probing this ceiling, not by sampling
     what: str = ""  # one phrase for the README's table
+    counts: tuple[Count, ...] = ()  # of_peak's cached figures whose key holds it (tuner.measure.flops)
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -77,7 +79,7 @@ def _compile(value: Any) -> str:
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("batch_size", "learned", CEILINGS, "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True)",
-         what="micro-batch size (effective batch = batch_size x accumulation_steps)"),
+         what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",)),
     Knob("accumulation_steps", "learned", ("compute",),
          "loss / {value} per micro-batch; optimizer.step() every {value} micro-batches",
          what="micro-batches per optimizer step"),
@@ -90,10 +92,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("pin_memory", "speed", ("input",), "DataLoader(..., pin_memory={value}); batch.to(device, non_blocking=True)",
          needs=("cuda",), probe="input", what="page-locked host memory for the copy to the GPU"),
     Knob("precision", "learned", ("compute",), _precision,
-         what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)"),
+         what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)", counts=("peak",)),
     Knob("tf32", "learned", ("compute",),
          "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
-         what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)"),
+         what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)",
+         counts=("peak",)),
     Knob("channels_last", "speed", ("compute",), _channels_last, probe="compute",
          what="NHWC memory format of the models and their 4-D inputs (image workloads)"),
     Knob("cudnn_benchmark", "speed", ("compute",), "torch.backends.cudnn.benchmark = {value}", needs=("cuda",),
@@ -110,7 +113,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}", what="multiplies the lr"),
     Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1"),
     Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2"),
-    Knob("threads", "speed", CEILINGS, "torch.set_num_threads({value})", what="torch's CPU compute threads"),
+    Knob("threads", "speed", CEILINGS, "torch.set_num_threads({value})", what="torch's CPU compute threads",
+         counts=("peak",)),
     Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
     # The ceiling keys hold the resolved device (`cuda (NVIDIA H100)`), not this spelling (`auto`).
     Knob("device", "run", (), "device = torch.device({value!r})", what="auto, cpu or cuda"),
@@ -124,6 +128,11 @@ def knob(name: str) -> Knob:
 def ceiling_knobs(ceiling: Ceiling) -> tuple[str, ...]:
     """The knobs a ceiling's cache key holds."""
     return tuple(k.name for k in KNOBS.values() if ceiling in k.moves)
+
+
+def count_knobs(count: Count) -> tuple[str, ...]:
+    """The knobs the cache key of one of of_peak's figures holds (`flops`: FLOPs per sample, `peak`: the peak)."""
+    return tuple(k.name for k in KNOBS.values() if count in k.counts)
 
 
 def probed(ceiling: Ceiling) -> tuple[str, ...]:
@@ -155,13 +164,24 @@ def check_device(params: Any, device: Any) -> None:
             raise DeviceError(f"{k.name} needs a CUDA device; set {k.name}: false on the CPU")
 
 
+def role_text(name: str) -> str:
+    """A knob's role in words, as the README's table and the HTML report say it ("the workload's own" for a
+    hyperparameter tuner does not know: a user workload's)."""
+    k = KNOBS.get(name)
+    if k is None:
+        return "the workload's own"
+    if k.role == "run":
+        return "names the run"
+    return "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
+
+
 def readme_table() -> str:
     """The README's knob table, generated (tests/test_knobs.py checks the README holds it)."""
     rows = ["| knob | role | needs | moves the ceiling | plain PyTorch |", "| --- | --- | --- | --- | --- |"]
     for k in KNOBS.values():
         if k.role == "run":
             continue
-        role = "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
+        role = role_text(k.name)
         example = {"precision": "bf16", "optimizer_impl": "fused", "channels_last": True,
                    "compile": "default"}.get(k.name)
         how = k.pytorch if isinstance(k.pytorch, str) else k.spell(example)

@@ -45,7 +45,11 @@ def test_json_on_an_exported_config(tmp_path, capsys):
         assert data[key], key
 
 
-def test_table_names_the_operators_the_parts_and_the_verdict(tmp_path, capsys):
+def test_table_names_the_operators_the_parts_and_the_verdict(tmp_path, capsys, monkeypatch):
+    from tuner.measure import flops
+
+    monkeypatch.setattr(flops, "matmul_peak", lambda device, precision, seconds: 1e13)  # fast, beyond any CPU
+    monkeypatch.setattr(flops, "_MEMO", {})
     trace = tmp_path / "elsewhere" / "t.json"
     rc = main(["profile", "-c", str(write(tmp_path)), "--steps", "1", "--out", str(trace),
                "--reports-dir", str(tmp_path / "r")])
@@ -54,6 +58,7 @@ def test_table_names_the_operators_the_parts_and_the_verdict(tmp_path, capsys):
     assert "operators by self CPU time" in out and "aten::" in out
     assert "forward" in out and "backward" in out and "verdict" in out and "of the compute ceiling" in out
     assert str(trace) in out and trace.exists()
+    assert "of the device's matmul peak (10T FLOP/s;" in out  # of_peak beside the ceilings
 
 
 def test_a_missing_config_is_one_line_and_exit_2(tmp_path, capsys):

@@ -131,6 +131,10 @@ def test_a_study_counts_the_flops_of_a_batch_size_once(tmp_path, planted_peak, m
     assert first.metrics["flops_per_sample"] == second.metrics["flops_per_sample"] == MATMUL_FLOPS_PER_SAMPLE
 
 
+def knobs(precision: str) -> dict:
+    return {"precision": precision, "tf32": False, "threads": 2}
+
+
 def test_the_peak_is_measured_once_per_machine_and_precision_and_cached_on_disk(tmp_path):
     device = resolve_device("cpu")
     calls = []
@@ -140,17 +144,17 @@ def test_the_peak_is_measured_once_per_machine_and_precision_and_cached_on_disk(
         return {"fp32": 5e10, "bf16": 1e9}[precision]
 
     # a fresh memo each call: another process on the same machine reads the file, not the device
-    assert flops.peak_flops(device, "fp32", False, 2, tmp_path, measure=measure, memo={}) == (5e10, True)
-    assert flops.peak_flops(device, "fp32", False, 2, tmp_path, measure=measure, memo={}) == (5e10, False)
-    assert flops.peak_flops(device, "bf16", False, 2, tmp_path, measure=measure, memo={}) == (1e9, True)
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}) == (5e10, True)
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}) == (5e10, False)
+    assert flops.peak_flops(device, knobs("bf16"), tmp_path, measure=measure, memo={}) == (1e9, True)
     assert calls == ["fp32", "bf16"]
     stored = json.loads((tmp_path / "peak.json").read_text())
     assert sorted(e["precision"] for e in stored.values()) == ["bf16", "fp32"]
     # a trial faster than the stored peak (read while something else ran) has it measured once more, higher kept
     memo: dict[str, float] = {}
-    assert flops.peak_flops(device, "fp32", False, 2, tmp_path, at_least=6e10, measure=measure, memo=memo) == \
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, at_least=6e10, measure=measure, memo=memo) == \
         (5e10, True)
-    assert flops.peak_flops(device, "fp32", False, 2, tmp_path, at_least=6e10, measure=measure, memo=memo) == \
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, at_least=6e10, measure=measure, memo=memo) == \
         (5e10, False)  # once per process, not at every trial
     assert calls == ["fp32", "bf16", "fp32"]
 
@@ -171,3 +175,24 @@ def test_tuner_train_shows_the_share_of_the_peak_in_its_table(tmp_path, planted_
     assert main(["train", "--config", str(cfg_file), "--reports-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "% peak" in out and "FLOPs/sample" in out and "11.3k FLOP" in out
+
+
+def test_the_flop_and_peak_cache_keys_hold_the_knobs_the_role_table_names(tmp_path, monkeypatch):
+    """A knob lands in one place: the role table's `counts` decide what each key holds (a new one is in the key
+    with no other change)."""
+    import dataclasses
+
+    from tuner import knobs as knob_table
+
+    cfg = config(tmp_path)
+    device = resolve_device("cpu")
+    other = lambda **kw: cfg.model_copy(update={"params": cfg.params.model_copy(update=kw)})  # noqa: E731
+    assert flops.flops_key(other(batch_size=cfg.params.batch_size * 2)) != flops.flops_key(cfg)
+    assert flops.flops_key(other(precision="bf16")) == flops.flops_key(cfg)  # precision does not change the count
+    assert flops.peak_knobs(cfg.params, device, 3) == {"precision": "fp32", "tf32": False, "threads": 3}
+    assert flops.peak_knobs(cfg.params.model_copy(update={"tf32": True}), device, 3)["tf32"] is False  # a CPU
+    assert flops.peak_key(device, knobs("fp32")) != flops.peak_key(device, {**knobs("fp32"), "threads": 4})
+    planted = dataclasses.replace(knob_table.KNOBS["channels_last"], counts=("flops", "peak"))
+    monkeypatch.setitem(knob_table.KNOBS, "channels_last", planted)
+    assert flops.flops_key(other(channels_last=True)) != flops.flops_key(cfg)
+    assert flops.peak_knobs(cfg.params, device, 3)["channels_last"] == cfg.params.channels_last

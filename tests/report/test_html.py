@@ -163,3 +163,18 @@ def test_cnn_study_plots_validation_loss(make_study):
     assert "loss (lower is better)" in html
     assert [r.trial for r in s.front()] == [0, 1]  # trial 2 is slower and worse than trial 0
     assert "data:image" not in html  # a classifier has no sample grid
+
+
+def test_the_knobs_of_a_trial_are_listed_with_their_role(make_study):
+    """Each trial's params name their role from the knob table (what is learned, speed only), a user workload's
+    own hyperparameter says so, and the trials table's param headers carry the role too."""
+    s = open_study(make_study(), "gan-demo")
+    s.trial(0).params["width_mult"] = 2  # a user workload's own hyperparameter, unknown to the knob table
+    html = render_html(s)
+    detail = unescape(html.split('id="trial-0"')[1].split("</details>")[0])
+    knobs = detail.split("<h3>params</h3>")[1].split("</table>")[0]
+    rows = dict((name, role) for name, _, role in re.findall(
+        r'<tr><td class="l">([^<]*)</td><td class="l">([^<]*)</td><td class="l">([^<]*)</td></tr>', knobs))
+    assert rows["batch_size"] == "what is learned, and speed" and rows["num_workers"] == "speed only"
+    assert rows["beta1"] == "what is learned" and rows["width_mult"] == "the workload's own"
+    assert 'title="searched param: speed only">num_workers<' in html

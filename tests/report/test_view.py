@@ -102,6 +102,9 @@ def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
     assert doc[2]["of_compute_ceiling"] == 0.25 and doc[2]["compute_ceiling"] == 4 * r.throughput
     assert sentence in html.unescape(render_html(s))
     assert "overhead-bound, 25% of compute ceiling" in trial_line(r, s.objectives, s.params()).plain
+    assert "of peak" not in trial_line(r, s.objectives, s.params()).plain  # not measured: not shown
+    r.metrics["of_peak"] = 0.062
+    assert "overhead-bound, 25% of compute ceiling  6% of peak" in trial_line(r, s.objectives, s.params()).plain
     exp = build_export(s)
     measured = exp.config.provenance["measured"]
     assert measured["headroom"] == exp.record.get("headroom") and measured["bound"] == "overhead-bound"

@@ -1,16 +1,17 @@
 """A multi-GPU trial's path (Tune trial -> Ray Train TorchTrainer -> engine under DDP), smoke-tested on the CPU
-with two gloo workers. About 35 s, so it runs only with TUNER_SLOW_TESTS=1. What only real GPUs can confirm:
-NCCL, one GPU per worker, and the DDP throughput scaling."""
+with two gloo workers. About 35 s a trial, so it runs only with TUNER_SLOW_TESTS=1. What only real GPUs can
+confirm: NCCL, one GPU per worker, and the DDP throughput scaling."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
 from tuner.space import parse_space
-from tuner.search._trial import RECORD_KEY, TRIAL_KEY, TrialSetup
+from tuner.search._trial import RECORD_KEY, RUNGS_KEY, TRIAL_KEY, TrialSetup
 from tuner.search._trainable import trainable
 
 pytestmark = [
@@ -18,25 +19,37 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("TUNER_SLOW_TESTS") != "1", reason="slow (~35 s): set TUNER_SLOW_TESTS=1"),
 ]
 
+CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
 
-def test_ddp_trial_reports_rank_zero_metrics_to_tune(ray_session, tmp_path):
-    from ray import tune
 
+def ddp_setup(tmp_path, samples: int, **measure):
+    """One batch-16 CNN trial on synthetic data, run by two gloo workers of half a CPU each (1 CPU for the Tune
+    trial + 2 x 0.5: fits in the test session's 2)."""
     space = parse_space({
         "objectives": {"cnn": [{"metric": "throughput", "direction": "max"}, {"metric": "loss", "direction": "min"}]},
         "params": {"batch_size": {"type": "categorical", "choices": [16]}, "num_workers": 0},
     }, source="ddp.yaml", name="ddp")
-    setup = TrialSetup(
-        space=space, objectives=space.objectives_for("cnn"), study_dir=str(tmp_path / "study"),
-        cache_dir=str(tmp_path / ".cache"),
-        base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 256}, "gpus": 2,
-              "params": {"device": "cpu"}},
-        ddp_workers=2, ddp_use_gpu=False, ddp_cpus_per_worker=0.5,  # 1 CPU for the trial + 2 x 0.5: fits in 2
-    )
+    base = {"workload": "cnn", "dataset": "synthetic", "budget": {"samples": samples}, "gpus": 2,
+            "params": {"device": "cpu"}}
+    if measure:
+        base["measure"] = measure
+    return TrialSetup(space=space, objectives=space.objectives_for("cnn"), study_dir=str(tmp_path / "study"),
+                      cache_dir=str(tmp_path / ".cache"), base=base, ddp_workers=2, ddp_use_gpu=False,
+                      ddp_cpus_per_worker=0.5)
+
+
+def fit(setup, tmp_path, param_space=None, **tune_config):
+    """Run the trainable under Tune (one sample unless tune_config says otherwise) and return its ResultGrid."""
+    from ray import tune
+
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), {"cpu": 1})
-    grid = tune.Tuner(fn, param_space={TRIAL_KEY: 7, "batch_size": 16},
-                      tune_config=tune.TuneConfig(num_samples=1),
+    return tune.Tuner(fn, param_space=param_space or {},
+                      tune_config=tune.TuneConfig(num_samples=1, **tune_config),
                       run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0)).fit()
+
+
+def test_ddp_trial_reports_rank_zero_metrics_to_tune(ray_session, tmp_path):
+    grid = fit(ddp_setup(tmp_path, 256), tmp_path, {TRIAL_KEY: 7, "batch_size": 16})
     result = grid[0]
     assert result.error is None, result.error
     record = json.loads(result.metrics[RECORD_KEY])
@@ -48,27 +61,80 @@ def test_ddp_trial_reports_rank_zero_metrics_to_tune(ray_session, tmp_path):
 def test_ddp_trial_closes_its_rungs_on_every_rank_and_reports_rank_zero_quality(ray_session, tmp_path):
     """Under a rung scheduler every rank reports each window and each rung alike (Train V2 reports are
     collective) and agrees on when a rung closes; rank 0 evaluates. A deadlock here would time the trial out."""
-    from ray import tune
-
-    from tuner.search._trial import RUNGS_KEY
-
-    space = parse_space({
-        "objectives": {"cnn": [{"metric": "throughput", "direction": "max"}, {"metric": "loss", "direction": "min"}]},
-        "params": {"batch_size": {"type": "categorical", "choices": [16]}, "num_workers": 0},
-    }, source="ddp.yaml", name="ddp")
-    setup = TrialSetup(
-        space=space, objectives=space.objectives_for("cnn"), study_dir=str(tmp_path / "study"),
-        cache_dir=str(tmp_path / ".cache"),
-        base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 384}, "gpus": 2,
-              "params": {"device": "cpu"}, "measure": {"warmup_max_steps": 2}},
-        ddp_workers=2, ddp_use_gpu=False, ddp_cpus_per_worker=0.5,
-    )
-    fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), {"cpu": 1})
-    grid = tune.Tuner(fn, param_space={TRIAL_KEY: 8, "batch_size": 16, RUNGS_KEY: [128.0, 384.0]},
-                      tune_config=tune.TuneConfig(num_samples=1),
-                      run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0)).fit()
+    grid = fit(ddp_setup(tmp_path, 384, warmup_max_steps=2), tmp_path,
+               {TRIAL_KEY: 8, "batch_size": 16, RUNGS_KEY: [128.0, 384.0]})
     result = grid[0]
     assert result.error is None, result.error
     record = json.loads(result.metrics[RECORD_KEY])
     assert record["state"] == "complete", record.get("error")
     assert record["rung"] == 1 and record["measured_at"] >= 384 and record["loss"] is not None
+
+
+# --- a DDP trial in a study under --scheduler asha: the searcher records, the scheduler decides -------------------
+
+
+def asha_study(tmp_path, planted: tuple[float, float]):
+    """A study folder, its searcher (rungs at 128 and 384 samples) and a ParetoASHA holding two trials planted at
+    rung 0 with (throughput, loss) `planted`: ones that beat every real trial stop it there, ones every real trial
+    beats let it go on."""
+    import optuna
+
+    from tuner.config import Budget
+    from tuner.search._scheduler import ParetoASHA, RungEntry
+    from tuner.search._searcher import StudySearcher
+    from tuner.search._storage import open_storage
+    from tuner.study import StudyFolder, StudyMeta
+
+    setup = ddp_setup(tmp_path, 384, warmup_max_steps=2)
+    space = setup.space.resolve(CONTEXT)
+    folder = StudyFolder(tmp_path / "study")
+    folder.path.mkdir(parents=True)
+    folder.write_meta(StudyMeta(name="ddp", objectives=setup.objectives, params=["batch_size"]))
+    searcher = StudySearcher(space, setup.objectives, context=CONTEXT, budget=Budget(samples=384),
+                             sampler=optuna.samplers.RandomSampler(seed=0),
+                             storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="ddp",
+                             study_dir=folder.path, rungs=[128.0, 384.0])
+    scheduler = ParetoASHA(setup.objectives, [128.0, 384.0], 3.0,
+                           entries=[RungEntry(f"p{i}", 0, planted, True) for i in range(2)])
+    return setup, folder, searcher, scheduler
+
+
+def cpus_back(ray, expected: float) -> bool:
+    """Every CPU free again (the trial's and both workers'), within a minute: no rank outlived its trial."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0) >= expected:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_ddp_trial_stopped_at_a_rung_stops_every_rank_and_is_recorded_stopped_and_pruned(ray_session, tmp_path):
+    """Two planted trials beat it at rung 0 (eta 3: one of three goes on): the scheduler stops it when rank 0's
+    rung report arrives. Every rank ends with the trial (no hang, the CPUs come back), the record is `stopped` at
+    rung 0 with what it measured, and Optuna has it PRUNED."""
+    setup, folder, searcher, scheduler = asha_study(tmp_path, planted=(1e9, 0.0))
+    total = ray_session.cluster_resources()["CPU"]
+    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=scheduler)
+    assert grid[0].error is None, grid[0].error
+    assert scheduler.decisions[-1][1:] == (0, False)
+    [record] = folder.records()
+    assert record.state == "stopped" and record.rung == 0 and record.error is None
+    assert 128 <= record.measured_at < 384 and record.throughput > 0 and record.get("loss") is not None
+    [trial] = searcher.study.trials
+    assert trial.state.name == "PRUNED" and trial.user_attrs["state"] == "stopped"
+    assert cpus_back(ray_session, total), ray_session.available_resources()
+
+
+def test_ddp_trial_that_goes_on_at_its_rungs_completes_at_the_top_rung(ray_session, tmp_path):
+    setup, folder, searcher, scheduler = asha_study(tmp_path, planted=(1e-9, 1e9))
+    total = ray_session.cluster_resources()["CPU"]
+    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=scheduler)
+    assert grid[0].error is None, grid[0].error
+    trial_key = str(searcher.study.trials[0].number)
+    assert [(t, r, on) for t, r, on in scheduler.decisions if t == trial_key] == [(trial_key, 0, True)]
+    [record] = folder.records()
+    assert record.state == "complete" and record.rung == 1 and record.measured_at >= 384, record.error
+    [trial] = searcher.study.trials
+    assert trial.state.name == "COMPLETE" and trial.values[0] == record.throughput
+    assert cpus_back(ray_session, total), ray_session.available_resources()

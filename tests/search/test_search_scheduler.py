@@ -36,7 +36,7 @@ def data(n=192):
 
 def loss(models, batch):
     if batch[0].shape[0] == 32:
-        time.sleep(0.03)
+        time.sleep({step_sleep})
     return F.cross_entropy(models["net"](batch[0]), batch[1])
 
 
@@ -66,8 +66,8 @@ trial: {{measure: {{warmup_steps: 1, warmup_max_steps: 2, windows: 6, ceiling_se
 """
 
 
-def planted_space(tmp_path, trials: int, sleep: float = 0.0):
-    work = write(tmp_path / "proj", PLANTED.format(sleep=sleep), name="planted.py")
+def planted_space(tmp_path, trials: int, sleep: float = 0.0, step_sleep: float = 0.03):
+    work = write(tmp_path / "proj", PLANTED.format(sleep=sleep, step_sleep=step_sleep), name="planted.py")
     space = tmp_path / "planted.yaml"
     space.write_text(SPACE.format(workload=f"{work}:make", trials=trials))
     return space
@@ -256,3 +256,70 @@ def test_a_kill_mid_rung_resumes_with_the_trial_and_the_rung_records_consistent(
         assert states[n] == ("PRUNED" if r["state"] == "stopped" else "COMPLETE")
         entries = json.loads((study_dir / "trials" / f"{n:04d}" / "rungs.json").read_text())
         assert entries[-1]["went_on"] is (r["state"] != "stopped")
+
+
+# --- --concurrency 2: two trials at once, rung decisions as they come, then --resume ------------------------------
+
+
+def consistent(study_dir, rungs):
+    """Every view of every trial agrees: its record, its rungs.json, its trials.csv row and its Optuna state.
+    Returns the records by number."""
+    import csv
+
+    records = {r["trial"]: r for r in load_trials(study_dir)}
+    rows = {int(row["trial"]): row for row in csv.DictReader((study_dir / "trials.csv").open())}
+    assert sorted(rows) == sorted(records)
+    trials = optuna.load_study(study_name="asha", storage=f"sqlite:///{study_dir / 'study.db'}").trials
+    states = {t.number: t.state.name for t in trials}
+    assert sorted(n for n, s in states.items() if s != "FAIL") == sorted(records) and "RUNNING" not in states.values()
+    for n, r in records.items():
+        assert r["state"] in ("complete", "stopped"), (n, r["state"], r["error"])
+        assert rows[n]["state"] == r["state"]
+        assert states[n] == ("PRUNED" if r["state"] == "stopped" else "COMPLETE")
+        entries = json.loads((study_dir / "trials" / f"{n:04d}" / "rungs.json").read_text())
+        assert [e["rung"] for e in entries] == list(range(len(entries)))  # one decision per rung reached, in order
+        assert all(e["went_on"] for e in entries[:-1])
+        if r["state"] == "stopped":
+            assert entries[-1] == {**entries[-1], "rung": r["rung"], "went_on": False} and r["rung"] < len(rungs) - 1
+            assert r["throughput"] > 0 and r["error"] is None  # what it measured is kept
+        else:
+            assert r["rung"] == len(rungs) - 1 and entries[-1]["went_on"] and r["measured_at"] >= rungs[-1]
+    return records
+
+
+def batch16_at_rung0(study_dir) -> int:
+    return sum(1 for p in study_dir.glob("trials/*/rungs.json")
+               for e in json.loads(p.read_text()) if e["rung"] == 0 and e["values"][1] == 0.5)
+
+
+@pytest.mark.ray
+def test_asha_with_two_trials_at_once_records_consistently_and_resumes(ray_session, tmp_path, capsys):
+    """Two trials train at once and each rung decision is made as its report arrives (a trial alone at a rung
+    goes on: nothing waits for the rung to fill). Stopped and complete trials agree in every view, and --resume
+    rebuilds the scheduler from the rung records: a batch-32 trial that meets the batch-16 ones recorded before
+    the resume is stopped at rung 0 (planted: batch 32 sleeps 0.2 s a step, so even two trials sharing the CPUs
+    leave every batch-16 trial faster as well as better)."""
+    space = planted_space(tmp_path, trials=6, step_sleep=0.2)
+    reports = tmp_path / "reports"
+    study_dir = reports / "asha"
+    code = main(["search", "--space", str(space), "--study", "asha", "--scheduler", "asha", "--sampler", "random",
+                 "--seed", "6", "--confirm", "0", "--concurrency", "2", "--reports-dir", str(reports)])
+    assert code == 0, capsys.readouterr().err
+    meta = read_meta(study_dir)
+    assert meta["resources"]["concurrency"] == 2
+    rungs = meta["scheduler"]["rungs"]
+    first = consistent(study_dir, rungs)
+    assert len(first) == 6
+    kept = {p: p.read_text() for p in study_dir.glob("trials/*/rungs.json")}
+    assert batch16_at_rung0(study_dir) >= 2  # seed 6 samples batch 16 for trials 0, 1 and 3
+
+    code = main(["search", "--study", "asha", "--resume", "--trials", "9", "--concurrency", "2", "--reports-dir",
+                 str(reports)])
+    assert code == 0, capsys.readouterr().err
+    records = consistent(study_dir, rungs)
+    assert len(records) == 9 and all(records[n] == first[n] for n in first)
+    for path, text in kept.items():
+        assert path.read_text() == text  # the first run's rung records are kept as they were
+    for n in set(records) - set(first):  # the resumed scheduler holds them: every new batch-32 trial is beaten
+        if records[n]["params"]["batch_size"] == 32:
+            assert records[n]["state"] == "stopped" and records[n]["rung"] == 0, records[n]

@@ -101,3 +101,33 @@ def test_a_confirmed_trial_says_why_its_reruns_have_no_ceiling(make_study):
                                                 "ceiling_skipped": "compute: one step takes 5.9 s"}))
     again = next(r for r in folder.records() if r.trial == 2)
     assert again.get("ceiling_skipped") == "in its confirmation re-runs: compute: one step takes 5.9 s"
+
+
+def test_the_ceiling_cache_is_read_once_until_the_file_changes(make_study, monkeypatch):
+    """records() runs for every view and at every trial's end: ceilings.json is parsed again only when it was
+    rewritten, and a rewrite shows at once."""
+    from pathlib import Path
+
+    from tuner.files import atomic_write
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    raw = {r.trial: r for r in folder.records()}
+    raw[2].metrics["ceiling_skipped"] = NOT_MEASURED
+    folder.write_record(raw[2])
+    atomic_write(folder.ceilings_path, json.dumps(_cache_for(raw[2].to_json(), 1000.0, 800.0)))
+    reads = []
+    real = Path.read_text
+
+    def counted(self, *a, **k):
+        if self.name == "ceilings.json":
+            reads.append(self)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    for _ in range(3):
+        assert {r.trial: r for r in folder.records()}[2].value("compute_ceiling") == 1000.0
+    assert len(reads) == 1
+    atomic_write(folder.ceilings_path, json.dumps(_cache_for(raw[2].to_json(), 2000.0, 800.0)))
+    assert {r.trial: r for r in folder.records()}[2].value("compute_ceiling") == 2000.0
+    assert len(reads) == 2

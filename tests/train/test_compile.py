@@ -137,3 +137,42 @@ def test_unwrap_gives_the_users_module_under_compile():
     compiled = torch.compile(net)  # not called: nothing compiles
     assert unwrap(compiled) is net and without_ddp(compiled) is compiled
     assert list(unwrap(compiled).state_dict()) == ["weight", "bias"]
+
+
+def test_graph_breaks_remembered_for_cached_graphs_are_those_of_the_same_classes_and_knobs(monkeypatch):
+    """A trial whose graphs came from Dynamo's cache (nothing traced) reports the breaks counted when those graphs
+    were traced: not those of another workload's class of the same name, nor of the same class at another
+    precision (planted counters: each trace here breaks `breaks` times)."""
+    from torch import nn
+
+    from tuner.config import Params
+    from tuner.train import compile as comp
+
+    counters = {"frames": 0, "breaks": 0}
+    monkeypatch.setattr(comp, "frames_compiled", lambda: counters["frames"])
+    monkeypatch.setattr(comp, "graph_breaks", lambda: counters["breaks"])
+    monkeypatch.setattr(comp, "_breaks_seen", {})
+
+    def trial(model, params, traced_breaks=None):
+        watch = comp.CompileWatch("default", {"net": model}, params)
+        if traced_breaks is not None:  # Dynamo traced this trial's graphs
+            counters["frames"] += 1
+            counters["breaks"] += traced_breaks
+        return watch.graph_breaks()
+
+    def other_net():  # another workload's class, also named Net
+        class Net(nn.Linear):
+            pass
+
+        return Net(2, 2)
+
+    class Net(nn.Linear):
+        pass
+
+    fp32, bf16 = Params(precision="fp32", device="cpu"), Params(precision="bf16", device="cpu")
+    assert trial(Net(2, 2), fp32, traced_breaks=2) == 2
+    assert trial(Net(2, 2), fp32) == 2  # cached graphs: the breaks of their trace
+    assert trial(other_net(), fp32) == 0  # same name, other code: not that trace's
+    assert trial(Net(2, 2), bf16) == 0  # same class, another precision: other graphs
+    assert trial(Net(2, 2), bf16, traced_breaks=3) == 3
+    assert trial(Net(2, 2), fp32) == 2

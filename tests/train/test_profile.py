@@ -21,6 +21,15 @@ def cfg(**over):
     return parse_config(base)
 
 
+@pytest.fixture
+def planted_peak(monkeypatch):
+    """A fixed 10 TFLOP/s matmul peak (no CPU here reaches it), in a fresh process memo: fast and load-proof."""
+    from tuner.measure import flops
+
+    monkeypatch.setattr(flops, "matmul_peak", lambda device, precision, seconds: 1e13)
+    monkeypatch.setattr(flops, "_MEMO", {})
+
+
 def test_profile_writes_a_chrome_trace_with_the_step_parts_and_ranks_operators(tmp_path):
     trace = tmp_path / "out" / "trace.json"
     res = profile_config(cfg(), cache_dir=tmp_path / "cache", trace=trace, steps=2, top=10)
@@ -51,6 +60,16 @@ def test_profile_writes_a_chrome_trace_with_the_step_parts_and_ranks_operators(t
     assert doc["trace"] == str(trace) and doc["steps"] == 2
 
 
+def test_profile_reports_of_peak_as_tuner_train_does(tmp_path, planted_peak):
+    """FLOPs per sample (one step of the models) x throughput over the device's matmul peak, in the result and its
+    JSON; the verdict says it too."""
+    res = profile_config(cfg(), cache_dir=tmp_path / "cache", trace=tmp_path / "t.json", steps=2, top=5)
+    assert res.flops_per_sample > 0 and res.peak_flops == 1e13
+    assert res.of_peak == pytest.approx(res.throughput * res.flops_per_sample / 1e13)
+    assert res.to_json()["of_peak"] == res.of_peak and res.of_peak_skipped is None
+    assert "matmul peak" in res.headroom.sentence
+
+
 def test_two_phase_gan_and_accumulation_mark_every_micro_batch(tmp_path):
     trace = tmp_path / "trace.json"
     res = profile_config(cfg(workload="gan", params={"accumulation_steps": 2}, measure={"ceiling_seconds": 0}),
@@ -61,6 +80,7 @@ def test_two_phase_gan_and_accumulation_mark_every_micro_batch(tmp_path):
     # its gradients and steps its optimizer
     assert count == {"data": 2, "forward": 4, "backward": 4, "optimizer": 4}
     assert res.compute_ceiling is None and "no ceilings measured" in res.headroom.sentence
+    assert res.of_peak is None and res.of_peak_skipped == "measure.ceiling_seconds is 0"
 
 
 def test_fake_cuda_device_syncs_at_every_part_boundary_and_records_cpu_only(tmp_path):

@@ -87,6 +87,12 @@ def _print(result: Any) -> None:
     for key, label in (("compute_ceiling", "compute ceiling"), ("input_ceiling", "input ceiling")):
         value = getattr(result, key)
         t.add_row(label, f"{fmt_metric(key, value)} samples/s" if value is not None else "not measured")
+    if result.of_peak is not None:
+        t.add_row("of peak", f"{fmt_metric('of_peak', result.of_peak)} of the device's matmul peak "
+                             f"({fmt_metric('peak_flops', result.peak_flops)} FLOP/s; "
+                             f"{fmt_metric('flops_per_sample', result.flops_per_sample)} FLOPs per sample)")
+    else:
+        t.add_row("of peak", escape(f"not measured: {result.of_peak_skipped or 'unknown'}"))
     t.add_row("verdict", result.headroom.sentence or "unknown")
     t.add_row("device", escape(result.device))
     t.add_row("trace", escape(f"{result.trace} (chrome://tracing or ui.perfetto.dev)"))

@@ -17,7 +17,8 @@ from tuner.study.suspect import reason
 from tuner.study.metrics import unit_suffix
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
-    """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  batch_size=64 ...  24.1 s`"""
+    """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  6% of peak  batch_size=64 ...
+    24.1 s`"""
     line = Text()
     line.append(f"#{record.trial:04d} ", style="bold")
     line.append(f"{record.state:<9}", style=state_style(record.state))
@@ -37,6 +38,8 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
         share = record.value("of_compute_ceiling")
         if record.get("bound") and share is not None:
             line.append(f"  {record.get('bound')}, {share:.0%} of compute ceiling", style="magenta")
+        if (peak := record.value("of_peak")) is not None:  # the other headroom figure: of the device's matmul peak
+            line.append(f"  {peak:.0%} of peak", style="magenta")
     else:
         line.append("  " + str(record.error or ""), style="dim")
     shown = record.params

@@ -48,9 +48,13 @@ def count_step_flops(step: Callable[[Any], int], batch: Any) -> tuple[int, int]:
     return int(counter.get_total_flops()), int(samples)
 
 
-def flops_key(parts: dict[str, Any]) -> str:
-    """The cache key of a FLOP count: workload, options, dataset and batch size (the batch's shape)."""
-    return cache_key("flops", parts)
+def flops_key(cfg: Any) -> str:
+    """The cache key of TrialConfig `cfg`'s FLOP count: its workload, options and dataset, and the knobs the role
+    table says the count depends on (tuner.knobs, counts `flops`: the batch size, the batch's shape)."""
+    from tuner.knobs import count_knobs
+
+    return cache_key("flops", {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+                               **{name: getattr(cfg.params, name) for name in count_knobs("flops")}})
 
 
 def precision_name(precision: str, tf32: bool) -> str:
@@ -58,10 +62,21 @@ def precision_name(precision: str, tf32: bool) -> str:
     return "tf32" if precision == "fp32" and tf32 else precision
 
 
-def peak_key(device: Device, precision: str, tf32: bool, threads: int) -> str:
-    """One machine (its host name), device, precision and, on a CPU, the compute threads the trial runs with."""
+def peak_knobs(params: Any, device: Device, threads: int) -> dict[str, Any]:
+    """The knobs the role table says the peak depends on (tuner.knobs, counts `peak`), as a trial with `params`
+    runs them: TF32 only where the device has it, the compute threads torch uses (`threads`)."""
+    from tuner.knobs import count_knobs
+
+    ran = {"tf32": bool(params.tf32 and device.is_cuda), "threads": threads}
+    return {name: ran.get(name, getattr(params, name)) for name in count_knobs("peak")}
+
+
+def peak_key(device: Device, knobs: dict[str, Any]) -> str:
+    """One machine (its host name), device, and the peak's knobs (peak_knobs: precision, TF32, threads)."""
+    from tuner.knobs import count_knobs
+
     return cache_key("peak", {"host": platform.node(), "device": device.describe(),
-                              "precision": precision_name(precision, tf32), "threads": threads})
+                              **{name: knobs[name] for name in count_knobs("peak")}})
 
 
 def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
@@ -104,10 +119,11 @@ def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
     return best
 
 
-def peak_flops(device: Device, precision: str, tf32: bool, threads: int, cache_dir: Path,
-               seconds: float = PEAK_SECONDS, *, at_least: float = 0.0, measure: Callable[..., float] | None = None,
+def peak_flops(device: Device, knobs: dict[str, Any], cache_dir: Path, seconds: float = PEAK_SECONDS, *,
+               at_least: float = 0.0, measure: Callable[..., float] | None = None,
                memo: dict[str, float] | None = None) -> tuple[float, bool]:
-    """(the device's matmul peak in FLOP/s, whether it was measured now): from this process's memo, else from
+    """(the device's matmul peak in FLOP/s for the peak's `knobs` (peak_knobs), whether it was measured now):
+    from this process's memo, else from
     `<cache_dir>/peak.json`, else measured (under a lock, so trials of one machine starting together measure it
     once and not beside each other) and stored in both. A known peak below `at_least` (FLOP/s a trial achieved:
     the peak was read while something else ran) is measured once more and the higher reading kept."""
@@ -115,7 +131,8 @@ def peak_flops(device: Device, precision: str, tf32: bool, threads: int, cache_d
 
     memo = _MEMO if memo is None else memo
     measure = measure or matmul_peak
-    key = peak_key(device, precision, tf32, threads)
+    key = peak_key(device, knobs)
+    precision = knobs["precision"]
     known = memo.get(key)
     again = f"{key} measured again"  # once per process: a trial faster than any reading is not re-read forever
     if known is not None and (known >= at_least or again in memo):
@@ -132,7 +149,7 @@ def peak_flops(device: Device, precision: str, tf32: bool, threads: int, cache_d
             if fresh > (value or 0.0):
                 value = fresh
                 cache.put(key, value, {"kind": "peak", "device": device.describe(), "host": platform.node(),
-                                       "precision": precision_name(precision, tf32), "threads": threads})
+                                       **knobs, "precision": precision_name(precision, bool(knobs.get("tf32")))})
     memo[key] = value or 0.0
     return memo[key], measured
 

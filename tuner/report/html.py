@@ -25,6 +25,7 @@ from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
+from tuner.knobs import role_text
 from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
 from tuner.study.metrics import finite, metric, table_columns, unit_suffix
 
@@ -126,7 +127,7 @@ def trials_table(study: Study) -> dict[str, Any]:
     params = study.params()
     arrows = {o.metric: f" {o.arrow}" for o in objectives}
     columns = [{"label": metric(k).label + arrows.get(k, ""), "title": metric(k).help} for k in keys]
-    columns += [{"label": p, "title": "searched param"} for p in params]
+    columns += [{"label": p, "title": f"searched param: {role_text(p)}"} for p in params]
     scheduled = study.scheduled
     if scheduled:  # first after the state: the rung and budget every figure of the row was taken at
         columns.insert(0, {"label": "measured at", "title": "the rung and the budget used when the trial's figures "
@@ -208,6 +209,7 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
         "headroom": r.get("headroom") or "",
         "compile": study_payback(r, study.records) or "",
         "params": [_item(k, v) for k, v in r.params.items()],
+        "knobs": [{"name": k, "value": _item(k, v)["text"], "role": role_text(k)} for k, v in r.params.items()],
         "measured": _measured(study, r) + run,
         "windows_svg": Markup(plots.windows_svg(r)),
         "loss_svg": Markup(plots.loss_svg(r)),

@@ -3,22 +3,58 @@
 Ray Train sets up the torch.distributed process group before the loop runs, and the engine wraps its models in
 DDP when it finds one. Rank 0's report (the same payload a single-process trial reports) reaches Tune through
 TuneReportCallback. On the CPU (use_gpu=False) the backend is gloo, which is how this path is smoke-tested.
+
+A trial the rung scheduler stops is ended by Tune killing its trial actor; its workers die with it, but the
+workers' placement group outlives them (Ray Train's cleaner needs the state API, which a study's Ray runs
+without: no dashboard) and would hold their CPUs or GPUs for the rest of the study. So every report names the
+workers' placement group (WORKERS_KEY) and the scheduler releases it when it stops the trial (release_workers).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tuner.search._trial import WALL_KEY, Engine, TrialSetup, run_one, train_trial
 
 
+logger = logging.getLogger(__name__)
+
+WORKERS_KEY = "tuner_ddp_workers"  # the hex id of a DDP trial's workers' placement group, in each of its reports
+
+
 def _worker_loop(loop_config: dict[str, Any]) -> None:
     import ray.train
+    import ray.util
 
     ctx = ray.train.get_context()
+    group = ray.util.get_current_placement_group()
+    tag = {WORKERS_KEY: group.id.hex()} if group is not None else {}
+
+    def send(payload: dict[str, Any]) -> None:
+        ray.train.report({**payload, **tag})
+
     payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
-                      engine=loop_config["engine"], send=ray.train.report)  # the engine reports alike on every rank
-    ray.train.report(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
+                      engine=loop_config["engine"], send=send)  # the engine reports alike on every rank
+    send(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
+
+
+def release_workers(result: dict[str, Any] | None) -> None:
+    """Remove the placement group of the DDP trial that reported `result` (a trial the scheduler stopped), which
+    ends any of its workers still alive and gives their resources back to the study. No-op for other trials."""
+    hex_id = (result or {}).get(WORKERS_KEY)
+    if not hex_id:
+        return
+    try:
+        from ray._raylet import PlacementGroupID
+        from ray.util import placement_group_table
+        from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+        group = PlacementGroup(PlacementGroupID(bytes.fromhex(str(hex_id))))
+        if placement_group_table(group).get("state") not in (None, "REMOVED"):
+            remove_placement_group(group)
+    except Exception as exc:  # noqa: BLE001 - bookkeeping: the study goes on, with fewer free resources
+        logger.warning("could not release the workers of a stopped DDP trial: %s", exc)
 
 
 def run_ddp_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:

@@ -241,6 +241,14 @@ class ParetoASHA(FIFOScheduler):
         went_on = self.decide(key, int(result[RUNG_KEY]), values)
         return TrialScheduler.CONTINUE if went_on else TrialScheduler.STOP
 
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        """A trial this scheduler stopped: a DDP trial's workers' placement group goes too (see search/_ddp.py)."""
+        super().on_trial_complete(tune_controller, trial, result)
+        if self.stopped_at(str(trial.config.get(TRIAL_KEY, trial.trial_id))) is not None:
+            from tuner.search._ddp import release_workers
+
+            release_workers(result)
+
     def debug_string(self) -> str:
         stopped = sum(1 for _, _, on in self.decisions if not on)
         return f"ParetoASHA: rungs {self.rungs}, eta {self.eta:g}; {stopped} of {len(self.decisions)} rung " \

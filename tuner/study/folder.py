@@ -250,16 +250,9 @@ class StudyFolder:
         read do), from the ones the study measured for the same knobs (ceilings.json)."""
         from tuner.study.headroom import fill_from_cache
 
-        path = self.ceilings_path
-        if not path.is_file() or not any(r.complete and r.get("compute_ceiling") is None for r in records):
+        if not any(r.complete and r.get("compute_ceiling") is None for r in records):
             return
-        try:
-            import json
-
-            cache = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        fill_from_cache(records, cache if isinstance(cache, dict) else {})
+        fill_from_cache(records, _read_ceilings(self.ceilings_path))
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
@@ -280,6 +273,33 @@ class StudyFolder:
             row.update({k: v for k, v in rec.params.items() if k in cols})
             w.writerow(row)
         return atomic_write(self.csv_path, buf.getvalue())
+
+
+_CEILINGS: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}  # path -> (its stat stamp, parsed)
+
+
+def _read_ceilings(path: Path) -> dict[str, Any]:
+    """ceilings.json parsed, read again only when the file changed (inode, mtime, size: atomic_write replaces it):
+    records() runs for every view and at every trial's end, and the cache grows with the study. {} when absent or
+    unreadable (the views then say the ceilings were not measured)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    hit = _CEILINGS.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    try:
+        import json
+
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if len(_CEILINGS) >= 16:  # a process that reads many studies (tests, `tuner report` of several) stays small
+        _CEILINGS.clear()
+    _CEILINGS[str(path)] = (stamp, data if isinstance(data, dict) else {})
+    return _CEILINGS[str(path)][1]
 
 
 def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:

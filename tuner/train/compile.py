@@ -117,15 +117,26 @@ class CompileWarmup:
     graph_breaks: int = 0
 
 
-_breaks_seen: dict[tuple[str, str], int] = {}  # (models' classes, mode) -> graph breaks when they were traced
+_breaks_seen: dict[tuple[Any, ...], int] = {}  # graphs_key(...) -> graph breaks when those graphs were traced
+
+
+def graphs_key(mode: str, models: dict[str, Any], params: Any = None) -> tuple[Any, ...]:
+    """What picks the graphs Dynamo reuses from its cache: the models' classes themselves (two workloads' `Net`
+    are different code, which a class name does not tell apart), the mode, and the knobs that change what the step
+    computes (the role table's compute-ceiling knobs: batch size, precision, memory format, ...)."""
+    from tuner.knobs import ceiling_knobs
+
+    classes = tuple(sorted(((k, type(unwrap_compiled(m))) for k, m in models.items()), key=lambda kv: kv[0]))
+    knobs = tuple((n, getattr(params, n, None)) for n in ceiling_knobs("compute")) if params is not None else ()
+    return classes, mode, knobs
 
 
 class CompileWatch:
     """The compile counters of one trial, as differences from its start (the counters are process-wide)."""
 
-    def __init__(self, mode: str, models: dict[str, Any]) -> None:
+    def __init__(self, mode: str, models: dict[str, Any], params: Any = None) -> None:
         self.mode = mode
-        self.key = (",".join(sorted(f"{k}:{type(unwrap_compiled(m)).__qualname__}" for k, m in models.items())), mode)
+        self.key = graphs_key(mode, models, params)
         self.frames0, self.breaks0 = frames_compiled(), graph_breaks()
         self.warm_frames = 0
 

@@ -50,12 +50,18 @@ class ProfileResult:
     compute_ceiling: float | None
     input_ceiling: float | None
     headroom: Headroom
+    flops_per_sample: float | None = None
+    peak_flops: float | None = None
+    of_peak: float | None = None  # achieved FLOP/s over the device's matmul peak, as `tuner train` reports it
+    of_peak_skipped: str | None = None  # why of_peak is missing
 
     def to_json(self) -> dict[str, Any]:
         return {"trace": str(self.trace), "steps": self.steps, "device": self.device, "step_ms": self.step_ms,
                 "phases": self.phases, "top_ops": self.top_ops, "throughput": self.throughput,
                 "data_wait": self.data_wait, "compute_ceiling": self.compute_ceiling,
-                "input_ceiling": self.input_ceiling, **self.headroom.metrics()}
+                "input_ceiling": self.input_ceiling, "flops_per_sample": self.flops_per_sample,
+                "peak_flops": self.peak_flops, "of_peak": self.of_peak, "of_peak_skipped": self.of_peak_skipped,
+                **self.headroom.metrics()}
 
 
 def trace_file(path: Path) -> Path:
@@ -85,7 +91,7 @@ def profile_config(cfg: TrialConfig, *, cache_dir: Path, trace: Path, steps: int
     with trial_scope(cfg, device, cache_dir, None):
         try:
             training = build_training(cfg, device)
-            return _profile(cfg, device, training, trace, steps, top)
+            return _profile(cfg, device, training, trace, steps, top, cache_dir)
         except TunerError:
             raise
         except Exception as err:
@@ -96,7 +102,7 @@ def profile_config(cfg: TrialConfig, *, cache_dir: Path, trace: Path, steps: int
 
 
 def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, steps: int,
-             top: int) -> ProfileResult:
+             top: int, cache_dir: Path) -> ProfileResult:
     step = training.step
     batches = training.batches()
     try:
@@ -105,7 +111,7 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
             from tuner.train.compile import CompileWatch, run_compile_warmup
             from tuner.train.distributed import Agreement
 
-            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models), device,
+            run_compile_warmup(step, meter, CompileWatch(cfg.params.compile, training.models, cfg.params), device,
                                time.perf_counter, Agreement())
         for _ in range(max(cfg.measure.warmup_steps, 1)):
             step(meter)
@@ -125,6 +131,7 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
                 step(meter)
             device.synchronize()
             recorded_s = time.perf_counter() - t0
+        one = next(batches)  # what the FLOP count feeds its step
     finally:
         batches.close()  # the loader's workers stop before the input ceiling starts its own
     prof.export_chrome_trace(str(trace))
@@ -136,9 +143,39 @@ def _profile(cfg: TrialConfig, device: Device, training: Training, trace: Path, 
     seconds = cfg.measure.ceiling_seconds
     found = ceilings(cfg, device, training.workload, training.train_set, training.models, seconds) if seconds > 0 \
         else {}
+    peak = _of_peak(cfg, device, training, one, timed.throughput, cache_dir) if seconds > 0 else \
+        {"of_peak_skipped": "measure.ceiling_seconds is 0"}
     verdict = assess(timed.throughput, found.get("compute"), found.get("input"), params=cfg.params.model_dump(),
-                     data_wait=timed.data_wait, device=device.describe())
+                     data_wait=timed.data_wait, device=device.describe(), of_peak=peak.get("of_peak"))
     return ProfileResult(trace=trace, steps=steps, device=device.describe(), step_ms=1e3 * recorded_s / steps,
                          phases=clock.shares(recorded_s), top_ops=ops, throughput=timed.throughput,
                          data_wait=timed.data_wait, compute_ceiling=found.get("compute"),
-                         input_ceiling=found.get("input"), headroom=verdict)
+                         input_ceiling=found.get("input"), headroom=verdict, **peak)
+
+
+def _of_peak(cfg: TrialConfig, device: Device, training: Training, batch: Any, throughput: float | None,
+             cache_dir: Path) -> dict[str, Any]:
+    """FLOPs per sample (one step of the unwrapped models, as a trial counts them), the device's matmul peak (the
+    machine's cache in `cache_dir`) and of_peak; a count or a peak that fails leaves of_peak out and says why."""
+    from tuner.measure.flops import PEAK_SECONDS, count_step_flops, of_peak, peak_flops, peak_knobs
+    from tuner.train.distributed import unwrap
+    from tuner.train.step import PhaseStep
+
+    if throughput is None:
+        return {"of_peak_skipped": "no throughput measured"}
+    try:
+        plain = {k: unwrap(m) for k, m in training.models.items()}  # counted in eager mode, like a trial's
+        flops, samples = count_step_flops(PhaseStep(training.workload, plain, cfg.params, device), batch)
+    except Exception as err:  # noqa: BLE001 - a model the counter cannot follow still profiled
+        return {"of_peak_skipped": f"FLOPs not counted: {error_line(err)}"}
+    per_sample = flops / samples if samples else 0.0
+    if not per_sample:
+        return {"flops_per_sample": 0.0, "of_peak_skipped": "no matmul, convolution or attention FLOPs counted in "
+                                                             "the step (elementwise work is not counted)"}
+    try:
+        peak, _ = peak_flops(device, peak_knobs(cfg.params, device, torch.get_num_threads()), cache_dir,
+                             min(PEAK_SECONDS, cfg.measure.ceiling_seconds), at_least=throughput * per_sample)
+    except Exception as err:  # noqa: BLE001 - evidence, never the profile's failure
+        return {"flops_per_sample": per_sample, "of_peak_skipped": f"peak not measured: {error_line(err)}"}
+    return {"flops_per_sample": per_sample, "peak_flops": peak or None,
+            "of_peak": of_peak(throughput, per_sample, peak, 1)}

@@ -307,7 +307,7 @@ class _Run:
                 rungs.window(w)
 
         batches = training.batches()
-        watch = CompileWatch(cfg.params.compile, self.models) if cfg.params.compile != "off" else None
+        watch = CompileWatch(cfg.params.compile, self.models, cfg.params) if cfg.params.compile != "off" else None
         try:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
@@ -407,7 +407,7 @@ class _Run:
         Run after wall_seconds: both are one-time costs, cached like set-up's. Rank 0 alone (the count runs the
         unwrapped models: no collective). A count or a peak that fails leaves of_peak out with the reason in
         of_peak_skipped; the trial stands."""
-        from tuner.measure.flops import PEAK_SECONDS, of_peak, peak_flops
+        from tuner.measure.flops import PEAK_SECONDS, of_peak, peak_flops, peak_knobs
 
         res, cfg, p = self.result, self.cfg, self.cfg.params
         rank, world = rank_world()
@@ -431,8 +431,8 @@ class _Run:
                                               "(elementwise work is not counted)")
             return
         try:
-            peak, _ = peak_flops(self.device, p.precision, bool(p.tf32 and self.device.is_cuda),
-                                 torch.get_num_threads(), cache_dir, min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
+            peak, _ = peak_flops(self.device, peak_knobs(p, self.device, torch.get_num_threads()), cache_dir,
+                                 min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
                                  at_least=res.throughput * per_sample / world)
         except KeyboardInterrupt:
             raise
@@ -454,8 +454,7 @@ class _Run:
 
         cfg, p = self.cfg, self.cfg.params
         assert self.workload is not None and self.models is not None
-        key = flops_key({"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-                         "batch_size": p.batch_size})
+        key = flops_key(cfg)
         cache = CeilingCache(cache.path.with_name(FLOPS_FILE)) if cache is not None else None  # beside ceilings.json
         value = cache.get(key) if cache is not None else None
         if value is not None:
