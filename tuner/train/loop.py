@@ -3,7 +3,8 @@
 [compiled models: torch.compile's first steps, until one compiles nothing; outside the budget and the wall cap] ->
 warm-up steps (untimed, until the step time settles) -> timed windows until the budget (seconds or samples) is
 spent. Each window holds at least `measure.window_min_steps` steps and lasts `measure.window_min_seconds`: a budget
-too short for `measure.windows` of them takes fewer (down to `measure.min_windows`), never one-step windows. The
+too short for `measure.windows` of them takes fewer (down to `measure.min_windows`, and fewer still rather than
+overrun when the step slowed after the pre-flight), never one-step windows. The
 clock is read at window ends only (after a device sync), and the loss is read there too, which is where
 divergence is detected. A seconds budget is kept to within one step (plus the last window's minimum when the
 pre-flight's estimate of the step was wrong); the wall cap is a backstop, and a window it cuts before it holds

@@ -306,8 +306,8 @@ class _Run:
         self.t0 = self.clock()
         rungs = _Rungs(self, self.reporter, training, world) if self.reporter is not None else None
         reserve = None
-        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None \
-                and rank == 0:
+        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
+            # every rank alike (rank 0 scores; the others wait for it): their windows end together
             reserve = self._reserve(budget.seconds, score_reserve_s, preflight_pace_s, rungs)
         loop_clock, window = self.clock, on_window
         if rungs is not None:
@@ -565,7 +565,7 @@ def run_trial(
     measures them for the trials whose verdict is read). `clock` times the loop, the ceilings and the trial's
     wall_seconds (from the first training step to the end of the ceilings), which stays within the budget plus
     budget_margin. A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung
-    after a quality evaluation that the budget does not pay for (tuner.train.reports). Then, after its
+    after a quality evaluation (tuner.train.reports). Then, after its
     wall_seconds, its FLOPs per sample and the device's matmul peak (one-time costs: `ceilings` caches the count,
     `cache_dir` the peak) give it of_peak. wall_seconds stays within the budget plus budget_margin plus
     compile_seconds (torch.compile's first steps, outside the budget). A compiled trial with `eager_throughput`
