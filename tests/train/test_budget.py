@@ -189,6 +189,7 @@ def test_asha_rung_evaluations_are_kept_inside_the_budget(tmp_path, slow_scoring
     assert [r.rung for r in rep.reports] == [0, 1]
     assert all(r.result.value("val_loss") is not None for r in rep.reports)
     assert rep.reports[0].budget_used >= 5 and rep.reports[1].budget_used >= 12  # where the rungs are
+    assert res.rung == 2 and res.measured_at <= 30  # the top rung: the budget, never past it
     assert res.value("wall_seconds") <= 30 + budget_margin(30, res.value("step_seconds"))
 
 

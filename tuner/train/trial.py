@@ -351,7 +351,9 @@ class _Run:
             res.metrics["skipped_windows"] = loop.skipped_windows
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
         if rungs is not None and self.reporter.rungs:  # type: ignore[union-attr]  # its end: the last rung
-            res.measured_at = loop.seconds / rungs.scale if cfg.budget.seconds is not None \
+            # in the whole budget's terms; a reserve that shrank once the rungs' scorings were measured left more
+            # to training than the rung points assumed, but the top rung is still the budget
+            res.measured_at = min(loop.seconds / rungs.scale, cfg.budget.seconds) if cfg.budget.seconds is not None \
                 else float(loop.samples * world)
             if not loop.capped and not loop.diverged:
                 res.rung = len(self.reporter.rungs) - 1  # type: ignore[union-attr]
