@@ -122,7 +122,8 @@ class Measure(_Strict):
                                  "this fraction of each other")
     windows: int = Field(5, ge=1, le=1000, description="timed windows at most; median and spread are over these")
     min_windows: int = Field(3, ge=1, le=1000, description="fewest timed windows a budget too short for `windows` "
-                             "takes (the pre-flight refuses a budget that cannot fit them)")
+                             "takes (the pre-flight refuses a budget that cannot fit them; a step that slowed "
+                             "since takes fewer rather than overrun the budget)")
     window_min_steps: int = Field(3, ge=1, le=100000, description="optimizer steps each timed window holds at least")
     window_min_seconds: float = Field(0.25, ge=0, le=3600, description="seconds each timed window lasts at least")
     ceiling_seconds: float = Field(1.0, ge=0, le=600, description="wall-time deadline of each of the two ceilings "

@@ -36,3 +36,51 @@ def test_gpu_trials_too_slow_for_the_budget_are_refused_naming_the_device_and_th
 def test_a_budget_that_holds_the_step_passes_and_no_device_checks_nothing(tmp_path, slow_step):
     check_plan(plan(tmp_path, 60), FakeCudaDevice())  # 2 warm-up steps and 3 windows of 3 steps: 22 s
     check_plan(plan(tmp_path / "b", 5))  # a cluster's trials or a resume: not timed here, not checked
+
+
+def default_plan(tmp_path, seconds, **opts):
+    """A plan whose budget is the space's default (`seconds`): the user gave none."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(2).replace("budget: {samples: 128}", f"budget: {{seconds: {seconds}}}"))
+    return plan_search(SearchOptions(space=str(space), reports_dir=tmp_path / "r", **opts))
+
+
+def test_a_default_budget_too_short_is_raised_to_the_one_the_step_needs_and_said(tmp_path, slow_step):
+    plan = default_plan(tmp_path, 5)
+    check_plan(plan, FakeCudaDevice())  # not refused: the user gave no budget
+    # 2 warm-up steps and 3 windows of 3 steps at 2 s: 22 s, a fifth more: 27, rounded up to 30
+    assert plan.budget.seconds == 30
+    assert plan.sized is not None and "the space's 5 s budget is too short" in plan.sized
+    assert "2 s in the pre-flight" in plan.sized and "30 s instead" in plan.sized and "--budget-seconds" in plan.sized
+    assert plan.preflight["sized"] == {"from": 5, "to": 30} and plan.preflight["step_seconds"] == 2.0
+
+
+def test_a_sized_asha_study_moves_its_rungs_with_the_budget(tmp_path, slow_step):
+    plan = default_plan(tmp_path, 5, scheduler="asha")
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 30 and plan.scheduler.rungs[-1] == 30 and len(plan.scheduler.rungs) == 3
+
+
+def test_a_default_budget_that_fits_is_kept(tmp_path, slow_step):
+    plan = default_plan(tmp_path, 60)
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 60 and plan.sized is None and "sized" not in plan.preflight
+
+
+def test_asha_s_rung_evaluations_count_in_the_budget_check(tmp_path, monkeypatch):
+    """Scoring at each of asha's three rungs: three scorings must fit beside the windows, not one."""
+    preflight = sys.modules["tuner.train.preflight"]
+    monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: 0.01)
+    real = preflight._score_timed
+    monkeypatch.setattr(preflight, "_score_timed", lambda *a, **k: (real(*a, **k)[0], 4.0))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(2).replace("objectives:\n  cnn: [{metric: throughput, direction: max}, "
+                                           "{metric: loss, direction: min}]",
+                                           "objectives: [{metric: throughput, direction: max}, {metric: quality}]"))
+    check_plan(plan_search(SearchOptions(space=str(space), budget_seconds=10, reports_dir=tmp_path / "f")),
+               FakeCudaDevice())  # fifo: one scoring (4 s) fits 10 s
+    with pytest.raises(BudgetError, match=r"scoring \(evaluate\(\)\) about 12 s more"):
+        check_plan(plan_search(SearchOptions(space=str(space), budget_seconds=10, scheduler="asha",
+                                             reports_dir=tmp_path / "a")), FakeCudaDevice())

@@ -126,3 +126,81 @@ def test_no_reserve_without_scoring(tmp_path, slow_scoring):
                         "params": {"batch_size": 8, "device": "cpu"}})
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=4.0)
     assert res.state == "complete" and res.get("score_reserve_seconds") is None and res.get("val_loss") is None
+
+
+# The machine got slower after the pre-flight: a step takes 1.5 s of the fake clock (the pre-flight read 0.5 s;
+# with loading, 2.7x slower per sample) and scoring 13 s (the pre-flight estimated 5 s).
+SLOWED = SLOW.replace("T[0] += 0.5", "T[0] += 1.5").replace("T[0] += 0.3", "T[0] += 13.0")
+
+
+@pytest.fixture
+def slowed(tmp_path):
+    path = write(tmp_path, SLOWED, "slowedstep.py")
+    sys.modules.pop("slowedstep", None)
+    yield path, lambda: sys.modules["slowedstep"].T[0] if "slowedstep" in sys.modules else 0.0
+    sys.modules.pop("slowedstep", None)
+
+
+@pytest.mark.parametrize("pace_known", [False, True])
+def test_a_step_slower_than_the_pre_flight_s_grows_the_scoring_reserve_and_keeps_the_budget(tmp_path, slowed,
+                                                                                           pace_known):
+    """The pre-flight's scoring estimate (5 s) kept as it is lets the slowed trial overrun its margin; grown by
+    how much slower the trial's step is per sample than the pre-flight's, the whole trial fits."""
+    path, clock = slowed
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 40},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 5, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 0}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=5.0,
+                    preflight_pace_s=(0.5 + 8 * 0.01) / 8 if pace_known else None)
+    assert res.state == "complete", res.error
+    within = res.value("wall_seconds") <= 40 + budget_margin(40, res.value("step_seconds"))
+    assert within == pace_known
+    assert res.get("score_reserve_seconds") == (pytest.approx(5.0 * 1.58 / 0.58) if pace_known else 5.0)
+
+
+class Rungs:
+    """A study trial's reporter under asha: rungs at 5 and 12 s of a 30 s budget (the last: the trial's end)."""
+
+    def __init__(self):
+        self.rungs, self.reports = [5.0, 12.0, 30.0], []
+
+    def window(self, report):
+        pass
+
+    def rung(self, report):
+        self.reports.append(report)
+
+
+def test_asha_rung_evaluations_are_kept_inside_the_budget(tmp_path, slow_scoring):
+    """Each rung evaluation takes 4 s (as does the final scoring): one scoring per rung the trial can reach is
+    kept out of training's share, the rung points sit at the same fractions of that share, and the rungs are
+    reported in the whole budget's terms."""
+    path, clock = slow_scoring
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 0}})
+    rep = Rungs()
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=4.0, reporter=rep)
+    assert res.state == "complete", res.error
+    # 3 scorings (2 rungs and the end), at the rungs' measured 4.32 s (4 s and 32 samples loaded), not the estimate
+    assert res.get("score_reserve_seconds") == pytest.approx(3 * 4.32)
+    assert [r.rung for r in rep.reports] == [0, 1]
+    assert all(r.result.value("val_loss") is not None for r in rep.reports)
+    assert rep.reports[0].budget_used >= 5 and rep.reports[1].budget_used >= 12  # where the rungs are
+    assert res.rung == 2 and res.measured_at <= 30  # the top rung: the budget, never past it
+    assert res.value("wall_seconds") <= 30 + budget_margin(30, res.value("step_seconds"))
+
+
+def test_without_a_reserve_the_rung_evaluations_add_their_time(tmp_path, slow_scoring):
+    """The same trial without the pre-flight's estimate (a samples budget's study, a cluster's): the rungs'
+    evaluations are outside the training clock and the trial overruns: what the reserve is for."""
+    path, clock = slow_scoring
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 0}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, reporter=Rungs())
+    assert res.state == "complete" and res.get("score_reserve_seconds") is None
+    assert res.value("wall_seconds") > 30 + budget_margin(30, res.value("step_seconds"))

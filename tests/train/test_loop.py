@@ -120,10 +120,39 @@ def test_a_slow_step_gets_fewer_windows_of_several_steps_within_the_budget(budge
 
 
 def test_a_budget_too_short_for_the_fewest_windows_never_reads_a_one_step_window():
+    """The contract before the count: a window that cannot end by the budget is not started once one is read
+    (the pre-flight refuses such a budget; here the step is as slow as that), and none is shorter."""
     clock = FakeClock()
     res = run(FakeStep(clock, itertools.repeat(1.0)), clock, Budget(seconds=5),
               Measure(warmup_steps=2, windows=5, min_windows=2, window_min_steps=3))
-    assert len(res.windows) == 2 and all(w.samples == 30 for w in res.windows)
+    assert len(res.windows) == 1 and all(w.samples == 30 for w in res.windows)
+    assert res.skipped_windows == 1 and res.seconds <= 5
+
+
+def test_a_step_that_slows_after_warm_up_takes_fewer_windows_rather_than_overrun():
+    """Warm-up reads 0.5 s steps, then each step takes 1.5 s (the machine got busy): windows split at warm-up's
+    pace would need 3 x 3 x 1.5 s; the windows not started keep the loop within a step of the budget."""
+    clock = FakeClock()
+    res = run(FakeStep(clock, [0.5, 0.5] + [1.5] * 10_000), clock, Budget(seconds=10),
+              Measure(warmup_steps=2, windows=5, min_windows=3, window_min_steps=3))
+    assert 1 <= len(res.windows) < 3 and res.skipped_windows >= 1
+    assert all(w.samples >= 30 for w in res.windows)
+    assert res.seconds <= 10 + 1.5
+
+
+def test_the_reserve_ends_the_windows_earlier_and_is_asked_with_warm_up_s_pace():
+    """What the trial keeps for scoring (`reserve`) comes off the windows' share, at the pace warm-up read."""
+    clock = FakeClock()
+    asked = []
+
+    def reserve(step_s, samples):
+        asked.append((step_s, samples))
+        return 4.0
+
+    res = run(FakeStep(clock, itertools.repeat(0.1)), clock, Budget(seconds=10), Measure(warmup_steps=2),
+              reserve=reserve)
+    assert res.seconds <= 10 - 4.0 + 0.1 + 1e-9 and len(res.windows) == 5
+    assert (pytest.approx(0.1), 10) in asked
 
 
 def test_warm_up_ends_when_the_step_time_settles():

@@ -26,9 +26,10 @@ def train(
     from tuner.config import budget_from_options, load_config
     from tuner.files import check_writable
     from tuner.train import preflight, run_trial
-    from tuner.train.preflight import check_budget
+    from tuner.train.preflight import check_budget, needed_budget
 
     cfg = load_config(config)
+    chosen = "budget" in cfg.model_fields_set  # the config's own budget, or the default one (20 s)
     budget = budget_from_options(budget_seconds, budget_samples)
     if budget is not None:
         cfg.budget = budget
@@ -41,6 +42,12 @@ def train(
         check_writable(out_dir, "--out-dir")
     with user_output():  # what the workload prints goes to stderr: stdout is the result
         device, check = preflight(cfg, reports_dir / ".cache")
+        want = needed_budget(cfg, check.step_seconds, check.score_seconds, rounded=True)
+        if want is not None and budget is None and not chosen:  # the default budget: sized to the model instead
+            note(f"the default {cfg.budget.seconds:g} s budget is too short for workload {check.name}: one training "
+                 f"step took {check.step_seconds:.3g} s in the pre-flight (batch {cfg.params.batch_size} on "
+                 f"{device.describe()}); training {want:g} s instead (give --budget-seconds to choose)")
+            cfg.budget = cfg.budget.model_copy(update={"seconds": want})
         check_budget(cfg, check.step_seconds, device.describe(), check.name,
                      check.score_seconds)  # before anything is written
         out.mkdir(parents=True, exist_ok=True)
@@ -52,7 +59,9 @@ def train(
             eager = check.step_samples / check.step_seconds  # the pre-flight's eager steps: the break-even's base
         result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
                            on_window=None if as_json else _print_window, eager_throughput=eager,
-                           score_reserve_s=check.score_seconds)
+                           score_reserve_s=check.score_seconds,
+                           preflight_pace_s=check.step_seconds / check.step_samples
+                           if check.step_seconds and check.step_samples else None)
     if as_json:
         print_json(result.to_json())
     else:

@@ -100,12 +100,15 @@ def next_knee(study: Study, k: int) -> int | None:
     return next_to_confirm(study) if extra < MAX_EXTRA else None
 
 
-def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float) -> list[dict[str, Any]]:
-    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number and the repeat."""
+def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float,
+                  keys: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number and the repeat, and
+    `keys` (the study's budget keys: tuner.search._trial.budget_keys)."""
     from tuner.search._trial import REPEAT_KEY, TRIAL_KEY, WALL_KEY
 
     by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
-    return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s} for t, rep in pairs]
+    return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s, **(keys or {})}
+            for t, rep in pairs]
 
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "confirm_set", "next_knee", "pending",

@@ -97,6 +97,9 @@ class SearchPlan:
     loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search._probe)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
     scheduler: SchedulerPlan = field(default_factory=SchedulerPlan)  # fifo, or asha with its rungs
+    # The pre-flight's timings on the trials' device (check_plan; study.json's on --resume): the trials' budget keys.
+    preflight: dict[str, Any] = field(default_factory=dict)
+    sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
 
@@ -268,7 +271,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
-        optuna_study=meta.name, scheduler=scheduler,
+        optuna_study=meta.name, scheduler=scheduler, preflight=dict(meta.preflight or {}),
     )
 
 
@@ -280,6 +283,33 @@ def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
     """What every trial's config shares (the space adds its `trial:` section, the sampler the knobs)."""
     return {"workload": plan.workload.text, "workload_options": plan.workload_options, "dataset": plan.dataset,
             "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device}}
+
+
+def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
+    """Refuse a budget the user gave that cannot hold the trial's step and scorings (one per rung a trial can
+    reach besides the last), or raise the space's default budget to the one it needs, saying so in `plan.sized`;
+    then keep the pre-flight's timings for the trials' scoring reserve (plan.preflight, study.json)."""
+    from tuner.train.preflight import check_budget, needed_budget
+
+    scorings = max(len(plan.scheduler.rungs), 1)
+    score_s = check.score_seconds * scorings if check.score_seconds is not None else None
+    opts = plan.options
+    given = opts.budget_seconds is not None or opts.budget_samples is not None
+    want = needed_budget(cfg, check.step_seconds, score_s, rounded=True)
+    plan.preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
+                      "score_seconds": check.score_seconds, "device": device}
+    if want is not None and not given and plan.budget.seconds is not None:
+        old = plan.budget.seconds
+        plan.budget = plan.budget.model_copy(update={"seconds": want})
+        if plan.scheduler.name != "fifo":  # the rungs are fractions of the budget
+            plan.scheduler = plan_scheduler(plan.scheduler.name, opts.min_budget, opts.eta, plan.budget)
+        scoring = f" and scoring about {score_s:.3g} s" if score_s else ""
+        plan.sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
+                      f"took {check.step_seconds:.3g} s in the pre-flight (batch {cfg.params.batch_size} on "
+                      f"{device}){scoring}; each trial trains {want:g} s instead (give --budget-seconds to choose)")
+        plan.preflight["sized"] = {"from": old, "to": want}
+        cfg = cfg.model_copy(update={"budget": plan.budget})
+    check_budget(cfg, check.step_seconds, device, check.name, score_s)
 
 
 def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
@@ -299,9 +329,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"))
     if trial_device is not None:
-        from tuner.train.preflight import check_budget
-
-        check_budget(cfg, check.step_seconds, trial_device.describe(), check.name, check.score_seconds)
+        _check_budget(plan, cfg, check, trial_device.describe())
     plan.own = check.own
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:

@@ -145,7 +145,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         context=setup.context if setup is not None else None,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
-        scheduler=plan.scheduler.to_json(),
+        scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None,
     )
 
 
@@ -208,6 +208,10 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if early is not None:
             return early
     plan.objectives = check_plan(plan, trial_device(opts, cluster, plan))  # a bad workload: one line on stderr
+    if plan.sized and console is not None:  # the space's default budget, raised to what the pre-flight measured
+        from rich.markup import escape
+
+        console.print(f"[yellow]note:[/yellow] {escape(plan.sized)}", soft_wrap=True)
     shared = shared_fid_cache(plan)
 
     import ray
@@ -326,7 +330,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._recorder import StudyRecorder
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
-    from tuner.search._trial import TrialSetup
+    from tuner.search._trial import TrialSetup, budget_keys
 
     opts = plan.options
     for note in prepared.warnings:
@@ -369,7 +373,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                                  sampler=sampler, storage=storage, study_name=plan.optuna_name,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
                                  baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
-                                 rungs=list(plan.scheduler.rungs))
+                                 rungs=list(plan.scheduler.rungs), keys=budget_keys(plan.preflight))
     # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
     # (after reconcile_study, so a trial running at a kill brings none back).
     scheduler = make_scheduler(plan.scheduler, plan.objectives, plan.folder)
@@ -490,11 +494,11 @@ def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials:
 
     from tuner.search._confirm import rerun_configs
     from tuner.search._recorder import RerunRecorder
-    from tuner.search._trial import RERUN_KEY
+    from tuner.search._trial import RERUN_KEY, budget_keys
 
     if view is not None:
         view.confirming(len(pairs), trials, plan.confirm_repeats)
-    configs = rerun_configs(study, pairs, wall)
+    configs = rerun_configs(study, pairs, wall, budget_keys(plan.preflight))
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
     tuner = tune.Tuner(
         fn,  # a grid over the re-runs' configs: Tune creates its trials in the list's (interleaved) order

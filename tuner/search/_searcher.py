@@ -93,6 +93,7 @@ class StudySearcher(OptunaSearch):
         loaders: LoaderPlan | None = None,
         study_dir: Path | None = None,
         rungs: list[float] | None = None,
+        keys: dict[str, Any] | None = None,
     ) -> None:
         self._objectives = list(objectives)
         self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
@@ -101,6 +102,7 @@ class StudySearcher(OptunaSearch):
         self._budget = budget
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
+        self._keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys), in every config
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -137,6 +139,7 @@ class StudySearcher(OptunaSearch):
         config[WALL_KEY] = self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds)
         if self._rungs:
             config[RUNGS_KEY] = list(self._rungs)
+        config.update(self._keys)
         return config
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:

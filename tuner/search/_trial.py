@@ -48,13 +48,27 @@ WALL_KEY = "_wall_limit_s"
 REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
 RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
+SCORE_KEY = "_score_reserve_s"  # the pre-flight's estimate of one scoring: kept out of training's share of the budget
+PACE_KEY = "_preflight_pace_s"  # the pre-flight's seconds per sample: a slower trial keeps more for its scoring
 
-# train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings) -> TrialResult
+# train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings,
+# score_reserve_s, preflight_pace_s) -> TrialResult
 Engine = Callable[..., Any]
 
 
 def objective_key(o: Objective) -> str:
     return f"objective_{o.metric}"
+
+
+def budget_keys(preflight: dict[str, Any]) -> dict[str, float]:
+    """The config keys every trial of a study gets from its pre-flight (SearchPlan.preflight), so search trials,
+    the baseline and the confirmation re-runs keep scoring inside their budget as `tuner train` does."""
+    out: dict[str, float] = {}
+    if preflight.get("score_seconds"):
+        out[SCORE_KEY] = float(preflight["score_seconds"])
+    if preflight.get("step_seconds") and preflight.get("step_samples"):
+        out[PACE_KEY] = float(preflight["step_seconds"]) / float(preflight["step_samples"])
+    return out
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,8 @@ def searched_params(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
-                setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True) -> Any:
+                setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True,
+                score_reserve_s: float | None = None, preflight_pace_s: float | None = None) -> Any:
     """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
     study's ceiling cache."""
     from tuner.config import dump_config
@@ -90,7 +105,8 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
                  setup.cache_dir)
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
                      ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter,
-                     measure_ceilings=measure_ceilings)
+                     measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,
+                     preflight_pace_s=preflight_pace_s)
 
 
 class TrialReports:
@@ -171,7 +187,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
             result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup,
-                            reporter=reporter, measure_ceilings=measure_ceilings)
+                            reporter=reporter, measure_ceilings=measure_ceilings,
+                            score_reserve_s=config.get(SCORE_KEY), preflight_pace_s=config.get(PACE_KEY))
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:

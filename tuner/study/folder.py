@@ -75,6 +75,9 @@ class StudyMeta(BaseModel):
     fid_cache: dict[str, str] | None = None
     # The rung scheduler (tuner.search._rungs.SchedulerPlan): name, eta, min_budget, rungs. None: fifo (older studies).
     scheduler: dict[str, Any] | None = None
+    # The pre-flight's timings on the trials' device (step_seconds, step_samples, score_seconds, device) that every
+    # trial's scoring reserve comes from, and `sized` when the study raised the space's default budget to fit them.
+    preflight: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on

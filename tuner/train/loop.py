@@ -3,7 +3,8 @@
 [compiled models: torch.compile's first steps, until one compiles nothing; outside the budget and the wall cap] ->
 warm-up steps (untimed, until the step time settles) -> timed windows until the budget (seconds or samples) is
 spent. Each window holds at least `measure.window_min_steps` steps and lasts `measure.window_min_seconds`: a budget
-too short for `measure.windows` of them takes fewer (down to `measure.min_windows`), never one-step windows. The
+too short for `measure.windows` of them takes fewer (down to `measure.min_windows`, and fewer still rather than
+overrun when the step slowed after the pre-flight), never one-step windows. The
 clock is read at window ends only (after a device sync), and the loss is read there too, which is where
 divergence is detected. A seconds budget is kept to within one step (plus the last window's minimum when the
 pre-flight's estimate of the step was wrong); the wall cap is a backstop, and a window it cuts before it holds
@@ -50,6 +51,7 @@ class LoopResult:
     dropped_steps: int = 0  # steps of a window the wall cap cut before it held window_min_steps (not a reading)
     compile_seconds: float | None = None  # torch.compile's first steps, before `seconds` and the budget start
     compile_steps: int = 0
+    skipped_windows: int = 0  # windows not started: at the pace read so far they could not end within the budget
 
 
 def window_count(left: float, one_window: float, measure: Measure) -> int:
@@ -83,10 +85,17 @@ def run_loop(
     agree: Agreement | None = None,
     rung_points: list[float] | None = None,
     compiling: CompileWatch | None = None,
+    reserve: Callable[[float | None, int], float] | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
-    windows hold step counts agreed at their start: there the rung follows at the next window's end)."""
+    windows hold step counts agreed at their start: there the rung follows at the next window's end).
+
+    `reserve(step_seconds, step_samples)`: the seconds of a seconds budget kept for what follows the windows
+    (scoring, rung evaluations still to come), asked at warm-up's steps and at each window start with the pace
+    warm-up measured, so the windows end that much earlier. A window after the first is not started when, at
+    the pace of the windows so far, it could not end within a step of then (`skipped_windows`): a step that slowed after the
+    pre-flight shortens the reading, not the contract."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
@@ -118,6 +127,9 @@ def run_loop(
         """Seconds the fewest windows of the least length take at this pace."""
         return min(measure.min_windows, measure.windows) * max(min_steps * step_s, min_s)
 
+    def kept(step_s: float | None, samples: int) -> float:
+        return reserve(step_s, samples) if reserve is not None and budget.seconds is not None else 0.0
+
     # Warm-up: untimed, each step synced (nothing is timed here, so the syncs cost no reading). It ends when two
     # consecutive steps agree within warmup_settle (after warmup_steps, before warmup_max_steps), or earlier when
     # going on would leave the budget too little for the timed windows. Under DDP at least one step, to learn the
@@ -138,7 +150,8 @@ def run_loop(
         prev = step_s
         elapsed = clock() - start
         force = res.warmup_steps >= high or (budget.seconds is not None and res.warmup_steps >= low
-                                             and elapsed + step_s + timed_need(step_s) > budget.seconds)
+                                             and elapsed + step_s + timed_need(step_s)
+                                             > budget.seconds - kept(step_s, step_n))
         force = force or (wall_limit_s is not None and elapsed + 2 * step_s >= wall_limit_s)
         verdict = agree.max(2.0 if force else 0.0 if settled and res.warmup_steps >= low else 1.0)
         if verdict != 1.0:  # 2: some rank must stop; 0: every rank has settled
@@ -160,16 +173,24 @@ def run_loop(
     # so a slow window takes its time from the later ones rather than from the budget.
     step_s = res.step_seconds or 0.0
     if budget.seconds is not None:
-        end = start + budget.seconds
-        n_windows = window_count(max(end - clock(), 0.0), max(min_steps * step_s, min_s), measure)
-        window_s = lambda i: max((end - clock()) / (n_windows - i), min_s)  # noqa: E731
+        def end() -> float:  # the training share's end: the budget less what is kept for after it
+            return start + budget.seconds - kept(res.step_seconds, step_n)
+
+        n_windows = window_count(max(end() - clock(), 0.0), max(min_steps * step_s, min_s), measure)
+        window_s = lambda i: max((end() - clock()) / (n_windows - i), min_s)  # noqa: E731
     else:
         per_step = step_n * agree.world
         left = max(budget.samples - res.samples * agree.world, 0)
         n_windows = window_count(left, min_steps * per_step, measure) if per_step else measure.windows
         window_n = max(math.ceil(left / n_windows / agree.world), 1)
 
+    read_s, read_steps = 0.0, 0  # the windows read so far: their pace
     for i in range(n_windows):
+        if budget.seconds is not None and read_steps and not shared_pace:
+            pace = read_s / read_steps
+            if clock() + max(min_steps * pace, min_s) > end() + pace:  # within a step of it, as the last window
+                res.skipped_windows = n_windows - i
+                break
         w_used = used()
         if budget.seconds is not None:
             if shared_pace:  # a step count every rank shares, from the slowest rank's pace and clock
@@ -203,6 +224,8 @@ def run_loop(
         if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
             timer.windows.pop()
             res.dropped_steps += n_steps
+        else:
+            read_s, read_steps = read_s + clock() - w_start, read_steps + n_steps
         device.sample_memory()
         loss = step.pop_mean_loss()
         res.loss_curve.append([res.samples * agree.world, loss])

@@ -129,6 +129,22 @@ def budget_need(measure: Measure, step_s: float) -> float:
                                                                  measure.window_min_seconds)
 
 
+def needed_budget(cfg: TrialConfig, step_s: float | None, score_s: float | None = None,
+                  rounded: bool = False) -> float | None:
+    """The seconds budget a trial at this step time and scoring needs, with a fifth more (the pre-flight of a
+    fresh process is noisy), in whole seconds; `rounded`: rounded up further to a budget a person would pick
+    (whole seconds below 10, fives below 60, tens above). None when the budget holds them (or counts samples)."""
+    budget = cfg.budget.seconds
+    if budget is None or step_s is None:
+        return None
+    need = budget_need(cfg.measure, step_s) + (score_s if score_s is not None and cfg.quality.enabled else 0.0)
+    if need <= budget:
+        return None
+    want = float(math.ceil(need * 1.2))
+    unit = 1 if want < 10 or not rounded else 5 if want < 60 else 10
+    return float(math.ceil(want / unit) * unit)
+
+
 def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
                  score_s: float | None = None) -> None:
     """Refuse a seconds budget that cannot hold the warm-up, the fewest windows at the pre-flight's step time and
@@ -147,8 +163,8 @@ def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
     raise BudgetError(f"a {budget:g} s budget is too short for workload {name}: one training step took "
                       f"{step_s:.3g} s in the pre-flight (batch {cfg.params.batch_size} on {device}), and warm-up "
                       f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s"
-                      f"{also}; give --budget-seconds {math.ceil((need + scoring) * 1.2)} or more, or a smaller "
-                      f"batch_size")
+                      f"{also}; give --budget-seconds {needed_budget(cfg, step_s, score_s):g} or more, or a "
+                      f"smaller batch_size")
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:

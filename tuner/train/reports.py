@@ -2,8 +2,9 @@
 
 The engine calls a `TrialReporter` when one is given; without one (`tuner train`) nothing changes. A window report
 is read at the window's end, outside the timed region. A rung report follows a quality evaluation with the
-workload's own evaluate(), done outside the timed windows and outside the budget's clock, so a trial that is
-evaluated at its rungs trains as long as one that is not.
+workload's own evaluate(), done outside the timed windows and outside the training clock; a seconds budget with
+the pre-flight's scoring estimate keeps one scoring per rung out of training's share, so the evaluations fit the
+budget (README: "The budget is a contract").
 """
 
 from __future__ import annotations

@@ -47,6 +47,9 @@ from tuner.workload.loader import build, parse_ref, user_error_line, user_traceb
 
 CEILING_SHARE = 0.05  # each ceiling's deadline is at most this share of the budget: both fit the 10% margin
 
+RESERVE_CAP_SHARE = 0.9  # scoring never keeps more of a budget than this (the pre-flight refused one it fills)
+SLOW_CAP = 4.0  # the scoring reserve grows with a trial's step slower per sample than the pre-flight's, to this
+
 BUDGET_MARGIN_SHARE = 0.1  # a trial's wall time (training, ceilings, scoring) stays within the budget plus
 BUDGET_MARGIN_STEPS = 2  # this share of it and this many steps (README: "The budget")
 
@@ -189,9 +192,11 @@ class _DivergedAtRung(Exception):
 
 class _Rungs:
     """The window and rung reports of one trial (tuner.train.reports). A rung's evaluation runs at the end of
-    the first window that reaches its budget, outside the timed windows; the loop's clock is paused meanwhile, so
-    the evaluations take nothing from the budget. Under DDP every rank calls the reporter alike (rank 0's reports
-    count) and every rung decision is agreed."""
+    the first window that reaches its budget, outside the timed windows; the loop's clock is paused meanwhile, and
+    a seconds budget keeps one scoring per rung the trial can reach out of training's share (`scale`: the rung
+    points sit at the same fractions of that share, and reports give the budget used in the whole budget's
+    terms). Under DDP every rank calls the reporter alike (rank 0's reports count) and every rung decision is
+    agreed."""
 
     def __init__(self, run: "_Run", reporter: TrialReporter, training: Training, world: int) -> None:
         self.run, self.reporter, self.training = run, reporter, training
@@ -204,6 +209,11 @@ class _Rungs:
         self.losses: list[list[float | None]] = []
         self.closed = 0  # rungs evaluated so far
         self.start = 0.0
+        self.scale = 1.0  # training's share of the budget over the budget (the scoring reserve left out)
+        self.evals: list[float] = []  # wall seconds of each rung evaluation so far
+
+    def train_points(self) -> list[float]:
+        return [b * self.scale for b in self.points]
 
     def clock(self) -> float:
         return self.run.clock() - self.paused
@@ -218,9 +228,10 @@ class _Rungs:
         med = statistics.median(self.rates)
         spread = (max(self.rates) - min(self.rates)) / med if med > 0 else None
         used = float(w["budget_used"])
-        self.reporter.window(WindowReport(window=int(w["window"]), budget_used=used, samples=int(w["samples"]),
-                                          throughput=med, throughput_spread=spread, train_loss=loss))
-        due = self.closed < len(self.points) and used >= self.points[self.closed] * (1 - 1e-9)
+        self.reporter.window(WindowReport(window=int(w["window"]), budget_used=used / self.scale,
+                                          samples=int(w["samples"]), throughput=med, throughput_spread=spread,
+                                          train_loss=loss))
+        due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
             self._close(used, int(w["samples"]), med, spread)
 
@@ -229,9 +240,10 @@ class _Rungs:
         rank, _ = rank_world()
         t = run.clock()
         first = self.closed
-        while self.closed < len(self.points) and used >= self.points[self.closed] * (1 - 1e-9):
+        while self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9):
             self.closed += 1  # a window that crossed two rungs closes both, with the same figures
         rung = self.closed - 1
+        used = used / self.scale  # in the whole budget's terms, as the rungs are
         res = run.result
         part = TrialResult(state="stopped", device=res.device, windows=list(self.rates),
                            loss_curve=[list(x) for x in self.losses], optimizer=res.optimizer, rung=rung,
@@ -256,7 +268,8 @@ class _Rungs:
         if not diverged:
             for i in range(first, self.closed):
                 self.reporter.rung(RungReport(rung=i, budget_used=used, result=part.model_copy(update={"rung": i})))
-        self.paused += run.clock() - t
+        self.evals.append(run.clock() - t)
+        self.paused += self.evals[-1]
         res.rung, res.measured_at = rung, used
         if diverged:
             raise _DivergedAtRung(f"quality metric {workload.quality[0] if workload.quality else ''} is not finite at "
@@ -278,7 +291,8 @@ class _Run:
         self.t0 = clock()
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
-              eager_throughput: float | None = None, score_reserve_s: float | None = None) -> None:
+              eager_throughput: float | None = None, score_reserve_s: float | None = None,
+              preflight_pace_s: float | None = None) -> None:
         cfg, device = self.cfg, self.device
         rank, world = rank_world()
         training = build_training(cfg, device, rank=rank, world=world)
@@ -288,14 +302,13 @@ class _Run:
         self.result.optimizer = training.step.settings
 
         budget = cfg.budget
-        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
-            # scoring's share of a seconds budget, kept out of training: the trial's wall time holds both
-            keep = min(score_reserve_s, 0.9 * budget.seconds)  # the pre-flight refused a budget scoring fills
-            budget = budget.model_copy(update={"seconds": budget.seconds - keep})
-            self.result.metrics["score_reserve_seconds"] = keep
         device.reset_peak_memory()
         self.t0 = self.clock()
         rungs = _Rungs(self, self.reporter, training, world) if self.reporter is not None else None
+        reserve = None
+        if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
+            # every rank alike (rank 0 scores; the others wait for it): their windows end together
+            reserve = self._reserve(budget.seconds, score_reserve_s, preflight_pace_s, rungs)
         loop_clock, window = self.clock, on_window
         if rungs is not None:
             rungs.start = rungs.clock()
@@ -311,7 +324,8 @@ class _Run:
         try:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
-                            rung_points=rungs.points if rungs is not None else None, compiling=watch)
+                            rung_points=rungs.train_points() if rungs is not None else None, compiling=watch,
+                            reserve=reserve)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
@@ -333,9 +347,14 @@ class _Run:
             data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
             samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
             step_seconds=loop.step_seconds)
+        if loop.skipped_windows:
+            res.metrics["skipped_windows"] = loop.skipped_windows
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
         if rungs is not None and self.reporter.rungs:  # type: ignore[union-attr]  # its end: the last rung
-            res.measured_at = loop.seconds if cfg.budget.seconds is not None else float(loop.samples * world)
+            # in the whole budget's terms; a reserve that shrank once the rungs' scorings were measured left more
+            # to training than the rung points assumed, but the top rung is still the budget
+            res.measured_at = min(loop.seconds / rungs.scale, cfg.budget.seconds) if cfg.budget.seconds is not None \
+                else float(loop.samples * world)
             if not loop.capped and not loop.diverged:
                 res.rung = len(self.reporter.rungs) - 1  # type: ignore[union-attr]
         if not loop.windows and not loop.diverged:  # no reading to rank: not a complete trial (nor worth scoring)
@@ -366,6 +385,30 @@ class _Run:
                 if isinstance(value, (int, float)) and not math.isfinite(value):
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
+
+    def _reserve(self, budget_s: float, score_s: float, preflight_pace_s: float | None,
+                 rungs: _Rungs | None) -> Callable[[float | None, int], float]:
+        """The seconds kept out of training's share for scoring (tuner.train.loop's `reserve`): one scoring at
+        the end and one per rung point the trial can reach, each the pre-flight's estimate grown by how much
+        slower per sample this trial's step is than the pre-flight's (at most SLOW_CAP times), or the last rung
+        evaluation's measured time once there is one; the evaluations already done count as they took."""
+        n = 1 + (len(rungs.points) if rungs is not None else 0)
+        cap = RESERVE_CAP_SHARE * budget_s
+        if rungs is not None:
+            rungs.scale = (budget_s - min(n * score_s, cap)) / budget_s
+        self.result.metrics["score_reserve_seconds"] = min(n * score_s, cap)
+
+        def keep(step_s: float | None, samples: int) -> float:
+            slow = 1.0
+            if preflight_pace_s and step_s and samples:
+                slow = min(max(step_s / samples / preflight_pace_s, 1.0), SLOW_CAP)
+            done = list(rungs.evals) if rungs is not None else []
+            each = done[-1] if done else score_s * slow
+            kept = min(sum(done) + (n - len(done)) * each, cap)
+            self.result.metrics["score_reserve_seconds"] = kept
+            return kept
+
+        return keep
 
     def ceilings(self, cache: CeilingCache | None, measure: bool = True) -> None:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
@@ -515,6 +558,7 @@ def run_trial(
     measure_ceilings: bool = True,
     eager_throughput: float | None = None,
     score_reserve_s: float | None = None,
+    preflight_pace_s: float | None = None,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
@@ -522,12 +566,14 @@ def run_trial(
     measures them for the trials whose verdict is read). `clock` times the loop, the ceilings and the trial's
     wall_seconds (from the first training step to the end of the ceilings), which stays within the budget plus
     budget_margin. A `reporter` (a search's trial) gets a report per timed window and one per rung, each rung
-    after a quality evaluation that the budget does not pay for (tuner.train.reports). Then, after its
+    after a quality evaluation (tuner.train.reports). Then, after its
     wall_seconds, its FLOPs per sample and the device's matmul peak (one-time costs: `ceilings` caches the count,
     `cache_dir` the peak) give it of_peak. wall_seconds stays within the budget plus budget_margin plus
     compile_seconds (torch.compile's first steps, outside the budget). A compiled trial with `eager_throughput`
     (samples/s of the same config in eager mode) also gets its compile break-even. `score_reserve_s` (the
-    pre-flight's estimate of scoring) is kept out of training's share of the budget, so scoring fits too."""
+    pre-flight's estimate of scoring) is kept out of training's share of the budget, so scoring fits too, once
+    per rung evaluation besides, grown by how much slower a sample's step is than `preflight_pace_s` (the
+    pre-flight's seconds per sample)."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -539,7 +585,7 @@ def run_trial(
     stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
         try:
-            run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s)
+            run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s, preflight_pace_s)
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
