@@ -171,3 +171,20 @@ def test_tuner_train_shows_the_share_of_the_peak_in_its_table(tmp_path, planted_
     assert main(["train", "--config", str(cfg_file), "--reports-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "% peak" in out and "FLOPs/sample" in out and "11.3k FLOP" in out
+
+
+def test_flops_are_counted_on_one_micro_batch_whatever_the_accumulation(tmp_path, planted_peak, monkeypatch):
+    """Accumulation repeats the same work per sample, so the count runs one micro-batch, not accumulation_steps of
+    them under the (slow) FLOP counter; the figure is the same."""
+    counted = []
+    real = flops.count_step_flops
+
+    def spy(step, batch):
+        out = real(step, batch)
+        counted.append(out[1])
+        return out
+
+    monkeypatch.setattr(flops, "count_step_flops", spy)
+    res = run_trial(config(tmp_path, acc=3), cache_dir=tmp_path / "cache")
+    assert res.state == "complete" and res.metrics["flops_per_sample"] == MATMUL_FLOPS_PER_SAMPLE
+    assert counted == [8]  # one batch of 8 samples, not 3 x 8
