@@ -316,7 +316,7 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     via_cli = cli_has_search()
     cmd = [sys.executable, "-m", "tuner", "search", *full_args] if via_cli else _library_command(full_args)
     ctx.log(f"  running {'tuner search ' + ' '.join(full_args) if via_cli else 'run_search (library; no CLI yet)'}")
-    start = time.perf_counter()
+    start, launched = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=25 * 60)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -327,15 +327,21 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     work = trial_work(records) + phases["confirm_work_s"]  # the confirmation's re-runs are training asked for too
     out = {"study": study, "reports_dir": ctx.work_dir, "workload": workload, "wall_s": wall, "work_s": work,
            "trials": len(records), "reruns": phases["reruns"], "phases": phases, "via_cli": via_cli,
+           "launched": launched, "load_average": os.getloadavg(),
            "args": full_args, "prewarm_s": warm_s,
            "states": {st: sum(1 for r in records if r.get("state") == st) for st in {r.get("state") for r in records}}}
     return out
 
 
-def overhead_parts(study_dir: Path) -> dict[str, Any]:
+def overhead_parts(study_dir: Path, launched: float | None = None, wall_s: float | None = None) -> dict[str, Any]:
     """Where a finished study's non-training time went, from what its folder records: the loader probes
     (probes.json's `seconds`), the ceilings (`ceiling_seconds` of the trials and of the confirmation re-runs), and
-    how many trials measured ceilings at all."""
+    how many trials measured ceilings at all; of_peak's FLOP count and peak (`of_peak_seconds`); each search
+    trial's own set-up and wrap-up in its process (run_seconds less its work, ceilings and of_peak); and, with the
+    process's start (`launched`, epoch seconds) and wall time, the time before the first trial began (start-up,
+    pre-flight, Ray, probes) and after the last run ended (exit), from the records' one-second timestamps."""
+    from datetime import datetime
+
     from tuner.study import StudyFolder
 
     folder = StudyFolder(study_dir)
@@ -348,16 +354,32 @@ def overhead_parts(study_dir: Path) -> dict[str, Any]:
     def ceilings(items: list[Any]) -> float:
         return sum(v for it in items if (v := it.value("ceiling_seconds")) is not None)
 
-    return {"probes_s": probes_s, "ceilings_search_s": ceilings(records), "ceilings_confirm_s": ceilings(reruns),
-            "trials_measuring_ceilings": sum(1 for r in records if r.value("ceiling_seconds") is not None),
-            "reruns_measuring_ceilings": sum(1 for r in reruns if r.value("ceiling_seconds") is not None)}
+    def total(items: list[Any], key: str) -> float:
+        return sum(v for it in items if (v := it.value(key)) is not None)
+
+    setup = sum(r.run_seconds - total([r], "train_seconds") - total([r], "quality_seconds")
+                - total([r], "ceiling_seconds") - total([r], "of_peak_seconds") for r in records if r.run_seconds)
+    out = {"probes_s": probes_s, "ceilings_search_s": ceilings(records), "ceilings_confirm_s": ceilings(reruns),
+           "trials_measuring_ceilings": sum(1 for r in records if r.value("ceiling_seconds") is not None),
+           "reruns_measuring_ceilings": sum(1 for r in reruns if r.value("ceiling_seconds") is not None),
+           "of_peak_s": total(records, "of_peak_seconds") + total(reruns, "of_peak_seconds"),
+           "trial_setup_s": setup}
+    if launched is not None:
+        def epoch(iso: str | None) -> float | None:
+            return datetime.fromisoformat(iso).timestamp() if iso else None
+
+        starts = [t for r in records if (t := epoch(r.started)) is not None]
+        ends = [t for it in [*records, *reruns] if (t := epoch(it.ended)) is not None]
+        out["before_first_trial_s"] = min(starts) - launched if starts else None
+        out["after_last_run_s"] = launched + wall_s - max(ends) if ends and wall_s is not None else None
+    return out
 
 
 def total_result(ctx: Context) -> BenchResult:
     d = run_default_study(ctx)
     frac = (d["wall_s"] - d["work_s"]) / d["wall_s"]
     passed = frac <= MAX_FRACTION
-    parts = overhead_parts(d["reports_dir"] / d["study"])
+    parts = overhead_parts(d["reports_dir"] / d["study"], d.get("launched"), d["wall_s"])
     d["parts"] = parts
     what = "tuner search " + " ".join(d["args"]) if d["via_cli"] else "run_search (library; the CLI had no search)"
     quick = ctx.settings.mode == "quick"
@@ -367,7 +389,12 @@ def total_result(ctx: Context) -> BenchResult:
             f"caches built beforehand in {d['prewarm_s']:.0f} s). Of the non-training time: loader probes "
             f"{parts['probes_s']:.1f} s, ceilings {parts['ceilings_search_s']:.1f} s in the search's trials "
             f"({parts['trials_measuring_ceilings']} measured any) and {parts['ceilings_confirm_s']:.1f} s in the "
-            f"confirmation re-runs; the rest is start-up, per-trial set-up and recording.")
+            f"confirmation re-runs; of_peak (FLOP count, matmul peak) {parts['of_peak_s']:.1f} s; the search "
+            f"trials' own set-up and wrap-up in their process {parts['trial_setup_s']:.1f} s; before the first "
+            f"trial began (start-up, pre-flight, Ray, probes) {parts.get('before_first_trial_s') or 0:.0f} s, after "
+            f"the last run ended {parts.get('after_last_run_s') or 0:.0f} s; the rest is Ray Tune between and "
+            f"around the runs (its start-up per Tune run, fresh trial processes) and recording. Load average "
+            f"(1, 5, 15 min) at the end: {', '.join(f'{v:.1f}' for v in d['load_average'])}.")
     if quick:
         note += (" Quick mode: a few short CNN trials instead of the default 12 GAN trials of 20 s, so fixed "
                  "start-up weighs far more than in the default study.")

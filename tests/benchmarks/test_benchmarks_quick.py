@@ -309,3 +309,26 @@ def test_levers_figures_compare_each_lever_with_eager_and_say_what_compiling_cos
     assert "1 of 2 interleaved rounds" in channels_last.note and "error: boom" in channels_last.note
     slower = summarize([run(0, "eager", 100.0), run(0, "compiled", 80.0, 30.0), run(0, "channels_last", 100.0)], 1)
     assert "never pays back" in slower[0].note
+
+
+def test_overhead_parts_split_a_trials_own_set_up_and_time_before_the_first_and_after_the_last_run(
+        make_study) -> None:
+    from datetime import datetime
+
+    from tuner.study import StudyFolder, TrialRecord
+
+    folder = StudyFolder(make_study() / "gan-demo")
+    records = folder.records()
+    for i, r in enumerate(records):  # 20 s in the process: 15 training, 1 scoring, 1 of_peak, 3 set-up
+        r.run_seconds = 20.0
+        r.started, r.ended = f"2026-11-22T10:0{i}:00+00:00", f"2026-11-22T10:0{i}:20+00:00"
+        r.metrics.update(train_seconds=15.0, quality_seconds=1.0, of_peak_seconds=1.0)
+        r.metrics.pop("ceiling_seconds", None)
+        folder.write_record(TrialRecord.model_validate(r.to_json()))
+    launched = datetime.fromisoformat("2026-11-22T09:59:30+00:00").timestamp()
+    last_end = datetime.fromisoformat(records[-1].ended).timestamp()
+    parts = overhead_parts(folder.path, launched, last_end + 4.0 - launched)
+    assert parts["trial_setup_s"] == pytest.approx(3.0 * len(records))
+    assert parts["of_peak_s"] == pytest.approx(1.0 * len(records))
+    assert parts["before_first_trial_s"] == pytest.approx(30.0) and parts["after_last_run_s"] == pytest.approx(4.0)
+    assert "before_first_trial_s" not in overhead_parts(folder.path)  # without the process's start: not known

@@ -177,3 +177,38 @@ def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(r
     assert next_knee(study, 1) is None and pending(study, 1, 2) == []
     exp = build_export(study)
     assert is_confirmed(exp.record) and "confirmed" in exp.document["provenance"]
+
+
+def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
+    """engine_reruns_slower, each re-run logging the process it ran in."""
+    import os
+
+    if Path(out_dir).parent.name == "confirm":
+        with open(Path(out_dir).parents[3] / "reruns.log", "a") as f:
+            f.write(f"{os.getpid()} {out_dir}\n")
+    return engine_reruns_slower(cfg, cache_dir=cache_dir, out_dir=out_dir)
+
+
+@pytest.mark.ray
+def test_every_round_of_the_confirmation_reuses_the_phases_trial_processes(ray_session, tmp_path, trial_engine):
+    """The rounds a moving knee adds run in the same Tune run as the planned re-runs, so in the same trial
+    processes (a Tune run per round started fresh ones: Tune's start-up, imports and the workload's set-up again
+    each round), in the order the rounds ask for."""
+    _ship()
+    trial_engine(engine_reruns_slower_pid)
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=1, repeats=2,
+                                       seed=1, concurrency=1))
+    study = summary.study
+    assert not summary.interrupted
+    planned = plan_reruns(study, 1)
+    confirmed = [r.trial for r in study.records if r.confirmed is not None]
+    assert len(confirmed) > len(planned)  # the knee moved: more than one round
+    lines = [line.split() for line in (tmp_path / "fake" / "reruns.log").read_text().splitlines()]
+    assert len({pid for pid, _ in lines}) == 1  # one trial process for every round
+    order = [(int(Path(d).parent.parent.name), int(Path(d).name)) for _, d in lines]
+    moved = [t for t in confirmed if t not in planned]
+    assert order[: 2 * len(planned)] == schedule(planned, 2, {})  # the planned round first, interleaved
+    assert sorted(t for t, _ in order[2 * len(planned):]) == sorted(t for t in moved for _ in range(2))
+    assert all([r.repeat for r in study.folder.reruns(n)] == [0, 1] for n in confirmed)

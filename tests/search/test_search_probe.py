@@ -222,3 +222,44 @@ def test_probes_stop_after_in_process_loading_on_a_cpu_only_where_the_rule_would
     assert not _in_process_suffices(1000.0, [zero], [3000.0], [one, two])  # 750 < 800: probe the workers
     assert not _in_process_suffices(1000.0, [zero], [5000.0], [{"num_workers": 0, "pin_memory": True}, one])
     assert not _in_process_suffices(None, [zero], [5000.0], [one])
+
+
+def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_path, monkeypatch):
+    """The probes of a local study of CPU trials run in the study's process (a Ray task started a fresh process
+    that paid the imports and the workload's set-up again), with the CPU threads a trial's Ray worker gets, and
+    the process's threads come back afterwards; GPU trials and a cluster's trials keep the Ray task."""
+    import os
+    from types import SimpleNamespace
+
+    import torch
+
+    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._probe import plan_loaders, probes_in_process
+    from tuner.search._resources import Resources
+
+    seen = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        seen.append((os.getpid(), torch.get_num_threads()))
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE)
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    plan.folder.path.mkdir(parents=True)
+    one_cpu = Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1)
+    context = {**CPU_CONTEXT, "cpus": 1}
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"), one_cpu, None)
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(threads_before)
+    assert found is not None and [c.batch_size for c in found.choices] == [16, 32, 64]
+    assert seen == [(os.getpid(), 1)] * 3  # here, with the trial's one CPU thread
+    assert probes_in_process(plan, one_cpu)
+    assert not probes_in_process(plan, Resources(cpus_per_trial=4, gpus_per_trial=1, concurrency=1))
+    assert not probes_in_process(SimpleNamespace(options=SimpleNamespace(address="10.0.0.1:6379")), one_cpu)

@@ -243,16 +243,19 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
 
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
-               seconds: float = PROBE_SECONDS, on_batch: Any = None) -> LoaderPlan:
+               seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None) -> LoaderPlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
-    this process, as the efficiency benchmark does), one batch size at a time (the probes must not share the
-    hardware with each other), and choose a loader for each. `cache_path`: the study's ceiling cache, or None."""
+    this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
+    (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
+    study's ceiling cache, or None."""
     from tuner.config import dump_config
 
     t0 = time.perf_counter()
     loaders = candidate_loaders(space, knobs)
     speeds = candidate_speeds(space, knobs)
     probe: Any = probe_batch
+    if trial_resources is None and threads is not None:
+        probe = lambda *args: _with_threads(threads, *args)  # noqa: E731
     if trial_resources is not None:
         import ray
 
@@ -275,6 +278,28 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device)
 
 
+def _with_threads(threads: int, *args: Any) -> dict[str, Any]:
+    """probe_batch in this process with the CPU threads a trial's Ray worker gets (Ray sets OMP_NUM_THREADS to
+    its CPUs; this process may have more), restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return probe_batch(*args)
+    finally:
+        torch.set_num_threads(before)
+
+
+def probes_in_process(plan: "SearchPlan", resources: "Resources") -> bool:
+    """Whether this process runs the probes: a local study of CPU trials. This process built the workload already
+    (check_plan) on the same cores the trials get, and nothing else runs during the probes, so a Ray task would
+    only add a fresh process paying its imports and the workload's set-up again (seconds of the study's wall
+    time). GPU trials (the GPU Ray assigns, and no probe memory left cached in this process beside the trials)
+    and a cluster's trials (another node's hardware) keep the Ray task."""
+    return not plan.options.address and resources.gpus_per_trial <= 0
+
+
 def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
                  resources: "Resources", console: Any) -> LoaderPlan | None:
     """The study's loader probes (tuner.search._probe): run once, before the first trial, and kept in the study
@@ -289,7 +314,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         return None  # a study begun without probes goes on without them
     if resources.ddp_workers > 1:
         return None  # a DDP trial's loaders are per rank, on several workers: probed by the trials themselves
-    trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
+    here = probes_in_process(plan, resources)
+    trial_resources = None if here else {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
         which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
@@ -308,7 +334,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
 
     try:
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,
-                             seconds=seconds, on_batch=show)
+                             seconds=seconds, on_batch=show,
+                             threads=resources.cpus_per_process if here else None)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape
 

@@ -466,50 +466,32 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
 
 
 def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
-    """The confirmation phase (tuner.search._confirm): the missing re-runs, in their interleaved order; then, while
-    the confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them),
-    so the export stands on confirmed figures. Returns False when it was interrupted before every re-run was
-    recorded."""
-    from tuner.search._confirm import confirm_set, next_knee, pending, schedule
-
-    while True:
-        pairs = pending(study, plan.confirm_trials, plan.confirm_repeats)
-        trials = confirm_set(study, plan.confirm_trials)
-        if not pairs:
-            moved = next_knee(study, plan.confirm_trials) if plan.confirm_repeats > 0 else None
-            if moved is None:
-                return True
-            pairs, trials = schedule([moved], plan.confirm_repeats, {}), [moved]
-            if view is not None:
-                view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one reading: "
-                                   f"confirming it too", soft_wrap=True)
-        if not _rerun(plan, study, pairs, trials, fn, resources, view, wall):
-            return False
-        study = Study.load(plan.folder)
-
-
-def _rerun(plan: SearchPlan, study: Study, pairs: list[tuple[int, int]], trials: list[int], fn: Any,
-           resources: Resources, view: Any, wall: float) -> bool:
+    """The confirmation phase (tuner.search._confirm), in one Ray Tune run (tuner.search._reruns): the missing
+    re-runs, in their interleaved order; then, while the confirmed figures move the knee to a trial never re-run,
+    that trial's re-runs (at most MAX_EXTRA of them), so the export stands on confirmed figures. Returns False when
+    it was interrupted before every re-run was recorded."""
     from ray import tune
 
-    from tuner.search._confirm import rerun_configs
+    from tuner.search._confirm import MAX_EXTRA, next_knee, pending
     from tuner.search._recorder import RerunRecorder
-    from tuner.search._trial import RERUN_KEY, budget_keys
+    from tuner.search._reruns import RerunSearcher
+    from tuner.search._trial import budget_keys
 
-    if view is not None:
-        view.confirming(len(pairs), trials, plan.confirm_repeats)
-    configs = rerun_configs(study, pairs, wall, budget_keys(plan.preflight))
+    first = pending(study, plan.confirm_trials, plan.confirm_repeats)
+    if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
+        return True
+    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view,
+                             keys=budget_keys(plan.preflight))
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
     tuner = tune.Tuner(
-        fn,  # a grid over the re-runs' configs: Tune creates its trials in the list's (interleaved) order
-        param_space={RERUN_KEY: tune.grid_search(configs)},
-        tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=resources.concurrency,
-                                    reuse_actors=True, trial_name_creator=rerun_name,
-                                    trial_dirname_creator=rerun_name),
+        fn,  # the searcher hands out the re-runs' configs in their (interleaved) order
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(first) + MAX_EXTRA * plan.confirm_repeats,
+                                    max_concurrent_trials=resources.concurrency, reuse_actors=True,
+                                    trial_name_creator=rerun_name, trial_dirname_creator=rerun_name),
         run_config=_run_config("confirm", plan, plan.options.verbose, recorder),
     )
     _fit(tuner, view, plan.options.verbose)
-    return len(recorder.recorded) == len(pairs)
+    return searcher.done and len(recorder.recorded) == searcher.issued
 
 
 def rerun_name(trial: Any) -> str:

@@ -510,8 +510,8 @@ class _Run:
         # The counted step updates the weights: they come back afterwards, so DDP's replicas stay equal on every
         # rank (only rank 0 counts) and the trained models are as training left them.
         saved = {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in plain.items()}
-        try:
-            step = PhaseStep(self.workload, plain, p, self.device)
+        try:  # one micro-batch: accumulation repeats the same counted work per sample (a k-fold slower count)
+            step = PhaseStep(self.workload, plain, p.model_copy(update={"accumulation_steps": 1}), self.device)
             flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
         finally:
             for k, m in plain.items():

@@ -1,0 +1,79 @@
+"""The confirmation phase in one Ray Tune run: a searcher that hands out the re-runs (tuner.search._confirm) one
+at a time, and, once every one is recorded and the confirmed figures moved the knee to a trial never re-run, that
+trial's re-runs too, until the knee stands on confirmed figures.
+
+One Tune run, so one trial process serves every re-run (reuse_actors): a run per round started a fresh process for
+each round, paying Tune's start-up, the imports and the workload's set-up again (about 8 s a round on 2 busy CPU
+cores, issue 20 item 6). Each re-run still starts from fresh models, seed and loader (tuner.train.run_trial).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from tuner.search._confirm import confirm_set, next_knee, pending, rerun_configs, schedule
+from tuner.search._trial import RERUN_KEY
+from tuner.study import Study, StudyFolder
+
+
+class RerunSearcher(Searcher):
+    """Suggests the confirmation's re-runs in their interleaved order; decides the next round (a moved knee) only
+    when no re-run is running, from the study folder the recorder has written; FINISHED when there is none."""
+
+    def __init__(self, study_dir: Path, trials: int, repeats: int, wall_limit_s: float, view: Any = None,
+                 keys: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.folder = StudyFolder(Path(study_dir))
+        self.trials, self.repeats, self.wall = trials, repeats, wall_limit_s
+        self.keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys)
+        self.view = view
+        self.queue: list[dict[str, Any]] = []
+        self.running = 0
+        self.issued = 0
+        self.done = False  # True once no re-run is left to hand out: the phase ran to its end
+
+    def __getstate__(self) -> dict[str, Any]:  # Ray pickles the tune config; the live view stays here
+        return {**self.__dict__, "view": None}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
+        return True
+
+    def suggest(self, trial_id: str) -> dict | None:
+        if not self.queue:
+            if self.running:  # the next round depends on these re-runs' figures
+                return None
+            if not self._next_round():
+                self.done = True
+                return Searcher.FINISHED
+        self.running += 1
+        self.issued += 1
+        return {RERUN_KEY: self.queue.pop(0)}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.running = max(0, self.running - 1)
+
+    def _next_round(self) -> bool:
+        study = Study.load(self.folder)
+        pairs = pending(study, self.trials, self.repeats)
+        trials = confirm_set(study, self.trials)
+        if not pairs:
+            moved = next_knee(study, self.trials) if self.repeats > 0 else None
+            if moved is None:
+                return False
+            pairs, trials = schedule([moved], self.repeats, {}), [moved]
+            if self.view is not None:
+                self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
+                                        f"reading: confirming it too", soft_wrap=True)
+        if self.view is not None:
+            self.view.confirming(len(pairs), trials, self.repeats)
+        self.queue = rerun_configs(study, pairs, self.wall, self.keys)
+        return bool(self.queue)
+
+    def save(self, checkpoint_path: str) -> None:  # resume reads the study folder, not Tune's state
+        pass
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
