@@ -372,6 +372,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         searcher = StudySearcher(space, plan.objectives, context=context, budget=plan.budget,
                                  sampler=sampler, storage=storage, study_name=plan.optuna_name,
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
+                                 score_seconds=scored(records),
                                  baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
                                  rungs=list(plan.scheduler.rungs), keys=budget_keys(plan.preflight))
     # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
@@ -465,6 +466,11 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
+def scored(records: list[Any]) -> list[float]:
+    """The measured scoring times (quality_seconds) of a study's complete trials, oldest first."""
+    return [float(s) for r in records if r.complete and (s := r.value("quality_seconds")) is not None]
+
+
 def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
     """The confirmation phase (tuner.search._confirm), in one Ray Tune run (tuner.search._reruns): the missing
     re-runs, in their interleaved order; then, while the confirmed figures move the knee to a trial never re-run,
@@ -475,13 +481,15 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
     from tuner.search._confirm import MAX_EXTRA, next_knee, pending
     from tuner.search._recorder import RerunRecorder
     from tuner.search._reruns import RerunSearcher
+    from tuner.search._searcher import learned_reserve
     from tuner.search._trial import budget_keys
 
     first = pending(study, plan.confirm_trials, plan.confirm_repeats)
     if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
         return True
-    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view,
-                             keys=budget_keys(plan.preflight))
+    keys = budget_keys(plan.preflight)
+    keys.update(learned_reserve(keys, scored(study.records)))
+    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view, keys=keys)
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
     tuner = tune.Tuner(
         fn,  # the searcher hands out the re-runs' configs in their (interleaved) order

@@ -74,6 +74,20 @@ def _enqueued_params(trial: Any) -> dict[str, Any]:
         return {}
 
 
+def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, float]:
+    """The scoring reserve once trials have scored: the pre-flight scales two cold validation batches to the whole
+    split and can over-estimate many times over (a nanoGPT study reserved 3.9 s for a 0.6 s scoring), which takes
+    training time from every trial. So the next trials keep 1.25x the longest of the last five measured scorings
+    when that is less; never more than the estimate, since a slower trial's own pace already grows its reserve
+    (tuner.train.trial)."""
+    from tuner.search._trial import SCORE_KEY
+
+    estimate = keys.get(SCORE_KEY)
+    if estimate is None or not measured:
+        return {}
+    return {SCORE_KEY: min(float(estimate), 1.25 * max(measured[-5:]))}
+
+
 class StudySearcher(OptunaSearch):
     """OptunaSearch over a tuner Space, multi-objective, with failure constraints and stable trial numbers."""
 
@@ -94,6 +108,7 @@ class StudySearcher(OptunaSearch):
         study_dir: Path | None = None,
         rungs: list[float] | None = None,
         keys: dict[str, Any] | None = None,
+        score_seconds: list[float] | None = None,
     ) -> None:
         self._objectives = list(objectives)
         self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
@@ -103,6 +118,7 @@ class StudySearcher(OptunaSearch):
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
         self._keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys), in every config
+        self._score_seconds = list(score_seconds or [])  # complete trials' measured scoring (quality_seconds)
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -140,6 +156,7 @@ class StudySearcher(OptunaSearch):
         if self._rungs:
             config[RUNGS_KEY] = list(self._rungs)
         config.update(self._keys)
+        config.update(learned_reserve(self._keys, self._score_seconds))
         return config
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
@@ -200,6 +217,9 @@ class StudySearcher(OptunaSearch):
         seconds = record.value("train_seconds")
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)
+        scored = record.value("quality_seconds")
+        if record.complete and scored is not None:
+            self._score_seconds.append(float(scored))
         return record
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:
