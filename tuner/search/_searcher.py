@@ -9,7 +9,8 @@
 3. Loader knobs decided by probes (tuner.search._probe): the sampler searches the rest, and each trial gets the
    loader chosen for its batch size as constants.
 4. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
-   study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
+   study hostage (the engine stops it and still reports its measured throughput, `capped=True`); and with
+   --study-seconds, no trial started that cannot finish in the time left (tuner.search._allowance).
 5. One place records a finished trial (`_record`): its Optuna attributes, the tell, then its result.json and
    trials.csv row. A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
    Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
@@ -93,6 +94,7 @@ class StudySearcher(OptunaSearch):
         loaders: LoaderPlan | None = None,
         study_dir: Path | None = None,
         rungs: list[float] | None = None,
+        allowance: Any = None,
     ) -> None:
         self._objectives = list(objectives)
         self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
@@ -101,6 +103,7 @@ class StudySearcher(OptunaSearch):
         self._budget = budget
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
+        self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -129,7 +132,11 @@ class StudySearcher(OptunaSearch):
         with open(checkpoint_path, "wb") as f:
             pickle.dump(self.__getstate__(), f)
 
-    def suggest(self, trial_id: str) -> dict | None:
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self._allowance is not None and not self._allowance.may_start():
+            from ray.tune.search import Searcher
+
+            return Searcher.FINISHED  # the time left is the confirmation's: start nothing more, kill nothing
         config = super().suggest(trial_id)
         if config is None:
             return None
@@ -194,6 +201,8 @@ class StudySearcher(OptunaSearch):
         self._completed_trials.add(trial_id)
         if self._folder is not None:
             self._folder.write_record(record)
+        if self._allowance is not None:
+            self._allowance.finished(record.run_seconds, whole=record.complete and feasible)
         seconds = record.value("train_seconds")
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)

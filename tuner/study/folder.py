@@ -75,6 +75,8 @@ class StudyMeta(BaseModel):
     fid_cache: dict[str, str] | None = None
     # The rung scheduler (tuner.search._rungs.SchedulerPlan): name, eta, min_budget, rungs. None: fifo (older studies).
     scheduler: dict[str, Any] | None = None
+    # This invocation's --study-seconds allowance (tuner.search._allowance): seconds, margin, estimates, spent_s.
+    allowance: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on
