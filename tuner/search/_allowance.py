@@ -89,6 +89,12 @@ class Allowance:
             self.ended = True
         return not self.ended
 
+    def ending(self) -> str:
+        """What the live view says when the allowance ended the search."""
+        return (f"--study-seconds {self.seconds:g}: {max(0.0, self.left()):.0f} s left, kept for the confirmation "
+                f"({self.confirm_reserve():.0f} s reserved) and short of one more trial (about "
+                f"{self.trial_estimate():.0f} s): no further trial started")
+
     def finished(self, run_seconds: float | None, whole: bool) -> None:
         """A trial ended; a trial that ran its whole budget (complete, not stopped at a rung) teaches the estimate."""
         if whole and run_seconds is not None and run_seconds > 0:

@@ -433,6 +433,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
             dropped = searcher.unfinished()
             searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
         ran = len(recorder.recorded)
+        if allowance is not None and allowance.ended and console is not None:
+            console.print(allowance.ending(), soft_wrap=True)
     else:
         dropped = []
     study = Study.load(plan.folder)
