@@ -50,12 +50,17 @@ def test_trials_stop_being_started_when_the_time_left_is_the_confirmations():
     assert a.may_start()  # 60 left, reserve 4 x 6 = 24, one trial 6
     a.finished(2.0, whole=True)  # the estimate now comes from trials: 2.2 s, reserve 8.8 s
     a.finished(0.5, whole=False)  # a trial stopped at a rung says nothing about a whole trial's time
+    a.finished(30.0, whole=True, capped=True)  # nor does one cut at its wall-time cap
     assert a.trial_estimate() == pytest.approx(2.2) and a.confirm_reserve() == pytest.approx(8.8)
     clock.now = 100.0 + 60.0 - 8.8 - 2.0  # 10.8 s left: less than one trial after the reserve
     assert not a.may_start() and a.ended
     clock.now = 100.0  # once ended, the study never starts another (time only runs one way)
     assert not a.may_start()
     assert a.to_json(spent=61.0)["ended_search"] is True
+    b = Allowance(60.0, started=0.0, confirm_runs=0, trial_s=6.0)
+    for seconds in (2.0, 2.0, 9.0):  # one slow config does not make every trial look slow
+        b.finished(seconds, whole=True)
+    assert b.trial_estimate() == pytest.approx(2.2)
 
 
 def test_the_preflight_estimate_and_the_confirmation_reserve():

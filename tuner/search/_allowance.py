@@ -7,13 +7,16 @@ proposing: Searcher.FINISHED) and not in Ray Tune's TuneConfig(time_budget_s=...
 mid-window and would leave their figures unrecorded.
 
 A trial's wall time is estimated from the pre-flight (the budget, or the samples at the timed step, plus scoring
-and a per-trial set-up allowance) until trials finish; then from the slowest trial that ran its whole budget.
+and a per-trial set-up allowance) until trials finish; then from the median trial that ran its whole budget
+uncapped (a trial cut at its wall-time cap says what the cap is, not what a trial takes: counting the slowest made
+one capped trial reserve a third of the default study's allowance; what a capped trial overruns is the margin's).
 The confirmation phase is reserved as (K + baseline) x R re-runs at that estimate. No Ray here.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -66,7 +69,7 @@ class Allowance:
     confirm_runs: int  # (K + baseline) x R re-runs to reserve
     trial_s: float  # the pre-flight's estimate of one trial's wall time
     clock: Callable[[], float] = time.perf_counter
-    observed: list[float] = field(default_factory=list)  # wall times of finished whole-budget trials
+    observed: list[float] = field(default_factory=list)  # wall times of finished whole-budget, uncapped trials
     ended: bool = False  # the searcher stopped starting trials because the time was spent
 
     @property
@@ -77,8 +80,8 @@ class Allowance:
         return self.deadline - self.clock()
 
     def trial_estimate(self) -> float:
-        """The slowest whole-budget trial so far (plus a tenth), or the pre-flight's estimate before any."""
-        return 1.1 * max(self.observed) if self.observed else self.trial_s
+        """The median whole-budget trial so far (plus a tenth), or the pre-flight's estimate before any."""
+        return 1.1 * statistics.median(self.observed) if self.observed else self.trial_s
 
     def confirm_reserve(self) -> float:
         return self.confirm_runs * self.trial_estimate()
@@ -95,9 +98,10 @@ class Allowance:
                 f"({self.confirm_reserve():.0f} s reserved) and short of one more trial (about "
                 f"{self.trial_estimate():.0f} s): no further trial started")
 
-    def finished(self, run_seconds: float | None, whole: bool) -> None:
-        """A trial ended; a trial that ran its whole budget (complete, not stopped at a rung) teaches the estimate."""
-        if whole and run_seconds is not None and run_seconds > 0:
+    def finished(self, run_seconds: float | None, whole: bool, capped: bool = False) -> None:
+        """A trial ended; one that ran its whole budget (complete, not stopped at a rung) and was not cut at its
+        wall-time cap teaches the estimate."""
+        if whole and not capped and run_seconds is not None and run_seconds > 0:
             self.observed.append(float(run_seconds))
 
     def check_fits(self) -> None:

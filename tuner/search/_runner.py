@@ -210,7 +210,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
-    plan.objectives = check_plan(plan, trial_device(opts, cluster, plan))  # a bad workload: one line on stderr
+    device = trial_device(opts, cluster, plan)
+    plan.objectives = check_plan(plan, device)  # a bad workload: one line on stderr
     allowance = None
     if opts.study_seconds is not None:
         from tuner.search._allowance import Allowance, confirm_runs
@@ -218,7 +219,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         assert plan.preflight_s is not None
         allowance = Allowance(opts.study_seconds, started=t0, trial_s=plan.preflight_s,
                               confirm_runs=confirm_runs(plan.confirm_trials, plan.confirm_repeats))
-        allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
+        if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
+            allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
     shared = shared_fid_cache(plan)
 
     import ray
@@ -317,13 +319,14 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         assert plan.meta is not None
         study_id = plan.meta.id or uuid.uuid4().hex  # a study from before ids: it gets one now
         open_optuna_study(storage, plan.optuna_name, study_id, directions)
-        update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "allowance": allowance,
-                                  "resumed": [*plan.meta.resumed, _now()],
+        update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "resumed": [*plan.meta.resumed, _now()],
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
                                   "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
             update.update(context=setup.context, domains=domains_of(setup.space))
         keep_secret(plan.folder.path, plan.storage)  # a study.json once written with the password in clear: now masked
+        if allowance is not None:  # this invocation's; a resume without one leaves the last one's record
+            update["allowance"] = allowance
         if not plan.meta.fid_cache and setup.shared is not None:
             update["fid_cache"] = setup.shared.manifest
         meta = plan.meta.model_copy(update=update)
@@ -443,7 +446,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     if not interrupted:
         wall = opts.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
                                                             and (s := r.value("train_seconds")) is not None])
-        interrupted = not _confirm(plan, study, fn, resources, view, wall)
+        interrupted = not _confirm(plan, study, fn, resources, view, wall, allowance)
         study = Study.load(plan.folder)
         noise = study.noise()
         if noise is not None:  # the study's own noise floor, kept with the study
@@ -491,9 +494,11 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
-def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
+def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float,
+             allowance: Any = None) -> bool:
     """The confirmation phase (tuner.search._confirm): the missing re-runs, in their interleaved order; then, while
-    the confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them),
+    the confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them,
+    and with --study-seconds only while the time left holds them: the verdict then names the unconfirmed rival),
     so the export stands on confirmed figures. Returns False when it was interrupted before every re-run was
     recorded."""
     from tuner.search._confirm import confirm_set, next_knee, pending, schedule
@@ -504,6 +509,11 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
         if not pairs:
             moved = next_knee(study, plan.confirm_trials) if plan.confirm_repeats > 0 else None
             if moved is None:
+                return True
+            if allowance is not None and allowance.left() < plan.confirm_repeats * allowance.trial_estimate():
+                if view is not None:
+                    view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
+                                       f"reading; --study-seconds leaves no time to confirm it", soft_wrap=True)
                 return True
             pairs, trials = schedule([moved], plan.confirm_repeats, {}), [moved]
             if view is not None:

@@ -202,7 +202,7 @@ class StudySearcher(OptunaSearch):
         if self._folder is not None:
             self._folder.write_record(record)
         if self._allowance is not None:
-            self._allowance.finished(record.run_seconds, whole=record.complete and feasible)
+            self._allowance.finished(record.run_seconds, whole=record.complete and feasible, capped=record.capped)
         seconds = record.value("train_seconds")
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)
