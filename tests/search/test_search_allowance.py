@@ -117,6 +117,7 @@ def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_
     assert not summary.interrupted
     assert 1 <= len(study.records) < MAX_TRIALS
     assert len(study.records) > 4  # more than the space's default count: --trials was not a floor
+    assert summary.total == len(study.records)  # "as many as fit": what fitted is what was asked for
     assert any(r.confirmed is not None for r in study.records)  # the confirmation ran
     assert summary.seconds <= seconds + margin(seconds)
     meta = json.loads((tmp_path / "fake" / "study.json").read_text())

@@ -306,7 +306,8 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
                 baseline: dict[str, Any] | None, setup: StudySetup, storage: Any,
                 allowance: dict[str, Any] | None = None) -> StudyMeta:
     """study.json, after the Optuna study that carries its id (so a study.json always has its database).
-    `allowance`: this invocation's --study-seconds (each invocation has its own; a resume without it keeps none)."""
+    `allowance`: this invocation's --study-seconds (each invocation has its own; a resume without one leaves the
+    last one's record)."""
     directions = [o.direction or "minimize" for o in plan.objectives]
     if not plan.resume:
         meta = study_meta(plan, cluster, resources, baseline, setup, allowance)
@@ -456,7 +457,9 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         plan.folder.write_meta(study.meta.model_copy(
             update={"allowance": allowance.to_json(spent=time.perf_counter() - t0)}))
         study = Study.load(plan.folder)
-    return SearchSummary(study, ran=ran, total=plan.trials, seconds=time.perf_counter() - t0,
+    # "as many as fit" (no --trials): the trials that fitted are what was asked for, unless interrupted
+    total = len(study.records) if plan.kept_trials and not interrupted else plan.trials
+    return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
                          interrupted=interrupted, warnings=list(prepared.warnings))
 
 
