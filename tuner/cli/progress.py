@@ -60,6 +60,12 @@ class SearchView:
         self._start = time.monotonic()
         self._live: Live | None = None
         self._last_refresh = 0.0
+        self._deadline: float | None = None  # --study-seconds: the allowance's end (time.perf_counter)
+        self._bounded = True
+
+    def set_deadline(self, deadline: float, bounded: bool = True) -> None:
+        """Show the time left of the study's allowance; `bounded` False: no --trials, so no "of N"."""
+        self._deadline, self._bounded = deadline, bounded
 
     def start(self) -> None:
         if self.console.is_terminal:
@@ -83,6 +89,7 @@ class SearchView:
 
     def confirming(self, runs: int, trials: list[int], repeats: int) -> None:
         self.total, self.done, self.running = self.done + runs, self.done, 0
+        self._bounded = True
         self.console.print(f"confirming trials {', '.join(str(t) for t in trials)}: {runs} re-runs, {repeats} "
                            f"each, interleaved", style="bold", soft_wrap=True)
         self.refresh(force=True)
@@ -111,8 +118,13 @@ class SearchView:
 
     def _status(self) -> Text:
         elapsed = int(time.monotonic() - self._start)
-        return Text(f"{self.done}/{self.total} trials done, {self.running} running, "
-                    f"{elapsed // 60}:{elapsed % 60:02d} elapsed", style="dim")
+        left = ""
+        if self._deadline is not None:
+            secs = max(0, int(self._deadline - time.perf_counter()))
+            left = f", {secs // 60}:{secs % 60:02d} left"
+        done = f"{self.done}/{self.total}" if self._bounded else f"{self.done}"
+        return Text(f"{done} trials done, {self.running} running, "
+                    f"{elapsed // 60}:{elapsed % 60:02d} elapsed{left}", style="dim")
 
 
 def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str) -> Table:

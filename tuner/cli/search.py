@@ -29,6 +29,7 @@ def search(
     scheduler: Annotated[Optional[str], typer.Option(help="fifo (default: every trial trains its whole budget) or asha (trials report at rungs and the dominated ones stop early).")] = None,
     min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
     eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
+    study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
     gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).")] = None,
@@ -54,7 +55,7 @@ def search(
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
-        probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta,
+        probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta, study_seconds=study_seconds,
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format

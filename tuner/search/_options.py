@@ -14,6 +14,7 @@ from typing import Any
 
 from tuner.config import Budget, Quality, budget_from_options
 from tuner.errors import ConfigError, StudyError
+from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space
@@ -70,6 +71,7 @@ class SearchOptions:
     scheduler: str | None = None  # fifo (every trial its whole budget) or asha (tuner.search._rungs); default fifo
     min_budget: float | None = None  # asha's first rung, in the budget's unit (default: budget / eta^2)
     eta: float | None = None  # asha keeps 1/eta of the trials at each rung (default 3)
+    study_seconds: float | None = None  # this invocation's wall-time allowance (tuner.search._allowance)
 
 
 @dataclass
@@ -102,6 +104,9 @@ class SearchPlan:
     sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
+    # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.
+    kept_trials: int | None = None
+    preflight_s: float | None = None  # one trial's wall time as the pre-flight estimates it (check_plan)
 
     @property
     def optuna_name(self) -> str:
@@ -161,7 +166,8 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=space,
         objectives=objectives, workload=ref, workload_options=options, dataset=dataset,
-        budget=budget, trials=opts.trials or space.defaults.trials,
+        budget=budget, trials=opts.trials or (MAX_TRIALS if opts.study_seconds else space.defaults.trials),
+        kept_trials=space.defaults.trials if opts.study_seconds and not opts.trials else None,
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
         confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
                                                                                          DEFAULT_REPEATS),
@@ -184,6 +190,7 @@ def _check_numbers(opts: SearchOptions) -> None:
     if opts.confirm is not None and opts.confirm < 0:
         raise ConfigError(f"--confirm must be >= 0 (got {opts.confirm}); 0 turns the confirmation phase off")
     positive("wall_limit_s", opts.wall_limit_s)
+    check_seconds(opts.study_seconds)
     if opts.budget_seconds is not None and opts.budget_samples is not None:
         raise ConfigError("give at most one of --budget-seconds and --budget-samples")
     if opts.seed is not None and opts.seed < 0:
@@ -268,7 +275,8 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=saved_space,
         objectives=list(meta.objectives), workload=ref, workload_options=dict(meta.workload_options),
         dataset=meta.dataset, budget=saved_budget,
-        trials=opts.trials or meta.trials, sampler=meta.sampler, seed=meta.seed, resume=True,
+        trials=opts.trials or (MAX_TRIALS if opts.study_seconds else meta.trials), sampler=meta.sampler,
+        seed=meta.seed, resume=True, kept_trials=meta.trials if opts.study_seconds and not opts.trials else None,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
         optuna_study=meta.name, scheduler=scheduler, preflight=dict(meta.preflight or {}),
@@ -331,6 +339,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     if trial_device is not None:
         _check_budget(plan, cfg, check, trial_device.describe())
     plan.own = check.own
+    plan.preflight_s = preflight_trial_s(plan.budget, check.step_seconds, check.step_samples, check.score_seconds)
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "

@@ -24,11 +24,12 @@ class RerunSearcher(Searcher):
     when no re-run is running, from the study folder the recorder has written; FINISHED when there is none."""
 
     def __init__(self, study_dir: Path, trials: int, repeats: int, wall_limit_s: float, view: Any = None,
-                 keys: dict[str, Any] | None = None) -> None:
+                 keys: dict[str, Any] | None = None, allowance: Any = None) -> None:
         super().__init__()
         self.folder = StudyFolder(Path(study_dir))
         self.trials, self.repeats, self.wall = trials, repeats, wall_limit_s
         self.keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys)
+        self.allowance = allowance  # tuner.search._allowance.Allowance (--study-seconds): a moved knee needs time
         self.view = view
         self.queue: list[dict[str, Any]] = []
         self.running = 0
@@ -62,6 +63,11 @@ class RerunSearcher(Searcher):
         if not pairs:
             moved = next_knee(study, self.trials) if self.repeats > 0 else None
             if moved is None:
+                return False
+            if self.allowance is not None and self.allowance.left() < self.repeats * self.allowance.trial_estimate():
+                if self.view is not None:
+                    self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
+                                            f"reading; --study-seconds leaves no time to confirm it", soft_wrap=True)
                 return False
             pairs, trials = schedule([moved], self.repeats, {}), [moved]
             if self.view is not None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from tuner.files import check_writable
 from tuner.errors import Interrupted
+from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, device_facts_for, trial_context
 from tuner.space import domains_of, study_space
 from tuner.search._options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
@@ -129,13 +130,15 @@ class StudySetup:
 
 
 def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
-               baseline: dict[str, Any] | None, setup: StudySetup | None = None) -> StudyMeta:
+               baseline: dict[str, Any] | None, setup: StudySetup | None = None,
+               allowance: dict[str, Any] | None = None) -> StudyMeta:
     params = setup.space.reachable(setup.context) if setup is not None else plan.space.searched
     return StudyMeta(
         name=plan.study, space=plan.space.name, space_source=plan.space.source, space_def=plan.space.definition(),
         params=params, objectives=plan.objectives, workload=plan.workload.text,
         workload_options=plan.workload_options, dataset=plan.dataset,
-        budget=plan.budget.model_dump(exclude_none=True), trials=plan.trials, sampler=plan.sampler, seed=plan.seed,
+        budget=plan.budget.model_dump(exclude_none=True), trials=plan.kept_trials or plan.trials,
+        sampler=plan.sampler, seed=plan.seed,
         baseline={"trial": 0, "params": baseline} if baseline else None,
         storage=stored_storage(kept_url(plan.storage), plan.study_dir), id=uuid.uuid4().hex,
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
@@ -145,7 +148,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         context=setup.context if setup is not None else None,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
-        scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None,
+        scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None, allowance=allowance,
     )
 
 
@@ -207,7 +210,17 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
-    plan.objectives = check_plan(plan, trial_device(opts, cluster, plan))  # a bad workload: one line on stderr
+    device = trial_device(opts, cluster, plan)
+    plan.objectives = check_plan(plan, device)  # a bad workload: one line on stderr
+    allowance = None
+    if opts.study_seconds is not None:
+        from tuner.search._allowance import Allowance, confirm_runs
+
+        assert plan.preflight_s is not None
+        allowance = Allowance(opts.study_seconds, started=t0, trial_s=plan.preflight_s,
+                              confirm_runs=confirm_runs(plan.confirm_trials, plan.confirm_repeats))
+        if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
+            allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
     if plan.sized and console is not None:  # the space's default budget, raised to what the pre-flight measured
         from rich.markup import escape
 
@@ -233,7 +246,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         assert cluster is not None
         resources = resolve_resources(opts, cluster)
         summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
-                       make_view)
+                       make_view, allowance)
         summary.exit_code = stop.exit_code
         return summary
     finally:
@@ -294,11 +307,14 @@ def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSum
 
 
 def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
-                baseline: dict[str, Any] | None, setup: StudySetup, storage: Any) -> StudyMeta:
-    """study.json, after the Optuna study that carries its id (so a study.json always has its database)."""
+                baseline: dict[str, Any] | None, setup: StudySetup, storage: Any,
+                allowance: dict[str, Any] | None = None) -> StudyMeta:
+    """study.json, after the Optuna study that carries its id (so a study.json always has its database).
+    `allowance`: this invocation's --study-seconds (each invocation has its own; a resume without one leaves the
+    last one's record)."""
     directions = [o.direction or "minimize" for o in plan.objectives]
     if not plan.resume:
-        meta = study_meta(plan, cluster, resources, baseline, setup)
+        meta = study_meta(plan, cluster, resources, baseline, setup, allowance)
         assert meta.id is not None
         keep_secret(plan.folder.path, plan.storage)  # study.json keeps the URL with its password masked
         open_optuna_study(storage, plan.optuna_name, meta.id, directions)
@@ -308,12 +324,14 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         assert plan.meta is not None
         study_id = plan.meta.id or uuid.uuid4().hex  # a study from before ids: it gets one now
         open_optuna_study(storage, plan.optuna_name, study_id, directions)
-        update: dict[str, Any] = {"trials": plan.trials, "resumed": [*plan.meta.resumed, _now()],
+        update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "resumed": [*plan.meta.resumed, _now()],
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
                                   "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
             update.update(context=setup.context, domains=domains_of(setup.space))
         keep_secret(plan.folder.path, plan.storage)  # a study.json once written with the password in clear: now masked
+        if allowance is not None:  # this invocation's; a resume without one leaves the last one's record
+            update["allowance"] = allowance
         if not plan.meta.fid_cache and setup.shared is not None:
             update["fid_cache"] = setup.shared.manifest
         meta = plan.meta.model_copy(update=update)
@@ -322,7 +340,7 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared: StudySetup, console: Any,
-         t0: float, make_view: Any = None) -> SearchSummary:
+         t0: float, make_view: Any = None, allowance: Any = None) -> SearchSummary:
     import optuna
     from ray import tune
     from rich.markup import escape
@@ -343,7 +361,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         baseline = space.baseline_point(context, own=plan.own) or None
     optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
     storage = open_storage(plan.storage)
-    meta = _write_meta(plan, cluster, resources, baseline, prepared, storage)
+    meta = _write_meta(plan, cluster, resources, baseline, prepared, storage,
+                       allowance.to_json() if allowance is not None else None)
     n_before = reconcile_study(plan.folder, storage, plan.optuna_name)
     # The baseline stays pending until it has a record: a kill during it, or an interrupt before it started,
     # leaves it to --resume, which runs it before any sampled trial (enqueued again unless Optuna still holds it).
@@ -374,7 +393,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
                                  score_seconds=scored(records),
                                  baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
-                                 rungs=list(plan.scheduler.rungs), keys=budget_keys(plan.preflight))
+                                 rungs=list(plan.scheduler.rungs), keys=budget_keys(plan.preflight),
+                                 allowance=allowance)
     # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
     # (after reconcile_study, so a trial running at a kill brings none back).
     scheduler = make_scheduler(plan.scheduler, plan.objectives, plan.folder)
@@ -386,7 +406,10 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     view = None
     if console is not None:
         on = f" on {plan.dataset}" if plan.dataset else ""
-        console.print(f"study [bold]{plan.study}[/bold]: {plan.trials} trials of {escape(plan.workload.text + on)}, "
+        count = f"{plan.trials} trials" if not plan.kept_trials else "as many trials as fit"
+        if allowance is not None:
+            count += f" in {allowance.seconds:g} s (+{margin(allowance.seconds):.0f} s margin)"
+        console.print(f"study [bold]{plan.study}[/bold]: {count} of {escape(plan.workload.text + on)}, "
                       f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}"
                       + (f", scheduler {plan.scheduler.describe()}" if scheduler is not None else "") + "); "
                       f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
@@ -397,6 +420,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                           soft_wrap=True)
         if make_view is not None:
             view = make_view(console, plan.trials, len(records), plan.objectives, space.reachable(context))
+            if allowance is not None and hasattr(view, "set_deadline"):
+                view.set_deadline(allowance.deadline, bounded=not plan.kept_trials)
     if resources.ddp_workers > 1:
         trial_resources: dict[str, float] = {"cpu": 1}
     else:
@@ -415,20 +440,32 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         try:
             _fit(tuner, view, opts.verbose)
         finally:
+            dropped = searcher.unfinished()
             searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
         ran = len(recorder.recorded)
+        if allowance is not None and allowance.ended and console is not None:
+            console.print(allowance.ending(), soft_wrap=True)
+    else:
+        dropped = []
     study = Study.load(plan.folder)
-    interrupted = len(study.records) < plan.trials
+    # With --study-seconds, fewer trials than the cap is the allowance's doing, not an interruption.
+    interrupted = bool(dropped) or (len(study.records) < plan.trials and not (allowance and allowance.ended))
     if not interrupted:
         wall = opts.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
                                                             and (s := r.value("train_seconds")) is not None])
-        interrupted = not _confirm(plan, study, fn, resources, view, wall)
+        interrupted = not _confirm(plan, study, fn, resources, view, wall, allowance)
         study = Study.load(plan.folder)
         noise = study.noise()
         if noise is not None:  # the study's own noise floor, kept with the study
             plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
             study = Study.load(plan.folder)
-    return SearchSummary(study, ran=ran, total=plan.trials, seconds=time.perf_counter() - t0,
+    if allowance is not None:  # what the allowance came to: the wall time spent, whether it ended the search
+        plan.folder.write_meta(study.meta.model_copy(
+            update={"allowance": allowance.to_json(spent=time.perf_counter() - t0)}))
+        study = Study.load(plan.folder)
+    # "as many as fit" (no --trials): the trials that fitted are what was asked for, unless interrupted
+    total = len(study.records) if plan.kept_trials and not interrupted else plan.trials
+    return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
                          interrupted=interrupted, warnings=list(prepared.warnings))
 
 
@@ -471,10 +508,12 @@ def scored(records: list[Any]) -> list[float]:
     return [float(s) for r in records if r.complete and (s := r.value("quality_seconds")) is not None]
 
 
-def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float) -> bool:
+def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float,
+             allowance: Any = None) -> bool:
     """The confirmation phase (tuner.search._confirm), in one Ray Tune run (tuner.search._reruns): the missing
     re-runs, in their interleaved order; then, while the confirmed figures move the knee to a trial never re-run,
-    that trial's re-runs (at most MAX_EXTRA of them), so the export stands on confirmed figures. Returns False when
+    that trial's re-runs (at most MAX_EXTRA of them, and with --study-seconds only while the time left holds them:
+    the verdict then names the unconfirmed rival), so the export stands on confirmed figures. Returns False when
     it was interrupted before every re-run was recorded."""
     from ray import tune
 
@@ -489,7 +528,8 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
         return True
     keys = budget_keys(plan.preflight)
     keys.update(learned_reserve(keys, scored(study.records)))
-    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view, keys=keys)
+    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view, keys=keys,
+                             allowance=allowance)
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
     tuner = tune.Tuner(
         fn,  # the searcher hands out the re-runs' configs in their (interleaved) order

@@ -9,7 +9,8 @@
 3. Loader knobs decided by probes (tuner.search._probe): the sampler searches the rest, and each trial gets the
    loader chosen for its batch size as constants.
 4. A wall-time cap per trial, from the budget and the trials so far, so one very slow config cannot hold the
-   study hostage (the engine stops it and still reports its measured throughput, `capped=True`).
+   study hostage (the engine stops it and still reports its measured throughput, `capped=True`); and with
+   --study-seconds, no trial started that cannot finish in the time left (tuner.search._allowance).
 5. One place records a finished trial (`_record`): its Optuna attributes, the tell, then its result.json and
    trials.csv row. A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
    Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
@@ -109,6 +110,7 @@ class StudySearcher(OptunaSearch):
         rungs: list[float] | None = None,
         keys: dict[str, Any] | None = None,
         score_seconds: list[float] | None = None,
+        allowance: Any = None,
     ) -> None:
         self._objectives = list(objectives)
         self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
@@ -119,6 +121,7 @@ class StudySearcher(OptunaSearch):
         self._fixed_wall_limit_s = fixed_wall_limit_s
         self._keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys), in every config
         self._score_seconds = list(score_seconds or [])  # complete trials' measured scoring (quality_seconds)
+        self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -147,7 +150,11 @@ class StudySearcher(OptunaSearch):
         with open(checkpoint_path, "wb") as f:
             pickle.dump(self.__getstate__(), f)
 
-    def suggest(self, trial_id: str) -> dict | None:
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self._allowance is not None and not self._allowance.may_start():
+            from ray.tune.search import Searcher
+
+            return Searcher.FINISHED  # the time left is the confirmation's: start nothing more, kill nothing
         config = super().suggest(trial_id)
         if config is None:
             return None
@@ -214,6 +221,8 @@ class StudySearcher(OptunaSearch):
         self._completed_trials.add(trial_id)
         if self._folder is not None:
             self._folder.write_record(record)
+        if self._allowance is not None:
+            self._allowance.finished(record.run_seconds, whole=record.complete and feasible, capped=record.capped)
         seconds = record.value("train_seconds")
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)

@@ -78,6 +78,8 @@ class StudyMeta(BaseModel):
     # The pre-flight's timings on the trials' device (step_seconds, step_samples, score_seconds, device) that every
     # trial's scoring reserve comes from, and `sized` when the study raised the space's default budget to fit them.
     preflight: dict[str, Any] | None = None
+    # This invocation's --study-seconds allowance (tuner.search._allowance): seconds, margin, estimates, spent_s.
+    allowance: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on

@@ -1,0 +1,150 @@
+"""--study-seconds: a study's wall-time allowance. Trials stop being started when what is left would not hold one
+more and the confirmation's reserve; the confirmation still runs; running trials are not killed; bad values are
+refused with one line, exit 2, nothing on disk."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+import optuna
+import pytest
+
+from tuner.cli import main
+from tuner.config import Budget
+from tuner.errors import BudgetError, ConfigError
+from tuner.search import SearchOptions, run_search
+from tuner.search._allowance import MAX_TRIALS, Allowance, check_seconds, confirm_runs, margin, preflight_trial_s
+from tuner.study import TrialResult
+
+SPACE = """
+description: batch size and beta1 on a fake engine
+defaults: {workload: cnn, dataset: synthetic, budget: {seconds: 1}, trials: 4}
+objectives: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
+params:
+  batch_size: {type: categorical, choices: [16, 32, 64]}
+  beta1: {type: float, low: 0.1, high: 0.9}
+"""
+
+
+def engine_half_second(cfg, **_):
+    """Fake: half a second of 'training'; throughput from the batch size, loss from beta1."""
+    time.sleep(0.5)
+    p = cfg.params
+    return TrialResult(state="complete", throughput=float(p.batch_size) * 10, loss=1.0 - p.beta1, train_seconds=0.5)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_trials_stop_being_started_when_the_time_left_is_the_confirmations():
+    clock = Clock()
+    a = Allowance(60.0, started=100.0, confirm_runs=4, trial_s=6.0, clock=clock)
+    assert a.may_start()  # 60 left, reserve 4 x 6 = 24, one trial 6
+    a.finished(2.0, whole=True)  # the estimate now comes from trials: 2.2 s, reserve 8.8 s
+    a.finished(0.5, whole=False)  # a trial stopped at a rung says nothing about a whole trial's time
+    a.finished(30.0, whole=True, capped=True)  # nor does one cut at its wall-time cap
+    assert a.trial_estimate() == pytest.approx(2.2) and a.confirm_reserve() == pytest.approx(8.8)
+    clock.now = 100.0 + 60.0 - 8.8 - 2.0  # 10.8 s left: less than one trial after the reserve
+    assert not a.may_start() and a.ended
+    clock.now = 100.0  # once ended, the study never starts another (time only runs one way)
+    assert not a.may_start()
+    assert a.to_json(spent=61.0)["ended_search"] is True
+    b = Allowance(60.0, started=0.0, confirm_runs=0, trial_s=6.0)
+    for seconds in (2.0, 2.0, 9.0):  # one slow config does not make every trial look slow
+        b.finished(seconds, whole=True)
+    assert b.trial_estimate() == pytest.approx(2.2)
+
+
+def test_the_preflight_estimate_and_the_confirmation_reserve():
+    assert preflight_trial_s(Budget(seconds=15), 0.01, 64, 2.0) == pytest.approx(15 + 2 + 5)
+    assert preflight_trial_s(Budget(samples=6400), 0.01, 64, None) == pytest.approx(1.0 + 5)
+    assert confirm_runs(1, 2) == 4 and confirm_runs(0, 2) == 0 and confirm_runs(2, 3) == 9
+    assert margin(100) == 20 and margin(600) == 60
+
+
+def test_an_allowance_too_short_for_one_trial_and_the_confirmation_is_refused_naming_what_fits():
+    a = Allowance(20.0, started=0.0, confirm_runs=4, trial_s=6.0)
+    with pytest.raises(BudgetError, match=r"--study-seconds 20 is too short .* give --study-seconds 36 or more"):
+        a.check_fits()
+    Allowance(30.0, started=0.0, confirm_runs=4, trial_s=6.0).check_fits()
+
+
+@pytest.mark.parametrize("bad", [0.0, -5.0, math.inf, math.nan])
+def test_values_no_clock_can_keep_are_refused(bad):
+    with pytest.raises(ConfigError, match="--study-seconds must be a finite number of seconds > 0"):
+        check_seconds(bad)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "3"])
+def test_bad_values_through_the_cli_one_line_exit_2_nothing_on_disk(ray_session, tmp_path, capsys, value):
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe",
+               f"--study-seconds={value}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--study-seconds" in err[0]
+    assert not (reports / "fake").exists()
+
+
+def _ship() -> None:
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.mark.ray
+def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_session, tmp_path, trial_engine):
+    """Half-second trials, 25 s: no --trials, so as many as fit; the study ends the search itself (not an
+    interruption), confirms the knee and the baseline, leaves nothing RUNNING in Optuna, records the allowance,
+    and its wall time stays within S + margin."""
+    _ship()
+    trial_engine(engine_half_second)
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    seconds = 25.0
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=1, repeats=1,
+                                       seed=1, study_seconds=seconds))
+    study = summary.study
+    assert not summary.interrupted
+    assert 1 <= len(study.records) < MAX_TRIALS
+    assert len(study.records) > 4  # more than the space's default count: --trials was not a floor
+    assert summary.total == len(study.records)  # "as many as fit": what fitted is what was asked for
+    assert any(r.confirmed is not None for r in study.records)  # the confirmation ran
+    assert summary.seconds <= seconds + margin(seconds)
+    meta = json.loads((tmp_path / "fake" / "study.json").read_text())
+    assert meta["allowance"]["seconds"] == seconds and meta["allowance"]["ended_search"] is True
+    assert meta["allowance"]["spent_s"] <= seconds + margin(seconds)
+    assert meta["trials"] == 4  # study.json keeps the space's count, not the allowance's cap
+    ostudy = optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'fake' / 'study.db'}")
+    assert not [t for t in ostudy.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.RUNNING]
+
+    # --resume with it: a fresh allowance for this invocation, which runs more trials
+    before = len(study.records)
+    again = run_search(SearchOptions(study="fake", reports_dir=tmp_path, resume=True, probe=False,
+                                     study_seconds=seconds))
+    assert not again.interrupted and len(again.study.records) > before
+    meta = json.loads((tmp_path / "fake" / "study.json").read_text())
+    assert meta["allowance"]["spent_s"] <= seconds + margin(seconds) and len(meta["resumed"]) == 1
+
+
+@pytest.mark.ray
+def test_trials_is_a_maximum_with_an_allowance(ray_session, tmp_path, trial_engine):
+    """A generous allowance and --trials 2: the study stops at 2 trials, well before its time."""
+    _ship()
+    trial_engine(engine_half_second)
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=0, trials=2,
+                                       study_seconds=600.0))
+    assert len(summary.study.records) == 2 and not summary.interrupted
+    meta = json.loads((tmp_path / "fake" / "study.json").read_text())
+    assert meta["trials"] == 2 and meta["allowance"]["ended_search"] is False
