@@ -212,3 +212,25 @@ def test_every_round_of_the_confirmation_reuses_the_phases_trial_processes(ray_s
     assert order[: 2 * len(planned)] == schedule(planned, 2, {})  # the planned round first, interleaved
     assert sorted(t for t, _ in order[2 * len(planned):]) == sorted(t for t in moved for _ in range(2))
     assert all([r.repeat for r in study.folder.reruns(n)] == [0, 1] for n in confirmed)
+
+
+def test_with_study_seconds_a_moved_knee_is_confirmed_only_while_the_time_left_holds_its_reruns(tmp_path):
+    """The one-Tune-run confirmation (RerunSearcher) chases a moved knee only if --study-seconds leaves time for
+    its re-runs; otherwise the phase ends and the verdict names the unconfirmed rival."""
+    from ray.tune.search import Searcher
+
+    from tuner.search._allowance import Allowance
+    from tuner.search._reruns import RerunSearcher
+    from tuner.search._trial import RERUN_KEY, TRIAL_KEY
+
+    reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
+    _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
+    now = [0.0]
+    allowance = Allowance(seconds=100.0, started=0.0, confirm_runs=4, trial_s=10.0, clock=lambda: now[0])
+    roomy = RerunSearcher(tmp_path / "m", 1, 2, 30.0, allowance=allowance)
+    first = roomy.suggest("a")  # 100 s left: trial 3's two re-runs (10 s each) fit
+    assert first is not None and first != Searcher.FINISHED and first[RERUN_KEY][TRIAL_KEY] == 3
+    now[0] = 85.0  # 15 s left: not enough for two 10 s re-runs
+    late = RerunSearcher(tmp_path / "m", 1, 2, 30.0, allowance=allowance)
+    assert late.suggest("b") == Searcher.FINISHED
+    assert "trial 3 ranks higher on a single, unconfirmed reading" in decide(Study.load(StudyFolder(tmp_path / "m"))).text
