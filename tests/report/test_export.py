@@ -114,3 +114,23 @@ def test_pytorch_settings_spell_the_speed_knobs_from_the_role_table():
     assert set(lines) == {k for k, knob in KNOBS.items() if knob.role != "run" and getattr(cfg.params, k) is not None}
     plain = pytorch_settings(TrialConfig(workload="cnn"))
     assert plain["channels_last"] is False and "contiguous" in plain["lines"]["channels_last"]
+
+
+def test_a_confirmed_export_says_where_one_retraining_should_read(make_study):
+    """`tuner train` on the export is one run: the header gives the prediction interval for one run (wider than
+    the confirmed mean's), so a user can tell whether their re-training agrees with the study."""
+    from tuner.study import StudyFolder
+    from tuner.study.record import Rerun
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    for trial, values in {2: [690.0, 710.0], 0: [480.0, 500.0]}.items():
+        for k, v in enumerate(values):
+            folder.write_rerun(trial, Rerun(repeat=k, state="complete", metrics={"throughput": v, "fid": 22.0 + k}))
+    s = open_study(reports, "gan-demo")
+    exp = build_export(s)
+    fig = exp.record.confirmed.figures["throughput"]
+    assert fig.rerun_low < fig.low < fig.centre < fig.high < fig.rerun_high
+    text = write_export(s, exp).read_text()
+    assert (f"# One re-run (tuner train --config) should read {fig.rerun_low:.4g}-{fig.rerun_high:.4g} samples/s"
+            in text)

@@ -27,6 +27,17 @@ def test_more_repeats_narrow_the_interval():
     assert width(pool(more), more[0]) < width(pool(noisy), noisy[0])
 
 
+def test_one_rerun_is_predicted_by_a_wider_interval_than_the_mean():
+    """A re-training is one run: the interval that should hold it is the prediction interval, wider than the
+    mean's by sqrt(1 + n) at the same spread (the figures of a nanoGPT-style study here: re-runs 299 and 303,
+    313 and 309; `tuner train` on the export then read 315, outside the mean's 292-310, inside one run's)."""
+    p = pool([[299.1, 303.4], [313.5, 309.3]])
+    mean, one = p.interval([299.1, 303.4]), p.prediction([299.1, 303.4])
+    assert one.centre == pytest.approx(mean.centre)
+    assert math.log(one.high / one.centre) == pytest.approx(math.log(mean.high / mean.centre) * math.sqrt(3))
+    assert not mean.contains(314.6) and one.contains(314.6)
+
+
 def test_ratio_interval_says_faster_only_beyond_the_noise():
     pooled = pool([[100.0, 102.0, 98.0], [131.0, 133.0, 129.0]])
     clear = ratio_interval([131.0, 133.0, 129.0], [100.0, 102.0, 98.0], pooled)

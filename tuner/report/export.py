@@ -169,11 +169,16 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
     qtext = f", {quality.metric} {fmt_figure(rec, quality.metric)}" if quality is not None else ""
     how = "confirmed over re-runs, 95% interval" if rec.confirmed is not None else "one reading"
     verdict = [f"# Verdict: {exp.verdict.text}."] if exp.verdict is not None else []
+    one = rec.confirmed.figures.get("throughput") if rec.confirmed is not None else None
+    rerun = [f"# One re-run (tuner train --config) should read {one.rerun_low:.4g}-{one.rerun_high:.4g} samples/s "
+             f"(95%, from the re-runs' spread; a busier machine or another session can read outside it)."] \
+        if one is not None and one.rerun_low is not None and one.rerun_high is not None else []
     return "\n".join([
         f"# tuner config exported from study '{study.name}', trial {rec.trial} "
         f"({exp.command_args}).",
         f"# Measured: {fmt_figure(rec, 'throughput')} samples/s{qtext} ({how}) on "
         f"{rec.device or 'the study machine'}.",
+        *rerun,
         *verdict,
         f"# Run it:      tuner train --config {path}",
         f"# Re-measure:  tuner export {study.name} {exp.command_args} --verify",

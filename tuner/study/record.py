@@ -106,6 +106,10 @@ class ConfirmedFigure(BaseModel):
     centre: float
     low: float | None = None  # None: fewer than two complete re-runs
     high: float | None = None
+    # Where ONE more run of this config (`tuner train` on the export) should read, 95%: the same pooled spread as a
+    # prediction interval (wider than the mean's by sqrt(1 + n)); drift between sessions is not in it.
+    rerun_low: float | None = None
+    rerun_high: float | None = None
 
 
 class Confirmed(BaseModel):

@@ -60,6 +60,18 @@ class Pooled:
         return Interval(c, c - half, c + half)
 
 
+    def prediction(self, values: list[float], level: float = LEVEL) -> Interval:
+        """Where one more run reads (a prediction interval): a re-training is a single run, not the mean of n,
+        so the interval of the mean would be too narrow to hold it."""
+        c = centre(values, self.log)
+        if self.df < 1:
+            return Interval(c, None, None)
+        half = _t(self.df, level) * self.sd * math.sqrt(1 + 1 / len(values))
+        if self.log:
+            return Interval(c, c * math.exp(-half), c * math.exp(half))
+        return Interval(c, c - half, c + half)
+
+
 def centre(values: list[float], log: bool) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if log else statistics.fmean(values)
 

@@ -52,7 +52,9 @@ class Study:
             for c in confirmed:
                 if key in c.figures and pooled is not None:
                     iv = pooled.interval(c.figures[key].values)
-                    c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high})
+                    one = pooled.prediction(c.figures[key].values)
+                    c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high,
+                                                                       "rerun_low": one.low, "rerun_high": one.high})
 
     def pooled(self, metric: str) -> "Pooled | None":
         from tuner.study.stats import pool
