@@ -204,3 +204,37 @@ def test_without_a_reserve_the_rung_evaluations_add_their_time(tmp_path, slow_sc
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, reporter=Rungs())
     assert res.state == "complete" and res.get("score_reserve_seconds") is None
     assert res.value("wall_seconds") > 30 + budget_margin(30, res.value("step_seconds"))
+
+
+class LateRungs(Rungs):
+    """Rungs at 10 and 60 s of an 80 s budget: the second sits late in training's share."""
+
+    def __init__(self):
+        super().__init__()
+        self.rungs = [10.0, 60.0, 80.0]
+        self.windows = []
+
+    def window(self, report):
+        self.windows.append(report.budget_used)
+
+
+def test_a_reserve_that_grows_after_the_rungs_were_placed_still_closes_every_rung_and_the_top_at_the_budget(
+        tmp_path, slowed):
+    """The slowed trial's reserve grows from the pre-flight's 3 x 5 s to about 3 x 13 s once warm-up reads its
+    pace: the rung points move with training's share, so the late rung is still evaluated and reported, and the
+    trial's figures say they were taken at the top rung, the whole 80 s budget (a budget the report can name)."""
+    path, clock = slowed
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 80},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 0}})
+    rep = LateRungs()
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=5.0,
+                    preflight_pace_s=(0.5 + 8 * 0.01) / 8, reporter=rep)
+    assert res.state == "complete", res.error
+    assert res.get("score_reserve_seconds") > 3 * 5.0  # it grew after the rung points were placed
+    assert [r.rung for r in rep.reports] == [0, 1]
+    assert rep.reports[0].budget_used >= 10 and rep.reports[1].budget_used >= 60
+    assert rep.windows == sorted(rep.windows)  # the budget used, as reported, never goes back
+    assert res.rung == 2 and res.measured_at == 80
+    assert res.value("wall_seconds") <= 80 + budget_margin(80, res.value("step_seconds"))

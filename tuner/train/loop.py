@@ -83,13 +83,14 @@ def run_loop(
     clock: Clock = time.perf_counter,
     on_window: Callable[[dict[str, Any]], None] | None = None,
     agree: Agreement | None = None,
-    rung_points: list[float] | None = None,
+    rung_points: list[float] | Callable[[], list[float]] | None = None,
     compiling: CompileWatch | None = None,
     reserve: Callable[[float | None, int], float] | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
-    windows hold step counts agreed at their start: there the rung follows at the next window's end).
+    windows hold step counts agreed at their start: there the rung follows at the next window's end). A callable
+    is asked again at each check: rung points that move with the reserve (tuner.train.trial).
 
     `reserve(step_seconds, step_samples)`: the seconds of a seconds budget kept for what follows the windows
     (scoring, rung evaluations still to come), asked at warm-up's steps and at each window start with the pace
@@ -109,7 +110,10 @@ def run_loop(
         res.samples += first.samples
         res.steps += first.steps
     start = clock()
-    points = sorted(float(b) for b in rung_points or ())
+    def points() -> list[float]:
+        return sorted(float(b) for b in (rung_points() if callable(rung_points) else rung_points or ()))
+
+    has_points = bool(points())
 
     def used() -> float:
         """The budget used so far, in its unit (warm-up included, as the budget counts it)."""
@@ -117,7 +121,7 @@ def run_loop(
 
     def at_point() -> bool:
         """A rung point was crossed since this window started (checked once its minimums are met)."""
-        return bool(points) and not shared_pace and any(w_used < b <= used() for b in points)
+        return has_points and not shared_pace and any(w_used < b <= used() for b in points())
     min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
 
     def over_wall() -> bool:
@@ -200,9 +204,9 @@ def run_loop(
             else:
                 target_s = window_s(i)
                 window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s or (  # noqa: E731
-                    bool(points) and n >= min_steps and clock() - w_start >= min_s and at_point())
+                    has_points and n >= min_steps and clock() - w_start >= min_s and at_point())
         else:
-            if points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
+            if has_points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
                 window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
                                          / agree.world), 1)
             window_done = lambda w_start, n: n >= min_steps and (timer.open_samples >= window_n  # noqa: E731

@@ -195,7 +195,9 @@ class _Rungs:
     the first window that reaches its budget, outside the timed windows; the loop's clock is paused meanwhile, and
     a seconds budget keeps one scoring per rung the trial can reach out of training's share (`scale`: the rung
     points sit at the same fractions of that share, and reports give the budget used in the whole budget's
-    terms). Under DDP every rank calls the reporter alike (rank 0's reports count) and every rung decision is
+    terms). The share follows the reserve as it grows (a step slower than the pre-flight's) or shrinks (the
+    rungs' evaluations measured), and the rung points with it, so every rung is reached before training ends.
+    Under DDP every rank calls the reporter alike (rank 0's reports count) and every rung decision is
     agreed."""
 
     def __init__(self, run: "_Run", reporter: TrialReporter, training: Training, world: int) -> None:
@@ -211,6 +213,7 @@ class _Rungs:
         self.start = 0.0
         self.scale = 1.0  # training's share of the budget over the budget (the scoring reserve left out)
         self.evals: list[float] = []  # wall seconds of each rung evaluation so far
+        self.reported = 0.0  # the budget used last reported: a share that grew back never reports less
 
     def train_points(self) -> list[float]:
         return [b * self.scale for b in self.points]
@@ -228,7 +231,8 @@ class _Rungs:
         med = statistics.median(self.rates)
         spread = (max(self.rates) - min(self.rates)) / med if med > 0 else None
         used = float(w["budget_used"])
-        self.reporter.window(WindowReport(window=int(w["window"]), budget_used=used / self.scale,
+        self.reported = max(self.reported, used / self.scale)
+        self.reporter.window(WindowReport(window=int(w["window"]), budget_used=self.reported,
                                           samples=int(w["samples"]), throughput=med, throughput_spread=spread,
                                           train_loss=loss))
         due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
@@ -243,7 +247,7 @@ class _Rungs:
         while self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9):
             self.closed += 1  # a window that crossed two rungs closes both, with the same figures
         rung = self.closed - 1
-        used = used / self.scale  # in the whole budget's terms, as the rungs are
+        used = self.reported = max(self.reported, used / self.scale)  # in the whole budget's terms, as the rungs are
         res = run.result
         part = TrialResult(state="stopped", device=res.device, windows=list(self.rates),
                            loss_curve=[list(x) for x in self.losses], optimizer=res.optimizer, rung=rung,
@@ -324,7 +328,7 @@ class _Run:
         try:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
-                            rung_points=rungs.train_points() if rungs is not None else None, compiling=watch,
+                            rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
                             reserve=reserve)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
@@ -351,12 +355,14 @@ class _Run:
             res.metrics["skipped_windows"] = loop.skipped_windows
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
         if rungs is not None and self.reporter.rungs:  # type: ignore[union-attr]  # its end: the last rung
-            # in the whole budget's terms; a reserve that shrank once the rungs' scorings were measured left more
-            # to training than the rung points assumed, but the top rung is still the budget
+            # in the whole budget's terms; a trial that trained to its end (its reserve grown or shrunk on the
+            # way) is measured at the top rung, the whole budget: the budget the report names
             res.measured_at = min(loop.seconds / rungs.scale, cfg.budget.seconds) if cfg.budget.seconds is not None \
                 else float(loop.samples * world)
             if not loop.capped and not loop.diverged:
                 res.rung = len(self.reporter.rungs) - 1  # type: ignore[union-attr]
+                if cfg.budget.seconds is not None:
+                    res.measured_at = float(cfg.budget.seconds)
         if not loop.windows and not loop.diverged:  # no reading to rank: not a complete trial (nor worth scoring)
             res.state = "error"
             res.error = (f"the wall cap stopped training before one window of {cfg.measure.window_min_steps} steps: "
@@ -406,6 +412,8 @@ class _Run:
             each = done[-1] if done else score_s * slow
             kept = min(sum(done) + (n - len(done)) * each, cap)
             self.result.metrics["score_reserve_seconds"] = kept
+            if rungs is not None:  # the rung points stay at their fractions of training's share as it moves
+                rungs.scale = (budget_s - kept) / budget_s
             return kept
 
         return keep
