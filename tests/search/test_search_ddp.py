@@ -138,3 +138,33 @@ def test_ddp_trial_that_goes_on_at_its_rungs_completes_at_the_top_rung(ray_sessi
     [trial] = searcher.study.trials
     assert trial.state.name == "COMPLETE" and trial.values[0] == record.throughput
     assert cpus_back(ray_session, total), ray_session.available_resources()
+
+
+def test_ddp_trial_that_tune_stops_at_the_run_s_end_gives_its_workers_back(ray_session, tmp_path):
+    """Ctrl-C, SIGTERM and --study-seconds end the Tune run with the trial still training: Tune kills the trial's
+    actor, its workers die with it, and their placement group is released when the run ends (here a stopper ends
+    the run at the trial's first report, which names the group before the workload is built)."""
+    from ray import tune
+    from ray.tune.stopper import Stopper
+
+    from tuner.search._ddp import WORKERS_KEY
+    from tuner.search._recorder import StudyRecorder
+
+    class EndRun(Stopper):
+        def __init__(self):
+            self.seen = False
+
+        def __call__(self, trial_id, result):
+            self.seen = self.seen or WORKERS_KEY in result
+            return False
+
+        def stop_all(self):
+            return self.seen
+
+    setup = ddp_setup(tmp_path, 100_000)
+    total = ray_session.cluster_resources()["CPU"]
+    fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), {"cpu": 1})
+    tune.Tuner(fn, param_space={TRIAL_KEY: 9, "batch_size": 16}, tune_config=tune.TuneConfig(num_samples=1),
+               run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=EndRun(),
+                                         callbacks=[StudyRecorder(tmp_path / "study")])).fit()
+    assert cpus_back(ray_session, total), ray_session.available_resources()

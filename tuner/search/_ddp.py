@@ -6,8 +6,11 @@ TuneReportCallback. On the CPU (use_gpu=False) the backend is gloo, which is how
 
 A trial the rung scheduler stops is ended by Tune killing its trial actor; its workers die with it, but the
 workers' placement group outlives them (Ray Train's cleaner needs the state API, which a study's Ray runs
-without: no dashboard) and would hold their CPUs or GPUs for the rest of the study. So every report names the
-workers' placement group (WORKERS_KEY) and the scheduler releases it when it stops the trial (release_workers).
+without: no dashboard; a placement group lives as long as the job that made it) and would hold their CPUs or GPUs
+for the rest of the study. So every report names the workers' placement group (WORKERS_KEY), the first one made
+before the workload is built, and it is released on every way a DDP trial ends: the scheduler releases it when it
+stops the trial, the study's recorders when it completes or errors and, for the trials Tune stopped at its end
+(Ctrl-C, SIGTERM, --study-seconds), when the Tune run ends (release_workers, release_ended).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tuner.search._trial import WALL_KEY, Engine, TrialSetup, run_one, train_trial
+from tuner.search._trial import BUDGET_KEY, WALL_KEY, Engine, TrialSetup, run_one, train_trial
 
 
 logger = logging.getLogger(__name__)
@@ -34,14 +37,16 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     def send(payload: dict[str, Any]) -> None:
         ray.train.report({**payload, **tag})
 
+    send({BUDGET_KEY: 0.0})  # names the placement group before the workload builds: a trial ended then releases it
     payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
                       engine=loop_config["engine"], send=send)  # the engine reports alike on every rank
     send(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
 
 
 def release_workers(result: dict[str, Any] | None) -> None:
-    """Remove the placement group of the DDP trial that reported `result` (a trial the scheduler stopped), which
-    ends any of its workers still alive and gives their resources back to the study. No-op for other trials."""
+    """Remove the placement group of the DDP trial that reported `result` (a trial that ended: stopped, errored,
+    interrupted), which ends any of its workers still alive and gives their resources back to the study. No-op for
+    other trials and for a group Ray Train removed already (a trial that finished its loop)."""
     hex_id = (result or {}).get(WORKERS_KEY)
     if not hex_id:
         return
@@ -54,7 +59,19 @@ def release_workers(result: dict[str, Any] | None) -> None:
         if placement_group_table(group).get("state") not in (None, "REMOVED"):
             remove_placement_group(group)
     except Exception as exc:  # noqa: BLE001 - bookkeeping: the study goes on, with fewer free resources
-        logger.warning("could not release the workers of a stopped DDP trial: %s", exc)
+        logger.warning("could not release the workers of an ended DDP trial: %s", exc)
+
+
+def release_ended(trials: list[Any]) -> None:
+    """Release the workers of every DDP trial of a Tune run that has ended (its `on_experiment_end`): a trial Tune
+    stopped there (Ctrl-C, SIGTERM, the study's allowance) had its actor killed and left its placement group."""
+    seen: set[str] = set()
+    for trial in trials:
+        result = getattr(trial, "last_result", None) or {}
+        hex_id = result.get(WORKERS_KEY)
+        if hex_id and hex_id not in seen:
+            seen.add(hex_id)
+            release_workers(result)
 
 
 def run_ddp_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:

@@ -3,7 +3,8 @@
 A search trial is recorded in one place, its searcher (tuner.search._searcher: the Optuna attributes and tell, then
 result.json and its trials.csv row); the callback here brings it Ray's error text for a trial that raised or
 died, keeps each trial's rung reports as the scheduler decided them (trials/NNNN/rungs.json, what --resume
-rebuilds the scheduler from), and updates the live view.
+rebuilds the scheduler from), gives an ended DDP trial's workers back (tuner.search._ddp) and updates the live
+view.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
+from tuner.search._ddp import release_ended, release_workers
 from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, RUNG_KEY, TRIAL_KEY, final_record, record_from_payload,
                                  searched_params)
 
@@ -73,6 +75,7 @@ class StudyRecorder(Callback):
             self.view.refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        release_workers(trial.last_result)  # a DDP trial's workers: every way it ends gives them back
         record = record_from_payload(trial.last_result)  # a stopped trial's last report is its rung's
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
             return
@@ -81,6 +84,7 @@ class StudyRecorder(Callback):
         self._shown(record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        release_workers(trial.last_result)
         number = trial.config.get(TRIAL_KEY)
         if number is None:
             return
@@ -92,6 +96,9 @@ class StudyRecorder(Callback):
         elif self.searcher.record_error(trial.trial_id, record) is None:
             return
         self._shown(record)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        release_ended(trials)  # the trials Tune stopped at the run's end (Ctrl-C, SIGTERM, the allowance)
 
     def _shown(self, record: TrialRecord) -> None:
         self.recorded.append(record.trial)
@@ -114,14 +121,19 @@ class RerunRecorder(Callback):
         return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url)}
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        release_workers(trial.last_result)
         record = record_from_payload(trial.last_result)
         if record is not None:
             self._record(trial, record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        release_workers(trial.last_result)
         state, reason = classify_ray_error(ray_error_text(trial))
         self._record(trial, record_from_payload(trial.last_result) or TrialRecord(
             trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        release_ended(trials)
 
     def _record(self, trial: Any, record: TrialRecord) -> None:
         from tuner.study.record import Rerun
