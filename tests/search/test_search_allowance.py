@@ -148,3 +148,32 @@ def test_trials_is_a_maximum_with_an_allowance(ray_session, tmp_path, trial_engi
     assert len(summary.study.records) == 2 and not summary.interrupted
     meta = json.loads((tmp_path / "fake" / "study.json").read_text())
     assert meta["trials"] == 2 and meta["allowance"]["ended_search"] is False
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("where", ["probes", "search"])
+def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_session, tmp_path, trial_engine,
+                                                                        capsys, monkeypatch, where):
+    """--study-seconds without --trials asks for as many trials as fit: an interruption (planted: Ctrl-C while the
+    probes run, or Tune's loop ending before any trial as Ctrl-C ends it) says how many ran, never 'of 1000'."""
+    import tuner.search._runner as runner
+
+    _ship()
+    trial_engine(engine_half_second)
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        if where == "probes":
+            m.setattr(runner, "plan_loaders", interrupted)
+        else:
+            m.setattr(runner, "_fit", lambda *a, **k: None)
+        rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path), "--no-probe", "--confirm", "0",
+                   "--study-seconds", "60"])
+    out, err = capsys.readouterr()
+    assert rc == 130, err
+    assert f"of {MAX_TRIALS}" not in out + err and f"/{MAX_TRIALS}" not in out + err
+    assert "search stopped after 0 trials, interrupted" in err

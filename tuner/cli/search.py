@@ -66,7 +66,9 @@ def search(
     else:
         _print_summary(summary)
     if summary.interrupted:
-        note(f"tuner: search stopped after {summary.finished} of {summary.total} trials; continue with "
+        done = f"{summary.finished} trials, interrupted" if summary.as_many_as_fit else \
+            f"{summary.finished} of {summary.total} trials"
+        note(f"tuner: search stopped after {done}; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
         raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM
 
@@ -111,7 +113,9 @@ def _print_summary(summary: Any) -> None:
 
     out = stdout_console()
     states = ", ".join(f"{n} {s}" for s, n in summary.states.items()) or "no trials"
-    print(f"study {summary.name}: {summary.finished}/{summary.total} trials ({states}) in {summary.seconds:.0f} s")
+    count = f"{summary.finished}" if summary.as_many_as_fit else f"{summary.finished}/{summary.total}"
+    print(f"study {summary.name}: {count} trials ({states}) in {summary.seconds:.0f} s"
+          + (", interrupted" if summary.interrupted and summary.as_many_as_fit else ""))
     if summary.front:
         title = (f"Pareto front ({len(summary.front)} trials): "
                  + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives))

@@ -61,6 +61,7 @@ class SearchSummary:
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
     exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
+    as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
 
     @property
     def name(self) -> str:
@@ -175,8 +176,10 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if not plan.folder.exists():
             raise Interrupted("interrupted before the study started; nothing was kept", stop.exit_code) from None
-        return SearchSummary(Study.load(plan.folder), ran=0, total=plan.trials, seconds=time.perf_counter() - t0,
-                             interrupted=True, exit_code=stop.exit_code)
+        study = Study.load(plan.folder)
+        return SearchSummary(study, ran=0, total=len(study.records) if plan.kept_trials else plan.trials,
+                             seconds=time.perf_counter() - t0, interrupted=True, exit_code=stop.exit_code,
+                             as_many_as_fit=bool(plan.kept_trials))
     finally:
         stop.restore()
         if plan.folder.exists():
@@ -463,10 +466,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         plan.folder.write_meta(study.meta.model_copy(
             update={"allowance": allowance.to_json(spent=time.perf_counter() - t0)}))
         study = Study.load(plan.folder)
-    # "as many as fit" (no --trials): the trials that fitted are what was asked for, unless interrupted
-    total = len(study.records) if plan.kept_trials and not interrupted else plan.trials
+    # "as many as fit" (no --trials): no count was asked for; the trials that ran are the total, interrupted or not
+    total = len(study.records) if plan.kept_trials else plan.trials
     return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
-                         interrupted=interrupted, warnings=list(prepared.warnings))
+                         interrupted=interrupted, warnings=list(prepared.warnings),
+                         as_many_as_fit=bool(plan.kept_trials))
 
 
 def _waiting_trials(storage: Any, name: str) -> list[int]:
