@@ -351,7 +351,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._recorder import StudyRecorder
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
-    from tuner.search._trial import TrialSetup, budget_keys
+    from tuner.search._trial import TrialSetup, budget_keys, scored
 
     opts = plan.options
     for note in prepared.warnings:
@@ -507,11 +507,6 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
-def scored(records: list[Any]) -> list[float]:
-    """The measured scoring times (quality_seconds) of a study's complete trials, oldest first."""
-    return [float(s) for r in records if r.complete and (s := r.value("quality_seconds")) is not None]
-
-
 def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float,
              allowance: Any = None) -> bool:
     """The confirmation phase (tuner.search._confirm), in one Ray Tune run (tuner.search._reruns): the missing
@@ -524,8 +519,7 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
     from tuner.search._confirm import MAX_EXTRA, next_knee, pending
     from tuner.search._recorder import RerunRecorder
     from tuner.search._reruns import RerunSearcher
-    from tuner.search._searcher import learned_reserve
-    from tuner.search._trial import budget_keys
+    from tuner.search._trial import budget_keys, learned_reserve, scored
 
     first = pending(study, plan.confirm_trials, plan.confirm_repeats)
     if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):

@@ -34,7 +34,8 @@ from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.study import Objective, TrialRecord
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
-from tuner.search._trial import FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, objective_key, record_from_payload
+from tuner.search._trial import (FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, learned_reserve, objective_key,
+                                 record_from_payload, scored)
 from tuner.study import StudyFolder
 
 logger = logging.getLogger(__name__)
@@ -73,20 +74,6 @@ def _enqueued_params(trial: Any) -> dict[str, Any]:
         return dict(trial.storage.get_trial_system_attrs(trial._trial_id).get("fixed_params") or {})
     except (AttributeError, KeyError, TypeError):
         return {}
-
-
-def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, float]:
-    """The scoring reserve once trials have scored: the pre-flight scales two cold validation batches to the whole
-    split and can over-estimate many times over (a nanoGPT study reserved 3.9 s for a 0.6 s scoring), which takes
-    training time from every trial. So the next trials keep 1.25x the longest of the last five measured scorings
-    when that is less; never more than the estimate, since a slower trial's own pace already grows its reserve
-    (tuner.train.trial)."""
-    from tuner.search._trial import SCORE_KEY
-
-    estimate = keys.get(SCORE_KEY)
-    if estimate is None or not measured:
-        return {}
-    return {SCORE_KEY: min(float(estimate), 1.25 * max(measured[-5:]))}
 
 
 class StudySearcher(OptunaSearch):
@@ -226,9 +213,7 @@ class StudySearcher(OptunaSearch):
         seconds = record.value("train_seconds")
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)
-        scored = record.value("quality_seconds")
-        if record.complete and scored is not None:
-            self._score_seconds.append(float(scored))
+        self._score_seconds.extend(scored([record]))
         return record
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:

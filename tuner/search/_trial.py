@@ -71,6 +71,24 @@ def budget_keys(preflight: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, float]:
+    """The scoring reserve once trials have scored: the pre-flight scales two cold validation batches to the whole
+    split and can over-estimate many times over (a nanoGPT study reserved 3.9 s for a 0.6 s scoring), which takes
+    training time from every trial. So the next trials keep 1.25x the longest of the last five measured scorings
+    when that is less; never more than the estimate, since a slower trial's own pace already grows its reserve
+    (tuner.train.trial)."""
+    estimate = keys.get(SCORE_KEY)
+    if estimate is None or not measured:
+        return {}
+    return {SCORE_KEY: min(float(estimate), 1.25 * max(measured[-5:]))}
+
+
+def scored(records: list[TrialRecord]) -> list[float]:
+    """The measured scoring times (quality_seconds) of complete trials, oldest first: what learned_reserve learns
+    from, for the searcher's later trials (one record at a time) and the confirmation (the study's records)."""
+    return [float(s) for r in records if r.complete and (s := r.value("quality_seconds")) is not None]
+
+
 @dataclass(frozen=True)
 class TrialSetup:
     """Everything a trial needs besides its sampled params; shipped once to the workers (tune.with_parameters)."""
