@@ -121,3 +121,43 @@ def test_every_trial_of_a_sized_study_keeps_a_grown_scoring_reserve(ray_session,
 
     plan = plan_search(SearchOptions(study="slowing", resume=True, reports_dir=reports))
     assert plan.budget.seconds == 2.0 and plan.preflight["score_seconds"] == 1.0
+
+
+CLUSTER_SPACE = """
+description: batch size only, on a fake engine
+defaults: {workload: cnn, dataset: synthetic, budget: {seconds: 2}, trials: 3}
+objectives: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
+params:
+  batch_size: {type: categorical, choices: [16, 32, 64]}
+"""
+
+
+def engine_scoring(cfg, *, score_reserve_s=None, **_):
+    """Fake: its scoring measured 0.4 s; it records the scoring reserve the study gave it."""
+    from tuner.study import TrialResult
+
+    return TrialResult(state="complete", throughput=float(cfg.params.batch_size), loss=1.0, train_seconds=1.0,
+                       quality_seconds=0.4, score_reserve_seconds=score_reserve_s)
+
+
+@pytest.mark.ray
+def test_a_cluster_study_keeps_the_learned_scoring_reserve_once_a_trial_has_scored(ray_session, tmp_path,
+                                                                                   trial_engine):
+    """`--address` runs no pre-flight on the trials' device, so the study has no scoring estimate: its first trial
+    reserves nothing, and every later trial and re-run keeps 1.25x the scoring measured (0.4 s: 0.5 s)."""
+    import ray.cloudpickle
+
+    from tuner.search import SearchOptions, run_search
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    trial_engine(engine_scoring)
+    space = tmp_path / "fake.yaml"
+    space.write_text(CLUSTER_SPACE)
+    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=1, repeats=1,
+                                       concurrency=1, seed=1, address="auto"))  # Ray is up: joins nothing
+    assert read_meta(tmp_path / "fake").get("preflight") is None  # no estimate
+    first, *later = sorted(summary.study.records, key=lambda r: r.trial)
+    assert first.get("score_reserve_seconds") is None
+    reruns = [r for rec in summary.study.records for r in StudyFolder(tmp_path / "fake").reruns(rec.trial)]
+    assert later and reruns
+    assert all(r.get("score_reserve_seconds") == pytest.approx(0.5) for r in later + reruns)

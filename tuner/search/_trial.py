@@ -76,11 +76,13 @@ def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, fl
     split and can over-estimate many times over (a nanoGPT study reserved 3.9 s for a 0.6 s scoring), which takes
     training time from every trial. So the next trials keep 1.25x the longest of the last five measured scorings
     when that is less; never more than the estimate, since a slower trial's own pace already grows its reserve
-    (tuner.train.trial)."""
-    estimate = keys.get(SCORE_KEY)
-    if estimate is None or not measured:
+    (tuner.train.trial). A study without an estimate (a cluster's, `--address`: no pre-flight on the trials'
+    device) keeps the learned reserve as it is, once its first trial has scored."""
+    if not measured:
         return {}
-    return {SCORE_KEY: min(float(estimate), 1.25 * max(measured[-5:]))}
+    learned = 1.25 * max(measured[-5:])
+    estimate = keys.get(SCORE_KEY)
+    return {SCORE_KEY: learned if estimate is None else min(float(estimate), learned)}
 
 
 def scored(records: list[TrialRecord]) -> list[float]:
