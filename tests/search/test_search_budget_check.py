@@ -1,6 +1,7 @@
 """A study's pre-flight times the step on the device its trials train on, whatever its kind, and refuses a budget
 too short for that step and its scoring before Ray starts, naming the budget it needs (a fake GPU here)."""
 
+import dataclasses
 import re
 import sys
 
@@ -84,3 +85,61 @@ def test_asha_s_rung_evaluations_count_in_the_budget_check(tmp_path, monkeypatch
     with pytest.raises(BudgetError, match=r"scoring \(evaluate\(\)\) about 12 s more"):
         check_plan(plan_search(SearchOptions(space=str(space), budget_seconds=10, scheduler="asha",
                                              reports_dir=tmp_path / "a")), FakeCudaDevice())
+
+
+def heavy_space(tmp_path, budget: str) -> SearchOptions:
+    """Micro-batches 16-256 and accumulation 1-2: the baseline trains batch 64 x 1, the slowest trial 256 x 2."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    space = tmp_path / "heavy.yaml"
+    space.write_text(tiny_space(2).replace("budget: {samples: 128}", f"budget: {budget}").replace(
+        "choices: [16, 32]}", "choices: [16, 64, 256]}\n  accumulation_steps: {type: int, low: 1, high: 2}"))
+    return SearchOptions(space=str(space), reports_dir=tmp_path / "r")
+
+
+@pytest.fixture
+def step_grows_with_batch(monkeypatch):
+    """The pre-flight's step takes 20 ms per 16 samples of each micro-batch it accumulates: batch 64 x 1 takes
+    0.08 s, batch 256 x 2 takes 0.64 s. Records the (batch_size, accumulation_steps) of each timing."""
+    preflight = sys.modules["tuner.train.preflight"]
+    timed = []
+
+    def step(workload, models, train_set, cfg, device):
+        timed.append((cfg.params.batch_size, cfg.params.accumulation_steps))
+        return 0.02 * cfg.params.batch_size / 16 * cfg.params.accumulation_steps
+
+    monkeypatch.setattr(preflight, "_train_steps", step)
+    return timed
+
+
+def test_a_budget_too_short_for_the_space_s_largest_micro_batch_is_refused_saying_so(tmp_path, step_grows_with_batch):
+    """5 s hold the baseline's 0.08 s step (2 warm-up steps and 3 windows of 3: under 1 s), not batch 256 x 2's
+    0.64 s (7.0 s): refused, naming that step and a budget that holds it."""
+    opts = heavy_space(tmp_path, "{seconds: 60}")
+    with pytest.raises(BudgetError, match=r"a 5 s budget is too short .* 0\.64 s in the pre-flight \(the space's "
+                                          r"largest micro-batch, batch 256 x 2 accumulation on .*give "
+                                          r"--budget-seconds 9 or more"):
+        check_plan(plan_search(dataclasses.replace(opts, budget_seconds=5.0)), FakeCudaDevice())
+    assert step_grows_with_batch == [(64, 1), (256, 1)]  # the largest micro-batch timed once, times accumulation
+
+
+def test_a_default_budget_is_sized_on_the_slowest_step_and_the_note_says_which(tmp_path, step_grows_with_batch):
+    plan = plan_search(heavy_space(tmp_path, "{seconds: 2}"))
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 9  # 7.04 s, a fifth more
+    assert "0.64 s in the pre-flight (the space's largest micro-batch, batch 256 x 2 accumulation" in plan.sized
+    assert plan.preflight["heaviest"]["batch_size"] == 256 and plan.preflight["step_seconds"] == pytest.approx(0.08)
+
+
+def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state_not_a_refusal(tmp_path,
+                                                                                              monkeypatch):
+    preflight = sys.modules["tuner.train.preflight"]
+
+    def step(workload, models, train_set, cfg, device):
+        if cfg.params.batch_size > 64:
+            raise MemoryError("out of memory at batch 256")
+        return 0.001
+
+    monkeypatch.setattr(preflight, "_train_steps", step)
+    plan = plan_search(heavy_space(tmp_path, "{seconds: 5}"))
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 5 and "heaviest" not in plan.preflight

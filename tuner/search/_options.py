@@ -303,9 +303,17 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
     score_s = check.score_seconds * scorings if check.score_seconds is not None else None
     opts = plan.options
     given = opts.budget_seconds is not None or opts.budget_samples is not None
-    want = needed_budget(cfg, check.step_seconds, score_s, rounded=True)
     plan.preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
                       "score_seconds": check.score_seconds, "device": device}
+    step_s, heavy = check.step_seconds, check.heavy
+    slowest = heavy is not None and step_s is not None and heavy["step_seconds"] > step_s
+    if slowest:
+        # the budget must hold the space's slowest step: sized (or refused) on it, saying which step that is
+        plan.preflight["heaviest"] = heavy
+        step_s = heavy["step_seconds"]  # type: ignore[index]
+        cfg = cfg.model_copy(update={"params": cfg.params.model_copy(
+            update={k: heavy[k] for k in ("batch_size", "accumulation_steps")})})  # type: ignore[index]
+    want = needed_budget(cfg, step_s, score_s, rounded=True)
     if want is not None and not given and plan.budget.seconds is not None:
         old = plan.budget.seconds
         plan.budget = plan.budget.model_copy(update={"seconds": want})
@@ -313,11 +321,34 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
             plan.scheduler = plan_scheduler(plan.scheduler.name, opts.min_budget, opts.eta, plan.budget)
         scoring = f" and scoring about {score_s:.3g} s" if score_s else ""
         plan.sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
-                      f"took {check.step_seconds:.3g} s in the pre-flight (batch {cfg.params.batch_size} on "
-                      f"{device}){scoring}; each trial trains {want:g} s instead (give --budget-seconds to choose)")
+                      f"took {step_s:.3g} s in the pre-flight ({_step_words(cfg, slowest)} on {device}){scoring}; "
+                      f"each trial trains {want:g} s instead (give --budget-seconds to choose)")
         plan.preflight["sized"] = {"from": old, "to": want}
         cfg = cfg.model_copy(update={"budget": plan.budget})
-    check_budget(cfg, check.step_seconds, device, check.name, score_s)
+    check_budget(cfg, step_s, device, check.name, score_s, step_words=_step_words(cfg, slowest))
+
+
+def _step_words(cfg: Any, heaviest: bool) -> str:
+    """`batch 64`, or `the space's largest micro-batch, batch 256 x 4 accumulation` when the step timed is that."""
+    p = cfg.params
+    words = f"batch {p.batch_size}" + (f" x {p.accumulation_steps} accumulation" if p.accumulation_steps > 1 else "")
+    return f"the space's largest micro-batch, {words}" if heaviest else words
+
+
+HEAVY_KNOBS = ("batch_size", "accumulation_steps")  # the step's work grows with each: the slowest step is at their top
+
+
+def _heaviest(space: Any, cfg: Any) -> dict[str, Any] | None:
+    """The space's largest micro-batch and accumulation, where they exceed the baseline's (None: the baseline's
+    step is the space's heaviest): the step the pre-flight also times, so the budget holds the slowest trial."""
+    out: dict[str, Any] = {}
+    for name in HEAVY_KNOBS:
+        spec = space.params.get(name)
+        ends = [v for v in (spec.endpoints() if spec is not None else []) if isinstance(v, (int, float))
+                and not isinstance(v, bool)]
+        if ends and max(ends) > getattr(cfg.params, name):
+            out[name] = int(max(ends))
+    return out or None
 
 
 def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
@@ -333,9 +364,11 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     # The trials' resources are not known yet (the cluster may not be joined): any valid point of the space will
     # do to build the workload, so bounds are resolved leniently for one CPU process.
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
-    point = plan.space.resolve(context, strict=False).baseline_point(context)
+    resolved = plan.space.resolve(context, strict=False)
+    point = resolved.baseline_point(context)
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
-    check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"))
+    heaviest = _heaviest(resolved, cfg) if trial_device is not None and plan.budget.seconds is not None else None
+    check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"), heaviest=heaviest)
     if trial_device is not None:
         _check_budget(plan, cfg, check, trial_device.describe())
     plan.own = check.own

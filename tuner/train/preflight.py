@@ -47,6 +47,10 @@ class WorkloadCheck:
     step_samples: int | None = None  # samples of one of those steps
     score_seconds: float | None = None  # a full scoring's wall time, estimated from the check's (None: no evaluate)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
+    # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
+    # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
+    # out-of-memory is that trial's state, not a refusal).
+    heavy: dict[str, Any] | None = None
 
 
 def own_params(workload: Workload) -> dict[str, float]:
@@ -146,11 +150,12 @@ def needed_budget(cfg: TrialConfig, step_s: float | None, score_s: float | None 
 
 
 def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
-                 score_s: float | None = None) -> None:
+                 score_s: float | None = None, step_words: str | None = None) -> None:
     """Refuse a seconds budget that cannot hold the warm-up, the fewest windows at the pre-flight's step time and
     the scoring (`score_s`, kept out of the training's share of the budget), naming the budget that can (with a
     fifth more: the pre-flight of a fresh process is noisy). The same arithmetic whatever the device: `step_s`
-    must be timed on the trials' own device. A samples budget has no wall-time contract, so it is not checked."""
+    must be timed on the trials' own device. A samples budget has no wall-time contract, so it is not checked.
+    `step_words` names the step timed (`batch 64` unless given: a study's largest micro-batch says so)."""
     budget = cfg.budget.seconds
     if budget is None or step_s is None:
         return
@@ -161,14 +166,41 @@ def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
     m = cfg.measure
     also = f", and scoring (evaluate()) about {scoring:.3g} s more" if scoring else ""
     raise BudgetError(f"a {budget:g} s budget is too short for workload {name}: one training step took "
-                      f"{step_s:.3g} s in the pre-flight (batch {cfg.params.batch_size} on {device}), and warm-up "
+                      f"{step_s:.3g} s in the pre-flight ({step_words or f'batch {cfg.params.batch_size}'} on "
+                      f"{device}), and warm-up "
                       f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s"
                       f"{also}; give --budget-seconds {needed_budget(cfg, step_s, score_s):g} or more, or a "
                       f"smaller batch_size")
 
 
-def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
-    """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path."""
+def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig, device: Device,
+                heaviest: dict[str, Any]) -> dict[str, Any] | None:
+    """The step of `heaviest` (batch_size, accumulation_steps: the space's largest): its micro-batch timed as the
+    baseline's step was (two more steps, without accumulation), times its accumulation (a little over: the
+    optimizer's update is counted once per micro-batch), so a study's budget holds its slowest step, not only the
+    baseline's (a batch-128 trial of a nanoGPT study sized on its baseline's batch got one or two windows). None
+    when it fails: an out-of-memory at the largest batch is that trial's state."""
+    accumulation = int(heaviest.get("accumulation_steps", cfg.params.accumulation_steps))
+    batch = int(heaviest.get("batch_size", cfg.params.batch_size))
+    try:
+        one = cfg.model_copy(update={"params": cfg.params.model_copy(update={"batch_size": batch,
+                                                                             "accumulation_steps": 1})})
+        step_s = _train_steps(workload, models, train_set, one, device) * accumulation
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - e.g. out of memory at the largest batch: the trial's state, not a refusal
+        return None
+    finally:
+        device.free_memory()
+    batch = min(batch, len(train_set))
+    return {"batch_size": batch, "accumulation_steps": accumulation, "step_seconds": step_s,
+            "step_samples": batch * accumulation}
+
+
+def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
+                   heaviest: dict[str, Any] | None = None) -> WorkloadCheck:
+    """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path.
+    `heaviest`: knobs of a heavier step to time as well (WorkloadCheck.heavy; a study's largest micro-batch)."""
     from tuner.train.trial import build_models, make_context, score
 
     ref = parse_ref(cfg.workload)
@@ -190,6 +222,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
             models = build_models(workload, device, cfg.params.seed)
             stage = "a training step (the loss)"
             step_s = _train_steps(workload, models, train_set, cfg, device)
+            heavy = _heavy_step(workload, models, train_set, cfg, device, heaviest) if heaviest else None
             metrics: dict[str, Any] = {}
             score_s = None
             if workload.evaluate is not None:
@@ -220,7 +253,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device) -> Workloa
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
-                         step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps)
+                         step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
+                         heavy=heavy)
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
