@@ -111,23 +111,35 @@ def step_grows_with_batch(monkeypatch):
     return timed
 
 
-def test_a_budget_too_short_for_the_space_s_largest_micro_batch_is_refused_saying_so(tmp_path, step_grows_with_batch):
+def test_a_budget_that_holds_the_baseline_but_not_the_largest_micro_batch_is_kept_and_the_note_says_so(
+        tmp_path, step_grows_with_batch):
     """5 s hold the baseline's 0.08 s step (2 warm-up steps and 3 windows of 3: under 1 s), not batch 256 x 2's
-    0.64 s (7.0 s): refused, naming that step and a budget that holds it."""
-    opts = heavy_space(tmp_path, "{seconds: 60}")
-    with pytest.raises(BudgetError, match=r"a 5 s budget is too short .* 0\.64 s in the pre-flight \(the space's "
-                                          r"largest micro-batch, batch 256 x 2 accumulation on .*give "
-                                          r"--budget-seconds 9 or more"):
-        check_plan(plan_search(dataclasses.replace(opts, budget_seconds=5.0)), FakeCudaDevice())
-    assert step_grows_with_batch == [(64, 1), (256, 1)]  # the largest micro-batch timed once, times accumulation
-
-
-def test_a_default_budget_is_sized_on_the_slowest_step_and_the_note_says_which(tmp_path, step_grows_with_batch):
-    plan = plan_search(heavy_space(tmp_path, "{seconds: 2}"))
+    0.64 s (7.0 s): the budget stays (sizing every trial for the few sampled at the top would multiply the default
+    study's length), and one note names that step and the budget that measures it fully."""
+    plan = plan_search(dataclasses.replace(heavy_space(tmp_path, "{seconds: 60}"), budget_seconds=5.0))
     check_plan(plan, FakeCudaDevice())
-    assert plan.budget.seconds == 9  # 7.04 s, a fifth more
-    assert "0.64 s in the pre-flight (the space's largest micro-batch, batch 256 x 2 accumulation" in plan.sized
-    assert plan.preflight["heaviest"]["batch_size"] == 256 and plan.preflight["step_seconds"] == pytest.approx(0.08)
+    assert step_grows_with_batch == [(64, 1), (256, 1)]  # the largest micro-batch timed once, times accumulation
+    assert plan.budget.seconds == 5 and plan.sized is None
+    assert re.search(r"trials at the space's largest micro-batch, batch 256 x 2 accumulation need about 9 s: .*"
+                     r"0\.64 s in the pre-flight.*--budget-seconds 9", plan.heavy_note)
+    assert plan.preflight["heaviest"]["batch_size"] == 256 and plan.preflight["heaviest"]["needs_budget"] == 9
+
+
+def test_a_default_budget_is_sized_on_the_baseline_s_step_and_the_slowest_step_is_a_note(tmp_path,
+                                                                                          step_grows_with_batch):
+    plan = plan_search(heavy_space(tmp_path, "{seconds: 0.5}"))
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 2  # 0.08 s x (2 + 3 x 3) steps = 0.88 s, a fifth more, whole seconds
+    assert "0.08 s in the pre-flight (batch 64 on" in plan.sized
+    assert "batch 256 x 2 accumulation need about 9 s" in plan.heavy_note
+    assert plan.preflight["step_seconds"] == pytest.approx(0.08)
+
+
+def test_a_largest_micro_batch_that_fits_the_budget_adds_no_note(tmp_path, step_grows_with_batch):
+    plan = plan_search(heavy_space(tmp_path, "{seconds: 30}"))
+    check_plan(plan, FakeCudaDevice())
+    assert plan.budget.seconds == 30 and plan.heavy_note is None and plan.sized is None
+    assert "needs_budget" not in plan.preflight["heaviest"]
 
 
 def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state_not_a_refusal(tmp_path,

@@ -224,10 +224,12 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
                               confirm_runs=confirm_runs(plan.confirm_trials, plan.confirm_repeats))
         if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
             allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
-    if plan.sized and console is not None:  # the space's default budget, raised to what the pre-flight measured
+    if console is not None:  # the space's default budget raised to what the pre-flight measured; the slowest step
         from rich.markup import escape
 
-        console.print(f"[yellow]note:[/yellow] {escape(plan.sized)}", soft_wrap=True)
+        for line in (plan.sized, plan.heavy_note):
+            if line:
+                console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
     shared = shared_fid_cache(plan)
 
     import ray

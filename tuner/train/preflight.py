@@ -150,12 +150,11 @@ def needed_budget(cfg: TrialConfig, step_s: float | None, score_s: float | None 
 
 
 def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
-                 score_s: float | None = None, step_words: str | None = None) -> None:
+                 score_s: float | None = None) -> None:
     """Refuse a seconds budget that cannot hold the warm-up, the fewest windows at the pre-flight's step time and
     the scoring (`score_s`, kept out of the training's share of the budget), naming the budget that can (with a
     fifth more: the pre-flight of a fresh process is noisy). The same arithmetic whatever the device: `step_s`
-    must be timed on the trials' own device. A samples budget has no wall-time contract, so it is not checked.
-    `step_words` names the step timed (`batch 64` unless given: a study's largest micro-batch says so)."""
+    must be timed on the trials' own device. A samples budget has no wall-time contract, so it is not checked."""
     budget = cfg.budget.seconds
     if budget is None or step_s is None:
         return
@@ -166,8 +165,7 @@ def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
     m = cfg.measure
     also = f", and scoring (evaluate()) about {scoring:.3g} s more" if scoring else ""
     raise BudgetError(f"a {budget:g} s budget is too short for workload {name}: one training step took "
-                      f"{step_s:.3g} s in the pre-flight ({step_words or f'batch {cfg.params.batch_size}'} on "
-                      f"{device}), and warm-up "
+                      f"{step_s:.3g} s in the pre-flight (batch {cfg.params.batch_size} on {device}), and warm-up "
                       f"plus {min(m.min_windows, m.windows)} windows of {m.window_min_steps} steps need {need:.3g} s"
                       f"{also}; give --budget-seconds {needed_budget(cfg, step_s, score_s):g} or more, or a "
                       f"smaller batch_size")
