@@ -19,6 +19,19 @@ config with 2 workers ran 9% slower than the same batch loaded in-process, which
 Among loaders within TOLERANCE of the best prediction the cheapest wins: fewer workers, then less prefetch, then
 no pinning.
 
+Which loaders are probed at all (`_loaders_decided`, in the candidates' order, cheapest first): the rest of them
+are skipped once they cannot change the choice. Without a compute ceiling (a step too slow for the probe's
+deadline: the GAN at batch 256 on 2 cores) nothing is predicted and the cheapest loader is taken, so only it is
+probed (its input ceiling still lands in the cache), and the speed knobs are not read either (a value is kept only
+against a defaults' reading). On a CPU loading and compute take turns whatever the loader, so no loader is
+predicted above the compute ceiling: once in-process loading reaches COMPUTE_BOUND_AT of it, or the loader the rule
+takes now reaches 1 - TOLERANCE of it with only costlier ones left, no later loader can win. On a GPU every loader
+is probed (workers overlap compute there: a costlier loader can still lift the prediction to the lower ceiling).
+
+Each reading ends once its rate is stable (STABLE: the last three windows, each at least 1/8 of the deadline and
+the trial's minimum steps, agree within 3%) or at PROBE_SECONDS: a quiet machine reads in about 0.3 s what took
+0.75 s, a noisy one reads on as before.
+
 The compute-side speed knobs change how fast the model computes, never what it learns, so at each probed batch size
 the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
 defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
@@ -53,7 +66,8 @@ SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, 
 SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
-PROBE_SECONDS = 0.75  # per ceiling
+PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
+STABLE = 0.03  # a reading ends once its last 3 windows (of >= 1/8 of PROBE_SECONDS each) agree within 3%
 
 
 def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
@@ -188,7 +202,33 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
     return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), speeds=speeds,
-                          enough_on_cpu=_in_process_suffices)
+                          enough=_loaders_decided, stable=STABLE)
+
+
+def _loaders_decided(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
+                     rest: list[dict[str, Any]], *, on_cpu: bool) -> bool:
+    """Whether no loader in `rest` can change what `choose` takes from the loaders probed so far (`done`, in the
+    candidates' order, cheapest first), so they are not probed (see the module's rule):
+    - no compute ceiling (a step too slow for the probe's deadline): nothing can be predicted, `choose` takes the
+      cheapest loader, the first probed;
+    - on a CPU, every in-process loader probed and one keeps the model at COMPUTE_BOUND_AT of its compute ceiling
+      (`_in_process_suffices`);
+    - on a CPU, the loader `choose` would take now is predicted at (1 - TOLERANCE) of the compute ceiling and
+      none in `rest` is cheaper: loading and compute take turns there, so no loader is predicted above the
+      compute ceiling, and none can leave the current one more than TOLERANCE behind the best."""
+    if not done:
+        return False
+    if not compute:
+        return all(_cost(lo) >= min(_cost(d) for d in done) for lo in rest)
+    if not on_cpu:
+        return False
+    if _in_process_suffices(compute, done, inputs, rest):
+        return True
+    probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(done, inputs)]
+    now = choose(compute, probes, on_cpu=True)
+    taken = next((p for p in probes if p.loader == now), None)
+    return (taken is not None and (taken.predicted or 0.0) >= (1 - TOLERANCE) * compute
+            and all(_cost(lo) >= _cost(now) for lo in rest))
 
 
 def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
