@@ -158,3 +158,62 @@ def test_the_cache_keeps_values_across_readers_and_survives_a_damaged_file(tmp_p
     assert reader.get("input-1") is None  # measured again, never a wrong value
     reader.put("input-1", 4000.0, {})
     assert reader.get("input-1") == 4000.0
+
+
+def _varying_step(clock, pace):
+    """A step of 8 samples whose n-th call takes pace(n) seconds on the fake clock."""
+
+    class Step:
+        calls = 0
+
+        def __call__(self, batches):
+            next(batches)
+            self.calls += 1
+            clock.advance(pace(self.calls))
+            return 8
+
+        def pop_mean_loss(self):
+            return 0.5
+
+    return Step()
+
+
+def test_a_probe_reading_of_a_stable_rate_ends_early_and_reads_the_same_rate():
+    from tuner.measure.ceiling import settled
+
+    assert settled([100.0, 101.0, 102.0], 0.03) and not settled([100.0, 110.0, 100.0], 0.03)
+    assert not settled([100.0, 100.0], 0.03)  # two windows are not enough to call a rate stable
+    clock = FakeClock()
+    rate = compute_ceiling(_varying_step(clock, lambda n: 0.01), torch.zeros(4), CountingDevice(), seconds=0.8,
+                           clock=clock, stable=0.03)
+    assert rate == pytest.approx(800.0) and clock() < 0.5  # read in under 0.5 s of its 0.8 s deadline
+    clock = FakeClock()
+    full = compute_ceiling(_varying_step(clock, lambda n: 0.01), torch.zeros(4), CountingDevice(), seconds=0.8,
+                           clock=clock)
+    assert full == pytest.approx(800.0) and clock() >= 0.79  # without `stable`, the whole deadline as before
+
+
+def test_a_probe_reading_of_an_unstable_rate_reads_on_to_its_deadline():
+    clock = FakeClock()
+    # the pace swings by 2x every 10 steps: no three windows agree within 3%
+    step = _varying_step(clock, lambda n: 0.01 if (n // 10) % 2 else 0.02)
+    rate = compute_ceiling(step, torch.zeros(4), CountingDevice(), seconds=0.8, clock=clock, stable=0.03)
+    assert rate is not None and clock() >= 0.75
+
+
+def test_an_input_probe_reading_ends_once_stable_and_not_while_unstable():
+    def batches(clock, pace):
+        n = 0
+        while True:
+            n += 1
+            clock.advance(pace(n))
+            yield torch.zeros(4, 2), torch.zeros(4)
+
+    clock = FakeClock()
+    rate = input_ceiling(batches(clock, lambda n: 0.01), CountingDevice(), seconds=0.8, warmup_batches=1,
+                         clock=clock, stable=0.03)
+    assert rate == pytest.approx(400.0) and clock() < 0.5
+    clock = FakeClock()
+    input_ceiling(batches(clock, lambda n: 0.01 if (n // 7) % 2 else 0.03), CountingDevice(), seconds=0.8,
+                  warmup_batches=1, clock=clock, stable=0.03)
+    assert clock() >= 0.75

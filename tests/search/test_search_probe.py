@@ -18,6 +18,7 @@ from tuner.search._probe import (
     LoaderProbe,
     candidate_batches,
     candidate_loaders,
+    choice_of,
     choose,
     predicted,
     probe_batch,
@@ -70,6 +71,10 @@ def test_loaders_probed_are_worker_counts_by_powers_of_two_with_the_prefetch_ext
     assert sorted({lo["num_workers"] for lo in with_workers}) == [1, 2, 4]
     assert all(lo["prefetch_factor"] in (1, 8) and lo["persistent_workers"] is True for lo in with_workers)
     assert len(loaders) == 1 + 3 * 2
+    # trials on a CPU: each worker count with the smallest prefetch only (a deeper queue reads the same rate)
+    on_cpu = candidate_loaders(space(), ["num_workers", "prefetch_factor", "persistent_workers"], on_cpu=True)
+    assert on_cpu == [{"num_workers": 0}] + [{"num_workers": n, "prefetch_factor": 1, "persistent_workers": True}
+                                             for n in (1, 2, 4)]
 
 
 def test_prediction_overlaps_loading_with_workers_and_serializes_it_without():
@@ -168,8 +173,9 @@ def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session,
     assert "probing loader knobs (num_workers, prefetch_factor, persistent_workers)" in err
     plan = LoaderPlan.model_validate_json((reports / "p" / "probes.json").read_text())
     assert [c.batch_size for c in plan.choices] == [16, 32, 64]
-    # every loader probed, or (on the CPU) only the in-process one where it already feeds the model
-    assert all(len(c.probes) in (1, 7) and c.compute_ceiling for c in plan.choices)
+    # every loader probed (on the CPU each worker count with its smallest prefetch), or only the in-process one
+    # where it already feeds the model
+    assert all(len(c.probes) in (1, 4) and c.compute_ceiling for c in plan.choices)  # CPU: smallest prefetch
     records = {r["trial"]: r for r in load_trials(reports / "p")}
     assert records[0]["params"]["num_workers"] == 0  # the baseline: tuner's defaults
     for n, r in records.items():
@@ -222,6 +228,51 @@ def test_probes_stop_after_in_process_loading_on_a_cpu_only_where_the_rule_would
     assert not _in_process_suffices(1000.0, [zero], [3000.0], [one, two])  # 750 < 800: probe the workers
     assert not _in_process_suffices(1000.0, [zero], [5000.0], [{"num_workers": 0, "pin_memory": True}, one])
     assert not _in_process_suffices(None, [zero], [5000.0], [one])
+
+
+def test_loaders_are_not_probed_once_none_left_can_change_the_choice():
+    from tuner.search._probe import _loaders_decided
+
+    zero, one, two = {"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}, {"num_workers": 2}
+    # no compute ceiling (a step too slow for the deadline): `choose` takes the cheapest loader, on any device
+    assert _loaders_decided(None, [zero], [3000.0], [one, two], on_cpu=False)
+    assert choose(None, [LoaderProbe(loader=lo, input_ceiling=9e9) for lo in (zero, one, two)], on_cpu=False) == zero
+    assert not _loaders_decided(None, [one], [3000.0], [zero], on_cpu=True)  # a cheaper one is left: probe it
+    # on a CPU, in-process loading at 80% of the compute ceiling keeps it (as before)
+    assert _loaders_decided(1000.0, [zero], [5000.0], [one, two], on_cpu=True)
+    # on a CPU no loader is predicted above the compute ceiling: one worker at 95% of it cannot be beaten by 5%
+    assert _loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=True)
+    probes = [LoaderProbe(loader=zero, input_ceiling=3000.0), LoaderProbe(loader=one, input_ceiling=30000.0),
+              LoaderProbe(loader=two, input_ceiling=1e12)]
+    assert choose(1000.0, probes, on_cpu=True) == one  # what the skipped probe would have left unchanged
+    assert not _loaders_decided(1000.0, [zero, one], [3000.0, 8000.0], [two], on_cpu=True)  # 889 < 950: probe on
+    # on a GPU workers overlap compute: a costlier loader can still reach the compute ceiling, so probe on
+    assert not _loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=False)
+
+
+def test_a_batch_size_without_a_compute_reading_is_not_probed_further(tmp_path, monkeypatch):
+    """The defaults' compute reading gives nothing (planted): the speed knobs' readings and the loaders with
+    workers are skipped, the in-process loader's input ceiling is still read (for the cache), and the choice is
+    what it would have been: tuner's defaults and the cheapest loader."""
+    import tuner.train.probe as train_probe
+
+    read = []
+
+    def planted(point, device, workload, train_set, models, seconds, cache, *, kinds, stable=None, **_):
+        read.append((kinds[0], {k: v for k, v in point.params.model_dump().items()
+                                if k in ("num_workers", "channels_last")}))
+        return {"compute": None} if kinds == ("compute",) else {"input": 5000.0}
+
+    monkeypatch.setattr(train_probe, "ceilings", planted)
+    monkeypatch.setattr(train_probe, "measure_ceiling", lambda *a, **k: None)  # the untimed warm-up
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False}}
+    loaders = [{"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}, {"num_workers": 2, "prefetch_factor": 2}]
+    speeds = [{}, {"channels_last": True}]
+    found = probe_batch(json.dumps(cfg), loaders, 0.5, None, str(tmp_path / "cache"), speeds)
+    assert [k for k, _ in read] == ["compute", "input"] and read[1][1]["num_workers"] == 0
+    choice = choice_of(16, loaders, found, speeds)
+    assert choice.loader == {"num_workers": 0} and choice.speed == {} and choice.compute_ceiling is None
 
 
 def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_path, monkeypatch):

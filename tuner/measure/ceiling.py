@@ -22,6 +22,7 @@ from tuner.study.headroom import cache_key  # noqa: F401 - torch-free, so `tuner
 
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows
+STABLE_WINDOWS = 8  # a reading that may end once stable: up to 8 shorter windows within the same deadline
 
 
 class CeilingSkipped(Exception):
@@ -35,6 +36,22 @@ def ceiling_measure(seconds: float, measure: Measure | None = None) -> Measure:
     return Measure(warmup_steps=1, warmup_max_steps=5, warmup_settle=m.warmup_settle, windows=WINDOWS,
                    min_windows=MIN_WINDOWS, window_min_steps=m.window_min_steps,
                    window_min_seconds=min(m.window_min_seconds, seconds / 8))
+
+
+def stable_measure(seconds: float, measure: Measure | None = None) -> Measure:
+    """ceiling_measure for a reading that ends once its rate is stable (`settled`): up to STABLE_WINDOWS windows
+    of at least seconds / STABLE_WINDOWS and the trial's minimum steps each, so WINDOWS of them that agree end it
+    after about 3/8 of the deadline; an unsettled rate reads on to the deadline."""
+    m = ceiling_measure(seconds, measure)
+    return m.model_copy(update={"windows": STABLE_WINDOWS,
+                                "window_min_seconds": min(m.window_min_seconds, seconds / STABLE_WINDOWS)})
+
+
+def settled(throughputs: list[float], tolerance: float) -> bool:
+    """Whether the last WINDOWS windows' rates agree within `tolerance` (max / min - 1): the reading can end,
+    its median then moves by less than that."""
+    last = throughputs[-WINDOWS:]
+    return len(last) == WINDOWS and min(last) > 0 and max(last) / min(last) - 1 <= tolerance
 
 
 def check_fits(seconds: float, step_seconds: float | None, measure: Measure) -> None:

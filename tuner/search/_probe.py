@@ -19,6 +19,24 @@ config with 2 workers ran 9% slower than the same batch loaded in-process, which
 Among loaders within TOLERANCE of the best prediction the cheapest wins: fewer workers, then less prefetch, then
 no pinning.
 
+Which loaders are probed at all (`_loaders_decided`, in the candidates' order, cheapest first): the rest of them
+are skipped once they cannot change the choice. Without a compute ceiling (a step too slow for the probe's
+deadline: the GAN at batch 256 on 2 cores) nothing is predicted and the cheapest loader is taken, so only it is
+probed (its input ceiling still lands in the cache), and the speed knobs are not read either (a value is kept only
+against a defaults' reading). On a CPU loading and compute take turns whatever the loader, so no loader is
+predicted above the compute ceiling: once in-process loading reaches COMPUTE_BOUND_AT of it, or the loader the rule
+takes now reaches 1 - TOLERANCE of it with only costlier ones left, no later loader can win. For the same reason, on a CPU each worker count is probed
+with the smallest prefetch only: the prefetch depth is a queue's length, which does not change the rate the
+workers deliver in steady state (the input ceiling reads that rate, with a consumer that only copies), and taking
+turns leaves a deeper queue nothing to overlap; a larger prefetch could win only by a reading's noise (the
+default study on a quiet machine read 2433 / 2515 samples/s with prefetch 1 / 8 at one worker, 4561 / 4399 at
+two: predicted within 1%). On a GPU every loader is probed (workers overlap compute there: a costlier loader can
+still lift the prediction to the lower ceiling).
+
+Each reading ends once its rate is stable (STABLE: the last three windows, each at least 1/8 of the deadline and
+the trial's minimum steps, agree within 3%) or at PROBE_SECONDS: a quiet machine reads in about 0.3 s what took
+0.75 s, a noisy one reads on as before.
+
 The compute-side speed knobs change how fast the model computes, never what it learns, so at each probed batch size
 the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
 defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
@@ -53,7 +71,8 @@ SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, 
 SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
-PROBE_SECONDS = 0.75  # per ceiling
+PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
+STABLE = 0.03  # a reading ends once its last 3 windows (of >= 1/8 of PROBE_SECONDS each) agree within 3%
 
 
 def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
@@ -107,10 +126,11 @@ def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
     return sorted({lo, mid, hi})
 
 
-def candidate_loaders(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
+def candidate_loaders(space: Space, knobs: list[str], *, on_cpu: bool = False) -> list[dict[str, Any]]:
     """Loader configs to probe: worker counts 0, 1, 2, 4, 8... up to the domain's top (and the top itself), each
-    with the smallest and largest prefetch the domain allows; persistent workers where searched (steady state
-    does not change with it, epoch ends do), pinned and not where pinning is searched."""
+    with the smallest and largest prefetch the domain allows (`on_cpu`: the smallest only, see the module's
+    rule); persistent workers where searched (steady state does not change with it, epoch ends do), pinned and
+    not where pinning is searched."""
     from tuner.config import Params
 
     defaults = Params()
@@ -136,7 +156,8 @@ def candidate_loaders(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
             if workers == 0:
                 out.append({k: v for k, v in (("num_workers", 0), ("pin_memory", pin)) if k in knobs})
                 continue
-            for prefetch in values("prefetch_factor") if "prefetch_factor" in knobs else [None]:
+            prefetches = values("prefetch_factor") if "prefetch_factor" in knobs else [None]
+            for prefetch in prefetches[:1] if on_cpu else prefetches:
                 point = {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": pin,
                          "persistent_workers": True if "persistent_workers" in knobs else None}
                 out.append({k: v for k, v in point.items() if k in knobs and v is not None})
@@ -188,7 +209,33 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
     return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), speeds=speeds,
-                          enough_on_cpu=_in_process_suffices)
+                          enough=_loaders_decided, stable=STABLE)
+
+
+def _loaders_decided(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
+                     rest: list[dict[str, Any]], *, on_cpu: bool) -> bool:
+    """Whether no loader in `rest` can change what `choose` takes from the loaders probed so far (`done`, in the
+    candidates' order, cheapest first), so they are not probed (see the module's rule):
+    - no compute ceiling (a step too slow for the probe's deadline): nothing can be predicted, `choose` takes the
+      cheapest loader, the first probed;
+    - on a CPU, every in-process loader probed and one keeps the model at COMPUTE_BOUND_AT of its compute ceiling
+      (`_in_process_suffices`);
+    - on a CPU, the loader `choose` would take now is predicted at (1 - TOLERANCE) of the compute ceiling and
+      none in `rest` is cheaper: loading and compute take turns there, so no loader is predicted above the
+      compute ceiling, and none can leave the current one more than TOLERANCE behind the best."""
+    if not done:
+        return False
+    if not compute:
+        return all(_cost(lo) >= min(_cost(d) for d in done) for lo in rest)
+    if not on_cpu:
+        return False
+    if _in_process_suffices(compute, done, inputs, rest):
+        return True
+    probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(done, inputs)]
+    now = choose(compute, probes, on_cpu=True)
+    taken = next((p for p in probes if p.loader == now), None)
+    return (taken is not None and (taken.predicted or 0.0) >= (1 - TOLERANCE) * compute
+            and all(_cost(lo) >= _cost(now) for lo in rest))
 
 
 def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
@@ -243,15 +290,16 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
 
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
-               seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None) -> LoaderPlan:
+               seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None,
+               on_cpu: bool = False) -> LoaderPlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
-    study's ceiling cache, or None."""
+    study's ceiling cache, or None. `on_cpu`: the trials compute on a CPU (candidate_loaders)."""
     from tuner.config import dump_config
 
     t0 = time.perf_counter()
-    loaders = candidate_loaders(space, knobs)
+    loaders = candidate_loaders(space, knobs, on_cpu=on_cpu)
     speeds = candidate_speeds(space, knobs)
     probe: Any = probe_batch
     if trial_resources is None and threads is not None:
@@ -335,7 +383,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     try:
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,
                              seconds=seconds, on_batch=show,
-                             threads=resources.cpus_per_process if here else None)
+                             threads=resources.cpus_per_process if here else None,
+                             on_cpu=resources.gpus_per_trial <= 0)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape
 

@@ -13,8 +13,8 @@ from torch import nn
 
 from tuner.config import Budget, Measure, TrialConfig
 from tuner.device import Device, is_oom
-from tuner.measure.ceiling import (MIN_WINDOWS, WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
-                                   check_fits)
+from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
+                                   check_fits, settled, stable_measure)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
 from tuner.data.batch import batch_len, to_device
 from tuner.study.headroom import ceiling_cache_keys
@@ -28,14 +28,17 @@ KINDS = ("compute", "input")
 
 def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree: Any = None,
                     clock: Clock = time.perf_counter, *, step_seconds: float | None = None,
-                    measure: Measure | None = None) -> float | None:
+                    measure: Measure | None = None, stable: float | None = None) -> float | None:
     """Samples/s of `step` (a tuner.train.step.PhaseStep) fed `batch`, already on the device, over and over,
     within `seconds` of wall time (warm-up included). `step_seconds` (the trial's settled step) decides before
-    any step whether the deadline can hold a reading: CeilingSkipped when not, or when the deadline cut it."""
-    m = ceiling_measure(seconds, measure)
+    any step whether the deadline can hold a reading: CeilingSkipped when not, or when the deadline cut it.
+    `stable` (a fraction; the probes'): shorter windows, and the reading ends once the last WINDOWS agree within
+    it (tuner.measure.ceiling.settled) instead of at the deadline."""
+    m = ceiling_measure(seconds, measure) if stable is None else stable_measure(seconds, measure)
     check_fits(seconds, step_seconds, m)
+    stop = (lambda rates: settled(rates, stable)) if stable is not None else None  # noqa: E731
     loop = run_loop(step, repeat(batch), budget=Budget(seconds=seconds), measure=m, device=device, agree=agree,
-                    clock=clock, wall_limit_s=seconds)
+                    clock=clock, wall_limit_s=seconds, stop=stop)
     if loop.diverged:
         return None
     if len(loop.windows) < MIN_WINDOWS:
@@ -45,12 +48,14 @@ def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree
 
 
 def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, warmup_batches: int = 2,
-                  pinned: bool = False, clock: Clock = time.perf_counter, measure: Measure | None = None) -> float:
+                  pinned: bool = False, clock: Clock = time.perf_counter, measure: Measure | None = None,
+                  stable: float | None = None) -> float:
     """Samples/s a batch iterator (the trial's loader, endless) delivers to the device within `seconds` of wall
     time: each batch is copied as training copies it (non_blocking when pinned), the device is synced at window
     ends, and each window holds at least the trial's minimum of batches. CeilingSkipped when the deadline cannot
-    hold MIN_WINDOWS such windows."""
-    m = ceiling_measure(seconds, measure)
+    hold MIN_WINDOWS such windows. `stable`: as compute_ceiling's."""
+    m = ceiling_measure(seconds, measure) if stable is None else stable_measure(seconds, measure)
+    windows = m.windows
     dev = device.torch_device
     start = clock()
     deadline = start + seconds
@@ -61,8 +66,8 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
                                  f"{seconds:.3g} s deadline")
     meter = WaitMeter(batches, clock)
     timer = WindowTimer(device, meter, clock)
-    for i in range(WINDOWS):
-        window_s = max((deadline - clock()) / (WINDOWS - i), m.window_min_seconds)
+    for i in range(windows):
+        window_s = max((deadline - clock()) / (windows - i), m.window_min_seconds)
         timer.start()
         t0, n = clock(), 0
         cut = False
@@ -80,6 +85,8 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
             timer.windows.pop()
         if cut or clock() >= deadline:
             break
+        if stable is not None and settled([w.throughput for w in timer.windows], stable):
+            break
     if len(timer.windows) < MIN_WINDOWS:
         raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(timer.windows)} full window(s)")
     return summarize(timer.windows).throughput  # type: ignore[return-value]
@@ -93,7 +100,7 @@ def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, 
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,
                     models: dict[str, nn.Module], seconds: float, world: int = 1, *,
                     step_seconds: float | None = None, notes: dict[str, str] | None = None,
-                    clock: Clock = time.perf_counter) -> float | None:
+                    clock: Clock = time.perf_counter, stable: float | None = None) -> float | None:
     """One ceiling, all ranks together (samples/s summed over ranks), within `seconds` of wall time; None when it
     could not be measured (the reason in `notes[kind]` when it was skipped for its deadline). The compute ceiling
     trains `models` with a fresh optimizer: pass models whose weights no longer matter. `step_seconds`, the
@@ -109,13 +116,13 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
             one = next(iter(make_loader(train_set, plain, device, seed=p.seed, collate_fn=workload.collate)))
             step = PhaseStep(workload, models, p, device)
             value = compute_ceiling(step, to_device(one, device.torch_device), device, seconds, Agreement(world),
-                                    measure=cfg.measure, clock=clock)
+                                    measure=cfg.measure, clock=clock, stable=stable)
         else:
             loader = make_loader(train_set, p, device, seed=p.seed + 1, collate_fn=workload.collate)
             batches = forever(loader)
             try:
                 value = input_ceiling(batches, device, seconds, pinned=p.pin_memory, measure=cfg.measure, clock=clock,
-                                      warmup_batches=2 + p.num_workers * (p.prefetch_factor or 2))
+                                      warmup_batches=2 + p.num_workers * (p.prefetch_factor or 2), stable=stable)
             finally:
                 batches.close()  # the workers stop now
     except CeilingSkipped as why:
@@ -133,10 +140,12 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
 def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: Any, models: dict[str, nn.Module],
              seconds: float, cache: CeilingCache | None = None, *, rank: int = 0, world: int = 1,
              kinds: tuple[str, ...] = KINDS, step_seconds: float | None = None,
-             notes: dict[str, str] | None = None, clock: Clock = time.perf_counter) -> dict[str, float | None]:
+             notes: dict[str, str] | None = None, clock: Clock = time.perf_counter,
+             stable: float | None = None) -> dict[str, float | None]:
     """Each ceiling in `kinds`, from the cache or measured (and then cached), each within `seconds` of wall
-    time; why one was skipped goes to `notes`. Under DDP every rank measures: a cache hit on one rank and a miss
-    on another would leave the others waiting in a collective."""
+    time; why one was skipped goes to `notes`; `stable`: a reading may end once its rate settled (the probes').
+    Under DDP every rank measures: a cache hit on one rank and a miss on another would leave the others waiting
+    in a collective."""
     cache = cache if world == 1 else None
     keys = ceiling_keys(cfg, device, world)
     out: dict[str, float | None] = {}
@@ -144,7 +153,7 @@ def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: An
         value = cache.get(keys[kind]) if cache is not None else None
         if value is None:
             value = measure_ceiling(kind, cfg, device, workload, train_set, models, seconds, world,
-                                    step_seconds=step_seconds, notes=notes, clock=clock)
+                                    step_seconds=step_seconds, notes=notes, clock=clock, stable=stable)
             if value is not None and cache is not None and rank == 0:
                 cache.put(keys[kind], value, {"kind": kind, "params": cfg.params.model_dump(mode="json")})
         out[kind] = value

@@ -86,6 +86,7 @@ def run_loop(
     rung_points: list[float] | Callable[[], list[float]] | None = None,
     compiling: CompileWatch | None = None,
     reserve: Callable[[float | None, int], float] | None = None,
+    stop: Callable[[list[float]], bool] | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
@@ -96,7 +97,10 @@ def run_loop(
     (scoring, rung evaluations still to come), asked at warm-up's steps and at each window start with the pace
     warm-up measured, so the windows end that much earlier. A window after the first is not started when, at
     the pace of the windows so far, it could not end within a step of then (`skipped_windows`): a step that slowed after the
-    pre-flight shortens the reading, not the contract."""
+    pre-flight shortens the reading, not the contract.
+
+    `stop(rates)`, given the timed windows' samples/s after each window, True ends the reading there (a ceiling
+    probe whose rate has settled; not under DDP, whose ranks end together)."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
@@ -242,6 +246,8 @@ def run_loop(
                        "samples": res.samples * agree.world, "budget_used": used()})
         if res.capped or agree.any(over_wall()):
             res.capped = res.capped or len(timer.windows) < n_windows
+            break
+        if stop is not None and not shared_pace and stop([w.throughput for w in timer.windows]):
             break
     res.seconds = clock() - start
     return res

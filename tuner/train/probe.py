@@ -19,13 +19,16 @@ from tuner.workload.context import running
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
                    cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
-                   enough_on_cpu: Callable[..., bool] | None = None) -> dict[str, Any]:
+                   enough: Callable[..., bool] | None = None, stable: float | None = None) -> dict[str, Any]:
     """A study's probe at one batch size, in this process, with the trial's own workload, models, threads and
     numerics: `cfg`'s compute ceiling (on an untrained model, not cached) with each compute-side speed setting in
     `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of each
-    loader in `loaders` (through `cache`). On a CPU, `enough_on_cpu(compute, probed, inputs, rest)` True after a
-    loader stops the loader probing there (the rest would not change the choice). Returns {compute, computes:
-    [value per speed setting], image, inputs: [value per loader], device}."""
+    loader in `loaders` (through `cache`). `enough(compute, probed, inputs, rest, on_cpu=...)` True after a loader
+    stops the loader probing there (the rest would not change the choice). When the defaults' first compute
+    reading gives nothing (a step too slow for the deadline), the other speed settings are not read (None: a
+    speed knob is kept only against a defaults' reading). `stable`: each reading may end once its rate settled
+    (tuner.train.ceilings.compute_ceiling). Returns {compute, computes: [value per speed setting], image,
+    inputs: [value per loader], device}."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
     speeds = speeds or [{}]
@@ -38,19 +41,22 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                       if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
-        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5))
+        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable)
         # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
         # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
         # allowed.
         computes: list[float | None] = []
         for speed in [*speeds, {}] if len(speeds) > 1 else speeds:
+            if computes and computes[0] is None:  # no defaults' reading to beat: the rest cannot be chosen
+                computes.append(None)
+                continue
             if "channels_last" in speed and not image:
                 computes.append(None)
                 continue
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
             with device.numerics(point.params):
                 computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
-                                         kinds=("compute",))["compute"])
+                                         kinds=("compute",), stable=stable)["compute"])
             if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
                 set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
@@ -61,9 +67,8 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
         for i, loader in enumerate(loaders):
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loader)})
             inputs.append(ceilings(point, device, workload, train_set, models, seconds, cache,
-                                   kinds=("input",))["input"])
-            if on_cpu and enough_on_cpu is not None and enough_on_cpu(computes[0], loaders[: i + 1], inputs,
-                                                                      loaders[i + 1:]):
+                                   kinds=("input",), stable=stable)["input"])
+            if enough is not None and enough(computes[0], loaders[: i + 1], inputs, loaders[i + 1:], on_cpu=on_cpu):
                 break
     return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
             "device": device.describe()}
