@@ -180,12 +180,13 @@ def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(r
 
 
 def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
-    """engine_reruns_slower, each re-run logging the process it ran in."""
+    """engine_reruns_slower, each trial logging the process it ran in and that process's parent (reruns.log for a
+    re-run, search.log for a search trial)."""
     import os
 
-    if Path(out_dir).parent.name == "confirm":
-        with open(Path(out_dir).parents[3] / "reruns.log", "a") as f:
-            f.write(f"{os.getpid()} {out_dir}\n")
+    rerun = Path(out_dir).parent.name == "confirm"
+    with open(Path(out_dir).parents[3 if rerun else 1] / ("reruns.log" if rerun else "search.log"), "a") as f:
+        f.write(f"{os.getpid()} {os.getppid()} {out_dir}\n")
     return engine_reruns_slower(cfg, cache_dir=cache_dir, out_dir=out_dir)
 
 
@@ -193,8 +194,9 @@ def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
 def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fresh_process(ray_session, tmp_path,
                                                                                          trial_engine):
     """The rounds a moving knee adds run in the same Tune run as the planned re-runs, in the order the rounds ask
-    for; each re-run gets a fresh trial process, as `tuner train` on the export does (re-runs sharing a process
-    agreed far more closely than fresh processes do, so their interval did not hold for a re-training)."""
+    for; each re-run gets a fresh process, as `tuner train` on the export does (re-runs sharing a process
+    agreed far more closely than fresh processes do, so their interval did not hold for a re-training): a child
+    of the phase's one trial process, never a search trial's process."""
     _ship()
     trial_engine(engine_reruns_slower_pid)
     space = tmp_path / "fake.yaml"
@@ -207,8 +209,13 @@ def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fr
     confirmed = [r.trial for r in study.records if r.confirmed is not None]
     assert len(confirmed) > len(planned)  # the knee moved: more than one round
     lines = [line.split() for line in (tmp_path / "fake" / "reruns.log").read_text().splitlines()]
-    assert len({pid for pid, _ in lines}) == len(lines)  # a fresh process for every re-run
-    order = [(int(Path(d).parent.parent.name), int(Path(d).name)) for _, d in lines]
+    search = [line.split() for line in (tmp_path / "fake" / "search.log").read_text().splitlines()]
+    assert len({pid for pid, _, _ in lines}) == len(lines)  # a fresh process for every re-run
+    assert not {pid for pid, _, _ in lines} & {pid for pid, _, _ in search}  # none of them a search trial's
+    # each a child of the phase's one (reused) trial process, which trains nothing itself
+    assert len({parent for _, parent, _ in lines}) == 1 and not {parent for _, parent, _ in lines} & {
+        pid for pid, _, _ in lines + search}
+    order = [(int(Path(d).parent.parent.name), int(Path(d).name)) for _, _, d in lines]
     moved = [t for t in confirmed if t not in planned]
     assert order[: 2 * len(planned)] == schedule(planned, 2, {})  # the planned round first, interleaved
     assert sorted(t for t, _ in order[2 * len(planned):]) == sorted(t for t in moved for _ in range(2))

@@ -2,9 +2,9 @@
 at a time, and, once every one is recorded and the confirmed figures moved the knee to a trial never re-run, that
 trial's re-runs too, until the knee stands on confirmed figures.
 
-One Tune run, so one trial process serves every re-run (reuse_actors): a run per round started a fresh process for
-each round, paying Tune's start-up, the imports and the workload's set-up again (about 8 s a round on 2 busy CPU
-cores, issue 20 item 6). Each re-run still starts from fresh models, seed and loader (tuner.train.run_trial).
+One Tune run, so one trial process serves every round (reuse_actors): a Tune run per round paid Tune's start-up
+again (issue 20 item 6). Each re-run itself runs in a fresh child process of that trial process
+(tuner.search._fresh), so its figures read as `tuner train`'s would.
 """
 
 from __future__ import annotations

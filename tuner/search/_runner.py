@@ -531,13 +531,15 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
     searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view, keys=keys,
                              allowance=allowance)
     recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
-    # Each re-run in a fresh trial process, as `tuner train` runs the export: re-runs sharing one process agreed
+    # Each re-run in a fresh process, as `tuner train` runs the export: re-runs sharing one process agreed
     # within 1% while fresh processes of the same config read 290-329 samples/s (a nanoGPT-style model on this
     # CPU; benchmarks/results/retrain.md), so an interval from shared-process re-runs was too narrow to hold.
+    # The trial process is reused and starts each re-run as a child process (tuner.search._fresh): a fresh Ray
+    # actor per re-run cost about 2 s more of Ray's and Tune's turnover each.
     tuner = tune.Tuner(
         fn,  # the searcher hands out the re-runs' configs in their (interleaved) order
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(first) + MAX_EXTRA * plan.confirm_repeats,
-                                    max_concurrent_trials=resources.concurrency, reuse_actors=False,
+                                    max_concurrent_trials=resources.concurrency, reuse_actors=True,
                                     trial_name_creator=rerun_name, trial_dirname_creator=rerun_name),
         run_config=_run_config("confirm", plan, plan.options.verbose, recorder),
     )

@@ -15,6 +15,11 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
 
     if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
         config = dict(config[RERUN_KEY])
+        if setup.ddp_workers <= 1:  # in a fresh process of its own (a DDP trial's workers are fresh already)
+            from tuner.search._fresh import run_fresh
+
+            tune.report(run_fresh(config, setup, engine))
+            return
     if setup.ddp_workers > 1:
         from tuner.search._ddp import run_ddp_trial
 

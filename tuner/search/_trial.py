@@ -176,16 +176,16 @@ def rung_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, 
 
 
 def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine: Engine = train_trial,
-            send: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+            send: Callable[[dict[str, Any]], None] | None = None, node: str | None = None) -> dict[str, Any]:
     """Run one trial in this process and return the report for Tune (see tune_payload); the reports made while
-    it trains go to `send` (none without one)."""
+    it trains go to `send` (none without one). `node`: the Ray node, for a process outside Ray (_fresh.py)."""
     from tuner.config import dump_config
     from tuner.train.reports import StopTrial
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
                              "wall_limit_s": config.get(WALL_KEY), "started": _now(), "host": socket.gethostname(),
-                             "node": ray_node_id()}
+                             "node": node or ray_node_id()}
     t0 = time.perf_counter()
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
