@@ -9,7 +9,7 @@ import optuna
 import pytest
 import yaml
 
-from tests.helpers.fakes import TickingClock
+from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
@@ -144,19 +144,10 @@ def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own
 
 @pytest.fixture
 def probes_on_a_ticking_clock(monkeypatch):
-    """The probes' ceilings keep time in clock reads (TickingClock, as the trial tests' ceilings do): a deadline
-    holds the same steps at any load. On the real clock at load ~20 a 0.5 s deadline held no compute reading and
-    the compute ceiling was skipped; what these tests check is what the probes measure and keep, not this
-    machine's speed. The study's probes run in this process (a local CPU study), so the patch reaches them."""
-    import functools
-    import sys
-
-    import tuner.train.probe  # noqa: F401 - the module: tuner.train exports names from it
-
-    probe = sys.modules["tuner.train.probe"]
-    clock = TickingClock(0.005)
-    monkeypatch.setattr(probe, "ceilings", functools.partial(probe.ceilings, clock=clock))
-    monkeypatch.setattr(probe, "measure_ceiling", functools.partial(probe.measure_ceiling, clock=clock))
+    """The probes' ceilings on a ticking clock (as the trial tests' ceilings): what these tests check is what the
+    probes measure and keep, not this machine's speed. The study's probes run in this process (a local CPU study),
+    so the patch reaches them."""
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")
 
 
 def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_through_the_cache(
