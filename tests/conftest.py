@@ -39,16 +39,9 @@ def trial_engine(monkeypatch):
     ignores) instead of tuner's own, by patching the one function the
     runner hands to Tune. The engine must reach Ray's workers: ship its module by value
     (ray.cloudpickle.register_pickle_by_value). Fake engines train nothing to probe: pass probe=False."""
-    from tuner.search import _runner
-    from tuner.search._trainable import trainable
+    from tests.helpers.fakeengine import engine_user
 
-    def use(engine):
-        def trial(config, setup):
-            trainable(config, setup, engine=engine)
-
-        monkeypatch.setattr(_runner, "trainable", trial)
-
-    return use
+    return engine_user(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tuner.cli import main
 
 
@@ -30,7 +31,8 @@ def write(tmp_path, text=EXPORTED):
     return p
 
 
-def test_json_on_an_exported_config(tmp_path, capsys):
+def test_json_on_an_exported_config(tmp_path, capsys, monkeypatch):
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.profile")  # both ceilings measured at any load
     reports = tmp_path / "r"
     rc = main(["profile", "--config", str(write(tmp_path)), "--steps", "2", "--top", "4", "--format", "json",
                "--reports-dir", str(reports)])
@@ -50,6 +52,7 @@ def test_table_names_the_operators_the_parts_and_the_verdict(tmp_path, capsys, m
 
     monkeypatch.setattr(flops, "matmul_peak", lambda device, precision, seconds: 1e13)  # fast, beyond any CPU
     monkeypatch.setattr(flops, "_MEMO", {})
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.profile")  # the compute ceiling measured at any load
     trace = tmp_path / "elsewhere" / "t.json"
     rc = main(["profile", "-c", str(write(tmp_path)), "--steps", "1", "--out", str(trace),
                "--reports-dir", str(tmp_path / "r")])

@@ -38,7 +38,8 @@ def test_end_to_end_search_through_the_cli(ray_session, tmp_path, capsys):
     space = tmp_path / "tiny.yaml"
     space.write_text(TINY_SPACE)
     reports = tmp_path / "reports"
-    rc = main(["search", "--space", str(space), "--trials", "3", "--reports-dir", str(reports), "--seed", "3"])
+    rc = main(["search", "--space", str(space), "--trials", "3", "--reports-dir", str(reports), "--seed", "3",
+               "--confirm", "0"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     study_dir = reports / "tiny"
@@ -84,7 +85,8 @@ def test_search_json_prints_one_document_with_the_front(ray_session, tmp_path, c
     """--format json: stdout is exactly one JSON document (the live view stays on stderr)."""
     space = tmp_path / "tiny.yaml"
     space.write_text(TINY_SPACE.replace("trials: 3", "trials: 2"))
-    rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path / "r"), "--format", "json"])
+    rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path / "r"), "--format", "json",
+               "--confirm", "0"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     doc = json.loads(out)

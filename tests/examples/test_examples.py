@@ -38,7 +38,7 @@ def test_example_searches_reports_exports_and_reruns(name, ray_session, tmp_path
     reports = tmp_path / "reports"
     code, out, err = run(capsys, "search", "--space", "amp_loader", "--workload", f"examples/{name}.py:make",
                          "--study", name, "--trials", "3", "--budget-samples", "1500", "--reports-dir", reports,
-                         "--format", "json")
+                         "--confirm", "0", "--format", "json")
     assert code == 0, err
     summary = json.loads(out)
     assert summary["finished"] == 3 and summary["states"] == {"complete": 3}, summary

@@ -96,7 +96,9 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
     study_dir = reports / "tiny"
     extra = ["--storage", storage] if storage else []
     with (during(study_dir) if during is not None else contextlib.nullcontext()):
-        first = search(["--space", str(space), "--trials", str(trials), *extra], reports)
+        # --confirm 0 (the resume keeps it): what is checked is the search's trials; a resume into the
+        # confirmation is tests/search/test_search_resume.py's kill during confirmation
+        first = search(["--space", str(space), "--trials", str(trials), "--confirm", "0", *extra], reports)
         try:
             wait_for_results(first, study_dir, 2, timeout=150)
         finally:

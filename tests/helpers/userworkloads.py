@@ -4,29 +4,45 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEADER = '''
+IMPORTS = '''
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import TensorDataset
 
 import tuner
+'''
 
 
-def data(n=96):
+def data_source(n: int = 96) -> str:
+    """The planted workloads' data(): n random 4-feature samples labelled by the sign of their sum, the last 32
+    held out for validation."""
+    return f'''
+
+def data(n={n}):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, 4, generator=g)
     y = (x.sum(1) > 0).long()
     return TensorDataset(x[: n - 32], y[: n - 32]), TensorDataset(x[n - 32:], y[n - 32:])
+'''
 
 
-def evaluate(models, val_batches):
+def evaluate_source(first_line: str = "") -> str:
+    """The planted workloads' evaluate(): models["net"]'s mean cross-entropy on the validation batches;
+    `first_line` runs before it (a test's fake clock advanced by scoring, say)."""
+    first = f"\n    {first_line}" if first_line else ""
+    return f'''
+
+def evaluate(models, val_batches):{first}
     total, n = 0.0, 0
     for x, y in val_batches:
         total += float(F.cross_entropy(models["net"](x), y, reduction="sum"))
         n += len(y)
-    return {"val_loss": total / n}
+    return {{"val_loss": total / n}}
 '''
+
+
+HEADER = IMPORTS + data_source() + evaluate_source()
 
 GOOD = HEADER + '''
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import optuna
 import pytest
 
-from tests.helpers.studies import load_trials
-from tuner.search import SearchOptions, run_search
+from tests.helpers.fakeengine import engine_user, fake_engine_study
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
 from tuner.search._confirm import MAX_EXTRA, next_knee, pending, plan_reruns, schedule
@@ -19,15 +17,6 @@ from tuner.study.verdict import decide, is_confirmed
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
-SPACE = """
-description: batch size and beta1 on a fake engine
-defaults: {workload: cnn, dataset: synthetic, budget: {samples: 64}, trials: 6}
-objectives: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
-params:
-  batch_size: {type: categorical, choices: [16, 32, 64]}
-  beta1: {type: float, low: 0.1, high: 0.9}
-"""
-
 
 def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None, **_):
     """Fast and fake: throughput from the batch size, loss from beta1; every call appended to calls.log."""
@@ -35,12 +24,6 @@ def engine_logged(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=Non
         f.write(f"{out_dir}\n")
     p = cfg.params
     return TrialResult(state="complete", throughput=float(p.batch_size) * 10, loss=1.0 - p.beta1, train_seconds=0.01)
-
-
-def _ship() -> None:
-    import ray.cloudpickle
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def test_which_trials_are_confirmed(tmp_path):
@@ -62,12 +45,7 @@ def test_rounds_are_interleaved_and_rotate_and_skip_what_is_recorded():
 
 @pytest.mark.ray
 def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_session, tmp_path, trial_engine):
-    _ship()
-    trial_engine(engine_logged)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=2,
-                                       repeats=2, seed=1))
+    summary = fake_engine_study(tmp_path, trial_engine, engine_logged, confirm=2, repeats=2, seed=1)
     study = summary.study
     confirmed = [r.trial for r in study.records if r.confirmed is not None]
     planned = plan_reruns(study, 2)
@@ -84,17 +62,6 @@ def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_sess
     # the search's own records are untouched: re-runs live beside them
     assert all(rec.get("confirmed") is None for rec in
                (__import__("json").loads(p.read_text()) for p in (tmp_path / "fake" / "trials").glob("*/result.json")))
-
-
-@pytest.mark.ray
-def test_confirm_zero_runs_no_confirmation(ray_session, tmp_path, trial_engine):
-    _ship()
-    trial_engine(engine_logged)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE.replace("trials: 6", "trials: 3"))
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=0))
-    assert all(r.confirmed is None for r in summary.study.records) and summary.study.meta.noise is None
-    assert len(load_trials(tmp_path / "fake")) == 3
 
 
 def _planted(tmp_path, reads, reruns):
@@ -163,22 +130,6 @@ def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limi
     return TrialResult(state="complete", throughput=thr, loss=1.0 - p.beta1, train_seconds=0.01)
 
 
-@pytest.mark.ray
-def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(ray_session, tmp_path, trial_engine):
-    _ship()
-    trial_engine(engine_reruns_slower)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False,
-                                       confirm=1, repeats=2, seed=1))
-    study = summary.study
-    confirmed = [r.trial for r in study.records if r.confirmed is not None]
-    assert len(plan_reruns(study, 1)) < len(confirmed) <= len(plan_reruns(study, 1)) + MAX_EXTRA  # the knee moved
-    assert next_knee(study, 1) is None and pending(study, 1, 2) == []
-    exp = build_export(study)
-    assert is_confirmed(exp.record) and "confirmed" in exp.document["provenance"]
-
-
 def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
     """engine_reruns_slower, each trial logging the process it ran in and that process's parent (reruns.log for a
     re-run, search.log for a search trial)."""
@@ -190,26 +141,42 @@ def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
     return engine_reruns_slower(cfg, cache_dir=cache_dir, out_dir=out_dir)
 
 
+@pytest.fixture(scope="module")
+def moved_knee(ray_session, tmp_path_factory):
+    """One study whose re-runs read a third of the search's figures (the knee moves), each re-run logging its
+    process, read by the two tests below (read-only): (study folder, summary)."""
+    reports = tmp_path_factory.mktemp("moved-knee")
+    with pytest.MonkeyPatch.context() as m:
+        summary = fake_engine_study(reports, engine_user(m), engine_reruns_slower_pid, confirm=1, repeats=2, seed=1,
+                                    concurrency=1)
+    return reports / "fake", summary
+
+
 @pytest.mark.ray
-def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fresh_process(ray_session, tmp_path,
-                                                                                         trial_engine):
+def test_a_study_whose_knee_moves_after_confirmation_exports_a_confirmed_trial(moved_knee):
+    _, summary = moved_knee
+    study = summary.study
+    confirmed = [r.trial for r in study.records if r.confirmed is not None]
+    assert len(plan_reruns(study, 1)) < len(confirmed) <= len(plan_reruns(study, 1)) + MAX_EXTRA  # the knee moved
+    assert next_knee(study, 1) is None and pending(study, 1, 2) == []
+    exp = build_export(study)
+    assert is_confirmed(exp.record) and "confirmed" in exp.document["provenance"]
+
+
+@pytest.mark.ray
+def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fresh_process(moved_knee):
     """The rounds a moving knee adds run in the same Tune run as the planned re-runs, in the order the rounds ask
     for; each re-run gets a fresh process, as `tuner train` on the export does (re-runs sharing a process
     agreed far more closely than fresh processes do, so their interval did not hold for a re-training): a child
     of the phase's one trial process, never a search trial's process."""
-    _ship()
-    trial_engine(engine_reruns_slower_pid)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=1, repeats=2,
-                                       seed=1, concurrency=1))
+    study_dir, summary = moved_knee
     study = summary.study
     assert not summary.interrupted
     planned = plan_reruns(study, 1)
     confirmed = [r.trial for r in study.records if r.confirmed is not None]
     assert len(confirmed) > len(planned)  # the knee moved: more than one round
-    lines = [line.split() for line in (tmp_path / "fake" / "reruns.log").read_text().splitlines()]
-    search = [line.split() for line in (tmp_path / "fake" / "search.log").read_text().splitlines()]
+    lines = [line.split() for line in (study_dir / "reruns.log").read_text().splitlines()]
+    search = [line.split() for line in (study_dir / "search.log").read_text().splitlines()]
     assert len({pid for pid, _, _ in lines}) == len(lines)  # a fresh process for every re-run
     assert not {pid for pid, _, _ in lines} & {pid for pid, _, _ in search}  # none of them a search trial's
     # each a child of the phase's one (reused) trial process, which trains nothing itself

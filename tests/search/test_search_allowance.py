@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 
 import optuna
 import pytest
 
+from tests.helpers.fakeengine import fake_engine_study
+from tests.helpers.spaces_for_tests import fake_engine_space
 from tuner.cli import main
 from tuner.config import Budget
 from tuner.errors import BudgetError, ConfigError
@@ -19,14 +20,7 @@ from tuner.search import SearchOptions, run_search
 from tuner.search._allowance import MAX_TRIALS, Allowance, check_seconds, confirm_runs, margin, preflight_trial_s
 from tuner.study import TrialResult
 
-SPACE = """
-description: batch size and beta1 on a fake engine
-defaults: {workload: cnn, dataset: synthetic, budget: {seconds: 1}, trials: 4}
-objectives: [{metric: throughput, direction: max}, {metric: loss, direction: min}]
-params:
-  batch_size: {type: categorical, choices: [16, 32, 64]}
-  beta1: {type: float, low: 0.1, high: 0.9}
-"""
+SPACE = fake_engine_space("{seconds: 1}", trials=4)
 
 
 def engine_half_second(cfg, **_):
@@ -95,24 +89,14 @@ def test_bad_values_through_the_cli_one_line_exit_2_nothing_on_disk(ray_session,
     assert not (reports / "fake").exists()
 
 
-def _ship() -> None:
-    import ray.cloudpickle
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
 @pytest.mark.ray
 def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_session, tmp_path, trial_engine):
     """Half-second trials, 25 s: no --trials, so as many as fit; the study ends the search itself (not an
     interruption), confirms the knee and the baseline, leaves nothing RUNNING in Optuna, records the allowance,
     and its wall time stays within S + margin."""
-    _ship()
-    trial_engine(engine_half_second)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
     seconds = 25.0
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=1, repeats=1,
-                                       seed=1, study_seconds=seconds))
+    summary = fake_engine_study(tmp_path, trial_engine, engine_half_second, SPACE, confirm=1, repeats=1, seed=1,
+                                study_seconds=seconds)
     study = summary.study
     assert not summary.interrupted
     assert 1 <= len(study.records) < MAX_TRIALS
@@ -139,12 +123,8 @@ def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_
 @pytest.mark.ray
 def test_trials_is_a_maximum_with_an_allowance(ray_session, tmp_path, trial_engine):
     """A generous allowance and --trials 2: the study stops at 2 trials, well before its time."""
-    _ship()
-    trial_engine(engine_half_second)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    summary = run_search(SearchOptions(space=str(space), reports_dir=tmp_path, probe=False, confirm=0, trials=2,
-                                       study_seconds=600.0))
+    summary = fake_engine_study(tmp_path, trial_engine, engine_half_second, SPACE, confirm=0, trials=2,
+                                study_seconds=600.0)
     assert len(summary.study.records) == 2 and not summary.interrupted
     meta = json.loads((tmp_path / "fake" / "study.json").read_text())
     assert meta["trials"] == 2 and meta["allowance"]["ended_search"] is False

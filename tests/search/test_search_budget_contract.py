@@ -11,45 +11,21 @@ import sys
 import pytest
 
 from tests.helpers.studies import load_trials, read_meta
-from tests.helpers.userworkloads import write
+from tests.helpers.userworkloads import IMPORTS, data_source, evaluate_source, write
 from tuner.cli import main
 from tuner.study import StudyFolder
 
 # The step sleeps 2 ms for its process's first 4 calls, then 20 ms (the machine got busy after the pre-flight,
 # which runs in the driver; the trials run in Ray workers, each warmed by its own pre-flight first).
-SLOWING = '''
-import time
-
-import torch
-from torch import nn
-from torch.nn import functional as F
-from torch.utils.data import TensorDataset
-
-import tuner
-
+SLOWING = "\nimport time\n" + IMPORTS + '''
 CALLS = [0]
-
-
-def data(n=160):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 4, generator=g)
-    y = (x.sum(1) > 0).long()
-    return TensorDataset(x[: n - 32], y[: n - 32]), TensorDataset(x[n - 32:], y[n - 32:])
-
+''' + data_source(160) + '''
 
 def loss(models, batch):
     CALLS[0] += 1
     time.sleep(0.002 if CALLS[0] <= 4 else 0.02)
     return F.cross_entropy(models["net"](batch[0]), batch[1])
-
-
-def evaluate(models, val_batches):
-    total, n = 0.0, 0
-    for x, y in val_batches:
-        total += float(F.cross_entropy(models["net"](x), y, reduction="sum"))
-        n += len(y)
-    return {"val_loss": total / n}
-
+''' + evaluate_source() + '''
 
 def make():
     return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=loss, evaluate=evaluate,

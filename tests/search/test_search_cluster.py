@@ -64,7 +64,8 @@ def test_a_study_joined_with_address_runs_on_both_nodes_with_one_fid_cache_and_t
     reports = tmp_path / "reports"
 
     proc = search(["--space", str(space), "--workload", f"{module}:make", "--dataset", "synthetic",
-                   "--address", cluster.address, "--concurrency", "2", "--cpus-per-trial", "1", "--format", "json"],
+                   "--address", cluster.address, "--concurrency", "2", "--cpus-per-trial", "1", "--confirm", "0",
+                   "--format", "json"],
                   reports, cwd=user)  # from the user's folder: Ray puts the driver's folder on workers' paths
     out, err = finish(proc, timeout=420)
     assert proc.returncode == 0, err[-3000:]

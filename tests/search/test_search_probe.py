@@ -9,6 +9,7 @@ import optuna
 import pytest
 import yaml
 
+from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
@@ -146,7 +147,16 @@ def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own
     assert SpaceFunction(s, CPU_CONTEXT)(study.ask()) is None  # no plan: loader knobs are sampled as before
 
 
-def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_through_the_cache(tmp_path):
+@pytest.fixture
+def probes_on_a_ticking_clock(monkeypatch):
+    """The probes' ceilings on a ticking clock (as the trial tests' ceilings): what these tests check is what the
+    probes measure and keep, not this machine's speed. The study's probes run in this process (a local CPU study),
+    so the patch reaches them."""
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")
+
+
+def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_through_the_cache(
+        tmp_path, probes_on_a_ticking_clock):
     cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
            "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False},
            "measure": {"window_min_steps": 1}}  # ceilings of 1-step windows: room for them at any load
@@ -163,7 +173,8 @@ def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_thr
 
 
 @pytest.mark.ray
-def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session, tmp_path, capsys):
+def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session, tmp_path, capsys,
+                                                                    probes_on_a_ticking_clock):
     path = tmp_path / "probe.yaml"
     path.write_text(SPACE)
     reports = tmp_path / "reports"

@@ -92,7 +92,7 @@ def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, t
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
     summary = run_search(SearchOptions(space=amp_loader_with_half_precision(tmp_path), study="fails", trials=24,
-                                       startup_trials=8, seed=0, reports_dir=tmp_path, probe=False))
+                                       startup_trials=8, seed=0, reports_dir=tmp_path, probe=False, confirm=0))
     assert summary.finished == 24 and not summary.interrupted
     records = load_trials(tmp_path / "fails")
     diverged = [r for r in records if r["state"] == "diverged"]
@@ -113,9 +113,11 @@ def test_raising_and_dying_trials_are_recorded_and_the_study_goes_on(ray_session
     trial_engine(engine_modes)
     space = tmp_path / "modes.yaml"
     space.write_text(MODES_SPACE)
-    summary = run_search(SearchOptions(space=str(space), trials=6, reports_dir=tmp_path, probe=False))
+    summary = run_search(SearchOptions(space=str(space), trials=6, reports_dir=tmp_path, probe=False, confirm=0))
     records = {r["trial"]: r for r in load_trials(tmp_path / "modes")}
     assert sorted(records) == list(range(6)) and summary.finished == 6
+    # --confirm 0: no confirmation phase, no noise floor
+    assert all(r.confirmed is None for r in summary.study.records) and summary.study.meta.noise is None
     for n, rec in records.items():
         if n % 3 == 0:
             assert rec["state"] == "complete"
@@ -132,12 +134,12 @@ def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session,
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
     first = run_search(SearchOptions(space="amp_loader", study="more", trials=2, reports_dir=tmp_path,
-                                     probe=False))
+                                     probe=False, confirm=0))
     kept = {r["trial"]: r for r in load_trials(tmp_path / "more")}
-    again = run_search(SearchOptions(study="more", resume=True, reports_dir=tmp_path, probe=False))
+    again = run_search(SearchOptions(study="more", resume=True, reports_dir=tmp_path, probe=False, confirm=0))
     assert again.ran == 0 and again.finished == 2  # nothing to do at the same total
     more = run_search(SearchOptions(study="more", resume=True, trials=4, reports_dir=tmp_path,
-                                    probe=False))
+                                    probe=False, confirm=0))
     records = {r["trial"]: r for r in load_trials(tmp_path / "more")}
     assert first.finished == 2 and more.ran == 2 and sorted(records) == [0, 1, 2, 3]
     assert all(records[n] == kept[n] for n in kept)
@@ -159,7 +161,7 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
     monkeypatch.setattr(runner, "device_facts_for", lambda resources, cluster: (dict(gpu), []))
     first = run_search(SearchOptions(space="amp_loader", study="fit", trials=8, startup_trials=8, seed=1,
-                                     reports_dir=tmp_path, probe=False))
+                                     reports_dir=tmp_path, probe=False, confirm=0))
     meta = read_meta(tmp_path / "fit")
     assert meta["context"] == {"cpus": 2, "gpus": 0, **gpu}
     assert meta["domains"]["num_workers"] == {"type": "int", "low": 0, "high": 2}
@@ -175,7 +177,7 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     trial_engine(engine_bf16_diverges)
     console = Console(file=__import__("io").StringIO(), width=400)
     again = run_search(SearchOptions(study="fit", resume=True, trials=12, reports_dir=tmp_path,
-                                     probe=False), console=console)
+                                     probe=False, confirm=0), console=console)
     assert again.ran == 4 and again.finished == 12
     assert any("resuming with the domains this study started with" in w and "precision: one of fp32, bf16, fp16 "
                "(here: one of fp32)" in w for w in again.warnings), again.warnings

@@ -31,7 +31,7 @@ def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_
     space.write_text(SPACE)
     reports = tmp_path / "reports"
     code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--trials", "4", "--study", "bugs",
-                 "--reports-dir", str(reports)])
+                 "--confirm", "0", "--reports-dir", str(reports)])
     out, err = capsys.readouterr()
     assert code == 0, err
     records = {r["trial"]: r for r in load_trials(reports / "bugs")}

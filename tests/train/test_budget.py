@@ -9,15 +9,9 @@ import pytest
 from tuner.config import parse_config
 from tuner.train import run_trial
 from tuner.train.trial import budget_margin
-from tests.helpers.userworkloads import write
+from tests.helpers.userworkloads import IMPORTS, evaluate_source, write
 
-SLOW = '''
-import torch
-from torch import nn
-from torch.nn import functional as F
-
-import tuner
-
+SLOW = IMPORTS + '''
 T = [0.0]  # the fake clock: a step takes 0.5 s of it, loading a sample 0.01 s, scoring 0.3 s
 
 
@@ -38,16 +32,7 @@ class Slow(torch.utils.data.Dataset):
 def loss(models, batch):
     T[0] += 0.5
     return F.cross_entropy(models["net"](batch[0]), batch[1])
-
-
-def evaluate(models, val_batches):
-    T[0] += 0.3
-    total, n = 0.0, 0
-    for x, y in val_batches:
-        total += float(F.cross_entropy(models["net"](x), y, reduction="sum"))
-        n += len(y)
-    return {"val_loss": total / n}
-
+''' + evaluate_source("T[0] += 0.3") + '''
 
 def make():
     return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=lambda: (Slow(64), Slow(32)),
@@ -55,12 +40,17 @@ def make():
 '''
 
 
+def planted(folder, text, module):
+    """Writes `text` as `module`.py; yields (its path, its fake clock: T[0] once the trial imported it)."""
+    path = write(folder, text, f"{module}.py")
+    sys.modules.pop(module, None)
+    yield path, lambda: sys.modules[module].T[0] if module in sys.modules else 0.0
+    sys.modules.pop(module, None)
+
+
 @pytest.fixture
 def slow(tmp_path):
-    path = write(tmp_path, SLOW, "slowstep.py")
-    sys.modules.pop("slowstep", None)
-    yield path, lambda: sys.modules["slowstep"].T[0] if "slowstep" in sys.modules else 0.0
-    sys.modules.pop("slowstep", None)
+    yield from planted(tmp_path, SLOW, "slowstep")
 
 
 @pytest.mark.parametrize("budget_s", [8, 20])
@@ -98,10 +88,7 @@ SLOW_SCORING = SLOW.replace("T[0] += 0.3", "T[0] += 4.0")  # scoring takes 4 s o
 
 @pytest.fixture
 def slow_scoring(tmp_path):
-    path = write(tmp_path, SLOW_SCORING, "slowscoring.py")
-    sys.modules.pop("slowscoring", None)
-    yield path, lambda: sys.modules["slowscoring"].T[0] if "slowscoring" in sys.modules else 0.0
-    sys.modules.pop("slowscoring", None)
+    yield from planted(tmp_path, SLOW_SCORING, "slowscoring")
 
 
 @pytest.mark.parametrize("reserve", [None, 4.0])
@@ -135,10 +122,7 @@ SLOWED = SLOW.replace("T[0] += 0.5", "T[0] += 1.5").replace("T[0] += 0.3", "T[0]
 
 @pytest.fixture
 def slowed(tmp_path):
-    path = write(tmp_path, SLOWED, "slowedstep.py")
-    sys.modules.pop("slowedstep", None)
-    yield path, lambda: sys.modules["slowedstep"].T[0] if "slowedstep" in sys.modules else 0.0
-    sys.modules.pop("slowedstep", None)
+    yield from planted(tmp_path, SLOWED, "slowedstep")
 
 
 @pytest.mark.parametrize("pace_known", [False, True])
