@@ -156,15 +156,20 @@ class Rungs:
         self.reports.append(report)
 
 
+def rung_config(path, seconds):
+    """The planted workload's trial with 3-step windows, a seconds budget and no ceilings (the rung tests)."""
+    return parse_config({"workload": f"{path}:make", "budget": {"seconds": seconds},
+                         "params": {"batch_size": 8, "device": "cpu"},
+                         "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
+                                     "ceiling_seconds": 0}})
+
+
 def test_asha_rung_evaluations_are_kept_inside_the_budget(tmp_path, slow_scoring):
     """Each rung evaluation takes 4 s (as does the final scoring): one scoring per rung the trial can reach is
     kept out of training's share, the rung points sit at the same fractions of that share, and the rungs are
     reported in the whole budget's terms."""
     path, clock = slow_scoring
-    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
-                        "params": {"batch_size": 8, "device": "cpu"},
-                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
-                                    "ceiling_seconds": 0}})
+    cfg = rung_config(path, 30)
     rep = Rungs()
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=4.0, reporter=rep)
     assert res.state == "complete", res.error
@@ -181,10 +186,7 @@ def test_without_a_reserve_the_rung_evaluations_add_their_time(tmp_path, slow_sc
     """The same trial without the pre-flight's estimate (a samples budget's study, a cluster's): the rungs'
     evaluations are outside the training clock and the trial overruns: what the reserve is for."""
     path, clock = slow_scoring
-    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
-                        "params": {"batch_size": 8, "device": "cpu"},
-                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
-                                    "ceiling_seconds": 0}})
+    cfg = rung_config(path, 30)
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, reporter=Rungs())
     assert res.state == "complete" and res.get("score_reserve_seconds") is None
     assert res.value("wall_seconds") > 30 + budget_margin(30, res.value("step_seconds"))
@@ -208,10 +210,7 @@ def test_a_reserve_that_grows_after_the_rungs_were_placed_still_closes_every_run
     pace: the rung points move with training's share, so the late rung is still evaluated and reported, and the
     trial's figures say they were taken at the top rung, the whole 80 s budget (a budget the report can name)."""
     path, clock = slowed
-    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 80},
-                        "params": {"batch_size": 8, "device": "cpu"},
-                        "measure": {"warmup_steps": 2, "windows": 8, "min_windows": 3, "window_min_steps": 3,
-                                    "ceiling_seconds": 0}})
+    cfg = rung_config(path, 80)
     rep = LateRungs()
     res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock, score_reserve_s=5.0,
                     preflight_pace_s=(0.5 + 8 * 0.01) / 8, reporter=rep)
