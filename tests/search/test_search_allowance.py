@@ -138,7 +138,11 @@ def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_s
     probes run, or Tune's loop ending before any trial as Ctrl-C ends it) says how many ran, never 'of 1000'."""
     import tuner.search._runner as runner
 
-    _ship()
+    import sys
+
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # as fake_engine_study ships its engine
     trial_engine(engine_half_second)
     space = tmp_path / "fake.yaml"
     space.write_text(SPACE)
