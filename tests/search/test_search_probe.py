@@ -325,3 +325,34 @@ def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_p
     assert probes_in_process(plan, one_cpu)
     assert not probes_in_process(plan, Resources(cpus_per_trial=4, gpus_per_trial=1, concurrency=1))
     assert not probes_in_process(SimpleNamespace(options=SimpleNamespace(address="10.0.0.1:6379")), one_cpu)
+
+
+def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_path, monkeypatch):
+    """A model whose steps do not fit a probe reading (a second-long step; planted: no compute reading) is shown
+    as not read, with why and what was kept, never as 'model takes - samples/s'."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._probe import plan_loaders
+    from tuner.search._resources import Resources
+
+    def no_compute(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        return {"compute": None, "computes": [None] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] + [None] * (len(loaders) - 1), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", no_compute)
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE)
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    plan.folder.path.mkdir(parents=True)
+    out = StringIO()
+    context = {**CPU_CONTEXT, "cpus": 1}
+    found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                         Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), Console(file=out, width=300))
+    text = out.getvalue()
+    assert "samples/s" not in text and "model takes -" not in text
+    assert text.count("model not read (its steps do not fit a 0.75 s probe reading; the cheapest loader kept); "
+                      "loader: num_workers 0") == 3
+    assert all(c.loader == {"num_workers": 0} for c in found.choices)

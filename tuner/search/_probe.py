@@ -371,9 +371,10 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
 
     def show(choice: Any) -> None:
         if console is not None:
-            c = f"{choice.compute_ceiling:.0f}" if choice.compute_ceiling else "-"
+            model = (f"model takes {choice.compute_ceiling:.0f} samples/s" if choice.compute_ceiling else
+                     f"model not read (its steps do not fit a {seconds:g} s probe reading; the cheapest loader kept)")
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
-            line = f"  batch {choice.batch_size}: model takes {c} samples/s; loader: {best}"
+            line = f"  batch {choice.batch_size}: {model}; loader: {best}"
             if len(choice.speed_probes) > 1 or choice.notes:
                 fast = ", ".join(f"{k} {v}" for k, v in choice.speed.items()) or "defaults"
                 measured = "; ".join(choice.speedups() + choice.notes)
