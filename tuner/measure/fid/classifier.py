@@ -33,7 +33,7 @@ CLASSIFIER_LR = 1e-3
 
 
 class ClassifierFeatures(nn.Module):
-    """torchmetrics feature module: images in [0, 1] -> the classifier's penultimate layer (N, d), in float64.
+    """FID feature module: images in [0, 1] -> the classifier's penultimate layer (N, d), in float64.
 
     It never leaves eval mode (BatchNorm must use its running statistics), like torchmetrics' own Inception.
     """
@@ -41,7 +41,7 @@ class ClassifierFeatures(nn.Module):
     def __init__(self, classifier: nn.Module) -> None:
         super().__init__()
         self.classifier = classifier
-        self.num_features = int(classifier.feature_dim)  # lets torchmetrics skip its dummy forward pass
+        self.num_features = int(classifier.feature_dim)  # the feature count, without a dummy forward pass
         self.eval()
 
     def train(self, mode: bool = True) -> "ClassifierFeatures":

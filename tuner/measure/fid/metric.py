@@ -1,12 +1,14 @@
-"""The Frechet distance itself: torchmetrics' FrechetInceptionDistance, fed the dataset's cached real statistics.
+"""The Frechet distance itself, fed the dataset's cached real statistics: for classifier features tuner's own
+`Frechet` (torchmetrics' arithmetic without importing torchmetrics, tuner.measure.fid.frechet), for Inception
+features torchmetrics' FrechetInceptionDistance.
 
 FID is only comparable across trials at equal sample count, latent seed, real statistics and extractor, so the
 real states (real_features_sum / real_features_cov_sum / real_features_num_samples) are computed once per
 (dataset, extractor) and cached as `real-<features>.pt`; trials only add their generated images.
 
-A process's first FID also pays one-time costs (importing torchmetrics, reading or building the cache, CUDA's
-lazy loading of linear-algebra libraries and kernels). `warm_up_fid` does all of them as a separate step, so a
-caller can time the scoring apart from them (quality_seconds vs quality_setup_seconds).
+A process's first FID also pays one-time costs (importing torchmetrics for Inception features, reading or building
+the cache, CUDA's lazy loading of linear-algebra libraries and kernels). `warm_up_fid` does all of them as a separate
+step, so a caller can time the scoring apart from them (quality_seconds vs quality_setup_seconds).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tuner.errors import WeightsError
 from tuner.files import atomic_write, locked
 from tuner.measure.fid._cache import fid_cache_dir, image_size_of, sha256
 from tuner.measure.fid.classifier import ClassifierFeatures, feature_classifier
+from tuner.measure.fid.frechet import Frechet
 from tuner.measure.fid.inception import INCEPTION_DIM, INCEPTION_FILE, inception_weights_path
 from tuner.measure.fid.real import REAL_MAX_SAMPLES, image_batches, real_subset, unaugmented_train
 
@@ -40,14 +43,14 @@ _REAL_STATES = ("real_features_sum", "real_features_cov_sum", "real_features_num
 
 
 class FidSetup:
-    """A FrechetInceptionDistance with the dataset's cached real statistics loaded, ready for generated images.
+    """A Frechet metric with the dataset's cached real statistics loaded, ready for generated images.
 
     Build it with `prepare_fid` (or `warm_up_fid`); feed batches in [-1, 1] with `add_fake`; read `compute()`.
     `info` holds the keys results record (fid_features, and fid_classifier_accuracy for classifier features).
     """
 
     def __init__(
-        self, metric: FrechetInceptionDistance, features: str, device: Device, info: dict[str, Any]
+        self, metric: Frechet | FrechetInceptionDistance, features: str, device: Device, info: dict[str, Any]
     ) -> None:
         self.metric = metric
         self.features = features
@@ -127,7 +130,8 @@ def prepare_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
     }
     if quality.fid_features == "classifier":
         classifier, accuracy = feature_classifier(datasets, cache_dir, device)
-        metric = _new_metric(ClassifierFeatures(classifier), None, device)
+        extractor = ClassifierFeatures(classifier)
+        metric: Frechet | FrechetInceptionDistance = Frechet(extractor, extractor.num_features, device.torch_device)
         key["extractor"] = json.loads((folder / "classifier.json").read_text())["sha256"]
         info = {"fid_features": "classifier", "fid_classifier_accuracy": accuracy}
     else:
@@ -149,10 +153,10 @@ def prepare_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
 def warm_up_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: Device) -> FidSetup:
     """A ready FidSetup, with every one-time cost of a first FID paid here rather than in the scoring.
 
-    That is: the torchmetrics import (about 1 s on a CPU, mostly scipy.signal and matplotlib), building or
-    reading the cached extractor and real statistics, one probe image through the extractor (dropped again;
-    on CUDA it loads the extractor's kernels) and the Frechet math on a 2x2 matrix on `device` (on CUDA the
-    first torch.linalg.eigvals lazily loads the solver libraries). Cheap to repeat: a second call only reads
+    That is: for Inception features the torchmetrics import (about 2.5 s of CPU: torchvision, torch._dynamo,
+    scipy.signal), building or reading the cached extractor and real statistics, one probe image through the
+    extractor (dropped again; on CUDA it loads the extractor's kernels) and the Frechet math on a 2x2 matrix on
+    `device` (on CUDA the first torch.linalg.eigvals lazily loads the solver libraries). Cheap to repeat: a second call only reads
     the cache.
     """
     setup = prepare_fid(datasets, quality, cache_dir, device)
@@ -161,7 +165,7 @@ def warm_up_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
         setup.metric.update(setup._prepare(torch.zeros(1, datasets.channels, size, size)), real=False)
         setup.metric.reset()  # drops the probe; reset_real_features=False keeps the real statistics
         m = torch.eye(2, dtype=torch.float64, device=device.torch_device)
-        torch.linalg.eigvals(m @ m).sqrt().real.sum()  # the ops torchmetrics' compute() runs
+        torch.linalg.eigvals(m @ m).sqrt().real.sum()  # the ops compute() runs
     device.synchronize()
     return setup
 
