@@ -194,6 +194,38 @@ def test_digits_split_fixed_and_val_not_augmented(digits_cache):
     assert torch.equal(plain.train[0][0], plain.train[0][0])
 
 
+def test_digits_reads_what_torchvision_imagefolder_and_transforms_read(digits_cache):
+    """digits reads its PNG tree with PIL alone: the same samples, classes, labels and tensors as torchvision's
+    ImageFolder with Grayscale, ToTensor, Normalize and (train) RandomAffine, the jitter's draws included."""
+    tv = pytest.importorskip("torchvision")
+    T = tv.transforms
+    final = digits.cache_folder(digits_cache, 12)
+    tail = [T.ToTensor(), T.Normalize((0.5,), (0.5,))]
+    jitter = T.RandomAffine(degrees=8, translate=(0.06, 0.06), scale=(0.94, 1.06))
+    want = {
+        "train": tv.datasets.ImageFolder(str(final / "train"), transform=T.Compose([T.Grayscale(1), jitter, *tail])),
+        "plain": tv.datasets.ImageFolder(str(final / "train"), transform=T.Compose([T.Grayscale(1), *tail])),
+        "val": tv.datasets.ImageFolder(str(final / "val"), transform=T.Compose([T.Grayscale(1), *tail])),
+    }
+    ours, plain = load_datasets("digits", 12, digits_cache), load_datasets("digits", 12, digits_cache,
+                                                                            train_augment=False)
+    got = {"train": ours.train, "plain": plain.train, "val": ours.val}
+    jittered = 0
+    for split, theirs in want.items():
+        mine = got[split]
+        assert len(mine) == len(theirs) and mine.classes == theirs.classes  # type: ignore[attr-defined]
+        assert mine.samples == theirs.samples and mine.targets == theirs.targets  # type: ignore[attr-defined]
+        for i in range(0, len(theirs), 7):
+            torch.manual_seed(i)  # the jitter draws from the global RNG: the same draws for both
+            x, y = mine[i]
+            torch.manual_seed(i)
+            tx, ty = theirs[i]
+            assert y == ty and x.dtype == tx.dtype and torch.equal(x, tx), (split, i)
+            if split == "train":
+                jittered += not torch.equal(x, plain.train[i][0])
+    assert jittered > 100  # the planted comparison did exercise the jitter
+
+
 def test_digits_concurrent_writers_leave_one_complete_cache(tmp_path):
     errors: list[BaseException] = []
 

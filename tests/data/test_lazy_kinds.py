@@ -1,5 +1,6 @@
 """A dataset kind's module (and torchvision with it) is imported only when that kind is used: torchvision's import
-pulls in torch._dynamo, about 1.5 s of CPU in every trial process, `tuner train` and the CLI."""
+pulls in torch._dynamo, about 1.5 s of CPU in every trial process, `tuner train` and the CLI. digits reads its PNG
+tree with PIL and never imports it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.helpers.datafiles import write_tree
 
 PROBE = """
 import json, sys
@@ -20,8 +23,10 @@ print(json.dumps([before, 'torchvision' in sys.modules]))
 """
 
 
-@pytest.mark.parametrize("spec, after", [("synthetic", False), ("digits", True)])
+@pytest.mark.parametrize("spec, after", [("synthetic", False), ("digits", False), ("folder:TREE", True)])
 def test_torchvision_is_imported_only_by_a_kind_that_reads_images_with_it(tmp_path, spec, after):
+    if spec == "folder:TREE":
+        spec = f"folder:{write_tree(tmp_path / 'tree', {'a': 2, 'b': 3})}"
     out = subprocess.run([sys.executable, "-c", PROBE.format(spec=spec), str(tmp_path)], capture_output=True,
                          text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, after]

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import Dataset
-from torchvision import transforms
-from torchvision.datasets import ImageFolder
 
 from tuner.data.spec import DatasetSpec
 from tuner.errors import DatasetError
+
+if TYPE_CHECKING:
+    from torchvision import transforms
 
 # Fixed seed of the held-out splits: independent of the trial seed so the split never changes.
 _SPLIT_SEED = 20240607
@@ -48,25 +49,11 @@ class Split(Dataset):
         return self.transform(img), int(label)
 
 
-class ClassFolder(ImageFolder):
-    """ImageFolder with the class list given, so a val tree missing a class keeps the train tree's labels."""
-
-    def __init__(self, root: Path, classes: list[str], **kwargs: Any):
-        self._given_classes = classes
-        super().__init__(str(root), allow_empty=True, **kwargs)
-
-    def find_classes(self, directory: str | Path) -> tuple[list[str], dict[str, int]]:
-        return self._given_classes, {c: i for i, c in enumerate(self._given_classes)}
-
-
 def normalize(channels: int) -> transforms.Normalize:
-    """[0, 1] tensors to [-1, 1]."""
+    """[0, 1] tensors to [-1, 1] (the torchvision kinds; digits does it in tuner.data._pngtree)."""
+    from torchvision import transforms
+
     return transforms.Normalize((0.5,) * channels, (0.5,) * channels)
-
-
-def augment() -> transforms.RandomAffine:
-    """The small random affine jitter train splits get (never val)."""
-    return transforms.RandomAffine(degrees=8, translate=(0.06, 0.06), scale=(0.94, 1.06))
 
 
 def require_folder(spec: DatasetSpec) -> Path:

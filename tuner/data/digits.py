@@ -1,7 +1,8 @@
 """`digits`: scikit-learn's bundled 8x8 digits (1797 images), a real dataset that needs no download.
 
 It is resized once per image size into a PNG tree, <cache>/datasets/digits-<size>/train|val/<class>/NNNN.png,
-split with the fixed validation split, and read back as an ImageFolder. The tree is written into a temp dir
+split with the fixed validation split, and read back as torchvision's ImageFolder would, with PIL alone
+(tuner.data._pngtree: torchvision's import costs every trial process 1.5 s). The tree is written into a temp dir
 and renamed into place, so no reader ever sees half a cache; the builders of <cache>/datasets take its lock,
 so concurrent trials build it once.
 """
@@ -13,10 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from torchvision import transforms
-from torchvision.datasets import ImageFolder
-
-from tuner.data._common import ClassFolder, augment, fixed_split, normalize
+from tuner.data._common import fixed_split
+from tuner.data._pngtree import GrayTensor, PngTree
 from tuner.data.spec import Datasets, DatasetSpec
 from tuner.errors import DatasetError
 from tuner.files import locked
@@ -71,9 +70,6 @@ def load(spec: DatasetSpec, image_size: int, cache_dir: Path, seed: int, train_a
                 f"dataset 'digits': cannot write its image cache {final}: {err.strerror or err}; "
                 "use a writable cache dir"
             ) from None
-    base = [transforms.Grayscale(1)]
-    train_tf = transforms.Compose(base + ([augment()] if train_augment else []) + [transforms.ToTensor(), normalize(1)])
-    val_tf = transforms.Compose(base + [transforms.ToTensor(), normalize(1)])
-    train = ImageFolder(str(final / "train"), transform=train_tf)
-    val = ClassFolder(final / "val", train.classes, transform=val_tf)
+    train = PngTree(final / "train", GrayTensor(augment=train_augment))
+    val = PngTree(final / "val", GrayTensor(augment=False), classes=train.classes)
     return Datasets(train, val, channels=1, num_classes=len(train.classes), name=spec.name, synthetic=False)

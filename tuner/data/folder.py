@@ -15,11 +15,22 @@ from torchvision import transforms
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from tuner.data._common import ClassFolder, Split, fixed_split, normalize, require_folder
+from tuner.data._common import Split, fixed_split, normalize, require_folder
 from tuner.data.spec import Datasets, DatasetSpec
 from tuner.errors import DatasetError
 
 _GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F")
+
+
+class ClassFolder(ImageFolder):
+    """ImageFolder with the class list given, so a val tree missing a class keeps the train tree's labels."""
+
+    def __init__(self, root: Path, classes: list[str], **kwargs: Any):
+        self._given_classes = classes
+        super().__init__(str(root), allow_empty=True, **kwargs)
+
+    def find_classes(self, directory: str | Path) -> tuple[list[str], dict[str, int]]:
+        return self._given_classes, {c: i for i, c in enumerate(self._given_classes)}
 
 
 def _has_image(folder: Path) -> bool:
