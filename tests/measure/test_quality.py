@@ -13,7 +13,7 @@ from tuner.config import Quality
 from tuner.device import resolve_device
 from tuner.measure import fid
 from tuner.measure.fid import unaugmented_train
-from tuner.measure.quality import eval_mode, evaluate_gan, feature_classifier, warm_up_fid
+from tuner.measure.quality import eval_mode, evaluate_gan, feature_classifier, save_grid, warm_up_fid
 from tuner.models import Discriminator, Generator, SmallCNN
 from tests.helpers.fakes import FakeCudaDevice
 
@@ -101,6 +101,20 @@ def test_sample_grid_is_an_8x8_png(digits, cache, tmp_path):
     evaluate_gan(new_generator(), digits, Quality(fid_samples=100), cache, FakeCudaDevice(), sample_grid=grid)
     with Image.open(grid) as img:
         assert img.format == "PNG" and img.size == (8 * 34 + 2, 8 * 34 + 2)  # 32px images, 2px padding
+
+
+@pytest.mark.parametrize("n, channels, size", [(64, 1, 32), (70, 1, 16), (11, 3, 8), (1, 1, 8)])
+def test_sample_grid_has_torchvision_save_images_pixels(tmp_path, n, channels, size):
+    """save_grid draws what torchvision.utils.save_image(nrow=8, padding=2, normalize, value_range=(-1, 1)) drew
+    (without importing torchvision): values beyond [-1, 1] clipped, a partial last row, one image, colour."""
+    utils = pytest.importorskip("torchvision.utils")
+    g = torch.Generator().manual_seed(n)
+    images = torch.randn(n, channels, size, size, generator=g) * 0.8
+    save_grid(images, tmp_path / "ours.png")
+    utils.save_image(images[:64], str(tmp_path / "theirs.png"), nrow=8, normalize=True, value_range=(-1, 1))
+    with Image.open(tmp_path / "ours.png") as ours, Image.open(tmp_path / "theirs.png") as theirs:
+        assert (ours.mode, ours.size) == (theirs.mode, theirs.size)
+        assert ours.tobytes() == theirs.tobytes()
 
 
 def test_diverged_generator_scores_nan_without_crashing(digits, cache):

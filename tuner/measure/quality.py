@@ -13,6 +13,7 @@ does not look slower to score than the rest.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,13 +68,31 @@ def _generated(
         yield images
 
 
-def save_grid(images: torch.Tensor, path: Path) -> None:
-    """An 8-wide grid PNG of images in [-1, 1]."""
-    from torchvision.utils import save_image
+def save_grid(images: torch.Tensor, path: Path, nrow: int = 8, padding: int = 2) -> None:
+    """An 8-wide grid PNG of images in [-1, 1]: torchvision's save_image(nrow=8, padding=2, normalize=True,
+    value_range=(-1, 1)) pixel for pixel (RGB, black 2-pixel gaps), without importing torchvision (1.5 s a process)."""
+    from PIL import Image
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_image(images[:GRID_IMAGES], str(path), nrow=8, normalize=True, value_range=(-1, 1))
+    with torch.no_grad():
+        x = images[:GRID_IMAGES].detach().clone()
+        if x.size(1) == 1:
+            x = torch.cat((x, x, x), 1)
+        x.clamp_(min=-1, max=1).sub_(-1).div_(2)
+        if x.size(0) == 1:
+            grid = x.squeeze(0)
+        else:
+            cols = min(nrow, x.size(0))
+            rows = int(math.ceil(float(x.size(0)) / cols))
+            height, width = int(x.size(2) + padding), int(x.size(3) + padding)
+            grid = x.new_full((x.size(1), height * rows + padding, width * cols + padding), 0)
+            for k in range(x.size(0)):
+                row, col = divmod(k, cols)
+                grid.narrow(1, row * height + padding, height - padding).narrow(
+                    2, col * width + padding, width - padding).copy_(x[k])
+        pixels = grid.mul(255).add_(0.5).clamp_(0, 255).permute(1, 2, 0).to("cpu", torch.uint8).numpy()
+    Image.fromarray(pixels).save(path)
 
 
 def evaluate_gan(
