@@ -1,9 +1,9 @@
 """digits' PNG tree read with PIL alone: torchvision's ImageFolder, Grayscale(1), RandomAffine, ToTensor and
 Normalize re-done step for step, so the tensors (and the augmentation's random draws) are the same.
 
-Importing torchvision costs about 1.5 s of CPU (its import runs torch._dynamo's, for torchvision.ops), paid by
-every process that trains or scores on digits: each trial, each confirmation re-run's fresh process, the
-pre-flight, `tuner train`. digits needs five small pieces of it; the DIR kinds keep torchvision.
+digits needs five small pieces of torchvision, whose import costs 1.3-2 s of CPU where torch._dynamo is not yet
+loaded (torchvision.ops imports it) and 0.1-0.3 s where it is (torch 2.14's optimizers import torch._dynamo at
+their first step, so a training process pays that part anyway). The DIR kinds keep torchvision.
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ from tuner.errors import DatasetError
 
 
 class DatasetKind(NamedTuple):
-    """A kind's module, imported when the kind is used: the image kinds import torchvision, whose import pulls in
-    torch._dynamo (about 1.5 s of CPU a process), which a trial on synthetic data never needs."""
+    """A kind's module, imported when the kind is used: the DIR kinds import torchvision, whose import pulls in
+    torch._dynamo (about 1.5 s of CPU a process, before torch's optimizers import it at their first step), which
+    a process that only checks a spec never needs; synthetic and digits never import it."""
 
     module: str  # tuner.data.<module>
 

@@ -2,7 +2,7 @@
 
 It is resized once per image size into a PNG tree, <cache>/datasets/digits-<size>/train|val/<class>/NNNN.png,
 split with the fixed validation split, and read back as torchvision's ImageFolder would, with PIL alone
-(tuner.data._pngtree: torchvision's import costs every trial process 1.5 s). The tree is written into a temp dir
+(tuner.data._pngtree: one import less in every trial process). The tree is written into a temp dir
 and renamed into place, so no reader ever sees half a cache; the builders of <cache>/datasets take its lock,
 so concurrent trials build it once.
 """

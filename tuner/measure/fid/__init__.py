@@ -8,7 +8,7 @@ extractor, so everything that could differ between trials is fixed and cached on
 - `real`: the real images (un-augmented training split, a fixed subset when large);
 - `classifier`: the default extractor, a SmallCNN trained once per dataset (`classifier.pt` / `.json`);
 - `inception`: torch-fidelity's Inception v3 from a weights file on disk, never downloaded;
-- `frechet`: the Frechet distance of classifier features, torchmetrics' arithmetic without its 2.5 s import;
+- `frechet`: the Frechet distance of classifier features, torchmetrics' arithmetic without its import (1.2-2.6 s);
 - `metric`: that (or, for Inception, torchmetrics' FrechetInceptionDistance) with cached real statistics
   (`real-<features>.pt`), and `warm_up_fid`, which pays a process's one-time costs apart from the scoring.
 """

@@ -1,12 +1,12 @@
 """The Frechet distance of classifier features: torchmetrics' FrechetInceptionDistance arithmetic, without its import.
 
-Importing torchmetrics costs about 2.5 s of CPU in every process that scores a GAN (its package import pulls in
-torchvision, whose import runs torch._dynamo's, and scipy.signal; measured with `python -X importtime`), in every
-trial process, every confirmation re-run's fresh process and every `tuner train`. Classifier features need none
-of it, so this class keeps the same states under the same names and dtypes (real_features_sum, ..._cov_sum,
-..._num_samples, fake_* likewise: cached `real-classifier.pt` files written through torchmetrics stay valid) and
-runs torchmetrics 1.9's update and compute step for step, so a score is the same number either way. Inception
-features still use torchmetrics itself (tuner.measure.fid.metric).
+Importing torchmetrics costs 1.2-2.6 s of CPU beyond torch and torchvision (its package import pulls in
+scipy.signal, 1.6 s of it; `python -X importtime`, 2 cores under load 3-4) in every process that scores a GAN: every
+trial process, every confirmation re-run's fresh process, the pre-flight, every `tuner train`. Classifier features
+need none of it, so this class keeps the same states under the same names and dtypes (real_features_sum,
+..._cov_sum, ..._num_samples, fake_* likewise: cached `real-classifier.pt` files written through torchmetrics stay
+valid) and runs torchmetrics 1.9's update and compute step for step, so a score is the same number either way.
+Inception features still use torchmetrics itself (tuner.measure.fid.metric).
 """
 
 from __future__ import annotations

@@ -153,11 +153,10 @@ def prepare_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
 def warm_up_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: Device) -> FidSetup:
     """A ready FidSetup, with every one-time cost of a first FID paid here rather than in the scoring.
 
-    That is: for Inception features the torchmetrics import (about 2.5 s of CPU: torchvision, torch._dynamo,
-    scipy.signal), building or reading the cached extractor and real statistics, one probe image through the
-    extractor (dropped again; on CUDA it loads the extractor's kernels) and the Frechet math on a 2x2 matrix on
-    `device` (on CUDA the first torch.linalg.eigvals lazily loads the solver libraries). Cheap to repeat: a second call only reads
-    the cache.
+    That is: for Inception features the torchmetrics import (1.2-2.6 s of CPU, mostly scipy.signal), building or
+    reading the cached extractor and real statistics, one probe image through the extractor (dropped again; on CUDA
+    it loads the extractor's kernels) and the Frechet math on a 2x2 matrix on `device` (on CUDA the first
+    torch.linalg.eigvals lazily loads the solver libraries). Cheap to repeat: a second call only reads the cache.
     """
     setup = prepare_fid(datasets, quality, cache_dir, device)
     size = image_size_of(datasets)
