@@ -66,6 +66,7 @@ def no_server(monkeypatch):
     from tuner.search import _fresh
 
     monkeypatch.setattr(_fresh, "_SERVER", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU, where re-runs are forked (a GPU host does not fork)
     yield
     if _fresh._SERVER is not None:
         _fresh._SERVER.close()
@@ -98,12 +99,16 @@ def engine_sleeps(cfg, *, out_dir=None, **_):
     return TrialResult(state="complete", throughput=1.0, train_seconds=120.0)
 
 
-def _trial_process(tmp: str) -> None:
-    """A stand-in for the Ray trial process: runs one re-run of engine_sleeps."""
+def _trial_process(tmp: str, fork: bool) -> None:
+    """A stand-in for the Ray trial process: runs one re-run of engine_sleeps, forked or in an interpreter."""
+    from tuner.search import _fresh
+
+    _fresh.forkable = lambda: fork  # as on a CPU-only host, or as on a GPU host
     run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(Path(tmp)), engine_sleeps)
 
 
-def test_a_rerun_dies_with_its_trial_process(tmp_path):
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "interpreter"])
+def test_a_rerun_dies_with_its_trial_process(tmp_path, fork):
     """Ray ends a stopped trial's process with SIGKILL (no `finally` runs there): its re-run, a grandchild behind
     the fork server, must not train on beside the next trial."""
     import signal
@@ -113,7 +118,7 @@ def test_a_rerun_dies_with_its_trial_process(tmp_path):
     here = Path(__file__).resolve().parent
     trial = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(here)!r}); "
                                                     f"from test_fresh_rerun import _trial_process; "
-                                                    f"_trial_process({str(tmp_path)!r})"])
+                                                    f"_trial_process({str(tmp_path)!r}, {fork})"])
     pid_file = tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "pid"
     deadline = time.monotonic() + 120
     while not pid_file.is_file() and time.monotonic() < deadline and trial.poll() is None:
@@ -152,3 +157,18 @@ def test_a_dead_fork_server_makes_its_rerun_an_error_and_the_next_rerun_gets_a_n
     assert record is not None and record.state == "error" and "before it reported" in (record.error or "")
     record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 1}, setup, engine_pid))
     assert record is not None and record.state == "complete"
+
+
+def test_only_a_host_without_a_usable_gpu_forks_its_reruns(monkeypatch):
+    """A CUDA driver initialized before a fork fails in the child: a GPU host's re-runs are fresh interpreters."""
+    import glob
+
+    from tuner.search import _fresh
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _fresh.forkable()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
+    assert not _fresh.forkable()
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    assert _fresh.forkable()

@@ -12,6 +12,8 @@ child builds what its figures depend on itself, as `tuner train` does: the workl
 loader's workers, the FID extractor and statistics, the device's context, torch's thread pools. The trial process
 waits without working while the child trains, so nothing of it competes with the child's timed windows; the child
 dies with the server, and the server with the trial process (Ray ends a stopped trial's process with SIGKILL).
+On a host with a GPU (any NVIDIA or AMD device node, unless CUDA_VISIBLE_DEVICES is set empty) each re-run is a
+fresh interpreter instead: a GPU driver initialized in the server would not work in its children (`forkable`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict
     with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
         job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
         job.write_bytes(_dumps((config, setup, engine, node)))
-        code = _server().run(job, out)
+        code = _server().run(job, out) if forkable() else _interpreter(job, out)
         if out.is_file():
             return json.loads(out.read_text())
     record = TrialRecord(state="error", trial=int(config[TRIAL_KEY]), params=searched_params(config),
@@ -46,6 +48,32 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict
                          error=f"the re-run's process ended with {_ending(code)} before it reported (killed, "
                                f"or out of host memory)")
     return tune_payload(record, setup.objectives)
+
+
+def forkable() -> bool:
+    """Whether this host's re-runs may be forked from the server: not where a GPU could be used. A CUDA (or ROCm)
+    driver that was initialized before a fork does not work in the child, and an import that merely asks for
+    the device count initializes it; on such hosts each re-run is a fresh interpreter instead (its imports cost
+    little against GPU trials' set-up). A CPU-only host, or CUDA_VISIBLE_DEVICES set empty, forks."""
+    import glob
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return True
+    return not any(glob.glob(pattern) for pattern in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"))
+
+
+def _interpreter(job: Path, out: Path) -> int:
+    """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
+                             env=env, stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
+    try:
+        return child.wait()
+    finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def _ending(code: int) -> str:
@@ -218,4 +246,5 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--server"]:
         serve(int(sys.argv[2]))
     else:
-        main(*sys.argv[1:3])
+        _die_with_parent(int(sys.argv[3]))
+        main(sys.argv[1], sys.argv[2])
