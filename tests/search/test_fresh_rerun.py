@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tuner.search._fresh import run_fresh
 from tuner.search._trial import REPEAT_KEY, TRIAL_KEY, TrialSetup, record_from_payload
 from tuner.space import Space
@@ -50,3 +52,123 @@ def test_a_rerun_whose_process_dies_without_a_report_is_an_error_trial(tmp_path)
     record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_killed))
     assert record is not None and record.state == "error" and record.trial == 3
     assert "exit status 137" in (record.error or "")
+
+
+def engine_family(cfg, *, out_dir=None, **_):
+    """Fake: writes its process and its parent beside its grid."""
+    (Path(out_dir) / "family").write_text(f"{os.getpid()} {os.getppid()}")
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+@pytest.fixture
+def no_server(monkeypatch):
+    """No fork server yet in this process (as in a fresh trial process); the one the test starts is ended after."""
+    from tuner.search import _fresh
+
+    monkeypatch.setattr(_fresh, "_SERVER", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU, where re-runs are forked (a GPU host does not fork)
+    yield
+    if _fresh._SERVER is not None:
+        _fresh._SERVER.close()
+
+
+def test_reruns_run_from_ray_tunes_per_trial_threads_are_children_of_one_lasting_fork_server(tmp_path, no_server):
+    """Ray Tune runs each trial in a thread of its own, and a child set to die with its parent dies with the
+    thread that started it: the server every re-run is forked from must outlive the first re-run's thread, or
+    each re-run would pay a new server's imports."""
+    import threading
+
+    setup = _setup(tmp_path)
+    for repeat in (0, 1):  # each from a thread that ends after its re-run, as Tune's trial threads do
+        thread = threading.Thread(target=run_fresh, args=({TRIAL_KEY: 3, REPEAT_KEY: repeat}, setup, engine_family))
+        thread.start()
+        thread.join()
+    family = [(tmp_path / "s" / "trials" / "0003" / "confirm" / f"{r:02d}" / "family").read_text().split()
+              for r in (0, 1)]
+    (pid0, parent0), (pid1, parent1) = family
+    assert pid0 != pid1  # a fresh process each
+    assert parent0 == parent1 != str(os.getpid())  # both forked from the one server, which is not this process
+
+
+def engine_sleeps(cfg, *, out_dir=None, **_):
+    """Fake: says where it runs, then trains 'forever'."""
+    import time
+
+    (Path(out_dir) / "pid").write_text(str(os.getpid()))
+    time.sleep(120)
+    return TrialResult(state="complete", throughput=1.0, train_seconds=120.0)
+
+
+def _trial_process(tmp: str, fork: bool) -> None:
+    """A stand-in for the Ray trial process: runs one re-run of engine_sleeps, forked or in an interpreter."""
+    from tuner.search import _fresh
+
+    _fresh.forkable = lambda: fork  # as on a CPU-only host, or as on a GPU host
+    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(Path(tmp)), engine_sleeps)
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "interpreter"])
+def test_a_rerun_dies_with_its_trial_process(tmp_path, fork):
+    """Ray ends a stopped trial's process with SIGKILL (no `finally` runs there): its re-run, a grandchild behind
+    the fork server, must not train on beside the next trial."""
+    import signal
+    import subprocess
+    import time
+
+    here = Path(__file__).resolve().parent
+    trial = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(here)!r}); "
+                                                    f"from test_fresh_rerun import _trial_process; "
+                                                    f"_trial_process({str(tmp_path)!r}, {fork})"])
+    pid_file = tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "pid"
+    deadline = time.monotonic() + 120
+    while not pid_file.is_file() and time.monotonic() < deadline and trial.poll() is None:
+        time.sleep(0.1)
+    assert pid_file.is_file(), "the re-run never started"
+    time.sleep(0.2)
+    child = int(pid_file.read_text())
+    trial.send_signal(signal.SIGKILL)
+    trial.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.1)
+    assert not _running(child), "the re-run outlived its trial process"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def engine_kills_server(cfg, **_):
+    """Fake: the fork server dies under the re-run (as the out-of-memory killer might choose it)."""
+    import signal
+    import time
+
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+
+
+def test_a_dead_fork_server_makes_its_rerun_an_error_and_the_next_rerun_gets_a_new_one(tmp_path, no_server):
+    setup = _setup(tmp_path)
+    record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, setup, engine_kills_server))
+    assert record is not None and record.state == "error" and "before it reported" in (record.error or "")
+    record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 1}, setup, engine_pid))
+    assert record is not None and record.state == "complete"
+
+
+def test_only_a_host_without_a_usable_gpu_forks_its_reruns(monkeypatch):
+    """A CUDA driver initialized before a fork fails in the child: a GPU host's re-runs are fresh interpreters."""
+    import glob
+
+    from tuner.search import _fresh
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _fresh.forkable()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
+    assert not _fresh.forkable()
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    assert _fresh.forkable()

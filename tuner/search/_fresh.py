@@ -1,13 +1,19 @@
 """A confirmation re-run in a fresh OS process, started by the phase's (reused) Ray trial process.
 
-The re-run's own figures must come from a process that imports and builds everything itself, as `tuner train`
-does (re-runs sharing one process agreed within 1% while separate processes of the same config read 290-329
-samples/s; benchmarks/results/retrain.md). A fresh Ray trial actor per re-run gave that, but Ray and Tune took
-about 2 s to turn each actor over (a new worker importing ray and ray.tune, registering, the actor's creation),
-before the re-run's own imports began. Here the Tune trial process stays (it imports neither torch nor the
-workload) and runs each re-run as a child: `python -m tuner.search._fresh JOB OUT`, a plain Python process like
-`tuner train`'s, with the trial actor's environment (threads, visible devices, the module path). The parent
-waits without working while the child trains, so nothing of it competes with the child's timed windows.
+The re-run's own figures must come from a process of its own, as `tuner train`'s do (re-runs sharing one process
+agreed within 1% while separate processes of the same config read 290-329 samples/s; benchmarks/results/retrain.md).
+A fresh Ray trial actor per re-run gave that, but Ray and Tune took about 2 s to turn each actor over, and a fresh
+interpreter pays its imports (2-3 s of a 2-core CPU: Python, torch, tuner) before the re-run's own work begins.
+
+So the Tune trial process (it imports neither torch nor the workload) starts one server, `python -m
+tuner.search._fresh --server`, with its first re-run, and the server forks one child per re-run. The server has only
+imported torch and tuner's own modules: no operation run, no thread pool, no CUDA context, no workload module. Each
+child builds what its figures depend on itself, as `tuner train` does: the workload, its data and models, the
+loader's workers, the FID extractor and statistics, the device's context, torch's thread pools. The trial process
+waits without working while the child trains, so nothing of it competes with the child's timed windows; the child
+dies with the server, and the server with the trial process (Ray ends a stopped trial's process with SIGKILL).
+On a host with a GPU (any NVIDIA or AMD device node, unless CUDA_VISIBLE_DEVICES is set empty) each re-run is a
+fresh interpreter instead: a GPU driver initialized in the server would not work in its children (`forkable`).
 """
 
 from __future__ import annotations
@@ -34,25 +40,133 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict
     with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
         job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
         job.write_bytes(_dumps((config, setup, engine, node)))
-        env = dict(os.environ)
-        # The modules this trial process imports (Ray's shipped modules and tuner's own checkout included).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
-                                 env=env,
-                                 stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
-        try:
-            code = child.wait()
-        finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        code = _server().run(job, out) if forkable() else _interpreter(job, out)
         if out.is_file():
             return json.loads(out.read_text())
     record = TrialRecord(state="error", trial=int(config[TRIAL_KEY]), params=searched_params(config),
                          wall_limit_s=config.get(WALL_KEY), ended=_now(), host=socket.gethostname(), node=node,
-                         error=f"the re-run's process ended with exit status {code} before it reported (killed, "
+                         error=f"the re-run's process ended with {_ending(code)} before it reported (killed, "
                                f"or out of host memory)")
     return tune_payload(record, setup.objectives)
+
+
+def forkable() -> bool:
+    """Whether this host's re-runs may be forked from the server: not where a GPU could be used. A CUDA (or ROCm)
+    driver that was initialized before a fork does not work in the child, and an import that merely asks for
+    the device count initializes it; on such hosts each re-run is a fresh interpreter instead (its imports cost
+    little against GPU trials' set-up). A CPU-only host, or CUDA_VISIBLE_DEVICES set empty, forks."""
+    import glob
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return True
+    return not any(glob.glob(pattern) for pattern in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"))
+
+
+def _interpreter(job: Path, out: Path) -> int:
+    """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
+                             env=env, stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
+    try:
+        return child.wait()
+    finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _ending(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+
+class _Server:
+    """The trial process's end of the fork server: a job's paths go in on its stdin; the child's pid and then
+    its exit code (negative: the signal that ended it) come back on its stdout."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        # The modules this trial process imports (Ray's shipped modules and tuner's own checkout included).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = _popen_for_good([sys.executable, "-m", "tuner.search._fresh", "--server", str(os.getpid())],
+                                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: Path, out: Path) -> int:
+        """Fork a child for `job`, wait for it, return its exit code; the child never outlives this call."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(f"{job}\t{out}\n")
+            self.proc.stdin.flush()
+            pid = int(self.proc.stdout.readline() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if not pid:  # the server died (killed, out of memory): no child was started
+            self.close()
+            return self.proc.returncode or -9
+        code = None
+        try:
+            code = int(self.proc.stdout.readline() or -9)  # nothing: the server died, and its child with it
+            return code
+        finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+            if code is None:
+                _kill(pid)
+                self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _popen_for_good(cmd: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Popen from a thread that lasts as long as this process. The server dies with the thread that started it
+    (PR_SET_PDEATHSIG follows the thread, not the process), and Ray Tune runs each trial in a thread of its own:
+    started from that thread, the server would die with the first re-run's trial."""
+    import threading
+
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def start() -> None:
+        try:
+            box["proc"] = subprocess.Popen(cmd, **kwargs)
+        except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
+            box["error"] = err
+        ready.set()
+        threading.Event().wait()  # never set: this thread ends with the process
+
+    threading.Thread(target=start, name="tuner-rerun-server", daemon=True).start()
+    ready.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["proc"]
+
+
+def _kill(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+_SERVER: _Server | None = None
+# What every re-run imports whatever its workload (tuner's training, measuring and built-in workloads' modules;
+# torch through them). Never the user's workload module: its import may do anything, a CUDA call included.
+_PRELOAD = ("tuner.train.trial", "tuner.train.preflight", "tuner.measure.quality", "tuner.measure.flops",
+            "tuner.builtin.gan", "tuner.builtin.cnn")
+
+
+def _server() -> _Server:
+    """This trial process's fork server, started with its first re-run (a reused trial process runs many)."""
+    global _SERVER
+    if _SERVER is None or not _SERVER.alive():
+        _SERVER = _Server()
+    return _SERVER
 
 
 def _dumps(job: tuple[Any, ...]) -> bytes:
@@ -77,8 +191,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def main(job_path: str, out_path: str, parent: str) -> None:
-    _die_with_parent(int(parent))
+def main(job_path: str, out_path: str) -> None:
     config, setup, engine, node = pickle.loads(Path(job_path).read_bytes())
     payload = run_one(config, setup, engine=engine, node=node)
     tmp = Path(out_path).with_suffix(".tmp")
@@ -86,5 +199,52 @@ def main(job_path: str, out_path: str, parent: str) -> None:
     tmp.rename(out_path)  # the parent reads a whole payload or none
 
 
+def serve(parent: int) -> None:
+    """The fork server: import what every re-run imports, then fork one child per job line on stdin. Only
+    imports happen here (torch's import starts no compute thread and no CUDA context); the child builds the rest.
+    Ends when its trial process closes stdin or dies."""
+    _die_with_parent(parent)
+    import importlib
+
+    import torch
+
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    assert not torch.cuda.is_initialized()  # a CUDA context does not survive a fork: each child makes its own
+    for line in sys.stdin:
+        job, out = line.rstrip("\n").split("\t")
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(job, out)
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+
+
+def _child(job: str, out: str) -> None:
+    """A forked re-run: its prints go to stderr (the server's stdout is the protocol), it dies with the server
+    (and so with the trial process), and it never returns into the server's loop."""
+    code = 1
+    try:
+        os.dup2(2, 1)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        _die_with_parent(os.getppid())
+        main(job, out)
+        code = 0
+    except BaseException:  # noqa: BLE001 - run_one records the trial's own errors; this is tuner's
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    if sys.argv[1:2] == ["--server"]:
+        serve(int(sys.argv[2]))
+    else:
+        _die_with_parent(int(sys.argv[3]))
+        main(sys.argv[1], sys.argv[2])

@@ -3,7 +3,7 @@ at a time, and, once every one is recorded and the confirmed figures moved the k
 trial's re-runs too, until the knee stands on confirmed figures.
 
 One Tune run, so one trial process serves every round (reuse_actors): a Tune run per round paid Tune's start-up
-again (issue 20 item 6). Each re-run itself runs in a fresh child process of that trial process
+again (issue 20 item 6). Each re-run itself runs in a fresh process forked for it by that trial process's server
 (tuner.search._fresh), so its figures read as `tuner train`'s would.
 """
 

@@ -534,8 +534,9 @@ def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view
     # Each re-run in a fresh process, as `tuner train` runs the export: re-runs sharing one process agreed
     # within 1% while fresh processes of the same config read 290-329 samples/s (a nanoGPT-style model on this
     # CPU; benchmarks/results/retrain.md), so an interval from shared-process re-runs was too narrow to hold.
-    # The trial process is reused and starts each re-run as a child process (tuner.search._fresh): a fresh Ray
-    # actor per re-run cost about 2 s more of Ray's and Tune's turnover each.
+    # The trial process is reused and forks each re-run from its import-only server (tuner.search._fresh): a
+    # fresh Ray actor per re-run cost about 2 s more of Ray's and Tune's turnover each, a fresh interpreter 2-3 s
+    # of imports.
     tuner = tune.Tuner(
         fn,  # the searcher hands out the re-runs' configs in their (interleaved) order
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(first) + MAX_EXTRA * plan.confirm_repeats,
