@@ -356,3 +356,86 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
     assert text.count("model not read (its steps do not fit a 0.75 s probe reading; the cheapest loader kept); "
                       "loader: num_workers 0") == 3
     assert all(c.loader == {"num_workers": 0} for c in found.choices)
+
+
+def _plan_with_preflight(tmp_path, preflight):
+    from tuner.search._options import SearchOptions, plan_search
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE)
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    plan.folder.path.mkdir(parents=True)
+    plan.preflight = preflight
+    return plan
+
+
+def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(tmp_path, monkeypatch):
+    """Planted pre-flight: the baseline's batch 32 steps in 0.01 s, the space's largest micro-batch (64 x 4
+    accumulation) in 2.4 s, 0.6 s a micro-batch: a 0.75 s reading cannot hold it, so batch 64 is not probed at
+    all, its line says not read and why, and it keeps what probing it concluded (the cheapest loader, tuner's
+    defaults); batches 16 and 32 are probed as before."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tuner.search._options import trial_base
+    from tuner.search._probe import plan_loaders
+    from tuner.search._resources import Resources
+
+    probed = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        probed.append(json.loads(cfg_json)["params"]["batch_size"])
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    plan = _plan_with_preflight(tmp_path, {
+        "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1, "device": "cpu (x86_64)",
+        "heaviest": {"batch_size": 64, "accumulation_steps": 4, "step_seconds": 2.4, "step_samples": 256}})
+    out = StringIO()
+    context = {**CPU_CONTEXT, "cpus": 1}
+    found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                         Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), Console(file=out, width=300))
+    assert probed == [16, 32]
+    last = found.choices[-1]
+    assert last.batch_size == 64 and last.compute_ceiling is None and last.loader == {"num_workers": 0}
+    assert last.speed == {} and last.preflight_step_s == pytest.approx(0.6)
+    assert "batch 64: model not read (its steps do not fit a 0.75 s probe reading: one took 0.6 s in the " \
+           "pre-flight, so this batch size was not set up; the cheapest loader kept); loader: num_workers 0" \
+           in out.getvalue()
+    assert found.device == "cpu (x86_64)"
+    stored = LoaderPlan.model_validate_json(plan.folder.probes_path.read_text())
+    assert stored.choices[-1].preflight_step_s == pytest.approx(0.6)
+
+
+def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path, monkeypatch):
+    """Planted pre-flight whose steps fit (the largest micro-batch 0.05 s; and one a little too slow, 0.13 s,
+    within the margin: the pre-flight's step is one noisy step, so the reading decides; this space's windows
+    hold one step): every batch size is probed."""
+    from tuner.search._options import trial_base
+    from tuner.search._probe import plan_loaders, too_slow_to_read
+    from tuner.config import Measure
+    from tuner.search._resources import Resources
+
+    probed = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        probed.append(json.loads(cfg_json)["params"]["batch_size"])
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    context = {**CPU_CONTEXT, "cpus": 1}
+    for heavy_step in (0.05, 0.13):
+        probed.clear()
+        plan = _plan_with_preflight(tmp_path / str(heavy_step), {
+            "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1,
+            "heaviest": {"batch_size": 64, "accumulation_steps": 1, "step_seconds": heavy_step, "step_samples": 64}})
+        found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                             Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
+        assert probed == [16, 32, 64]
+        assert all(c.preflight_step_s is None and c.compute_ceiling == 1000.0 for c in found.choices)
+    # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
+    assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
