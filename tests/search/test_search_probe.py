@@ -439,3 +439,23 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
         assert all(c.preflight_step_s is None and c.compute_ceiling == 1000.0 for c in found.choices)
     # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
     assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
+
+
+def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
+    """What the pre-flight skip gives equals what probing the batch size concluded when its model could not be
+    read (the old path: no compute reading, the cheapest loader's input ceiling read, the rest not probed): the
+    same loader, speed knobs and compute ceiling, on a CPU and on a GPU's candidates."""
+    from tuner.search._probe import candidate_speeds, not_set_up
+
+    knobs = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "channels_last"]
+    s = parse(SPACE.replace("  precision: fp32", "  precision: fp32\n  channels_last: {type: bool}"))
+    speeds = candidate_speeds(s, knobs)
+    assert speeds == [{}, {"channels_last": True}]
+    for on_cpu in (True, False):
+        loaders = candidate_loaders(s, knobs, on_cpu=on_cpu)
+        probed = {"compute": None, "computes": [None, None], "image": True, "inputs": [4000.0],
+                  "device": "cpu (x86_64)" if on_cpu else "cuda:0 (H100)"}
+        old = choice_of(256, loaders[:1], probed, speeds)
+        new = not_set_up(256, loaders, speeds, 0.4, True, probed["device"])
+        assert (new.loader, new.speed, new.compute_ceiling) == (old.loader, old.speed, old.compute_ceiling)
+        assert new.loader == loaders[0] and new.speed == {} and new.knobs() == old.knobs()
