@@ -459,3 +459,26 @@ def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
         new = not_set_up(256, loaders, speeds, 0.4, True, probed["device"])
         assert (new.loader, new.speed, new.compute_ceiling) == (old.loader, old.speed, old.compute_ceiling)
         assert new.loader == loaders[0] and new.speed == {} and new.knobs() == old.knobs()
+
+
+def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes(tmp_path, monkeypatch):
+    """check_plan times the baseline's batch (64) and the space's largest micro-batch (128 x 2 accumulation) on
+    the trials' device (planted step times: 1 ms per sample); the probes read one micro-batch's step at each of
+    those batch sizes from it."""
+    import sys
+
+    from tuner.device import resolve_device
+
+    monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_train_steps", lambda workload, models, train_set, cfg, device:
+                        0.001 * cfg.params.batch_size * cfg.params.accumulation_steps)
+    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._probe import preflight_steps
+
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE.replace("high: 64, log: true}", "high: 128, log: true}\n  accumulation_steps: {type: int, "
+                                  "low: 1, high: 2}").replace("budget: {samples: 96}", "budget: {seconds: 30}"))
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    check_plan(plan, resolve_device("cpu"))
+    steps = preflight_steps(plan.preflight)
+    assert steps == pytest.approx({64: 0.064, 128: 0.128})
+    assert plan.preflight["heaviest"]["accumulation_steps"] == 2
