@@ -413,10 +413,10 @@ def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(t
 def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path, monkeypatch):
     """Planted pre-flight whose steps fit (the largest micro-batch 0.05 s; and one a little too slow, 0.13 s,
     within the margin: the pre-flight's step is one noisy step, so the reading decides; this space's windows
-    hold one step): every batch size is probed."""
+    hold one step), or whose too slow step is the baseline's: every batch size is probed."""
     from tuner.search._options import trial_base
-    from tuner.search._probe import plan_loaders, too_slow_to_read
     from tuner.config import Measure
+    from tuner.search._probe import plan_loaders, preflight_steps, too_slow_to_read
     from tuner.search._resources import Resources
 
     probed = []
@@ -437,6 +437,17 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
                              Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
         assert probed == [16, 32, 64]
         assert all(c.preflight_step_s is None and c.compute_ceiling == 1000.0 for c in found.choices)
+    # the baseline's batch is probed even where the pre-flight timed its step too slow (a moment's load there)
+    probed.clear()
+    plan = _plan_with_preflight(tmp_path / "slow-baseline", {
+        "step_seconds": 3.0, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1,
+        "heaviest": {"batch_size": 64, "accumulation_steps": 1, "step_seconds": 0.05, "step_samples": 64}})
+    plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                 Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
+    assert probed == [16, 32, 64]
+    # nor is a heaviest that only accumulates more at the baseline's batch skipped
+    assert preflight_steps({"batch_size": 32, "heaviest": {"batch_size": 32, "accumulation_steps": 4,
+                                                          "step_seconds": 9.0, "step_samples": 128}}) == {}
     # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
     assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
 
@@ -463,8 +474,8 @@ def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
 
 def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes(tmp_path, monkeypatch):
     """check_plan times the baseline's batch (64) and the space's largest micro-batch (128 x 2 accumulation) on
-    the trials' device (planted step times: 1 ms per sample); the probes read one micro-batch's step at each of
-    those batch sizes from it."""
+    the trials' device (planted step times: 1 ms per sample); the probes read one micro-batch's step at the
+    largest from it."""
     import sys
 
     from tuner.device import resolve_device
@@ -480,5 +491,5 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
     plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
     check_plan(plan, resolve_device("cpu"))
     steps = preflight_steps(plan.preflight)
-    assert steps == pytest.approx({64: 0.064, 128: 0.128})
-    assert plan.preflight["heaviest"]["accumulation_steps"] == 2
+    assert steps == pytest.approx({128: 0.128})  # the baseline's batch (64) is probed whatever its step
+    assert plan.preflight["heaviest"]["accumulation_steps"] == 2 and plan.preflight["batch_size"] == 64

@@ -34,10 +34,11 @@ default study on a quiet machine read 2433 / 2515 samples/s with prefetch 1 / 8 
 two: predicted within 1%). On a GPU every loader is probed (workers overlap compute there: a costlier loader can
 still lift the prediction to the lower ceiling).
 
-A batch size whose step the pre-flight (check_plan, before Ray starts) already timed too slow for a reading, with
-PREFLIGHT_MARGIN to spare, is not set up at all (`not_set_up`): its models, warm-up and a reading cut at the deadline
-would only conclude "model not read" (2.4 s of the default study's 10 s of probes, the GAN at batch 256 on 2 cores),
-so it gets that conclusion directly, said so in its line, and its input ceiling is not cached.
+The space's largest micro-batch, where the pre-flight (check_plan, before Ray starts) already timed its step too
+slow for a reading, with PREFLIGHT_MARGIN to spare, is not set up at all (`not_set_up`): its models, warm-up and
+a reading cut at the deadline would only conclude "model not read" (2.4 s of the default study's 10 s of probes,
+the GAN at batch 256 on 2 cores), so it gets that conclusion directly, said so in its line, and its input ceiling
+is not cached. The baseline's batch is probed whatever the pre-flight timed there (preflight_steps).
 
 Each reading ends once its rate is stable (STABLE: the last three windows, each at least 1/8 of the deadline and
 the trial's minimum steps, agree within 3%) or at PROBE_SECONDS: a quiet machine reads in about 0.3 s what took
@@ -299,17 +300,19 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
 
 
 def preflight_steps(preflight: dict[str, Any]) -> dict[int, float]:
-    """The seconds of one micro-batch's step (no accumulation) at each batch size the pre-flight timed (check_plan:
-    the baseline's, and the space's largest micro-batch in `heaviest`), on the trials' device; {} when it timed
-    none (a cluster's trials, a resume)."""
-    out: dict[int, float] = {}
+    """The seconds of one micro-batch's step (no accumulation) at the space's largest micro-batch, which the
+    pre-flight timed on the trials' device (check_plan: `heaviest`); {} when it timed none (a cluster's trials, a
+    resume, a space whose baseline is its heaviest) or when that batch is the baseline's own. The baseline's batch
+    is always probed: most trials draw their loader there, and the pre-flight's one step there, taken seconds
+    before the probes, can be slowed by a moment's load (a shared 2-core machine timed the GAN's batch-64 step at
+    0.5-3.5 s where a quiet one takes 0.06 s) while the probes' reading is not."""
     heavy = preflight.get("heaviest") or {}
-    for timed in (preflight, heavy):
-        batch, acc, step = timed.get("batch_size"), timed.get("accumulation_steps"), timed.get("step_seconds")
-        samples = timed.get("step_samples")
-        if batch and acc and step and (samples is None or samples == batch * acc):  # batch not cut to the dataset
-            out[int(batch)] = float(step) / int(acc)
-    return out
+    batch, acc, step = heavy.get("batch_size"), heavy.get("accumulation_steps"), heavy.get("step_seconds")
+    samples = heavy.get("step_samples")
+    if not (batch and acc and step) or batch == preflight.get("batch_size") or \
+            (samples is not None and samples != batch * acc):  # the batch cut to the dataset's size
+        return {}
+    return {int(batch): float(step) / int(acc)}
 
 
 def too_slow_to_read(step_s: float, seconds: float, measure: Any) -> bool:
@@ -344,8 +347,8 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
     study's ceiling cache, or None. `on_cpu`: the trials compute on a CPU (candidate_loaders). `timed`: the
-    pre-flight's step of one micro-batch by batch size (preflight_steps), on `device`: a batch size whose step
-    is too slow for a reading there is not set up (not_set_up)."""
+    pre-flight's step of one micro-batch by batch size (preflight_steps: the largest micro-batch), on `device`: a
+    batch size whose step is too slow for a reading there is not set up (not_set_up)."""
     from tuner.config import dump_config
 
     t0 = time.perf_counter()
