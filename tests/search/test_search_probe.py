@@ -356,3 +356,140 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
     assert text.count("model not read (its steps do not fit a 0.75 s probe reading; the cheapest loader kept); "
                       "loader: num_workers 0") == 3
     assert all(c.loader == {"num_workers": 0} for c in found.choices)
+
+
+def _plan_with_preflight(tmp_path, preflight):
+    from tuner.search._options import SearchOptions, plan_search
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE)
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    plan.folder.path.mkdir(parents=True)
+    plan.preflight = preflight
+    return plan
+
+
+def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(tmp_path, monkeypatch):
+    """Planted pre-flight: the baseline's batch 32 steps in 0.01 s, the space's largest micro-batch (64 x 4
+    accumulation) in 2.4 s, 0.6 s a micro-batch: a 0.75 s reading cannot hold it, so batch 64 is not probed at
+    all, its line says not read and why, and it keeps what probing it concluded (the cheapest loader, tuner's
+    defaults); batches 16 and 32 are probed as before."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tuner.search._options import trial_base
+    from tuner.search._probe import plan_loaders
+    from tuner.search._resources import Resources
+
+    probed = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        probed.append(json.loads(cfg_json)["params"]["batch_size"])
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    plan = _plan_with_preflight(tmp_path, {
+        "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1, "device": "cpu (x86_64)",
+        "heaviest": {"batch_size": 64, "accumulation_steps": 4, "step_seconds": 2.4, "step_samples": 256}})
+    out = StringIO()
+    context = {**CPU_CONTEXT, "cpus": 1}
+    found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                         Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), Console(file=out, width=300))
+    assert probed == [16, 32]
+    last = found.choices[-1]
+    assert last.batch_size == 64 and last.compute_ceiling is None and last.loader == {"num_workers": 0}
+    assert last.speed == {} and last.preflight_step_s == pytest.approx(0.6)
+    assert "batch 64: model not read (its steps do not fit a 0.75 s probe reading: one took 0.6 s in the " \
+           "pre-flight, so this batch size was not set up; the cheapest loader kept); loader: num_workers 0" \
+           in out.getvalue()
+    assert found.device == "cpu (x86_64)"
+    stored = LoaderPlan.model_validate_json(plan.folder.probes_path.read_text())
+    assert stored.choices[-1].preflight_step_s == pytest.approx(0.6)
+
+
+def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path, monkeypatch):
+    """Planted pre-flight whose steps fit (the largest micro-batch 0.05 s; and one a little too slow, 0.13 s,
+    within the margin: the pre-flight's step is one noisy step, so the reading decides; this space's windows
+    hold one step), or whose too slow step is the baseline's: every batch size is probed."""
+    from tuner.search._options import trial_base
+    from tuner.config import Measure
+    from tuner.search._probe import plan_loaders, preflight_steps, too_slow_to_read
+    from tuner.search._resources import Resources
+
+    probed = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        probed.append(json.loads(cfg_json)["params"]["batch_size"])
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    context = {**CPU_CONTEXT, "cpus": 1}
+    for heavy_step in (0.05, 0.13):
+        probed.clear()
+        plan = _plan_with_preflight(tmp_path / str(heavy_step), {
+            "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1,
+            "heaviest": {"batch_size": 64, "accumulation_steps": 1, "step_seconds": heavy_step, "step_samples": 64}})
+        found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                             Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
+        assert probed == [16, 32, 64]
+        assert all(c.preflight_step_s is None and c.compute_ceiling == 1000.0 for c in found.choices)
+    # the baseline's batch is probed even where the pre-flight timed its step too slow (a moment's load there)
+    probed.clear()
+    plan = _plan_with_preflight(tmp_path / "slow-baseline", {
+        "step_seconds": 3.0, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1,
+        "heaviest": {"batch_size": 64, "accumulation_steps": 1, "step_seconds": 0.05, "step_samples": 64}})
+    plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                 Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
+    assert probed == [16, 32, 64]
+    # nor is a heaviest that only accumulates more at the baseline's batch skipped
+    assert preflight_steps({"batch_size": 32, "heaviest": {"batch_size": 32, "accumulation_steps": 4,
+                                                          "step_seconds": 9.0, "step_samples": 128}}) == {}
+    # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
+    assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
+
+
+def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
+    """What the pre-flight skip gives equals what probing the batch size concluded when its model could not be
+    read (the old path: no compute reading, the cheapest loader's input ceiling read, the rest not probed): the
+    same loader, speed knobs and compute ceiling, on a CPU and on a GPU's candidates."""
+    from tuner.search._probe import candidate_speeds, not_set_up
+
+    knobs = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "channels_last"]
+    s = parse(SPACE.replace("  precision: fp32", "  precision: fp32\n  channels_last: {type: bool}"))
+    speeds = candidate_speeds(s, knobs)
+    assert speeds == [{}, {"channels_last": True}]
+    for on_cpu in (True, False):
+        loaders = candidate_loaders(s, knobs, on_cpu=on_cpu)
+        probed = {"compute": None, "computes": [None, None], "image": True, "inputs": [4000.0],
+                  "device": "cpu (x86_64)" if on_cpu else "cuda:0 (H100)"}
+        old = choice_of(256, loaders[:1], probed, speeds)
+        new = not_set_up(256, loaders, speeds, 0.4, True, probed["device"])
+        assert (new.loader, new.speed, new.compute_ceiling) == (old.loader, old.speed, old.compute_ceiling)
+        assert new.loader == loaders[0] and new.speed == {} and new.knobs() == old.knobs()
+
+
+def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes(tmp_path, monkeypatch):
+    """check_plan times the baseline's batch (64) and the space's largest micro-batch (128 x 2 accumulation) on
+    the trials' device (planted step times: 1 ms per sample); the probes read one micro-batch's step at the
+    largest from it."""
+    import sys
+
+    from tuner.device import resolve_device
+
+    monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_train_steps", lambda workload, models, train_set, cfg, device:
+                        0.001 * cfg.params.batch_size * cfg.params.accumulation_steps)
+    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._probe import preflight_steps
+
+    path = tmp_path / "probe.yaml"
+    path.write_text(SPACE.replace("high: 64, log: true}", "high: 128, log: true}\n  accumulation_steps: {type: int, "
+                                  "low: 1, high: 2}").replace("budget: {samples: 96}", "budget: {seconds: 30}"))
+    plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
+    check_plan(plan, resolve_device("cpu"))
+    steps = preflight_steps(plan.preflight)
+    assert steps == pytest.approx({128: 0.128})  # the baseline's batch (64) is probed whatever its step
+    assert plan.preflight["heaviest"]["accumulation_steps"] == 2 and plan.preflight["batch_size"] == 64

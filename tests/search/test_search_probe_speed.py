@@ -164,3 +164,36 @@ def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_s
             want = plan.loader_for(r["params"]["batch_size"]).get("channels_last", False)
             assert r["params"].get("channels_last", False) == want
     assert json.dumps(plan.model_dump())  # kept as JSON
+
+
+def test_the_compute_readings_at_one_batch_size_step_on_one_batch_taken_once(tmp_path, monkeypatch):
+    """The warm-up and every speed setting's reading at a batch size step on the same batch, taken once there (a
+    fresh loader's first batch per reading was the same batch each time), and the readings still come back."""
+    import json
+
+    import tuner.train.ceilings as train_ceilings
+    import tuner.train.probe as train_probe
+    from tuner.search._probe import probe_batch
+
+    taken, stepped = [], []
+    real_first = train_ceilings.first_batch
+
+    def counted(*args, **kwargs):
+        taken.append(1)
+        return real_first(*args, **kwargs)
+
+    def planted(step, batch, *args, **kwargs):
+        stepped.append(batch)
+        return 1000.0
+
+    monkeypatch.setattr(train_probe, "first_batch", counted)
+    monkeypatch.setattr(train_ceilings, "first_batch", counted)
+    monkeypatch.setattr(train_ceilings, "compute_ceiling", planted)
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+           "budget": {"samples": 64}, "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False},
+           "measure": {"window_min_steps": 1}}
+    speeds = [{}, {"channels_last": True}]
+    found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), speeds)
+    assert found["computes"] == [1000.0, 1000.0]
+    assert len(taken) == 1 and len(stepped) == 4  # warm-up, defaults, channels_last, defaults again
+    assert all(b is stepped[0] for b in stepped)

@@ -305,7 +305,8 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
     opts = plan.options
     given = opts.budget_seconds is not None or opts.budget_samples is not None
     plan.preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
-                      "score_seconds": check.score_seconds, "device": device}
+                      "score_seconds": check.score_seconds, "device": device,
+                      "batch_size": cfg.params.batch_size, "accumulation_steps": cfg.params.accumulation_steps}
     step_s, heavy = check.step_seconds, check.heavy
     want = needed_budget(cfg, step_s, score_s, rounded=True)
     if want is not None and not given and plan.budget.seconds is not None:

@@ -1,5 +1,6 @@
 """Speed knobs by probes, not by training: the loader knobs by input-ceiling probes, and channels_last,
 cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes.
+Over 400 lines because the candidates, the rule, what is skipped and the probe phase are one decision, read together.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
@@ -32,6 +33,12 @@ turns leaves a deeper queue nothing to overlap; a larger prefetch could win only
 default study on a quiet machine read 2433 / 2515 samples/s with prefetch 1 / 8 at one worker, 4561 / 4399 at
 two: predicted within 1%). On a GPU every loader is probed (workers overlap compute there: a costlier loader can
 still lift the prediction to the lower ceiling).
+
+The space's largest micro-batch, where the pre-flight (check_plan, before Ray starts) already timed its step too
+slow for a reading, with PREFLIGHT_MARGIN to spare, is not set up at all (`not_set_up`): its models, warm-up and
+a reading cut at the deadline would only conclude "model not read" (2.4 s of the default study's 10 s of probes,
+the GAN at batch 256 on 2 cores), so it gets that conclusion directly, said so in its line, and its input ceiling
+is not cached. The baseline's batch is probed whatever the pre-flight timed there (preflight_steps).
 
 Each reading ends once its rate is stable (STABLE: the last three windows, each at least 1/8 of the deadline and
 the trial's minimum steps, agree within 3%) or at PROBE_SECONDS: a quiet machine reads in about 0.3 s what took
@@ -73,6 +80,10 @@ TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: ta
 MAX_BATCHES = 3
 PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
 STABLE = 0.03  # a reading ends once its last 3 windows (of >= 1/8 of PROBE_SECONDS each) agree within 3%
+# A batch size is not set up at all where the pre-flight's step there is too slow for a reading of this many
+# times the deadline: the pre-flight's step is one noisy step (the faster of two), so a step timed a little too
+# slow is still probed, and its reading decides.
+PREFLIGHT_MARGIN = 1.5
 
 
 def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
@@ -288,14 +299,56 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
     return choice
 
 
+def preflight_steps(preflight: dict[str, Any]) -> dict[int, float]:
+    """The seconds of one micro-batch's step (no accumulation) at the space's largest micro-batch, which the
+    pre-flight timed on the trials' device (check_plan: `heaviest`); {} when it timed none (a cluster's trials, a
+    resume, a space whose baseline is its heaviest) or when that batch is the baseline's own. The baseline's batch
+    is always probed: most trials draw their loader there, and the pre-flight's one step there, taken seconds
+    before the probes, can be slowed by a moment's load (a shared 2-core machine timed the GAN's batch-64 step at
+    0.5-3.5 s where a quiet one takes 0.06 s) while the probes' reading is not."""
+    heavy = preflight.get("heaviest") or {}
+    batch, acc, step = heavy.get("batch_size"), heavy.get("accumulation_steps"), heavy.get("step_seconds")
+    samples = heavy.get("step_samples")
+    if not (batch and acc and step) or batch == preflight.get("batch_size") or \
+            (samples is not None and samples != batch * acc):  # the batch cut to the dataset's size
+        return {}
+    return {int(batch): float(step) / int(acc)}
+
+
+def too_slow_to_read(step_s: float, seconds: float, measure: Any) -> bool:
+    """Whether a compute reading of `seconds` cannot hold a warm-up step and the fewest windows at this step time,
+    even with PREFLIGHT_MARGIN times the deadline (tuner.measure.ceiling.check_fits, the trials' own rule)."""
+    from tuner.measure.ceiling import CeilingSkipped, check_fits, stable_measure
+
+    try:
+        check_fits(PREFLIGHT_MARGIN * seconds, step_s, stable_measure(seconds, measure))
+    except CeilingSkipped:
+        return True
+    return False
+
+
+def not_set_up(batch: int, loaders: list[dict[str, Any]], speeds: list[dict[str, Any]], step_s: float,
+               image: bool, device: str) -> LoaderChoice:
+    """The choice at a batch size whose step the pre-flight timed too slow for a reading: what probing it would
+    have concluded (no compute reading, so tuner's defaults and the cheapest loader), without building its models,
+    warming it up and reading a step that cannot fit the deadline (2.4 s of the default study's probes for 'model
+    not read'). Its input ceiling is not read either: trials there measure it where their ceilings are measured."""
+    found = {"compute": None, "computes": [None] * len(speeds), "image": image, "inputs": [None], "device": device}
+    choice = choice_of(batch, loaders[:1], found, speeds)
+    choice.preflight_step_s = step_s
+    return choice
+
+
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None,
-               on_cpu: bool = False) -> LoaderPlan:
+               on_cpu: bool = False, timed: dict[int, float] | None = None, device: str = "") -> LoaderPlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
-    study's ceiling cache, or None. `on_cpu`: the trials compute on a CPU (candidate_loaders)."""
+    study's ceiling cache, or None. `on_cpu`: the trials compute on a CPU (candidate_loaders). `timed`: the
+    pre-flight's step of one micro-batch by batch size (preflight_steps: the largest micro-batch), on `device`: a
+    batch size whose step is too slow for a reading there is not set up (not_set_up)."""
     from tuner.config import dump_config
 
     t0 = time.perf_counter()
@@ -312,13 +365,21 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
         probe = lambda *args: ray.get(remote.remote(*args))  # noqa: E731
     baseline = space.baseline_point(context)
     choices: list[LoaderChoice] = []
-    device = ""
+    image = True  # the models' convolutions, as the last batch size set up found them
     for batch in candidate_batches(space, context):
         point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
         cfg = space.trial_config(point, base, source="probe")
+        step_s = (timed or {}).get(batch)
+        step_s = step_s * cfg.params.accumulation_steps if step_s is not None else None
+        if step_s is not None and too_slow_to_read(step_s, seconds, cfg.measure):
+            choice = not_set_up(batch, loaders, speeds, step_s, image, device)
+            choices.append(choice)
+            if on_batch is not None:
+                on_batch(choice)
+            continue
         found = probe(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path) if cache_path else None,
                       str(cache_dir), speeds)
-        device = found["device"]
+        device, image = found["device"], bool(found.get("image", True))
         choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
         if on_batch is not None:
@@ -371,8 +432,11 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
 
     def show(choice: Any) -> None:
         if console is not None:
+            timed = (f": one took {choice.preflight_step_s:.3g} s in the pre-flight, so this batch size was not "
+                     f"set up" if choice.preflight_step_s is not None else "")
             model = (f"model takes {choice.compute_ceiling:.0f} samples/s" if choice.compute_ceiling else
-                     f"model not read (its steps do not fit a {seconds:g} s probe reading; the cheapest loader kept)")
+                     f"model not read (its steps do not fit a {seconds:g} s probe reading{timed}; the cheapest "
+                     f"loader kept)")
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
             line = f"  batch {choice.batch_size}: {model}; loader: {best}"
             if len(choice.speed_probes) > 1 or choice.notes:
@@ -385,7 +449,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         loaders = run_probes(space, context, base, knobs, trial_resources, folder.ceilings_path, plan.cache_dir,
                              seconds=seconds, on_batch=show,
                              threads=resources.cpus_per_process if here else None,
-                             on_cpu=resources.gpus_per_trial <= 0)
+                             on_cpu=resources.gpus_per_trial <= 0, timed=preflight_steps(plan.preflight),
+                             device=str(plan.preflight.get("device") or ""))
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape
 

@@ -34,6 +34,8 @@ class LoaderChoice(BaseModel):
     speed_probes: list[SpeedProbe] = Field(default_factory=list)
     speed: dict[str, Any] = Field(default_factory=dict)  # the compute-side speed knobs chosen (defaults left out)
     notes: list[str] = Field(default_factory=list)  # why a knob was not probed here ("channels_last: no 4-D inputs")
+    # The pre-flight's step at this batch size, where it was too slow for a probe reading: nothing was set up here.
+    preflight_step_s: float | None = None
 
     def knobs(self) -> dict[str, Any]:
         """Everything chosen here: the loader and the speed knobs."""

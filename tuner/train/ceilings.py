@@ -97,25 +97,37 @@ def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, 
     return ceiling_cache_keys(cfg, device.describe(), world)
 
 
+def first_batch(cfg: TrialConfig, device: Device, workload: Workload, train_set: Any) -> Any:
+    """The batch a compute ceiling steps on, on the device: the first of the trial's loader without workers
+    (loader knobs do not change the compute ceiling). The same for every setting of the speed knobs at one batch
+    size, so the probes take it once there (the steps never change it: a ceiling repeats one batch)."""
+    from tuner.data import make_loader
+
+    p = cfg.params
+    plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
+                                 "pin_memory": False})
+    one = next(iter(make_loader(train_set, plain, device, seed=p.seed, collate_fn=workload.collate)))
+    return to_device(one, device.torch_device)
+
+
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,
                     models: dict[str, nn.Module], seconds: float, world: int = 1, *,
                     step_seconds: float | None = None, notes: dict[str, str] | None = None,
-                    clock: Clock = time.perf_counter, stable: float | None = None) -> float | None:
+                    clock: Clock = time.perf_counter, stable: float | None = None, batch: Any = None) -> float | None:
     """One ceiling, all ranks together (samples/s summed over ranks), within `seconds` of wall time; None when it
     could not be measured (the reason in `notes[kind]` when it was skipped for its deadline). The compute ceiling
     trains `models` with a fresh optimizer: pass models whose weights no longer matter. `step_seconds`, the
-    trial's settled step, skips a compute ceiling whose deadline cannot hold enough steps before it starts."""
+    trial's settled step, skips a compute ceiling whose deadline cannot hold enough steps before it starts.
+    `batch`: the compute ceiling's first_batch, when the caller took it already (None: taken here)."""
     from tuner.data import make_loader
 
     p = cfg.params
     try:
         if kind == "compute":
             check_fits(seconds, step_seconds, ceiling_measure(seconds, cfg.measure))
-            plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
-                                         "pin_memory": False})
-            one = next(iter(make_loader(train_set, plain, device, seed=p.seed, collate_fn=workload.collate)))
+            one = batch if batch is not None else first_batch(cfg, device, workload, train_set)
             step = PhaseStep(workload, models, p, device)
-            value = compute_ceiling(step, to_device(one, device.torch_device), device, seconds, Agreement(world),
+            value = compute_ceiling(step, one, device, seconds, Agreement(world),
                                     measure=cfg.measure, clock=clock, stable=stable)
         else:
             loader = make_loader(train_set, p, device, seed=p.seed + 1, collate_fn=workload.collate)
@@ -141,9 +153,10 @@ def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: An
              seconds: float, cache: CeilingCache | None = None, *, rank: int = 0, world: int = 1,
              kinds: tuple[str, ...] = KINDS, step_seconds: float | None = None,
              notes: dict[str, str] | None = None, clock: Clock = time.perf_counter,
-             stable: float | None = None) -> dict[str, float | None]:
+             stable: float | None = None, batch: Any = None) -> dict[str, float | None]:
     """Each ceiling in `kinds`, from the cache or measured (and then cached), each within `seconds` of wall
-    time; why one was skipped goes to `notes`; `stable`: a reading may end once its rate settled (the probes').
+    time; why one was skipped goes to `notes`; `stable`: a reading may end once its rate settled (the probes');
+    `batch`: the compute ceiling's first_batch, taken already (measure_ceiling).
     Under DDP every rank measures: a cache hit on one rank and a miss on another would leave the others waiting
     in a collective."""
     cache = cache if world == 1 else None
@@ -153,7 +166,8 @@ def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: An
         value = cache.get(keys[kind]) if cache is not None else None
         if value is None:
             value = measure_ceiling(kind, cfg, device, workload, train_set, models, seconds, world,
-                                    step_seconds=step_seconds, notes=notes, clock=clock, stable=stable)
+                                    step_seconds=step_seconds, notes=notes, clock=clock, stable=stable,
+                                    batch=batch)
             if value is not None and cache is not None and rank == 0:
                 cache.put(keys[kind], value, {"kind": kind, "params": cfg.params.model_dump(mode="json")})
         out[kind] = value

@@ -11,7 +11,7 @@ from typing import Any
 from tuner.config import TrialConfig
 from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
-from tuner.train.ceilings import ceilings, measure_ceiling
+from tuner.train.ceilings import ceilings, first_batch, measure_ceiling
 from tuner.train.step import set_memory_format
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload.context import running
@@ -41,7 +41,13 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                       if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first.
-        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable)
+        # One batch for every compute reading here: the loader knobs and the speed knobs leave it as it is.
+        try:
+            one = first_batch(cfg, device, workload, train_set)
+        except Exception:  # noqa: BLE001 - each reading takes it itself then, and is None where it fails, as before
+            one = None
+        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable,
+                        batch=one)
         # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
         # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
         # allowed.
@@ -56,7 +62,7 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
             with device.numerics(point.params):
                 computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
-                                         kinds=("compute",), stable=stable)["compute"])
+                                         kinds=("compute",), stable=stable, batch=one)["compute"])
             if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
                 set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
