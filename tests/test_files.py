@@ -175,3 +175,26 @@ def test_check_writable_refuses_a_read_only_folder(tmp_path):
     (tmp_path / "ro").mkdir(mode=0o555)
     with pytest.raises(StorageError, match="Permission denied"):
         check_writable(tmp_path / "ro" / "study", "the study folder")
+
+
+def test_fast_exit_keeps_the_exit_code_the_exit_handlers_and_buffered_output(tmp_path):
+    """A process that ends through fast_exit says what it printed (stdout a pipe: buffered), runs its atexit
+    handlers, waits for its non-daemon threads and exits with the code it was given."""
+    import subprocess
+    import sys
+
+    marker, worker = tmp_path / "atexit", tmp_path / "thread"
+    script = (
+        "import atexit, threading, time\n"
+        "from pathlib import Path\n"
+        "from tuner.files import fast_exit\n"
+        f"atexit.register(lambda: Path({str(marker)!r}).write_text('ran'))\n"
+        f"threading.Thread(target=lambda: (time.sleep(0.3), Path({str(worker)!r}).write_text('done'))).start()\n"
+        "print('every line', end='')\n"
+        "fast_exit(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "every line"
+    assert marker.read_text() == "ran" and worker.read_text() == "done"

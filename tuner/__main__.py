@@ -1,5 +1,3 @@
-import sys
+from tuner.cli import entry
 
-from tuner.cli import main
-
-sys.exit(main())
+entry()

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import ClickException, NoArgsIsHelpError
 
 
-__all__ = ["RENAMED", "main"]
+__all__ = ["RENAMED", "entry", "main"]
 
 # Flags that were renamed: the old spelling keeps working, with a note on stderr naming the new one.
 RENAMED = {"--json": ("--format", "json")}
@@ -84,5 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The `tuner` program (its console script and `python -m tuner`): main(), then end the process without
+    Python's teardown of the modules a command imported (tuner.files.fast_exit): ~2 s after `tuner search` had
+    printed everything, once torch and Ray were imported. main() itself returns, for callers in a process that
+    goes on (the tests)."""
+    from tuner.files import fast_exit
+
+    fast_exit(main())
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -114,11 +114,12 @@ class RerunRecorder(Callback):
         self.storage_url, self.study_name = storage_url, study_name
         self.view = view
         self.recorded: list[tuple[int, int]] = []
+        self._study: Any = None  # the Optuna study, loaded at the first re-run and kept for the others
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config into the study folder: no password
         from tuner.search._storage import kept_url
 
-        return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url)}
+        return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url), "_study": None}
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         release_workers(trial.last_result)
@@ -156,7 +157,9 @@ class RerunRecorder(Callback):
         from tuner.search._storage import rerun_attr
 
         try:
-            study = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
+            if self._study is None:  # once: each load opened the database again (its schema checks: ~0.2 s)
+                self._study = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
+            study = self._study
             runs = list(study.user_attrs.get(rerun_attr(number), []))
             runs = [r for r in runs if r.get("repeat") != rerun.repeat] + [rerun.to_json()]
             study.set_user_attr(rerun_attr(number), runs)
