@@ -370,6 +370,20 @@ def _plan_with_preflight(tmp_path, preflight):
     return plan
 
 
+def _recording_probe(monkeypatch) -> list[int]:
+    """A fake probe_batch that reads every batch size as compute 1000 and inputs 5000 samples/s; returns the list
+    of batch sizes it was asked for."""
+    probed: list[int] = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+        probed.append(json.loads(cfg_json)["params"]["batch_size"])
+        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    return probed
+
+
 def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(tmp_path, monkeypatch):
     """Planted pre-flight: the baseline's batch 32 steps in 0.01 s, the space's largest micro-batch (64 x 4
     accumulation) in 2.4 s, 0.6 s a micro-batch: a 0.75 s reading cannot hold it, so batch 64 is not probed at
@@ -383,14 +397,7 @@ def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(t
     from tuner.search._probe import plan_loaders
     from tuner.search._resources import Resources
 
-    probed = []
-
-    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
-        probed.append(json.loads(cfg_json)["params"]["batch_size"])
-        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
-                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
-
-    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    probed = _recording_probe(monkeypatch)
     plan = _plan_with_preflight(tmp_path, {
         "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1, "device": "cpu (x86_64)",
         "heaviest": {"batch_size": 64, "accumulation_steps": 4, "step_seconds": 2.4, "step_samples": 256}})
@@ -419,14 +426,7 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
     from tuner.search._probe import plan_loaders, preflight_steps, too_slow_to_read
     from tuner.search._resources import Resources
 
-    probed = []
-
-    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
-        probed.append(json.loads(cfg_json)["params"]["batch_size"])
-        return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
-                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
-
-    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    probed = _recording_probe(monkeypatch)
     context = {**CPU_CONTEXT, "cpus": 1}
     for heavy_step in (0.05, 0.13):
         probed.clear()
