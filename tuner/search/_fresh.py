@@ -64,16 +64,22 @@ def forkable() -> bool:
 
 def _interpreter(job: Path, out: Path) -> int:
     """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
-                             env=env, stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
+                             env=_child_env(), stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
     try:
         return child.wait()
     finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def _child_env() -> dict[str, str]:
+    """The trial process's environment (threads, visible devices), with the modules it imports on the path (Ray's
+    shipped modules and tuner's own checkout included)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
 
 
 def _ending(code: int) -> str:
@@ -85,11 +91,8 @@ class _Server:
     its exit code (negative: the signal that ended it) come back on its stdout."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        # The modules this trial process imports (Ray's shipped modules and tuner's own checkout included).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = _popen_for_good([sys.executable, "-m", "tuner.search._fresh", "--server", str(os.getpid())],
-                                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                                    env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
