@@ -90,6 +90,19 @@ def test_reruns_run_from_ray_tunes_per_trial_threads_are_children_of_one_lasting
     assert parent0 == parent1 != str(os.getpid())  # both forked from the one server, which is not this process
 
 
+def engine_imports(cfg, *, out_dir=None, **_):
+    """Fake: writes whether the modules every optimizer's constructor imports were there before it ran."""
+    (Path(out_dir) / "imports").write_text(" ".join(str(m in sys.modules) for m in ("torch", "torch._dynamo")))
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+def test_a_forked_rerun_starts_with_what_every_optimizer_imports_already_imported(tmp_path, no_server):
+    """torch.optim's optimizers import torch._dynamo when built (1.2 s of this CPU): the server imports it once,
+    so no re-run pays it again in its pre-flight."""
+    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_imports)
+    assert (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "imports").read_text() == "True True"
+
+
 def engine_sleeps(cfg, *, out_dir=None, **_):
     """Fake: says where it runs, then trains 'forever'."""
     import time
