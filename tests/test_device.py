@@ -87,3 +87,40 @@ def test_cpu_peak_memory_counts_shared_pages_once(monkeypatch):
     dev.reset_peak_memory()
     dev.sample_memory()
     assert dev.peak_memory_mb() == 400 + 3 * 300  # not 1000 + 3 * 900
+
+
+def test_cpu_memory_is_sampled_at_most_twice_a_second_but_always_for_the_peak(monkeypatch):
+    """Reading every process's memory costs 3-4 ms: the probes' short windows must not pay it at each window end,
+    yet the peak a trial reports always includes a sample taken when it is asked for."""
+    import time
+
+    import psutil
+
+    from tuner.device import MEMORY_SAMPLE_S, Device
+
+    reads, now = [], [100.0]
+    mb = 2**20
+
+    class Proc:
+        def memory_full_info(self):
+            reads.append(now[0])
+            return type("Full", (), {"rss": 0, "pss": (100 + len(reads)) * mb, "uss": 0})()
+
+        def children(self, recursive=True):
+            return []
+
+    monkeypatch.setattr(psutil, "Process", Proc)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    dev = Device("cpu", torch.device("cpu"))
+    dev.reset_peak_memory()
+    for _ in range(50):  # fifty window ends within 0.1 s
+        dev.sample_memory()
+        now[0] += 0.002
+    assert len(reads) == 1
+    now[0] += MEMORY_SAMPLE_S
+    dev.sample_memory()
+    assert len(reads) == 2
+    assert dev.peak_memory_mb() == 103 and len(reads) == 3  # asked for the peak: sampled again, at once
+    dev.reset_peak_memory()
+    dev.sample_memory()  # a new measurement starts with a sample
+    assert len(reads) == 4

@@ -16,6 +16,7 @@ import torch
 from tuner.errors import DeviceError
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+MEMORY_SAMPLE_S = 0.5  # the least time between two CPU memory samples at window ends (Device.sample_memory)
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Device:
     name: str = ""
     sync_calls: int = field(default=0, repr=False)
     _cpu_peak_mb: float = field(default=0.0, repr=False)
+    _cpu_sampled_at: float | None = field(default=None, repr=False)
 
     @property
     def is_cuda(self) -> bool:
@@ -105,18 +107,28 @@ class Device:
 
     def reset_peak_memory(self) -> None:
         self._cpu_peak_mb = 0.0
+        self._cpu_sampled_at = None
         if self.torch_device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.torch_device)
 
-    def sample_memory(self) -> None:
-        """CPU: note the memory of this process and its DataLoader workers (called at window ends).
+    def sample_memory(self, force: bool = False) -> None:
+        """CPU: note the memory of this process and its DataLoader workers (called at window ends), at most once
+        per MEMORY_SAMPLE_S unless `force`: one sample reads /proc for every process (3-4 ms here), and the loader
+        probes' short windows called it 200 times (0.7 s of a study's probes) for a peak that a steady loop
+        holds from window to window.
 
         Each process counts its proportional share of shared pages (PSS; USS where PSS is unavailable), so forked
         workers that share the parent's pages are not counted once per worker, as summed RSS would. ru_maxrss would
         be simpler but never resets, so a reused Ray actor would report its lifetime peak."""
         if self.torch_device.type != "cuda":
+            import time
+
             import psutil
 
+            now = time.monotonic()
+            if not force and self._cpu_sampled_at is not None and now - self._cpu_sampled_at < MEMORY_SAMPLE_S:
+                return
+            self._cpu_sampled_at = now
             proc = psutil.Process()
             total = process_memory(proc)
             for child in proc.children(recursive=True):
@@ -127,7 +139,7 @@ class Device:
         """CUDA: max memory allocated by tensors. CPU: max sampled PSS of the process and its loader workers."""
         if self.torch_device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.torch_device) / 2**20
-        self.sample_memory()
+        self.sample_memory(force=True)
         return self._cpu_peak_mb
 
     def free_memory(self) -> None:
