@@ -67,7 +67,7 @@ class StudyRecorder(Callback):
         write_rungs(self.folder, int(number), self.scheduler)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if self.view is not None:
+        if self.view is not None and RERUN_KEY not in trial.config:
             self.view.trial_started()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
@@ -75,6 +75,8 @@ class StudyRecorder(Callback):
             self.view.refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if RERUN_KEY in trial.config:  # a confirmation re-run of the same Tune run: the RerunRecorder's
+            return
         release_workers(trial.last_result)  # a DDP trial's workers: every way it ends gives them back
         record = record_from_payload(trial.last_result)  # a stopped trial's last report is its rung's
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
@@ -84,10 +86,10 @@ class StudyRecorder(Callback):
         self._shown(record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        release_workers(trial.last_result)
         number = trial.config.get(TRIAL_KEY)
-        if number is None:
+        if number is None:  # a re-run (its number is in its RERUN_KEY config): the RerunRecorder's
             return
+        release_workers(trial.last_result)
         state, reason = classify_ray_error(ray_error_text(trial))
         record = final_record(trial.last_result) or TrialRecord(
             trial=int(number), state=state, error=reason, params=searched_params(trial.config))
@@ -98,7 +100,8 @@ class StudyRecorder(Callback):
         self._shown(record)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        release_ended(trials)  # the trials Tune stopped at the run's end (Ctrl-C, SIGTERM, the allowance)
+        # the trials Tune stopped at the run's end (Ctrl-C, SIGTERM, the allowance); re-runs: the RerunRecorder's
+        release_ended([t for t in trials if RERUN_KEY not in t.config])
 
     def _shown(self, record: TrialRecord) -> None:
         self.recorded.append(record.trial)
@@ -107,7 +110,8 @@ class StudyRecorder(Callback):
 
 
 class RerunRecorder(Callback):
-    """Records each confirmation re-run the moment it ends: beside its trial, and in the Optuna study."""
+    """Records each confirmation re-run the moment it ends: beside its trial, and in the Optuna study. The search's
+    trials of the same Tune run (tuner.search._phases) are the StudyRecorder's."""
 
     def __init__(self, study_dir: Path, storage_url: str, study_name: str, view: Any = None) -> None:
         self.folder = StudyFolder(Path(study_dir))
@@ -122,19 +126,23 @@ class RerunRecorder(Callback):
         return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url), "_study": None}
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if RERUN_KEY not in trial.config:  # a search trial of the same Tune run: the StudyRecorder's
+            return
         release_workers(trial.last_result)
         record = record_from_payload(trial.last_result)
         if record is not None:
             self._record(trial, record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if RERUN_KEY not in trial.config:
+            return
         release_workers(trial.last_result)
         state, reason = classify_ray_error(ray_error_text(trial))
         self._record(trial, record_from_payload(trial.last_result) or TrialRecord(
             trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        release_ended(trials)
+        release_ended([t for t in trials if RERUN_KEY in t.config])
 
     def _record(self, trial: Any, record: TrialRecord) -> None:
         from tuner.study.record import Rerun

@@ -1,9 +1,10 @@
-"""The confirmation phase in one Ray Tune run: a searcher that hands out the re-runs (tuner.search._confirm) one
-at a time, and, once every one is recorded and the confirmed figures moved the knee to a trial never re-run, that
-trial's re-runs too, until the knee stands on confirmed figures.
+"""The confirmation phase: a searcher that hands out the re-runs (tuner.search._confirm) one at a time, and, once
+every one is recorded and the confirmed figures moved the knee to a trial never re-run, that trial's re-runs too,
+until the knee stands on confirmed figures.
 
-One Tune run, so one trial process serves every round (reuse_actors): a Tune run per round paid Tune's start-up
-again (issue 20 item 6). Each re-run itself runs in a fresh process forked for it by that trial process's server
+It runs in the search's own Tune run (tuner.search._phases), so one trial process serves every round and the
+search's last trial (reuse_actors): a Tune run per round, then one for the phase, paid Tune's start-up again
+(issue 20 item 6). Each re-run itself runs in a fresh process forked for it by that trial process's server
 (tuner.search._fresh), so its figures read as `tuner train`'s would.
 """
 

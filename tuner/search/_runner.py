@@ -350,6 +350,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from ray import tune
     from rich.markup import escape
 
+    from tuner.search._phases import PhasedSearcher
     from tuner.search._recorder import StudyRecorder
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
@@ -432,34 +433,32 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     else:
         trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), trial_resources)
-    ran = 0
-    if remaining > 0:
-        recorder = StudyRecorder(plan.study_dir, view, searcher=searcher, scheduler=scheduler)
-        tuner = tune.Tuner(
-            fn,
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
-                                        max_concurrent_trials=resources.concurrency, reuse_actors=True,
-                                        trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-            run_config=_run_config("run", plan, opts.verbose, recorder),
-        )
-        try:
-            _fit(tuner, view, opts.verbose)
-        finally:
-            dropped = searcher.unfinished()
+    recorder = StudyRecorder(plan.study_dir, view, searcher=searcher, scheduler=scheduler)
+    confirmation = _Confirmation(plan, fn, view, allowance, console)
+    phases = PhasedSearcher(searcher if remaining > 0 else None, remaining, confirmation.searcher)
+    # One Tune run for the search and the confirmation (tuner.search._phases): a run of its own for the re-runs
+    # paid Tune's start-up and a fresh trial process again. num_samples=-1: the searcher says when it is done.
+    tuner = tune.Tuner(
+        fn,
+        tune_config=tune.TuneConfig(search_alg=phases, scheduler=scheduler, num_samples=-1,
+                                    max_concurrent_trials=resources.concurrency, reuse_actors=True,
+                                    trial_name_creator=trial_name, trial_dirname_creator=trial_name),
+        run_config=_run_config("run", plan, opts.verbose, [recorder, confirmation.recorder]),
+    )
+    try:
+        _fit(tuner, view, opts.verbose)
+    finally:
+        dropped = searcher.unfinished() if remaining > 0 else []
+        if remaining > 0:
             searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
-        ran = len(recorder.recorded)
-        if allowance is not None and allowance.ended and console is not None:
-            console.print(allowance.ending(), soft_wrap=True)
-    else:
-        dropped = []
+    ran = len(recorder.recorded)
+    if allowance is not None and allowance.ended and console is not None and not phases.confirm_started:
+        console.print(allowance.ending(), soft_wrap=True)
     study = Study.load(plan.folder)
     # With --study-seconds, fewer trials than the cap is the allowance's doing, not an interruption.
     interrupted = bool(dropped) or (len(study.records) < plan.trials and not (allowance and allowance.ended))
     if not interrupted:
-        wall = opts.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
-                                                            and (s := r.value("train_seconds")) is not None])
-        interrupted = not _confirm(plan, study, fn, resources, view, wall, allowance)
-        study = Study.load(plan.folder)
+        interrupted = not confirmation.finished(phases)
         noise = study.noise()
         if noise is not None:  # the study's own noise floor, kept with the study
             plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
@@ -484,11 +483,11 @@ def _waiting_trials(storage: Any, name: str) -> list[int]:
     return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
 
 
-def _run_config(kind: str, plan: SearchPlan, verbose: bool, callback: Any) -> Any:
+def _run_config(kind: str, plan: SearchPlan, verbose: bool, callbacks: list[Any]) -> Any:
     from ray import tune
 
     return tune.RunConfig(name=f"{kind}-" + datetime.now().strftime("%Y%m%d-%H%M%S"),
-                          storage_path=str(plan.folder.ray_dir), verbose=1 if verbose else 0, callbacks=[callback],
+                          storage_path=str(plan.folder.ray_dir), verbose=1 if verbose else 0, callbacks=callbacks,
                           failure_config=tune.FailureConfig(max_failures=0))
 
 
@@ -509,43 +508,58 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
-def _confirm(plan: SearchPlan, study: Study, fn: Any, resources: Resources, view: Any, wall: float,
-             allowance: Any = None) -> bool:
-    """The confirmation phase (tuner.search._confirm), in one Ray Tune run (tuner.search._reruns): the missing
-    re-runs, in their interleaved order; then, while the confirmed figures move the knee to a trial never re-run,
-    that trial's re-runs (at most MAX_EXTRA of them, and with --study-seconds only while the time left holds them:
-    the verdict then names the unconfirmed rival), so the export stands on confirmed figures. Returns False when
-    it was interrupted before every re-run was recorded."""
-    from ray import tune
+class _Confirmation:
+    """The confirmation phase (tuner.search._confirm) once the search has ended, in the same Tune run
+    (tuner.search._phases): the missing re-runs in their interleaved order (tuner.search._reruns); then, while the
+    confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them, and
+    with --study-seconds only while the time left holds them: the verdict then names the unconfirmed rival), so
+    the export stands on confirmed figures.
 
-    from tuner.search._confirm import MAX_EXTRA, next_knee, pending
-    from tuner.search._recorder import RerunRecorder
-    from tuner.search._reruns import RerunSearcher
-    from tuner.search._trial import budget_keys, learned_reserve, scored
+    Each re-run runs in a fresh process, as `tuner train` runs the export: re-runs sharing one process agreed
+    within 1% while fresh processes of the same config read 290-329 samples/s (a nanoGPT-style model on this CPU;
+    benchmarks/results/retrain.md), so an interval from shared-process re-runs was too narrow to hold. The trial
+    process forks each re-run from its import-only server (tuner.search._fresh): a fresh Ray actor per re-run cost
+    about 2 s more of Ray's and Tune's turnover each, a fresh interpreter 2-3 s of imports."""
 
-    first = pending(study, plan.confirm_trials, plan.confirm_repeats)
-    if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
-        return True
-    keys = budget_keys(plan.preflight)
-    keys.update(learned_reserve(keys, scored(study.records)))
-    searcher = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, view, keys=keys,
-                             allowance=allowance)
-    recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
-    # Each re-run in a fresh process, as `tuner train` runs the export: re-runs sharing one process agreed
-    # within 1% while fresh processes of the same config read 290-329 samples/s (a nanoGPT-style model on this
-    # CPU; benchmarks/results/retrain.md), so an interval from shared-process re-runs was too narrow to hold.
-    # The trial process is reused and forks each re-run from its import-only server (tuner.search._fresh): a
-    # fresh Ray actor per re-run cost about 2 s more of Ray's and Tune's turnover each, a fresh interpreter 2-3 s
-    # of imports.
-    tuner = tune.Tuner(
-        fn,  # the searcher hands out the re-runs' configs in their (interleaved) order
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(first) + MAX_EXTRA * plan.confirm_repeats,
-                                    max_concurrent_trials=resources.concurrency, reuse_actors=True,
-                                    trial_name_creator=rerun_name, trial_dirname_creator=rerun_name),
-        run_config=_run_config("confirm", plan, plan.options.verbose, recorder),
-    )
-    _fit(tuner, view, plan.options.verbose)
-    return searcher.done and len(recorder.recorded) == searcher.issued
+    def __init__(self, plan: SearchPlan, fn: Any, view: Any, allowance: Any, console: Any) -> None:
+        from tuner.search._recorder import RerunRecorder
+
+        self.plan, self.view, self.allowance, self.console = plan, view, allowance, console
+        self.recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
+        self.reruns: Any = None  # the RerunSearcher, once the search ended with re-runs to do
+
+    def searcher(self) -> Any:
+        """Called by the Tune run's searcher when the search's last trial has ended: the re-runs' searcher, or None
+        when the search was cut short (nothing to confirm on) or nothing is left to confirm."""
+        from tuner.search._confirm import next_knee, pending
+        from tuner.search._reruns import RerunSearcher
+        from tuner.search._trial import budget_keys, learned_reserve, scored
+
+        plan, allowance = self.plan, self.allowance
+        study = Study.load(plan.folder)
+        if len(study.records) < plan.trials and not (allowance and allowance.ended):
+            return None  # trials missing: an interrupted search is not confirmed (resume does both)
+        if allowance is not None and allowance.ended and self.console is not None:
+            self.console.print(allowance.ending(), soft_wrap=True)
+        first = pending(study, plan.confirm_trials, plan.confirm_repeats)
+        if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
+            return None
+        wall = plan.options.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
+                                                                     and (s := r.value("train_seconds")) is not None])
+        keys = budget_keys(plan.preflight)
+        keys.update(learned_reserve(keys, scored(study.records)))
+        self.reruns = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, self.view,
+                                    keys=keys, allowance=allowance)
+        return self.reruns
+
+    def finished(self, phases: Any) -> bool:
+        """After the run: whether the confirmation ran to its end with every re-run recorded (or had none to do);
+        False when it was interrupted, or never began though the search ended."""
+        if not phases.confirm_started:
+            return False
+        if self.reruns is None:
+            return True
+        return bool(self.reruns.done) and len(self.recorder.recorded) == self.reruns.issued
 
 
 def rerun_name(trial: Any) -> str:
@@ -562,8 +576,11 @@ def _trial_words(context: dict[str, Any]) -> str:
 
 
 def trial_name(trial: Any) -> str:
-    """Ray's name and folder for a trial: the study's trial number (Ray's default embeds every param)."""
-    from tuner.search._trial import TRIAL_KEY
+    """Ray's name and folder for a trial: the study's trial number (Ray's default embeds every param), and the
+    repeat for a confirmation re-run."""
+    from tuner.search._trial import RERUN_KEY, TRIAL_KEY
 
+    if RERUN_KEY in trial.config:
+        return rerun_name(trial)
     number = trial.config.get(TRIAL_KEY)
     return f"trial-{int(number):04d}" if number is not None else f"trial-{trial.trial_id}"
