@@ -135,3 +135,37 @@ def test_the_check_estimates_a_whole_scoring_from_the_batches_it_scored(tmp_path
     assert metrics["val_loss"] == 1.0
     assert seconds == pytest.approx(5.0)  # 2 batches took 2 s (timed the second time); the split holds 5 of 8
     assert t[0] == 4.0  # the first call, which pays one-time costs, is not the one timed
+
+
+COUNTING = HEADER + '''
+
+CALLS = {"loss": 0, "evaluate": 0}
+
+
+def counted_loss(m, b):
+    CALLS["loss"] += 1
+    return F.cross_entropy(m["net"](b[0]), b[1])
+
+
+def counted_evaluate(models, val_batches):
+    CALLS["evaluate"] += 1
+    return evaluate(models, val_batches)
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=counted_loss,
+                          evaluate=counted_evaluate, quality=("val_loss", "min"))
+'''
+
+
+@pytest.mark.parametrize("warm_only", [False, True])
+def test_a_process_warm_up_takes_one_micro_batch_a_step_and_one_scoring(tmp_path, warm_only):
+    """A trial process's warm-up (and each confirmation re-run's) needs the kernels primed, not the budget's
+    figures: it must not train the config's whole accumulation nor score twice, as the budget check does."""
+    path = write(tmp_path, COUNTING, "counting.py")
+    sys.modules.pop("counting", None)
+    config = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
+                           "params": {"batch_size": 8, "accumulation_steps": 3}})
+    check_workload(config, tmp_path / "cache", CPU, warm_only=warm_only)
+    calls = sys.modules["counting"].CALLS
+    assert calls == ({"loss": 2, "evaluate": 1} if warm_only else {"loss": 6, "evaluate": 2})

@@ -247,7 +247,7 @@ def warm_process(config_json: str, cache_dir: str) -> None:
     cfg = parse_config({k: v for k, v in json.loads(config_json).items() if v is not None}, "trial config")
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the workload's prints: see run_one
-            check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device))
+            check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device), warm_only=True)
     except (Exception, SystemExit):  # noqa: BLE001 - the trial itself meets the same problem and records it
         pass
 

@@ -196,9 +196,12 @@ def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg:
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
-                   heaviest: dict[str, Any] | None = None) -> WorkloadCheck:
+                   heaviest: dict[str, Any] | None = None, *, warm_only: bool = False) -> WorkloadCheck:
     """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path.
-    `heaviest`: knobs of a heavier step to time as well (WorkloadCheck.heavy; a study's largest micro-batch)."""
+    `heaviest`: knobs of a heavier step to time as well (WorkloadCheck.heavy; a study's largest micro-batch).
+    `warm_only`: only a process's one-time costs are wanted (tuner.search._trial.warm_process): the steps take one
+    micro-batch each (the same kernels as the config's accumulation) and evaluate() is not timed, so the
+    budget's figures (step_seconds, score_seconds) are not for a budget check."""
     from tuner.train.trial import build_models, make_context, score
 
     ref = parse_ref(cfg.workload)
@@ -219,13 +222,15 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             stage = "building the models"
             models = build_models(workload, device, cfg.params.seed)
             stage = "a training step (the loss)"
-            step_s = _train_steps(workload, models, train_set, cfg, device)
+            steps_cfg = cfg if not warm_only else cfg.model_copy(
+                update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})
+            step_s = _train_steps(workload, models, train_set, steps_cfg, device)
             heavy = _heavy_step(workload, models, train_set, cfg, device, heaviest) if heaviest else None
             metrics: dict[str, Any] = {}
             score_s = None
             if workload.evaluate is not None:
                 stage = "evaluate()"
-                if cfg.budget.seconds is not None and cfg.quality.enabled:  # what a seconds budget keeps for it
+                if cfg.budget.seconds is not None and cfg.quality.enabled and not warm_only:  # kept for it
                     metrics, score_s = _score_timed(workload, models, val_set, device)
                 else:
                     metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
