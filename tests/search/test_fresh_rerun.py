@@ -103,6 +103,23 @@ def test_a_forked_rerun_starts_with_what_every_optimizer_imports_already_importe
     assert (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "imports").read_text() == "True True"
 
 
+def test_a_server_started_with_the_first_search_trial_is_ready_before_its_timed_work_and_serves_the_reruns(
+        tmp_path, no_server):
+    """Its imports (~3 s here) ran between the search's last trial and the first re-run; started beside the first
+    trial's warm-up, the trial waits for them before anything is timed, and the re-runs fork from that server."""
+    from tuner.search import _fresh, _trial
+
+    _fresh.start_server()
+    _fresh.start_server()  # the next trial of the same process: no second server
+    assert len(_trial._BEFORE_TIMING) == 1
+    server = _fresh._SERVER
+    _trial._BEFORE_TIMING.pop()()  # what train_trial does after its warm-up
+    assert server is not None and server.is_ready and server.alive()
+    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_family)
+    _, parent = (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "family").read_text().split()
+    assert int(parent) == server.proc.pid and _fresh._SERVER is server
+
+
 def engine_sleeps(cfg, *, out_dir=None, **_):
     """Fake: says where it runs, then trains 'forever'."""
     import time

@@ -387,7 +387,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir),
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
-                       ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared)
+                       ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
+                       reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0)
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)

@@ -20,6 +20,10 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
 
             tune.report(run_fresh(config, setup, engine))
             return
+    if setup.reruns and setup.ddp_workers <= 1 and engine is train_trial:
+        from tuner.search._fresh import start_server
+
+        start_server()  # beside this process's warm-up, ready before the timed work: not before the first re-run
     if setup.ddp_workers > 1:
         from tuner.search._ddp import run_ddp_trial
 

@@ -51,6 +51,10 @@ RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the who
 SCORE_KEY = "_score_reserve_s"  # the pre-flight's estimate of one scoring: kept out of training's share of the budget
 PACE_KEY = "_preflight_pace_s"  # the pre-flight's seconds per sample: a slower trial keeps more for its scoring
 
+# What this process started beside its warm-up and must wait for before a trial's timed work, so nothing of it
+# competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
+_BEFORE_TIMING: list[Callable[[], None]] = []
+
 # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings,
 # score_reserve_s, preflight_pace_s) -> TrialResult
 Engine = Callable[..., Any]
@@ -104,6 +108,7 @@ class TrialSetup:
     ddp_use_gpu: bool = True
     ddp_cpus_per_worker: float = 1.0
     shared_files: SharedFiles | None = None  # the driver's FID cache, installed on the trial's node before it runs
+    reruns: bool = False  # the study confirms its front: a trial process readies its re-runs' fork server early
 
 
 def searched_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +128,8 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
     warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality")}
                             | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
                  setup.cache_dir)
+    while _BEFORE_TIMING:
+        _BEFORE_TIMING.pop()()
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
                      ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter,
                      measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,
