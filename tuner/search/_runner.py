@@ -201,7 +201,7 @@ def trial_device(opts: SearchOptions, cluster: Any, plan: SearchPlan) -> Any:
 
 def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
                    stop: StopSignals, make_view: Any = None) -> SearchSummary:
-    from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray
+    from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray, stop_ray
 
     quiet_ray_environment()
     cluster = None
@@ -256,7 +256,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         return summary
     finally:
         if started:
-            ray.shutdown()
+            stop_ray(local=not opts.address)
 
 
 def check_space_fits(plan: SearchPlan, resources: Resources) -> None:
@@ -435,7 +435,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         trial_resources = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), trial_resources)
     recorder = StudyRecorder(plan.study_dir, view, searcher=searcher, scheduler=scheduler)
-    confirmation = _Confirmation(plan, fn, view, allowance, console)
+    confirmation = _Confirmation(plan, view, allowance, console)
     phases = PhasedSearcher(searcher if remaining > 0 else None, remaining, confirmation.searcher)
     # One Tune run for the search and the confirmation (tuner.search._phases): a run of its own for the re-runs
     # paid Tune's start-up and a fresh trial process again. num_samples=-1: the searcher says when it is done.
@@ -522,7 +522,7 @@ class _Confirmation:
     process forks each re-run from its import-only server (tuner.search._fresh): a fresh Ray actor per re-run cost
     about 2 s more of Ray's and Tune's turnover each, a fresh interpreter 2-3 s of imports."""
 
-    def __init__(self, plan: SearchPlan, fn: Any, view: Any, allowance: Any, console: Any) -> None:
+    def __init__(self, plan: SearchPlan, view: Any, allowance: Any, console: Any) -> None:
         from tuner.search._recorder import RerunRecorder
 
         self.plan, self.view, self.allowance, self.console = plan, view, allowance, console
