@@ -194,3 +194,12 @@ def test_a_search_trial_leaves_its_ceilings_to_whoever_reads_its_verdict(tmp_pat
     res = run_trial(cfg(), cache_dir=tmp_path, measure_ceilings=False)
     assert res.complete and res.get("compute_ceiling") is None and res.get("input_ceiling") is None
     assert res.get("ceiling_skipped") == NOT_MEASURED and res.get("ceiling_seconds") is None
+
+
+def test_a_trials_ceiling_reading_of_a_steady_rate_ends_before_its_deadline(tmp_path):
+    """A trial's ceilings (the confirmation re-runs', `tuner train`'s) end once their rate is stable, as the probes'
+    readings do: on a steady rate (a clock that ticks alike each read) far less than two full deadlines."""
+    res = run_trial(cfg(measure={"ceiling_seconds": 4.0}), cache_dir=tmp_path, clock=TickingClock(0.01))
+    spent = res.value("ceiling_seconds")
+    assert res.value("compute_ceiling") and res.value("input_ceiling")
+    assert spent is not None and spent < 0.5 * 2 * 4.0  # both ceilings, a 4 s deadline each

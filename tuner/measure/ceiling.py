@@ -23,6 +23,10 @@ from tuner.study.headroom import cache_key  # noqa: F401 - torch-free, so `tuner
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows
 STABLE_WINDOWS = 8  # a reading that may end once stable: up to 8 shorter windows within the same deadline
+# A ceiling reading ends once its last WINDOWS windows agree within 3% (`settled`): the probes' readings and a
+# trial's own ceilings alike. A quiet machine reads a steady rate in about 3/8 of the deadline; a noisy one reads
+# on to it as before.
+STABLE = 0.03
 
 
 class CeilingSkipped(Exception):

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.knobs import probed
+from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 
@@ -79,7 +80,6 @@ SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaul
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
 PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
-STABLE = 0.03  # a reading ends once its last 3 windows (of >= 1/8 of PROBE_SECONDS each) agree within 3%
 # A batch size is not set up at all where the pre-flight's step there is too slow for a reading of this many
 # times the deadline: the pre-flight's step is one noisy step (the faster of two), so a step timed a little too
 # slow is still probed, and its reading decides.

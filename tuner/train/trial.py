@@ -27,7 +27,7 @@ from tuner.config import TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
 from tuner.knobs import check_device
-from tuner.measure.ceiling import CeilingCache
+from tuner.measure.ceiling import STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import TrialResult
@@ -435,9 +435,11 @@ class _Run:
         t0 = self.clock()
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
         notes: dict[str, str] = {}
+        # Each reading ends once its rate is stable (STABLE), as the probes' do: a steady rate needs no more of
+        # the deadline, which the confirmation's re-runs paid in full for each confirmed config.
         found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
                          rank=rank, world=world, step_seconds=res.value("step_seconds"), notes=notes,
-                         clock=self.clock)
+                         clock=self.clock, stable=STABLE)
         for kind, value in found.items():
             res.metrics[f"{kind}_ceiling"] = value
         if notes:
