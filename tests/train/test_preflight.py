@@ -159,13 +159,13 @@ def make():
 
 
 @pytest.mark.parametrize("warm_only", [False, True])
-def test_a_process_warm_up_takes_one_micro_batch_a_step_and_one_scoring(tmp_path, warm_only):
+def test_a_process_warm_up_takes_one_step_of_one_micro_batch_and_one_scoring(tmp_path, warm_only):
     """A trial process's warm-up (and each confirmation re-run's) needs the kernels primed, not the budget's
-    figures: it must not train the config's whole accumulation nor score twice, as the budget check does."""
+    figures: it must not train the config's whole accumulation twice nor score twice, as the budget check does."""
     path = write(tmp_path, COUNTING, "counting.py")
     sys.modules.pop("counting", None)
     config = parse_config({"workload": f"{path}:make", "budget": {"seconds": 30},
                            "params": {"batch_size": 8, "accumulation_steps": 3}})
     check_workload(config, tmp_path / "cache", CPU, warm_only=warm_only)
     calls = sys.modules["counting"].CALLS
-    assert calls == ({"loss": 2, "evaluate": 1} if warm_only else {"loss": 6, "evaluate": 2})
+    assert calls == ({"loss": 1, "evaluate": 1} if warm_only else {"loss": 6, "evaluate": 2})

@@ -82,7 +82,7 @@ def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
 
 
 def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig,
-                 device: Device) -> float:
+                 device: Device, steps: int = PREFLIGHT_STEPS) -> float:
     """A couple of real optimizer steps on real batches, with the config's knobs (no loader workers): a loss that
     raises is caught here, and a fresh process pays its first-step costs (kernel selection, thread pools,
     allocator) before anything is timed. Returns the faster step's wall time, for the budget check."""
@@ -103,7 +103,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     step = PhaseStep(workload, models, params, device)
     batches = forever(loader)
     times = []
-    for _ in range(PREFLIGHT_STEPS):
+    for _ in range(steps):
         t = time.perf_counter()
         step(batches)
         device.synchronize()
@@ -199,9 +199,10 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
                    heaviest: dict[str, Any] | None = None, *, warm_only: bool = False) -> WorkloadCheck:
     """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path.
     `heaviest`: knobs of a heavier step to time as well (WorkloadCheck.heavy; a study's largest micro-batch).
-    `warm_only`: only a process's one-time costs are wanted (tuner.search._trial.warm_process): the steps take one
-    micro-batch each (the same kernels as the config's accumulation) and evaluate() is not timed, so the
-    budget's figures (step_seconds, score_seconds) are not for a budget check."""
+    `warm_only`: only a process's one-time costs are wanted (tuner.search._trial.warm_process): one step of one
+    micro-batch (the same kernels as the config's accumulation; the second step only gave a faster time) and one
+    untimed evaluate() on one validation batch, so the budget's figures (step_seconds, score_seconds) are not for
+    a budget check."""
     from tuner.train.trial import build_models, make_context, score
 
     ref = parse_ref(cfg.workload)
@@ -224,7 +225,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             stage = "a training step (the loss)"
             steps_cfg = cfg if not warm_only else cfg.model_copy(
                 update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})
-            step_s = _train_steps(workload, models, train_set, steps_cfg, device)
+            step_s = _train_steps(workload, models, train_set, steps_cfg, device, 1 if warm_only else PREFLIGHT_STEPS)
             heavy = _heavy_step(workload, models, train_set, cfg, device, heaviest) if heaviest else None
             metrics: dict[str, Any] = {}
             score_s = None
@@ -233,7 +234,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
                 if cfg.budget.seconds is not None and cfg.quality.enabled and not warm_only:  # kept for it
                     metrics, score_s = _score_timed(workload, models, val_set, device)
                 else:
-                    metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
+                    metrics = score(workload, models, val_set, device, limit=1 if warm_only else PREFLIGHT_VAL_BATCHES)
             del models
     except TunerError:
         raise
