@@ -181,11 +181,11 @@ def start_server() -> None:
     item 6): started with the first re-run, its imports (~3 s of this 2-core CPU) stood between the search's last
     trial and the first re-run. The trial waits for them to end before its timed work (train_trial), so they
     never compete with a timed window. Not where re-runs are fresh interpreters (forkable)."""
-    from tuner.search import _trial
+    from tuner.search._trial import before_timing
 
     if not forkable() or (_SERVER is not None and _SERVER.alive()):
         return
-    _trial._BEFORE_TIMING.append(_server().ready)
+    before_timing(_server().ready)
 
 
 def _server() -> _Server:

@@ -55,6 +55,11 @@ PACE_KEY = "_preflight_pace_s"  # the pre-flight's seconds per sample: a slower 
 # competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
 _BEFORE_TIMING: list[Callable[[], None]] = []
 
+def before_timing(wait: Callable[[], None]) -> None:
+    """Have this process's next trial call `wait` after its warm-up and before anything is timed (train_trial)."""
+    _BEFORE_TIMING.append(wait)
+
+
 # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings,
 # score_reserve_s, preflight_pace_s) -> TrialResult
 Engine = Callable[..., Any]
