@@ -223,9 +223,11 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             stage = "building the models"
             models = build_models(workload, device, cfg.params.seed)
             stage = "a training step (the loss)"
-            steps_cfg = cfg if not warm_only else cfg.model_copy(
-                update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})
-            step_s = _train_steps(workload, models, train_set, steps_cfg, device, 1 if warm_only else PREFLIGHT_STEPS)
+            if warm_only:
+                one = cfg.model_copy(update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})
+                step_s = _train_steps(workload, models, train_set, one, device, steps=1)
+            else:
+                step_s = _train_steps(workload, models, train_set, cfg, device)
             heavy = _heavy_step(workload, models, train_set, cfg, device, heaviest) if heaviest else None
             metrics: dict[str, Any] = {}
             score_s = None
