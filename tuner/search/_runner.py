@@ -354,7 +354,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._recorder import StudyRecorder
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
-    from tuner.search._trial import TrialSetup, budget_keys, scored
+    from tuner.search._trial import TrialSetup, budget_keys, scored, trained
 
     opts = plan.options
     for note in prepared.warnings:
@@ -378,7 +378,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         baseline = dict(meta.baseline["params"])  # type: ignore[index]
     records = plan.folder.records()
     remaining = plan.trials - len(records)
-    train_seconds = [s for r in records if r.complete and (s := r.value("train_seconds")) is not None]
+    train_seconds = trained(records)
 
     # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
     # recorded config stays portable.
@@ -456,8 +456,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     if allowance is not None and allowance.ended and console is not None and not phases.confirm_started:
         console.print(allowance.ending(), soft_wrap=True)
     study = Study.load(plan.folder)
-    # With --study-seconds, fewer trials than the cap is the allowance's doing, not an interruption.
-    interrupted = bool(dropped) or (len(study.records) < plan.trials and not (allowance and allowance.ended))
+    interrupted = bool(dropped) or _cut_short(study, plan, allowance)
     if not interrupted:
         interrupted = not confirmation.finished(phases)
         noise = study.noise()
@@ -509,6 +508,12 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
+def _cut_short(study: Study, plan: SearchPlan, allowance: Any) -> bool:
+    """Whether the search ended with trials missing (interrupted); with --study-seconds, fewer trials than the cap
+    is the allowance's doing, not an interruption."""
+    return len(study.records) < plan.trials and not (allowance and allowance.ended)
+
+
 class _Confirmation:
     """The confirmation phase (tuner.search._confirm) once the search has ended, in the same Tune run
     (tuner.search._phases): the missing re-runs in their interleaved order (tuner.search._reruns); then, while the
@@ -534,19 +539,18 @@ class _Confirmation:
         when the search was cut short (nothing to confirm on) or nothing is left to confirm."""
         from tuner.search._confirm import next_knee, pending
         from tuner.search._reruns import RerunSearcher
-        from tuner.search._trial import budget_keys, learned_reserve, scored
+        from tuner.search._trial import budget_keys, learned_reserve, scored, trained
 
         plan, allowance = self.plan, self.allowance
         study = Study.load(plan.folder)
-        if len(study.records) < plan.trials and not (allowance and allowance.ended):
-            return None  # trials missing: an interrupted search is not confirmed (resume does both)
+        if _cut_short(study, plan, allowance):
+            return None  # an interrupted search is not confirmed (resume does both)
         if allowance is not None and allowance.ended and self.console is not None:
             self.console.print(allowance.ending(), soft_wrap=True)
         first = pending(study, plan.confirm_trials, plan.confirm_repeats)
         if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
             return None
-        wall = plan.options.wall_limit_s or wall_limit(plan.budget, [s for r in study.records if r.complete
-                                                                     and (s := r.value("train_seconds")) is not None])
+        wall = plan.options.wall_limit_s or wall_limit(plan.budget, trained(study.records))
         keys = budget_keys(plan.preflight)
         keys.update(learned_reserve(keys, scored(study.records)))
         self.reruns = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, self.view,

@@ -94,6 +94,12 @@ def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, fl
     return {SCORE_KEY: learned if estimate is None else min(float(estimate), learned)}
 
 
+def trained(records: list[TrialRecord]) -> list[float]:
+    """The training times (train_seconds) of complete trials, oldest first: what a seconds budget's wall cap
+    (tuner.search._outcome.wall_limit) learns from, for the search's trials and the confirmation's re-runs."""
+    return [float(s) for r in records if r.complete and (s := r.value("train_seconds")) is not None]
+
+
 def scored(records: list[TrialRecord]) -> list[float]:
     """The measured scoring times (quality_seconds) of complete trials, oldest first: what learned_reserve learns
     from, for the searcher's later trials (one record at a time) and the confirmation (the study's records)."""
