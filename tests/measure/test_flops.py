@@ -66,18 +66,44 @@ def make_opaque():
 
 def make():''')
 
+# The same layers plus a B x B similarity of the batch's outputs in the loss (as a contrastive loss): forward
+# 2*B*B*16, backward twice that, so 6*16*B FLOPs per sample more, growing with the batch size B.
+SIMILARITY = MATMUL.replace('return models["net"](batch[0]).square().mean()',
+                            'out = models["net"](batch[0])\n    return out.square().mean() + (out @ out.T).mean()')
+
+# A convolution (with bias: its add counts nothing) and a linear layer on 3 x 8 x 8 images.
+CONV = MATMUL.replace("x = torch.randn(256, 64, generator=g)", "x = torch.randn(256, 3, 8, 8, generator=g)").replace(
+    "nn.Linear(64, 32, bias=False),", "nn.Conv2d(3, 4, 3), nn.Flatten(),").replace(
+    "nn.Linear(32, 16, bias=False)", "nn.Linear(4 * 6 * 6, 16, bias=False)")
+
+# A collate that pads as one padding to the batch's longest sample does, the trial's batches holding a longer sample
+# than batches of 8 or fewer: each sample a sequence of 4 (or 12) tokens, the same FLOPs per sample at 2, 4 and 8.
+PADDED = MATMUL.replace("def make():", '''def pad(samples):
+    x = torch.stack([s[0] for s in samples])
+    return (x.unsqueeze(1).expand(-1, 4 if len(samples) <= 8 else 12, -1),)
+
+
+def make_padded():
+    return tuner.Workload(models={"net": lambda: nn.Sequential(nn.Linear(64, 32, bias=False),
+                                                               nn.Linear(32, 16, bias=False))},
+                          datasets=data, loss=loss, collate=pad)
+
+
+def make():''')
+
 CONFIG = """
 workload: {ref}
-budget: {{samples: 96}}
-params: {{batch_size: 8, accumulation_steps: {acc}, num_workers: 0, precision: fp32, device: cpu, threads: 1}}
+budget: {{samples: {samples}}}
+params: {{batch_size: {batch}, accumulation_steps: {acc}, num_workers: 0, precision: fp32, device: cpu, threads: 1}}
 measure: {{warmup_steps: 1, windows: 2, ceiling_seconds: 0.3}}
 quality: {{enabled: false}}
 """
 
 
-def config(tmp_path, text=MATMUL, attr="make", acc=1):
+def config(tmp_path, text=MATMUL, attr="make", acc=1, batch=8):
     path = write(tmp_path / "work", text, "planted.py")
-    return parse_config(yaml.safe_load(CONFIG.format(ref=f"{path}:{attr}", acc=acc)), "test")
+    return parse_config(yaml.safe_load(CONFIG.format(ref=f"{path}:{attr}", acc=acc, batch=batch,
+                                                     samples=12 * batch)), "test")
 
 
 @pytest.fixture
@@ -171,7 +197,7 @@ def test_tuner_train_shows_the_share_of_the_peak_in_its_table(tmp_path, planted_
 
     cfg_file = tmp_path / "cfg.yaml"
     path = write(tmp_path / "work", MATMUL, "planted.py")
-    cfg_file.write_text(CONFIG.format(ref=f"{path}:make", acc=1))
+    cfg_file.write_text(CONFIG.format(ref=f"{path}:make", acc=1, batch=8, samples=96))
     assert main(["train", "--config", str(cfg_file), "--reports-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "% peak" in out and "FLOPs/sample" in out and "11.3k FLOP" in out
@@ -213,3 +239,117 @@ def test_flops_are_counted_on_one_micro_batch_whatever_the_accumulation(tmp_path
     res = run_trial(config(tmp_path, acc=3), cache_dir=tmp_path / "cache")
     assert res.state == "complete" and res.metrics["flops_per_sample"] == MATMUL_FLOPS_PER_SAMPLE
     assert counted == [8]  # one batch of 8 samples, not 3 x 8
+
+
+def counted_directly(cfg) -> float:
+    """FLOPs per sample of one step at cfg's own batch size, counted here (a fresh trial's models and loader)."""
+    from tuner.train.step import PhaseStep
+    from tuner.train.trial import build_training
+
+    device = resolve_device("cpu")
+    training = build_training(cfg, device)
+    step = PhaseStep(training.workload, training.models, cfg.params.model_copy(update={"accumulation_steps": 1}),
+                     device)
+    f, n = flops.count_step_flops(step, next(iter(training.loader)))
+    assert n == cfg.params.batch_size
+    return f / n
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The samples of each step the FLOP counter runs in a trial."""
+    calls: list[int] = []
+    real = flops.count_step_flops
+
+    def spy(step, batch):
+        out = real(step, batch)
+        calls.append(out[1])
+        return out
+
+    monkeypatch.setattr(flops, "count_step_flops", spy)
+    return calls
+
+
+def stored(study: CeilingCache) -> dict:
+    return json.loads(study.path.with_name(flops.FLOPS_FILE).read_text())
+
+
+def study_cache(tmp_path) -> CeilingCache:
+    return CeilingCache(tmp_path / "study" / "ceilings.json")
+
+
+@pytest.mark.parametrize("text", [MATMUL, CONV], ids=["linear", "conv"])
+def test_flops_the_same_per_sample_at_small_batches_are_the_count_at_every_batch_size(tmp_path, planted_peak,
+                                                                                         counted, text):
+    """Counted at 2, 4 and 8 samples, not at the trial's 32, and cached for every batch size: a trial at 16 counts
+    nothing, and both figures are what a step at their own batch size counts."""
+    cfgs = {b: config(tmp_path, text, batch=b) for b in (32, 16)}
+    expected = {b: counted_directly(c) for b, c in cfgs.items()}
+    counted.clear()
+    assert expected[32] == expected[16] > 0
+    if text == MATMUL:
+        assert expected[32] == MATMUL_FLOPS_PER_SAMPLE
+    study = study_cache(tmp_path)
+    first = run_trial(cfgs[32], cache_dir=tmp_path / "cache", ceilings=study)
+    second = run_trial(cfgs[16], cache_dir=tmp_path / "cache", ceilings=study)
+    assert counted == list(flops.SMALL_BATCHES) == [2, 4, 8]  # nothing at 32, nothing for the second batch size
+    assert first.metrics["flops_per_sample"] == expected[32] and second.metrics["flops_per_sample"] == expected[16]
+    any_batch = flops.flops_key(cfgs[32], any_batch=True)
+    assert any_batch == flops.flops_key(cfgs[16], any_batch=True) != flops.flops_key(cfgs[32])
+    assert stored(study) == {any_batch: {"value": expected[32], "kind": "flops", "workload": cfgs[32].workload,
+                                         "batch_independent": True, "sizes": [2, 4, 8]}}
+
+
+def test_a_model_whose_flops_per_sample_grow_with_the_batch_is_counted_at_its_own_batch_size(tmp_path, planted_peak,
+                                                                                             counted):
+    """A B x B similarity: the small batches disagree, so each batch size is counted at its own (once), and the
+    model's dependence on the batch is cached: its second batch size is not checked at small batches again."""
+    cfgs = {b: config(tmp_path, SIMILARITY, batch=b) for b in (32, 16)}
+    expected = {b: counted_directly(c) for b, c in cfgs.items()}
+    counted.clear()
+    assert expected == {b: MATMUL_FLOPS_PER_SAMPLE + 6 * 16 * b for b in (32, 16)}
+    study = study_cache(tmp_path)
+    first = run_trial(cfgs[32], cache_dir=tmp_path / "cache", ceilings=study)
+    assert counted == [2, 4, 8, 32]
+    assert first.metrics["flops_per_sample"] == expected[32]  # not MATMUL + 6*16*2, what a step of 2 says
+    second = run_trial(cfgs[16], cache_dir=tmp_path / "cache", ceilings=study)
+    again = run_trial(cfgs[32], cache_dir=tmp_path / "cache", ceilings=study)
+    assert counted == [2, 4, 8, 32, 16]  # 16 counted on its own, 32 found in the cache
+    assert second.metrics["flops_per_sample"] == expected[16] and again.metrics["flops_per_sample"] == expected[32]
+    entries = stored(study)
+    marker = entries[flops.flops_key(cfgs[32], any_batch=True)]
+    assert marker["value"] == 0 and marker["batch_independent"] is False and marker["sizes"] == [2, 4, 8]
+    assert marker["flops_per_sample"] == [MATMUL_FLOPS_PER_SAMPLE + 6 * 16 * n for n in (2, 4, 8)]
+    assert [entries[flops.flops_key(c)]["value"] for c in cfgs.values()] == list(expected.values())
+
+
+def test_batches_padded_beyond_the_small_ones_are_counted_at_the_trial_s_batch_size(tmp_path, planted_peak,
+                                                                                    counted):
+    """A collate's padding: the same FLOPs per sample at 2, 4 and 8 samples of 4 tokens, but the trial's batch holds
+    sequences of 12. The small batches are not counted; the trial's is."""
+    cfg = config(tmp_path, PADDED, "make_padded", batch=32)
+    expected = counted_directly(cfg)
+    counted.clear()
+    assert expected == 12 * MATMUL_FLOPS_PER_SAMPLE
+    study = study_cache(tmp_path)
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", ceilings=study)
+    assert counted == [32] and res.metrics["flops_per_sample"] == expected
+    assert stored(study)[flops.flops_key(cfg, any_batch=True)]["why"] == "the batches differ beyond their batch size"
+
+
+def test_batches_differ_in_their_batch_size_only_when_nothing_else_in_them_does():
+    import torch
+
+    sizes = [2, 4, 32]
+
+    def alike(make) -> bool:
+        return flops.differ_in_batch_only([make(n) for n in sizes], sizes)
+
+    assert alike(lambda n: (torch.zeros(n, 5), torch.zeros(n)))
+    assert alike(lambda n: {"x": torch.zeros(7, n, 5), "views": torch.zeros(2 * n)})  # time-major; two views each
+    assert alike(lambda n: [torch.zeros(n, 3), torch.zeros(3), "train"])
+    assert not alike(lambda n: torch.zeros(n, 4 if n < 8 else 12))  # padding to the longest sample
+    assert not alike(lambda n: torch.zeros(n, n + 1))
+    assert not alike(lambda n: {"x": torch.zeros(n)} if n < 8 else {"y": torch.zeros(n)})
+    assert not alike(lambda n: (torch.zeros(n), [0] * n))  # a list of the samples' values
+    assert not alike(lambda n: torch.zeros(n) if n < 8 else torch.zeros(n, 1))

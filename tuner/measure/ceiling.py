@@ -86,9 +86,14 @@ class CeilingCache:
         return data if isinstance(data, dict) else {}
 
     def get(self, key: str) -> float | None:
-        entry = self._read().get(key)
-        value = entry.get("value") if isinstance(entry, dict) else None
+        """The value stored under `key`, None when there is none or it is not positive (a marker: `entry`)."""
+        value = (self.entry(key) or {}).get("value")
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def entry(self, key: str) -> dict[str, Any] | None:
+        """What is stored under `key`: its value and what was put with it."""
+        entry = self._read().get(key)
+        return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, value: float, what: dict[str, Any]) -> None:
         from tuner.files import atomic_write, locked

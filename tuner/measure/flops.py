@@ -7,20 +7,30 @@
   cuDNN, flex). Elementwise work (activations, normalization, the loss, bias adds, optimizer updates) and
   attention that runs as a CPU kernel the counter does not list (`_scaled_dot_product_flash_attention_for_cpu`)
   count nothing: the figure is the work a device's matmul units could do, a lower bound of the step's work.
+- small batches first: the step is counted at the micro-batch sizes SMALL_BATCHES (a few samples each, not the
+  trial's). A counted operator's FLOPs are a product of its shapes, each the batch size B (or a multiple) or free
+  of it, so a step's FLOPs per sample are c/B + a + b*B + d*B**2 + ... with counts, never negative, as
+  coefficients (c: work that does not grow with the batch, a product of weights; b: a B x B similarity of a
+  contrastive loss). That sum is convex in B, and constant on no interval unless c = b = d = ... = 0; a convex
+  function with one value at three sizes is constant between them. So the same FLOPs per sample, exactly
+  (integers), at 2, 4 and 8, from batches that differ in their batch size alone (not a collate's padding to the
+  longest sample), is the count at every batch size. Else (or the small batches fail, or the trial's batch is no
+  larger) the step is counted at the trial's own batch size.
 - peak: FLOP/s of large square matmuls in the trial's precision (fp32, TF32 where the trial enables it, bf16,
   fp16), the best of short readings within a second or two. A measured peak, not a datasheet's, so it holds on any
   CPU or GPU and counts what this machine delivers with these threads.
 
-Both are one-time costs: the count is cached by what it depends on (workload, options, dataset, batch size), in
-the study folder's flops.json; the peak once per machine, device and precision, in the reports' cache folder
-(`<reports-dir>/.cache/peak.json`, beside the dataset and FID caches) and in the process.
+Both are one-time costs: the count is cached by what it depends on (workload, options, dataset and, unless it held
+at the small batches, batch size), in the study folder's flops.json, as is a model's being batch-dependent (it is
+not checked again at its next batch size); the peak once per machine, device and precision, in the reports' cache
+folder (`<reports-dir>/.cache/peak.json`, beside the dataset and FID caches) and in the process.
 """
 
 from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -35,6 +45,9 @@ CPU_SIZES = (256, 512, 1024)  # grown while the next size fits the time left
 CUDA_SIZES = (1024, 2048, 4096, 8192)
 PEAK_FILE = "peak.json"
 FLOPS_FILE = "flops.json"  # in the study folder, beside ceilings.json
+# Micro-batch sizes of the batch-independence check (module docstring): three, so that a term that shrinks per sample
+# and one that grows cannot cancel out (they can at two sizes); 2 and more, as BatchNorm refuses one sample.
+SMALL_BATCHES = (2, 4, 8)
 
 _MEMO: dict[str, float] = {}  # this process's peaks by key: a reused process (Ray actor, tests) measures once
 
@@ -48,13 +61,59 @@ def count_step_flops(step: Callable[[Any], int], batch: Any) -> tuple[int, int]:
     return int(counter.get_total_flops()), int(samples)
 
 
-def flops_key(cfg: Any) -> str:
+def flops_key(cfg: Any, *, any_batch: bool = False) -> str:
     """The cache key of TrialConfig `cfg`'s FLOP count: its workload, options and dataset, and the knobs the role
-    table says the count depends on (tuner.knobs, counts `flops`: the batch size, the batch's shape)."""
+    table says the count depends on (tuner.knobs, counts `flops`: the batch size, the batch's shape). `any_batch`:
+    the key of a count that holds at every batch size (found at SMALL_BATCHES), its batch size `any`."""
     from tuner.knobs import count_knobs
 
+    knobs = {name: getattr(cfg.params, name) for name in count_knobs("flops")}
+    if any_batch:
+        knobs["batch_size"] = "any"
     return cache_key("flops", {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-                               **{name: getattr(cfg.params, name) for name in count_knobs("flops")}})
+                               **knobs})
+
+
+def same_per_sample(counts: Sequence[tuple[int, int]]) -> bool:
+    """Whether (FLOPs, samples) `counts` all have the same non-zero FLOPs per sample, exactly: integer cross
+    products, no rounding to hide a term that grows with the batch."""
+    flops0, samples0 = counts[0]
+    return flops0 > 0 and samples0 > 0 and all(f * samples0 == flops0 * s for f, s in counts[1:])
+
+
+def _parts(batch: Any) -> list[Any]:
+    """`batch` flattened: each tensor's torch.Size, each container's kind and size or keys, each other leaf's repr."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return [batch.shape]
+    if isinstance(batch, Mapping):
+        return [("map", tuple(batch))] + [x for v in batch.values() for x in _parts(v)]
+    if isinstance(batch, (list, tuple)):
+        return [(type(batch).__name__, len(batch))] + [x for v in batch for x in _parts(v)]
+    return [("leaf", repr(batch))]
+
+
+def differ_in_batch_only(batches: Sequence[Any], sizes: Sequence[int]) -> bool:
+    """Whether `batches` (micro-batches of `sizes` samples) are alike but for their batch size: the same containers
+    and leaves, their tensors the same in every dimension but ones proportional to the sizes. A collate that pads to
+    the batch's longest sample fails this: its small batches are shorter than the trial's."""
+    import torch
+
+    parts = [_parts(b) for b in batches]
+    if len({len(p) for p in parts}) != 1:
+        return False
+    for items in zip(*parts):
+        first = items[0]
+        if not isinstance(first, torch.Size):
+            if any(x != first for x in items):  # a container's kind and size or keys, a leaf's repr
+                return False
+        elif not all(isinstance(x, torch.Size) and len(x) == len(first) for x in items):
+            return False
+        elif any(len(set(dims)) > 1 and any(d * sizes[0] != dims[0] * n for d, n in zip(dims, sizes))
+                 for dims in zip(*items)):
+            return False
+    return True
 
 
 def precision_name(precision: str, tf32: bool) -> str:

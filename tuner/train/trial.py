@@ -500,37 +500,83 @@ class _Run:
         self.verdict()
 
     def _flops_per_sample(self, cache: CeilingCache | None) -> float:
-        """From the study's cache (flops.json beside its ceilings.json), else counted on one step of the trial's
-        models with a fresh optimizer, unwrapped (DDP, compile), their weights and buffers restored afterwards."""
-        from tuner.data import make_loader
-        from tuner.measure.flops import FLOPS_FILE, count_step_flops, flops_key
+        """From the study's cache (flops.json beside its ceilings.json), else counted on steps of one micro-batch of
+        the trial's models, unwrapped (DDP, compile), each with a fresh optimizer: first at the small batches of
+        tuner.measure.flops, whose count, the same per sample at each, holds at every batch size and is cached so
+        (the study's other batch sizes count nothing); else at the trial's own batch size, cached for it, with the
+        model's dependence on the batch cached too (its next batch size is not checked again)."""
+        from tuner.measure.flops import FLOPS_FILE, SMALL_BATCHES, flops_key
 
         cfg, p = self.cfg, self.cfg.params
         assert self.workload is not None and self.models is not None
-        key = flops_key(cfg)
+        key, any_key = flops_key(cfg), flops_key(cfg, any_batch=True)
         cache = CeilingCache(cache.path.with_name(FLOPS_FILE)) if cache is not None else None  # beside ceilings.json
-        value = cache.get(key) if cache is not None else None
-        if value is not None:
-            return value
+        if cache is not None:
+            value = cache.get(any_key) or cache.get(key)
+            if value is not None:
+                return value
         plain = {k: unwrap(m) for k, m in self.models.items()}  # the user's modules: counted in eager mode
-        loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None,
-                                             "persistent_workers": False, "pin_memory": False})
-        one = next(iter(make_loader(self.train_set, loader_params, self.device, seed=p.seed,
-                                    collate_fn=self.workload.collate)))
-        # The counted step updates the weights: they come back afterwards, so DDP's replicas stay equal on every
+        # A counted step updates the weights: they come back after each, so DDP's replicas stay equal on every
         # rank (only rank 0 counts) and the trained models are as training left them.
         saved = {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in plain.items()}
-        try:  # one micro-batch: accumulation repeats the same counted work per sample (a k-fold slower count)
-            step = PhaseStep(self.workload, plain, p.model_copy(update={"accumulation_steps": 1}), self.device)
-            flops, samples = count_step_flops(step, to_device(one, self.device.torch_device))
-        finally:
-            for k, m in plain.items():
-                m.load_state_dict(saved[k])
-            del saved
+        full = self._first_batch(p.batch_size)
+        if p.batch_size > max(SMALL_BATCHES) and (cache is None or cache.entry(any_key) is None):
+            value, found = self._small_batch_flops(plain, saved, full)
+            if cache is not None:  # value 0: a marker, this model's count depends on the batch size
+                cache.put(any_key, value, {"kind": "flops", "workload": cfg.workload, **found})
+            if value > 0:
+                return value
+        flops, samples = self._count_flops(plain, saved, full)
         value = flops / samples if samples else 0.0
         if value > 0 and cache is not None:
             cache.put(key, value, {"kind": "flops", "workload": cfg.workload, "batch_size": p.batch_size})
         return value
+
+    def _first_batch(self, size: int) -> Any:
+        """The first micro-batch of `size` samples from a loader like the trial's, in this process, on the device."""
+        from tuner.data import make_loader
+
+        assert self.workload is not None
+        p = self.cfg.params
+        params = p.model_copy(update={"batch_size": size, "num_workers": 0, "prefetch_factor": None,
+                                      "persistent_workers": False, "pin_memory": False})
+        one = next(iter(make_loader(self.train_set, params, self.device, seed=p.seed,
+                                    collate_fn=self.workload.collate)))
+        return to_device(one, self.device.torch_device)
+
+    def _count_flops(self, plain: dict[str, nn.Module], saved: dict[str, dict[str, torch.Tensor]],
+                     batch: Any) -> tuple[int, int]:
+        """(FLOPs, samples) of one step on `batch` with a fresh optimizer; the weights and buffers back to `saved`."""
+        from tuner.measure.flops import count_step_flops
+
+        assert self.workload is not None
+        try:  # one micro-batch: accumulation repeats the same counted work per sample (a k-fold slower count)
+            step = PhaseStep(self.workload, plain, self.cfg.params.model_copy(update={"accumulation_steps": 1}),
+                             self.device)
+            return count_step_flops(step, batch)
+        finally:
+            for k, m in plain.items():
+                m.load_state_dict(saved[k])
+
+    def _small_batch_flops(self, plain: dict[str, nn.Module], saved: dict[str, dict[str, torch.Tensor]],
+                           full: Any) -> tuple[float, dict[str, Any]]:
+        """(FLOPs per sample counted at the small batches when they hold at every batch size (tuner.measure.flops),
+        else 0; what was found, for the cache's entry)."""
+        from tuner.measure.flops import SMALL_BATCHES, differ_in_batch_only, same_per_sample
+
+        sizes = list(SMALL_BATCHES)
+        try:
+            batches = [self._first_batch(n) for n in sizes]
+            if not differ_in_batch_only([*batches, full], [*sizes, self.cfg.params.batch_size]):
+                return 0.0, {"batch_independent": False, "sizes": sizes,
+                             "why": "the batches differ beyond their batch size"}
+            counts = [self._count_flops(plain, saved, b) for b in batches]
+        except Exception as err:  # noqa: BLE001 - a model that cannot take so small a batch is counted at its own
+            return 0.0, {"batch_independent": False, "sizes": sizes, "why": error_line(err)}
+        per_sample = [f / n if n else 0.0 for f, n in counts]
+        if not same_per_sample(counts):
+            return 0.0, {"batch_independent": False, "sizes": sizes, "flops_per_sample": per_sample}
+        return per_sample[0], {"batch_independent": True, "sizes": sizes}
 
     def _drop_after(self, err: BaseException) -> None:
         if is_oom(err):
