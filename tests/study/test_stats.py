@@ -63,3 +63,11 @@ def test_confirmed_figures_leave_out_failed_reruns():
     assert c.runs == 3 and c.states == ["complete", "oom", "complete"]
     assert c.figures["throughput"].values == [100.0, 121.0]
     assert c.figures["throughput"].centre == pytest.approx(110.0)  # geometric mean
+
+
+@pytest.mark.parametrize("df, quantile", [(1, 12.706), (3, 3.182), (10, 2.228), (30, 2.042), (2.5, 3.575)])
+def test_the_interval_uses_student_s_t_at_95_percent(df, quantile):
+    """The t quantiles of a two-sided 95% interval, as printed tables give them (2.5 df: between 2 and 3)."""
+    from tuner.study.stats import _t
+
+    assert _t(df) == pytest.approx(quantile, abs=2e-3)
