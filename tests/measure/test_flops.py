@@ -224,18 +224,9 @@ def test_the_flop_and_peak_cache_keys_hold_the_knobs_the_role_table_names(tmp_pa
     assert flops.peak_knobs(cfg.params, device, 3)["channels_last"] == cfg.params.channels_last
 
 
-def test_flops_are_counted_on_one_micro_batch_whatever_the_accumulation(tmp_path, planted_peak, monkeypatch):
+def test_flops_are_counted_on_one_micro_batch_whatever_the_accumulation(tmp_path, planted_peak, counted):
     """Accumulation repeats the same work per sample, so the count runs one micro-batch, not accumulation_steps of
     them under the (slow) FLOP counter; the figure is the same."""
-    counted = []
-    real = flops.count_step_flops
-
-    def spy(step, batch):
-        out = real(step, batch)
-        counted.append(out[1])
-        return out
-
-    monkeypatch.setattr(flops, "count_step_flops", spy)
     res = run_trial(config(tmp_path, acc=3), cache_dir=tmp_path / "cache")
     assert res.state == "complete" and res.metrics["flops_per_sample"] == MATMUL_FLOPS_PER_SAMPLE
     assert counted == [8]  # one batch of 8 samples, not 3 x 8
