@@ -33,7 +33,7 @@ from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
-from tuner.train.ceilings import ceilings
+from tuner.train.ceilings import ceilings, first_batch
 from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
 from tuner.train.deadline import setup_deadline
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
@@ -533,16 +533,11 @@ class _Run:
         return value
 
     def _first_batch(self, size: int) -> Any:
-        """The first micro-batch of `size` samples from a loader like the trial's, in this process, on the device."""
-        from tuner.data import make_loader
-
+        """The first micro-batch of `size` samples of the trial's loader without workers, on the device (the batch
+        a compute ceiling steps on, at that size)."""
         assert self.workload is not None
-        p = self.cfg.params
-        params = p.model_copy(update={"batch_size": size, "num_workers": 0, "prefetch_factor": None,
-                                      "persistent_workers": False, "pin_memory": False})
-        one = next(iter(make_loader(self.train_set, params, self.device, seed=p.seed,
-                                    collate_fn=self.workload.collate)))
-        return to_device(one, self.device.torch_device)
+        cfg = self.cfg.model_copy(update={"params": self.cfg.params.model_copy(update={"batch_size": size})})
+        return first_batch(cfg, self.device, self.workload, self.train_set)
 
     def _count_flops(self, plain: dict[str, nn.Module], saved: dict[str, dict[str, torch.Tensor]],
                      batch: Any) -> tuple[int, int]:
