@@ -422,7 +422,7 @@ class _Run:
         """Both ceilings of a complete trial, on the same process and resources, after scoring (the models may
         train on: they are done), then the verdict. A ceiling that fails is left out; the trial stands. With
         `measure` False (a search trial: nobody reads its verdict unless it makes the front) only the note why."""
-        res, cfg, p, device = self.result, self.cfg, self.cfg.params, self.device
+        res, cfg, device = self.result, self.cfg, self.device
         seconds = cfg.measure.ceiling_seconds  # a samples budget has no wall-time contract to share with
         if cfg.budget.seconds is not None:
             seconds = min(seconds, CEILING_SHARE * cfg.budget.seconds)
