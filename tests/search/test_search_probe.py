@@ -21,6 +21,7 @@ from tuner.search._probe import (
     candidate_loaders,
     choice_of,
     choose,
+    configs_left,
     predicted,
     probe_batch,
     probed_knobs,
@@ -145,6 +146,24 @@ def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own
     assert constants == {"num_workers": 1, "prefetch_factor": 4, "persistent_workers": True}
     assert set(second.params) == {"batch_size"}  # the sampler models only what changes the model
     assert SpaceFunction(s, CPU_CONTEXT)(study.ask()) is None  # no plan: loader knobs are sampled as before
+
+
+LOADER_ONLY = SPACE.replace("batch_size: {type: int, low: 16, high: 64, log: true}", "batch_size: 32")
+
+
+def test_when_the_probes_decide_every_searched_knob_only_the_distinct_configs_are_left():
+    s = parse(LOADER_ONLY)
+    knobs = probed_knobs(s, s.reachable(CPU_CONTEXT))
+    baseline = s.baseline_point(CPU_CONTEXT)
+    in_process = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 0})])
+    assert len(configs_left(s, CPU_CONTEXT, in_process, baseline)) == 1  # the probes picked tuner's defaults
+    workers = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 2,
+                                                                                   "prefetch_factor": 1})])
+    left = configs_left(s, CPU_CONTEXT, workers, baseline)
+    assert [c["num_workers"] for c in left] == [0, 2]  # the baseline, then the probes' pick
+    assert len(configs_left(s, CPU_CONTEXT, workers, None)) == 1  # a study without a baseline
+    # a knob left to the sampler (the batch size): nothing is capped
+    assert configs_left(space(), CPU_CONTEXT, workers, baseline) is None
 
 
 @pytest.fixture
@@ -493,3 +512,23 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
     steps = preflight_steps(plan.preflight)
     assert steps == pytest.approx({128: 0.128})  # the baseline's batch (64) is probed whatever its step
     assert plan.preflight["heaviest"]["accumulation_steps"] == 2 and plan.preflight["batch_size"] == 64
+
+
+@pytest.mark.ray
+def test_a_study_whose_knobs_the_probes_all_decide_runs_each_distinct_config_once(ray_session, tmp_path, capsys,
+                                                                                  probes_on_a_ticking_clock):
+    path = tmp_path / "loader.yaml"
+    path.write_text(LOADER_ONLY)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", "l", "--reports-dir", str(reports), "--trials", "4",
+                 "--confirm", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    records = load_trials(reports / "l")
+    configs = [{k: r["params"].get(k) for k in ("num_workers", "prefetch_factor")} for r in records]
+    assert 1 <= len(records) < 4 and len({json.dumps(c, sort_keys=True) for c in configs}) == len(records)
+    assert "the probes decided every knob this space searches" in err and f"so {len(records)} trial" in err
+    assert json.loads((reports / "l" / "study.json").read_text())["trials"] == len(records)
+    # the study is whole: a resume has nothing left to run
+    assert main(["search", "--study", "l", "--reports-dir", str(reports), "--resume", "--confirm", "0"]) == 0
+    assert "nothing to run" in capsys.readouterr().err and len(load_trials(reports / "l")) == len(records)

@@ -387,6 +387,28 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device)
 
 
+def configs_left(space: Space, context: dict[str, Any], loaders: LoaderPlan,
+                 baseline: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """When the probes decided every knob the space searches (`--space loader` on a CPU): the distinct configs
+    left to measure, the baseline's (tuner's defaults) and the probes' pick, one when they agree; None when the
+    sampler still has a knob to search. Every further trial would run the same config again."""
+    from tuner.config import Params
+
+    if any(n not in loaders.knobs and not space.params[n].single for n in space.reachable(context)):
+        return None
+    fixed = space.fixed_values()
+    points = ([baseline] if baseline is not None else []) + [loaders.loader_for(fixed.get("batch_size"))]
+    configs: list[dict[str, Any]] = []
+    for point in points:
+        try:
+            effective = Params.model_validate({**fixed, **point}).model_dump()
+        except ValueError:
+            effective = {**fixed, **point}
+        if effective not in configs:
+            configs.append(effective)
+    return configs
+
+
 def _with_threads(threads: int, *args: Any) -> dict[str, Any]:
     """probe_batch in this process with the CPU threads a trial's Ray worker gets (Ray sets OMP_NUM_THREADS to
     its CPUs; this process may have more), restored afterwards."""

@@ -297,6 +297,28 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     return StudySetup(space=space, context=context, shared=shared, warnings=notes)
 
 
+def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dict[str, Any], loaders: Any,
+                   done: int, console: Any) -> tuple[int, StudyMeta]:
+    """The trials left once the probes decided every knob the space searches: as many as there are distinct
+    configs (the baseline's and the probes' pick), not --trials copies of one config; the study's count is
+    rewritten, so the report and --resume see the study as whole."""
+    from tuner.search._probe import configs_left
+
+    configs = configs_left(space, context, loaders, (meta.baseline or {}).get("params"))
+    if configs is None or len(configs) >= plan.trials:
+        return plan.trials - done, meta
+    if console is not None:
+        which = ", ".join(n for n in space.reachable(context) if n in loaders.knobs)
+        same = " (the baseline's knobs are the probes' pick)" if len(configs) == 1 and meta.baseline else ""
+        console.print(f"the probes decided every knob this space searches ({which}): {len(configs)} "
+                      f"config{'s' if len(configs) != 1 else ''} to measure{same}, so {len(configs)} "
+                      f"trial{'s' if len(configs) != 1 else ''} instead of {plan.trials}", soft_wrap=True)
+    plan.trials, plan.kept_trials = len(configs), None
+    meta = meta.model_copy(update={"trials": plan.trials})
+    plan.folder.write_meta(meta)
+    return max(0, plan.trials - done), meta
+
+
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
     from tuner.search._confirm import next_knee, pending
 
@@ -390,6 +412,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0)
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
+    if loaders is not None and remaining > 0:
+        remaining, meta = _only_distinct(plan, meta, space, context, loaders, len(records), console)
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)
     with warnings.catch_warnings():
@@ -413,7 +437,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     view = None
     if console is not None:
         on = f" on {plan.dataset}" if plan.dataset else ""
-        count = f"{plan.trials} trials" if not plan.kept_trials else "as many trials as fit"
+        count = "as many trials as fit" if plan.kept_trials else \
+            f"{plan.trials} trial{'s' if plan.trials != 1 else ''}"
         if allowance is not None:
             count += f" in {allowance.seconds:g} s (+{margin(allowance.seconds):.0f} s margin)"
         console.print(f"study [bold]{plan.study}[/bold]: {count} of {escape(plan.workload.text + on)}, "
