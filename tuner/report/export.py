@@ -266,8 +266,8 @@ def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats:
     if values:
         groups = [values]
         if study is not None:
-            groups += [r.confirmed.figures["throughput"].values for r in study.records
-                       if r.confirmed is not None and "throughput" in r.confirmed.figures]
+            groups += [g for r in study.records if r.confirmed is not None and "throughput" in r.confirmed.figures
+                       for g in r.confirmed.groups("throughput")]
         pooled = pool(groups)
         measured = pooled.interval(values) if pooled is not None else Interval(values[0], None, None)
     return Verification(states, errors, values, recorded, measured)

@@ -4,7 +4,10 @@ each, interleaved, before naming a winner.
 A single reading of a config on a shared machine is mostly luck at the 10-20% level, and the search keeps the
 luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as
 the search and with quality too, in rounds: every round runs each config once, starting one further along the list
-each round, so drift during the phase reaches every config alike. The re-runs' figures (their mean and interval,
+each round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the
+knee to a trial never re-run) re-reads the baseline beside the new pick, and the verdict compares the two on the
+readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33
+samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval,
 tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the search's
 own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
 (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
@@ -13,7 +16,7 @@ resumes with the re-runs still missing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuner.study import Study, TrialRecord
 from tuner.study.objective import THROUGHPUT, quality_objective
@@ -28,6 +31,15 @@ DEFAULT_REPEATS = 2  # R: re-runs of each
 # on: at most this many trials beyond the K planned ones (K + 3 knees). Past the bound the export takes the best
 # confirmed trial and its verdict says a higher-ranked single reading was left unconfirmed.
 MAX_EXTRA = 3
+
+
+class Run(NamedTuple):
+    """One re-run to do: the trial, its repeat number and the round it belongs to (0: the planned trials; 1, 2,
+    ...: each moved pick's, with the baseline read again beside it)."""
+
+    trial: int
+    repeat: int
+    round: int = 0
 
 
 def plan_reruns(study: Study, k: int) -> list[int]:
@@ -60,16 +72,28 @@ def plan_reruns(study: Study, k: int) -> list[int]:
     return chosen
 
 
-def schedule(trials: list[int], repeats: int, done: dict[int, set[int]]) -> list[tuple[int, int]]:
-    """(trial, repeat) pairs in run order: round r runs every trial once, the list rotated by r; pairs already
-    recorded (a resumed phase) are left out."""
-    out: list[tuple[int, int]] = []
+def schedule(trials: list[int], repeats: int, done: dict[int, set[int]], round_: int = 0,
+             first: dict[int, int] | None = None) -> list[Run]:
+    """Re-runs in run order: each pass runs every trial once, the list rotated by one each pass; repeats already
+    recorded (a resumed phase) are left out. `first`: a trial's first repeat number in this round (the baseline's
+    re-reads in a later round go on from its earlier ones)."""
+    out: list[Run] = []
     n = len(trials)
     for r in range(repeats):
         for t in (trials[r % n:] + trials[: r % n]) if n else []:
-            if r not in done.get(t, set()):
-                out.append((t, r))
+            rep = (first or {}).get(t, 0) + r
+            if rep not in done.get(t, set()):
+                out.append(Run(t, rep, round_))
     return out
+
+
+def moved_round(moved: int, round_: int, repeats: int, baseline: int | None,
+                done: dict[int, set[int]]) -> list[Run]:
+    """A moved pick's round: its re-runs interleaved with the baseline's, read again (repeats round_ x repeats
+    on), so the verdict compares the two on readings taken side by side."""
+    beside = baseline is not None and baseline != moved
+    return schedule([moved, baseline] if beside else [moved], repeats, done, round_,  # type: ignore[list-item]
+                    {baseline: round_ * repeats} if beside else None)  # type: ignore[dict-item]
 
 
 def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:
@@ -84,9 +108,39 @@ def confirm_set(study: Study, k: int) -> list[int]:
     return planned + sorted(r.trial for r in study.records if r.confirmed is not None and r.trial not in planned)
 
 
-def pending(study: Study, k: int, repeats: int) -> list[tuple[int, int]]:
+def moved(study: Study, k: int) -> list[tuple[int, int | None]]:
+    """The trials re-run because the knee moved to them, with their round (None: confirmed by an older tuner
+    that did not record rounds), in round order."""
+    planned = set(plan_reruns(study, k))
+    extra = [(r.trial, rounds_of(study, r.trial)) for r in study.records
+             if r.confirmed is not None and r.trial not in planned]
+    return sorted(extra, key=lambda e: (e[1] is None, e[1] or 0, e[0]))
+
+
+def rounds_of(study: Study, trial: int) -> int | None:
+    rounds = [rr.round for rr in study.folder.reruns(trial) if rr.round is not None]
+    return min(rounds) if rounds else None
+
+
+def confirm_baseline(study: Study, k: int) -> int | None:
+    """The baseline, when the confirmation re-runs it (a later round reads it again beside its pick)."""
+    baseline = study.baseline_trial
+    return baseline if baseline is not None and baseline in plan_reruns(study, k) else None
+
+
+def next_round(study: Study, k: int) -> int:
+    return 1 + max((r for _, r in moved(study, k) if r is not None), default=0)
+
+
+def pending(study: Study, k: int, repeats: int) -> list[Run]:
     trials = confirm_set(study, k)
-    return schedule(trials, repeats, recorded(study, trials))
+    done = recorded(study, trials)
+    out = schedule(plan_reruns(study, k), repeats, done)
+    baseline = confirm_baseline(study, k)
+    for trial, round_ in moved(study, k):
+        out += schedule([trial], repeats, done) if round_ is None else \
+            moved_round(trial, round_, repeats, baseline, done)
+    return out
 
 
 def next_knee(study: Study, k: int) -> int | None:
@@ -100,16 +154,17 @@ def next_knee(study: Study, k: int) -> int | None:
     return next_to_confirm(study) if extra < MAX_EXTRA else None
 
 
-def rerun_configs(study: Study, pairs: list[tuple[int, int]], wall_limit_s: float,
+def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
                   keys: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number and the repeat, and
-    `keys` (the study's budget keys: tuner.search._trial.budget_keys)."""
-    from tuner.search._trial import REPEAT_KEY, TRIAL_KEY, WALL_KEY
+    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number, the repeat and the
+    round, and `keys` (the study's budget keys: tuner.search._trial.budget_keys)."""
+    from tuner.search._trial import REPEAT_KEY, ROUND_KEY, TRIAL_KEY, WALL_KEY
 
     by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
-    return [{**by_number[t].params, TRIAL_KEY: t, REPEAT_KEY: rep, WALL_KEY: wall_limit_s, **(keys or {})}
-            for t, rep in pairs]
+    return [{**by_number[run.trial].params, TRIAL_KEY: run.trial, REPEAT_KEY: run.repeat, ROUND_KEY: run.round,
+             WALL_KEY: wall_limit_s, **(keys or {})} for run in runs]
 
 
-__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "confirm_set", "next_knee", "pending",
-           "plan_reruns", "recorded", "rerun_configs", "schedule"]
+__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
+           "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded", "rerun_configs",
+           "schedule"]

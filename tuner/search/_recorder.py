@@ -16,7 +16,7 @@ from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
-from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, RUNG_KEY, TRIAL_KEY, final_record, record_from_payload,
+from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, final_record, record_from_payload,
                                  searched_params)
 
 
@@ -148,9 +148,10 @@ class RerunRecorder(Callback):
         from tuner.study.record import Rerun
 
         repeat = int(trial.config[RERUN_KEY][REPEAT_KEY])
+        round_ = trial.config[RERUN_KEY].get(ROUND_KEY)
         fields = record.model_dump()
         rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
-                                      k not in TrialRecord.model_fields} | {"repeat": repeat})
+                                      k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_})
         self.folder.write_rerun(record.trial, rerun)
         self.recorded.append((record.trial, repeat))
         self._tell_optuna(record.trial, rerun)

@@ -15,7 +15,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from tuner.search._confirm import confirm_set, next_knee, pending, rerun_configs, schedule
+from tuner.search._confirm import confirm_baseline, confirm_set, moved_round, next_knee, next_round, pending, \
+    rerun_configs
 from tuner.search._trial import RERUN_KEY
 from tuner.study import Study, StudyFolder
 
@@ -65,15 +66,18 @@ class RerunSearcher(Searcher):
             moved = next_knee(study, self.trials) if self.repeats > 0 else None
             if moved is None:
                 return False
-            if self.allowance is not None and self.allowance.left() < self.repeats * self.allowance.trial_estimate():
+            baseline = confirm_baseline(study, self.trials)
+            pairs = moved_round(moved, next_round(study, self.trials), self.repeats, baseline, {})
+            trials = sorted({run.trial for run in pairs}, key=[moved, baseline].index)
+            if self.allowance is not None and self.allowance.left() < len(pairs) * self.allowance.trial_estimate():
                 if self.view is not None:
                     self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
                                             f"reading; --study-seconds leaves no time to confirm it", soft_wrap=True)
                 return False
-            pairs, trials = schedule([moved], self.repeats, {}), [moved]
             if self.view is not None:
+                again = f", beside the baseline (trial {baseline}) again" if len(trials) > 1 else ""
                 self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
-                                        f"reading: confirming it too", soft_wrap=True)
+                                        f"reading: confirming it too{again}", soft_wrap=True)
         if self.view is not None:
             self.view.confirming(len(pairs), trials, self.repeats)
         self.queue = rerun_configs(study, pairs, self.wall, self.keys)

@@ -46,6 +46,7 @@ RUNG_KEY = "tuner_rung"
 TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
 REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
+ROUND_KEY = "_round"  # the confirmation round of a re-run (tuner.search._confirm.Run)
 RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
 RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
 SCORE_KEY = "_score_reserve_s"  # the pre-flight's estimate of one scoring: kept out of training's share of the budget

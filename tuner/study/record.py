@@ -93,6 +93,9 @@ class Rerun(TrialResult):
     """One confirmation re-run of a trial's config (trials/NNNN/confirm/KK.json)."""
 
     repeat: int
+    # The confirmation round it was read in: 0 the planned trials, 1, 2, ... each moved pick's, with the baseline
+    # read again beside it (tuner.search._confirm). None: recorded by a tuner that did not keep rounds.
+    round: int | None = None
     started: str | None = None
     ended: str | None = None
 
@@ -122,6 +125,7 @@ class Confirmed(BaseModel):
     figures: dict[str, ConfirmedFigure] = Field(default_factory=dict)
     method: str = ""
     suspect: str | None = None  # why most re-runs are suspect too (tuner.study.suspect); None: they clear it
+    rounds: list[int | None] = Field(default_factory=list)  # each figure value's confirmation round, in order
 
     @classmethod
     def of(cls, reruns: list[Rerun]) -> "Confirmed":
@@ -137,7 +141,28 @@ class Confirmed(BaseModel):
         for key in sorted(keys):
             values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
             figures[key] = ConfirmedFigure(values=values, centre=centre(values, all(v > 0 for v in values)))
-        return cls(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD)
+        return cls(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
+                   rounds=[r.round for r in ok])
+
+    def groups(self, key: str) -> list[list[float]]:
+        """The values of `key` per confirmation round: the run-to-run noise is pooled within rounds, so the drift
+        between rounds (the baseline is read in several) does not pass for one config's spread."""
+        values = self.figures[key].values
+        if len(self.rounds) != len(values):
+            return [values]
+        by_round: dict[int | None, list[float]] = {}
+        for v, r in zip(values, self.rounds):
+            by_round.setdefault(r, []).append(v)
+        return list(by_round.values())
+
+    def beside(self, other: "Confirmed", key: str) -> list[float]:
+        """This trial's values of `key` read in the rounds `other` was read in (the baseline re-read beside a
+        later pick): drift between rounds is then not a difference between them. All of them when it has none
+        there (a study confirmed in one round, or by a tuner that did not keep rounds)."""
+        values = self.figures[key].values
+        theirs = {r for r in other.rounds if r is not None}
+        same = [v for v, r in zip(values, self.rounds) if r in theirs] if len(self.rounds) == len(values) else []
+        return same or values
 
     def interval(self, key: str) -> "tuple[float, float | None, float | None] | None":
         f = self.figures.get(key)

@@ -48,7 +48,7 @@ class Study:
 
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
         for key in {k for c in confirmed for k in c.figures}:
-            pooled = pool([c.figures[key].values for c in confirmed if key in c.figures])
+            pooled = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
             for c in confirmed:
                 if key in c.figures and pooled is not None:
                     iv = pooled.interval(c.figures[key].values)
@@ -59,8 +59,8 @@ class Study:
     def pooled(self, metric: str) -> "Pooled | None":
         from tuner.study.stats import pool
 
-        return pool([r.confirmed.figures[metric].values for r in self.records
-                     if r.confirmed is not None and metric in r.confirmed.figures])
+        return pool([g for r in self.records if r.confirmed is not None and metric in r.confirmed.figures
+                     for g in r.confirmed.groups(metric)])
 
     @property
     def name(self) -> str:
@@ -112,8 +112,8 @@ class Study:
         """The run-to-run variation of one config, from the confirmed trials' re-runs."""
         from tuner.study.stats import noise_floor
 
-        groups = [r.confirmed.figures["throughput"].values for r in self.records
-                  if r.confirmed is not None and "throughput" in r.confirmed.figures]
+        groups = [g for r in self.records if r.confirmed is not None and "throughput" in r.confirmed.figures
+                  for g in r.confirmed.groups("throughput")]
         return noise_floor(groups)
 
     def params(self) -> list[str]:

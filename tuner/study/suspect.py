@@ -56,7 +56,7 @@ def noise_sd(confirmed: Iterable[Confirmed | None]) -> float | None:
     """The relative run-to-run noise of throughput over the confirmed trials' re-runs (None without any)."""
     from tuner.study.stats import noise_floor
 
-    groups = [c.figures["throughput"].values for c in confirmed if c is not None and "throughput" in c.figures]
+    groups = [g for c in confirmed if c is not None and "throughput" in c.figures for g in c.groups("throughput")]
     floor = noise_floor(groups)
     return floor.relative_sd if floor is not None and math.isfinite(floor.relative_sd) else None
 

@@ -138,10 +138,12 @@ def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, 
     the search's single reading vs single reading otherwise; the text says which."""
     if is_confirmed(chosen) and is_confirmed(baseline):
         a = chosen.confirmed.figures[THROUGHPUT].values  # type: ignore[union-attr]
-        b = baseline.confirmed.figures[THROUGHPUT].values  # type: ignore[union-attr]
+        b = baseline.confirmed.beside(chosen.confirmed, THROUGHPUT)  # type: ignore[union-attr,arg-type]
         verdict.ratio = ratio_interval(a, b, study.pooled(THROUGHPUT))
         verdict.statistic = "confirmed"
         runs = f"{len(a)} re-runs each" if len(a) == len(b) else f"{len(a)} and {len(b)} re-runs"
+        if len(b) < len(baseline.confirmed.figures[THROUGHPUT].values):  # type: ignore[union-attr]
+            runs += ", read side by side in the same round"
         like = f"confirmed mean vs confirmed mean (geometric, {runs})"
     else:
         verdict.statistic = "single"
@@ -174,10 +176,10 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
     from tuner.study.resolution import worse
 
     key = quality.metric
-    both = [r.confirmed.figures[key].values for r in (chosen, baseline)
-            if r.confirmed is not None and key in r.confirmed.figures]
-    if len(both) == 2:
-        mine, theirs, how = both[0], both[1], "confirmed mean vs confirmed mean"
+    if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
+            and key in baseline.confirmed.figures:
+        mine, theirs = chosen.confirmed.figures[key].values, baseline.confirmed.beside(chosen.confirmed, key)
+        how = "confirmed mean vs confirmed mean"
     else:
         a, b = chosen.value(key), baseline.value(key)
         if a is None or b is None:
