@@ -87,11 +87,15 @@ class SearchView:
         self.console.print(trial_line(record, self.objectives, self.params), soft_wrap=True)
         self.refresh(force=True)
 
-    def confirming(self, runs: int, trials: list[int], repeats: int) -> None:
+    def confirming(self, counts: dict[int, int]) -> None:
+        """A round of re-runs starts: `counts` is each trial's number of re-runs in it, in the round's order."""
+        runs = sum(counts.values())
         self.total, self.done, self.running = self.done + runs, self.done, 0
         self._bounded = True
-        self.console.print(f"confirming trials {', '.join(str(t) for t in trials)}: {runs} re-runs, {repeats} "
-                           f"each, interleaved", style="bold", soft_wrap=True)
+        each = (f"{next(iter(counts.values()))} each" if len(set(counts.values())) == 1 else
+                ", ".join(f"{n} of trial {t}" for t, n in counts.items()))
+        self.console.print(f"confirming trials {', '.join(str(t) for t in counts)}: {runs} re-runs, {each}, "
+                           f"interleaved", style="bold", soft_wrap=True)
         self.refresh(force=True)
 
     def rerun_finished(self, number: int, rerun: Any) -> None:

@@ -5,8 +5,8 @@ A single reading of a config on a shared machine is mostly luck at the 10-20% le
 luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as
 the search and with quality too, in rounds: every round runs each config once, starting one further along the list
 each round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the
-knee to a trial never re-run) re-reads the baseline beside the new pick, and the verdict compares the two on the
-readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33
+knee to a trial never re-run) re-reads the baseline between the new pick's re-runs, and the verdict compares the
+two on the readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33
 samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval,
 tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the search's
 own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
@@ -89,11 +89,15 @@ def schedule(trials: list[int], repeats: int, done: dict[int, set[int]], round_:
 
 def moved_round(moved: int, round_: int, repeats: int, baseline: int | None,
                 done: dict[int, set[int]]) -> list[Run]:
-    """A moved pick's round: its re-runs interleaved with the baseline's, read again (repeats round_ x repeats
-    on), so the verdict compares the two on readings taken side by side."""
-    beside = baseline is not None and baseline != moved
-    return schedule([moved, baseline] if beside else [moved], repeats, done, round_,  # type: ignore[list-item]
-                    {baseline: round_ * repeats} if beside else None)  # type: ignore[dict-item]
+    """A moved pick's round: its R re-runs with the baseline read again between each two of them (R - 1 times,
+    repeats round_ x R on), M B M: a drift that is linear over the round weighs on both alike, so the verdict can
+    compare the two on readings taken side by side, for R - 1 more re-runs rather than R."""
+    out: list[Run] = []
+    for i in range(repeats):
+        out.append(Run(moved, i, round_))
+        if baseline is not None and baseline != moved and i < repeats - 1:
+            out.append(Run(baseline, round_ * repeats + i, round_))
+    return [run for run in out if run.repeat not in done.get(run.trial, set())]
 
 
 def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:

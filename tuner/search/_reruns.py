@@ -79,7 +79,8 @@ class RerunSearcher(Searcher):
                 self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
                                         f"reading: confirming it too{again}", soft_wrap=True)
         if self.view is not None:
-            self.view.confirming(len(pairs), trials, self.repeats)
+            counts = {t: sum(run.trial == t for run in pairs) for t in trials}
+            self.view.confirming({t: n for t, n in counts.items() if n})
         self.queue = rerun_configs(study, pairs, self.wall, self.keys)
         return bool(self.queue)
 
