@@ -40,14 +40,18 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
         built_nhwc = {k for k, m in models.items()  # models the workload itself builds in channels_last
                       if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
-        # ceilings, measured after training, never see. Run them untimed first.
+        # ceilings, measured after training, never see. Run them untimed first where the defaults are read once.
         # One batch for every compute reading here: the loader knobs and the speed knobs leave it as it is.
         try:
             one = first_batch(cfg, device, workload, train_set)
         except Exception:  # noqa: BLE001 - each reading takes it itself then, and is None where it fails, as before
             one = None
-        measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable,
-                        batch=one)
+        if len(speeds) == 1:
+            measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable,
+                            batch=one)
+        # With speed settings to compare, the defaults are read first and again last, and the better reading
+        # counts: a first reading that paid one-time costs gives way to the second, and the alternatives are read
+        # after it, warm. So no untimed warm-up there (0.4-0.5 s per probed batch size of the default study).
         # Not cached for the trials: measured briefly on an untrained model, it decides between loaders and speed
         # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
         # allowed.
