@@ -80,3 +80,29 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
     assert len(after) == 2 * len(confirmed)  # every re-run, once
     assert all(p.read_text() == text for p, text in reruns_before.items())  # the earlier re-runs kept as they were
     assert "re-run" in err and "#0000 complete" not in err  # only re-runs ran on resume
+
+
+def test_a_resumed_study_keeps_the_resource_options_it_was_given(tmp_path, ray_session, trial_engine):
+    """--concurrency (and --cpus-per-trial, --gpus-per-trial) given to the first run holds on --resume unless
+    given again; study.json keeps what was asked apart from what the machine gave."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from tests.helpers.fakeengine import fake_engine_study
+    from tests.search.test_confirm import engine_logged
+    from tuner.search import SearchOptions, run_search
+
+    fake_engine_study(tmp_path, trial_engine, engine_logged, trials=2, confirm=0, concurrency=2, cpus_per_trial=1)
+    meta = json.loads((tmp_path / "fake" / "study.json").read_text())
+    assert meta["resources"]["asked"] == {"concurrency": 2, "cpus_per_trial": 1}
+    out = io.StringIO()
+    run_search(SearchOptions(study="fake", reports_dir=tmp_path, resume=True, trials=3, confirm=0, probe=False),
+               console=Console(file=out, width=300))
+    assert "2 at a time, each on 1 CPU" in out.getvalue()
+    assert len(load_trials(tmp_path / "fake")) == 3
+    out = io.StringIO()
+    run_search(SearchOptions(study="fake", reports_dir=tmp_path, resume=True, trials=4, confirm=0, probe=False,
+                             concurrency=1), console=Console(file=out, width=300))
+    assert "1 at a time" in out.getvalue()  # given again: the new value

@@ -8,7 +8,7 @@ so bad input never starts Ray or touches disk.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ from tuner.workload.loader import WorkloadRef, parse_ref
 SAMPLERS = ("tpe", "nsga2", "random")
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: `$` would let a trailing newline in
 CACHE_DIR = ".cache"
+# SearchOptions' resource options: a resumed study keeps those its first run was given (study.json resources.asked)
+RESOURCE_OPTIONS = ("concurrency", "cpus_per_trial", "gpus_per_trial")
 
 
 @dataclass
@@ -234,6 +236,8 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         raise StudyError(f"no study '{study}' to resume at {folder.path}; start it without --resume, or check "
                          f"--study and --reports-dir")
     meta = folder.read_meta()
+    asked = (meta.resources or {}).get("asked") or {}  # --concurrency etc. as first given: kept unless given again
+    opts = replace(opts, **{k: asked[k] for k in RESOURCE_OPTIONS if getattr(opts, k) is None and k in asked})
     source = f"{folder.meta_path}: space_def"
     saved_space = parse_space(meta.space_def, source=source, name=meta.space or study)
     saved_space = saved_space.model_copy(update={"source": meta.space_source or source})

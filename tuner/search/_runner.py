@@ -31,7 +31,8 @@ from tuner.errors import Interrupted
 from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, device_facts_for, trial_context
 from tuner.space import domains_of, study_space
-from tuner.search._options import SearchOptions, SearchPlan, check_plan, plan_search, trial_base
+from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, plan_search, \
+    trial_base
 from tuner.search._outcome import wall_limit
 from tuner.search._probe import plan_loaders, stored_loader_plan
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
@@ -144,13 +145,19 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         storage=stored_storage(kept_url(plan.storage), plan.study_dir), id=uuid.uuid4().hex,
         created=_now(), hardware=hardware(cluster.cpus, cluster.gpus, cluster.nodes),
         resources={"cpus_per_trial": resources.cpus_per_trial, "gpus_per_trial": resources.gpus_per_trial,
-                   "concurrency": resources.concurrency},
+                   "concurrency": resources.concurrency, "asked": asked_resources(plan.options)},
         versions=versions(), confirm={"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
         context=setup.context if setup is not None else None,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
         scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None, allowance=allowance,
     )
+
+
+def asked_resources(opts: SearchOptions) -> dict[str, Any]:
+    """The resource options the user gave (--concurrency, --cpus-per-trial, --gpus-per-trial): --resume keeps
+    them unless given again; what was derived from the machine is derived again where the study resumes."""
+    return {k: v for k in RESOURCE_OPTIONS if (v := getattr(opts, k)) is not None}
 
 
 def _now() -> str:
@@ -172,7 +179,7 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     stop.install()
     lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
     try:
-        return _locked_search(plan, opts, console, t0, stop, view)
+        return _locked_search(plan, plan.options, console, t0, stop, view)  # on --resume, with its kept options
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if not plan.folder.exists():
             raise Interrupted("interrupted before the study started; nothing was kept", stop.exit_code) from None
