@@ -6,10 +6,10 @@ luckiest readings (the front is selected for being high). So the front is re-mea
 the search and with quality too, in rounds: every round runs each config once, starting one further along the list
 each round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the
 knee to a trial never re-run) re-reads the baseline between the new pick's re-runs, and the verdict compares the
-two on the readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33
-samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval,
-tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the search's
-own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
+two on the readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and
+then 29-33 samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and
+interval, tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the
+search's own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
 (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
 resumes with the re-runs still missing.
 """

@@ -16,8 +16,8 @@ from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
-from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, final_record, record_from_payload,
-                                 searched_params)
+from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, final_record,
+                                 record_from_payload, searched_params)
 
 
 def ray_error_text(trial: Any) -> str:
