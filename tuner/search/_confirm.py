@@ -9,9 +9,9 @@ knee to a trial never re-run) re-reads the baseline between the new pick's re-ru
 two on the readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and
 then 29-33 samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and
 interval, tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the
-search's own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
-(trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
-resumes with the re-runs still missing.
+search's own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside
+its trial (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the
+phase resumes with the re-runs still missing.
 """
 
 from __future__ import annotations
