@@ -248,3 +248,19 @@ def test_a_moved_pick_is_compared_with_the_baseline_read_beside_it_not_across_ro
     # a kill in the middle of that round: resume re-runs exactly what is missing, in the round's own numbering
     (s.folder.path / "trials" / "0000" / "confirm" / "02.json").unlink()
     assert [(r.trial, r.repeat, r.round) for r in pending(Study.load(s.folder), 1, 2)] == [(0, 2, 1)]
+
+
+def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_chased(tmp_path):
+    """On a noisy machine the knee's re-runs spread wide; a never re-run trial whose single reading lies within
+    where one more run of the pick would read is no evidence against it, so no round is spent on it (and the
+    verdict says why it was left); a reading beyond that still moves the knee."""
+    reruns = {2: [(140.0, 18.0), (180.0, 23.0)], 0: [(90.0, 45.0), (115.0, 55.0)]}
+    near = _planted(tmp_path / "near", {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 17.0), 3: (200.0, 19.5)},
+                    reruns)
+    assert pending(near, 1, 2) == [] and next_knee(near, 1) is None
+    v = decide(near)
+    assert is_confirmed(v.pick) and "trial 3 ranks higher on a single, unconfirmed reading, within what one more " \
+                                  "run of the pick reads" in v.text
+    far = _planted(tmp_path / "far", {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 17.0), 3: (900.0, 19.5)},
+                   reruns)
+    assert next_knee(far, 1) == 3

@@ -221,7 +221,32 @@ def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
                                           study.pooled(quality.metric)) is not None:
         rule = "throughput"
     rival = _unconfirmed_rival(study, pool, rule, None)
-    return rival.trial if rival is not None else None
+    if rival is None or _within_noise(study, rival, pool, rule):
+        return None
+    return rival.trial
+
+
+def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule: Pick) -> bool:
+    """Whether the rival's single reading lies, on every objective the rule ranks by, within where one more run of
+    the confirmed pick would read (its 95% prediction interval from the pooled re-run spread), or on the worse
+    side of it: such a reading is no evidence against the pick (the search's single readings are selected for
+    being high), and re-running it on a noisy machine chased the knee through three rounds to "no difference
+    beyond the noise". False where the pick has no prediction interval (too few re-runs)."""
+    try:
+        pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value)
+    except StudyError:
+        return False
+    if pick.confirmed is None:
+        return False
+    ranked = [o for o in study.objectives if rule != "throughput" or o.metric == THROUGHPUT]
+    for o in ranked:
+        fig = pick.confirmed.figures.get(o.metric)
+        mine = rival.value(o.metric)
+        if fig is None or mine is None or fig.rerun_low is None or fig.rerun_high is None:
+            return False
+        if (mine > fig.rerun_high) if o.mode == "max" else (mine < fig.rerun_low):
+            return False
+    return True
 
 
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
@@ -252,7 +277,10 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
                   or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
     chosen, tied, reason = _resolve_tie(study, first, candidates, None if q_note else quality)
     rival = None if widened else _unconfirmed_rival(study, pool, rule, min_quality)
-    if rival is not None:
+    if rival is not None and _within_noise(study, rival, pool, rule):
+        notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, within what one more "
+                     f"run of the pick reads (so not re-run); the pick is the best confirmed trial")
+    elif rival is not None:
         notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
                      f"before reaching it); the pick is the best confirmed trial")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
