@@ -15,6 +15,7 @@ from tuner.config import Quality
 from tuner.data import Datasets
 from tuner.device import resolve_device
 from tuner.measure.fid import fid_of_images
+from tuner.search import SearchOptions
 from tuner.search._rungs import SchedulerPlan
 from tuner.search._runner import StudySetup, shared_fid_cache, study_meta
 from tuner.search._shared_cache import SharedFiles
@@ -135,7 +136,7 @@ def test_the_driver_ships_its_fid_cache_and_study_json_records_its_hashes(tmp_pa
                            workload_options={}, dataset="synthetic", budget=SPACE.defaults.budget, trials=3,
                            sampler="tpe", seed=0, storage="sqlite://", confirm_trials=2,
                            confirm_repeats=2, study_dir=tmp_path / "s", scheduler=SchedulerPlan(), kept_trials=None,
-                           preflight={})
+                           preflight={}, options=SearchOptions())
     cluster = SimpleNamespace(cpus=2, gpus=0, nodes=1)
     resources = SimpleNamespace(cpus_per_trial=2, gpus_per_trial=0, concurrency=1)
     meta = study_meta(plan, cluster, resources, None, setup)

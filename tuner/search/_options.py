@@ -17,8 +17,7 @@ from tuner.errors import ConfigError, StudyError
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
-from tuner.space import Space
-from tuner.space import load_space, parse_space
+from tuner.space import Space, load_space, parse_space
 from tuner.search._storage import (
     check_storage_url,
     check_study_database,
@@ -38,8 +37,7 @@ from tuner.workload.loader import WorkloadRef, parse_ref
 SAMPLERS = ("tpe", "nsga2", "random")
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: `$` would let a trailing newline in
 CACHE_DIR = ".cache"
-# SearchOptions' resource options: a resumed study keeps those its first run was given (study.json resources.asked)
-RESOURCE_OPTIONS = ("concurrency", "cpus_per_trial", "gpus_per_trial")
+RESOURCE_OPTIONS = ("concurrency", "cpus_per_trial", "gpus_per_trial")  # kept by --resume (resources.asked)
 
 
 @dataclass
@@ -236,8 +234,8 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         raise StudyError(f"no study '{study}' to resume at {folder.path}; start it without --resume, or check "
                          f"--study and --reports-dir")
     meta = folder.read_meta()
-    asked = (meta.resources or {}).get("asked") or {}  # --concurrency etc. as first given: kept unless given again
-    opts = replace(opts, **{k: asked[k] for k in RESOURCE_OPTIONS if getattr(opts, k) is None and k in asked})
+    asked = (meta.resources or {}).get("asked") or {}  # as first given: kept unless given again
+    opts = replace(opts, **{k: v for k, v in asked.items() if k in RESOURCE_OPTIONS and getattr(opts, k) is None})
     source = f"{folder.meta_path}: space_def"
     saved_space = parse_space(meta.space_def, source=source, name=meta.space or study)
     saved_space = saved_space.model_copy(update={"source": meta.space_source or source})
