@@ -61,8 +61,10 @@ LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 # Head processes a local study's Ray never uses, which ray.init starts anyway: the autoscaler's monitor (a fixed
 # local node has nothing to scale), the API server (with include_dashboard=False still a minimal dashboard process,
 # which ray.init waits for to register), and, unless --verbose shows workers' output, the log monitor. Ray's
-# RayParams has no_monitor but ray.init does not pass it, nor offers the others. Without them ray.init took 1.5 s
-# instead of 3.4-3.8 s on 2 cores (4 + 4 runs, interleaved), and Tune ran its trials alike.
+# RayParams has no_monitor but ray.init does not pass it, nor offers the others. In the default study on 2 cores
+# (3 + 3 runs, interleaved) ray.init took 1.3-1.4 s instead of 3.4-3.7 s and the probes after it 3.3-4.7 s instead
+# of 5.0-5.6 s (those processes' start-up no longer beside them): the first trial began 8.4-9.5 s after ray.init
+# was called instead of 11.7-13.1 s.
 _UNUSED_HEAD_PROCESSES = ("start_monitor", "start_api_server")
 _UNUSED_QUIET = ("start_log_monitor",)
 
