@@ -166,6 +166,18 @@ def test_when_the_probes_decide_every_searched_knob_only_the_distinct_configs_ar
     assert configs_left(space(), CPU_CONTEXT, workers, baseline) is None
 
 
+def search_ok(tmp_path, capsys, space_text: str, study: str, *args: str):
+    """`tuner search` of this space (written to a file) without confirmation; it must succeed: (reports, stderr)."""
+    path = tmp_path / f"{study}.yaml"
+    path.write_text(space_text)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", study, "--reports-dir", str(reports), "--confirm", "0",
+                 *args])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    return reports, err
+
+
 @pytest.fixture
 def probes_on_a_ticking_clock(monkeypatch):
     """The probes' ceilings on a ticking clock (as the trial tests' ceilings): what these tests check is what the
@@ -194,12 +206,7 @@ def test_probing_measures_the_compute_ceiling_and_each_loaders_input_ceiling_thr
 @pytest.mark.ray
 def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session, tmp_path, capsys,
                                                                     probes_on_a_ticking_clock):
-    path = tmp_path / "probe.yaml"
-    path.write_text(SPACE)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", "p", "--reports-dir", str(reports), "--confirm", "0"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    reports, err = search_ok(tmp_path, capsys, SPACE, "p")
     assert "probing loader knobs (num_workers, prefetch_factor, persistent_workers)" in err
     plan = LoaderPlan.model_validate_json((reports / "p" / "probes.json").read_text())
     assert [c.batch_size for c in plan.choices] == [16, 32, 64]
@@ -517,13 +524,7 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
 @pytest.mark.ray
 def test_a_study_whose_knobs_the_probes_all_decide_runs_each_distinct_config_once(ray_session, tmp_path, capsys,
                                                                                   probes_on_a_ticking_clock):
-    path = tmp_path / "loader.yaml"
-    path.write_text(LOADER_ONLY)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", "l", "--reports-dir", str(reports), "--trials", "4",
-                 "--confirm", "0"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    reports, err = search_ok(tmp_path, capsys, LOADER_ONLY, "l", "--trials", "4")
     records = load_trials(reports / "l")
     configs = [{k: r["params"].get(k) for k in ("num_workers", "prefetch_factor")} for r in records]
     assert 1 <= len(records) < 4 and len({json.dumps(c, sort_keys=True) for c in configs}) == len(records)
