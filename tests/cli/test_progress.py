@@ -8,6 +8,7 @@ from rich.console import Console
 
 from tuner.cli.progress import SearchView
 from tuner.study import Objective
+from tuner.study.record import Rerun
 
 
 def view(buf: io.StringIO) -> SearchView:
@@ -20,8 +21,12 @@ def test_a_confirmation_round_says_how_many_re_runs_each_trial_gets():
     buf = io.StringIO()
     v = view(buf)
     v.confirming({5: 2, 0: 2})
-    v.confirming({7: 2, 0: 1})  # a moved pick's round: the baseline read again between its two re-runs
+    v.confirming({7: 1})  # a moved pick's first re-run alone (the screen)
+    v.rerun_finished(7, Rerun(repeat=0, round=1, state="complete", metrics={"throughput": 210.0}))
+    v.confirming({0: 1, 7: 1})  # it held: the baseline read again, then its second re-run
     lines = buf.getvalue().splitlines()
     assert "confirming trials 5, 0: 4 re-runs, 2 each, interleaved" in lines[0]
-    assert "confirming trials 7, 0: 3 re-runs, 2 of trial 7, 1 of trial 0, interleaved" in lines[1]
-    assert v.total == 4 + 3  # the status line counts this round's re-runs on from what is done
+    assert "confirming trial 7: 1 re-run" in lines[1] and "interleaved" not in lines[1]
+    assert "#0007 re-run 1" in lines[2] and "throughput 210" in lines[2]
+    assert "confirming trials 0, 7: 2 re-runs, 1 each, interleaved" in lines[3]
+    assert v.total == 4 + 1 + 2  # the status line counts each round's re-runs on from what is done

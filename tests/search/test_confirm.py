@@ -133,32 +133,32 @@ def test_the_knee_chase_stops_at_its_bound_and_exports_the_best_confirmed_trial(
     assert is_confirmed(v.pick) and "ranks higher on a single, unconfirmed reading" in v.text
 
 
-def engine_reruns_slower(cfg, *, cache_dir, out_dir=None, device=None, wall_limit_s=None, on_window=None, setup=None, **_):
-    """Like engine_logged, but every confirmation re-run reads a third of the search's figure: the knee moves."""
-    p = cfg.params
-    thr = float(p.batch_size) * 10 * (0.3 if Path(out_dir).parent.name == "confirm" else 1.0)
-    return TrialResult(state="complete", throughput=thr, loss=1.0 - p.beta1, train_seconds=0.01)
-
-
-def engine_reruns_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
-    """engine_reruns_slower, each trial logging the process it ran in and that process's parent (reruns.log for a
-    re-run, search.log for a search trial)."""
+def engine_first_round_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
+    """The planned trials' re-runs read a third of the search's figure, so the knee moves; a moved pick's re-runs
+    read the search's figure, so its first re-run holds it. Each trial logs the process it ran in and that
+    process's parent (reruns.log for a re-run, search.log for a search trial)."""
     import os
 
     rerun = Path(out_dir).parent.name == "confirm"
-    with open(Path(out_dir).parents[3 if rerun else 1] / ("reruns.log" if rerun else "search.log"), "a") as f:
+    study_dir = Path(out_dir).parents[3 if rerun else 1]
+    with open(study_dir / ("reruns.log" if rerun else "search.log"), "a") as f:
         f.write(f"{os.getpid()} {os.getppid()} {out_dir}\n")
-    return engine_reruns_slower(cfg, cache_dir=cache_dir, out_dir=out_dir)
+    p = cfg.params
+    trial = int(Path(out_dir).parent.parent.name) if rerun else None
+    slower = rerun and trial in plan_reruns(Study.load(StudyFolder(study_dir)), 1)
+    return TrialResult(state="complete", throughput=float(p.batch_size) * 10 * (0.3 if slower else 1.0),
+                       loss=1.0 - p.beta1, train_seconds=0.01)
 
 
 @pytest.fixture(scope="module")
 def moved_knee(ray_session, tmp_path_factory):
-    """One study whose re-runs read a third of the search's figures (the knee moves), each re-run logging its
-    process, read by the two tests below (read-only): (study folder, summary)."""
+    """One study whose planned re-runs read a third of the search's figures (the knee moves) and whose later ones
+    read the search's figures (the moved pick holds), each re-run logging its process, read by the two tests below
+    (read-only): (study folder, summary)."""
     reports = tmp_path_factory.mktemp("moved-knee")
     with pytest.MonkeyPatch.context() as m:
-        summary = fake_engine_study(reports, engine_user(m), engine_reruns_slower_pid, confirm=1, repeats=2, seed=1,
-                                    concurrency=1)
+        summary = fake_engine_study(reports, engine_user(m), engine_first_round_slower_pid, confirm=1, repeats=2,
+                                    seed=1, concurrency=1)
     return reports / "fake", summary
 
 
@@ -195,15 +195,13 @@ def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fr
     order = [(int(Path(d).parent.parent.name), int(Path(d).name)) for _, _, d in lines]
     moved = [t for t in confirmed if t not in planned]
     assert order[: 2 * len(planned)] == pairs(schedule(planned, 2, {}))  # the planned round first, interleaved
-    # then each moved pick's round: its two re-runs with the baseline read again between them
+    # then the moved pick's round: one re-run of it, which held it as the pick, then the baseline read again and
+    # its second re-run (M B M)
     later = order[2 * len(planned):]
-    assert len(later) == 3 * len(moved)
-    for i, chunk in enumerate(later[j:j + 3] for j in range(0, len(later), 3)):
-        assert chunk == [(chunk[0][0], 0), (0, 2 * (i + 1)), (chunk[0][0], 1)]
-        assert [r.round for r in study.folder.reruns(chunk[0][0])] == [i + 1, i + 1]
-    assert sorted(c[0] for c in later[::3]) == sorted(moved)
-    assert [r.repeat for r in study.folder.reruns(0)] == [0, 1] + [2 * (i + 1) for i in range(len(moved))]
-    assert all([r.repeat for r in study.folder.reruns(n)] == [0, 1] for n in confirmed if n != 0)
+    assert len(moved) == 1 and later == [(moved[0], 0), (0, 2), (moved[0], 1)]
+    assert [r.round for r in study.folder.reruns(moved[0])] == [1, 1]
+    assert [r.repeat for r in study.folder.reruns(0)] == [0, 1, 2]
+    assert decide(study).pick.trial == moved[0]
 
 
 def test_with_study_seconds_a_moved_knee_is_confirmed_only_while_the_time_left_holds_its_reruns(tmp_path):
@@ -264,3 +262,57 @@ def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_
     far = _planted(tmp_path / "far", {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 17.0), 3: (900.0, 19.5)},
                    reruns)
     assert next_knee(far, 1) == 3
+
+
+def _searcher_round(tmp_path, screen):
+    """A RerunSearcher (no Ray) over a study whose knee moved to trial 3 after the planned round: what it hands
+    out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next."""
+    from tuner.search._reruns import RerunSearcher
+    from tuner.search._trial import REPEAT_KEY, RERUN_KEY, ROUND_KEY, TRIAL_KEY
+
+    reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0), 4: (240.0, 23.0)}
+    s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
+    for n in (0, 2):
+        for rerun in s.folder.reruns(n):
+            s.folder.write_rerun(n, rerun.model_copy(update={"round": 0}))
+    searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0)
+
+    def handed(trial_id):
+        got = searcher.suggest(trial_id)
+        return got if not isinstance(got, dict) else tuple(got[RERUN_KEY][k] for k in (TRIAL_KEY, REPEAT_KEY,
+                                                                                       ROUND_KEY))
+
+    first = [handed("a"), handed("b")]  # the screen alone: nothing more until its figures are in
+    s.folder.write_rerun(3, Rerun(repeat=0, round=1, state="complete",
+                                  metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05}))
+    searcher.on_trial_complete("a")
+    return first, handed("c"), Study.load(s.folder)
+
+
+def test_a_moved_pick_is_re_run_once_first_and_its_round_goes_on_only_if_that_re_run_holds_it(tmp_path):
+    """The knee moved to trial 3 on a single reading; one re-run of it comes first. It read what the search did:
+    it holds, so the baseline is read again and then trial 3's second re-run (M B M)."""
+    first, after, study = _searcher_round(tmp_path / "holds", (258.0, 22.0))
+    assert first == [(3, 0, 1), None]
+    assert after == (0, 2, 1)  # the baseline, re-read in the moved pick's round
+    assert [(r.trial, r.repeat, r.round) for r in pending(study, 1, 2)] == [(0, 2, 1), (3, 1, 1)]
+
+
+def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tmp_path):
+    """The screen read like the planned knee's re-runs (half its search figure): trial 3 is not the pick on it, so
+    its round ends there, the chase moves to the next single reading (trial 4), and the verdict says why 3 has one
+    re-run."""
+    from ray.tune.search import Searcher
+
+    first, after, study = _searcher_round(tmp_path / "fails", (130.0, 22.0))
+    assert first == [(3, 0, 1), None]
+    assert pending(study, 1, 2) == [] and next_knee(study, 1) == 4
+    assert after == (4, 0, 2)  # the next moved pick's screen, in a round of its own
+    assert after != Searcher.FINISHED
+    for n in (4,):
+        study.folder.write_rerun(n, Rerun(repeat=0, round=2, state="complete",
+                                          metrics={"throughput": 120.0, "fid": 23.0, "throughput_spread": 0.05}))
+    study = Study.load(study.folder)
+    v = decide(study)
+    assert v.pick.trial == 2 and [r.repeat for r in study.folder.reruns(0)] == [0, 1]  # no baseline re-read
+    assert "the knee moved to trials 3 and 4 on a single reading; one re-run each did not hold them" in v.text

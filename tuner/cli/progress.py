@@ -94,8 +94,11 @@ class SearchView:
         self._bounded = True
         each = (f"{next(iter(counts.values()))} each" if len(set(counts.values())) == 1 else
                 ", ".join(f"{n} of trial {t}" for t, n in counts.items()))
-        self.console.print(f"confirming trials {', '.join(str(t) for t in counts)}: {runs} re-runs, {each}, "
-                           f"interleaved", style="bold", soft_wrap=True)
+        if runs == 1:
+            self.console.print(f"confirming trial {next(iter(counts))}: 1 re-run", style="bold", soft_wrap=True)
+        else:
+            self.console.print(f"confirming trials {', '.join(str(t) for t in counts)}: {runs} re-runs, {each}, "
+                               f"interleaved", style="bold", soft_wrap=True)
         self.refresh(force=True)
 
     def rerun_finished(self, number: int, rerun: Any) -> None:

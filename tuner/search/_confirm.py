@@ -2,16 +2,17 @@
 each, interleaved, before naming a winner.
 
 A single reading of a config on a shared machine is mostly luck at the 10-20% level, and the search keeps the
-luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as
-the search and with quality too, in rounds: every round runs each config once, starting one further along the list
-each round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the
-knee to a trial never re-run) re-reads the baseline between the new pick's re-runs, and the verdict compares the
-two on the readings of that round: across rounds the machine's drift alone (re-runs of one config read 21-22 and
-then 29-33 samples/s, minutes apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and
-interval, tuner.study.stats) then stand for those trials in the front, the knee, the export and the verdict; the
-search's own readings are left out of them (selection bias). Each re-run is recorded the moment it ends, beside
-its trial (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the
-phase resumes with the re-runs still missing.
+luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as the
+search and with quality too, in rounds: every round runs each config once, starting one further along the list each
+round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the knee to
+a trial never re-run) re-runs the new pick once; only if that re-run holds it as the pick does the round go on,
+re-reading the baseline between the new pick's re-runs, and the verdict compares the two on the readings of that
+round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33 samples/s, minutes
+apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.study.stats)
+then stand for those trials in the front, the knee, the export and the verdict; the search's own readings are left
+out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
+(trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
+resumes with the re-runs still missing.
 """
 
 from __future__ import annotations
@@ -142,9 +143,27 @@ def pending(study: Study, k: int, repeats: int) -> list[Run]:
     out = schedule(plan_reruns(study, k), repeats, done)
     baseline = confirm_baseline(study, k)
     for trial, round_ in moved(study, k):
-        out += schedule([trial], repeats, done) if round_ is None else \
-            moved_round(trial, round_, repeats, baseline, done)
+        if round_ is None:
+            out += schedule([trial], repeats, done)
+            continue
+        rest = moved_round(trial, round_, repeats, baseline, done)
+        out += rest if rest and holds(study, trial) else []
     return out
+
+
+def holds(study: Study, trial: int) -> bool:
+    """Whether a moved pick, on the re-runs it has (its first one: the screen), is still what the export picks. A
+    round for a moved pick starts with one re-run of it alone; only if that holds it as the pick do the baseline's
+    re-read and its other re-runs follow. The search's single readings it was chased for are selected for being
+    good, and most did not hold (a 15 s GAN's FID read 214 in the search, 416-476 again): one fresh reading ends
+    such a chase for 1 re-run instead of 2R - 1."""
+    from tuner.errors import StudyError
+    from tuner.study.verdict import decide
+
+    try:
+        return decide(study).pick.trial == trial
+    except StudyError:
+        return False
 
 
 def next_knee(study: Study, k: int) -> int | None:
@@ -170,5 +189,5 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
 
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
-           "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded", "rerun_configs",
+           "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded", "rerun_configs",
            "schedule"]

@@ -1,6 +1,7 @@
 """The confirmation phase: a searcher that hands out the re-runs (tuner.search._confirm) one at a time, and, once
-every one is recorded and the confirmed figures moved the knee to a trial never re-run, that trial's re-runs too,
-until the knee stands on confirmed figures.
+every one is recorded and the confirmed figures moved the knee to a trial never re-run, one re-run of that trial
+(and, if it holds it as the pick, its other re-runs beside the baseline's), until the knee stands on confirmed
+figures.
 
 It runs in the search's own Tune run (tuner.search._phases), so one trial process serves every round and the
 search's last trial (reuse_actors): a Tune run per round, then one for the phase, paid Tune's start-up again
@@ -19,6 +20,7 @@ from tuner.search._confirm import confirm_baseline, confirm_set, moved_round, ne
     rerun_configs
 from tuner.search._trial import RERUN_KEY
 from tuner.study import Study, StudyFolder
+from tuner.study.format import fmt_metric
 
 
 class RerunSearcher(Searcher):
@@ -36,6 +38,7 @@ class RerunSearcher(Searcher):
         self.queue: list[dict[str, Any]] = []
         self.running = 0
         self.issued = 0
+        self.screening: int | None = None  # the moved pick whose first re-run is out (a screen)
         self.done = False  # True once no re-run is left to hand out: the phase ran to its end
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the tune config; the live view stays here
@@ -62,27 +65,48 @@ class RerunSearcher(Searcher):
         study = Study.load(self.folder)
         pairs = pending(study, self.trials, self.repeats)
         trials = confirm_set(study, self.trials)
+        if self.screening is not None:
+            self._say_screened(study, self.screening, bool(pairs))
+            self.screening = None
         if not pairs:
             moved = next_knee(study, self.trials) if self.repeats > 0 else None
             if moved is None:
                 return False
             baseline = confirm_baseline(study, self.trials)
             pairs = moved_round(moved, next_round(study, self.trials), self.repeats, baseline, {})
-            trials = sorted({run.trial for run in pairs}, key=[moved, baseline].index)
+            trials = [moved]
             if self.allowance is not None and self.allowance.left() < len(pairs) * self.allowance.trial_estimate():
                 if self.view is not None:
                     self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
                                             f"reading; --study-seconds leaves no time to confirm it", soft_wrap=True)
                 return False
+            pairs, self.screening = pairs[:1], moved  # the screen: the rest follows only if it holds (holds())
             if self.view is not None:
-                again = f", beside the baseline (trial {baseline}) again" if len(trials) > 1 else ""
                 self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
-                                        f"reading: confirming it too{again}", soft_wrap=True)
+                                        f"reading: re-running it once to see whether it holds", soft_wrap=True)
         if self.view is not None:
             counts = {t: sum(run.trial == t for run in pairs) for t in trials}
             self.view.confirming({t: n for t, n in counts.items() if n})
         self.queue = rerun_configs(study, pairs, self.wall, self.keys)
         return bool(self.queue)
+
+    def _say_screened(self, study: Study, trial: int, held: bool) -> None:
+        """After a moved pick's first re-run: whether it held (the round goes on) or not (the chase moves on)."""
+        if self.view is None:
+            return
+        record = next(r for r in study.records if r.trial == trial)
+        baseline = confirm_baseline(study, self.trials)
+        if held:
+            again = f", beside the baseline (trial {baseline}) again" if baseline is not None else ""
+            self.view.console.print(f"trial {trial}'s re-run holds it as the pick: confirming it{again}",
+                                    soft_wrap=True)
+            return
+        figures = record.confirmed.figures if record.confirmed is not None else {}
+        read = ", ".join(f"{o.metric} {fmt_metric(o.metric, figures[o.metric].values[-1])} "
+                         f"(search {fmt_metric(o.metric, record.value(o.metric))})"
+                         for o in study.objectives if o.metric in figures)
+        self.view.console.print(f"trial {trial}'s re-run did not hold it as the pick ({read or 'no figures'}): "
+                                f"not re-run again", soft_wrap=True)
 
     def save(self, checkpoint_path: str) -> None:  # resume reads the study folder, not Tune's state
         pass

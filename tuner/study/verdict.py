@@ -249,6 +249,19 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     return True
 
 
+def _screened(study: Study, chosen: TrialRecord) -> list[int]:
+    """Trials the confirmation chased when the knee moved to them and re-ran once only (their re-run did not hold
+    them as the pick: tuner.search._confirm.holds): one re-run, read in a later round."""
+    out = []
+    for r in study.records:
+        c = r.confirmed
+        if c is None or r.trial == chosen.trial or len(c.rounds) != 1 or c.runs != 1:
+            continue
+        if c.rounds[0] is not None and c.rounds[0] >= 1:
+            out.append(r.trial)
+    return out
+
+
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
     """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
     from tuner.study.resolution import unresolved
@@ -283,6 +296,10 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     elif rival is not None:
         notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
                      f"before reaching it); the pick is the best confirmed trial")
+    if screened := _screened(study, chosen):
+        notes.append(f"the knee moved to trial{'s' if len(screened) > 1 else ''} {_names(screened)} on a single "
+                     f"reading; one re-run {'each ' if len(screened) > 1 else ''}did not hold "
+                     f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
     parts = [f"trial {chosen.trial} ({pick})"]
