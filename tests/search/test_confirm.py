@@ -264,9 +264,15 @@ def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_
     assert next_knee(far, 1) == 3
 
 
-def _searcher_round(tmp_path, screen):
+def _searcher_round(tmp_path, screen, repeats=2):
     """A RerunSearcher (no Ray) over a study whose knee moved to trial 3 after the planned round: what it hands
-    out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next."""
+    out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next;
+    the study, and the lines its live view printed."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli.progress import SearchView
     from tuner.search._reruns import RerunSearcher
     from tuner.search._trial import REPEAT_KEY, RERUN_KEY, ROUND_KEY, TRIAL_KEY
 
@@ -275,7 +281,9 @@ def _searcher_round(tmp_path, screen):
     for n in (0, 2):
         for rerun in s.folder.reruns(n):
             s.folder.write_rerun(n, rerun.model_copy(update={"round": 0}))
-    searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0)
+    buf = io.StringIO()
+    view = SearchView(Console(file=buf, width=300, force_terminal=False), total=5, done=5, objectives=OBJ, params=[])
+    searcher = RerunSearcher(tmp_path / "m", 1, repeats, 30.0, view=view)
 
     def handed(trial_id):
         got = searcher.suggest(trial_id)
@@ -286,14 +294,18 @@ def _searcher_round(tmp_path, screen):
     s.folder.write_rerun(3, Rerun(repeat=0, round=1, state="complete",
                                   metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05}))
     searcher.on_trial_complete("a")
-    return first, handed("c"), Study.load(s.folder)
+    after = handed("c")
+    return first, after, Study.load(s.folder), buf.getvalue().splitlines()
 
 
 def test_a_moved_pick_is_re_run_once_first_and_its_round_goes_on_only_if_that_re_run_holds_it(tmp_path):
     """The knee moved to trial 3 on a single reading; one re-run of it comes first. It read what the search did:
     it holds, so the baseline is read again and then trial 3's second re-run (M B M)."""
-    first, after, study = _searcher_round(tmp_path / "holds", (258.0, 22.0))
+    first, after, study, lines = _searcher_round(tmp_path / "holds", (258.0, 22.0))
     assert first == [(3, 0, 1), None]
+    assert any("moved the pick to trial 3, which has one reading: re-running it once" in line for line in lines)
+    assert any("trial 3's re-run holds it as the pick: confirming it, beside the baseline (trial 0) again" in line
+               for line in lines)
     assert after == (0, 2, 1)  # the baseline, re-read in the moved pick's round
     assert [(r.trial, r.repeat, r.round) for r in pending(study, 1, 2)] == [(0, 2, 1), (3, 1, 1)]
 
@@ -304,8 +316,11 @@ def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tm
     re-run."""
     from ray.tune.search import Searcher
 
-    first, after, study = _searcher_round(tmp_path / "fails", (130.0, 22.0))
+    first, after, study, lines = _searcher_round(tmp_path / "fails", (130.0, 22.0))
     assert first == [(3, 0, 1), None]
+    assert any("trial 3's re-run did not hold it as the pick (throughput 130.0 (search 260.0), fid 22 (search 22)): "
+               "not re-run again" in line for line in lines)
+    assert any("moved the pick to trial 4" in line for line in lines)
     assert pending(study, 1, 2) == [] and next_knee(study, 1) == 4
     assert after == (4, 0, 2)  # the next moved pick's screen, in a round of its own
     assert after != Searcher.FINISHED
@@ -316,3 +331,11 @@ def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tm
     v = decide(study)
     assert v.pick.trial == 2 and [r.repeat for r in study.folder.reruns(0)] == [0, 1]  # no baseline re-read
     assert "the knee moved to trials 3 and 4 on a single reading; one re-run each did not hold them" in v.text
+
+
+def test_with_one_re_run_per_trial_a_moved_pick_that_holds_is_confirmed_by_its_screen_alone(tmp_path):
+    from ray.tune.search import Searcher
+
+    first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0), repeats=1)
+    assert first == [(3, 0, 1), None] and after == Searcher.FINISHED
+    assert lines[-1].endswith("trial 3's re-run holds it as the pick") and decide(study).pick.trial == 3

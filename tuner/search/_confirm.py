@@ -189,5 +189,5 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
 
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
-           "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded", "rerun_configs",
-           "schedule"]
+           "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded",
+           "rerun_configs", "schedule"]

@@ -16,8 +16,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from tuner.search._confirm import confirm_baseline, confirm_set, moved_round, next_knee, next_round, pending, \
-    rerun_configs
+from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
+    pending, rerun_configs
 from tuner.search._trial import RERUN_KEY
 from tuner.study import Study, StudyFolder
 from tuner.study.format import fmt_metric
@@ -66,7 +66,7 @@ class RerunSearcher(Searcher):
         pairs = pending(study, self.trials, self.repeats)
         trials = confirm_set(study, self.trials)
         if self.screening is not None:
-            self._say_screened(study, self.screening, bool(pairs))
+            self._say_screened(study, self.screening, more=bool(pairs))
             self.screening = None
         if not pairs:
             moved = next_knee(study, self.trials) if self.repeats > 0 else None
@@ -90,16 +90,17 @@ class RerunSearcher(Searcher):
         self.queue = rerun_configs(study, pairs, self.wall, self.keys)
         return bool(self.queue)
 
-    def _say_screened(self, study: Study, trial: int, held: bool) -> None:
-        """After a moved pick's first re-run: whether it held (the round goes on) or not (the chase moves on)."""
+    def _say_screened(self, study: Study, trial: int, more: bool) -> None:
+        """After a moved pick's first re-run: whether it held (the round goes on, where R > 1) or not (the chase
+        moves on)."""
         if self.view is None:
             return
         record = next(r for r in study.records if r.trial == trial)
         baseline = confirm_baseline(study, self.trials)
-        if held:
+        if holds(study, trial):
             again = f", beside the baseline (trial {baseline}) again" if baseline is not None else ""
-            self.view.console.print(f"trial {trial}'s re-run holds it as the pick: confirming it{again}",
-                                    soft_wrap=True)
+            self.view.console.print(f"trial {trial}'s re-run holds it as the pick" +
+                                    (f": confirming it{again}" if more else ""), soft_wrap=True)
             return
         figures = record.confirmed.figures if record.confirmed is not None else {}
         read = ", ".join(f"{o.metric} {fmt_metric(o.metric, figures[o.metric].values[-1])} "
