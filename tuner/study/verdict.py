@@ -252,14 +252,8 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
 def _screened(study: Study, chosen: TrialRecord) -> list[int]:
     """Trials the confirmation chased when the knee moved to them and re-ran once only (their re-run did not hold
     them as the pick: tuner.search._confirm.holds): one re-run, read in a later round."""
-    out = []
-    for r in study.records:
-        c = r.confirmed
-        if c is None or r.trial == chosen.trial or len(c.rounds) != 1 or c.runs != 1:
-            continue
-        if c.rounds[0] is not None and c.rounds[0] >= 1:
-            out.append(r.trial)
-    return out
+    return [r.trial for r in study.records if r.trial != chosen.trial and (c := r.confirmed) is not None
+            and c.runs == 1 and len(c.rounds) == 1 and (c.rounds[0] or 0) >= 1]
 
 
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
