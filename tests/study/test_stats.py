@@ -71,3 +71,11 @@ def test_the_interval_uses_student_s_t_at_95_percent(df, quantile):
     from tuner.study.stats import _t
 
     assert _t(df) == pytest.approx(quantile, abs=2e-3)
+
+
+def test_the_noise_floor_line_counts_its_configs_in_words_a_user_reads():
+    one = noise_floor([[100.0, 120.0]])
+    two = noise_floor([[100.0, 120.0], [50.0, 55.0]])
+    assert one is not None and one.text().endswith("(2 re-runs of 1 config)")
+    assert two is not None and two.text().endswith("(4 re-runs of 2 configs)")
+    assert one.text().startswith(f"one config's throughput varies by {one.relative_sd:.1%} run to run")

@@ -72,6 +72,18 @@ def test_malformed_references_say_what_a_reference_looks_like(tmp_path, monkeypa
         parse_ref(text)
 
 
+def test_a_missing_file_named_in_a_space_says_its_path_is_read_from_that_files_folder(tmp_path, monkeypatch):
+    """A space's default workload is read relative to the space file, not to where tuner runs: the error says so
+    (it said "the folder you run tuner in" while naming a path under the space's folder)."""
+    monkeypatch.chdir(tmp_path)
+    spaces = tmp_path / "spaces"
+    spaces.mkdir()
+    with pytest.raises(WorkloadError, match=f"no such file {spaces.resolve()}/examples/mine.py; check the path "
+                                            rf"\(relative paths are read from {spaces.resolve()}, the folder of the "
+                                            "file that names it"):
+        parse_ref("examples/mine.py:make", base=spaces)
+
+
 @pytest.mark.parametrize("body, attr, options, message", [
     ("def make(:\n", "make", {}, r"cannot import .*SyntaxError: .*\(at .*bad.py:1\)"),
     ("import no_such_module_anywhere\n", "make", {}, "ModuleNotFoundError: No module named 'no_such_module_anywhere'"),

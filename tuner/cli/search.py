@@ -124,8 +124,7 @@ def _print_summary(summary: Any) -> None:
         print("Pareto front: empty (no complete trial yet)")
     noise = summary.study.noise()
     if noise is not None:
-        print(f"noise floor: one config's throughput varies by {noise.relative_sd:.1%} run to run here "
-              f"({noise.runs} re-runs of {noise.configs} configs); ✓ = confirmed: mean of the re-runs (95% interval)")
+        print(f"noise floor: {noise.text()}; ✓ = confirmed: mean of the re-runs (95% interval)")
     verdict = summary.verdict
     if verdict is not None:
         print(f"pick: {verdict.text}")

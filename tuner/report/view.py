@@ -197,8 +197,7 @@ def study_footer(study: Study) -> list[str]:
     out = []
     noise = study.noise()
     if noise is not None:
-        out.append(f"noise floor: one config's throughput varies by {noise.relative_sd:.1%} run to run "
-                   f"({noise.runs} re-runs of {noise.configs} configs)")
+        out.append(f"noise floor: {noise.text()}")
     try:
         out.append(f"pick: {decide(study, 'knee').text}")
     except StudyError:

@@ -116,6 +116,11 @@ class NoiseFloor:
     def to_json(self) -> dict[str, object]:
         return {"relative_sd": self.relative_sd, "configs": self.configs, "runs": self.runs, "method": self.method}
 
+    def text(self) -> str:
+        """The line the summary and the report show after "noise floor: "."""
+        return (f"one config's throughput varies by {self.relative_sd:.1%} run to run ({self.runs} re-runs of "
+                f"{self.configs} config{'s' if self.configs != 1 else ''})")
+
 
 def noise_floor(groups: list[list[float]]) -> NoiseFloor | None:
     """Run-to-run variation of one config's throughput, pooled over every config measured at least twice."""

@@ -70,8 +70,10 @@ def parse_ref(text: str, base: Path | None = None) -> WorkloadRef:
             path = (base or Path.cwd()) / path
         path = path.resolve()
         if not path.is_file():
+            where_from = (f"{base.resolve()}, the folder of the file that names it" if base is not None else
+                          "the folder you run tuner in")
             raise WorkloadError(f"workload {raw!r}: no such file {path}; check the path (relative paths are read from "
-                                f"the folder you run tuner in)")
+                                f"{where_from})")
         if path.suffix != ".py":
             raise WorkloadError(f"workload {raw!r}: {path} is not a .py file; {hint}")
         if not path.stem.isidentifier():
