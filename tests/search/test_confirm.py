@@ -264,7 +264,7 @@ def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_
     assert next_knee(far, 1) == 3
 
 
-def _searcher_round(tmp_path, screen, repeats=2):
+def _searcher_round(tmp_path, screen, repeats=2, extra=None):
     """A RerunSearcher (no Ray) over a study whose knee moved to trial 3 after the planned round: what it hands
     out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next;
     the study, and the lines its live view printed."""
@@ -292,7 +292,8 @@ def _searcher_round(tmp_path, screen, repeats=2):
 
     first = [handed("a"), handed("b")]  # the screen alone: nothing more until its figures are in
     s.folder.write_rerun(3, Rerun(repeat=0, round=1, state="complete",
-                                  metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05}))
+                                  metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05,
+                                           **(extra or {})}))
     searcher.on_trial_complete("a")
     after = handed("c")
     return first, after, Study.load(s.folder), buf.getvalue().splitlines()
@@ -339,3 +340,15 @@ def test_with_one_re_run_per_trial_a_moved_pick_that_holds_is_confirmed_by_its_s
     first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0), repeats=1)
     assert first == [(3, 0, 1), None] and after == Searcher.FINISHED
     assert lines[-1].endswith("trial 3's re-run holds it as the pick") and decide(study).pick.trial == 3
+
+
+def test_a_moved_pick_whose_re_run_is_suspect_is_not_re_run_again_and_the_view_says_why(tmp_path):
+    """Its re-run reads as well as the search did, but from windows far apart at twice its compute ceiling: a
+    suspect figure is never the pick, so the round ends there, and the view says it was the suspicion, not the
+    figures, that ended it."""
+    first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0),
+                                                 extra={"throughput_spread": 2.5, "of_compute_ceiling": 1.9})
+    assert first == [(3, 0, 1), None] and study.trial(3).confirmed.suspect
+    assert pending(study, 1, 2) == [] and after == (4, 0, 2)
+    assert any(line.startswith(f"trial 3's re-run is suspect ({study.trial(3).confirmed.suspect}), so it cannot be "
+                               "the pick: not re-run again") for line in lines)

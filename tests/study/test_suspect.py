@@ -84,6 +84,7 @@ def test_confirmation_clears_a_suspect_trial_or_keeps_it_out(tmp_path):
     s = planted(tmp_path / "c", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)],
                                  2: [(200.0, 30.0, bad), (198.0, 30.0, bad)]})
     assert s.trial(2).confirmed.suspect and decide(s).pick.trial == 1 and next_knee(s, 1) is None
+    assert "suspect re-runs of trial 2 passed over (see the suspect column)" in decide(s).text  # why 2 is not it
 
 
 def test_the_spread_allowed_follows_the_noise_floor():

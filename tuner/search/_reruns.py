@@ -102,6 +102,10 @@ class RerunSearcher(Searcher):
             self.view.console.print(f"trial {trial}'s re-run holds it as the pick" +
                                     (f": confirming it{again}" if more else ""), soft_wrap=True)
             return
+        if record.confirmed is not None and record.confirmed.suspect:
+            self.view.console.print(f"trial {trial}'s re-run is suspect ({record.confirmed.suspect}), so it cannot "
+                                    f"be the pick: not re-run again", soft_wrap=True)
+            return
         figures = record.confirmed.figures if record.confirmed is not None else {}
         read = ", ".join(f"{o.metric} {fmt_metric(o.metric, figures[o.metric].values[-1])} "
                          f"(search {fmt_metric(o.metric, record.value(o.metric))})"

@@ -122,14 +122,23 @@ def eligible(study: Study, records: list[TrialRecord]) -> tuple[list[TrialRecord
     confirmed = [r for r in ranked if is_confirmed(r)]
     if confirmed:
         clear = [r for r in confirmed if r.confirmed is not None and r.confirmed.suspect is None]
-        notes = [] if clear else ["every confirmed trial's re-runs are suspect too (see the suspect column)"]
-        return clear or confirmed, notes
+        if not clear:
+            return confirmed, ["every confirmed trial's re-runs are suspect too (see the suspect column)"]
+        left = sorted(r.trial for r in confirmed if r not in clear)
+        return clear, _passed_over("re-runs", left)
     clear = [r for r in ranked if not r.get("suspect")]
     if not clear and ranked:
         return ranked, ["every trial's reading is suspect (see the suspect column): confirm before trusting it"]
-    left = sorted(r.trial for r in ranked if r.get("suspect"))
-    return clear, ([f"suspect reading{'s' if len(left) > 1 else ''} of trial{'s' if len(left) > 1 else ''} "
-                    f"{_names(left)} passed over (see the suspect column)"] if left else [])
+    return clear, _passed_over("reading", sorted(r.trial for r in ranked if r.get("suspect")))
+
+
+def _passed_over(what: str, trials: list[int]) -> list[str]:
+    """The verdict's note on trials left out of the pick for suspect figures ("reading" or "re-runs")."""
+    if not trials:
+        return []
+    plural = "s" if len(trials) > 1 else ""
+    noun = f"reading{plural}" if what == "reading" else what
+    return [f"suspect {noun} of trial{plural} {_names(trials)} passed over (see the suspect column)"]
 
 
 def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, verdict: Verdict,
