@@ -98,6 +98,35 @@ def test_verify_reruns_the_config_and_judges_by_the_interval(make_study):
     assert far.agrees is False and far.ratio == pytest.approx(1.857, abs=0.01)
 
 
+def test_verify_fails_an_unchanged_config_about_5_percent_of_the_time(tmp_path):
+    """Nothing changed between the study and --verify (same config, same machine, no drift): the recorded figure
+    (one reading, or the mean of two re-runs) and the three re-runs are draws from one distribution, so a 5% test
+    must fail about 1 case in 20. Judging the recorded figure by the re-runs' own interval, as if it had no noise,
+    failed 15-21%. 2000 simulated cases each: the rate's standard error is 0.5%, so 3-7% is a 4-sigma band."""
+    import random
+
+    from tuner.config import TrialConfig
+
+    rng = random.Random(39)
+    cfg = TrialConfig(workload="cnn")
+
+    def draw() -> float:
+        return 500.0 * rng.lognormvariate(0.0, 0.08)
+
+    def fake_run(cfg, *, cache_dir):
+        return TrialResult(state="complete", throughput=draw())
+
+    for recorded_runs in (1, 2):
+        fails = 0
+        for _ in range(2000):
+            recorded = [draw() for _ in range(recorded_runs)]
+            figure = (recorded[0] * recorded[-1]) ** 0.5  # the geometric mean of 1 or 2 readings
+            kwargs = {"recorded_runs": recorded_runs} if recorded_runs > 1 else {}
+            v = verify(cfg, figure, tmp_path, repeats=3, run=fake_run, **kwargs)
+            fails += v.agrees is False
+        assert 0.03 <= fails / 2000 <= 0.07, (recorded_runs, fails / 2000)
+
+
 def test_pytorch_settings_spell_the_speed_knobs_from_the_role_table():
     from tuner.config import Params, TrialConfig
     from tuner.knobs import KNOBS

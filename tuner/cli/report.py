@@ -126,7 +126,9 @@ def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, form
     cfg = load_config(path)  # the written file itself, so the check also proves it loads back
     recorded = s.value(rec, "throughput")
     note(f"verifying: rerunning the exported config {repeats} times ...")
-    v = verify_config(cfg, recorded, reports_dir, repeats=repeats, study=s)
+    fig = rec.confirmed.figures.get("throughput") if rec.confirmed is not None else None
+    v = verify_config(cfg, recorded, reports_dir, repeats=repeats, study=s,
+                      recorded_runs=len(fig.values) if fig is not None else 1)
     if not v.complete:
         bad = next((st for st in v.states if st != "complete"), "without a throughput")
         raise VerifyFailed(f"verify: a rerun of trial {rec.trial}'s config ended {bad}"

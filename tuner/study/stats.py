@@ -66,13 +66,14 @@ class Pooled:
         return Interval(c, c - half, c + half)
 
 
-    def prediction(self, values: list[float], level: float = LEVEL) -> Interval:
+    def prediction(self, values: list[float], level: float = LEVEL, runs: int = 1) -> Interval:
         """Where one more run reads (a prediction interval): a re-training is a single run, not the mean of n,
-        so the interval of the mean would be too narrow to hold it."""
+        so the interval of the mean would be too narrow to hold it. `runs`: where the mean of that many more runs
+        reads (a two-sample interval: both sides' noise counts)."""
         c = centre(values, self.log)
         if self.df < 1:
             return Interval(c, None, None)
-        half = _t(self.df, level) * self.sd * math.sqrt(1 + 1 / len(values))
+        half = _t(self.df, level) * self.sd * math.sqrt(1 / max(runs, 1) + 1 / len(values))
         if self.log:
             return Interval(c, c * math.exp(-half), c * math.exp(half))
         return Interval(c, c - half, c + half)
