@@ -118,9 +118,20 @@ def test_a_pick_with_worse_quality_than_the_baseline_is_named(tmp_path):
     assert "quality 16% worse than the baseline: fid 58 vs 50 (confirmed mean vs confirmed mean)" in v.text
 
 
+def test_a_pick_with_better_quality_than_the_baseline_is_named_too(tmp_path):
+    """The verdict speaks when the pick's quality is better beyond the noise, not only when it is worse."""
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50.5), (99, 49.5)]), 1: ({}, [(200, 40), (202, 40.5), (198, 39.5)])})
+    v = decide(s)
+    assert v.pick.trial == 1
+    assert "quality 20% better than the baseline: fid 40 vs 50 (confirmed mean vs confirmed mean), beyond the " \
+        "noise" in v.text and "worse" not in v.text
+
+
 def test_a_pick_whose_quality_is_within_the_noise_of_the_baseline_is_not_named(tmp_path):
     s = make(tmp_path, {0: ({}, [(100, 50), (101, 40), (99, 60)]), 1: ({}, [(200, 52), (202, 42), (198, 62)])})
     assert "worse than the baseline" not in decide(s).text
+    s = make(tmp_path / "b", {0: ({}, [(100, 52), (101, 42), (99, 62)]), 1: ({}, [(200, 50), (202, 40), (198, 60)])})
+    assert "than the baseline:" not in decide(s).text
 
 
 def test_chance_level_quality_in_every_trial_is_said_and_the_pick_goes_by_throughput(tmp_path):

@@ -8,8 +8,8 @@ trials whose reading is not suspect (tuner.study.suspect). When quality cannot t
 pick has an interval that includes 1 are indistinguishable in speed, so among them the best quality wins, and if
 quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run for the same result).
 The pick is compared with the baseline (trial 0) like with like: the ratio of confirmed means with its interval
-when both were confirmed, of single readings otherwise, the text saying which; a quality worse than the
-baseline's beyond the noise is named.
+when both were confirmed, of single readings otherwise, the text saying which; a quality worse or better than
+the baseline's beyond the noise is named.
 """
 
 from __future__ import annotations
@@ -181,7 +181,8 @@ def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, 
 
 
 def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, quality: Objective) -> str | None:
-    """'fid 16% worse than the baseline's ...' when the pick's quality is worse beyond the noise."""
+    """'quality 16% worse than the baseline: fid ...' when the pick's quality is worse beyond the noise, '... better
+    ...' when it is better beyond the noise (a trade the user would want to know of either way)."""
     from tuner.study.resolution import worse
 
     key = quality.metric
@@ -194,11 +195,13 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
         if a is None or b is None:
             return None
         mine, theirs, how = [a], [b], "single reading vs single reading"
-    frac = worse(mine, theirs, quality, study.pooled(key))
+    m, t = sum(mine) / len(mine), sum(theirs) / len(theirs)
+    frac, which = worse(mine, theirs, quality, study.pooled(key)), "worse"
+    if frac is None and worse(theirs, mine, quality, study.pooled(key)) is not None and t != 0:
+        frac, which = abs(m - t) / abs(t), "better"  # beyond the noise the other way, as a share of the baseline's
     if frac is None:
         return None
-    m, t = sum(mine) / len(mine), sum(theirs) / len(theirs)
-    return (f"quality {frac:.0%} worse than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
+    return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
             f"{fmt_metric(key, t)} ({how}), beyond the noise")
 
 
