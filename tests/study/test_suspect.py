@@ -84,7 +84,21 @@ def test_confirmation_clears_a_suspect_trial_or_keeps_it_out(tmp_path):
     s = planted(tmp_path / "c", {0: base, 1: [(150.0, 40.0, STEADY), (149.0, 40.0, STEADY)],
                                  2: [(200.0, 30.0, bad), (198.0, 30.0, bad)]})
     assert s.trial(2).confirmed.suspect and decide(s).pick.trial == 1 and next_knee(s, 1) is None
-    assert "suspect re-runs of trial 2 passed over (see the suspect column)" in decide(s).text  # why 2 is not it
+    assert "suspect re-runs of trial 2 passed over (see the suspect column of `tuner report s`)" in decide(s).text
+
+
+def test_the_suspect_column_the_verdict_points_at_shows_suspect_re_runs(tmp_path):
+    """The verdict's "see the suspect column" names the view that has one (`tuner report`, not the search
+    summary's front table), and that column shows a confirmed trial's suspect re-runs, also where the search's
+    own reading was steady (seen on a language model: the column read "-" for the trial the note meant)."""
+    base = [(100.0, 50.0, STEADY), (101.0, 50.0, STEADY)]
+    bad = {"throughput_spread": 2.5, "of_compute_ceiling": 1.9}
+    s = planted(tmp_path, {0: base, 1: [(150.0, 40.0, bad), (149.0, 40.0, bad)]})
+    assert s.trial(1).get("suspect") is None and s.trial(1).confirmed.suspect
+    v = decide(s)
+    assert "suspect re-runs of trial 1 passed over (see the suspect column of `tuner report s`)" in v.text
+    row = next(line for line in render(study_table(s)).splitlines() if " 1 ✓ " in line)
+    assert f"re-runs: {s.trial(1).confirmed.suspect}"[:30] in row
 
 
 def test_the_spread_allowed_follows_the_noise_floor():

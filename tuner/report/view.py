@@ -68,6 +68,9 @@ def _measured_cell(record: TrialRecord, key: str) -> str:
     if key == "data_wait":
         label = record_bound(record)
         return f"{fmt_metric(key, record.get(key))} {label}" if label else "-"
+    if key == "suspect" and (c := record.confirmed) is not None and (c.suspect or record.get(key)):
+        # a confirmed trial stands or falls by its re-runs (the verdict's "suspect re-runs ... passed over")
+        return f"re-runs: {c.suspect}" if c.suspect else f"{fmt_metric(key, record.get(key))} (re-runs clear it)"
     return fmt_metric(key, record.get(key)) + unit_suffix(key, record)
 
 

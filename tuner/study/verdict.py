@@ -123,22 +123,28 @@ def eligible(study: Study, records: list[TrialRecord]) -> tuple[list[TrialRecord
     if confirmed:
         clear = [r for r in confirmed if r.confirmed is not None and r.confirmed.suspect is None]
         if not clear:
-            return confirmed, ["every confirmed trial's re-runs are suspect too (see the suspect column)"]
+            return confirmed, [f"every confirmed trial's re-runs are suspect too ({_see(study)})"]
         left = sorted(r.trial for r in confirmed if r not in clear)
-        return clear, _passed_over("re-runs", left)
+        return clear, _passed_over("re-runs", left, study)
     clear = [r for r in ranked if not r.get("suspect")]
     if not clear and ranked:
-        return ranked, ["every trial's reading is suspect (see the suspect column): confirm before trusting it"]
-    return clear, _passed_over("reading", sorted(r.trial for r in ranked if r.get("suspect")))
+        return ranked, [f"every trial's reading is suspect ({_see(study)}): confirm before trusting it"]
+    return clear, _passed_over("reading", sorted(r.trial for r in ranked if r.get("suspect")), study)
 
 
-def _passed_over(what: str, trials: list[int]) -> list[str]:
+def _see(study: Study) -> str:
+    """Where the suspect readings are shown: the verdict is also printed under the search summary's front table
+    and in the export, which have no suspect column."""
+    return f"see the suspect column of `tuner report {study.name}`"
+
+
+def _passed_over(what: str, trials: list[int], study: Study) -> list[str]:
     """The verdict's note on trials left out of the pick for suspect figures ("reading" or "re-runs")."""
     if not trials:
         return []
     plural = "s" if len(trials) > 1 else ""
     noun = f"reading{plural}" if what == "reading" else what
-    return [f"suspect {noun} of trial{plural} {_names(trials)} passed over (see the suspect column)"]
+    return [f"suspect {noun} of trial{plural} {_names(trials)} passed over ({_see(study)})"]
 
 
 def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, verdict: Verdict,
