@@ -226,26 +226,53 @@ def test_with_study_seconds_a_moved_knee_is_confirmed_only_while_the_time_left_h
     assert "trial 3 ranks higher on a single, unconfirmed reading" in decide(Study.load(StudyFolder(tmp_path / "m"))).text
 
 
-def test_a_moved_pick_is_compared_with_the_baseline_read_beside_it_not_across_rounds(tmp_path):
-    """The machine eased between rounds: the baseline's first re-runs read 99-101 samples/s, and between the moved
-    pick's (the same speed) 201. Across rounds the pick would look twice as fast; side by side it is not."""
+def _two_rounds(tmp_path, moved: tuple[float, float]):
+    """Trial 2 and the baseline confirmed in round 0 (150-152 and 99-101 samples/s: 1.5x); the knee moved to
+    trial 3, read in round 1 as scheduled (M B M): `moved` for its two re-runs, the baseline 201 between them
+    (the machine twice as fast as in round 0)."""
     reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
     s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
     for n, rerun in [(2, 0), (2, 1), (0, 0), (0, 1)]:  # the planned round
         s.folder.write_rerun(n, s.folder.reruns(n)[rerun].model_copy(update={"round": 0}))
     assert next_knee(s, 1) == 3
     assert [(r.trial, r.repeat, r.round) for r in pending(s, 1, 2)] == []
-    for n, repeat, thr in [(3, 0, 200.0), (0, 2, 201.0), (3, 1, 202.0)]:  # round 1, as scheduled: M B M
+    for n, repeat, thr in [(3, 0, moved[0]), (0, 2, 201.0), (3, 1, moved[1])]:  # round 1, as scheduled: M B M
         s.folder.write_rerun(n, Rerun(repeat=repeat, round=1, state="complete",
                                       metrics={"throughput": thr, "fid": reads[n][1], "throughput_spread": 0.05}))
     s = Study.load(s.folder)
     assert pending(s, 1, 2) == [] and [r.repeat for r in s.folder.reruns(0)] == [0, 1, 2]
+    return s
+
+
+def test_the_pick_compares_trials_read_in_different_rounds_by_their_ratio_to_the_baseline_beside_each(tmp_path):
+    """The machine sped up 2x between rounds: trial 3 reads 200-202 samples/s in round 1, beside a baseline read
+    201 (1.0x), while trial 2 read 150-152 in round 0 beside a baseline of 99-101 (1.5x). Across rounds trial 3
+    looks faster (201 vs 151); side by side trial 2 is 1.5x the baseline and trial 3 1.0x, so trial 2 is the
+    pick, and the verdict compares it with the baseline read in its own round."""
+    s = _two_rounds(tmp_path, (200.0, 202.0))
     v = decide(s, pick="throughput")
-    assert v.pick.trial == 3 and v.ratio is not None and v.ratio.low < 1 < v.ratio.high
-    assert "no difference beyond the noise" in v.text and "read side by side in the same round" in v.text
+    assert v.pick.trial == 2 and v.ratio is not None and 1.4 < v.ratio.low < v.ratio.centre < 1.55
+    assert "faster than the baseline (trial 0)" in v.text and v.tied == []
     # a kill in the middle of that round: resume re-runs exactly what is missing, in the round's own numbering
     (s.folder.path / "trials" / "0000" / "confirm" / "02.json").unlink()
     assert [(r.trial, r.repeat, r.round) for r in pending(Study.load(s.folder), 1, 2)] == [(0, 2, 1)]
+
+
+def test_trials_read_in_different_rounds_tie_on_their_ratios_to_the_baseline_beside_each(tmp_path):
+    """Trial 3 reads 300-304 beside the baseline's 201 (1.5x), as trial 2 read 150-152 beside 99-101 (1.5x): the
+    same speed side by side, though 2x apart across rounds; the tie goes to the better quality (trial 2)."""
+    s = _two_rounds(tmp_path, (300.0, 304.0))
+    v = decide(s, pick="throughput")
+    assert v.tied == [2, 3] and v.pick.trial == 2 and v.tie_reason == "quality"
+
+
+def test_a_moved_pick_is_compared_with_the_baseline_read_beside_it_not_across_rounds(tmp_path):
+    """Trial 3 reads 330-334 beside the baseline's 201 (1.65x; trial 2 is 1.5x in its round): it is the pick, and
+    its ratio to the baseline is 1.65x from the round it was read in, not 2.6x against the baseline's round 0."""
+    s = _two_rounds(tmp_path, (330.0, 334.0))
+    v = decide(s, pick="throughput")
+    assert v.pick.trial == 3 and v.ratio is not None and 1.6 < v.ratio.centre < 1.7 and v.ratio.low > 1
+    assert "read side by side in the same round" in v.text and v.tied == []
 
 
 def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_chased(tmp_path):

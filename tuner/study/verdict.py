@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from tuner.errors import StudyError
 from tuner.study.format import fmt_metric
 from tuner.study.objective import THROUGHPUT, Objective, quality_objective
-from tuner.study.pareto import Pick, choose, rankable
+from tuner.study.pareto import Pick, Value, choose, rankable
 from tuner.study.record import TrialRecord
+from tuner.study.rounds import in_baseline_units, side_by_side
 from tuner.study.stats import RATIO_METHOD, Interval, ratio_interval
 from tuner.study.study import Study
 
@@ -48,6 +49,13 @@ class Verdict:
                 "quality_ranked": self.quality_ranked, "notes": self.notes}
 
 
+def _value(study: Study) -> Value:
+    """The figures the pick ranks by: the study's, with a confirmed throughput read in a later round rescaled by
+    the baseline's drift between rounds (tuner.study.rounds), so confirmed trials compare by their ratio to the
+    baseline read beside them, not across a drift."""
+    return in_baseline_units(study.records, study.baseline_trial, study.value)
+
+
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
     if record.confirmed is None or metric not in record.confirmed.figures:
         return None
@@ -63,13 +71,15 @@ def _resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
         return pick, [], None
     pooled = study.pooled(THROUGHPUT)
 
+    baseline = next((r for r in study.records if r.trial == study.baseline_trial), None)
+
     def same_speed(r: TrialRecord) -> bool:
         """The ratio of the two confirmed means, with its interval, includes 1 (the ratio the verdict reports:
-        two 95% intervals can overlap while the ratio between them is beyond the noise)."""
+        two 95% intervals can overlap while the ratio between them is beyond the noise); read in different
+        rounds, the ratio of their ratios to the baseline in each one's round (tuner.study.rounds)."""
         if not is_confirmed(r):
             return False
-        ratio = ratio_interval(r.confirmed.figures[THROUGHPUT].values,  # type: ignore[union-attr]
-                               pick.confirmed.figures[THROUGHPUT].values, pooled)  # type: ignore[union-attr]
+        ratio = side_by_side(r, pick, baseline, pooled)
         return ratio is not None and ratio.contains(1.0)
 
     tied = [r for r in candidates if r.trial == pick.trial or same_speed(r)]
@@ -221,7 +231,7 @@ def _unconfirmed_rival(study: Study, pool: list[TrialRecord], rule: Pick,
     if not others:
         return None
     try:
-        mixed = choose([*pool, *others], study.objectives, rule, min_quality, study=study.name, value=study.value)
+        mixed = choose([*pool, *others], study.objectives, rule, min_quality, study=study.name, value=_value(study))
     except StudyError:
         return None
     return None if is_confirmed(mixed) else mixed
@@ -251,7 +261,7 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     being high), and re-running it on a noisy machine chased the knee through three rounds to "no difference
     beyond the noise". False where the pick has no prediction interval (too few re-runs)."""
     try:
-        pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value)
+        pick = choose(pool, study.objectives, rule, None, study=study.name, value=_value(study))
     except StudyError:
         return False
     if pick.confirmed is None:
@@ -289,13 +299,13 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     widened = False
     try:
         first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name,
-                       value=study.value)
+                       value=_value(study))
     except StudyError:
         if min_quality is None or not any(is_confirmed(r) for r in pool):
             raise
         # no confirmed trial meets the user's --min-quality: the unconfirmed ones may, and say so
         pool = [r for r in _complete(study) if not r.get("suspect")] or _complete(study)
-        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value)
+        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=_value(study))
         notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
         widened = True
     candidates = [r for r in pool if min_quality is None or quality is None

@@ -1,0 +1,90 @@
+"""Throughput compared like with like across confirmation rounds.
+
+The machine drifts between the confirmation's rounds (re-runs of one config read 21-22 and then 29-33 samples/s,
+minutes apart), and each round re-reads the baseline (tuner.search._confirm). So two trials read in different
+rounds are compared through the baseline: each trial's ratio to the baseline read in its own round, and the ratio
+of those two ratios, with every sample's noise in its interval. Trials read in the same round (every study
+confirmed in one round, or by a tuner that kept no rounds) are compared directly, as before.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from tuner.study.objective import THROUGHPUT
+from tuner.study.pareto import Value
+from tuner.study.record import Confirmed, TrialRecord
+from tuner.study.stats import LEVEL, Interval, Pooled, _t, ratio_interval
+
+
+def by_round(c: Confirmed | None, key: str = THROUGHPUT) -> dict[int, list[float]] | None:
+    """The values of `key` per round; None where there are none or any value's round is unknown."""
+    if c is None or key not in c.figures:
+        return None
+    values = c.figures[key].values
+    if len(c.rounds) != len(values) or any(r is None for r in c.rounds):
+        return None
+    out: dict[int, list[float]] = {}
+    for v, r in zip(values, c.rounds):
+        out.setdefault(int(r), []).append(v)  # type: ignore[arg-type]
+    return out
+
+
+def _base_for(trial: dict[int, list[float]], base: dict[int, list[float]] | None) -> list[float] | None:
+    """The baseline's values in the rounds this trial was read in (None: the baseline was not read in one)."""
+    if base is None or any(r not in base for r in trial):
+        return None
+    return [v for r in sorted(trial) for v in base[r]]
+
+
+def side_by_side(a: TrialRecord, b: TrialRecord, baseline: TrialRecord | None, pooled: Pooled | None,
+                 level: float = LEVEL) -> Interval | None:
+    """a / b throughput, like with like: on the readings of the rounds both were read in; where they were read in
+    different rounds, (a / the baseline in a's rounds) / (b / the baseline in b's rounds), its interval from all
+    four samples (sd x sqrt(1/na + 1/nA + 1/nb + 1/nB)); all readings against all where rounds are unknown."""
+    if a.confirmed is None or b.confirmed is None or THROUGHPUT not in a.confirmed.figures \
+            or THROUGHPUT not in b.confirmed.figures:
+        return None
+    ra, rb = by_round(a.confirmed), by_round(b.confirmed)
+    if ra is None or rb is None:
+        return ratio_interval(a.confirmed.figures[THROUGHPUT].values, b.confirmed.figures[THROUGHPUT].values,
+                              pooled, level)
+    shared = sorted(set(ra) & set(rb))
+    if shared:
+        return ratio_interval([v for r in shared for v in ra[r]], [v for r in shared for v in rb[r]], pooled, level)
+    base = by_round(baseline.confirmed) if baseline is not None else None
+    a0, b0 = _base_for(ra, base), _base_for(rb, base)
+    xa, xb = [v for r in sorted(ra) for v in ra[r]], [v for r in sorted(rb) for v in rb[r]]
+    if a0 is None or b0 is None or any(v <= 0 for v in xa + xb + a0 + b0):
+        return ratio_interval(xa, xb, pooled, level)
+    gm = [math.exp(statistics.fmean(math.log(v) for v in g)) for g in (xa, a0, xb, b0)]
+    ratio = (gm[0] / gm[1]) / (gm[2] / gm[3])
+    if pooled is None or not pooled.log or pooled.df < 1:
+        return Interval(ratio, None, None)
+    half = _t(pooled.df, level) * pooled.sd * math.sqrt(sum(1 / len(g) for g in (xa, a0, xb, b0)))
+    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
+
+
+def in_baseline_units(records: list[TrialRecord], baseline: int | None, value: Value) -> Value:
+    """`value`, but a confirmed trial's throughput read in a later round than the baseline's first is rescaled by
+    the baseline's drift between the two rounds: each re-run divided by the baseline's (geometric) mean in its own
+    round, times the baseline's mean in its first round. Ranking on it ranks on each trial's ratio to the baseline
+    read beside it. Unchanged where everything was read in one round, or the rounds (or the baseline's reading in
+    one of them) are unknown."""
+    base_rec = next((r for r in records if r.trial == baseline), None)
+    base = by_round(base_rec.confirmed) if base_rec is not None else None
+    if not base or any(v <= 0 for g in base.values() for v in g):
+        return value
+    level = {r: statistics.fmean(math.log(v) for v in g) for r, g in base.items()}
+    first = min(level)
+
+    def like(record: TrialRecord, metric: str) -> float | None:
+        mine = by_round(record.confirmed) if metric == THROUGHPUT else None
+        if mine is None or set(mine) == {first} or any(r not in level for r in mine) \
+                or any(v <= 0 for g in mine.values() for v in g):
+            return value(record, metric)
+        logs = [math.log(v) - level[r] for r, g in mine.items() for v in g]
+        return math.exp(statistics.fmean(logs) + level[first])
+
+    return like
