@@ -3,6 +3,9 @@ a binary, empty, non-UTF-8 or non-mapping file is one line on stderr naming it, 
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
 from tuner.cli import main
@@ -117,3 +120,25 @@ def test_limits_on_a_config_and_a_space_file(tmp_path, capsys, kind):
     assert_one_line(*run(capsys, "search", "--space", path, "--reports-dir", reports), str(path), needle)
     assert_one_line(*run(capsys, "spaces", "show", path), str(path), needle)
     assert not reports.exists()
+
+
+def test_a_copy_of_a_trial_folder_is_named_and_left_out_by_report_and_export(make_study, capsys):
+    reports = make_study()
+    trials = reports / "gan-demo" / "trials"
+    shutil.copytree(trials / "0001", trials / "0001.bak")
+    for argv in (["report", "gan-demo", "--format", "json"], ["export", "gan-demo"]):
+        code, out, err = run(capsys, *argv, "--reports-dir", reports)
+        assert code == 0, err
+        assert "0001.bak/" in err and "left out" in err
+    code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json")
+    assert sorted(d["trial"] for d in json.loads(out)) == list(range(8))
+
+
+def test_a_result_file_in_another_trials_folder_stops_report_and_export_with_its_name(make_study, capsys):
+    reports = make_study()
+    trials = reports / "gan-demo" / "trials"
+    (trials / "0000" / "result.json").write_bytes((trials / "0002" / "result.json").read_bytes())
+    for argv in (["report", "gan-demo"], ["export", "gan-demo"]):
+        assert_one_line(*run(capsys, *argv, "--reports-dir", reports), str(trials / "0000" / "result.json"),
+                        "trial: 2, but the file is in trial 0's folder")
+    assert not (reports / "gan-demo" / "best.yaml").exists()

@@ -56,3 +56,36 @@ def test_sample_grid_relative_or_absolute(make_study):
                                         (None, ""), (float("nan"), "")])
 def test_bound_label(wait, label):
     assert bound_label(wait) == label
+
+
+def test_a_copy_of_a_trial_folder_is_not_read_as_a_trial_and_is_named(make_study):
+    """A user's backup `trials/0000.bak/` (and any other name the study does not write) is never a second trial 0:
+    its figures would join the table, the noise floor and the verdict; the study names it instead."""
+    import json
+    import shutil
+
+    reports = make_study()
+    trials = reports / "gan-demo" / "trials"
+    shutil.copytree(trials / "0000", trials / "0000.bak")
+    backup = trials / "0000.bak" / "result.json"
+    backup.write_text(json.dumps({**json.loads(backup.read_text()), "throughput": 5000.0}))
+    shutil.copytree(trials / "0002", trials / "00002")  # digits, but not the study's naming (0002)
+    (trials / "notes.txt").write_text("mine")
+    s = open_study(reports, "gan-demo")
+    assert [r.trial for r in s.records] == list(range(8))
+    assert s.trial(0).throughput == 400.0
+    assert [p.name for p in s.strays] == ["0000.bak", "00002", "notes.txt"]
+    assert "0000.bak/" in s.strays_note() and "notes.txt" in s.strays_note()
+    s.folder.write_csv()
+    rows = (reports / "gan-demo" / "trials.csv").read_text().splitlines()[1:]
+    assert [r.split(",")[0] for r in rows] == [str(n) for n in range(8)]
+
+
+def test_a_result_file_in_another_trials_folder_is_refused_with_its_name(make_study):
+    """trials/0000/result.json holding trial 1's record (a restore gone wrong) would give two 'trial 1' rows, one
+    trial's params with the other's figures: refused, naming the file."""
+    reports = make_study()
+    trials = reports / "gan-demo" / "trials"
+    (trials / "0000" / "result.json").write_bytes((trials / "0001" / "result.json").read_bytes())
+    with pytest.raises(StudyError, match=r"trials/0000/result\.json: trial: 1, but the file is in trial 0's folder"):
+        open_study(reports, "gan-demo")

@@ -44,6 +44,8 @@ def report(
     from tuner.study import open_study
 
     s = open_study(reports_dir, study)
+    if (stray := s.strays_note()) is not None:
+        note(f"tuner: note: {stray}")
     if format is ReportFormat.html:
         if trial is not None:
             raise ConfigError("--trial works with --format table or json; the HTML report holds every trial")
@@ -96,6 +98,8 @@ def export(
     from tuner.study.format import fmt_figure
 
     s = open_study(reports_dir, study)
+    if (stray := s.strays_note()) is not None:
+        note(f"tuner: note: {stray}")
     exp = build_export(s, pick.value, min_quality)
     path = write_export(s, exp, out, as_.value if as_ is not None else None)
     rec = exp.record

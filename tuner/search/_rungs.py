@@ -98,7 +98,10 @@ def stored_entries(folder: StudyFolder) -> list[Any]:
     from tuner.search._scheduler import RungEntry
 
     out = []
-    for path in sorted((folder.path / "trials").glob(f"*/{RUNGS_FILE}")):
+    for _, trial_dir in folder.trial_dirs():  # the study's own trial folders (not a user's copy of one)
+        path = trial_dir / RUNGS_FILE
+        if not path.is_file():
+            continue
         if not (path.parent / "result.json").is_file():
             path.unlink(missing_ok=True)
             continue

@@ -96,6 +96,14 @@ class StudyMeta(BaseModel):
             return "" if self.budget is None else str(self.budget)
 
 
+def trial_number(name: str) -> int | None:
+    """The trial a folder under trials/ holds in the study's own naming (`0007`, `12345`: StudyFolder.trial_dir);
+    None for any other name (a user's copy `0000.bak`, `00007`), which is never read as a trial."""
+    if name.isascii() and name.isdigit() and name == f"{int(name):04d}":
+        return int(name)
+    return None
+
+
 def param_columns(meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
     """The searched params in space order, then any a record has that the meta does not name (user spaces)."""
     names = list(meta.params)
@@ -146,6 +154,23 @@ class StudyFolder:
     def trial_dir(self, trial: int) -> Path:
         return self.path / TRIALS_DIR / f"{trial:04d}"
 
+    def trial_dirs(self) -> list[tuple[int, Path]]:
+        """The folders the study wrote for its trials (trials/NNNN, see trial_dir), by number."""
+        root = self.path / TRIALS_DIR
+        if not root.is_dir():
+            return []
+        return sorted((n, p) for p in root.iterdir() if p.is_dir() and (n := trial_number(p.name)) is not None)
+
+    def strays(self) -> list[Path]:
+        """What trials/ holds besides the study's own trial folders (a backup copy `0000.bak`, `old/`, a file):
+        never read as trials, and named by `tuner report` and `tuner export` so the user knows it was left out.
+        Hidden names (`.DS_Store`) are not named."""
+        root = self.path / TRIALS_DIR
+        if not root.is_dir():
+            return []
+        return sorted(p for p in root.iterdir() if not p.name.startswith(".")
+                      and not (p.is_dir() and trial_number(p.name) is not None))
+
     # --- meta -------------------------------------------------------------------------------------------------
     def read_meta(self) -> StudyMeta:
         if not self.exists():
@@ -184,8 +209,8 @@ class StudyFolder:
         header = rows[0] if rows else []
         if not header or header[0] != "trial" or any(c not in header for c in self.csv_columns(meta, [record])):
             return self.write_csv()
-        confirmed = [Confirmed.of(reruns) for d in (self.path / TRIALS_DIR).glob(f"*/{CONFIRM_DIR}")
-                     if d.parent.name.isdigit() and (reruns := self.reruns(int(d.parent.name)))]
+        confirmed = [Confirmed.of(reruns) for n, d in self.trial_dirs()
+                     if (d / CONFIRM_DIR).is_dir() and (reruns := self.reruns(n))]
         record = record.model_copy(deep=True)
         flag(record, noise_sd(confirmed))  # against the noise floor the re-runs so far give, as write_csv does
         buf = io.StringIO()
@@ -230,7 +255,10 @@ class StudyFolder:
     def records(self) -> list[TrialRecord]:
         """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
         out = []
-        for path in sorted((self.path / TRIALS_DIR).glob(f"*/{RESULT_FILE}")):
+        for number, trial_dir in self.trial_dirs():  # the study's own folders only: never a user's backup copy
+            path = trial_dir / RESULT_FILE
+            if not path.is_file():
+                continue
             data = load_json_object(path, "trial result file", StudyError)
             try:
                 record = TrialRecord.model_validate(data)
@@ -239,6 +267,10 @@ class StudyFolder:
                 key = ".".join(str(p) for p in first["loc"]) or "(top level)"
                 raise StudyError(f"{path}: {key}: {first['msg']}; delete the file (`tuner search --resume` "
                                  f"rewrites a complete trial from the Optuna study) or restore it") from None
+            if record.trial != number:  # read as it says, it would be a second row of another trial
+                raise StudyError(f"{path}: trial: {record.trial}, but the file is in trial {number}'s folder; "
+                                 f"put back the file that belongs there, or delete it (`tuner search --resume` "
+                                 f"rewrites a complete trial from the Optuna study)")
             reruns = self.reruns(record.trial)
             if reruns:
                 record.confirmed = Confirmed.of(reruns)

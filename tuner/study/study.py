@@ -32,12 +32,13 @@ class Study:
     meta: StudyMeta
     records: list[TrialRecord]
     ranks: dict[int, int] = field(default_factory=dict)
+    strays: list[Path] = field(default_factory=list)  # what trials/ holds that is not the study's (never read)
 
     @classmethod
     def load(cls, folder: StudyFolder) -> "Study":
         meta = folder.read_meta()
         records = folder.records()
-        study = cls(folder, meta, records)
+        study = cls(folder, meta, records, strays=folder.strays())
         study._pool_confirmed()
         study.ranks = pareto_ranks(records, study.objectives, study.value)
         return study
@@ -165,6 +166,15 @@ class Study:
             raise StudyError(f"no trial {number} in study '{self.name}': it has no finished trials yet")
         raise StudyError(f"no trial {number} in study '{self.name}'; its trials are "
                          f"{ranges([r.trial for r in self.records])}")
+
+    def strays_note(self) -> str | None:
+        """One line naming what trials/ holds that the study did not write (left out of every view), or None."""
+        if not self.strays:
+            return None
+        names = ", ".join(f"{p.name}/" if p.is_dir() else p.name for p in self.strays[:5])
+        more = f" and {len(self.strays) - 5} more" if len(self.strays) > 5 else ""
+        return (f"{self.dir / 'trials'} also holds {names}{more}, not named as this study names its trials "
+                f"(NNNN): left out (a copy of a trial is never read as one); move it out of the study folder")
 
     def require_complete(self) -> None:
         if not self.ranks:
