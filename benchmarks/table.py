@@ -1,0 +1,240 @@
+"""The benchmark table, generated from the results files committed under benchmarks/results/ and nothing else.
+
+`python benchmarks/table.py` prints it; the docs site's Benchmarks page is built from `render_markdown`. A row's
+result is computed here from its figures and its target (a list of conditions that can fail), never copied from a
+stored verdict; a row measured at a commit whose code differs from HEAD says **stale**; an expected row without a
+results file says **not measured**. A results file is a JSON object with a `rows` list, each row:
+
+    {"id": "2", "benchmark": "overhead", "name": "...", "figure": 27.0, "unit": "s", "baseline": 276.0,
+     "ratio": 0.097, "target": {"text": "ratio <= 0.10", "all": [{"on": "ratio", "op": "<=", "value": 0.10}]},
+     "target_history": [{"was": "ratio < 0.05", "why": "..."}], "commit": "<sha>", "dirty": false,
+     "date": "...", "machine": "...", "load": [1.0, 1.2, 1.1], "note": "...", "details": {...}}
+
+`on` names a row field (figure, baseline, ratio) or a dotted path into `details`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path("benchmarks") / "results"
+SCHEMA = "tuner-benchmark-rows/1"
+# Code whose change makes an earlier measurement stale: what the benchmarks run, not their results or prose.
+CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", ":(exclude)benchmarks/README.md",
+        ":(exclude)benchmarks/table.py")
+OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One failable comparison: the value found at `on` against `value`."""
+
+    on: str
+    op: str
+    value: float
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"unknown operator {self.op!r}; one of {', '.join(OPS)}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a row must show to pass: every condition holds. Its text is what the table prints."""
+
+    text: str
+    all: tuple[Condition, ...]
+
+    def __post_init__(self) -> None:
+        if not self.all:
+            raise ValueError(f"target {self.text!r} has no condition: a target must be able to fail")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "all": [{"on": c.on, "op": c.op, "value": c.value} for c in self.all]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Target:
+        return cls(str(d["text"]), tuple(Condition(str(c["on"]), str(c["op"]), float(c["value"])) for c in d["all"]))
+
+
+def target(text: str, *conditions: tuple[str, str, float]) -> Target:
+    """`target("ratio <= 0.10", ("ratio", "<=", 0.10))`: the short way to write one."""
+    return Target(text, tuple(Condition(on, op, float(v)) for on, op, v in conditions))
+
+
+@dataclass(frozen=True)
+class ExpectedRow:
+    """A row the table always shows, measured or not."""
+
+    id: str
+    benchmark: str
+    name: str
+
+
+# The rows the benchmarks publish, in the table's order. A new figure lands here and in its benchmark's code.
+EXPECTED: tuple[ExpectedRow, ...] = (
+    ExpectedRow("1", "overhead", "per-trial overhead vs bare Ray Tune"),
+    ExpectedRow("2", "overhead", "default amp_loader study: total overhead"),
+    ExpectedRow("3", "overhead", "default study: confirmation phase / search phase"),
+    ExpectedRow("4", "fidelity", "reported vs independent throughput"),
+    ExpectedRow("5", "efficiency", "probe-first: trials to reach 95% of best throughput"),
+    ExpectedRow("6", "efficiency", "trials to reach 95% of best throughput"),
+    ExpectedRow("7", "efficiency", "hypervolume after L trials"),
+    ExpectedRow("8a", "speedup", "exported vs the workload's own settings (the baseline)"),
+    ExpectedRow("8b", "speedup", "exported vs a textbook config sized for the machine"),
+    ExpectedRow("9", "stability", "winner is the re-measured winner"),
+    ExpectedRow("10", "stability", "winner's throughput error vs re-measurement"),
+    ExpectedRow("11", "ceilings", "best config vs its compute ceiling"),
+    ExpectedRow("12", "ceilings", "best config vs the best input ceiling found"),
+)
+
+
+@dataclass
+class Row:
+    """One measured row, read from a results file."""
+
+    id: str
+    benchmark: str
+    name: str
+    figure: float | None
+    unit: str
+    baseline: float | None
+    ratio: float | None
+    target: Target
+    source: str
+    commit: str | None = None
+    dirty: bool = False
+    date: str = ""
+    machine: str = ""
+    load: list[float] = field(default_factory=list)
+    note: str = ""
+    target_history: list[dict[str, str]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], source: str) -> Row:
+        return cls(id=str(d["id"]), benchmark=str(d["benchmark"]), name=str(d["name"]), figure=_num(d.get("figure")),
+                   unit=str(d.get("unit", "")), baseline=_num(d.get("baseline")), ratio=_num(d.get("ratio")),
+                   target=Target.from_json(d["target"]), source=source, commit=d.get("commit"),
+                   dirty=bool(d.get("dirty", False)), date=str(d.get("date", "")), machine=str(d.get("machine", "")),
+                   load=list(d.get("load") or []), note=str(d.get("note", "")),
+                   target_history=list(d.get("target_history") or []), details=dict(d.get("details") or {}))
+
+    def value(self, on: str) -> float | None:
+        if on in ("figure", "baseline", "ratio"):
+            return getattr(self, on)
+        node: Any = self.details
+        for key in on.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return _num(node)
+
+    def verdict(self) -> str:
+        """pass, MISSED, or not measured (a value the target needs is missing): from the figures, every time."""
+        for cond in self.target.all:
+            v = self.value(cond.on)
+            if v is None:
+                return "not measured"
+            if not OPS[cond.op](v, cond.value):
+                return "MISSED"
+        return "pass"
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def load_rows(repo: Path = REPO) -> list[Row]:
+    """Every row of every results file of the rows schema (other files hold raw evidence: grids, notes)."""
+    rows: list[Row] = []
+    for path in sorted((repo / RESULTS).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from err
+        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+            rows.extend(Row.from_json(r, str(path.relative_to(repo))) for r in data["rows"])
+    return rows
+
+
+def freshness(row: Row, repo: Path = REPO) -> str:
+    """'current', 'stale: measured at abc1234', or 'commit unknown': was it measured on the code HEAD has?"""
+    if not row.commit:
+        return "commit unknown"
+    short = row.commit[:7]
+    try:
+        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--", *CODE], cwd=repo,
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return f"commit unknown ({short})"
+    if done.returncode == 0:
+        return "current" + (f" (uncommitted changes at {short})" if row.dirty else "")
+    if done.returncode == 1:
+        return f"stale: measured at {short}"
+    return f"commit unknown ({short})"
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    text = f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+    return f"{text} {unit}".strip()
+
+
+def render_markdown(repo: Path = REPO) -> str:
+    """The table, then one note per row: what it compared, when and where it was measured, targets it changed."""
+    rows = load_rows(repo)
+    by_id: dict[str, Row] = {}
+    for row in rows:  # the newest measurement of a row wins when several files hold it
+        if row.id not in by_id or row.date > by_id[row.id].date:
+            by_id[row.id] = row
+    order = [e.id for e in EXPECTED] + sorted(set(by_id) - {e.id for e in EXPECTED})
+    names = {e.id: e for e in EXPECTED}
+    lines = ["| # | benchmark | figure | baseline (same run) | ratio | target | result | measured |",
+             "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for rid in order:
+        row = by_id.get(rid)
+        if row is None:
+            e = names[rid]
+            lines.append(f"| {rid} | {e.benchmark}: {e.name} | - | - | - | - | **not measured** | no results file |")
+            continue
+        verdict = row.verdict()
+        shown = "pass" if verdict == "pass" else f"**{verdict}**"
+        fresh = freshness(row, repo)
+        if not fresh.startswith("current"):
+            shown += f" ({fresh.split(':')[0]})"
+        lines.append(f"| {rid} | {row.benchmark}: {row.name} | {_fmt(row.figure, row.unit)} | "
+                     f"{_fmt(row.baseline, row.unit)} | {_fmt(row.ratio)} | {row.target.text} | {shown} | "
+                     f"{row.date[:16].replace('T', ' ')} ({fresh}; `{row.source}`) |")
+        bits = [row.note.strip()] if row.note.strip() else []
+        if row.machine or row.load:
+            load = ", ".join(f"{x:.1f}" for x in row.load)
+            bits.append(f"Machine: {row.machine}" + (f"; load average {load}" if load else "") + ".")
+        for change in row.target_history:
+            bits.append(f"Target changed from `{change.get('was', '?')}`: {change.get('why', 'no reason given')}.")
+        if bits:
+            notes.append(f"{rid}. " + " ".join(bits))
+    out = "\n".join(lines) + "\n"
+    if notes:
+        out += "\n" + "\n".join(notes) + "\n"
+    return out
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_markdown())
