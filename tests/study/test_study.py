@@ -89,3 +89,21 @@ def test_a_result_file_in_another_trials_folder_is_refused_with_its_name(make_st
     (trials / "0000" / "result.json").write_bytes((trials / "0001" / "result.json").read_bytes())
     with pytest.raises(StudyError, match=r"trials/0000/result\.json: trial: 1, but the file is in trial 0's folder"):
         open_study(reports, "gan-demo")
+
+
+def test_a_study_given_as_a_path_suggests_only_a_reports_dir_that_holds_it(make_study, tmp_path, monkeypatch):
+    """`tuner report reports/gan-demo` (the default --reports-dir is reports): the study is ./reports/gan-demo, so
+    that is the --reports-dir to suggest, never reports/reports (which does not exist); a path that holds no study
+    gets no --reports-dir suggested."""
+    from pathlib import Path
+
+    reports = make_study()
+    monkeypatch.chdir(reports.parent)
+    with pytest.raises(StudyError) as err:
+        open_study(Path("reports"), "reports/gan-demo")
+    assert f"give the study's name and the folder that holds it: gan-demo --reports-dir {reports}" in str(err.value)
+    assert "reports/reports" not in str(err.value)
+    with pytest.raises(StudyError) as err:
+        open_study(Path("reports"), "../elsewhere/gan-demo")
+    assert str(err.value).endswith(f"give the study's name, a folder in --reports-dir (there is no study at "
+                                   f"{reports.parent / 'elsewhere' / 'gan-demo'})")

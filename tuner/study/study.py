@@ -204,8 +204,16 @@ def open_study(reports_dir: Path, name: str) -> Study:
     inside = Path(os.path.normpath(os.path.abspath(reports_dir)))
     path = Path(os.path.normpath(os.path.abspath(reports_dir / name)))  # lexical: a symlinked study folder is fine
     if path.parent != inside or not name.isprintable():
-        fix = (f"the study's name and the folder that holds it: {path.name} --reports-dir {path.parent}"
-               if name.isprintable() else "the study's name as its folder is named (no control characters)")
+        # Suggest a --reports-dir only where the study is: the name read against --reports-dir, then as a path
+        # from here (`reports/x` with the default --reports-dir reports means ./reports/x, not reports/reports/x).
+        held = next((p for p in (path, Path(os.path.normpath(os.path.abspath(name))))
+                     if name.isprintable() and StudyFolder(p).exists()), None)
+        if held is not None:
+            fix = f"the study's name and the folder that holds it: {held.name} --reports-dir {held.parent}"
+        elif name.isprintable():
+            fix = f"the study's name, a folder in --reports-dir (there is no study at {path})"
+        else:
+            fix = "the study's name as its folder is named (no control characters)"
         raise StudyError(f"study {name!r} is not a folder in --reports-dir {reports_dir}; give {fix}")
     folder = StudyFolder(reports_dir / name)
     if not folder.exists():
