@@ -84,7 +84,8 @@ def run_case(name: str, trials: int, reports: Path) -> dict[str, Any]:
     if search.returncode != 0:  # a refusal names the budget it needs: that is an answer too
         out.update(search_exit=search.returncode, search_refusal=search.stderr.strip().splitlines()[-1:])
         return out
-    trials_json = json.loads(tuner("report", name, "--reports-dir", str(reports), "--format", "json").stdout)
+    report = tuner("report", name, "--reports-dir", str(reports), "--format", "json")
+    trials_json = json.loads(report.stdout)["trials"]
     best = reports / f"{name}.yaml"
     tuner("export", name, "--reports-dir", str(reports), "--out", str(best))
     picked = int(yaml.safe_load(best.read_text())["provenance"]["trial"])

@@ -34,9 +34,28 @@ def test_report_json_is_one_document(make_study, capsys):
     code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json")
     assert code == 0
     doc = json.loads(out)  # the whole of stdout is one JSON document
-    assert [d["trial"] for d in doc][:3] == [1, 2, 4] and doc[0]["front"] is True
+    assert [d["trial"] for d in doc["trials"]][:3] == [1, 2, 4] and doc["trials"][0]["front"] is True
     code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json", "--trial", "3")
-    assert code == 0 and json.loads(out)["error"].startswith("OutOfMemoryError")
+    assert code == 0 and json.loads(out)["error"].startswith("OutOfMemoryError")  # one trial: its document
+
+
+def test_report_json_carries_what_the_table_says_below_it(make_study, capsys):
+    """Not a bare list of trials: the study, its objectives, baseline, front, noise floor and the verdict on its
+    knee pick (what the footer under the table says), as the export's JSON carries them."""
+    reports = make_study()
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["study"] == "gan-demo" and doc["folder"] == str(reports / "gan-demo")
+    assert doc["objectives"] == [{"metric": "throughput", "direction": "maximize"},
+                                 {"metric": "fid", "direction": "minimize"}]
+    assert doc["front"] == [1, 2, 4] and doc["noise_floor"] is None  # nothing confirmed: no noise floor
+    assert doc["verdict"]["trial"] == 2 and doc["verdict"]["rule"] == "knee" and "trial 2 (knee)" in \
+        doc["verdict"]["text"]
+    assert len(doc["trials"]) == 8
+    reports = make_study("new", kind="empty")
+    code, out, err = run(capsys, "report", "new", "--reports-dir", reports, "--format", "json")
+    assert code == 0 and json.loads(out)["trials"] == [] and json.loads(out)["verdict"] is None
 
 
 def test_report_one_trial(make_study, capsys):

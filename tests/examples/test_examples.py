@@ -47,7 +47,7 @@ def test_example_searches_reports_exports_and_reruns(name, ray_session, tmp_path
 
     code, out, err = run(capsys, "report", name, "--reports-dir", reports, "--format", "json")
     assert code == 0, err
-    trials = json.loads(out)
+    trials = json.loads(out)["trials"]
     assert len(trials) == 3 and all(t["val_loss"] > 0 for t in trials)
     assert all(t["config"]["workload"] == f"{REPO / 'examples' / name}.py:make" for t in trials)
 

@@ -76,7 +76,7 @@ def test_a_study_searches_lr_relative_to_the_workloads_own(ray_session, tmp_path
     assert code == 0, err
     json.loads(out)
     code, out, err = run(capsys, "report", "lm", "--reports-dir", reports, "--format", "json")
-    trials = {t["trial"]: t for t in json.loads(out)}
+    trials = {t["trial"]: t for t in json.loads(out)["trials"]}
     assert trials[0]["params"]["lr_scale"] == 1.0 and trials[0]["params"]["beta1"] == 0.9
     assert trials[0]["optimizer"]["train"]["lr"] == pytest.approx(1e-3)
     assert trials[0]["optimizer"]["train"]["betas"] == [0.9, 0.99]

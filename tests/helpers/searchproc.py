@@ -75,7 +75,7 @@ def report_json(study: str, reports: Path) -> tuple[int, str, str]:
 
 def trial_numbers(report_stdout: str) -> list[int]:
     """The trial numbers in one `tuner report --format json` document (json.loads fails on anything else)."""
-    return sorted(int(t["trial"]) for t in json.loads(report_stdout))
+    return sorted(int(t["trial"]) for t in json.loads(report_stdout)["trials"])
 
 
 def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: str | None = None,

@@ -88,7 +88,7 @@ def test_trial_detail_says_stopped_where_and_not_failed(make_study, capsys):
 def test_json_carries_state_rung_budget_and_no_rank(make_study, capsys):
     s = asha(make_study)
     code = main(["report", "asha-demo", "--reports-dir", str(s.dir.parent), "--format", "json"])
-    docs = {d["trial"]: d for d in json.loads(capsys.readouterr().out)}
+    docs = {d["trial"]: d for d in json.loads(capsys.readouterr().out)["trials"]}
     assert code == 0
     stopped = docs[3]
     assert stopped["state"] == "stopped" and stopped["rung"] == 0 and stopped["measured_at"] == 5.0

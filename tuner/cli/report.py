@@ -55,9 +55,9 @@ def report(
         print(f"wrote {path} ({len(s.records)} trials, {len(s.front())} on the Pareto front)")
         return
     if format is ReportFormat.json:
-        from tuner.report.view import study_json, trial_document
+        from tuner.report.view import study_document, trial_document
 
-        print_json(trial_document(s, s.trial(trial)) if trial is not None else study_json(s))
+        print_json(trial_document(s, s.trial(trial)) if trial is not None else study_document(s))
         return
     from tuner.report.view import study_footer, study_table, trial_panel
 

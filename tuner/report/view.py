@@ -48,8 +48,31 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
 
 
 def study_json(study: Study) -> list[dict[str, Any]]:
-    """What `tuner report --format json` prints: every trial, in the table's order (by Pareto rank)."""
+    """Every trial's document, in the table's order (by Pareto rank): the `trials` of study_document."""
     return [trial_document(study, r) for r in study.sorted_records()]
+
+
+def study_document(study: Study) -> dict[str, Any]:
+    """What `tuner report --format json` prints: the study, what it optimized, its trials, and what the footer
+    under the table says (noise floor, the verdict on the knee pick; None before there is one)."""
+    from tuner.errors import StudyError
+    from tuner.study.verdict import decide
+
+    try:
+        verdict: dict[str, Any] | None = decide(study, "knee").to_json()
+    except StudyError:  # no complete trial yet
+        verdict = None
+    noise = study.noise()
+    return json_safe({
+        "study": study.name,
+        "folder": str(study.dir),
+        "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
+        "baseline": study.baseline_trial,
+        "front": sorted(r.trial for r in study.front()),
+        "noise_floor": noise.to_json() if noise is not None else None,
+        "verdict": verdict,
+        "trials": study_json(study),
+    })
 
 
 def rank_cell(rank: int | None) -> str:
