@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.table import CODE, SCHEMA, Target
 from tuner.files import json_safe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +29,12 @@ BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "cei
 
 @dataclass
 class BenchResult:
-    """One line of the results table. `pass_` is None when the figure could not be measured (error)."""
+    """One line of the results table. `pass_` is None when the figure could not be measured (error).
+
+    A published row (`row`: its id in benchmarks/table.py's EXPECTED) carries `rule`, its target as conditions
+    that can fail; `pass_` is then computed from the figures by that rule, the same way the generated table does,
+    so the two cannot disagree. `target_history`: [{"was": old target, "why": reason}] where the target changed.
+    """
 
     name: str
     benchmark: str  # one of BENCHMARKS
@@ -40,11 +46,74 @@ class BenchResult:
     pass_: bool | None
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    row: str = ""
+    rule: Target | None = None
+    target_history: list[dict[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.rule is not None:
+            self.target = self.rule.text
+            verdict = self.rule.verdict(self._value)
+            self.pass_ = None if verdict == "not measured" else verdict == "pass"
+
+    def _value(self, on: str) -> float | None:
+        if on in ("figure", "baseline", "ratio"):
+            v = getattr(self, on)
+        else:
+            v = self.details
+            for key in on.removeprefix("details.").split("."):
+                v = v.get(key) if isinstance(v, dict) else None
+        if isinstance(v, bool) or v is None:
+            return None
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return None
+        return v if math.isfinite(v) else None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["pass"] = d.pop("pass_")
+        d["rule"] = self.rule.to_json() if self.rule is not None else None
         return json_safe(d)
+
+
+def git_state() -> tuple[str | None, bool]:
+    """(HEAD's commit, whether the tree has uncommitted changes to code): which code a measurement ran."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=30).stdout.strip() or None
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *CODE], cwd=REPO,
+                               capture_output=True, timeout=60).returncode != 0
+    except (OSError, subprocess.TimeoutExpired):
+        return None, False
+    return head, dirty
+
+
+def write_rows(results: list[BenchResult], meta: dict[str, Any], path: Path) -> Path | None:
+    """The published rows of a run, in benchmarks/table.py's schema, into a committed results file."""
+    commit, dirty = git_state()
+    machine = meta.get("machine") or {}
+    where = f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores" + \
+        (f", {machine['gpu']})" if machine.get("gpu") else ", no GPU)")
+    rows = []
+    for r in results:
+        if not r.row or r.rule is None:
+            continue
+        rows.append({"id": r.row, "benchmark": r.benchmark, "name": r.name, "figure": r.figure, "unit": r.unit,
+                     "baseline": r.baseline, "ratio": r.ratio, "target": r.rule.to_json(),
+                     "target_history": r.target_history, "commit": commit, "dirty": dirty,
+                     "date": meta.get("date", now_iso()), "machine": where,
+                     "load": machine.get("load_average_at_start") or [], "note": r.note, "details": r.details})
+    if not rows:
+        return None
+    doc = {"schema": SCHEMA, "mode": meta.get("mode"), "versions": meta.get("versions"), "seconds": meta.get("seconds"),
+           "load_average_at_end": machine.get("load_average_at_end"), "rows": rows}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic(path, json.dumps(json_safe(doc), indent=1) + "\n")
+    return path
 
 
 def error_result(benchmark: str, name: str, err: BaseException, target: str) -> BenchResult:
@@ -276,18 +345,6 @@ def write_results(results: list[BenchResult], meta: dict[str, Any], out_dir: Pat
     _atomic(out_dir / "run.json", json.dumps(json_safe(meta), indent=2) + "\n")
     _atomic(md_path, markdown_table(results, meta))
     return json_path, md_path
-
-
-def update_readme(readme: Path, table: str) -> bool:
-    """Replace the text between the results markers of README.md; False when the markers are missing."""
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
-    text = readme.read_text() if readme.is_file() else ""
-    if start not in text or end not in text:
-        return False
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    _atomic(readme, f"{head}{start}\n{table}{end}{tail}")
-    return True
 
 
 def _atomic(path: Path, text: str) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmarks.common import BenchResult, Context, median
 from benchmarks.metrics import Normalizer, hv_fraction, trials_to_reach
+from benchmarks.table import target
 
 TARGET_T95 = "<= 25% of the grid"
 TARGET_HV = ">= random's in most seeds"
@@ -225,13 +226,18 @@ def run(ctx: Context) -> list[BenchResult]:
         BenchResult(name="probe-first: trials to reach 95% of best throughput", benchmark="efficiency",
                     figure=t95_probed, unit="trials", baseline=t95, ratio=(t95_probed / n) if t95_probed else None,
                     target="fewer than today's search and <= 25% of the grid", pass_=probed_pass, note=note_probed,
-                    details={"plan": plan.model_dump(), "probe_trial_equivalents": probe_trials,
+                    row="5", rule=target("fewer trials than today's search and <= 25% of the grid",
+                                         ("details.trials_saved", ">", 0), ("ratio", "<=", 0.25)),
+                    details={"trials_saved": (t95 - t95_probed) if t95 is not None and t95_probed is not None
+                             else None, "plan": plan.model_dump(), "probe_trial_equivalents": probe_trials,
                              "seeds": [{"seed": r["seed"], "probed_t95": r["probed_t95"], "tuner_t95": r["tuner_t95"]}
                                        for r in per_seed]}),
         BenchResult(name="trials to reach 95% of best throughput", benchmark="efficiency", figure=t95,
                     unit="trials", baseline=float(n), ratio=frac, target=TARGET_T95, pass_=t95_pass,
-                    note=note_t95, details=details),
+                    note=note_t95, details=details, row="6", rule=target(TARGET_T95, ("ratio", "<=", 0.25))),
         BenchResult(name=f"hypervolume after {length} trials", benchmark="efficiency", figure=hv_t, unit="",
                     baseline=hv_r, ratio=(hv_t / hv_r) if hv_t is not None and hv_r else None, target=TARGET_HV,
-                    pass_=hv_pass, note=note_hv, details={"wins": wins, "seeds": len(per_seed)}),
+                    pass_=hv_pass, note=note_hv, row="7", rule=target(TARGET_HV, ("details.win_share", ">", 0.5)),
+                    details={"wins": wins, "seeds": len(per_seed),
+                             "win_share": wins / len(per_seed) if per_seed else None}),
     ]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.common import BenchResult, Context, median
+from benchmarks.table import target
 
 TARGET = "median |ratio - 1| <= 5%"
 WINDOWS = 5  # the tuner's timed windows per run (Measure.windows default)
@@ -246,6 +247,7 @@ def run(ctx: Context) -> list[BenchResult]:
     return [BenchResult(
         name="reported vs independent throughput", benchmark="fidelity",
         figure=dev * 100 if dev is not None else None, unit="%", baseline=None,
-        ratio=median(ratios), target=TARGET, pass_=passed, note=note,
+        ratio=median(ratios), target=TARGET, pass_=passed, note=note, row="4",
+        rule=target(TARGET, ("figure", "<=", 5.0)),
         details={"configs": rows, "device": str(device)},
     )]

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import REPO, BenchResult, Context, phase_times, study_records
+from benchmarks.table import target
 
 TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
 TARGET_TOTAL = "ratio <= 0.10 (10% of wall time)"
@@ -240,8 +241,10 @@ def per_trial_result(ctx: Context) -> BenchResult:
         note += f" Missed by {fig - base - MARGIN_S:.2f} s; most of the excess is {where}."
     return BenchResult(name="per-trial overhead vs bare Ray Tune", benchmark="overhead", figure=fig, unit="s",
                        baseline=base, ratio=(fig / base) if base > 0 else None, target=TARGET_PER_TRIAL,
-                       pass_=passed, note=note,
-                       details={"tuner": tuned, "bare": bare, "ray_init_s": init_s, "trials": n})
+                       pass_=passed, note=note, row="1",
+                       rule=target(TARGET_PER_TRIAL, ("details.excess_s", "<=", MARGIN_S)),
+                       details={"tuner": tuned, "bare": bare, "ray_init_s": init_s, "trials": n,
+                                "excess_s": fig - base})
 
 
 # --- b) the default study, as a user runs it --------------------------------------------------------------------
@@ -406,7 +409,11 @@ def total_result(ctx: Context) -> BenchResult:
                  f"run.")
     overhead = d["wall_s"] - d["work_s"]
     return BenchResult(name="default amp_loader study: total overhead", benchmark="overhead", figure=overhead,
-                       unit="s", baseline=d["wall_s"], ratio=frac, target=TARGET_TOTAL, pass_=passed,
+                       unit="s", baseline=d["wall_s"], ratio=frac, target=TARGET_TOTAL, pass_=passed, row="2",
+                       rule=target(TARGET_TOTAL, ("ratio", "<=", MAX_FRACTION)),
+                       target_history=[{"was": "ratio < 0.05", "why": "issue 20 set 10%: Python's and Ray's start, "
+                                        "the probes and the confirmation's fresh-process re-runs alone are about 9% "
+                                        "of the default 5-minute study on 2 cores"}],
                        note=note + " Figure = non-training seconds, baseline = wall seconds, ratio = their share.",
                        details={k: v for k, v in d.items() if k != "reports_dir"})
 
@@ -435,6 +442,7 @@ def confirm_result(ctx: Context) -> BenchResult:
                  + (", so K or R would have to shrink to meet it." if ctx.settings.mode == "full" else "."))
     return BenchResult(name="default study: confirmation phase / search phase", benchmark="overhead",
                        figure=confirm, unit="s", baseline=search, ratio=frac, target=TARGET_CONFIRM, pass_=passed,
+                       row="3", rule=target(TARGET_CONFIRM, ("ratio", "<=", MAX_CONFIRM)),
                        note=note, details={"study": d["study"], **p})
 
 
@@ -442,14 +450,14 @@ def run(ctx: Context) -> list[BenchResult]:
     from benchmarks.common import error_result
 
     out = []
-    for fn, name, target in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
-                             (total_result, "default amp_loader study: total overhead", TARGET_TOTAL),
-                             (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM)):
+    for fn, name, text in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
+                           (total_result, "default amp_loader study: total overhead", TARGET_TOTAL),
+                           (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM)):
         try:
             out.append(fn(ctx))
         except Exception as err:  # one figure failing must not lose the other
             ctx.log(f"  overhead: {name} failed: {type(err).__name__}: {err}")
-            out.append(error_result("overhead", name, err, target))
+            out.append(error_result("overhead", name, err, text))
     return out
 
 

@@ -2,7 +2,8 @@
 
 Writes reports/benchmarks/results.json (one entry per figure: name, benchmark, figure, unit, baseline, ratio,
 target, pass, note, details), run.json (machine, date, mode, versions) and results.md (the table); a full run
-also refreshes the table in benchmarks/README.md. Progress goes to stderr. Exit status: 0 when every benchmark
+also writes its published rows to benchmarks/results/run-full.json (`--only` a subset: run-full-<names>.json),
+from which benchmarks/table.py generates the table in the docs. Progress goes to stderr. Exit status: 0 when every benchmark
 produced its figures (targets may be missed: that is a result, shown as MISSED), 1 when one could not be measured.
 """
 
@@ -25,18 +26,17 @@ from benchmarks.common import (  # noqa: E402 - after the path fix above
     error_result,
     machine_info,
     make_settings,
-    markdown_table,
     now_iso,
-    update_readme,
     versions,
     write_results,
+    write_rows,
 )
 
 TARGETS = {
     "overhead": ("per-trial overhead vs bare Ray Tune", "figure <= baseline + 0.1 s"),
     "fidelity": ("reported vs independent throughput", "median |ratio - 1| <= 5%"),
     "efficiency": ("trials to reach 95% of best throughput", "<= 25% of the grid"),
-    "speedup": ("exported vs textbook default", "ratio > 1"),
+    "speedup": ("exported vs own settings and a textbook config", "ratio > 1"),
     "ceilings": ("best config vs its ceilings", "reported: where the remaining speed is"),
     "stability": ("winner is the re-measured winner", "with confirmation > without (or both 100%)"),
     "levers": ("eager vs compiled vs channels_last", "reported: speed-up over eager, compile cost"),
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(BENCHMARKS),
                     help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all, in this order)")
     ap.add_argument("--out", type=Path, default=REPO / "reports" / "benchmarks", help="output folder")
-    ap.add_argument("--no-readme", action="store_true", help="do not refresh benchmarks/README.md (full mode)")
+    ap.add_argument("--no-results", action="store_true",
+                    help="full mode: do not write benchmarks/results/run-full*.json (the published rows)")
     args = ap.parse_args(argv)
     only = [b.strip() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in only if b not in BENCHMARKS]
@@ -104,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     json_path, md_path = write_results(results, meta, args.out)
-    if settings.mode == "full" and not args.no_readme and set(only) == set(BENCHMARKS):
-        update_readme(REPO / "benchmarks" / "README.md", markdown_table(results, meta))
+    if settings.mode == "full" and not args.no_results:  # the published table (docs/benchmarks.md) reads these
+        rows = write_rows(results, meta, REPO / "benchmarks" / "results" / f"run-full-{'-'.join(only)}.json"
+                          if set(only) != set(BENCHMARKS) else REPO / "benchmarks" / "results" / "run-full.json")
+        if rows is not None:
+            ctx.log(f"wrote {rows.relative_to(REPO)}: commit it; `python benchmarks/table.py` shows the table")
     ctx.log(f"wrote {json_path} and {md_path} ({meta['seconds']:.0f} s in all)")
     print(md_path.read_text())
     return 1 if failed else 0

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import BenchResult, Context, median, phase_times
+from benchmarks.table import target
 
 TARGET_HOLDS = "with confirmation > without (or both 100%)"
 TARGET_ERROR = "with confirmation < without"
@@ -265,7 +266,10 @@ def results(ctx: Context, seeds: list[dict[str, Any]]) -> list[BenchResult]:
         name="winner is the re-measured winner", benchmark="stability", figure=f_with, unit="share of seeds",
         baseline=f_without, ratio=(f_with / f_without) if f_with is not None and f_without else None,
         target=TARGET_HOLDS, pass_=holds_pass if f_with is not None and f_without is not None else None, note=note,
-        details={"seeds": seeds, "within_noise": {a: near[a][0] for a in ARMS}, "work_s": work,
+        row="9", rule=target(TARGET_HOLDS, [("details.gain", ">", 0), ("details.both_perfect", ">=", 1)]),
+        details={"gain": (f_with - f_without) if f_with is not None and f_without is not None else None,
+                 "both_perfect": float(f_with == f_without == 1.0) if f_with is not None else None,
+                 "seeds": seeds, "within_noise": {a: near[a][0] for a in ARMS}, "work_s": work,
                  "confirmed_trials": n_conf, "single_trials": s.stability_trials})
     e_with, e_without = err["confirmed"], err["single"]
     err_pass = e_with is not None and e_without is not None and e_with < e_without
@@ -284,6 +288,7 @@ def results(ctx: Context, seeds: list[dict[str, Any]]) -> list[BenchResult]:
         baseline=None if e_without is None else e_without * 100,
         ratio=(e_with / e_without) if e_with is not None and e_without else None, target=TARGET_ERROR,
         pass_=err_pass if e_with is not None and e_without is not None else None, note=note2,
+        row="10", rule=target(TARGET_ERROR, ("ratio", "<", 1.0)),
         details={"errors": {a: [x["arms"][a]["error"] for x in seeds] for a in ARMS},
                  "quality_errors": {a: [x["arms"][a].get("quality_error") for x in seeds] for a in ARMS}})
     return [first, second]

@@ -10,7 +10,8 @@ results file says **not measured**. A results file is a JSON object with a `rows
      "target_history": [{"was": "ratio < 0.05", "why": "..."}], "commit": "<sha>", "dirty": false,
      "date": "...", "machine": "...", "load": [1.0, 1.2, 1.1], "note": "...", "details": {...}}
 
-`on` names a row field (figure, baseline, ratio) or a dotted path into `details`.
+`on` names a row field (figure, baseline, ratio) or a dotted path into `details`; an entry `{"any": [...]}` of
+`all` holds when one of its conditions does.
 """
 
 from __future__ import annotations
@@ -47,27 +48,63 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class AnyOf:
+    """Alternatives: holds when one of its conditions holds ("with > without, or both 100%")."""
+
+    any: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
 class Target:
-    """What a row must show to pass: every condition holds. Its text is what the table prints."""
+    """What a row must show to pass: every condition (or group of alternatives) holds. Its text is what the table
+    prints."""
 
     text: str
-    all: tuple[Condition, ...]
+    all: tuple[Condition | AnyOf, ...]
 
     def __post_init__(self) -> None:
-        if not self.all:
+        if not self.all or any(isinstance(c, AnyOf) and not c.any for c in self.all):
             raise ValueError(f"target {self.text!r} has no condition: a target must be able to fail")
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "all": [{"on": c.on, "op": c.op, "value": c.value} for c in self.all]}
+        def one(c: Condition) -> dict[str, Any]:
+            return {"on": c.on, "op": c.op, "value": c.value}
+
+        return {"text": self.text,
+                "all": [{"any": [one(a) for a in c.any]} if isinstance(c, AnyOf) else one(c) for c in self.all]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Target:
-        return cls(str(d["text"]), tuple(Condition(str(c["on"]), str(c["op"]), float(c["value"])) for c in d["all"]))
+        def one(c: dict[str, Any]) -> Condition:
+            return Condition(str(c["on"]), str(c["op"]), float(c["value"]))
+
+        return cls(str(d["text"]), tuple(AnyOf(tuple(one(a) for a in c["any"])) if "any" in c else one(c)
+                                         for c in d["all"]))
+
+    def verdict(self, value: Any) -> str:
+        """pass / MISSED / not measured, with `value(on)` reading the figures (None: not there)."""
+        missing = False
+        for group in self.all:
+            alternatives = group.any if isinstance(group, AnyOf) else (group,)
+            held = False
+            for cond in alternatives:
+                v = value(cond.on)
+                if v is None:
+                    missing = True
+                elif OPS[cond.op](v, cond.value):
+                    held = True
+            if not held:
+                return "not measured" if missing else "MISSED"
+        return "pass"
 
 
-def target(text: str, *conditions: tuple[str, str, float]) -> Target:
-    """`target("ratio <= 0.10", ("ratio", "<=", 0.10))`: the short way to write one."""
-    return Target(text, tuple(Condition(on, op, float(v)) for on, op, v in conditions))
+def target(text: str, *conditions: tuple[str, str, float] | list[tuple[str, str, float]]) -> Target:
+    """`target("ratio <= 0.10", ("ratio", "<=", 0.10))`: the short way to write one; a list is alternatives."""
+    def one(c: tuple[str, str, float]) -> Condition:
+        return Condition(c[0], c[1], float(c[2]))
+
+    return Target(text, tuple(AnyOf(tuple(one(a) for a in c)) if isinstance(c, list) else one(c)
+                              for c in conditions))
 
 
 @dataclass(frozen=True)
@@ -94,6 +131,7 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("10", "stability", "winner's throughput error vs re-measurement"),
     ExpectedRow("11", "ceilings", "best config vs its compute ceiling"),
     ExpectedRow("12", "ceilings", "best config vs the best input ceiling found"),
+    ExpectedRow("13", "retrain", "export re-trained inside its exported one-run interval"),
 )
 
 
@@ -132,7 +170,7 @@ class Row:
         if on in ("figure", "baseline", "ratio"):
             return getattr(self, on)
         node: Any = self.details
-        for key in on.split("."):
+        for key in on.removeprefix("details.").split("."):
             if not isinstance(node, dict) or key not in node:
                 return None
             node = node[key]
@@ -140,13 +178,7 @@ class Row:
 
     def verdict(self) -> str:
         """pass, MISSED, or not measured (a value the target needs is missing): from the figures, every time."""
-        for cond in self.target.all:
-            v = self.value(cond.on)
-            if v is None:
-                return "not measured"
-            if not OPS[cond.op](v, cond.value):
-                return "MISSED"
-        return "pass"
+        return self.target.verdict(self.value)
 
 
 def _num(x: Any) -> float | None:

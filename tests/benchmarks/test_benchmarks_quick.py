@@ -10,8 +10,7 @@ import math
 
 import pytest
 
-from benchmarks.common import (BenchResult, error_result, make_settings, phase_times, update_readme,
-                               write_results)
+from benchmarks.common import (BenchResult, error_result, make_settings, phase_times, write_results)
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
 from benchmarks.overhead import overhead_parts, per_trial, trial_work
 from benchmarks.stability import judge, params_key, top_configs
@@ -118,16 +117,6 @@ def test_results_json_has_one_entry_per_figure_with_the_schema(tmp_path) -> None
     rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert len(rows) == 1 + 3  # header + one row per figure
     assert all(ln.replace("\\|", "").count("|") == 8 for ln in rows)  # a "|" in a target is escaped
-
-
-def test_readme_table_is_replaced_between_markers_only(tmp_path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
-    assert update_readme(readme, "| new |\n")
-    assert readme.read_text() == "intro\n<!-- results:start -->\n| new |\n<!-- results:end -->\noutro\n"
-    plain = tmp_path / "other.md"
-    plain.write_text("no markers")
-    assert not update_readme(plain, "x") and plain.read_text() == "no markers"
 
 
 @pytest.mark.parametrize("quick", [True, False])

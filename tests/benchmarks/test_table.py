@@ -1,0 +1,101 @@
+"""The benchmark table is generated from committed results files: a result is computed from the figures and a
+target that can fail, a row measured on other code says stale, a missing row says not measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from benchmarks.common import BenchResult, write_rows
+from benchmarks.table import EXPECTED, SCHEMA, Row, Target, load_rows, render_markdown, target
+
+
+def _repo(tmp_path, rows, commit=None):
+    """A git repository holding one results file with `rows`, measured at `commit` (default: its HEAD)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "tuner").mkdir()
+    (tmp_path / "tuner" / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "code")
+    head = _git(tmp_path, "rev-parse", "HEAD").strip()
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    for r in rows:
+        r.setdefault("commit", commit or head)
+    (results / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": rows}))
+    return tmp_path
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _row(rid="2", ratio=0.09, **kw):
+    d = {"id": rid, "benchmark": "overhead", "name": "total overhead", "figure": 27.0, "unit": "s",
+         "baseline": 300.0, "ratio": ratio, "target": target("ratio <= 0.10", ("ratio", "<=", 0.10)).to_json(),
+         "date": "2026-11-26T22:00:00+00:00"}
+    d.update(kw)
+    return d
+
+
+def _line(md, rid):
+    return next(ln for ln in md.splitlines() if ln.startswith(f"| {rid} |"))
+
+
+def test_a_row_passes_or_misses_by_its_figures_not_by_a_stored_verdict(tmp_path):
+    repo = _repo(tmp_path, [_row("2", 0.09, **{"pass": False}), _row("3", 0.5)])
+    md = render_markdown(repo)
+    assert "| pass |" in _line(md, "2") and "current" in _line(md, "2")
+    assert "**MISSED**" in _line(md, "3")
+
+
+def test_a_row_measured_on_other_code_is_stale(tmp_path):
+    repo = _repo(tmp_path, [])
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "tuner" / "code.py").write_text("x = 2\n")
+    _git(repo, "commit", "-qam", "change the code")
+    (repo / "benchmarks" / "results" / "run-full.json").write_text(
+        json.dumps({"schema": SCHEMA, "rows": [_row("2", 0.09, commit=old)]}))
+    assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
+
+
+def test_every_expected_row_appears_and_a_missing_one_says_not_measured(tmp_path):
+    md = render_markdown(_repo(tmp_path, [_row("2", 0.09)]))
+    for e in EXPECTED:
+        assert f"| {e.id} |" in md
+    assert "**not measured**" in _line(md, "1")
+
+
+def test_a_changed_target_says_from_what_and_why(tmp_path):
+    row = _row("11", 0.8, target_history=[{"was": "reported", "why": "it could not fail"}])
+    md = render_markdown(_repo(tmp_path, [row]))
+    assert "Target changed from `reported`: it could not fail." in md
+
+
+def test_a_target_must_be_able_to_fail():
+    with pytest.raises(ValueError, match="must be able to fail"):
+        Target("reported: where the remaining speed is", ())
+
+
+def test_alternatives_and_details_paths():
+    rule = target("with > without, or both 100%", [("details.gain", ">", 0), ("details.both_perfect", ">=", 1)])
+    base = _row("9", None, target=rule.to_json())
+    assert Row.from_json({**base, "details": {"gain": 0.33, "both_perfect": 0}}, "f").verdict() == "pass"
+    assert Row.from_json({**base, "details": {"gain": 0.0, "both_perfect": 1}}, "f").verdict() == "pass"
+    assert Row.from_json({**base, "details": {"gain": -0.3, "both_perfect": 0}}, "f").verdict() == "MISSED"
+    assert Row.from_json({**base, "details": {}}, "f").verdict() == "not measured"
+
+
+def test_a_benchmark_result_written_as_rows_reads_back_with_the_same_verdict(tmp_path):
+    rule = target("ratio <= 1.1", ("ratio", "<=", 1.1))
+    missed = BenchResult("best config vs its compute ceiling", "ceilings", 1300.0, "samples/s", 1000.0, 1.3,
+                         "ignored", pass_=True, row="11", rule=rule)
+    assert missed.pass_ is False and missed.target == "ratio <= 1.1"  # the rule decides, not the caller
+    unmarked = BenchResult("x", "levers", 1.0, "", 1.0, 1.0, "reported", pass_=None)
+    meta = {"date": "2026-11-26T22:00:00+00:00", "machine": {"cpu": "Test CPU", "cores": 2}}
+    path = write_rows([missed, unmarked], meta, tmp_path / "benchmarks" / "results" / "run-full.json")
+    rows = load_rows(tmp_path)
+    assert path is not None and [r.id for r in rows] == ["11"] and rows[0].verdict() == "MISSED"
