@@ -79,3 +79,46 @@ def test_the_noise_floor_line_counts_its_configs_in_words_a_user_reads():
     assert one is not None and one.text().endswith("(2 re-runs of 1 config)")
     assert two is not None and two.text().endswith("(4 re-runs of 2 configs)")
     assert one.text().startswith(f"one config's throughput varies by {one.relative_sd:.1%} run to run")
+
+
+def test_a_config_read_in_several_rounds_gets_an_interval_that_holds_its_readings(tmp_path):
+    """The baseline read 99 and 101 in round 0 and 201 in round 1 (the machine sped up 2x between them). Its
+    within-round spread is ~1%, and applied to all three readings it gave an interval of a few percent around
+    126 that held none of them. Across rounds the centre is the mean of the two round means (sqrt(100 x 201)),
+    and both the interval of that mean (1 degree of freedom from 2 rounds) and where one more run reads hold
+    every reading; trial 2, read in one round, keeps its within-round interval."""
+    from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
+
+    folder = StudyFolder(tmp_path / "s")
+    folder.write_meta(StudyMeta(name="s", objectives=[Objective(metric="throughput", direction="max")],
+                                baseline={"trial": 0}))
+    for n in (0, 2):
+        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0 * (n + 1)}))
+    for n, runs in {0: [(99.0, 0), (101.0, 0), (201.0, 1)], 2: [(150.0, 0), (152.0, 0)]}.items():
+        for k, (thr, round_) in enumerate(runs):
+            folder.write_rerun(n, Rerun(repeat=k, round=round_, state="complete", metrics={"throughput": thr}))
+    s = Study.load(folder)
+    base = s.trial(0).confirmed.figures["throughput"]
+    assert base.centre == pytest.approx(math.exp((math.log(99 * 101) / 2 + math.log(201)) / 2))
+    assert all(base.low <= v <= base.high for v in (99.0, 101.0, 201.0))
+    assert all(base.rerun_low <= v <= base.rerun_high for v in (99.0, 101.0, 201.0))
+    one = s.trial(2).confirmed.figures["throughput"]
+    p = s.pooled("throughput")
+    assert (one.low, one.high) == pytest.approx((p.interval([150.0, 152.0]).low, p.interval([150.0, 152.0]).high))
+    assert one.high / one.low < 1.1  # one round: the within-round noise alone, as before
+
+
+def test_across_rounds_is_never_narrower_than_the_within_round_noise():
+    """Two rounds whose means agree closely by chance: the between-round spread would give a near-zero interval,
+    but the within-round noise still bounds how well the mean is known."""
+    p = pool([[95.0, 105.0], [100.0, 100.0]])
+    iv = p.across([[95.0, 105.0], [99.9, 100.1]])
+    within = _t_half(p, [2, 2])
+    assert math.log(iv.high / iv.centre) == pytest.approx(within)
+
+
+def _t_half(p, sizes):
+    from tuner.study.stats import _t
+
+    k = len(sizes)
+    return _t(p.df) * p.sd * math.sqrt(sum(1 / n for n in sizes) / k ** 2)

@@ -132,7 +132,7 @@ class Confirmed(BaseModel):
         """The re-runs' values of every metric all complete re-runs measured, and their centres; the intervals
         need the other confirmed trials too (tuner.study.study pools the noise) and are filled in there. The
         search's own reading is left out: it was selected for being good, so it is biased upward."""
-        from tuner.study.stats import CENTRE_METHOD, centre
+        from tuner.study.stats import CENTRE_METHOD, centre_of_rounds
 
         ok = [r for r in reruns if r.complete]
         keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
@@ -140,7 +140,12 @@ class Confirmed(BaseModel):
         figures = {}
         for key in sorted(keys):
             values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
-            figures[key] = ConfirmedFigure(values=values, centre=centre(values, all(v > 0 for v in values)))
+            by_round: dict[int | None, list[float]] = {}
+            for v, r in zip(values, ok):
+                by_round.setdefault(r.round, []).append(v)
+            # read in several rounds (the baseline): each round's level counts once (tuner.study.stats)
+            figures[key] = ConfirmedFigure(values=values, centre=centre_of_rounds(list(by_round.values()),
+                                                                                  all(v > 0 for v in values)))
         return cls(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
                    rounds=[r.round for r in ok])
 

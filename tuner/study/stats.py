@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 LEVEL = 0.95
 CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-run variation pooled over the "
-                 "confirmed configs (log scale)")
+                 "confirmed configs (log scale); a config read in several rounds: mean of the round means, "
+                 "t-interval from their spread (rounds - 1 df), never narrower than the pooled one")
 RATIO_METHOD = "ratio of geometric means; 95% t-interval from the pooled run-to-run variation (log scale)"
 NOISE_METHOD = "pooled standard deviation of log throughput over the confirmed configs' re-runs"
 
@@ -78,9 +79,41 @@ class Pooled:
             return Interval(c, c * math.exp(-half), c * math.exp(half))
         return Interval(c, c - half, c + half)
 
+    def across(self, groups: list[list[float]], level: float = LEVEL, one_more: bool = False) -> Interval:
+        """A config read in several confirmation rounds (the baseline is re-read in each): the machine drifts
+        between rounds, so its readings are a two-level sample, and the pooled within-round spread alone gave a
+        baseline read 99, 101 and 201 an interval of a few percent that held one of its readings. Here the centre
+        is the mean of the round means (tuner.study.stats.centre_of_rounds) and the spread the round means'
+        own, with k - 1 degrees of freedom for k rounds (t x sd_between x sqrt(1/k), or sqrt(1 + 1/k) for one
+        more run), never narrower than the within-round noise gives the same mean. One round: interval() or
+        prediction() unchanged."""
+        groups = [g for g in groups if g]
+        values = [v for g in groups for v in g]
+        if len(groups) < 2:
+            return self.prediction(values, level) if one_more else self.interval(values, level)
+        xs = [[math.log(v) for v in g] if self.log else list(g) for g in groups]
+        means = [statistics.fmean(g) for g in xs]
+        k, m, extra = len(means), statistics.fmean(means), 1.0 if one_more else 0.0
+        half = _t(k - 1, level) * statistics.stdev(means) * math.sqrt(extra + 1 / k)
+        if self.df >= 1:  # the within-round noise of a mean of k round means
+            half = max(half, _t(self.df, level) * self.sd * math.sqrt(extra + sum(1 / len(g) for g in xs) / k ** 2))
+        if self.log:
+            return Interval(math.exp(m), math.exp(m - half), math.exp(m + half))
+        return Interval(m, m - half, m + half)
+
 
 def centre(values: list[float], log: bool) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if log else statistics.fmean(values)
+
+
+def centre_of_rounds(groups: list[list[float]], log: bool) -> float:
+    """The mean of the round means (geometric on the log scale): a config read in several rounds weighs each
+    round's level once, however many readings it had there. One round: centre() of its values."""
+    groups = [g for g in groups if g]
+    if len(groups) == 1:
+        return centre(groups[0], log)
+    means = [statistics.fmean(math.log(v) for v in g) if log else statistics.fmean(g) for g in groups]
+    return math.exp(statistics.fmean(means)) if log else statistics.fmean(means)
 
 
 def pool(groups: list[list[float]]) -> Pooled | None:

@@ -44,16 +44,17 @@ class Study:
         return study
 
     def _pool_confirmed(self) -> None:
-        """Each confirmed figure's interval, from the run-to-run variation pooled over all confirmed trials."""
+        """Each confirmed figure's interval, from the run-to-run variation pooled over all confirmed trials (and,
+        for a figure read in several rounds, the spread between its rounds: tuner.study.stats.Pooled.across)."""
         from tuner.study.stats import pool
 
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
         for key in {k for c in confirmed for k in c.figures}:
             pooled = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
             for c in confirmed:
-                if key in c.figures and pooled is not None:
-                    iv = pooled.interval(c.figures[key].values)
-                    one = pooled.prediction(c.figures[key].values)
+                if key in c.figures and pooled is not None:  # across rounds where it was read in several
+                    iv = pooled.across(c.groups(key))
+                    one = pooled.across(c.groups(key), one_more=True)
                     c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high,
                                                                        "rerun_low": one.low, "rerun_high": one.high})
 
