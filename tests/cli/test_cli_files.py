@@ -131,7 +131,7 @@ def test_a_copy_of_a_trial_folder_is_named_and_left_out_by_report_and_export(mak
         assert code == 0, err
         assert "0001.bak/" in err and "left out" in err
     code, out, _ = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "json")
-    assert sorted(d["trial"] for d in json.loads(out)) == list(range(8))
+    assert sorted(d["trial"] for d in json.loads(out)["trials"]) == list(range(8))
 
 
 def test_a_result_file_in_another_trials_folder_stops_report_and_export_with_its_name(make_study, capsys):
@@ -142,3 +142,49 @@ def test_a_result_file_in_another_trials_folder_stops_report_and_export_with_its
         assert_one_line(*run(capsys, *argv, "--reports-dir", reports), str(trials / "0000" / "result.json"),
                         "trial: 2, but the file is in trial 0's folder")
     assert not (reports / "gan-demo" / "best.yaml").exists()
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("record", ["study.json", "study.db", "trials/0002/result.json", "trials.csv",
+                                    "trials/0009/best.yaml", "ray/best.yaml"])
+def test_export_never_writes_over_a_study_record(make_study, capsys, tmp_path, record):
+    """`--out reports/STUDY/study.db` replaced the study's database (then --resume failed: "file is not a database"):
+    a study folder's records, this study's or another's, given directly, through `..` or through a link to the
+    folder, are refused with one line whether or not --force is given, and nothing in any study changes."""
+    reports = make_study()
+    make_study("other")
+    for name in ("gan-demo", "other"):
+        (reports / name / "study.db").write_bytes(b"SQLite format 3\x00" + bytes(200))
+    before = snapshot(reports)
+    (tmp_path / "link").symlink_to(reports / "other")
+    for out in (reports / "gan-demo" / record, reports / "gan-demo" / ".." / "other" / record,
+                tmp_path / "link" / record):
+        for force in ([], ["--force"]):
+            assert_one_line(*run(capsys, "export", "gan-demo", "--reports-dir", reports, "--out", out, *force),
+                            f"--out {out} is {record} of the study at", "export elsewhere")
+    assert snapshot(reports) == before
+
+
+def test_export_replaces_only_its_own_earlier_export_unless_forced(make_study, capsys, tmp_path):
+    reports = make_study()
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("mine: true\n")
+    assert_one_line(*run(capsys, "export", "gan-demo", "--reports-dir", reports, "--out", notes), f"--out {notes}",
+                    "not a config tuner exported", "--force")
+    assert notes.read_text() == "mine: true\n"
+    mine = reports / "gan-demo" / "best.yaml"  # the default path, holding a file of the user's
+    mine.write_text("mine: true\n")
+    assert_one_line(*run(capsys, "export", "gan-demo", "--reports-dir", reports), "not a config tuner exported")
+    assert mine.read_text() == "mine: true\n"
+    for argv in (["--out", notes, "--force"], ["--force"]):
+        code, _, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, *argv)
+        assert code == 0, err
+    assert "provenance" in notes.read_text() and "provenance" in mine.read_text()
+    for argv in ([], ["--out", notes], ["--out", tmp_path / "best.json"], ["--out", tmp_path / "best.json"],
+                 ["--as", "json"], ["--as", "json"]):  # over its own earlier exports: nothing to force
+        code, _, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, *argv)
+        assert code == 0, err
+    assert json.loads((tmp_path / "best.json").read_text())["provenance"]["study"] == "gan-demo"

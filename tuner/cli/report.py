@@ -88,6 +88,8 @@ def export(
     verify: Annotated[bool, typer.Option("--verify", help="Rerun the exported config --repeats times and check the "
                                          "recorded throughput lies in the re-measured interval.")] = False,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.")] = 3,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file that is not a config tuner "
+                                        "exported (a study's own files are never replaced).")] = False,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
     format: Annotated[Format, typer.Option("--format", help="What to print: table (for people) or json.")] = Format.table,
     debug: Debug = False,
@@ -101,7 +103,7 @@ def export(
     if (stray := s.strays_note()) is not None:
         note(f"tuner: note: {stray}")
     exp = build_export(s, pick.value, min_quality)
-    path = write_export(s, exp, out, as_.value if as_ is not None else None)
+    path = write_export(s, exp, out, as_.value if as_ is not None else None, force=force)
     rec = exp.record
     q = s.quality
     doc: dict = {"path": str(path), "study": s.name, "trial": rec.trial, "pick": pick.value,

@@ -201,15 +201,48 @@ def default_path(study: Study, fmt: str) -> Path:
     return study.dir / ("best.json" if fmt == "json" else "best.yaml")
 
 
-def write_export(study: Study, exp: Export, out: Path | None = None, fmt: str | None = None) -> Path:
-    """Write atomically; the format comes from `fmt`, else the file suffix (.json), else YAML."""
+def write_export(study: Study, exp: Export, out: Path | None = None, fmt: str | None = None,
+                 force: bool = False) -> Path:
+    """Write atomically; the format comes from `fmt`, else the file suffix (.json), else YAML. Never over a study's
+    records (check_out), nor, unless `force`, over a file that is not an earlier export."""
     if fmt is None:
         fmt = "json" if out is not None and Path(out).suffix.lower() == ".json" else "yaml"
     path = Path(out) if out is not None else default_path(study, fmt)
     if path.is_dir():
         raise ConfigError(f"--out {path} is a directory; give a file path such as {path / 'best.yaml'}")
+    check_out(path, study, force)
     atomic_write(path, render(study, exp, fmt, path))
     return path
+
+
+def check_out(path: Path, study: Study, force: bool = False) -> None:
+    """Refuse an export path that is one of a study folder's records (study.json, study.db, trials/..., any study's:
+    `--resume` and the reports read them), --force or not; and, unless `force`, an existing file that is not a
+    config tuner exported (re-exporting over an earlier export, e.g. the default best.yaml, needs nothing)."""
+    import os
+
+    from tuner.study.folder import study_record
+
+    hit = study_record(path)
+    if hit is not None:
+        folder, record = hit
+        raise ConfigError(f"--out {path} is {record} of the study at {folder}, which the study keeps (--resume and "
+                          f"the reports read it); export elsewhere, e.g. --out {study.dir / 'best.yaml'}")
+    if not force and os.path.lexists(path) and not _is_export(path):
+        raise ConfigError(f"--out {path} exists and is not a config tuner exported; give another --out, or add "
+                          f"--force to replace it")
+
+
+def _is_export(path: Path) -> bool:
+    """Whether `path` holds a config `tuner export` wrote (its provenance names the study and when it was exported)."""
+    from tuner.files import load_yaml_mapping
+
+    try:
+        data = load_yaml_mapping(path, "exported config")  # YAML reads the JSON exports too
+    except ConfigError:
+        return False
+    provenance = data.get("provenance")
+    return isinstance(provenance, dict) and "study" in provenance and "exported" in provenance
 
 
 class VerifyFailed(RunFailed):

@@ -39,6 +39,28 @@ LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the s
 # `.lock`, which tuner.files.locked takes around a trial's writes to the folder)
 
 
+# What a study folder keeps of its study (and `tuner search --resume` reads back): nothing else may write here.
+# Beside them, a study folder holds what is made from them (best.yaml, report.html), which may be written again.
+RECORDS = frozenset({STUDY_META, DB_FILE, f"{DB_FILE}-journal", f"{DB_FILE}-wal", f"{DB_FILE}-shm", "storage.url",
+                     TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", "ceilings.json", LOCK_FILE, ".lock"})
+
+
+def study_record(path: Path) -> tuple[Path, str] | None:
+    """(study folder, record) when `path` is one of a study folder's records or lies inside one (trials/...,
+    ray/...), whichever study; None otherwise. Read as given and with its folders' links resolved, so neither
+    `../` nor a link to a study folder hides one."""
+    import os
+
+    path = Path(os.path.abspath(path))
+    for candidate in dict.fromkeys([path, Path(os.path.realpath(path.parent)) / path.name]):
+        for folder in candidate.parents:
+            if (folder / STUDY_META).is_file():
+                first = candidate.relative_to(folder).parts[0]
+                if first in RECORDS:
+                    return folder, str(candidate.relative_to(folder))
+    return None
+
+
 class StudyMeta(BaseModel):
     """study.json. Unknown keys are kept (a newer tuner may add some)."""
 
