@@ -172,3 +172,16 @@ def test_overlapping_intervals_are_not_a_tie_when_the_ratio_is_beyond_the_noise(
                         2: ({}, [(100, 60), (100, 60), (100, 60)])})
     v = decide(s, "throughput")
     assert v.pick.trial == 1 and v.ratio.low > 1 and v.tied == []
+
+
+def test_a_tie_in_speed_goes_to_quality_when_the_quality_difference_is_beyond_the_noise_though_intervals_overlap(
+        tmp_path):
+    """Trials 2 and 3 are one speed; trial 3's FID (20.2) is better than 2's (21.2) beyond the noise (the
+    difference's 95% interval is +-4.4%), though their two 95% intervals (+-3.2% each) overlap. Overlap is a
+    test at about 0.5%: it called the two one quality and gave the tie to the lower memory (trial 2)."""
+    s = make(tmp_path, {0: ({}, [(100, 50.0), (101, 50.4)]), 2: ({}, [(150, 21.0), (152, 21.4)]),
+                        3: ({}, [(151, 20.0), (153, 20.4)])})
+    f2, f3 = (s.trial(n).confirmed.figures["fid"] for n in (2, 3))
+    assert f3.high > f2.low  # the intervals overlap
+    v = decide(s, "throughput")
+    assert v.tied == [2, 3] and v.pick.trial == 3 and v.tie_reason == "quality"

@@ -140,6 +140,18 @@ def ratio_interval(a: list[float], b: list[float], pooled: Pooled | None, level:
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
 
 
+def differ(a: list[float], b: list[float], pooled: Pooled | None, level: float = LEVEL) -> bool | None:
+    """Whether two configs' re-runs of one metric differ beyond the noise: a two-sample t-test on the pooled
+    spread, |difference of centres| > t x sd x sqrt(1/na + 1/nb), false alarm 1 - level for two equal configs.
+    Not whether their two intervals overlap: that asks for a difference of about (1/na + 1/nb)^-1/2 x (1/sqrt(na)
+    + 1/sqrt(nb)) times as large (sqrt(2) at equal counts), a test at about 0.5%, not 5%. None: no spread to judge
+    by (fewer than two re-runs of any config), or values the pooled scale cannot take."""
+    if not a or not b or pooled is None or pooled.df < 1 or (pooled.log and min(a + b) <= 0):
+        return None
+    diff = abs(math.log(centre(a, True) / centre(b, True))) if pooled.log else abs(centre(a, False) - centre(b, False))
+    return diff > _t(pooled.df, level) * pooled.sd * math.sqrt(1 / len(a) + 1 / len(b))
+
+
 @dataclass(frozen=True)
 class NoiseFloor:
     relative_sd: float  # e.g. 0.06: one config's runs vary by about 6% (one standard deviation)

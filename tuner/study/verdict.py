@@ -22,7 +22,7 @@ from tuner.study.objective import THROUGHPUT, Objective, quality_objective
 from tuner.study.pareto import Pick, Value, choose, rankable
 from tuner.study.record import TrialRecord
 from tuner.study.rounds import in_baseline_units, side_by_side
-from tuner.study.stats import RATIO_METHOD, Interval, ratio_interval
+from tuner.study.stats import RATIO_METHOD, Interval, differ, ratio_interval
 from tuner.study.study import Study
 
 
@@ -88,10 +88,16 @@ def _resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
     numbers = sorted(r.trial for r in tied)
     if quality is not None:
         best = max(tied, key=lambda r: (quality.goodness(study.value(r, quality.metric) or float("-inf")), -r.trial))
-        best_q = _interval(best, quality.metric)
-        same_quality = [r for r in tied if r.trial == best.trial
-                        or ((q := _interval(r, quality.metric)) is not None and best_q is not None
-                            and q.overlaps(best_q))]
+        q_pooled = study.pooled(quality.metric)
+
+        def same_quality_as_best(r: TrialRecord) -> bool:
+            """The two confirmed means' difference is within the noise (a two-sample test at 5%, as the speed tie
+            uses the ratio's interval: two 95% intervals can overlap while the difference is beyond the noise)."""
+            a, b = (x.confirmed.figures[quality.metric].values if x.confirmed is not None
+                    and quality.metric in x.confirmed.figures else [] for x in (r, best))
+            return differ(a, b, q_pooled) is False
+
+        same_quality = [r for r in tied if r.trial == best.trial or same_quality_as_best(r)]
         if len(same_quality) == 1:
             return best, numbers, "quality"
         tied_q = same_quality
@@ -324,17 +330,7 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
                      f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
-    parts = [f"trial {chosen.trial} ({pick})"]
-    if baseline is None:
-        parts.append("no baseline trial to compare with")
-    elif baseline.trial == chosen.trial:
-        parts.append("the baseline itself (tuner's default knobs, the workload's own optimizer settings) is the "
-                     "pick")
-    else:
-        parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
-        if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
-            parts.append(w)
-    text = ": ".join(parts[:1] + ["; ".join(parts[1:])])
+    text = _versus_baseline(study, verdict, f"trial {chosen.trial} ({pick})", quality)
     if tied:
         text += f"; no difference beyond the noise between trials {_names(tied)}: picked {chosen.trial}" + \
             (f" for {reason}" if reason else "")
