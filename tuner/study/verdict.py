@@ -330,7 +330,17 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
                      f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
-    text = _versus_baseline(study, verdict, f"trial {chosen.trial} ({pick})", quality)
+    parts = [f"trial {chosen.trial} ({pick})"]
+    if baseline is None:
+        parts.append("no baseline trial to compare with")
+    elif baseline.trial == chosen.trial:
+        parts.append("the baseline itself (tuner's default knobs, the workload's own optimizer settings) is the "
+                     "pick")
+    else:
+        parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
+        if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
+            parts.append(w)
+    text = ": ".join(parts[:1] + ["; ".join(parts[1:])])
     if tied:
         text += f"; no difference beyond the noise between trials {_names(tied)}: picked {chosen.trial}" + \
             (f" for {reason}" if reason else "")
