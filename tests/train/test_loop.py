@@ -63,25 +63,69 @@ def test_seconds_budget_covers_warmup_and_windows():
     assert all(math.isclose(w.seconds, 1.9, abs_tol=0.11) for w in res.windows)
 
 
-def test_every_clock_read_follows_a_device_sync():
-    clock, dev = FakeClock(), FakeCudaDevice()
-    reads = []
-    syncs_at_read = []
-    original = dev.synchronize
+class HostAheadCuda(Device):
+    """A CUDA device as its host sees it: a step launches its work and returns (the host runs up to `ahead_s` of
+    queued work ahead of the GPU), synchronize() waits until the queue is done. Its clock is the host's; every
+    step, sync and clock read is recorded in order."""
 
-    def counting_clock():
-        reads.append(clock())
-        return clock()
+    def __init__(self, work_s=0.1, launch_s=0.001, ahead_s=2.0):
+        super().__init__("cuda", torch.device("cpu"), "host-ahead fake")
+        self.t, self.gpu_free = 0.0, 0.0
+        self.work_s, self.launch_s, self.ahead_s = work_s, launch_s, ahead_s
+        self.events = []
 
-    def sync():
-        original()
-        syncs_at_read.append(len(reads))
+    def clock(self):
+        self.events.append("clock")
+        return self.t
 
-    dev.synchronize = sync
-    res = run_loop(FakeStep(clock, itertools.repeat(0.01)), itertools.repeat(None), budget=Budget(samples=500),
-                   measure=Measure(warmup_steps=1, windows=5), device=dev, clock=clock)
-    # Timer: one start and one close per window, each a sync then a read; each warm-up step is synced (untimed).
-    assert dev.sync_calls == 10 + res.warmup_steps
+    def synchronize(self):
+        super().synchronize()
+        self.events.append("sync")
+        self.t = max(self.t, self.gpu_free)
+
+    def launch(self):
+        self.events.append("step")
+        self.t += self.launch_s
+        self.gpu_free = max(self.gpu_free, self.t) + self.work_s
+        self.t = max(self.t, self.gpu_free - self.ahead_s)  # the launch queue is full: the host waits
+
+
+class LaunchStep:
+    def __init__(self, dev):
+        self.dev = dev
+
+    def __call__(self, batches):
+        self.dev.launch()
+        return 10
+
+    def pop_mean_loss(self):
+        return 1.0
+
+
+def test_windows_budgets_and_rungs_are_decided_on_synced_clock_reads():
+    """On CUDA the host runs ahead of the GPU (here by 2 s of 0.1 s steps): a window, the budget or a rung ended
+    on the host's clock alone ends that much late. Every clock read follows a sync after the last step launched,
+    and the budget and the rung point are kept to within a step."""
+    dev = HostAheadCuda()
+    reports = []
+    res = run_loop(LaunchStep(dev), itertools.repeat(None), budget=Budget(seconds=10),
+                   measure=Measure(warmup_steps=2, windows=5, min_windows=3), device=dev, clock=dev.clock,
+                   rung_points=[5.0], on_window=reports.append)
+    synced = True
+    for i, event in enumerate(dev.events):
+        if event == "step":
+            synced = False
+        elif event == "sync":
+            synced = True
+        else:
+            assert synced, f"clock read {i} follows a step without a sync: {dev.events[max(i - 4, 0):i + 1]}"
+    assert len(res.windows) == 5
+    assert all(math.isclose(w.throughput, 100.0, rel_tol=0.02) for w in res.windows)  # 10 samples / 0.1 s
+    assert res.seconds <= 10 + 0.1 + 1e-6  # within one step of the budget
+    at_rung = [r["budget_used"] for r in reports if r["budget_used"] >= 5.0]
+    assert at_rung[0] <= 5.0 + 0.1 + 1e-6  # the window that crossed the rung point ended within a step of it
+    syncs_in_windows = dev.sync_calls - res.warmup_steps - 2 * len(res.windows)
+    assert syncs_in_windows <= 4 * len(res.windows)  # a few looks a window, not a sync a step (~19 steps each)
 
 
 def test_non_finite_loss_stops_the_run_as_diverged():
@@ -187,3 +231,54 @@ def test_overall_rate_keeps_the_slow_window_that_the_median_drops():
     s = summarize(res.windows)
     assert math.isclose(s.throughput, 1000.0)
     assert s.overall < 0.9 * s.throughput
+
+
+class PrefetchingLoader:
+    """A loader-bound input pipeline on a fake clock: workers make a batch every `make_s` seconds into a queue of
+    `depth` (num_workers x prefetch_factor) and stop while it is full; next() takes a ready batch at once or waits
+    (the clock advances) for the one being made."""
+
+    def __init__(self, clock, make_s, depth):
+        from collections import deque
+
+        self.clock, self.make_s, self.depth = clock, make_s, depth
+        self.queue, self.busy_until = deque(), make_s
+
+    def _catch_up(self, t):
+        while self.busy_until is not None and self.busy_until <= t:
+            self.queue.append(self.busy_until)
+            self.busy_until = self.busy_until + self.make_s if len(self.queue) < self.depth else None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._catch_up(self.clock())
+        if not self.queue:
+            self.clock.advance(self.busy_until - self.clock())
+            self._catch_up(self.clock())
+        self.queue.popleft()
+        if self.busy_until is None:  # a slot freed: the workers start the next batch now
+            self.busy_until = self.clock() + self.make_s
+        return None
+
+
+@pytest.mark.parametrize("budget", [Budget(seconds=20), Budget(samples=1000)])
+def test_the_window_after_a_pause_does_not_read_the_batches_the_workers_prefetched_during_it(budget):
+    """Batches take 0.02 s to make and 0.005 s to train on (loader-bound: 500 samples/s at 10 a batch); a 5 s
+    evaluation after window 2 lets the workers fill their queue of 16. Without draining it, window 3 read 16
+    batches it never waited for; every window reads the pipeline's rate, and the trial keeps its five windows."""
+    clock = FakeClock()
+    loader = PrefetchingLoader(clock, make_s=0.02, depth=16)
+
+    def evaluate(w):
+        if w["window"] == 2:
+            clock.advance(5.0)
+
+    res = run_loop(FakeStep(clock, itertools.repeat(0.005)), loader, budget=budget,
+                   measure=Measure(warmup_steps=2, windows=5, min_windows=3), device=Device("cpu", torch.device("cpu")),
+                   clock=clock, on_window=evaluate, prefetched=16)
+    assert len(res.windows) == 5
+    rates = [w.throughput for w in res.windows]
+    assert all(math.isclose(r, 500.0, rel_tol=0.03) for r in rates), rates
+    assert 16 <= res.drained_steps <= 2 * 16 + 1 + 4 * 2  # the refilled queue, and a batch or two after each window

@@ -1,7 +1,8 @@
 """Datasets by spec string (digits, synthetic, mnist:DIR, fashion_mnist:DIR, cifar10:DIR, folder:DIR) and loaders."""
 
 from tuner.data.datasets import check_dataset, load_datasets
-from tuner.data.loader import make_loader
+from tuner.data.loader import make_loader, prefetch_depth
 from tuner.data.spec import Datasets, DatasetSpec, parse_dataset_spec
 
-__all__ = ["DatasetSpec", "Datasets", "check_dataset", "load_datasets", "make_loader", "parse_dataset_spec"]
+__all__ = ["DatasetSpec", "Datasets", "check_dataset", "load_datasets", "make_loader", "parse_dataset_spec",
+           "prefetch_depth"]

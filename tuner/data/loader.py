@@ -26,6 +26,15 @@ def worker_init_fn(worker_id: int) -> None:
     random.seed(seed)
 
 
+TORCH_PREFETCH_FACTOR = 2  # DataLoader's own prefetch_factor with workers, when none is given
+
+
+def prefetch_depth(params: Params) -> int:
+    """Batches the loader's workers hold ready at most (num_workers x prefetch_factor; none without workers): what
+    a pause in training lets them fill untimed (tuner.train.loop drains it before the next timed window)."""
+    return params.num_workers * (params.prefetch_factor or TORCH_PREFETCH_FACTOR) if params.num_workers else 0
+
+
 def make_loader(
     dataset: Dataset,
     params: Params,

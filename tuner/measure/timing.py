@@ -40,6 +40,8 @@ class WaitMeter:
         self._it = iter(batches)
         self._clock = clock
         self.seconds = 0.0
+        self.batches = 0  # batches drawn so far
+        self.last_wait = 0.0  # the last next()'s wait: a loader's prefetch queue is empty once a batch waited
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -47,9 +49,12 @@ class WaitMeter:
     def __next__(self) -> Any:
         t = self._clock()
         try:
-            return next(self._it)
+            batch = next(self._it)
+            self.batches += 1
+            return batch
         finally:
-            self.seconds += self._clock() - t
+            self.last_wait = self._clock() - t
+            self.seconds += self.last_wait
 
 
 @dataclass

@@ -5,10 +5,22 @@ warm-up steps (untimed, until the step time settles) -> timed windows until the 
 spent. Each window holds at least `measure.window_min_steps` steps and lasts `measure.window_min_seconds`: a budget
 too short for `measure.windows` of them takes fewer (down to `measure.min_windows`, and fewer still rather than
 overrun when the step slowed after the pre-flight), never one-step windows. The
-clock is read at window ends only (after a device sync), and the loss is read there too, which is where
-divergence is detected. A seconds budget is kept to within one step (plus the last window's minimum when the
-pre-flight's estimate of the step was wrong); the wall cap is a backstop, and a window it cuts before it holds
-its minimum steps is dropped, not read.
+loss is read at window ends, which is where divergence is detected. A seconds budget is kept to within one step
+(plus the last window's minimum when the pre-flight's estimate of the step was wrong); the wall cap is a backstop,
+and a window it cuts before it holds its minimum steps is dropped, not read.
+
+Every clock read that ends a window, spends the budget or crosses a rung point follows a device sync: on CUDA the
+host runs ahead of the GPU (up to its launch queue), so the host clock alone ends windows, budgets and rungs late
+by that much. Syncing at every step would cost the overlap a plain loop has, so a window's end is decided at a
+few synced looks: the first at a step count from the synced pace (the windows read so far, else warm-up's), short
+of the end, the next at the count the window's own pace gives for what is left. The wall cap alone reads the host
+clock at every step: the host clock is never ahead of the synced one, so when it says the cap is reached, it is.
+
+A pause between windows (a rung's evaluation, a report, a checkpoint) lets the loader's workers fill their
+prefetch queue untimed, so a loader-bound config would read fast in the next window. Before each window after the
+first, untimed steps drain that queue (`prefetched`): until a batch had to be waited for about as long as the last
+window's batches were (the queue is empty again), at most DRAIN_CAP times its depth; they count in the budget,
+not in a window.
 
 Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
 stops together, windows hold a step count fixed at their start (the slowest rank's pace), and the wall cap and a
@@ -52,6 +64,12 @@ class LoopResult:
     compile_seconds: float | None = None  # torch.compile's first steps, before `seconds` and the budget start
     compile_steps: int = 0
     skipped_windows: int = 0  # windows not started: at the pace read so far they could not end within the budget
+    drained_steps: int = 0  # untimed steps before a window that emptied the prefetch queue a pause had refilled
+
+
+DRAIN_CAP = 2  # draining a refilled prefetch queue takes at most this many times its depth (plus one) batches
+LOOK_SHARE = 0.9  # a window's first synced look comes at this share of what its pace says is left ...
+LOOK_EXACT = 16  # ... unless that is this many steps or fewer: then at the step that should end it
 
 
 def window_count(left: float, one_window: float, measure: Measure) -> int:
@@ -87,6 +105,7 @@ def run_loop(
     compiling: CompileWatch | None = None,
     reserve: Callable[[float | None, int], float] | None = None,
     stop: Callable[[list[float]], bool] | None = None,
+    prefetched: int = 0,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
@@ -100,7 +119,10 @@ def run_loop(
     pre-flight shortens the reading, not the contract.
 
     `stop(rates)`, given the timed windows' samples/s after each window, True ends the reading there (a ceiling
-    probe whose rate has settled; not under DDP, whose ranks end together)."""
+    probe whose rate has settled; not under DDP, whose ranks end together).
+
+    `prefetched`: how many batches the loader's workers hold ready (num_workers x prefetch_factor; 0 without
+    workers): what a pause between windows refills, drained untimed before the next window."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
@@ -113,6 +135,7 @@ def run_loop(
         res.compile_seconds, res.compile_steps = first.seconds, first.steps
         res.samples += first.samples
         res.steps += first.steps
+    device.synchronize()  # the budget starts with what was launched before it done
     start = clock()
     def points() -> list[float]:
         return sorted(float(b) for b in (rung_points() if callable(rung_points) else rung_points or ()))
@@ -126,10 +149,52 @@ def run_loop(
     def at_point() -> bool:
         """A rung point was crossed since this window started (checked once its minimums are met)."""
         return has_points and not shared_pace and any(w_used < b <= used() for b in points())
+
+    def seconds_window(target_s: float, from_used: float, pace: float) -> Callable[[float, int], bool]:
+        """When a window of a seconds budget (one process) is done: it holds min_steps steps and has lasted
+        target_s, or min_s and reached the next rung point. Decided at synced looks only (see the module's
+        docstring), the first at a step count from `pace` (synced seconds a step)."""
+        if has_points and not shared_pace:
+            ahead = [b - from_used for b in points() if b > from_used]
+            first_left = min(target_s, max(min_s, min(ahead))) if ahead else target_s
+        else:
+            first_left = target_s
+        look = max(min_steps, steps_to_look(first_left, pace) if pace > 0 else min_steps)
+
+        def done(w_start: float, n: int) -> bool:
+            nonlocal look
+            if n < look:
+                return False
+            elapsed = synced() - w_start
+            if n >= min_steps and (elapsed >= target_s or (has_points and elapsed >= min_s and at_point())):
+                return True
+            left = target_s - elapsed
+            if has_points and not shared_pace:
+                now_used = used()
+                ahead = [b - now_used for b in points() if b > from_used]
+                if ahead:
+                    left = min(left, max(min_s - elapsed, min(ahead)))
+            look = max(min_steps, n + steps_to_look(left, elapsed / n))
+            return False
+
+        return done
     min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
 
     def over_wall() -> bool:
+        """The host clock, read after a step without a sync: never ahead of the synced clock, so a cap it says is
+        reached is reached (the window it cuts closes on a synced read)."""
         return wall_limit_s is not None and clock() - start >= wall_limit_s
+
+    def synced() -> float:
+        device.synchronize()
+        return clock()
+
+    def steps_to_look(left_s: float, pace: float) -> int:
+        """Steps until the next synced look at a window whose end is `left_s` away at `pace` seconds a step."""
+        if pace <= 0:
+            return 1
+        steps = left_s / pace
+        return max(1, int(steps * LOOK_SHARE) if steps > LOOK_EXACT else math.ceil(steps - 1e-9))
 
     def timed_need(step_s: float) -> float:
         """Seconds the fewest windows of the least length take at this pace."""
@@ -192,8 +257,32 @@ def run_loop(
         n_windows = window_count(left, min_steps * per_step, measure) if per_step else measure.windows
         window_n = max(math.ceil(left / n_windows / agree.world), 1)
 
+    def drain(last: Window, last_batches: int) -> None:
+        """Untimed steps until the prefetch queue a pause refilled is empty again: until a batch waited at least
+        half as long as the last window's did on average (every rank alike under DDP), at most DRAIN_CAP times
+        the queue's depth."""
+        if prefetched <= 0:
+            return
+        steady = last.wait_seconds / last_batches if last_batches else 0.0
+        drawn0 = meter.batches
+        while True:
+            drawn = meter.batches - drawn0
+            more = drawn <= DRAIN_CAP * prefetched and (drawn == 0 or meter.last_wait < steady / 2)
+            if not agree.any(more):
+                break
+            res.samples += step(meter)
+            res.steps += 1
+            res.drained_steps += 1
+        device.synchronize()  # the clock reads that follow decide the budget: on what the drain did, not launched
+
     read_s, read_steps = 0.0, 0  # the windows read so far: their pace
+    w_batches = 0
     for i in range(n_windows):
+        if i and timer.windows:
+            drain(timer.windows[-1], w_batches)
+        if budget.seconds is None and not has_points:  # what is left over the windows left (drains took some)
+            window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
+                                     / agree.world), 1)
         if budget.seconds is not None and read_steps and not shared_pace:
             pace = read_s / read_steps
             if clock() + max(min_steps * pace, min_s) > end() + pace:  # within a step of it, as the last window
@@ -206,9 +295,7 @@ def run_loop(
                 target = int(agree.max(max(min_steps, local)))
                 window_done = lambda w_start, n: n >= target  # noqa: E731
             else:
-                target_s = window_s(i)
-                window_done = lambda w_start, n: n >= min_steps and clock() - w_start >= target_s or (  # noqa: E731
-                    has_points and n >= min_steps and clock() - w_start >= min_s and at_point())
+                window_done = seconds_window(window_s(i), w_used, read_s / read_steps if read_steps else step_s)
         else:
             if has_points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
                 window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
@@ -216,7 +303,7 @@ def run_loop(
             window_done = lambda w_start, n: n >= min_steps and (timer.open_samples >= window_n  # noqa: E731
                                                                  or at_point())
         timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
-        w_start, n_steps = clock(), 0
+        w_start, n_steps, b_start = clock(), 0, meter.batches
         while True:
             n = step(meter)
             timer.add(n)
@@ -229,6 +316,7 @@ def run_loop(
                 res.capped = True
                 break
         timer.close()
+        w_batches = meter.batches - b_start
         if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
             timer.windows.pop()
             res.dropped_steps += n_steps

@@ -33,6 +33,7 @@ from tuner.measure.timing import summarize
 from tuner.study import TrialResult
 from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
+from tuner.data import prefetch_depth
 from tuner.train.ceilings import ceilings, first_batch
 from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
 from tuner.train.deadline import setup_deadline
@@ -329,7 +330,7 @@ class _Run:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
                             rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
-                            reserve=reserve)
+                            reserve=reserve, prefetched=prefetch_depth(cfg.params))
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
