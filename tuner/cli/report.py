@@ -77,8 +77,11 @@ def report(
 @app.command()
 def export(
     study: Annotated[str, typer.Argument(help="Study name (a folder under --reports-dir).")],
-    pick: Annotated[PickRule, typer.Option("--pick", help="knee: most balanced trade-off on the Pareto front; "
-                                           "throughput: fastest on the front; quality: best quality.")] = PickRule.knee,
+    pick: Annotated[Optional[PickRule], typer.Option(
+        "--pick", help="knee (the default): most balanced trade-off on the Pareto front; throughput: fastest on the "
+        "front; quality: best quality.")] = None,
+    trial: Annotated[Optional[int], typer.Option("--trial", help="Export this trial's config instead of a pick (a "
+                                                 "complete trial, numbered as in `tuner report`).")] = None,
     min_quality: Annotated[Optional[float], typer.Option(
         "--min-quality", help="Only trials at least this good (e.g. fid <= X for FID, loss <= X).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output file. Default: <reports-dir>/<study>/best.yaml "
@@ -91,7 +94,8 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file that is not a config tuner "
                                         "exported (a study's own files are never replaced).")] = False,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
-    format: Annotated[Format, typer.Option("--format", help="What to print: table (for people) or json.")] = Format.table,
+    format: Annotated[str, typer.Option("--format", metavar="<table|json>", help="What to print: table (for people) "
+                                        "or json. The file's format is --as.")] = "table",
     debug: Debug = False,
 ) -> None:
     """Write the chosen trial's config, which `tuner train --config` runs, with its provenance."""
@@ -99,29 +103,51 @@ def export(
     from tuner.study import open_study
     from tuner.study.format import fmt_figure
 
+    printed, as_ = _export_format(format, as_)
+    if trial is not None and (pick is not None or min_quality is not None):
+        given = "--pick" if pick is not None else "--min-quality"
+        raise ConfigError(f"--trial {trial} exports that trial, {given} chooses one for you: give one of them")
+    rule = pick or PickRule.knee
     s = open_study(reports_dir, study)
     if (stray := s.strays_note()) is not None:
         note(f"tuner: note: {stray}")
-    exp = build_export(s, pick.value, min_quality)
+    exp = build_export(s, rule.value, min_quality, trial=trial)
     path = write_export(s, exp, out, as_.value if as_ is not None else None, force=force)
     rec = exp.record
     q = s.quality
-    doc: dict = {"path": str(path), "study": s.name, "trial": rec.trial, "pick": pick.value,
+    doc: dict = {"path": str(path), "study": s.name, "trial": rec.trial,
+                 "pick": rule.value if trial is None else None,
                  "throughput": rec.throughput, "quality": {q.metric: rec.value(q.metric)} if q else None}
-    if format is Format.table:
+    if printed is Format.table:
         qtext = f", {q.metric} {fmt_figure(rec, q.metric)}" if q is not None else ""
         how = "confirmed over re-runs, 95% interval" if rec.confirmed is not None else "one reading"
-        print(f"wrote {path}: trial {rec.trial} (--pick {pick.value}), "
+        print(f"wrote {path}: trial {rec.trial} ({exp.command_args}), "
               f"{fmt_figure(rec, 'throughput')} samples/s{qtext} ({how})")
         print(f"run it with: tuner train --config {path}")
     if exp.verdict is not None:
         doc["verdict"] = exp.verdict.to_json()
-        if format is Format.table:
+        if printed is Format.table:
             print(f"verdict: {exp.verdict.text}")
     if verify:
-        _verify(s, exp, path, repeats, reports_dir, doc, format)
-    if format is Format.json:
+        _verify(s, exp, path, repeats, reports_dir, doc, printed)
+    if printed is Format.json:
         print_json(doc)
+
+
+def _export_format(given: str, as_: FileFormat | None) -> tuple[Format, FileFormat | None]:
+    """What export prints and the file's format. --format means what is printed, as on every command; the file's
+    format is --as. `--format yaml` (an older README's spelling) can only mean the file: taken as --as yaml."""
+    if given in {f.value for f in Format}:
+        return Format(given), as_
+    if given == FileFormat.yaml.value:
+        if as_ is not None and as_ is not FileFormat.yaml:
+            raise ConfigError(f"--format yaml and --as {as_.value} disagree: the file's format is --as; --format is "
+                              f"what is printed (table or json)")
+        note("tuner: note: --format is what tuner export prints (table or json); the file's format is spelled "
+             "--as yaml (taken as that)")
+        return Format.table, FileFormat.yaml
+    raise ConfigError(f"--format {given!r}: choose table or json (what is printed); the file's format is --as yaml "
+                      f"or --as json")
 
 
 def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, format: Format) -> None:  # noqa: ANN001

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from tuner.files import atomic_write, json_safe
 from tuner.study.headroom import record_bound
 from tuner.study import Pick, Study, TrialRecord
 from tuner.study.stats import Interval, pool
-from tuner.study.verdict import Verdict, decide
+from tuner.study.verdict import Verdict, against_baseline, decide
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
@@ -108,8 +109,15 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
     meta = study.meta
     confirmed = None
     if record.confirmed is not None:
+        # intervals for the objectives only (what the verdict compares): pooled on a log scale, a cost such as
+        # ceiling_seconds (0.3 s measured, then ~0 from the cache) got one from 1e-09 to 1e+06; the other
+        # metrics' re-run values as read
+        objectives = {o.metric for o in study.objectives}
+        figures = record.confirmed.figures
+        others = {k: f.values for k, f in figures.items() if k not in objectives}
         confirmed = {"method": record.confirmed.method, "runs": record.confirmed.runs,
-                     **{k: f.model_dump() for k, f in record.confirmed.figures.items()}}
+                     **{k: f.model_dump() for k, f in figures.items() if k in objectives},
+                     **({"rerun_values": others} if others else {})}
         if record.get("suspect") or record.confirmed.suspect:  # whether the re-runs cleared a suspect reading
             confirmed["suspect"] = record.confirmed.suspect
     noise = study.noise()
@@ -147,18 +155,39 @@ class Export:
     verdict: Verdict | None = None
 
 
-def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Export:
+def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None,
+                 trial: int | None = None) -> Export:
     """The chosen trial's config (tuner.study.verdict: the pick, ties within the noise broken by quality and
-    cost), with its provenance."""
+    cost), or trial `trial`'s (which must be complete), with its provenance."""
     study.require_complete()
-    verdict = decide(study, pick, min_quality)
+    if trial is None:
+        verdict = decide(study, pick, min_quality)
+        rule, args = str(pick), f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None
+                                                    else "")
+    else:
+        verdict = against_baseline(study, _complete_trial(study, trial))
+        rule, args = "trial", f"--trial {trial}"
     record = verdict.pick
     cfg = trial_config(study, record)
-    cfg.provenance = provenance(study, record, cfg, pick, min_quality, verdict)
+    cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict)
     doc = dump_config(cfg)
+    if record.get("fid") is None and (study.quality is None or study.quality.metric != "fid"):
+        # the FID settings are the GAN's: a workload scored by its own metric (a language model's loss) never
+        # reads them
+        doc["quality"] = {k: v for k, v in doc.get("quality", {}).items() if not k.startswith("fid_")}
     doc["provenance"] = json_safe(cfg.provenance)  # plain types for YAML
-    args = f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None else "")
     return Export(record, cfg, doc, args, verdict)
+
+
+def _complete_trial(study: Study, number: int) -> TrialRecord:
+    """Trial `number` for `--trial`: only a complete trial has figures a config can be exported with."""
+    record = study.trial(number)
+    if record.complete:
+        return record
+    how = "was stopped at a lower rung by the scheduler" if record.state == "stopped" else f"ended {record.state}"
+    done = [r.trial for r in study.records if r.complete]
+    raise StudyError(f"study '{study.name}' trial {number} {how}: only a complete trial's config is exported "
+                     f"(complete: {', '.join(map(str, done))})")
 
 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:
@@ -180,8 +209,9 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"{rec.device or 'the study machine'}.",
         *rerun,
         *verdict,
-        f"# Run it:      tuner train --config {path}",
-        f"# Re-measure:  tuner export {study.name} {exp.command_args} --verify",
+        f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",
+        f"# Re-measure:  tuner export {shlex.quote(study.name)} {exp.command_args} --verify "
+        f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
         "# optimizer / memory-format / cuDNN arguments, and each knob as one line of code (provenance.pytorch.lines).",
         "# Training ignores the provenance block.",

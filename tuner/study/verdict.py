@@ -330,17 +330,7 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
                      f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
-    parts = [f"trial {chosen.trial} ({pick})"]
-    if baseline is None:
-        parts.append("no baseline trial to compare with")
-    elif baseline.trial == chosen.trial:
-        parts.append("the baseline itself (tuner's default knobs, the workload's own optimizer settings) is the "
-                     "pick")
-    else:
-        parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
-        if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
-            parts.append(w)
-    text = ": ".join(parts[:1] + ["; ".join(parts[1:])])
+    text = _versus_baseline(study, verdict, f"trial {chosen.trial} ({pick})", quality)
     if tied:
         text += f"; no difference beyond the noise between trials {_names(tied)}: picked {chosen.trial}" + \
             (f" for {reason}" if reason else "")
@@ -351,4 +341,30 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
         text += f"; {note}"
     verdict.notes = notes
     verdict.text = text
+    return verdict
+
+
+def _versus_baseline(study: Study, verdict: Verdict, label: str, quality: Objective | None) -> str:
+    """`label: <the trial against the baseline, throughput then quality>`, filling the verdict's ratio."""
+    chosen, baseline = verdict.pick, verdict.baseline
+    parts = [label]
+    if baseline is None:
+        parts.append("no baseline trial to compare with")
+    elif baseline.trial == chosen.trial:
+        parts.append("the baseline itself (tuner's default knobs, the workload's own optimizer settings) is the "
+                     + ("pick" if verdict.rule != "trial" else "trial"))
+    else:
+        parts.append(_throughput_ratio(study, chosen, baseline, verdict, quality))
+        if quality is not None and (w := _quality_vs_baseline(study, chosen, baseline, quality)):
+            parts.append(w)
+    return ": ".join(parts[:1] + ["; ".join(parts[1:])])
+
+
+def against_baseline(study: Study, record: TrialRecord) -> Verdict:
+    """A trial the user named (`tuner export --trial N`) compared with the baseline as `decide` compares its pick;
+    no rule chose it, so no ties or notes on the others."""
+    baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
+    verdict = Verdict(pick=record, rule="trial", baseline=baseline)
+    verdict.text = _versus_baseline(study, verdict, f"trial {record.trial} (--trial)",
+                                    quality_objective(study.objectives))
     return verdict
