@@ -124,6 +124,49 @@ def test_export_options(make_study, capsys, tmp_path):
     assert printed["quality"] == {"fid": 22.0}
 
 
+def test_export_format_yaml_as_a_newcomer_types_it(make_study, capsys, tmp_path):
+    """--format is what export prints (table or json), as on every command; the file's format is --as. The
+    older README's `--format yaml|json` failed ('yaml' is not one of 'table', 'json'): --format yaml is taken as
+    --as yaml, with a note naming the spelling."""
+    reports = make_study()
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--format", "yaml")
+    assert code == 0, err
+    assert "--as yaml" in err and f"wrote {reports / 'gan-demo' / 'best.yaml'}" in out
+    assert (reports / "gan-demo" / "best.yaml").read_text().startswith("# tuner config exported")
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--format", "yaml", "--out",
+                         tmp_path / "x.json")
+    assert code == 0, err
+    assert (tmp_path / "x.json").read_text().startswith("# tuner config")  # --as yaml: whatever the suffix
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--format", "yaml", "--as", "json")
+    assert_one_line_error(code, err, "--format yaml", "--as json")
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--format", "pdf")
+    assert_one_line_error(code, err, "'pdf'", "table", "json", "--as")
+    assert out == ""
+
+
+def test_export_one_trial_by_number(make_study, capsys):
+    """--trial N writes that trial's config with the header and provenance a pick gets; not with --pick or
+    --min-quality; a trial that did not complete is one line, exit 2, and nothing is written."""
+    reports = make_study()
+    best = reports / "gan-demo" / "best.yaml"
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--trial", "5")
+    assert code == 0, err
+    assert f"wrote {best}: trial 5 (--trial 5)" in out and "verdict: trial 5 (--trial): " in out
+    assert best.read_text().startswith("# tuner config exported from study 'gan-demo', trial 5 (--trial 5).")
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--trial", "4", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["trial"] == 4 and doc["pick"] is None and doc["verdict"]["rule"] == "trial"
+    best.unlink()
+    for argv, needles in ((["--trial", "3"], ["trial 3 ended oom", "complete: 0, 1, 2, 4, 5"]),
+                          (["--trial", "99"], ["no trial 99"]),
+                          (["--trial", "4", "--pick", "quality"], ["--trial", "--pick"]),
+                          (["--trial", "4", "--min-quality", "30"], ["--trial", "--min-quality"])):
+        code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, *argv)
+        assert_one_line_error(code, err, *needles)
+        assert out == "" and not best.exists()
+
+
 @pytest.mark.parametrize("argv,needles", [
     (["report", "nope"], ["no study 'nope'", "known: gan-demo"]),
     (["export", "nope"], ["no study 'nope'", "known: gan-demo"]),

@@ -71,6 +71,68 @@ def test_no_complete_trial(make_study):
         build_export(s)
 
 
+def test_the_header_runs_and_re_measures_from_anywhere(make_study, tmp_path, monkeypatch):
+    """The header's commands name absolute paths: `# Re-measure: tuner export lm --pick knee --verify` without
+    --reports-dir failed from any other folder (no study 'lm' in reports/)."""
+    make_study()
+    monkeypatch.chdir(tmp_path)
+    s = open_study("reports", "gan-demo")  # reached through a relative --reports-dir, as the default is
+    text = write_export(s, build_export(s, "quality")).read_text()
+    reports = (tmp_path / "reports").resolve()
+    assert f"# Re-measure:  tuner export gan-demo --pick quality --verify --reports-dir {reports}\n" in text
+    assert f"# Run it:      tuner train --config {reports / 'gan-demo' / 'best.yaml'}\n" in text
+
+
+def test_a_named_trial_exports_with_the_provenance_of_a_pick(make_study):
+    """build_export(trial=N): that trial's config, its provenance and header as a pick's, compared with the
+    baseline like the pick is; a trial that did not complete is one line (StudyError)."""
+    s = open_study(make_study(), "gan-demo")
+    exp = build_export(s, trial=4)
+    assert exp.record.trial == 4 and exp.command_args == "--trial 4"
+    prov = exp.config.provenance
+    assert prov["trial"] == 4 and prov["chosen_by"]["pick"] == "trial" and prov["chosen_by"]["rank"] == 0
+    assert prov["measured"]["throughput"] == 300.0 and exp.config.params.batch_size == 32
+    assert exp.verdict.pick.trial == 4 and exp.verdict.text.startswith("trial 4 (--trial): ")
+    text = write_export(s, exp).read_text()
+    assert text.startswith("# tuner config exported from study 'gan-demo', trial 4 (--trial 4).")
+    assert "# Re-measure:  tuner export gan-demo --trial 4 --verify --reports-dir" in text
+    for n, state in ((3, "oom"), (6, "diverged")):
+        with pytest.raises(StudyError, match=f"trial {n} ended {state}: only a complete trial"):
+            build_export(s, trial=n)
+    with pytest.raises(StudyError, match="no trial 99"):
+        build_export(s, trial=99)
+
+
+def test_a_loss_scored_study_exports_no_fid_settings_and_no_meaningless_intervals(make_study):
+    """A language model's (or any non-FID workload's) export carried the GAN's FID settings, and its confirmed
+    block an interval for every metric the re-runs read, e.g. ceiling_seconds 1.4e-09 to 1066390 (0.3 s measured,
+    then ~0 from the cache): intervals only for the objectives, the other re-run values as read."""
+    from tuner.study import StudyFolder
+    from tuner.study.record import Rerun
+
+    reports = make_study("lm", kind="cnn")
+    folder = StudyFolder(reports / "lm")
+    for trial, runs in {0: [(1500.0, 0.31, 0.30), (1480.0, 0.32, 0.0009)], 1: [(2600.0, 0.45, 0.0008),
+                                                                             (2550.0, 0.46, 0.29)]}.items():
+        for k, (thr, loss, ceil) in enumerate(runs):
+            folder.write_rerun(trial, Rerun(repeat=k, state="complete", metrics={
+                "throughput": thr, "loss": loss, "ceiling_seconds": ceil, "peak_mem_mb": 400.0 + k}))
+    s = open_study(reports, "lm")
+    exp = build_export(s, "quality")
+    assert exp.record.trial == 0
+    assert exp.document["quality"] == {"enabled": True}
+    text = write_export(s, exp).read_text()
+    assert "fid" not in text
+    assert load_config(s.dir / "best.yaml").quality.enabled is True
+    confirmed = exp.document["provenance"]["confirmed"]
+    assert {"throughput", "loss"} <= set(confirmed) and confirmed["loss"]["low"] is not None
+    assert "ceiling_seconds" not in confirmed and "peak_mem_mb" not in confirmed
+    assert confirmed["rerun_values"]["ceiling_seconds"] == [0.30, 0.0009]
+    # the GAN's own export keeps its FID settings: its metric uses them
+    g = open_study(make_study(), "gan-demo")
+    assert set(build_export(g).document["quality"]) == {"enabled", "fid_features", "fid_samples", "fid_seed"}
+
+
 def test_pytorch_settings_for_fp16():
     from tuner.config import Params, TrialConfig
 
