@@ -175,3 +175,35 @@ def test_a_step_too_slow_for_the_budget_is_refused_before_training_with_the_budg
     rc = main(["train", "--config", str(write(tmp_path, text)), "--budget-seconds", "14", "--format", "json",
                "--reports-dir", str(tmp_path / "r")])
     assert rc == 0
+
+
+def test_a_step_that_blocks_in_the_run_ends_at_its_wall_cap_as_an_error_naming_it(tmp_path, capsys, monkeypatch):
+    """Issue 37: a loss() that blocks (the loop's wall cap is checked between steps) held `tuner train` past every
+    limit, having none. It now ends at the wall cap (2 x 1 s, at least +10 s) and the time after it (half the cap;
+    its least planted short here), and the run is an error naming it. The sleep is long but finite only so a
+    regression fails instead of hanging."""
+    import tuner.train.trial as trial
+    from tests.helpers.userworkloads import HEADER, write as write_workload
+
+    path = write_workload(tmp_path / "proj", HEADER + '''
+
+def user_loss(models, batch):
+    if not tuner.trial_context().preflight:  # the pre-flight check passes; the run's first step blocks
+        import time
+        time.sleep(600)
+    return F.cross_entropy(models["net"](batch[0]), batch[1])
+
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data, loss=user_loss)
+''', "blocks.py")
+    monkeypatch.setattr(trial, "AFTER_WALL_MIN_S", 1.0)
+    cfg = write(tmp_path, f"workload: {path}:make\nbudget: {{seconds: 1}}\nparams: {{batch_size: 8, device: cpu, "
+                          f"num_workers: 0}}\nquality: {{enabled: false}}\n")
+    rc = main(["train", "--config", str(cfg), "--format", "json", "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr()
+    assert rc == 3, out.err
+    data = json.loads(out.out)
+    assert data["state"] == "error"
+    assert "did not end within 16 s of its training's start (its wall cap 11 s" in data["error"], data["error"]
+    assert str(path) in data["error"]

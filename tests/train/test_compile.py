@@ -176,3 +176,32 @@ def test_graph_breaks_remembered_for_cached_graphs_are_those_of_the_same_classes
     assert trial(Net(2, 2), bf16) == 0  # same class, another precision: other graphs
     assert trial(Net(2, 2), bf16, traced_breaks=3) == 3
     assert trial(Net(2, 2), fp32) == 2
+
+
+def test_a_compile_past_its_limit_is_a_compile_timeout_state_naming_the_limit(tmp_path, monkeypatch):
+    """Issue 37: a compile that hangs (planted: a backend that sleeps) must not hold the trial. Its first steps run
+    within the compile limit (planted short here; 10 budgets, at least 180 s, otherwise), and past it the trial is
+    `compile_timeout`. The sleep is finite only so a regression fails instead of hanging."""
+    import time
+
+    import tuner.train.compile as compile_module
+    import tuner.train.trial as trial_module
+
+    def hung_backend(gm, example_inputs):
+        time.sleep(300)
+        return gm.forward
+
+    monkeypatch.setattr(compile_module, "BACKEND", hung_backend)
+    monkeypatch.setattr(trial_module, "compile_limit", lambda budget: 1.0)
+    res = run_trial(cfg(write(tmp_path, MLP, "mlp_hung.py")), cache_dir=tmp_path)
+    assert res.state == "compile_timeout"
+    assert res.error.startswith("torch.compile (mode default) did not finish its first steps within 1 s")
+
+
+def test_the_compile_limit_grows_with_the_budget_and_holds_a_floor():
+    from tuner.config import Budget
+    from tuner.train.compile import compile_limit
+
+    assert compile_limit(Budget(seconds=6)) == 180.0  # the 6 s budget whose compile hung for 600 s: 3 minutes
+    assert compile_limit(Budget(seconds=60)) == 600.0
+    assert compile_limit(Budget(samples=1000)) == 600.0

@@ -58,6 +58,7 @@ def train(
         if cfg.params.compile != "off" and check.step_seconds and check.step_samples:
             eager = check.step_samples / check.step_seconds  # the pre-flight's eager steps: the break-even's base
         result = run_trial(cfg, cache_dir=reports_dir / ".cache", out_dir=out, device=device,
+                           wall_limit_s=wall_cap(cfg.budget, check.step_seconds, check.step_samples),
                            on_window=None if as_json else _print_window, eager_throughput=eager,
                            score_reserve_s=check.score_seconds,
                            preflight_pace_s=check.step_seconds / check.step_samples
@@ -68,6 +69,17 @@ def train(
         _print_summary(result)
     if result.state != "complete":
         raise RunFailed(f"the run did not complete: {result.state} ({result.error})")
+
+
+def wall_cap(budget: Any, step_seconds: float | None, step_samples: int | None) -> float | None:
+    """The training loop's wall cap, as a search's trial gets it (tuner.search.toolkit.wall_limit): a seconds
+    budget's 2x (at least +10 s); a samples budget's 5x the pre-flight's estimate (at least 30 s). A step that
+    blocks past it and the time after it ends the run (issue 37: it hung `tuner train` before)."""
+    if budget.seconds is not None:
+        return max(2.0 * budget.seconds, budget.seconds + 10.0)
+    if budget.samples is not None and step_seconds and step_samples:
+        return max(30.0, 5.0 * budget.samples / step_samples * step_seconds)
+    return None
 
 
 def _print_window(w: dict[str, Any]) -> None:

@@ -143,7 +143,7 @@ def marker(kind: str, x: float, y: float, r: float = 5.5, cls: str = "pt") -> st
     if kind == "diverged":
         return (f'<path class="{cls}" d="M{x:.1f},{y - r:.1f}L{x + r:.1f},{y + r * 0.8:.1f}'
                 f'L{x - r:.1f},{y + r * 0.8:.1f}Z" fill="{c}"/>')
-    if kind == "error":
+    if kind in ("error", "compile_timeout"):
         side = 2 * r - 2
         return (f'<rect class="{cls}" x="{x - r + 1:.1f}" y="{y - r + 1:.1f}" width="{side:.1f}" '
                 f'height="{side:.1f}" fill="{c}"/>')
@@ -271,6 +271,8 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
 
     legend = [("front", "Pareto front"), ("dominated", "dominated"), ("oom", "out of memory (infeasible)"),
               ("diverged", "diverged"), ("error", "error"), ("complete", "complete, no score")]
+    if any(r.state == "compile_timeout" for r in others):
+        legend.insert(-1, ("compile_timeout", "compile timeout"))
     if any(r.state == "stopped" for r in others):  # measured at a lower rung: real figures, never ranked
         present = {r.state for r in others}  # one more entry would overflow the line: only the kinds drawn
         legend = [(k, label) for k, label in legend[:2] + [("stopped", "stopped at a rung")] + legend[2:]

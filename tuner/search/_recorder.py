@@ -16,7 +16,7 @@ from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
-from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, final_record,
+from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, WALL_KEY, final_record,
                                  record_from_payload, searched_params)
 
 
@@ -45,6 +45,15 @@ def classify_ray_error(text: str) -> tuple[str, str]:
     return "error", (pick or "the trial process failed")[:500]
 
 
+def error_of(trial: Any, watch: Any) -> tuple[str, str]:
+    """(state, reason) of a trial that raised or died: the driver's own reason when its TrialWatch ended the
+    trial's process (a limit it ran past: tuner.search._watch), else Ray's error text classified."""
+    ended = watch.ended(trial) if watch is not None else None
+    if ended is not None:
+        return ended.state, ended.reason
+    return classify_ray_error(ray_error_text(trial))
+
+
 class StudyRecorder(Callback):
     """Ray's error text and the rung reports for the searcher (which records every trial), and the live view."""
 
@@ -53,6 +62,7 @@ class StudyRecorder(Callback):
         self.view = view
         self.searcher, self.scheduler = searcher, scheduler
         self.recorded: list[int] = []
+        self.watch: Any = None  # the run's TrialWatch (tuner.search._watch): why it ended a trial's process
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config; the view holds a terminal
         return {**self.__dict__, "view": None, "searcher": None, "scheduler": None}
@@ -90,9 +100,10 @@ class StudyRecorder(Callback):
         if number is None:  # a re-run (its number is in its RERUN_KEY config): the RerunRecorder's
             return
         release_workers(trial.last_result)
-        state, reason = classify_ray_error(ray_error_text(trial))
+        state, reason = error_of(trial, self.watch)
         record = final_record(trial.last_result) or TrialRecord(
-            trial=int(number), state=state, error=reason, params=searched_params(trial.config))
+            trial=int(number), state=state, error=reason, params=searched_params(trial.config),  # type: ignore[arg-type]
+            wall_limit_s=trial.config.get(WALL_KEY))
         if self.searcher is None:
             self.folder.write_record(record)
         elif self.searcher.record_error(trial.trial_id, record) is None:
@@ -118,6 +129,7 @@ class RerunRecorder(Callback):
         self.storage_url, self.study_name = storage_url, study_name
         self.view = view
         self.recorded: list[tuple[int, int]] = []
+        self.watch: Any = None  # the run's TrialWatch (tuner.search._watch)
         self._study: Any = None  # the Optuna study, loaded at the first re-run and kept for the others
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the run config into the study folder: no password
@@ -137,9 +149,9 @@ class RerunRecorder(Callback):
         if RERUN_KEY not in trial.config:
             return
         release_workers(trial.last_result)
-        state, reason = classify_ray_error(ray_error_text(trial))
+        state, reason = error_of(trial, self.watch)
         self._record(trial, record_from_payload(trial.last_result) or TrialRecord(
-            trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))
+            trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))  # type: ignore[arg-type]
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         release_ended([t for t in trials if RERUN_KEY in t.config])

@@ -384,6 +384,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
     from tuner.search._trial import TrialSetup, budget_keys, scored, trained
+    from tuner.search._watch import TrialWatch
 
     opts = plan.options
     for note in prepared.warnings:
@@ -468,6 +469,9 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), trial_resources)
     recorder = StudyRecorder(plan.study_dir, view, searcher=searcher, scheduler=scheduler)
     confirmation = _Confirmation(plan, view, allowance, console)
+    confirmation.search = searcher if remaining > 0 else None
+    watch = TrialWatch(allowance)  # ends a trial past its limits, or every trial once the allowance is spent
+    recorder.watch = confirmation.recorder.watch = watch
     phases = PhasedSearcher(searcher if remaining > 0 else None, remaining, confirmation.searcher)
     # One Tune run for the search and the confirmation (tuner.search._phases): a run of its own for the re-runs
     # paid Tune's start-up and a fresh trial process again. num_samples=-1: the searcher says when it is done.
@@ -476,7 +480,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         tune_config=tune.TuneConfig(search_alg=phases, scheduler=scheduler, num_samples=-1,
                                     max_concurrent_trials=resources.concurrency, reuse_actors=True,
                                     trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-        run_config=_run_config("run", plan, opts.verbose, [recorder, confirmation.recorder]),
+        run_config=_run_config("run", plan, opts.verbose, [watch, recorder, confirmation.recorder]),
     )
     try:
         _fit(tuner, view, opts.verbose)

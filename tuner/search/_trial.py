@@ -42,6 +42,10 @@ RECORD_KEY = "tuner_record"
 # carries RUNG_KEY (0-based) and the objective values measured at that rung, under objective_key(o).
 BUDGET_KEY = "tuner_budget_used"  # the trial budget used so far, in the budget's unit (seconds or samples)
 RUNG_KEY = "tuner_rung"
+# A phase report (tuner.train.reports.PhaseReport): the phase the trial starts ("compile", "train") and the seconds
+# from now its driver lets it take before ending its process (tuner.search._watch).
+PHASE_KEY = "tuner_phase"
+LIMIT_KEY = "tuner_limit_s"
 # Config keys the searcher adds beside the sampled params.
 TRIAL_KEY = "_trial"
 WALL_KEY = "_wall_limit_s"
@@ -175,6 +179,9 @@ class TrialReports:
         self._send({BUDGET_KEY: float(report.budget_used), "window": report.window, "samples": report.samples,
                    "throughput": report.throughput, "throughput_spread": report.throughput_spread,
                    "train_loss": report.train_loss})
+
+    def phase(self, report: Any) -> None:
+        self._send({BUDGET_KEY: 0.0, PHASE_KEY: report.phase, LIMIT_KEY: float(report.limit_s)})
 
     def rung(self, report: Any) -> None:
         record = TrialRecord.of(report.result, **self.where)

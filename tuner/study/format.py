@@ -18,6 +18,7 @@ STATE_COLORS: dict[str, tuple[str, str]] = {
     "oom": ("yellow", "#9a6700"),
     "diverged": ("dark_orange", "#bc4c00"),
     "error": ("red", "#cf222e"),
+    "compile_timeout": ("magenta", "#8250df"),  # the compiler's time, not the config's figures
 }
 STATE_NOTES = {
     "complete": "complete",
@@ -25,6 +26,7 @@ STATE_NOTES = {
     "oom": "infeasible: out of memory",
     "diverged": "diverged: loss became NaN/inf",
     "error": "error",
+    "compile_timeout": "torch.compile ran past its time limit",
 }
 
 

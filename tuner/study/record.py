@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from tuner.study.metrics import finite
 
-State = Literal["complete", "stopped", "oom", "diverged", "error"]
+State = Literal["complete", "stopped", "oom", "diverged", "error", "compile_timeout"]
 # "stopped": a scheduler stopped it at a rung (issue 20); what it measured up to there is real data, not a failure.
-STATES: tuple[str, ...] = ("complete", "stopped", "oom", "diverged", "error")
-FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error")
+# "compile_timeout": torch.compile's first steps ran past the compile limit (tuner.train.compile.compile_limit).
+STATES: tuple[str, ...] = ("complete", "stopped", "oom", "diverged", "error", "compile_timeout")
+FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error", "compile_timeout")
 MetricValue = float | int | str | bool | None
 
 

@@ -21,6 +21,11 @@ mode and autocast state reuses the graph without compiling (measured here: 25 s 
 cache and AOTAutograd's cache (on disk, default on) skip code generation for a graph already compiled, but
 Dynamo still traces. A trial whose mode differs from the previous compiled trial of its process resets Dynamo
 (`torch._dynamo.reset()`), so entries of other modes do not count towards the recompile limit.
+
+The first steps run within a compile limit derived from the budget (`compile_limit`): a compile once hung for over
+600 s on a 6 s-budget run that took 14-20 s when rerun (issue 37). Past it the trial ends as `compile_timeout`:
+the compile is interrupted in the trial's thread; one stuck in native code ends `tuner train`'s process with the
+message, and a search's trial is ended by its driver (tuner.search._watch), which the trial told of the limit.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 COMPILE_MAX_STEPS = 5  # a frame still compiling after this many steps recompiles on every step
+COMPILE_LIMIT_MIN_S = 180.0  # the compile limit: this at least (a cold compile of a small model took 14-25 s here)
+COMPILE_LIMIT_BUDGETS = 10.0  # ... or this many seconds budgets
+COMPILE_LIMIT_SAMPLES_S = 600.0  # ... and for a samples budget (no seconds to derive it from)
 BACKEND = "inductor"  # torch.compile's default; tests plant "eager" to count Dynamo's work without code generation
 
 _last_mode: list[str] = []  # the mode of the previous compiled trial of this process
@@ -37,6 +45,30 @@ _last_mode: list[str] = []  # the mode of the previous compiled trial of this pr
 
 class CompileFailed(Exception):
     """torch.compile could not compile a model, or recompiles on every step: a trial state, with its one line."""
+
+
+class CompileTimeout(Exception):
+    """torch.compile's first steps ran past the compile limit: the trial's state is `compile_timeout`."""
+
+
+def compile_limit(budget: Any) -> float:
+    """How long a trial's compile (its first steps, outside the budget) may take: 10 budgets, at least 180 s; 600 s
+    for a samples budget."""
+    if budget.seconds is None:
+        return COMPILE_LIMIT_SAMPLES_S
+    return max(COMPILE_LIMIT_MIN_S, COMPILE_LIMIT_BUDGETS * float(budget.seconds))
+
+
+def compile_timed_out(err: BaseException) -> CompileTimeout | None:
+    """The CompileTimeout in an exception's chain (Dynamo wraps what its backend raised), or None."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        if isinstance(e, CompileTimeout):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def compile_models(models: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -134,11 +166,14 @@ def graphs_key(mode: str, models: dict[str, Any], params: Any = None) -> tuple[A
 class CompileWatch:
     """The compile counters of one trial, as differences from its start (the counters are process-wide)."""
 
-    def __init__(self, mode: str, models: dict[str, Any], params: Any = None) -> None:
+    def __init__(self, mode: str, models: dict[str, Any], params: Any = None, limit_s: float | None = None,
+                 on_done: Any = None) -> None:
         self.mode = mode
         self.key = graphs_key(mode, models, params)
         self.frames0, self.breaks0 = frames_compiled(), graph_breaks()
         self.warm_frames = 0
+        self.limit_s = limit_s  # the compile limit (compile_limit); None: none
+        self.on_done = on_done  # called once the first steps are done (a search trial tells its driver)
 
     def frames(self) -> int:
         return frames_compiled() - self.frames0
@@ -170,19 +205,36 @@ def unwrap_compiled(model: Any) -> Any:
 def run_compile_warmup(step: Any, batches: Iterator[Any], watch: CompileWatch, device: Any, clock: Any,
                        agree: Any) -> CompileWarmup:
     """Steps until one compiles nothing (the compiled graphs run), at most COMPILE_MAX_STEPS; each synced. Under
-    DDP every rank stops at the same step."""
+    DDP every rank stops at the same step. Within the watch's compile limit (CompileTimeout past it)."""
+    import threading
+
+    from tuner.train.deadline import time_limit
+
     out = CompileWarmup()
     t0 = clock()
-    for _ in range(COMPILE_MAX_STEPS):
-        before = watch.frames()
-        out.samples += step(batches)
-        out.steps += 1
-        device.synchronize()
-        if not agree.any(watch.frames() > before):
-            break
-    else:
-        raise watch.failed_to_settle(out.steps)
+    message = (f"torch.compile (mode {watch.mode}) did not finish its first steps within {watch.limit_s or 0:g} s "
+               f"(the compile limit: {COMPILE_LIMIT_BUDGETS:g} budgets, at least {COMPILE_LIMIT_MIN_S:g} s)")
+    # outside the main thread (a search's trial) a compile stuck in native code is its driver's to end
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        with time_limit(watch.limit_s, message, CompileTimeout, "torch.compile's first steps", note_after=60.0,
+                        **({} if main else {"grace": None})):
+            for _ in range(COMPILE_MAX_STEPS):
+                before = watch.frames()
+                out.samples += step(batches)
+                out.steps += 1
+                device.synchronize()
+                if not agree.any(watch.frames() > before):
+                    break
+            else:
+                raise watch.failed_to_settle(out.steps)
+    except Exception as err:
+        if not isinstance(err, CompileTimeout) and compile_timed_out(err) is not None:  # wrapped by Dynamo
+            raise CompileTimeout(message) from None
+        raise
     out.seconds = clock() - t0
     watch.end_warmup()
+    if watch.on_done is not None:
+        watch.on_done()
     out.graph_breaks = watch.graph_breaks()
     return out

@@ -26,8 +26,20 @@ class SetupTimeout(Exception):
     """The user's setup code did not return within setup_timeout_s."""
 
 
-def _raise_in(thread_id: int) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(SetupTimeout))
+class TrialTimeout(Exception):
+    """A trial's training and what follows it ran past its wall cap and the time after it (tuner.train.trial)."""
+
+
+SETUP_SETTING = "(setup_timeout_s; raise it if it needs longer)"  # every setup timeout's message ends so
+
+
+def is_setup_timeout(error: str | None) -> bool:
+    """Whether a recorded trial error is a setup timeout (the driver stops a study that meets one: issue 37)."""
+    return bool(error) and " did not return within " in error and SETUP_SETTING in error  # type: ignore[operator]
+
+
+def _raise_in(thread_id: int, error: type[BaseException] = SetupTimeout) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(error))
 
 
 def _clear_in(thread_id: int) -> None:
@@ -39,10 +51,20 @@ def setup_deadline(seconds: float | None, what: str, *, note_after: float = NOTE
                    grace: float = GRACE_S) -> Iterator[None]:
     """Run the block within `seconds` (None: no limit); past it, SetupTimeout naming `what` (e.g. "the workload's
     datasets()") and the setting that sets the limit."""
+    message = f"{what} did not return within {seconds:g} s {SETUP_SETTING}" if seconds is not None else ""
+    with time_limit(seconds, message, SetupTimeout, what, note_after=note_after, grace=grace):
+        yield
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None, message: str, error: type[Exception], what: str, *,
+               note_after: float = NOTE_AFTER_S, grace: float | None = GRACE_S) -> Iterator[None]:
+    """Run the block within `seconds` (None: no limit); past it, `error(message)` in the thread that runs it, or
+    the process's end with the message on stderr (exit 2) when that thread does not notice within `grace` (None:
+    the process is left to whoever started it, as a search's driver ends a trial past its limits)."""
     if seconds is None:
         yield
         return
-    message = f"{what} did not return within {seconds:g} s (setup_timeout_s; raise it if it needs longer)"
     target = threading.get_ident()
     in_main = threading.current_thread() is threading.main_thread()
     lock, done, fired = threading.Lock(), threading.Event(), threading.Event()
@@ -50,7 +72,7 @@ def setup_deadline(seconds: float | None, what: str, *, note_after: float = NOTE
 
     def on_alarm(signum: int, frame: object) -> None:
         if fired.is_set() and not done.is_set():
-            raise SetupTimeout(message)
+            raise error(message)
 
     if in_main:
         previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -70,16 +92,16 @@ def setup_deadline(seconds: float | None, what: str, *, note_after: float = NOTE
             if in_main:
                 signal.pthread_kill(target, signal.SIGALRM)
             else:
-                _raise_in(target)
-        if not done.wait(grace):  # stuck in native code: nothing inside the process can stop it
+                _raise_in(target, error)
+        if grace is not None and not done.wait(grace):  # stuck in native code: nothing inside can stop it
             print(f"tuner: error: {message}", file=sys.stderr, flush=True)
             os._exit(2)
 
-    watchdog = threading.Thread(target=watch, name="tuner-setup-deadline", daemon=True)
+    watchdog = threading.Thread(target=watch, name="tuner-time-limit", daemon=True)
     watchdog.start()
     try:
         yield
-    except SetupTimeout as err:  # the same exception, its traceback kept: it ends at the user's line that waited
+    except error as err:  # the same exception, its traceback kept: it ends at the user's line that waited
         err.args = (message,)
         raise
     finally:

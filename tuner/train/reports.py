@@ -43,6 +43,17 @@ class RungReport:
     result: TrialResult
 
 
+@dataclass(frozen=True)
+class PhaseReport:
+    """The trial starts a phase its own process may not be able to end (a blocked step, a hung compile: issue 37),
+    and how long it may take from now: "compile" (the compile limit) or "train" (the wall cap and what follows it).
+    A search's driver ends the trial's process past that (tuner.search._watch). A reporter without `phase` gets
+    none."""
+
+    phase: str
+    limit_s: float
+
+
 class TrialReporter(Protocol):
     """What the engine reports to while it trains. `rungs`: the rung budgets (ascending, the budget's unit);
     the engine evaluates quality at each one below the trial's whole budget (the last rung is the trial's end)."""

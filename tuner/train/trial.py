@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,11 +36,12 @@ from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.data import prefetch_depth
 from tuner.train.ceilings import ceilings, first_batch
-from tuner.train.compile import CompileWatch, compile_error_line, compile_models, is_compile_error
-from tuner.train.deadline import setup_deadline
+from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit, compile_models, compile_timed_out,
+                                  is_compile_error)
+from tuner.train.deadline import GRACE_S, TrialTimeout, setup_deadline, time_limit
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
 from tuner.train.loop import forever, run_loop
-from tuner.train.reports import RungReport, StopTrial, TrialReporter, WindowReport
+from tuner.train.reports import PhaseReport, RungReport, StopTrial, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep, set_memory_format
 from tuner.workload.api import Workload
 from tuner.workload.context import TrialContext, running
@@ -50,6 +52,10 @@ CEILING_SHARE = 0.05  # each ceiling's deadline is at most this share of the bud
 
 RESERVE_CAP_SHARE = 0.9  # scoring never keeps more of a budget than this (the pre-flight refused one it fills)
 SLOW_CAP = 4.0  # the scoring reserve grows with a trial's step slower per sample than the pre-flight's, to this
+
+# What a trial may take after its wall cap before its driver ends it (scoring, ceilings, rung evaluations,
+# whose time the loop's clock leaves out): half the cap, at least this, and four scorings (PhaseReport).
+AFTER_WALL_MIN_S = 30.0
 
 BUDGET_MARGIN_SHARE = 0.1  # a trial's wall time (training, ceilings, scoring) stays within the budget plus
 BUDGET_MARGIN_STEPS = 2  # this share of it and this many steps (README: "The budget")
@@ -294,6 +300,7 @@ class _Run:
         self.workload: Workload | None = None
         self.train_set: Any = None
         self.t0 = clock()
+        self.limits = contextlib.ExitStack()  # the in-process limit of the training phase (_phase), closed at the end
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
               eager_throughput: float | None = None, score_reserve_s: float | None = None,
@@ -325,7 +332,19 @@ class _Run:
                 rungs.window(w)
 
         batches = training.batches()
-        watch = CompileWatch(cfg.params.compile, self.models, cfg.params) if cfg.params.compile != "off" else None
+
+        def training_phase() -> None:
+            if wall_limit_s is not None:
+                self._phase("train", wall_limit_s + max(AFTER_WALL_MIN_S, 0.5 * wall_limit_s)
+                            + 4 * (score_reserve_s or 0.0), wall_limit_s)
+
+        watch = None
+        if cfg.params.compile != "off":
+            watch = CompileWatch(cfg.params.compile, self.models, cfg.params, limit_s=compile_limit(budget),
+                                 on_done=training_phase)
+            self._phase("compile", compile_limit(budget) + 2 * GRACE_S)  # its own limit first (in the trial)
+        else:
+            training_phase()
         try:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
@@ -392,6 +411,18 @@ class _Run:
                 if isinstance(value, (int, float)) and not math.isfinite(value):
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
+
+    def _phase(self, phase: str, limit_s: float, wall_limit_s: float | None = None) -> None:
+        """Tell a search's driver how long the phase starting now may take (PhaseReport). Without one, in the main
+        thread (`tuner train`, a re-run's own process), the training phase is limited here: a signal interrupts a
+        blocked Python call, and the process ends with the message if a native one does not return (issue 37)."""
+        tell = getattr(self.reporter, "phase", None)
+        if tell is not None:
+            tell(PhaseReport(phase=phase, limit_s=limit_s))
+        elif phase == "train" and threading.current_thread() is threading.main_thread():
+            message = (f"the trial did not end within {limit_s:.0f} s of its training's start (its wall cap "
+                       f"{wall_limit_s or 0:g} s and what follows it): a step or the code after it blocked")
+            self.limits.enter_context(time_limit(limit_s, message, TrialTimeout, "the trial", note_after=limit_s))
 
     def _reserve(self, budget_s: float, score_s: float, preflight_pace_s: float | None,
                  rungs: _Rungs | None) -> Callable[[float | None, int], float]:
@@ -648,10 +679,13 @@ def run_trial(
         except BaseException as err:  # noqa: BLE001 - every other failure (a user's sys.exit() too) is a state
             if is_oom(err):
                 failure = ("oom", error_line(err), None)
+            elif p.compile != "off" and compile_timed_out(err) is not None:
+                failure = ("compile_timeout", str(compile_timed_out(err)), None)
             elif p.compile != "off" and is_compile_error(err):  # the compiler's reason, not a user's traceback
                 failure = ("error", compile_error_line(err, p.compile), None)
             else:
                 failure = ("error", user_error_line(err), user_traceback(err))
+        run.limits.close()
         if failure is not None:
             run.failed(*failure)
         run.release(collect=failure is not None or stopped)
