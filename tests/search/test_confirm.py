@@ -291,6 +291,51 @@ def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_
     assert next_knee(far, 1) == 3
 
 
+def test_a_rival_is_judged_against_the_pick_as_ratios_to_the_baseline_read_in_the_same_phase(tmp_path):
+    """The search ran on a machine twice as fast as the confirmation: the baseline read 200 in the search and
+    99-101 in its re-runs. Trial 3's single reading of 310 is 1.55x the baseline's beside it, as the pick (trial
+    2, 150-152 beside 99-101) is 1.5x: no evidence against the pick, so not chased, though 310 is twice where
+    one more run of the pick reads. A reading of 600 (3x the baseline's) still is."""
+    def study(path, rival):
+        reads = {0: (200.0, 50.0), 1: (300.0, 45.0), 2: (300.0, 20.0), 3: (rival, 20.0)}
+        s = _planted(path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
+        for n in (0, 2):
+            for rerun in s.folder.reruns(n):
+                s.folder.write_rerun(n, rerun.model_copy(update={"round": 0}))
+        return Study.load(s.folder)
+
+    near = study(tmp_path / "near", 310.0)
+    assert near.trial(2).confirmed.figures["throughput"].rerun_high < 310.0 / 1.9
+    assert next_knee(near, 1) is None
+    assert "trial 3 ranks higher on a single, unconfirmed reading, within what one more run of the pick reads" \
+        in decide(near).text
+    assert next_knee(study(tmp_path / "far", 600.0), 1) == 3
+
+
+def test_a_rival_no_better_than_the_pick_is_chased_about_2_5_percent_of_the_time_across_a_drift():
+    """The like-with-like rule (tuner.study.rounds.beyond_one_more_run) on simulated studies: the rival and the
+    pick are one speed, the search phase ran 1.4x faster than the confirmation, every reading is off by a
+    lognormal 5%; the pick and the baseline have 2 re-runs each (the spread pooled from them, 2 df). One side of
+    a 95% interval: 2.5% false alarms (4000 cases, standard error 0.25%: 1.5-3.5%). The rule it replaces, the
+    rival's reading against the pick's one-more-run interval, chased nearly every one."""
+    import random
+
+    from tuner.study.rounds import beyond_one_more_run
+    from tuner.study.stats import pool
+
+    rng = random.Random(39)
+    read = lambda true, drift: true * drift * rng.lognormvariate(0.0, 0.05)  # noqa: E731
+    new = old = 0
+    for _ in range(4000):
+        pick, base = [read(150.0, 1.0) for _ in range(2)], [read(100.0, 1.0) for _ in range(2)]
+        rival, rival_base = read(150.0, 1.4), read(100.0, 1.4)
+        p = pool([pick, base])
+        new += beyond_one_more_run(rival, rival_base, pick, base, p) is True
+        old += rival > p.prediction(pick).high
+    assert 0.015 <= new / 4000 <= 0.035, new / 4000
+    assert old / 4000 > 0.5
+
+
 def _searcher_round(tmp_path, screen, repeats=2, extra=None):
     """A RerunSearcher (no Ray) over a study whose knee moved to trial 3 after the planned round: what it hands
     out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next;

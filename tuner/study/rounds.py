@@ -69,17 +69,23 @@ def side_by_side(a: TrialRecord, b: TrialRecord, baseline: TrialRecord | None, p
 def in_baseline_units(records: list[TrialRecord], baseline: int | None, value: Value) -> Value:
     """`value`, but a confirmed trial's throughput read in a later round than the baseline's first is rescaled by
     the baseline's drift between the two rounds: each re-run divided by the baseline's (geometric) mean in its own
-    round, times the baseline's mean in its first round. Ranking on it ranks on each trial's ratio to the baseline
-    read beside it. Unchanged where everything was read in one round, or the rounds (or the baseline's reading in
-    one of them) are unknown."""
+    round, times the baseline's mean in its first round; and a trial never re-run, its search reading, by the
+    baseline's drift from the search to that round (its search reading against that mean). Ranking on it ranks on
+    each trial's ratio to the baseline read beside it. Unchanged where everything was read in one round, or the
+    rounds (or the baseline's reading in one of them) are unknown."""
     base_rec = next((r for r in records if r.trial == baseline), None)
     base = by_round(base_rec.confirmed) if base_rec is not None else None
     if not base or any(v <= 0 for g in base.values() for v in g):
         return value
     level = {r: statistics.fmean(math.log(v) for v in g) for r, g in base.items()}
     first = min(level)
+    search = base_rec.throughput if base_rec is not None else None
 
     def like(record: TrialRecord, metric: str) -> float | None:
+        if metric == THROUGHPUT and record.confirmed is None:
+            single = value(record, metric)
+            return single if single is None or not search or search <= 0 \
+                else single / search * math.exp(level[first])
         mine = by_round(record.confirmed) if metric == THROUGHPUT else None
         if mine is None or set(mine) == {first} or any(r not in level for r in mine) \
                 or any(v <= 0 for g in mine.values() for v in g):
@@ -88,3 +94,40 @@ def in_baseline_units(records: list[TrialRecord], baseline: int | None, value: V
         return math.exp(statistics.fmean(logs) + level[first])
 
     return like
+
+
+def beyond_one_more_run(single: float, single_base: float, values: list[float], base_values: list[float] | None,
+                        pooled: Pooled | None, maximize: bool = True, level: float = LEVEL) -> bool | None:
+    """Whether a trial's single search reading is better than where one more run of the pick would read, like
+    with like: each as a ratio to the baseline read in the same phase (the search's single reading of the
+    baseline; the baseline's re-runs in the pick's round), so the drift between the search and the confirmation
+    (1.4x seen) is no evidence. Beyond: log(single / single_base) - log(gm(values) / gm(base_values)) exceeds
+    t x sd x sqrt(2 + 1/n + 1/nB), one side of a 95% interval (2.5% false alarm for a trial no better than the
+    pick). base_values None: the pick is the baseline (its ratio is 1: sqrt(2)). None: no spread to judge by."""
+    if pooled is None or not pooled.log or pooled.df < 1 or not values or base_values == []:
+        return None
+    if min([single, single_base, *values, *(base_values or [])]) <= 0:
+        return None
+    mine = math.log(single / single_base)
+    pick = 0.0 if base_values is None else \
+        statistics.fmean(math.log(v) for v in values) - statistics.fmean(math.log(v) for v in base_values)
+    spread = 2.0 + (0.0 if base_values is None else 1 / len(values) + 1 / len(base_values))
+    half = _t(pooled.df, level) * pooled.sd * math.sqrt(spread)
+    return (mine - pick > half) if maximize else (pick - mine > half)
+
+
+def rival_beyond(rival: TrialRecord, pick: TrialRecord, baseline: TrialRecord | None, pooled: Pooled | None,
+                 maximize: bool = True) -> bool | None:
+    """beyond_one_more_run for a rival never re-run against the confirmed pick, from their records; None where a
+    reading it needs is missing (the baseline's search reading, its re-runs in the pick's rounds, the rounds)."""
+    single, single_base = rival.throughput, baseline.throughput if baseline is not None else None
+    mine = by_round(pick.confirmed)
+    if single is None or not single_base or mine is None or baseline is None:
+        return None
+    values = [v for r in sorted(mine) for v in mine[r]]
+    if pick.trial == baseline.trial:
+        return beyond_one_more_run(single, single_base, values, None, pooled, maximize)
+    base = _base_for(mine, by_round(baseline.confirmed))
+    if base is None:
+        return None
+    return beyond_one_more_run(single, single_base, values, base, pooled, maximize)

@@ -21,7 +21,7 @@ from tuner.study.format import fmt_metric
 from tuner.study.objective import THROUGHPUT, Objective, quality_objective
 from tuner.study.pareto import Pick, Value, choose, rankable
 from tuner.study.record import TrialRecord
-from tuner.study.rounds import in_baseline_units, side_by_side
+from tuner.study.rounds import in_baseline_units, rival_beyond, side_by_side
 from tuner.study.stats import RATIO_METHOD, Interval, differ, ratio_interval
 from tuner.study.study import Study
 
@@ -265,7 +265,9 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     the confirmed pick would read (its 95% prediction interval from the pooled re-run spread), or on the worse
     side of it: such a reading is no evidence against the pick (the search's single readings are selected for
     being high), and re-running it on a noisy machine chased the knee through three rounds to "no difference
-    beyond the noise". False where the pick has no prediction interval (too few re-runs)."""
+    beyond the noise". Throughput is compared as each one's ratio to the baseline read in the same phase (the
+    machine drifts between the search and the confirmation: tuner.study.rounds.beyond_one_more_run) where the
+    readings allow. False where the pick has no prediction interval (too few re-runs)."""
     try:
         pick = choose(pool, study.objectives, rule, None, study=study.name, value=_value(study))
     except StudyError:
@@ -273,7 +275,13 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     if pick.confirmed is None:
         return False
     ranked = [o for o in study.objectives if rule != "throughput" or o.metric == THROUGHPUT]
+    baseline = next((r for r in study.records if r.trial == study.baseline_trial), None)
     for o in ranked:
+        if o.metric == THROUGHPUT and (beyond := rival_beyond(rival, pick, baseline, study.pooled(THROUGHPUT),
+                                                              o.mode == "max")) is not None:
+            if beyond:  # like with like: each against the baseline read in its own phase (tuner.study.rounds)
+                return False
+            continue
         fig = pick.confirmed.figures.get(o.metric)
         mine = rival.value(o.metric)
         if fig is None or mine is None or fig.rerun_low is None or fig.rerun_high is None:
