@@ -47,7 +47,7 @@ def test_every_params_field_is_in_the_role_table():
     assert not missing, f"Params fields without an entry in tuner.knobs.KNOBS: {sorted(missing)}"
     assert set(KNOBS) <= set(Params.model_fields), "a table entry names no Params field"
     for k in KNOBS.values():
-        assert k.role in ("learned", "speed", "run") and set(k.moves) <= set(CEILINGS)
+        assert k.role in ("learned", "numerics", "speed", "run") and set(k.moves) <= set(CEILINGS)
         if k.probe is not None:
             assert k.role == "speed" and k.probe in k.moves, f"{k.name}: only a speed knob moving that ceiling is probed"
         assert k.spell(other_value(k.name)), k.name

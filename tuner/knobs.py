@@ -6,8 +6,10 @@ README's knob table are all derived from `KNOBS`, so a new knob is one entry her
 and a knob one list forgot can no longer share a cached ceiling with a config it differs from. Every
 `tuner.config.Params` field has an entry (tests/test_knobs.py fails otherwise).
 
-Roles: `learned` changes what the model learns (so its quality is scored), `speed` changes only how fast it trains
-(so probes of a ceiling can decide it instead of training trials), `run` names the run rather than tuning it.
+Roles: `learned` changes what the model learns (so its quality is scored), `numerics` changes only how its
+arithmetic rounds (the algorithm is the same: a parity test against fp32 and a change of seed says whether that
+shows, tuner.measure.parity), `speed` changes only how fast it trains (so probes of a ceiling can decide it instead
+of training trials), `run` names the run rather than tuning it.
 No torch import here: the CLI reads this table.
 """
 
@@ -19,7 +21,7 @@ from typing import Any, Literal
 
 CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes with CUDA graphs: refused on a CPU
 
-Role = Literal["learned", "speed", "run"]
+Role = Literal["learned", "numerics", "speed", "run"]
 Ceiling = Literal["compute", "input"]
 Need = Literal["cuda", "ampere", "workers"]
 CEILINGS: tuple[Ceiling, ...] = ("compute", "input")
@@ -91,9 +93,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          needs=("workers",), probe="input", what="workers kept between epochs"),
     Knob("pin_memory", "speed", ("input",), "DataLoader(..., pin_memory={value}); batch.to(device, non_blocking=True)",
          needs=("cuda",), probe="input", what="page-locked host memory for the copy to the GPU"),
-    Knob("precision", "learned", ("compute",), _precision,
+    Knob("precision", "numerics", ("compute",), _precision,
          what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)", counts=("peak",)),
-    Knob("tf32", "learned", ("compute",),
+    Knob("tf32", "numerics", ("compute",),
          "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
          what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)",
          counts=("peak",)),
@@ -103,10 +105,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          probe="compute", what="cuDNN tries its convolution algorithms and keeps the fastest per shape"),
     Knob("optimizer_impl", "speed", ("compute",), _optimizer_impl, probe="compute",
          what="the optimizer's implementation: `default`, `foreach` or `fused` (where the optimizer takes it)"),
-    # Learned: a compiled graph rounds differently (fused kernels), so compile's quality is scored like
-    # precision's; the CUDA-graph modes (reduce-overhead, max-autotune) are refused on a CPU by
-    # Device.check_compile, as they need CUDA for some values only.
-    Knob("compile", "learned", ("compute",), _compile,
+    # Numerics: a compiled graph rounds differently (fused kernels), so compile is parity-tested like precision;
+    # the CUDA-graph modes (reduce-overhead, max-autotune) are refused on a CPU by Device.check_compile, as they
+    # need CUDA for some values only.
+    Knob("compile", "numerics", ("compute",), _compile,
          what="torch.compile mode: `off`, `default`, `max-autotune-no-cudagraphs`; on CUDA also `reduce-overhead`, "
               "`max-autotune` (numerics; its compile time is measured apart)"),
     Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})", what="the optimizer's lr"),
@@ -133,6 +135,11 @@ def ceiling_knobs(ceiling: Ceiling) -> tuple[str, ...]:
 def count_knobs(count: Count) -> tuple[str, ...]:
     """The knobs the cache key of one of of_peak's figures holds (`flops`: FLOPs per sample, `peak`: the peak)."""
     return tuple(k.name for k in KNOBS.values() if count in k.counts)
+
+
+def numerics_knobs() -> tuple[str, ...]:
+    """The knobs that change only rounding: what a parity test against fp32 judges (tuner.train.parity)."""
+    return tuple(k.name for k in KNOBS.values() if k.role == "numerics")
 
 
 def probed(ceiling: Ceiling) -> tuple[str, ...]:
@@ -172,6 +179,8 @@ def role_text(name: str) -> str:
         return "the workload's own"
     if k.role == "run":
         return "names the run"
+    if k.role == "numerics":
+        return "numerics (rounding: parity-tested against fp32), and speed"
     return "speed only" if k.role == "speed" else "what is learned" + (", and speed" if k.moves else "")
 
 

@@ -13,6 +13,7 @@ import typer
 # Each module registers its commands on `app` when imported, once; this order is the order of `tuner --help`.
 from tuner.cli import train  # noqa: F401, I001
 from tuner.cli import profile  # noqa: F401, I001
+from tuner.cli import parity  # noqa: F401, I001
 from tuner.cli import search  # noqa: F401, I001
 from tuner.cli import report  # noqa: F401, I001
 from tuner.cli.app import CliState, app, quiet_openmp

@@ -157,7 +157,8 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
 
     params = Table(title="params", show_header=False, title_justify="left")
     for k in record.params:  # each knob's role from tuner.knobs: what a change of it can cost in quality
-        role = {"speed": "speed only", "learned": "changes what is learned"}.get(getattr(KNOBS.get(k), "role", ""), "")
+        role = {"speed": "speed only", "learned": "changes what is learned",
+                "numerics": "numerics (rounding)"}.get(getattr(KNOBS.get(k), "role", ""), "")
         params.add_row(escape(k), escape(fmt_param(record, k)), role)
     out.append(params)
 

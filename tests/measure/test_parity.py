@@ -1,0 +1,59 @@
+"""The parity verdict on planted loss trajectories: within seed noise, drifts (by how much, from which step),
+diverged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner.measure.parity import judge
+
+
+def _curve(n=80, start=2.0, end=0.5):
+    return [start + (end - start) * i / (n - 1) for i in range(n)]
+
+
+def _seed_run(n=80):
+    """fp32 with another seed: another start, then 2% above the reference once both have trained."""
+    return [v * (1.3 if i < n // 4 else 1.02) for i, v in enumerate(_curve(n))]
+
+
+def test_the_same_trajectory_is_within_seed_noise():
+    v = judge("precision=bf16", _curve(), _curve(), _seed_run())
+    assert v.state == "within seed noise" and v.gap == pytest.approx(0.0) and v.seed_gap > 0
+    assert "within seed noise" in v.text()
+
+
+def test_a_gap_smaller_than_two_seeds_apart_is_noise():
+    knob = [x * 1.005 for x in _curve()]
+    assert judge("precision=bf16", _curve(), knob, _seed_run()).state == "within seed noise"
+
+
+def test_a_gap_that_opens_at_step_41_and_stays_drifts_from_there():
+    ref = _curve()
+    knob = [v if i < 40 else v * 1.25 for i, v in enumerate(ref)]
+    v = judge("precision=fp16", ref, knob, _seed_run())
+    assert v.state == "drifts" and v.from_step == 41
+    assert v.gap == pytest.approx(0.25)
+    assert "drifts by 25% of the loss from step 41" in v.text()
+
+
+def test_a_gap_that_closes_again_is_not_a_drift():
+    ref = _curve()
+    knob = [v * 1.3 if 20 <= i < 40 else v for i, v in enumerate(ref)]
+    assert judge("compile=default", ref, knob, _seed_run()).state == "within seed noise"
+
+
+def test_a_loss_that_stops_being_finite_diverged_at_that_step():
+    ref = _curve()
+    knob = ref[:12] + [math.inf]
+    v = judge("precision=fp16", ref, knob, _seed_run())
+    assert v.state == "diverged" and v.from_step == 13
+    assert v.text() == "precision=fp16: diverged at step 13 of 13 (fp32 trained on)"
+
+
+def test_short_runs_are_compared_step_by_step_and_empty_ones_refused():
+    assert judge("tf32=True", [1.0, 0.9, 0.8], [1.0, 0.9, 0.8], [1.1, 0.95, 0.81]).state == "within seed noise"
+    with pytest.raises(ValueError):
+        judge("tf32=True", [], [], [])

@@ -1,0 +1,76 @@
+"""`tuner parity`: does a numerics knob (bf16 / fp16 autocast, TF32, torch.compile) change what a config learns?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console, user_output
+from tuner.errors import ConfigError
+
+
+def _knob_sets(given: list[str], cfg: object) -> list[dict[str, object]]:
+    """--knob KEY=VALUE (each a set of its own), or the config's own numerics knobs together."""
+    import yaml
+
+    from tuner.knobs import numerics_knobs
+    from tuner.train.parity import knob_settings
+
+    if not given:
+        own = knob_settings(cfg)
+        if not own:
+            raise ConfigError("the config trains in fp32 with no numerics knob on, so there is nothing to compare "
+                              "with fp32; name one, e.g. --knob precision=bf16 or --knob compile=default")
+        return [own]
+    sets = []
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in numerics_knobs():
+            raise ConfigError(f"--knob {item!r}: give KEY=VALUE with KEY one of {', '.join(numerics_knobs())} "
+                              f"(the knobs that change only rounding), e.g. --knob precision=bf16")
+        sets.append({key.strip(): yaml.safe_load(value)})
+    return sets
+
+
+@app.command()
+def parity(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config (the format `tuner export` writes).")],
+    knob: Annotated[Optional[list[str]], typer.Option(
+        "--knob", help="A numerics knob to judge, KEY=VALUE (precision=bf16, tf32=true, compile=default); repeat "
+                       "for several, each judged on its own. Default: the config's own numerics knobs together.")] = None,
+    steps: Annotated[int, typer.Option(min=8, help="Optimizer steps per run.")] = 200,
+    reports_dir: Annotated[Path, typer.Option(help="Where caches (datasets) go.")] = Path("reports"),
+    format: FormatOption = Format.table,
+    debug: Debug = False,
+) -> None:
+    """Train the same steps from the same seed in fp32 and under a numerics knob, beside fp32 with another seed:
+    the knob is within seed noise, drifts (by how much, from which step) or diverged."""
+    from pydantic import ValidationError
+
+    from tuner.config import Params, load_config
+
+    cfg = load_config(config)
+    sets = _knob_sets(list(knob or []), cfg)
+    from tuner.train import arm_config, check_parity, preflight
+    from tuner.train.parity import FP32
+
+    for s in sets:  # each arm's knobs valid for this config and this machine, before anything trains
+        try:
+            Params.model_validate({**cfg.params.model_dump(), **FP32, **s})
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ConfigError(f"--knob {', '.join(f'{k}={v}' for k, v in s.items())}: {first['msg']}") from None
+        with user_output():
+            preflight(arm_config(cfg, {**FP32, **s}), reports_dir / ".cache")
+    as_json = format is Format.json
+    with user_output():
+        verdicts = check_parity(cfg, sets, steps, reports_dir / ".cache", progress=None if as_json else note)
+    if as_json:
+        print_json({"steps": steps, "verdicts": [{"knob": v.knob, "state": v.state, "gap": v.gap,
+                                                  "seed_gap": v.seed_gap, "from_step": v.from_step,
+                                                  "text": v.text()} for v in verdicts]})
+        return
+    for v in verdicts:
+        stdout_console().print(v.text(), markup=False, highlight=False)

@@ -1,0 +1,76 @@
+"""The runs behind a numerics parity verdict (tuner.measure.parity judges them): the same steps from the same seed
+on the same batches in fp32 and under a numerics knob, and once more in fp32 with another seed.
+
+Every arm loads in-process (num_workers 0: loader knobs never change the math, and one process keeps the batches
+and their random augmentations in the same order for every arm) and records the mean training loss of each
+optimizer step. A loss that stops being finite ends that arm there: the verdict reads it as diverged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tuner.config import TrialConfig
+from tuner.errors import RunFailed
+from tuner.knobs import numerics_knobs
+from tuner.measure.parity import ParityVerdict, judge
+
+FP32 = {"precision": "fp32", "tf32": False, "compile": "off"}  # the reference: no numerics knob on
+STEPS = 200  # optimizer steps per arm by default (docs/concepts/knobs.md: how it was chosen)
+
+
+def knob_settings(cfg: TrialConfig) -> dict[str, Any]:
+    """The config's numerics knobs that differ from fp32's: what its parity check compares."""
+    return {k: getattr(cfg.params, k) for k in numerics_knobs() if getattr(cfg.params, k) != FP32.get(k)}
+
+
+def arm_config(cfg: TrialConfig, update: dict[str, Any]) -> TrialConfig:
+    """`cfg` with `update` applied, loading in-process (the same batches for every arm)."""
+    return cfg.model_copy(update={"params": cfg.params.model_copy(update={"num_workers": 0, "prefetch_factor": None,
+                                                                          "persistent_workers": False, **update})})
+
+
+def trajectory(cfg: TrialConfig, steps: int, cache_dir: Path) -> list[float]:
+    """The mean training loss of each of `steps` optimizer steps of `cfg`, from a fresh seeded build."""
+    from tuner.device import resolve_device
+    from tuner.train.trial import build_training, trial_scope
+
+    device = resolve_device(cfg.params.device)
+    losses: list[float] = []
+    with trial_scope(cfg, device, cache_dir, None):
+        training = build_training(cfg, device)
+        batches = training.batches()
+        try:
+            for _ in range(steps):
+                training.step(batches)
+                losses.append(training.step.pop_mean_loss())
+                if not math.isfinite(losses[-1]):
+                    break
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+    return losses
+
+
+def check_parity(cfg: TrialConfig, knob_sets: list[dict[str, Any]], steps: int, cache_dir: Path,
+                 progress: Callable[[str], None] | None = None) -> list[ParityVerdict]:
+    """fp32, then each set of numerics knobs, then fp32 with the next seed: `steps` steps each, one verdict per
+    set (the two fp32 arms are shared)."""
+    named = {", ".join(f"{k}={v}" for k, v in knobs.items()): knobs for knobs in knob_sets}
+    arms = {"fp32": arm_config(cfg, FP32),
+            **{name: arm_config(cfg, {**FP32, **knobs}) for name, knobs in named.items()},
+            "fp32, another seed": arm_config(cfg, {**FP32, "seed": cfg.params.seed + 1})}
+    runs: dict[str, list[float]] = {}
+    for label, arm in arms.items():
+        if progress is not None:
+            progress(f"parity: {steps} steps in {label} ...")
+        runs[label] = trajectory(arm, steps, cache_dir)
+    reference, other = runs["fp32"], runs["fp32, another seed"]
+    if len(reference) < steps or len(other) < steps:
+        raise RunFailed(f"fp32 itself did not train {steps} finite steps (loss {reference[-1:]}): parity needs a "
+                        f"reference that trains; lower the lr or check the workload")
+    return [judge(name, reference, runs[name], other) for name in named]
