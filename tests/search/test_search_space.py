@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import optuna
 import pytest
 
@@ -233,7 +235,43 @@ def test_cli_spaces_lists_and_shows(capsys):
     assert "prefetch_factor" in out and "when num_workers > 0" in out
     assert "num_workers          int [0, cpus]" in out
     assert "(high cpus is clamped to the limit of num_workers in the config (at most 128))" in out
-    assert "objectives: throughput (max), quality (the workload's: fid for gan, loss for cnn)" in out
+    assert "objectives: throughput (max), quality (the workload's: fid (min) for gan; another --workload " \
+        "brings its own)" in out
+
+
+USER_WORKLOAD = """
+import tuner
+
+
+def make():
+    print("building my model")  # a constructor that prints: stdout stays the space
+    return tuner.Workload(models={"m": lambda: None}, datasets=lambda: ([], []), loss=lambda models, batch: 0,
+                          evaluate=lambda models, val: {"val_bpc": 1.0}, quality=("val_bpc", "min"))
+"""
+
+
+def test_spaces_show_names_the_quality_metric_of_a_user_spaces_workload(tmp_path, capsys):
+    """A user's space whose workload is their own: `metric: quality` is named as that workload declares it
+    (Workload.quality), not as "fid for gan, loss for cnn"; a workload that cannot be loaded says so."""
+    (tmp_path / "mine.py").write_text(USER_WORKLOAD)
+    space = tmp_path / "mine.yaml"
+    space.write_text("description: mine\ndefaults: {workload: mine.py:make, budget: {seconds: 10}, trials: 4}\n"
+                     "objectives: [{metric: quality}, {metric: throughput, direction: max}]\n"
+                     "params:\n  batch_size: {type: categorical, choices: [16, 32]}\n")
+    assert main(["spaces", "show", str(space)]) == 0
+    out, err = capsys.readouterr()
+    assert f"objectives: quality (the workload's: val_bpc (min) for {tmp_path / 'mine.py'}:make; another " \
+        "--workload brings its own), throughput (max)" in out
+    assert "fid" not in out and "building my model" in err and "building my model" not in out
+    assert main(["spaces", "show", str(space), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["workload_quality"] == {"default": {"workload": f"{tmp_path / 'mine.py'}:make",
+                                                   "metric": "val_bpc", "direction": "minimize"}}
+    (tmp_path / "broken.py").write_text("raise ImportError('no such thing')\n")
+    space.write_text(space.read_text().replace("mine.py", "broken.py"))
+    assert main(["spaces", "show", str(space)]) == 0
+    out = capsys.readouterr().out
+    assert "objectives: quality (the workload's Workload.quality; " in out and "could not be loaded here" in out
 
 
 def test_cli_spaces_show_unknown_exits_2(capsys):

@@ -210,6 +210,10 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
             doc["here"] = {"context": here[1], "params": here[0].definition()["params"]}
         if (ctx := here[1] if here is not None else _machine_context()) is not None:
             doc["knobs_here"] = knob_notes(sp, ctx)
+        if qualities := _qualities(sp):
+            doc["workload_quality"] = {key: {"workload": ref, **({"metric": q.metric, "direction": q.direction}
+                                                                 if q is not None else {"error": why})}
+                                       for key, (ref, q, why) in qualities.items()}
         print_json(doc)
         return
     print(f"# {sp.name}: {path}")
@@ -232,7 +236,45 @@ def show_space(name: Annotated[str, typer.Argument(help="A bundled space's name,
         print(f"# knobs on this machine ({ctx['device']}):")
         for line in notes:
             print(f"#   {line}")
+    qualities = _qualities(sp)
     for workload, objectives in sp.objectives.items():
-        described = [o.describe() if o.metric != "quality" else
-                     "quality (the workload's: fid for gan, loss for cnn)" for o in objectives]
+        described = [o.describe() if o.metric != "quality" else _quality_text(workload, *qualities[workload])
+                     for o in objectives]
         print(f"# {'' if workload == 'default' else workload + ' '}objectives: " + ", ".join(described))
+
+
+def _qualities(sp: Any) -> dict[str, tuple[str, Any, str | None]]:
+    """For each objectives entry that names `metric: quality`: the workload it stands for (the entry's own, or the
+    space's default workload for the list every workload shares, found from the space's folder as `tuner search`
+    finds it) and the quality objective that workload declares (Workload.quality), loading it (its factory runs,
+    as a search runs it); (workload, None, why) when it cannot be loaded here."""
+    from tuner.study import Objective
+    from tuner.workload.loader import build, parse_ref
+
+    out: dict[str, tuple[str, Any, str | None]] = {}
+    for key, objectives in sp.objectives.items():
+        if not any(o.metric == "quality" for o in objectives):
+            continue
+        default = key == "default"
+        given = sp.defaults.workload if default else key
+        text = given
+        try:
+            ref = parse_ref(given, base=Path(sp.source).parent if sp.source else None)
+            text = ref.text
+            with user_output():  # what the factory prints goes to stderr: stdout is the space
+                workload = build(ref, sp.defaults.workload_options if default else {},
+                                 sp.defaults.dataset if default else None)
+        except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs, named in one line
+            out[key] = (text, None, f"{type(err).__name__}: {err}".splitlines()[0])
+            continue
+        declared = workload.quality
+        out[key] = (text, Objective(metric=declared[0], direction=declared[1]) if declared else None,
+                    None if declared else "it declares no Workload.quality")
+    return out
+
+
+def _quality_text(key: str, ref: str, quality: Any, why: str | None) -> str:
+    if quality is None:
+        return f"quality (the workload's Workload.quality; {ref} could not be loaded here: {why})"
+    other = "; another --workload brings its own" if key == "default" else ""
+    return f"quality (the workload's: {quality.describe()} for {ref}{other})"
