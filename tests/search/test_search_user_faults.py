@@ -85,3 +85,39 @@ def test_a_trials_factory_that_never_returns_is_an_error_trial_not_a_hung_study(
     assert record["state"] == "error"
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
     assert str(work) in record["error"]
+
+
+# Blocks in every process but the test's own (the driver's pre-flight passes): as a factory that waits on something
+# only the trial's process meets.
+BLOCKS_OUTSIDE_THE_DRIVER = HEADER + '''
+
+def make():
+    import os
+    import time
+    while os.getpid() != {pid}:
+        time.sleep(0.05)
+    return tuner.Workload(models={{"net": lambda: nn.Linear(4, 2)}}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_trial(ray_session, tmp_path, capsys):
+    import os
+
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_DRIVER.replace("{pid}", str(os.getpid())).replace("{{", "{")
+                 .replace("}}", "}"), "hangs.py")
+    space = tmp_path / "three.yaml"
+    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 3"))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "hangs", "--confirm", "0",
+                 "--no-probe", "--reports-dir", str(reports)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    (record,) = load_trials(reports / "hangs")  # not three trials, each waiting the whole timeout
+    assert record["state"] == "error"
+    assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
+    assert str(work) in record["error"]
+    assert "no further trial started" in out.out + out.err

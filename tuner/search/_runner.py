@@ -491,8 +491,10 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     ran = len(recorder.recorded)
     if allowance is not None and allowance.ended and console is not None and not phases.confirm_started:
         console.print(allowance.ending(), soft_wrap=True)
+    if remaining > 0 and searcher.hung and console is not None and not phases.confirm_started:
+        console.print(escape(searcher.hung), soft_wrap=True)
     study = Study.load(plan.folder)
-    interrupted = bool(dropped) or _cut_short(study, plan, allowance)
+    interrupted = bool(dropped) or _cut_short(study, plan, allowance, searcher if remaining > 0 else None)
     if not interrupted:
         interrupted = not confirmation.finished(phases)
         noise = study.noise()
@@ -544,10 +546,11 @@ def _fit(tuner: Any, view: Any, verbose: bool) -> None:
         restore_loggers(loggers)
 
 
-def _cut_short(study: Study, plan: SearchPlan, allowance: Any) -> bool:
+def _cut_short(study: Study, plan: SearchPlan, allowance: Any, searcher: Any = None) -> bool:
     """Whether the search ended with trials missing (interrupted); with --study-seconds, fewer trials than the cap
-    is the allowance's doing, not an interruption."""
-    return len(study.records) < plan.trials and not (allowance and allowance.ended)
+    is the allowance's doing, not an interruption, and so is a search a set-up timeout ended (searcher.hung)."""
+    ended = bool(allowance and allowance.ended) or bool(getattr(searcher, "hung", None))
+    return len(study.records) < plan.trials and not ended
 
 
 class _Confirmation:
@@ -569,6 +572,7 @@ class _Confirmation:
         self.plan, self.view, self.allowance, self.console = plan, view, allowance, console
         self.recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
         self.reruns: Any = None  # the RerunSearcher, once the search ended with re-runs to do
+        self.search: Any = None  # the search's StudySearcher (None: nothing was left to search)
 
     def searcher(self) -> Any:
         """Called by the Tune run's searcher when the search's last trial has ended: the re-runs' searcher, or None
@@ -579,10 +583,14 @@ class _Confirmation:
 
         plan, allowance = self.plan, self.allowance
         study = Study.load(plan.folder)
-        if _cut_short(study, plan, allowance):
+        if _cut_short(study, plan, allowance, self.search):
             return None  # an interrupted search is not confirmed (resume does both)
         if allowance is not None and allowance.ended and self.console is not None:
             self.console.print(allowance.ending(), soft_wrap=True)
+        if getattr(self.search, "hung", None) and self.console is not None:
+            from rich.markup import escape
+
+            self.console.print(escape(self.search.hung), soft_wrap=True)
         first = pending(study, plan.confirm_trials, plan.confirm_repeats)
         if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
             return None

@@ -1,4 +1,4 @@
-"""OptunaSearch, taught four things Ray's version does not do.
+"""OptunaSearch, taught what Ray's version does not do.
 
 1. Stable trial numbers: the Optuna trial's `.number` goes into the config, so results live under
    `trials/<NNNN>/` and match the study database, across resumes.
@@ -15,6 +15,8 @@
    trials.csv row. A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
    Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
    text, and is recorded through `record_error`.
+6. A trial whose set-up (the workload's factory or datasets()) ran past setup_timeout_s ends the search: each
+   further trial would wait the whole timeout on the same hang (300 s by default; issue 37). `hung` says why.
 
 It uses OptunaSearch's private attributes `_ot_trials`, `_ot_study`, `_completed_trials` (checked against
 ray 2.60; pyproject pins ray < 2.61).
@@ -37,6 +39,7 @@ from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
 from tuner.search._trial import (FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, learned_reserve, objective_key,
                                  record_from_payload, scored)
 from tuner.study import StudyFolder
+from tuner.train.deadline import is_setup_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +112,7 @@ class StudySearcher(OptunaSearch):
         self._keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys), in every config
         self._score_seconds = list(score_seconds or [])  # complete trials' measured scoring (quality_seconds)
         self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
+        self.hung: str | None = None  # a trial's set-up timed out: what the live view says, and no trial more
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -142,6 +146,10 @@ class StudySearcher(OptunaSearch):
             from ray.tune.search import Searcher
 
             return Searcher.FINISHED  # the time left is the confirmation's: start nothing more, kill nothing
+        if self.hung is not None:
+            from ray.tune.search import Searcher
+
+            return Searcher.FINISHED  # the same hang again would cost each trial its whole set-up timeout
         config = super().suggest(trial_id)
         if config is None:
             return None
@@ -214,6 +222,10 @@ class StudySearcher(OptunaSearch):
         if record.complete and feasible and seconds is not None:
             self._train_seconds.append(seconds)
         self._score_seconds.extend(scored([record]))
+        if record.state == "error" and is_setup_timeout(record.error):
+            self.hung = (f"trial {record.trial}'s set-up did not return within setup_timeout_s: no further trial "
+                         f"started (each would wait as long on the same hang); fix the workload's factory or "
+                         f"datasets(), or raise setup_timeout_s, and --resume")
         return record
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:

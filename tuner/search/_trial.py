@@ -141,9 +141,16 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
     from tuner.train import run_trial
 
     c = dump_config(cfg)  # what the one-time costs depend on: the workload and the device, not the knobs
-    warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality")}
-                            | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
-                 setup.cache_dir)
+    # (and the trial's setup_timeout_s: the warm-up builds the workload under it too)
+    hung = warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality",
+                                                          "setup_timeout_s")}
+                                   | {"params": {"device": c["params"].get("device", "auto")}}, sort_keys=True),
+                        setup.cache_dir)
+    if hung is not None:  # the warm-up already waited the whole setup_timeout_s: not the trial again (issue 37)
+        from tuner.study import TrialResult
+        from tuner.workload.loader import user_error_line, user_traceback
+
+        return TrialResult(state="error", error=user_error_line(hung), traceback=user_traceback(hung))
     while _BEFORE_TIMING:
         _BEFORE_TIMING.pop()()
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
@@ -261,21 +268,26 @@ def _now() -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def warm_process(config_json: str, cache_dir: str) -> None:
+def warm_process(config_json: str, cache_dir: str) -> BaseException | None:
     """Pay this process's one-time costs (imports, dataset caches, the CUDA context, the FID extractor and its
     statistics) before its first timed trial, by building the workload as the pre-flight check does; once per
     workload per process (a reused Ray actor runs many trials). Without it the first trial of a study - the
-    baseline - ran cold and read about half the throughput of similar later trials."""
+    baseline - ran cold and read about half the throughput of similar later trials. Returns the set-up timeout
+    it met (the trial records it rather than wait as long again), else None."""
     from tuner.config import parse_config
     from tuner.device import resolve_device
     from tuner.train import check_workload
+    from tuner.train.deadline import SetupTimeout
 
     cfg = parse_config({k: v for k, v in json.loads(config_json).items() if v is not None}, "trial config")
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the workload's prints: see run_one
             check_workload(cfg, Path(cache_dir), resolve_device(cfg.params.device), warm_only=True)
+    except SetupTimeout as err:
+        return err
     except (Exception, SystemExit):  # noqa: BLE001 - the trial itself meets the same problem and records it
         pass
+    return None
 
 
 def ray_node_id() -> str | None:

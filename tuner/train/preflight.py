@@ -241,6 +241,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     except TunerError:
         raise
     except SetupTimeout as err:
+        if warm_only:  # a trial's warm-up: the trial records it as its own, with the user's line (issue 37)
+            raise
         raise WorkloadError(f"workload {ref.text}: {err}") from None
     except KeyboardInterrupt:
         raise
