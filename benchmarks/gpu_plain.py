@@ -1,14 +1,14 @@
 """The GPU proof's independent loop: a config's settings trained by plain PyTorch, as a user would write it.
 
-    python benchmarks/gpu_plain.py CONFIG.yaml --seconds 8 [--torch-tf32]  ->  one JSON line on stdout
+    python benchmarks/gpu_plain.py --tuned TUNED.yaml [--own OWN.yaml] --seconds 8  ->  one JSON line on stdout
 
 It reads the knobs of a `tuner export` / `tuner train` config (batch size, accumulation, loader, precision, TF32,
 channels_last, cuDNN autotuning, the optimizer's implementation, torch.compile) and trains the same model classes
 on the same data with them, sharing no code with tuner's loop, step, timing or device classes (benchmarks/fidelity.py's
 rule): its own DataLoader, autocast and GradScaler, optimizer, `time.perf_counter()` around N steps after warm-up,
 with `torch.cuda.synchronize()` before each clock read. N is calibrated from three untimed steps so the timed part
-lasts about `--seconds`. `--torch-tf32` leaves PyTorch's own TF32 defaults (matmul off, cuDNN on) instead of setting
-both as the config's `tf32` says: the model's own settings as plain PyTorch runs them.
+lasts about `--seconds`. `--own` runs first and leaves PyTorch's own TF32 defaults (matmul off, cuDNN on) instead of
+setting both as the config's `tf32` says: the model's own settings as plain PyTorch runs them.
 """
 
 from __future__ import annotations
@@ -56,14 +56,22 @@ def build(cfg: dict[str, Any], device: Any, cache_dir: Path) -> tuple[Any, dict[
         d = Discriminator(ndf=width, channels=data.channels, image_size=size).to(device)
         bce = nn.BCEWithLogitsLoss()
 
+        acc = int((cfg.get("params") or {}).get("accumulation_steps", 1))
+
         def d_loss(models: dict[str, Any], batch: Any, shared: dict[str, Any]) -> Any:
             real = batch[0]
-            shared["fake"] = fake = models["g"](torch.randn(real.shape[0], nz, 1, 1, device=real.device))
+            shared["z"] = z = torch.randn(real.shape[0], nz, 1, 1, device=real.device)
+            if acc == 1:  # the textbook step: G's graph kept for G's update
+                shared["fake"] = fake = models["g"](z)
+            else:  # accumulating: G runs again in its own update rather than keep every micro-batch's graph
+                with torch.no_grad():
+                    fake = models["g"](z)
             lr_, lf = models["d"](real), models["d"](fake.detach())
             return bce(lr_, torch.ones_like(lr_)) + bce(lf, torch.zeros_like(lf))
 
         def g_loss(models: dict[str, Any], batch: Any, shared: dict[str, Any]) -> Any:
-            lg = models["d"](shared.pop("fake"))
+            fake = shared.pop("fake", None)
+            lg = models["d"](fake if fake is not None else models["g"](shared["z"]))
             return bce(lg, torch.ones_like(lg))
 
         return data.train, {"g": g, "d": d}, [("d", d_loss), ("g", g_loss)]
@@ -217,13 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("config", type=Path)
-    ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--torch-tf32", action="store_true")
+    ap.add_argument("--tuned", type=Path, required=True, help="config whose settings are trained as they say")
+    ap.add_argument("--own", type=Path, help="config trained first, under PyTorch's own TF32 defaults")
+    ap.add_argument("--seconds", type=float, default=8.0, help="timed seconds of each run (about)")
     ap.add_argument("--cache-dir", type=Path, default=REPO / "reports" / ".cache")
     args = ap.parse_args(argv)
-    cfg = yaml.safe_load(args.config.read_text())
-    print(json.dumps(run(cfg, args.seconds, args.torch_tf32, args.cache_dir)), flush=True)
+    out: dict[str, Any] = {}
+    if args.own is not None:  # first: PyTorch's TF32 defaults are still untouched in this process
+        out["own"] = run(yaml.safe_load(args.own.read_text()), args.seconds, True, args.cache_dir)
+    out["tuned"] = run(yaml.safe_load(args.tuned.read_text()), args.seconds, False, args.cache_dir)
+    print(json.dumps(out), flush=True)
     return 0
 
 

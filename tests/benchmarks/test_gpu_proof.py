@@ -1,0 +1,83 @@
+"""The GPU proof's script (benchmarks/gpu.py, issue 38) cannot rot between the rare GPU runs: its dry run (tiny
+sizes, the CPU) runs every part and writes a results file in which each part has a figure or a recorded reason.
+The arithmetic and the space it writes are checked on fixed inputs first (milliseconds)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.gpu import DRY_MODELS, GPU_MODELS, _json, markdown, study_space, targets
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_speed_up_target_needs_quality_not_worse_and_fidelity_needs_every_model_within_10_percent():
+    rows = [{"model": "a", "speedup": 2.0, "quality_not_worse": False, "fidelity": 1.05},
+            {"model": "b", "speedup": 1.8, "quality_not_worse": True, "fidelity": 0.95}]
+    t = targets(rows)
+    assert t["speedup"]["met_by"] == ["b"] and t["fidelity"]["met"]
+    rows[1]["quality_not_worse"] = None
+    rows[0]["fidelity"] = 1.2
+    t = targets(rows)
+    assert not t["speedup"]["met"] and not t["fidelity"]["met"]
+
+
+def test_a_commands_json_is_found_after_what_the_model_printed():
+    assert _json('number of parameters: 10.7M\n{"state": "complete",\n "throughput": 5.0}\n') == {
+        "state": "complete", "throughput": 5.0}
+    assert _json("Traceback ...\nError") is None
+
+
+def test_the_study_space_has_each_models_batch_range_and_compile_only_on_the_gpu():
+    gpu = study_space(GPU_MODELS[0], dry=False)["params"]
+    assert (gpu["batch_size"]["low"], gpu["batch_size"]["high"]) == GPU_MODELS[0].batch
+    assert gpu["compile"]["choices"] == ["off", "default"]
+    for knob in ("precision", "tf32", "channels_last", "accumulation_steps", "num_workers", "cudnn_benchmark"):
+        assert knob in gpu
+    dry = study_space(DRY_MODELS[0], dry=True)["params"]
+    assert "compile" not in dry and dry["num_workers"]["high"] == 1
+
+
+def test_the_markdown_names_every_part_and_the_reason_of_one_without_a_figure():
+    res = {"environment": {"device": "cpu", "torch": "2", "cuda": None, "dry_run": True}, "seconds": 3.0,
+           "models": [{"model": "gpt", "title": "LM", "own": 10.0, "tuned": 20.0, "speedup": 2.0, "parity": "n"}],
+           "parts": [{"name": "gpt/own", "status": "ok", "seconds": 1.0, "figure": 10.0, "unit": "samples/s",
+                      "reason": None},
+                     {"name": "gpt/tuned", "status": "timeout", "seconds": 9.0, "figure": None, "unit": "",
+                      "reason": "stopped at its limit of 9 s"}],
+           "targets": targets([])}
+    text = markdown(res)
+    assert "| gpt/own | ok | 1.0 | 10 samples/s |" in text
+    assert "| gpt/tuned | timeout | 9.0 | - | stopped at its limit of 9 s |" in text
+
+
+@pytest.mark.ray
+def test_the_dry_run_writes_every_part_with_a_figure_or_a_reason(tmp_path):
+    out = tmp_path / "proof"
+    done = subprocess.run([sys.executable, "benchmarks/gpu.py", str(out), "--dry-run"], cwd=REPO,
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads((out / "gpu-proof.json").read_text())
+    assert (out / "gpu-proof.md").read_text().startswith("# GPU proof (dry run")
+    env = res["environment"]
+    assert env["torch"] and "cuda" in env and env["device"]
+    names = [p["name"] for p in res["parts"]]
+    assert names[0] == "cuda_tests"
+    for model in ("resnet50", "gpt", "dcgan64"):
+        for part in ("own", "study", "export", "tuned", "plain", "parity"):
+            assert f"{model}/{part}" in names, (model, part, names)
+    for p in res["parts"]:
+        assert p["figure"] is not None or p["reason"], p  # a figure, or why there is none
+        assert p["seconds"] >= 0
+    cuda = res["parts"][0]
+    if not env.get("capability"):  # no GPU: the CUDA tests ran and were all skipped, and the results say so
+        assert cuda["details"]["skipped"] == cuda["details"]["tests"] > 0 and "skipped" in cuda["reason"]
+    # the dry run's own parts worked end to end: every model trained its own and tuned settings and the plain loop
+    for row in res["models"]:
+        assert row.get("own") and row.get("tuned") and row.get("fidelity"), row
+        assert row["parity"].startswith("not available")
