@@ -134,9 +134,10 @@ def test_the_knee_chase_stops_at_its_bound_and_exports_the_best_confirmed_trial(
 
 
 def engine_first_round_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
-    """The planned trials' re-runs read a third of the search's figure, so the knee moves; a moved pick's re-runs
-    read the search's figure, so its first re-run holds it. Each trial logs the process it ran in and that
-    process's parent (reruns.log for a re-run, search.log for a search trial)."""
+    """The planned trials' re-runs read a third of the search's throughput (the machine's drift: the baseline
+    reads it too, so it moves nothing) and three times its loss (the knee's own), so the knee moves; a moved
+    pick's re-runs read the search's figures, so its first re-run holds it. Each trial logs the process it ran in
+    and that process's parent (reruns.log for a re-run, search.log for a search trial)."""
     import os
 
     rerun = Path(out_dir).parent.name == "confirm"
@@ -147,14 +148,14 @@ def engine_first_round_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
     trial = int(Path(out_dir).parent.parent.name) if rerun else None
     slower = rerun and trial in plan_reruns(Study.load(StudyFolder(study_dir)), 1)
     return TrialResult(state="complete", throughput=float(p.batch_size) * 10 * (0.3 if slower else 1.0),
-                       loss=1.0 - p.beta1, train_seconds=0.01)
+                       loss=(1.0 - p.beta1) * (3.0 if slower else 1.0), train_seconds=0.01)
 
 
 @pytest.fixture(scope="module")
 def moved_knee(ray_session, tmp_path_factory):
-    """One study whose planned re-runs read a third of the search's figures (the knee moves) and whose later ones
-    read the search's figures (the moved pick holds), each re-run logging its process, read by the two tests below
-    (read-only): (study folder, summary)."""
+    """One study whose planned re-runs read a third of the search's throughput and three times its loss (the knee
+    moves) and whose later ones read the search's figures (the moved pick holds), each re-run logging its
+    process, read by the two tests below (read-only): (study folder, summary)."""
     reports = tmp_path_factory.mktemp("moved-knee")
     with pytest.MonkeyPatch.context() as m:
         summary = fake_engine_study(reports, engine_user(m), engine_first_round_slower_pid, confirm=1, repeats=2,
