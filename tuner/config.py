@@ -140,6 +140,27 @@ class Quality(_Strict):
     fid_seed: int = Field(1234, ge=0, description="latent seed of the generated images")
 
 
+# Environment variables that change how fast torch runs: its OpenMP threads (how many, how they wait at a barrier,
+# where they run), the math libraries' threads, CUDA's launches, allocator and cuBLAS workspace. A trial records
+# those its process had (TrialResult.environment); `tuner export` writes them back as the config's `env`.
+SPEED_ENV = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_DYNAMIC", "OMP_SCHEDULE",
+             "GOMP_SPINCOUNT", "GOMP_CPU_AFFINITY", "KMP_BLOCKTIME", "KMP_AFFINITY", "KMP_HW_SUBSET",
+             "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF",
+             "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING")
+
+
+def speed_env(environ: Any) -> dict[str, str]:
+    """The SPEED_ENV variables `environ` sets, in SPEED_ENV's order."""
+    return {k: str(environ[k]) for k in SPEED_ENV if k in environ}
+
+
+def env_command(env: dict[str, str], program: str = "python train.py") -> str:
+    """`env` as the shell spells running `program` under it: OMP_WAIT_POLICY=PASSIVE python train.py."""
+    import shlex
+
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), program])
+
+
 class TrialConfig(_Strict):
     """Everything one training run needs."""
 
@@ -153,7 +174,21 @@ class TrialConfig(_Strict):
     gpus: int = Field(1, ge=0, le=1024, description="GPUs for this trial; > 1 runs DDP through Ray Train")
     setup_timeout_s: float = Field(300.0, gt=0, le=86400, description="at most this long for each of the "
                                    "workload's factory and its datasets() (the budget covers only training)")
+    env: dict[str, str] | None = Field(None, description="environment variables that change torch's speed "
+                                       "(OMP_WAIT_POLICY, OMP_NUM_THREADS, ...; tuner.config.SPEED_ENV), set by "
+                                       "`tuner train` before torch loads: `tuner export` writes those its trial "
+                                       "ran under, so a re-run reads what the trial read")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _speed_env_only(cls, env: Any) -> Any:
+        if not isinstance(env, dict):
+            return env
+        for key in env:
+            if key not in SPEED_ENV:
+                raise ValueError(f"{key} is not a variable tuner sets for a run; use one of {', '.join(SPEED_ENV)}")
+        return {k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in env.items()}
 
     @model_validator(mode="before")
     @classmethod

@@ -60,3 +60,25 @@ def test_the_cli_imports_no_torch_before_it_sets_the_policy():
     code = "import sys, tuner.cli; assert 'torch' not in sys.modules, 'torch imported with tuner.cli'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def restored_env(monkeypatch):
+    """The keys a config's env sets in this process, put back as they were afterwards."""
+    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+        monkeypatch.setenv(key, "placeholder")
+        monkeypatch.delenv(key)
+
+
+def test_a_configs_env_is_what_the_run_trains_under(tmp_path, capsys, monkeypatch, restored_env):
+    """`tuner export` writes the environment its trial ran under as env:; `tuner train --config` sets it before
+    torch loads, over a different value the shell had (with a note), so the run reads what the trial read."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    path = write(tmp_path, SHOWS_POLICY, name="showpolicy.py")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"workload: {path}:make\nbudget: {{samples: 64}}\nparams: {{device: cpu}}\n"
+                   f"env: {{OMP_WAIT_POLICY: PASSIVE, GOMP_SPINCOUNT: 1000}}\n")
+    assert main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "policy=PASSIVE spin=1000" in err
+    assert "OMP_WAIT_POLICY=PASSIVE from the config's env: (its trial ran under it), not ACTIVE" in err

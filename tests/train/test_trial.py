@@ -157,6 +157,18 @@ def test_threads_and_tf32_settings_do_not_leak_into_the_next_trial(tmp_path):
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags   # cuDNN's default
 
 
+def test_a_trial_records_the_environment_it_ran_under_and_a_configs_env_sets_its_threads(tmp_path, monkeypatch):
+    """What a user's loop needs to read what the trial read (the export writes it): the variables that change
+    torch's speed and torch's thread count. A config's env: OMP_NUM_THREADS applies in a process whose torch
+    loaded before it (export --verify) as its thread count, for this trial only."""
+    monkeypatch.setenv("KMP_BLOCKTIME", "0")
+    before = torch.get_num_threads()
+    want = 1 if before > 1 else 2
+    res = run_trial(cfg(env={"OMP_NUM_THREADS": str(want)}, measure={"ceiling_seconds": 0}), cache_dir=tmp_path)
+    assert res.environment.variables["KMP_BLOCKTIME"] == "0"
+    assert res.environment.torch_threads == want and torch.get_num_threads() == before
+
+
 def test_a_complete_trial_has_both_ceilings_and_a_verdict(tmp_path):
     res = run_trial(cfg(), cache_dir=tmp_path, clock=TickingClock(0.01))
     for key in ("compute_ceiling", "input_ceiling", "of_compute_ceiling", "of_input_ceiling"):

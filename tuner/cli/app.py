@@ -123,6 +123,23 @@ def quiet_openmp(env: Any = None) -> None:
     env = os.environ if env is None else env
     if not any(k in env for k in OPENMP_OWN):
         env.update(OPENMP_ENV)
+        if env is os.environ:
+            _SET_BY_TUNER.update(OPENMP_ENV)
+
+
+_SET_BY_TUNER: dict[str, str] = {}  # what quiet_openmp set, which a config's env replaces without a note
+
+
+def apply_run_env(run_env: dict[str, str] | None, env: Any = None) -> None:
+    """A config's `env` (the variables its trial ran under, tuner.config.SPEED_ENV), set before torch loads so
+    the run reads what the trial read. A different value this shell had gives way, with a note naming both."""
+    env = os.environ if env is None else env
+    for key, value in (run_env or {}).items():
+        had = env.get(key)
+        if had is not None and had != value and _SET_BY_TUNER.get(key) != had:
+            note(f"{key}={value} from the config's env: (its trial ran under it), not {had} as set here; drop "
+                 f"{key} from env: to keep yours")
+        env[key] = value
 
 
 def note(text: str) -> None:
@@ -130,5 +147,5 @@ def note(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "json", "note", "print_json", "quiet_openmp",
-           "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]
+__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "apply_run_env", "json", "note", "print_json",
+           "quiet_openmp", "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console, user_output
+from tuner.cli.app import (Debug, Format, FormatOption, app, apply_run_env, note, print_json, stdout_console,
+                           user_output)
 from tuner.errors import RunFailed
 
 
@@ -24,11 +25,14 @@ def train(
 ) -> None:
     """Train one configuration and measure throughput (median of timed windows) and quality."""
     from tuner.config import budget_from_options, load_config
+
+    cfg = load_config(config)
+    apply_run_env(cfg.env)  # the environment its trial ran under, before torch loads (libgomp reads it once)
+
     from tuner.files import check_writable
     from tuner.train import preflight, run_trial
     from tuner.train.preflight import check_budget, needed_budget
 
-    cfg = load_config(config)
     chosen = "budget" in cfg.model_fields_set  # the config's own budget, or the default one (20 s)
     budget = budget_from_options(budget_seconds, budget_samples)
     if budget is not None:

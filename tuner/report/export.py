@@ -16,23 +16,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Params, TrialConfig, dump_config, parse_config
+from tuner.config import Params, TrialConfig, dump_config, env_command, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
 from tuner.study.headroom import record_bound
-from tuner.study import Pick, Study, TrialRecord
+from tuner.study import Pick, RunEnvironment, Study, TrialRecord
 from tuner.study.stats import Interval, pool
 from tuner.study.verdict import Verdict, against_baseline, decide
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
+# What tuner's commands run under unless the user set a wait policy of their own (tuner.cli.app.quiet_openmp): what a
+# trial recorded before trials kept their environment ran under, as far as tuner set it.
+TUNER_DEFAULT_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
-def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_env(cfg: TrialConfig, environment: RunEnvironment | None) -> dict[str, str]:
+    """The environment variables a trial's figure was read under, for the exported config's `env`: those its process
+    had (tuner.config.SPEED_ENV), and its torch thread count as OMP_NUM_THREADS where no knob set it (a search's
+    trial: the CPUs Ray gave it; `tuner train`: torch's default, every core)."""
+    if environment is None:
+        return dict(cfg.env or {})
+    env = dict(environment.variables)
+    if cfg.params.threads is None and environment.torch_threads and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(environment.torch_threads)
+    return env
+
+
+def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None,
+                     environment: RunEnvironment | None = None) -> dict[str, Any]:
     """The config as plain PyTorch arguments: DataLoader kwargs, autocast, GradScaler, optimizer, accumulation,
-    channels_last, cuDNN autotuning; and `lines`, each knob as one line of plain PyTorch (tuner.knobs spells them).
+    channels_last, cuDNN autotuning, the environment it ran under; and `lines`, each knob as one line of plain
+    PyTorch (tuner.knobs spells them), and `environment`, the command line that runs a script under that environment.
 
     Mirrors what the training loop does (tuner/data/loader.py, tuner/device.py, tuner/train/step.py). `used`:
     the optimizer settings the trial recorded per phase (the workload's own, with the trial's overrides), the
-    effective values; a record from before they were recorded shows the config's.
+    effective values; a record from before they were recorded shows the config's. `environment`: what the
+    trial's process ran under (None: a record from before it was kept: tuner's own default is shown).
     """
     from tuner.knobs import KNOBS, probed
 
@@ -76,7 +94,16 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
     # Every knob in one line of plain PyTorch each, from the role table
     out["lines"] = {k.name: k.spell(getattr(p, k.name)) for k in KNOBS.values()
                     if k.role != "run" and getattr(p, k.name) is not None}
+    # The environment the figure was read under: a loop run without it reads differently (OMP_WAIT_POLICY on a
+    # shared machine: an independent DCGAN loop read 29-31 samples/s spinning, 245-373 passive, at load 4-5)
+    env = run_env(cfg, environment) if environment is not None or cfg.env else dict(TUNER_DEFAULT_ENV)
+    threads = p.threads or (environment.torch_threads if environment is not None else None)
+    out["environment"] = {"variables": env, "command": env_command(env), "recorded": environment is not None}
+    if threads:
+        out["environment"]["torch.set_num_threads"] = threads
+        out["lines"].setdefault("threads", f"torch.set_num_threads({threads})")  # the knob, as the trial ran it
     return out
+
 
 
 def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
@@ -141,7 +168,7 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "trial_started": record.started,
         "trial_ended": record.ended,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "pytorch": pytorch_settings(cfg, record.optimizer),
+        "pytorch": pytorch_settings(cfg, record.optimizer, record.environment),
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -169,6 +196,7 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
         rule, args = "trial", f"--trial {trial}"
     record = verdict.pick
     cfg = trial_config(study, record)
+    cfg.env = run_env(cfg, record.environment) or None  # `tuner train --config` sets them before torch loads
     cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict)
     doc = dump_config(cfg)
     if record.get("fid") is None and (study.quality is None or study.quality.metric != "fid"):
@@ -214,9 +242,22 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
         "# optimizer / memory-format / cuDNN arguments, and each knob as one line of code (provenance.pytorch.lines).",
+        *_env_lines(exp),
         "# Training ignores the provenance block.",
         "",
     ])
+
+
+def _env_lines(exp: Export) -> list[str]:
+    """The header's lines on the environment the figure was read under (provenance.pytorch.environment)."""
+    env = exp.config.provenance.get("pytorch", {}).get("environment") if exp.config.provenance else None
+    if not env:
+        return []
+    threads = env.get("torch.set_num_threads")
+    where = ("the environment the trial ran under (env:, which `tuner train --config` sets)" if env.get("recorded")
+             else "tuner's own default (this trial's study did not record its environment)")
+    return [f"# Your own loop reads this figure in {where}:",
+            f"#   {env['command']}" + (f"   with torch.set_num_threads({threads}) in it" if threads else "")]
 
 
 def render(study: Study, exp: Export, fmt: str, path: Path) -> str:

@@ -5,11 +5,11 @@ from tuner.study.folder import StudyFolder, StudyMeta
 from tuner.study.metrics import METRICS, Metric, metric
 from tuner.study.objective import Objective, quality_objective
 from tuner.study.pareto import Pick, choose, knee, pareto_ranks
-from tuner.study.record import FAILED_STATES, STATES, State, TrialRecord, TrialResult
+from tuner.study.record import FAILED_STATES, STATES, RunEnvironment, State, TrialRecord, TrialResult
 from tuner.study.study import Study, known_studies, open_study
 
 __all__ = [
-    "FAILED_STATES", "METRICS", "Metric", "Objective", "Pick", "STATES", "State", "Study", "StudyFolder",
-    "StudyMeta", "TrialRecord", "TrialResult", "choose", "knee", "known_studies", "metric", "open_study",
-    "pareto_ranks", "quality_objective",
+    "FAILED_STATES", "METRICS", "Metric", "Objective", "Pick", "RunEnvironment", "STATES", "State", "Study",
+    "StudyFolder", "StudyMeta", "TrialRecord", "TrialResult", "choose", "knee", "known_studies", "metric",
+    "open_study", "pareto_ranks", "quality_objective",
 ]

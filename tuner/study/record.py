@@ -22,6 +22,18 @@ FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error", "compile_timeout")
 MetricValue = float | int | str | bool | None
 
 
+class RunEnvironment(BaseModel):
+    """What a trial's process ran under besides its config, which changes what it reads: the environment variables
+    that change torch's speed (tuner.config.SPEED_ENV, those set) and torch's CPU thread counts. A user's own loop
+    run without them reads differently (OMP_WAIT_POLICY on a shared machine: up to 10x)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variables: dict[str, str] = Field(default_factory=dict)
+    torch_threads: int | None = None  # torch.get_num_threads() while it trained
+    interop_threads: int | None = None  # torch.get_num_interop_threads()
+
+
 class TrialResult(BaseModel):
     """What one training run returns. Failures are states with a reason, never exceptions."""
 
@@ -38,6 +50,7 @@ class TrialResult(BaseModel):
     optimizer: dict[str, dict[str, Any]] | None = None  # per phase: the optimizer and the hyperparameters it used
     rung: int | None = None  # the highest rung (0-based) it reached under a rung scheduler; None: no scheduler
     measured_at: float | None = None  # the budget used (the budget's unit: seconds or samples) when its figures were taken
+    environment: RunEnvironment | None = None  # what its process ran under (None: a record from before it was kept)
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -40,6 +40,7 @@ from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit
                                   is_compile_error)
 from tuner.train.deadline import GRACE_S, TrialTimeout, setup_deadline, time_limit
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
+from tuner.train.environment import env_threads, run_environment
 from tuner.train.loop import forever, run_loop
 from tuner.train.reports import PhaseReport, RungReport, StopTrial, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep, set_memory_format
@@ -84,7 +85,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 def trial_scope(cfg: TrialConfig, device: Device, cache_dir: Path, out_dir: Path | None) -> Iterator[None]:
     """What a trial runs under, restored afterwards: its CPU threads, its device's numerics (TF32), and the
     context its workload reads (tuner.trial_context())."""
-    with torch_threads(cfg.params.threads), device.numerics(cfg.params), \
+    with torch_threads(cfg.params.threads or env_threads(cfg.env)), device.numerics(cfg.params), \
             running(make_context(cfg, device, cache_dir, out_dir)):
         yield
 
@@ -667,6 +668,7 @@ def run_trial(
     failure: tuple[str, str, str | None] | None = None
     stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
+        run.result.environment = run_environment()
         try:
             run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s, preflight_pace_s)
             run.ceilings(ceilings, measure_ceilings)

@@ -1,0 +1,26 @@
+"""The environment a trial's process trains under, beside its config: the variables that change torch's speed and
+torch's CPU thread counts (tuner.study.RunEnvironment). A trial records it and `tuner export` writes it back, so a
+re-run, or a user's own loop, reads what the trial read."""
+
+from __future__ import annotations
+
+from tuner.study import RunEnvironment
+
+
+def run_environment() -> RunEnvironment:
+    """This process's environment now (inside the trial's scope: its threads set)."""
+    import os
+
+    import torch
+
+    from tuner.config import speed_env
+
+    return RunEnvironment(variables=speed_env(os.environ), torch_threads=torch.get_num_threads(),
+                          interop_threads=torch.get_num_interop_threads())
+
+
+def env_threads(env: dict[str, str] | None) -> int | None:
+    """A config's OMP_NUM_THREADS as torch's thread count: `tuner train` sets the variable before torch loads, but
+    a run in a process where torch is loaded already (`tuner export --verify`) applies it as set_num_threads."""
+    value = (env or {}).get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
