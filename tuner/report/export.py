@@ -105,7 +105,6 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
     return out
 
 
-
 def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
     """The full config the trial ran with, as recorded in its result.json."""
     raw = record.config
