@@ -163,3 +163,28 @@ def test_a_long_setup_says_what_it_waits_for_on_stderr(capsys):
         with setup_deadline(1, "the workload's datasets()", note_after=0.2):
             time.sleep(3600)
     assert "tuner: still waiting for the workload's datasets() after 0.2 s" in capsys.readouterr().err
+
+
+EXITS_HARD_AT_IMPORT = GOOD + "\nimport os\nos._exit(7)\n"
+
+
+@pytest.mark.parametrize("command", ["train", "search"])
+def test_os_exit_at_import_is_one_line_naming_the_module_and_exit_2(tmp_path, command):
+    """Issue 37: os._exit() at import took tuner down with the module's status (7) and nothing on stderr. The
+    pre-flight imports the module first where its end can be seen. A real process: in this one it would end pytest."""
+    import subprocess
+    import sys
+
+    from tests.helpers.searchproc import REPO, tuner_env
+
+    path = write(tmp_path, EXITS_HARD_AT_IMPORT, "vanishes.py")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((CONFIG if command == "train" else SPACE).format(ref=f"{path}:make"))
+    flag = "--config" if command == "train" else "--space"
+    proc = subprocess.run([sys.executable, "-m", "tuner", command, flag, str(spec), "--reports-dir",
+                           str(tmp_path / "r")], cwd=REPO, env=tuner_env(), capture_output=True, text=True,
+                          timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert str(path) in lines[0] and "ended the process with exit status 7" in lines[0]

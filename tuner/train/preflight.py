@@ -28,7 +28,7 @@ from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
 from tuner.train.deadline import SetupTimeout, setup_deadline
-from tuner.workload.loader import WorkloadRef, build, parse_ref, user_error_line
+from tuner.workload.loader import WorkloadRef, build, parse_ref, probe_import, user_error_line
 
 PREFLIGHT_VAL_BATCHES = 2
 PREFLIGHT_STEPS = 2  # optimizer steps, untimed: the loss is checked, and the process's kernels are primed
@@ -206,6 +206,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     from tuner.train.trial import build_models, make_context, score
 
     ref = parse_ref(cfg.workload)
+    if not warm_only:  # the driver's pre-flight: a module that ends the process at import is named (issue 37)
+        probe_import(ref)
     stage = "building the workload"
     try:
         with running(make_context(cfg, device, cache_dir, None, preflight=True)):
