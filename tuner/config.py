@@ -69,12 +69,18 @@ class Params(_Strict):
         return self.batch_size * self.accumulation_steps
 
 
+# The longest budget a clock can hold with room to spare: the trial's deadlines add set-up and scoring to it and
+# threading's timers take at most threading.TIMEOUT_MAX (about 9.2e9 s); 1e8 s is over three years of training.
+MAX_SECONDS = 1e8
+MAX_SAMPLES = 10 ** 15  # so the samples budget's float arithmetic (rungs, paces) stays exact and finite
+
+
 class Budget(_Strict):
     """How long a trial trains: by wall seconds or by training samples, exactly one."""
 
     # Finite only: an infinite budget never ends, and a NaN one compares false with everything.
-    seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
-    samples: int | None = Field(None, gt=0)
+    seconds: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    samples: int | None = Field(None, gt=0, le=MAX_SAMPLES)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Budget":
@@ -96,8 +102,9 @@ def budget_from_options(seconds: float | None, samples: int | None) -> Budget | 
     try:
         return Budget(seconds=seconds, samples=samples)
     except ValidationError:
-        option, value = ("--budget-seconds", seconds) if seconds is not None else ("--budget-samples", samples)
-        raise ConfigError(f"{option} must be a finite number > 0 (got {value})") from None
+        option, value, top = ("--budget-seconds", seconds, f"{MAX_SECONDS:g}") if seconds is not None \
+            else ("--budget-samples", samples, f"{MAX_SAMPLES:g}")
+        raise ConfigError(f"{option} must be a finite number > 0 and at most {top} (got {value:g})") from None
 
 
 class Measure(_Strict):

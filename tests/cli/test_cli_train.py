@@ -75,12 +75,14 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, capsys, monkeypatc
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e308"])
 def test_a_budget_override_that_is_not_a_finite_positive_number_is_one_line(tmp_path, capsys, value):
+    """1e308 s is finite, but no clock holds it: its deadlines overflowed inside the run (exit 3)."""
     rc = main(["train", "--config", str(write(tmp_path, GOOD)), "--budget-seconds", value,
                "--reports-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and err == [f"tuner: error: --budget-seconds must be a finite number > 0 (got {value})"]
+    assert rc == 2 and err == [f"tuner: error: --budget-seconds must be a finite number > 0 and at most 1e+08 "
+                               f"(got {float(value):g})"]
     assert not (tmp_path / "r").exists()
 
 

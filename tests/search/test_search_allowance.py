@@ -71,10 +71,24 @@ def test_an_allowance_too_short_for_one_trial_and_the_confirmation_is_refused_na
     Allowance(30.0, started=0.0, confirm_runs=4, trial_s=6.0).check_fits()
 
 
-@pytest.mark.parametrize("bad", [0.0, -5.0, math.inf, math.nan])
+@pytest.mark.parametrize("bad", [0.0, -5.0, math.inf, math.nan, 1e308])
 def test_values_no_clock_can_keep_are_refused(bad):
-    with pytest.raises(ConfigError, match="--study-seconds must be a finite number of seconds > 0"):
+    with pytest.raises(ConfigError, match="--study-seconds must be a finite number of seconds > 0 and at most 1e"):
         check_seconds(bad)
+
+
+@pytest.mark.parametrize("option", ["--budget-seconds", "--study-seconds"])
+def test_a_budget_no_clock_holds_is_one_line_exit_2_nothing_on_disk(tmp_path, capsys, option):
+    """--budget-seconds 1e308 with --study-seconds overflowed (OverflowError, exit 1) sizing the allowance."""
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    values = {"--budget-seconds": "60", "--study-seconds": "600", option: "1e308"}
+    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe",
+               *(x for kv in values.items() for x in kv)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"{option} must be a finite number" in err[0] and "at most 1e+08" in err[0]
+    assert not (reports / "fake").exists()
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "3"])

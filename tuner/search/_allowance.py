@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tuner.config import Budget
+from tuner.config import MAX_SECONDS, Budget
 from tuner.errors import BudgetError, ConfigError
 
 # A trial's own set-up outside the budget (its process, the dataset, the models, Ray's hand-over): the pre-flight's
@@ -43,9 +43,9 @@ def check_seconds(seconds: float | None) -> None:
     """One line for a value no clock can keep."""
     if seconds is None:
         return
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"--study-seconds must be a finite number of seconds > 0 (got {seconds:g}); leave it out "
-                          f"to run --trials trials whatever they take")
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
+        raise ConfigError(f"--study-seconds must be a finite number of seconds > 0 and at most {MAX_SECONDS:g} (got "
+                          f"{seconds:g}); leave it out to run --trials trials whatever they take")
 
 
 def preflight_trial_s(budget: Budget, step_seconds: float | None, step_samples: int | None,
