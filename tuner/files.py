@@ -31,10 +31,13 @@ from typing import Any, NoReturn
 from tuner.errors import ConfigError, StorageError, TunerError
 
 
-def atomic_write(path: Path, data: str | bytes | Callable[[Path], None]) -> Path:
-    """Write `data` (text, bytes, or a function that writes a given temp path) to `path` atomically."""
+def atomic_write(path: Path, data: str | bytes | Callable[[Path], None], *, parents: bool = True) -> Path:
+    """Write `data` (text, bytes, or a function that writes a given temp path) to `path` atomically. `parents`:
+    create the missing folders above it; without, a missing folder is a FileNotFoundError (a study folder deleted
+    while tuner writes into it must not come back: tuner.study.folder)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -93,11 +96,13 @@ def check_writable(folder: Path, what: str) -> None:
 
 
 @contextlib.contextmanager
-def locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path, *, create: bool = True) -> Iterator[None]:
     """An exclusive lock on `folder` (a `.lock` file in it) for the duration; atomic renames alone keep
-    readers safe, the lock keeps concurrent builders from doing the same work twice."""
+    readers safe, the lock keeps concurrent builders from doing the same work twice. `create`: make the folder
+    if it is missing; without, a missing folder is a FileNotFoundError."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # no flock (Windows): atomic writes still keep every file whole

@@ -435,8 +435,6 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
                  resources: "Resources", console: Any) -> LoaderPlan | None:
     """The study's loader probes (tuner.search._probe): run once, before the first trial, and kept in the study
     folder so a resumed study samples as it began. None when the study does not probe."""
-    from tuner.files import atomic_write
-
     folder = plan.folder
     if plan.loaders is not None:
         return plan.loaders
@@ -482,5 +480,5 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
             console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the "
                           f"sampler searches the loader knobs itself", soft_wrap=True)
         return None
-    atomic_write(folder.probes_path, loaders.model_dump_json(indent=1))
+    folder.write_file(folder.probes_path, loaders.model_dump_json(indent=1))  # never a deleted study's folder
     return loaders

@@ -14,7 +14,6 @@ from typing import Any
 
 from tuner.config import Budget
 from tuner.errors import ConfigError
-from tuner.files import atomic_write
 from tuner.study import Objective, StudyFolder
 
 SCHEDULERS = ("fifo", "asha")
@@ -89,8 +88,7 @@ def make_scheduler(plan: SchedulerPlan, objectives: list[Objective], folder: Stu
 def write_rungs(folder: StudyFolder, number: int, scheduler: Any) -> None:
     """The scheduler's entries for one trial, beside it (atomic: a kill leaves the previous file)."""
     mine = [asdict(e) for e in scheduler.entries if e.trial == str(number)]
-    folder.trial_dir(number).mkdir(parents=True, exist_ok=True)
-    atomic_write(folder.trial_dir(number) / RUNGS_FILE, json.dumps(mine) + "\n")
+    folder.write_file(folder.trial_dir(number) / RUNGS_FILE, json.dumps(mine) + "\n")  # never a deleted study
 
 
 def stored_entries(folder: StudyFolder) -> list[Any]:

@@ -181,18 +181,37 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     try:
         return _locked_search(plan, plan.options, console, t0, stop, view)  # on --resume, with its kept options
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
+        if lock.lost():
+            raise study_gone(plan, lock) from None
         if not plan.folder.exists():
             raise Interrupted("interrupted before the study started; nothing was kept", stop.exit_code) from None
         study = Study.load(plan.folder)
         return SearchSummary(study, ran=0, total=len(study.records) if plan.kept_trials else plan.trials,
                              seconds=time.perf_counter() - t0, interrupted=True, exit_code=stop.exit_code,
                              as_many_as_fit=bool(plan.kept_trials))
+    except Exception:  # whatever failed first (Optuna's database, a write, a read), a deleted study is the cause
+        if lock.lost():
+            raise study_gone(plan, lock) from None
+        raise
     finally:
         stop.restore()
-        if plan.folder.exists():
+        if lock.lost():
+            lock.clear_lost()
+        elif plan.folder.exists() or not plan.folder.path.is_dir():
             lock.release()
         else:
             lock.abandon()  # bad input found after the claim: leave no folder behind
+
+
+def study_gone(plan: SearchPlan, lock: Any) -> Exception:
+    """The study folder was deleted while the search ran: one line (exit 2), once what Ray made again in its place
+    is removed (tuner.study.lock.StudyLock.clear_lost), so the name can start a new study."""
+    left = lock.clear_lost()
+    err = plan.folder.gone()
+    if left:
+        names = ", ".join(p.name for p in left[:5])
+        err = type(err)(f"{err}; {plan.folder.path} now holds {names}, which tuner did not write: move it away first")
+    return err
 
 
 def trial_device(opts: SearchOptions, cluster: Any, plan: SearchPlan) -> Any:

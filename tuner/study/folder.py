@@ -9,7 +9,11 @@ Layout under `<reports-dir>/<study>/`:
   trials.csv                 one row per trial, its row added (or replaced) as each trial ends, so it is current
                              while a study runs
   ray/                       Ray Tune's experiment folder
-Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one.
+Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one; in a study
+a search holds (tuner.study.lock), no write creates the study folder again once it was deleted.
+
+Over 400 lines because it is the one place that knows the folder's files: their names, what reads them back, and
+what may write among them (an export never does: study_record).
 """
 
 from __future__ import annotations
@@ -59,6 +63,43 @@ def study_record(path: Path) -> tuple[Path, str] | None:
                 if first in RECORDS:
                     return folder, str(candidate.relative_to(folder))
     return None
+
+
+class StudyGone(StudyError):
+    """The study folder a search holds was deleted (or replaced) while it ran: nothing is written there again."""
+
+
+# The study folders this process holds the search lock of (tuner.study.lock), with the identity (device, inode) the
+# folder had when it was locked: their writes never create the folder again (StudyFolder.make_dir).
+_HELD: dict[str, tuple[int, int]] = {}
+
+
+def hold(path: Path) -> tuple[int, int]:
+    """While this process searches the study at `path` (its lock held): a deleted folder is gone for good.
+    Returns the folder's identity (device, inode)."""
+    import os
+
+    st = os.stat(path)
+    _HELD[os.path.abspath(path)] = (st.st_dev, st.st_ino)
+    return st.st_dev, st.st_ino
+
+
+def let_go(path: Path, ident: tuple[int, int]) -> None:
+    import os
+
+    if _HELD.get(os.path.abspath(path)) == ident:
+        del _HELD[os.path.abspath(path)]
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the folder at `path`; None when there is none."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class StudyMeta(BaseModel):
@@ -173,6 +214,51 @@ class StudyFolder:
     def exists(self) -> bool:
         return self.meta_path.is_file()
 
+    # --- writing: never a study folder that was deleted under a search -----------------------------------------
+    def _held(self) -> tuple[int, int] | None:
+        import os
+
+        return _HELD.get(os.path.abspath(self.path))
+
+    def lost(self) -> bool:
+        """Whether this process holds the study's search lock and the folder it locked is gone (deleted, or
+        another folder in its place)."""
+        held = self._held()
+        return held is not None and identity(self.path) != held
+
+    def gone(self) -> StudyGone:
+        return StudyGone(f"the study folder {self.path} was deleted while the search ran; nothing was written "
+                         f"there again, and the name '{self.name}' is free: start the study anew with `tuner search`")
+
+    def make_dir(self, path: Path) -> Path:
+        """`path` (the study folder or a folder in it) as a folder. In a study this process searches, the study
+        folder itself is never created: deleted, it stays deleted (StudyGone)."""
+        path = Path(path)
+        if self._held() is None:
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        if self.lost():
+            raise self.gone()
+        here = self.path
+        for part in path.relative_to(self.path).parts:
+            here = here / part
+            try:
+                here.mkdir(exist_ok=True)
+            except FileNotFoundError:
+                raise self.gone() from None
+        return path
+
+    def write_file(self, path: Path, data: str | bytes) -> Path:
+        """Write a file of the study (atomically) without ever creating the study folder again (make_dir)."""
+        path = Path(path)
+        self.make_dir(path.parent)
+        try:
+            return atomic_write(path, data, parents=self._held() is None)
+        except FileNotFoundError:
+            if self.lost():
+                raise self.gone() from None
+            raise
+
     def trial_dir(self, trial: int) -> Path:
         return self.path / TRIALS_DIR / f"{trial:04d}"
 
@@ -208,13 +294,13 @@ class StudyFolder:
                              f"backup or start a new study") from None
 
     def write_meta(self, meta: StudyMeta) -> None:
-        atomic_write(self.meta_path, dump_json(meta.model_dump(mode="json")) + "\n")
+        self.write_file(self.meta_path, dump_json(meta.model_dump(mode="json")) + "\n")
 
     # --- trials -----------------------------------------------------------------------------------------------
     def write_record(self, record: TrialRecord) -> Path:
         """Persist one finished trial and put its row in trials.csv."""
         path = self.trial_dir(record.trial) / RESULT_FILE
-        atomic_write(path, dump_json(record.to_json()) + "\n")
+        self.write_file(path, dump_json(record.to_json()) + "\n")
         self.write_csv_row(record)
         return path
 
@@ -222,7 +308,7 @@ class StudyFolder:
         """trials.csv with this trial's row added or replaced, the others kept as they are: a long study does not
         read every record back at every trial. Rebuilt from every record (write_csv) when there is no file yet
         or its header lacks a column this record needs."""
-        from tuner.study.suspect import flag, noise_sd
+        from tuner.study.suspect import flag, window_noise
 
         meta = self.read_meta()
         if not self.csv_path.is_file():
@@ -231,10 +317,9 @@ class StudyFolder:
         header = rows[0] if rows else []
         if not header or header[0] != "trial" or any(c not in header for c in self.csv_columns(meta, [record])):
             return self.write_csv()
-        confirmed = [Confirmed.of(reruns) for n, d in self.trial_dirs()
-                     if (d / CONFIRM_DIR).is_dir() and (reruns := self.reruns(n))]
+        reruns = [rr for n, d in self.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in self.reruns(n)]
         record = record.model_copy(deep=True)
-        flag(record, noise_sd(confirmed))  # against the noise floor the re-runs so far give, as write_csv does
+        flag(record, window_noise(reruns))  # against the window noise the re-runs so far give, as write_csv does
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
         row = {c: record.get(c) for c in header}
@@ -246,7 +331,7 @@ class StudyFolder:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerows([header, *kept])
-        return atomic_write(self.csv_path, out.getvalue())
+        return self.write_file(self.csv_path, out.getvalue())
 
     def has_record(self, trial: int) -> bool:
         return (self.trial_dir(trial) / RESULT_FILE).is_file()
@@ -258,7 +343,7 @@ class StudyFolder:
     def write_rerun(self, trial: int, rerun: Rerun) -> Path:
         """One re-run, in its own file beside the trial (the trial's result.json is never rewritten); trials.csv is
         refreshed, since the re-runs move the noise floor the `suspect` column is judged by."""
-        path = atomic_write(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
+        path = self.write_file(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
         if self.meta_path.is_file():
             self.write_csv()
         return path
@@ -331,7 +416,7 @@ class StudyFolder:
             row = {c: rec.get(c) for c in cols}
             row.update({k: v for k, v in rec.params.items() if k in cols})
             w.writerow(row)
-        return atomic_write(self.csv_path, buf.getvalue())
+        return self.write_file(self.csv_path, buf.getvalue())
 
 
 _CEILINGS: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}  # path -> (its stat stamp, parsed)
@@ -362,10 +447,11 @@ def _read_ceilings(path: Path) -> dict[str, Any]:
 
 
 def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:
-    """Every record's `suspect` flag against the study's noise floor, and whether its re-runs clear it."""
-    from tuner.study.suspect import cleared, flag, noise_sd, reason
+    """Every record's `suspect` flag against the study's window noise (its re-runs'), and whether its re-runs clear
+    it."""
+    from tuner.study.suspect import cleared, flag, reason, window_noise
 
-    noise = noise_sd(r.confirmed for r, _ in loaded)
+    noise = window_noise(rr for _, reruns in loaded for rr in reruns)
     for record, reruns in loaded:
         flag(record, noise)
         if record.confirmed is not None and not cleared(list(reruns), noise):
