@@ -209,3 +209,22 @@ def make():
     assert data["state"] == "error"
     assert "did not end within 16 s of its training's start (its wall cap 11 s" in data["error"], data["error"]
     assert str(path) in data["error"]
+
+
+def test_a_workload_whose_quality_is_not_a_number_is_refused_as_search_refuses_it(tmp_path, capsys):
+    """`tuner train` ran it and exited 0 with a string quality; `tuner search` refused it: one rule for both."""
+    from tests.helpers.userworkloads import HEADER
+
+    work = tmp_path / "strq.py"
+    work.write_text(HEADER + """
+
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]),
+                          evaluate=lambda m, b: {"val_loss": "low"}, quality=("val_loss", "min"))
+""")
+    config = write(tmp_path, f"workload: {work}:make\nbudget: {{samples: 32}}\nparams: {{batch_size: 8}}\n")
+    rc = main(["train", "--config", str(config), "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "evaluate() returns quality metric 'val_loss' as 'low' (str), not a number" in err[0]

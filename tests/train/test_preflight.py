@@ -68,6 +68,12 @@ def make():
 def make():
     return tuner.Workload(models={"net": lambda: "not a module"}, datasets=data, loss=lambda m, b: 0)
 ''', r"building the models raised TypeError: Workload.models\['net'\]\(\) returned a str"),
+    ('''
+def make():
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: m["net"](b[0]).sum(), evaluate=lambda m, b: {"val_loss": "low"},
+                          quality=("val_loss", "min"))
+''', r"evaluate\(\) returns quality metric 'val_loss' as 'low' \(str\), not a number; return a float"),
 ])
 def test_broken_workloads_are_refused_with_the_path_and_line(tmp_path, make, message):
     with pytest.raises(WorkloadError, match=message):

@@ -260,11 +260,20 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             returned = sorted(k for k in metrics if k != "quality_seconds")
             raise WorkloadError(f"workload {ref.text}: quality metric {name!r} is not among what evaluate() returns "
                                 f"({', '.join(returned) or 'nothing'}); return it, or fix Workload.quality")
+        if name not in numeric:  # the one rule `tuner train` and `tuner search` share: a quality is a number
+            value = metrics[name]
+            raise WorkloadError(f"workload {ref.text}: evaluate() returns quality metric {name!r} as "
+                                f"{_short(value)} ({type(value).__name__}), not a number; return a float")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
                          heavy=heavy)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
