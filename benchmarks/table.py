@@ -132,6 +132,8 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("11", "ceilings", "best config vs its compute ceiling"),
     ExpectedRow("12", "ceilings", "best config vs the best input ceiling found"),
     ExpectedRow("13", "retrain", "export re-trained inside its exported one-run interval"),
+    ExpectedRow("15", "parity", "planted numerics defects caught (drifts or diverged)"),
+    ExpectedRow("16", "parity", "a change of seed judged as a knob: false drifts"),
 )
 
 
