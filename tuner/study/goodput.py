@@ -1,0 +1,108 @@
+"""Each trial's statistical efficiency and goodput, from the study's baseline: derived when the records are read.
+
+A trial records its own effective batch (batch_size x accumulation_steps x ranks) and, where measured, its gradient
+noise scale (tuner.train.noise). Its `efficiency` is the progress one of its training samples makes against one
+of the baseline's (`efficiency` below: (phi + M0) / (phi + M), phi the *baseline's* noise scale,
+M0 its effective batch), and its `goodput` its throughput x that efficiency: useful samples per second, the
+figure that says whether a faster config with a larger batch is faster to a given loss. Neither is an objective:
+a study without the baseline's noise scale shows them as "-".
+
+Statistical efficiency (Pollux, OSDI'21, eq. 5; AdaptDL goodput.py `efficiency`): the progress one training sample
+makes at effective batch M relative to M0, with phi the noise scale:
+
+    E(M) = (phi + M0) / (phi + M)
+
+(AdaptDL writes it as gain / (M / M0) with AdaScale's gain r = (phi + M0) / (phi + M) x M / M0, the progress of
+one *step* at M against one at M0.) E < 1 for M > M0: each sample teaches less, so reaching the same loss takes
+1 / E times the samples. Goodput = throughput x E: useful samples per second.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from tuner.study.metrics import finite
+from tuner.study.record import TrialRecord
+
+DERIVED = ("efficiency", "goodput")
+LrRule = Literal["linear", "sqrt", "adascale"]
+LR_RULES: tuple[str, ...] = ("linear", "sqrt", "adascale")
+
+
+def efficiency(batch: float, base_batch: float, noise_scale: float) -> float:
+    """Progress per training sample at effective batch `batch` relative to `base_batch` (Pollux eq. 5):
+    (phi + M0) / (phi + M). 1 at the base batch; below 1 for a larger batch, above 1 for a smaller one."""
+    if batch <= 0 or base_batch <= 0 or noise_scale < 0:
+        raise ValueError("batch sizes must be positive and the noise scale non-negative")
+    return (noise_scale + base_batch) / (noise_scale + batch)
+
+
+def sample_cost(batch: float, base_batch: float, noise_scale: float) -> float:
+    """How many times the base batch's training samples `batch` needs to reach the same loss: 1 / efficiency.
+    Known before a trial runs, from the baseline's noise scale alone."""
+    return 1.0 / efficiency(batch, base_batch, noise_scale)
+
+
+def gain(batch: float, base_batch: float, noise_scale: float) -> float:
+    """AdaScale's gain ratio r (Johnson et al. 2020; AdaptDL's `gain`): the progress of one step at `batch`
+    against one at `base_batch`, efficiency x batch / base_batch, between 1 and batch / base_batch."""
+    return efficiency(batch, base_batch, noise_scale) * batch / base_batch
+
+
+def scaled_lr(lr: float, batch: float, base_batch: float, rule: LrRule, noise_scale: float | None = None) -> float:
+    """The learning rate for `batch`, from `lr` tuned at `base_batch`: linear (Goyal et al. 2017: lr x M / M0),
+    sqrt (Krizhevsky 2014, Hoffer et al. 2017: lr x sqrt(M / M0)) or adascale (lr x the gain; needs the noise
+    scale)."""
+    ratio = batch / base_batch
+    if rule == "linear":
+        return lr * ratio
+    if rule == "sqrt":
+        return lr * math.sqrt(ratio)
+    if rule == "adascale":
+        if noise_scale is None:
+            raise ValueError("the adascale rule needs a noise scale")
+        return lr * gain(batch, base_batch, noise_scale)
+    raise ValueError(f"unknown lr rule {rule!r}; one of {', '.join(LR_RULES)}")
+
+
+def baseline_record(baseline: dict[str, Any] | None, records: list[TrialRecord]) -> TrialRecord | None:
+    """The study's baseline trial (study.json's `baseline`), unless the record under its number ran other knobs
+    (as tuner.study.Study.baseline_trial decides)."""
+    raw = (baseline or {}).get("trial")
+    if raw is None:
+        return None
+    record = next((r for r in records if r.trial == int(raw)), None)
+    want = (baseline or {}).get("params") or {}
+    if record is None or any(record.params.get(k, v) != v for k, v in want.items()):
+        return None
+    return record
+
+
+def base_point(base: TrialRecord | None) -> tuple[float, float] | None:
+    """(the baseline's noise scale, its effective batch), or None when either is missing."""
+    if base is None:
+        return None
+    phi, m0 = finite(base.get("noise_scale")), finite(base.get("effective_batch"))
+    if phi is None or m0 is None or m0 <= 0 or phi < 0:
+        return None
+    return phi, m0
+
+
+def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
+    """Set `efficiency`, `goodput` and `baseline_noise_scale` on every record with an effective batch, against
+    `base`; drop stale ones where there is no baseline figure (never NaN: the views show "-")."""
+    point = base_point(base)
+    for r in records:
+        for key in (*DERIVED, "baseline_noise_scale"):
+            r.metrics.pop(key, None)
+        m = finite(r.get("effective_batch"))
+        if point is None or m is None or m <= 0:
+            continue
+        phi, m0 = point
+        eff = efficiency(m, m0, phi)
+        r.metrics["efficiency"] = eff
+        r.metrics["baseline_noise_scale"] = phi
+        thr = r.value("throughput")
+        if thr is not None:
+            r.metrics["goodput"] = thr * eff
