@@ -4,7 +4,9 @@ The machine drifts between the confirmation's rounds (re-runs of one config read
 minutes apart), and each round re-reads the baseline (tuner.search._confirm). So two trials read in different
 rounds are compared through the baseline: each trial's ratio to the baseline read in its own round, and the ratio
 of those two ratios, with every sample's noise in its interval. Trials read in the same round (every study
-confirmed in one round, or by a tuner that kept no rounds) are compared directly, as before.
+confirmed in one round, or by a tuner that kept no rounds) are compared directly, as before. A trial never re-run
+stands on its search reading, taken in yet another phase: it is compared through the baseline's search reading
+(in_baseline_units, beyond_one_more_run).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ the noise.
 
 The pick follows the --pick rule (tuner.study.pareto) among the trials it may stand on: once any trial is
 confirmed, the confirmed trials only (the search's single readings were selected for being high); otherwise the
-trials whose reading is not suspect (tuner.study.suspect). When quality cannot tell the trials apart
+trials whose reading is not suspect (tuner.study.suspect). Throughput read in different confirmation rounds (or in
+the search) is ranked and tied like with like: each trial's ratio to the baseline read in the same round or
+phase (tuner.study.rounds), since the machine drifts between them. When quality cannot tell the trials apart
 (tuner.study.resolution) the pick goes by throughput and says so. Then ties: confirmed trials whose ratio to the
 pick has an interval that includes 1 are indistinguishable in speed, so among them the best quality wins, and if
 quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run for the same result).
