@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from tests.helpers.spaces_for_tests import fake_engine_space
 from tuner.cli import main
 from tuner.study import TrialResult
 
-pytestmark = pytest.mark.ray
 
 
 def engine_deletes_its_study(cfg, *, cache_dir, out_dir=None, **_):
@@ -23,6 +23,7 @@ def engine_deletes_its_study(cfg, *, cache_dir, out_dir=None, **_):
                        loss=1.0 / cfg.params.batch_size)
 
 
+@pytest.mark.ray
 def test_a_study_deleted_while_it_runs_is_not_recreated(ray_session, tmp_path, capsys, trial_engine):
     import ray.cloudpickle
 
@@ -48,3 +49,36 @@ def test_a_study_deleted_while_it_runs_is_not_recreated(ray_session, tmp_path, c
 def engine_keeps_its_study(cfg, *, cache_dir, out_dir=None, **_):
     return TrialResult(state="complete", throughput=float(cfg.params.batch_size), train_seconds=0.01,
                        loss=1.0 / cfg.params.batch_size)
+
+
+@pytest.mark.parametrize("where", ["driver, study deleted", "driver, study there", "another node"])
+def test_a_trial_makes_its_folder_but_never_a_deleted_study_folder_where_the_driver_is(tmp_path, where):
+    """On the driver's host a trial's folder is made only inside the study folder as it is (deleted, it stays
+    deleted: the trial keeps no artifacts); on another node, its own disk, the folders are made as before."""
+    from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+    from tuner.space import parse_space
+    from tuner.study import Objective
+
+    study = tmp_path / "reports" / "gone"
+    study.mkdir(parents=True)
+    if where == "driver, study deleted":
+        study.rmdir()
+    seen = {}
+
+    def engine(cfg, *, cache_dir, out_dir=None, **_):
+        seen["out_dir"] = out_dir
+        return TrialResult(state="complete", throughput=100.0, train_seconds=0.1)
+
+    space = parse_space({"objectives": [{"metric": "throughput", "direction": "max"}],
+                         "params": {"batch_size": {"type": "categorical", "choices": [16, 32]}}},
+                        source="test", name="test")
+    setup = TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
+                                          "gpus": 0, "params": {"device": "cpu"}},
+                       objectives=[Objective(metric="throughput", direction="max")], study_dir=str(study),
+                       cache_dir=str(tmp_path / "cache"),
+                       driver_host=socket.gethostname() if where.startswith("driver") else "elsewhere.invalid")
+    assert record_from_payload(run_one({TRIAL_KEY: 3, "batch_size": 16}, setup, engine=engine)).complete
+    if where == "driver, study deleted":
+        assert seen["out_dir"] is None and list((tmp_path / "reports").iterdir()) == []
+    else:
+        assert seen["out_dir"] == study / "trials" / "0003" and seen["out_dir"].is_dir()

@@ -18,6 +18,7 @@ searcher, trainable, confirm).
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 import warnings
@@ -437,7 +438,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        cache_dir=str(plan.cache_dir),
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
-                       reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0)
+                       reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
+                       driver_host=socket.gethostname())
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
     if loaders is not None and remaining > 0:
         remaining, meta = _only_distinct(plan, meta, space, context, loaders, len(records), console)

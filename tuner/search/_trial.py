@@ -125,6 +125,24 @@ class TrialSetup:
     ddp_cpus_per_worker: float = 1.0
     shared_files: SharedFiles | None = None  # the driver's FID cache, installed on the trial's node before it runs
     reruns: bool = False  # the study confirms its front: a trial process readies its re-runs' fork server early
+    driver_host: str | None = None  # where the study folder is: there a trial never makes a deleted one again
+
+
+def make_out_dir(setup: TrialSetup, out_dir: Path) -> Path | None:
+    """The trial's folder for its artifacts (trials/NNNN). On the driver's host (the study folder's disk) it is made
+    only inside the study folder as it is: a study deleted while it runs is not made again by its trials (None:
+    nothing kept; the driver ends the search). On another node, its own disk, the folders are made as needed."""
+    if setup.driver_host is None or setup.driver_host != socket.gethostname():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return out_dir
+    here = Path(setup.study_dir)
+    for part in out_dir.relative_to(here).parts:
+        here = here / part
+        try:
+            here.mkdir(exist_ok=True)
+        except FileNotFoundError:  # the study folder is gone
+            return None
+    return out_dir
 
 
 def searched_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +245,7 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         if out_dir is not None and config.get(REPEAT_KEY) is not None:  # a re-run keeps its grid apart
             out_dir = out_dir / "confirm" / f"{int(config[REPEAT_KEY]):02d}"
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
+            out_dir = make_out_dir(setup, out_dir)
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
