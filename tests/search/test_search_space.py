@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -287,3 +288,24 @@ def test_compile_modes_that_need_cuda_need_a_gpus_condition_and_the_opt_in_space
                                           'when: {gpus: ">0"}}\n')))
     assert "compile" not in load_space("amp_loader").params  # compile costs minutes on a CPU: opt-in only
     assert load_space("amp_loader_compile").params["compile"].choices == ["off", "default"]
+
+
+@pytest.mark.parametrize(("param", "when", "never"), [
+    ("prefetch_factor", '{num_workers: ">abc"}', "num_workers > abc can never hold (num_workers is a whole number "
+                                                 "from 0 to 2)"),
+    ("prefetch_factor", '{num_workers: ">2"}', "num_workers > 2 can never hold"),
+    ("prefetch_factor", "{num_workers: [5, 6]}", "num_workers in [5, 6] can never hold"),
+    ("prefetch_factor", "{precision: fp64}", "precision == fp64 can never hold (precision is one of 'fp32', 'bf16')"),
+    ("prefetch_factor", '{gpus: ">x"}', "gpus > x can never hold"),
+    ("prefetch_factor", "{tf32_available: 1.5}", "tf32_available == 1.5 can never hold"),
+])
+def test_a_condition_that_can_never_hold_is_refused_naming_the_param(tmp_path, param, when, never):
+    """`when: {num_workers: ">abc"}` or `{precision: fp64}` was accepted: the param was never searched and nothing
+    said so."""
+    text = GOOD.replace('  prefetch_factor: {type: int, low: 1, high: 4, when: {num_workers: ">0"}}',
+                        "  precision: {type: categorical, choices: [fp32, bf16]}\n"
+                        f"  prefetch_factor: {{type: int, low: 1, high: 4, when: {when}}}")
+    with pytest.raises(ConfigError, match=rf"params\.{param}\.when\.\w+: {re.escape(never)}"):
+        load_space(str(write(tmp_path, text)))
+    for fine in ('{num_workers: ">1"}', "{num_workers: [2, 6]}", "{precision: bf16}", '{gpus: ">0"}'):
+        load_space(str(write(tmp_path, text.replace(f"when: {when}", f"when: {fine}"))))

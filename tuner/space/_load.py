@@ -4,6 +4,7 @@ runs."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, pars
 from tuner.space._space import (
     CONTEXT_NAMES,
     NATIVE_PARAMS,
+    Condition,
     SPACE_SUFFIXES,
     ParamSpec,
     Space,
@@ -130,6 +132,10 @@ def _check_against_config(space: Space, source: str) -> None:
                 where = "a later param" if c.name in space.params else "not a param"
                 raise ConfigError(f"{key}.when.{c.name}: {where}; a condition may name an earlier param or "
                                   f"{', '.join(CONTEXT_NAMES)}")
+            never = never_holds(c, space.params.get(c.name))
+            if never is not None:
+                raise ConfigError(f"{key}.when.{c.name}: {c.describe()} can never hold ({never}), so {name} would "
+                                  f"never be searched; fix the condition, or drop it")
         if name == "tf32" and spec.type is not None and not any(c.name == "tf32_available" for c in conditions):
             raise ConfigError(f"{key}.when: add tf32_available: true (TF32 exists only on CUDA GPUs of the Ampere "
                               f"generation or newer; trials elsewhere would fail), e.g. when: {{precision: fp32, "
@@ -164,6 +170,44 @@ def _check_against_config(space: Space, source: str) -> None:
         raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
 
 
+
+
+# The values a trial's resources take, as a condition sees them (tuner.search._context): (low, high, whole).
+_CONTEXT_RANGES = {"cpus": (1.0, math.inf, True), "gpus": (0.0, math.inf, False)}
+
+
+def never_holds(c: Condition, spec: ParamSpec | None) -> str | None:
+    """Why condition `c` can hold for no value its param (`spec`; None for the trial's resources) can take, or None
+    when some value meets it: a `when:` that never holds silently keeps its param from ever being searched."""
+    if spec is None and c.name == "tf32_available":
+        values: list[Any] | None = [False, True]
+    elif spec is None:
+        values = None
+        low, high, whole = _CONTEXT_RANGES.get(c.name, (-math.inf, math.inf, False))
+    elif spec.fixed or spec.type in ("bool", "categorical"):
+        values = spec.endpoints()
+    else:
+        values = None
+        low, high = (-math.inf if is_expression(spec.low) else spec.low), \
+            (math.inf if is_expression(spec.high) else spec.high)
+        whole = spec.type == "int"
+    if values is not None:
+        if any(c.holds(v) for v in values):
+            return None
+        return f"{c.name} is {values[0]!r}" if len(values) == 1 else \
+            f"{c.name} is one of {', '.join(repr(v) for v in values)}"
+    shown = f"{c.name} is a {'whole ' if whole else ''}number from {low:g} to {high:g}"
+    if c.op == "!=":
+        return shown if low == high == c.operand else None
+    numbers = [x for x in (c.operand if c.op == "in" else [c.operand]) if isinstance(x, (int, float))
+               and (not whole or float(x).is_integer() or c.op not in ("in", "=="))]
+    if c.op in ("in", "=="):
+        return None if any(low <= x <= high for x in numbers) else shown
+    if not numbers:
+        return shown
+    x = numbers[0]
+    can = {">": high > x, ">=": high >= x, "<": low < x, "<=": low <= x}[c.op]
+    return None if can else shown
 
 
 def check_expressions(name: str, spec: ParamSpec, key: str, adapter: TypeAdapter[Any]) -> None:
