@@ -65,3 +65,16 @@ def test_cpu_trials_may_ask_for_the_cpus_of_the_largest_node():
     assert (big.cpus_per_trial, big.concurrency) == (32, 1)
     with pytest.raises(DeviceError, match="--cpus-per-trial 65 is more than the 64 CPUs of any node"):
         resolve_resources(SearchOptions(cpus_per_trial=65), cluster)
+
+
+@pytest.mark.parametrize(("nodes", "options", "trials", "said"), [
+    ([NodeInfo(2)], {"concurrency": 1000}, 12, "2 at a time (--concurrency 1000, but the CPUs hold 2), each on 1 CPUs"),
+    ([NodeInfo(2)], {"concurrency": 1000}, 1, "1 at a time (--concurrency 1000, but the study has 1), each on 1 CPUs"),
+    ([NodeInfo(16, 2)], {"concurrency": 8}, 12,
+     "2 at a time (--concurrency 8, but the GPUs and CPUs hold 2), each on 1 GPU + 8 CPUs"),
+    ([NodeInfo(8), NodeInfo(8)], {"concurrency": 5, "cpus_per_trial": 2}, 12, "5 at a time, each on 2 CPUs"),
+    ([NodeInfo(2)], {}, 12, "1 at a time, each on 2 CPUs"),
+])
+def test_the_summary_says_how_many_trials_really_run_at_once(nodes, options, trials, said):
+    """--concurrency 1000 on 2 CPUs: the summary said "1000 at a time"; Ray runs the two that fit."""
+    assert resolve_resources(SearchOptions(**options), ClusterInfo.of(nodes)).describe(trials) == said

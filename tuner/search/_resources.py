@@ -56,6 +56,7 @@ class Resources:
     concurrency: int
     ddp_workers: int = 0
     warnings: list[str] = field(default_factory=list)
+    fits: int | None = None  # how many trials of this size the cluster holds at once (None: not known)
 
     @property
     def cpus_per_process(self) -> int:
@@ -70,11 +71,20 @@ class Resources:
         """GPUs one training process sees: 1 for any GPU trial (a fraction is still one device), else 0."""
         return 1 if self.gpus_per_trial > 0 else 0
 
-    def describe(self) -> str:
+    def at_once(self, trials: int | None = None) -> int:
+        """How many trials really run at once: --concurrency, but no more than the cluster holds or the study has."""
+        return max(1, min(self.concurrency, self.fits or self.concurrency, trials or self.concurrency))
+
+    def describe(self, trials: int | None = None) -> str:
         where = f"{self.gpus_per_trial:g} GPU + {self.cpus_per_trial:g} CPUs" if self.gpus_per_trial else \
             f"{self.cpus_per_trial:g} CPUs"
         ddp = f" (DDP, {self.ddp_workers} workers)" if self.ddp_workers > 1 else ""
-        return f"{self.concurrency} at a time, each on {where}{ddp}"
+        n = self.at_once(trials)
+        if n < self.concurrency:  # say what runs, not what was asked (--concurrency 1000 on 2 CPUs: 2)
+            held = "the study has" if trials is not None and n == trials and n < (self.fits or n + 1) else \
+                f"the {'GPUs and CPUs' if self.gpus_per_trial else 'CPUs'} hold"
+            return f"{n} at a time (--concurrency {self.concurrency}, but {held} {n}), each on {where}{ddp}"
+        return f"{n} at a time, each on {where}{ddp}"
 
 
 def local_cluster() -> ClusterInfo:
@@ -156,4 +166,13 @@ def resolve_resources(opts: SearchOptions, cluster: ClusterInfo) -> Resources:
                          f"leave --concurrency unset to run one at a time")
     ddp = int(gpus) if gpus > 1 else 0
     return Resources(cpus_per_trial=cpus, gpus_per_trial=gpus, concurrency=int(concurrency), ddp_workers=ddp,
-                     warnings=notes)
+                     warnings=notes, fits=_fits(nodes, cpus, gpus))
+
+
+def _fits(nodes: list[NodeInfo], cpus: float, gpus: float) -> int | None:
+    """How many trials of `cpus` CPUs and `gpus` GPUs the nodes hold at once (Ray queues the rest)."""
+    if cpus <= 0:
+        return None
+    held = [min(int(n.cpus / cpus + _EPS), int(n.gpus / gpus + _EPS)) if gpus > 0 else int(n.cpus / cpus + _EPS)
+            for n in nodes]
+    return sum(held) or None

@@ -473,7 +473,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         console.print(f"study [bold]{plan.study}[/bold]: {count} of {escape(plan.workload.text + on)}, "
                       f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}"
                       + (f", scheduler {plan.scheduler.describe()}" if scheduler is not None else "") + "); "
-                      f"{resources.describe()}" + (f"; resuming with {len(records)} done" if plan.resume else ""),
+                      f"{resources.describe(plan.trials)}" + (f"; resuming with {len(records)} done" if plan.resume
+                                                               else ""),
                       soft_wrap=True)
         fitted = [f"{n} {space.params[n].describe()}" for n, spec in plan.space.params.items() if spec.unresolved]
         if fitted:
