@@ -20,7 +20,7 @@ from tests.helpers.servers import postgres_bin, start_postgres
 from tests.helpers.spaces_for_tests import tiny_space
 from tuner.cli import main
 from tuner.errors import ConfigError
-from tuner.search._storage import engine_url, shown_url
+from tuner.search._storage import engine_url, has_password, kept_url, shown_url
 
 
 def _missing(what: str) -> None:
@@ -154,26 +154,76 @@ def test_storage_urls_map_to_the_driver_that_is_installed(monkeypatch):
 PASSWORD = "Pw-s3cret-42"
 
 
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:pw1@h/d", "postgresql://u:***@h/d"),
+    ("postgresql://u@h/studies?password=pw1", "postgresql://u@h/studies?password=***"),
+    ("postgresql://u@h/d?sslmode=require&PGPASSWORD=pw1", "postgresql://u@h/d?sslmode=require&PGPASSWORD=***"),
+    ("postgresql://u@h/d?sslpassword=pw1&passfile=/home/u/.pgpass", "postgresql://u@h/d?sslpassword=***&passfile=/home/u/.pgpass"),
+    ("postgresql://u:pw1@h1:5432,h2:5433/d?password=pw1", "postgresql://u:***@h1:5432,h2:5433/d?password=***"),
+])
+def test_every_form_of_a_storage_password_is_masked_and_kept_in_storage_url(url, shown):
+    """The password in the userinfo, as a `password=` query parameter (libpq and SQLAlchemy accept both), in a
+    PGPASSWORD-style or sslpassword option, in a URL with several hosts: masked wherever a URL is shown or kept."""
+    assert shown_url(url) == kept_url(url) == shown
+    assert has_password(url)  # so --resume finds the whole URL in storage.url
+
+
+def test_an_unreachable_server_names_the_url_without_its_password(tmp_path, capsys):
+    pytest.importorskip("psycopg")
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+    url = f"postgresql://u@127.0.0.1:1/studies?password={PASSWORD}"  # port 1: nothing listens
+    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot open the database" in err and len(err.strip().splitlines()) == 1, err
+    assert PASSWORD not in err and "password=***" in err
+    assert not reports.exists()
+
+
 @pytest.mark.ray
-def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgres, ray_session, tmp_path, capsys):
-    """A PostgreSQL password in --storage: study.json, reports (html, json, table), the export and Ray's pickles
-    in the study folder hold the URL masked; `storage.url` (0600) holds it whole, and --resume reads it there."""
-    url = postgres.url.replace(f"//{postgres.user}@", f"//{postgres.user}:{PASSWORD}@")
+def test_a_url_with_several_hosts_reaches_the_database_libpq_would(postgres, ray_session, tmp_path, capsys):
+    """`h1:1,h2:2` (libpq tries each host in turn): the first host is down, the second is the server."""
+    host = f"127.0.0.1:{postgres.port}"
+    url = postgres.url.replace(host, f"127.0.0.1:1,{host}")
+    assert engine_url(url).endswith(f"/{postgres.database}?host=127.0.0.1%3A1&host=127.0.0.1%3A{postgres.port}")
+    space = tmp_path / "tiny.yaml"
+    space.write_text(tiny_space(trials=2))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--study", "multihost", "--storage", url, "--reports-dir",
+                 str(reports), "--trials", "1", "--confirm", "0", "--no-probe"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert json.loads((reports / "multihost" / "study.json").read_text())["storage"] == url
+
+
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgres, ray_session, tmp_path, capsys,
+                                                                         form):
+    """A PostgreSQL password in --storage (`user:pw@` or `?password=pw`): study.json, reports (html, json, table),
+    the export and Ray's pickles in the study folder hold the URL masked; `storage.url` (0600) holds it whole, and
+    --resume reads it there."""
+    url = postgres.url.replace(f"//{postgres.user}@", f"//{postgres.user}:{PASSWORD}@") if form == "userinfo" \
+        else f"{postgres.url}?password={PASSWORD}"
+    name = f"secret-{form}"  # one database for the module: a study name of its own
     space = tmp_path / "tiny.yaml"
     space.write_text(tiny_space(trials=2))
     reports = tmp_path / "reports"
     common = ["--reports-dir", str(reports)]
-    assert main(["search", "--space", str(space), "--study", "secret", "--storage", url, "--confirm", "1",
+    assert main(["search", "--space", str(space), "--study", name, "--storage", url, "--confirm", "1",
                  "--repeats", "1", *common]) == 0, capsys.readouterr().err
-    assert main(["search", "--study", "secret", "--resume", "--trials", "3", *common]) == 0, capsys.readouterr().err
-    assert main(["report", "secret", "--format", "html", *common]) == 0
-    assert main(["report", "secret", "--format", "json", *common]) == 0
-    assert main(["report", "secret", *common]) == 0
-    assert main(["export", "secret", *common]) == 0
+    assert main(["search", "--study", name, "--resume", "--trials", "3", *common]) == 0, capsys.readouterr().err
+    assert main(["report", name, "--format", "html", *common]) == 0
+    assert main(["report", name, "--format", "json", *common]) == 0
+    assert main(["report", name, *common]) == 0
+    assert main(["export", name, *common]) == 0
     out, err = capsys.readouterr()
     assert PASSWORD not in out + err
 
-    study_dir = reports / "secret"
+    study_dir = reports / name
     assert (study_dir / "report.html").is_file() and list((study_dir / "ray").rglob("*.pkl"))
     holders = [str(p.relative_to(study_dir)) for p in study_dir.rglob("*")
                if p.is_file() and PASSWORD.encode() in p.read_bytes()]

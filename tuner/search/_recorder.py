@@ -175,11 +175,12 @@ class RerunRecorder(Callback):
         be updated, so they are study user attributes, `confirm:<trial>` -> the trial's re-runs."""
         import optuna
 
-        from tuner.search._storage import rerun_attr
+        from tuner.search._storage import open_storage, rerun_attr
 
         try:
             if self._study is None:  # once: each load opened the database again (its schema checks: ~0.2 s)
-                self._study = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
+                # open_storage: the URL as SQLAlchemy needs it (the installed PostgreSQL driver, several hosts)
+                self._study = optuna.load_study(study_name=self.study_name, storage=open_storage(self.storage_url))
             study = self._study
             runs = list(study.user_attrs.get(rerun_attr(number), []))
             runs = [r for r in runs if r.get("repeat") != rerun.repeat] + [rerun.to_json()]

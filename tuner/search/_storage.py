@@ -7,6 +7,7 @@ the record kept in its user attributes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,31 +71,63 @@ _DRIVER_FIX = {
 }
 
 
-def shown_url(url: str) -> str:
-    """The URL for messages: the password masked."""
-    try:
-        from sqlalchemy.engine import make_url
+# Query keys whose value is a secret: libpq's `password` and `sslpassword`, a `PGPASSWORD`-style spelling, and
+# what other drivers call theirs (`passwd`, `pwd`, a token). `passfile` names a file, not a secret.
+_SECRET_KEY = re.compile(r"pass(word|wd)|pwd|secret|token", re.IGNORECASE)
+_USERINFO = re.compile(r"^[A-Za-z][\w+.-]*://(?P<user>[^:/@?#]*):(?P<password>[^@]*)@")  # as SQLAlchemy reads it
+MASK = "***"
 
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: nothing to mask that SQLAlchemy could find
-        return url
+
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where the URL's secrets are: the userinfo password and every secret query value (also in a conninfo string
+    such as `host=h password=pw`, which has no query)."""
+    spans = []
+    m = _USERINFO.match(url)
+    if m is not None:
+        spans.append(m.span("password"))
+    query = url.find("?", m.end() if m is not None else 0) if "://" in url else -1
+    start = query + 1 if query >= 0 else (0 if "://" not in url else len(url))
+    for kv in re.finditer(r"(?P<key>[^=&;#?\s]+)=(?P<value>[^&;#\s]*)", url[start:]):
+        if _SECRET_KEY.search(kv.group("key")):
+            spans.append((start + kv.start("value"), start + kv.end("value")))
+    return spans
+
+
+def secrets_of(url: str) -> list[str]:
+    """The secret values the URL holds, as written and percent-decoded (to scrub them from a driver's message)."""
+    from urllib.parse import unquote
+
+    out = {v for a, b in _secret_spans(url) if (v := url[a:b])} | {unquote(url[a:b]) for a, b in _secret_spans(url)}
+    return sorted((v for v in out if v), key=len, reverse=True)
+
+
+def shown_url(url: str) -> str:
+    """The URL for messages, study.json, reports and Ray's files: every credential masked (the userinfo password,
+    a `password=` or other secret query value). The one masking rule: everything that writes or prints a URL uses it.
+    Read as text, not parsed, so a URL SQLAlchemy cannot parse (several hosts) is masked as well."""
+    for a, b in sorted(_secret_spans(url), reverse=True):
+        if b > a:
+            url = url[:a] + MASK + url[b:]
+    return url
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a driver's error message) with the URL's secrets masked, should the driver quote them."""
+    for secret in secrets_of(url):
+        text = text.replace(secret, MASK)
+    return text
 
 
 SECRET_FILE = "storage.url"  # the one copy of a storage URL that holds a password (see kept_url)
 
 
 def has_password(url: str) -> bool:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).password is not None
-    except Exception:  # not a URL SQLAlchemy reads: it holds no password it could find either
-        return False
+    return bool(secrets_of(url))
 
 
 def kept_url(url: str) -> str:
-    """What study.json, reports, logs and Ray's files may hold of a storage URL: the URL, its password masked."""
-    return shown_url(url) if has_password(url) else url
+    """What study.json, reports, logs and Ray's files may hold of a storage URL: the URL, its secrets masked."""
+    return shown_url(url)
 
 
 def keep_secret(folder: Path, url: str) -> None:
@@ -140,10 +173,11 @@ def engine_url(url: str) -> str:
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
     try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise ConfigError(f"--storage {shown_url(url)} is not a database URL; use e.g. sqlite:///path/to/study.db or "
-                          f"postgresql://user@host/db") from None
+        parsed = make_url(_hosts_in_query(url))
+    except (ArgumentError, ValueError) as err:  # ValueError: a port that is not a number
+        why = f" ({scrub(_first_line(err), url)})" if isinstance(err, ValueError) else ""
+        raise ConfigError(f"--storage {shown_url(url)} is not a database URL{why}; use e.g. "
+                          f"sqlite:///path/to/study.db or postgresql://user@host/db") from None
     if parsed.drivername in ("postgres", "postgresql"):
         driver = "psycopg2" if not _has_module("psycopg") and _has_module("psycopg2") else "psycopg"
         parsed = parsed.set(drivername=f"postgresql+{driver}")
@@ -164,15 +198,33 @@ def engine_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+_NETLOC = re.compile(r"^(?P<head>[A-Za-z][\w+.-]*://(?:[^@/?#]*@)?)(?P<hosts>[^/?#]*)(?P<tail>.*)$", re.DOTALL)
+
+
+def _hosts_in_query(url: str) -> str:
+    """A URL with several hosts (`postgresql://u@h1:5432,h2:5433/db`, which libpq accepts and tries in turn) in the
+    form SQLAlchemy reads (`postgresql://u@/db?host=h1:5432&host=h2:5433`), whose port parsing fails on the
+    comma otherwise. Any other URL as it is."""
+    m = _NETLOC.match(url)
+    if m is None or "," not in m.group("hosts"):
+        return url
+    from urllib.parse import quote
+
+    hosts = "&".join(f"host={quote(h, safe=':[]')}" for h in m.group("hosts").split(","))
+    tail = m.group("tail")
+    path, sep, query = tail.partition("?")
+    return f"{m.group('head')}{path or '/'}?{hosts}{'&' + query if query else ''}"
+
+
 def check_storage_url(url: str) -> None:
     """Refuse, before anything starts, a URL that is not one, a SQLite file in a missing folder, or a database
     whose Python driver is not installed."""
     if "://" not in url:
-        raise ConfigError(f"--storage {url!r} is not a database URL; use e.g. sqlite:///path/to/study.db or "
+        raise ConfigError(f"--storage {shown_url(url)!r} is not a database URL; use e.g. sqlite:///path/to/study.db or "
                           f"postgresql://user@host/db")
     path = sqlite_path(url)
     if path is not None and not path.expanduser().parent.is_dir():
-        raise ConfigError(f"--storage {url}: folder {path.expanduser().parent} does not exist")
+        raise ConfigError(f"--storage {shown_url(url)}: folder {path.expanduser().parent} does not exist")
     engine_url(url)
 
 
@@ -184,7 +236,7 @@ def open_storage(url: str) -> Any:
         return optuna.storages.RDBStorage(resolved)
     except Exception as err:  # a bad URL or an unreachable server: the user's to fix
         raise ConfigError(f"--storage {shown_url(url)}: cannot open the database: {type(err).__name__}: "
-                          f"{_first_line(err)}") from None
+                          f"{scrub(_first_line(err), url)}") from None
 
 
 def _first_line(err: BaseException) -> str:
