@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tuner.config import Budget
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
 from tuner.study.headroom import NOT_MEASURED
@@ -100,6 +101,60 @@ def identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _BaselineShape(_Loose):
+    trial: int | None = None
+    params: dict[str, Any] | None = None
+
+
+class _SchedulerShape(_Loose):
+    name: str = "fifo"
+    eta: float | None = None
+    min_budget: float | None = None
+    rungs: list[float] = Field(default_factory=list)
+
+
+class _AskedShape(_Loose):
+    concurrency: int | None = None
+    cpus_per_trial: float | None = None
+    gpus_per_trial: float | None = None
+
+
+class _ResourcesShape(_Loose):
+    asked: _AskedShape | None = None
+
+
+class _PreflightShape(_Loose):
+    step_seconds: float | None = None
+    step_samples: int | None = None
+    score_seconds: float | None = None
+
+
+class _ContextShape(_Loose):
+    cpus: int | None = None
+    gpus: float | None = None
+    device: str | None = None
+    precisions: list[str] | None = None
+    tf32_available: bool | None = None
+
+
+class _MetaShape(_Loose):
+    """The types inside study.json's free-form sections that tuner reads back (StudyMeta keeps them as dicts):
+    checked as the file is read, so a wrong one is one line naming the key, before any command does any work.
+    A stored domain (`domains.<param>`) is tuner.space's to check (tuner.search on --resume)."""
+
+    baseline: _BaselineShape | None = None
+    scheduler: _SchedulerShape | None = None
+    resources: _ResourcesShape | None = None
+    preflight: _PreflightShape | None = None
+    context: _ContextShape | None = None
+    budget: Budget | None = None
+    domains: dict[str, dict[str, Any]] | None = None
 
 
 class StudyMeta(BaseModel):
@@ -286,6 +341,7 @@ class StudyFolder:
                              f"--reports-dir")
         data = load_json_object(self.meta_path, "study file", StudyError)
         try:
+            _MetaShape.model_validate(data)
             return StudyMeta.model_validate(data)
         except ValidationError as err:
             first = err.errors()[0]
