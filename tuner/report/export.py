@@ -20,6 +20,7 @@ from tuner.config import Params, TrialConfig, dump_config, env_command, parse_co
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
 from tuner.study.headroom import record_bound
+from tuner.study.parity import read_parity
 from tuner.study import Pick, RunEnvironment, Study, TrialRecord
 from tuner.study.stats import Interval, pool
 from tuner.study.verdict import Verdict, against_baseline, decide
@@ -147,11 +148,15 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         if record.get("suspect") or record.confirmed.suspect:  # whether the re-runs cleared a suspect reading
             confirmed["suspect"] = record.confirmed.suspect
     noise = study.noise()
+    parity = read_parity(study.dir)
+    checked = parity.for_params({**cfg.params.model_dump(), **record.params}) if parity is not None else []
     out = {
         "study": study.name,
         "trial": record.trial,
         "confirmed": confirmed,
         "noise_floor": noise.to_json() if noise is not None else None,
+        # its numerics knob values against fp32 (tuner.measure.parity), as the study checked them
+        "numerics_parity": [v.text for v in checked] or None,
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "chosen_by": rule,
         "measured": measured,
@@ -236,6 +241,7 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"{rec.device or 'the study machine'}.",
         *rerun,
         *verdict,
+        *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),
         f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",
         f"# Re-measure:  tuner export {shlex.quote(study.name)} {exp.command_args} --verify "
         f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}",

@@ -10,6 +10,7 @@ from rich.markup import escape
 from tuner.files import json_safe
 from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
+from tuner.study.parity import read_parity
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
 from tuner.study.metrics import METRICS, table_columns, unit_suffix
@@ -71,6 +72,7 @@ def study_document(study: Study) -> dict[str, Any]:
         "front": sorted(r.trial for r in study.front()),
         "noise_floor": noise.to_json() if noise is not None else None,
         "verdict": verdict,
+        "numerics_parity": parity.model_dump() if (parity := read_parity(study.dir)) is not None else None,
         "trials": study_json(study),
     })
 
@@ -235,4 +237,7 @@ def study_footer(study: Study) -> list[str]:
     if loaders is not None:
         which = "loader" if set(loaders.knobs) <= set(probed("input")) else "speed"
         out.append(f"{which} knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
+    parity = read_parity(study.dir)
+    if parity is not None:
+        out.extend(parity.lines())
     return out

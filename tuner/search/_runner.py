@@ -441,6 +441,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
                        driver_host=socket.gethostname())
     loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
+    if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the first trial (parity.json)
+        from tuner.search._parity import plan_parity
+        from tuner.search._probe import probes_in_process
+
+        plan_parity(plan, space, context, base, resources, console, in_process=probes_in_process(plan, resources))
     if loaders is not None and remaining > 0:
         remaining, meta = _only_distinct(plan, meta, space, context, loaders, len(records), console)
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.

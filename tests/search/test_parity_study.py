@@ -1,0 +1,102 @@
+"""A study's numerics parity: which knob values it checks on which device, and what its folder keeps."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.helpers.userworkloads import GOOD, RAISES_AT_32, write
+from tuner.errors import StudyError
+from tuner.search._parity import numerics_candidates, plan_parity
+from tuner.space import load_space
+from tuner.study.parity import StudyParity, read_parity
+
+H100 = {"cpus": 16, "gpus": 1, "device": "cuda (H100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
+LAPTOP = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
+
+
+def test_the_default_space_checks_nothing_on_a_cpu_and_every_half_precision_and_tf32_on_an_h100():
+    space = load_space("amp_loader")
+    assert numerics_candidates(space, LAPTOP) == []
+    assert numerics_candidates(space, H100) == [{"precision": "bf16"}, {"precision": "fp16"}, {"tf32": True}]
+
+
+def test_a_space_that_searches_compile_or_fixes_bf16_has_those_checked(tmp_path):
+    text = """
+objectives: [{metric: throughput, direction: max}]
+params:
+  batch_size: {type: int, low: 16, high: 64}
+  precision: bf16
+  compile: {type: categorical, choices: ["off", default]}
+"""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    space = load_space(str(path))
+    assert numerics_candidates(space, LAPTOP) == [{"precision": "bf16"}, {"compile": "default"}]
+
+
+def _plan(tmp_path, resume=False):
+    folder = SimpleNamespace(path=tmp_path / "study", write_file=lambda p, data: p.write_text(data))
+    folder.path.mkdir(exist_ok=True)
+    return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache")
+
+
+def _space(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("objectives: [{metric: throughput, direction: max}]\n"
+                    "params:\n  batch_size: {type: int, low: 16, high: 32}\n"
+                    "  precision: {type: categorical, choices: [fp32, bf16]}\n")
+    return load_space(str(path))
+
+
+def test_a_study_keeps_its_verdicts_and_a_resumed_study_reads_them_again(tmp_path):
+    work = write(tmp_path / "w", GOOD)
+    base = {"workload": f"{work}:make", "budget": {"samples": 64}, "params": {"device": "cpu"}}
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path), _space(tmp_path), LAPTOP, base, None, console, in_process=True)
+    assert result is not None and result.error is None
+    [v] = result.verdicts
+    assert v.knobs == {"precision": "bf16"} and v.state in ("within seed noise", "drifts", "diverged")
+    assert read_parity(tmp_path / "study") == result
+    assert any(line.strip().startswith("precision=bf16: ") for line in printed)
+    again = plan_parity(_plan(tmp_path, resume=True), _space(tmp_path), LAPTOP, base, None, None, in_process=True)
+    assert again == result  # not run again
+    assert result.for_params({"precision": "bf16", "batch_size": 16}) == [v]
+    assert result.for_params({"precision": "fp32"}) == []
+
+
+def test_a_workload_that_fails_in_the_check_is_recorded_and_the_study_goes_on(tmp_path):
+    base = {"workload": f"{write(tmp_path / 'w', RAISES_AT_32)}:make", "params": {"device": "cpu", "batch_size": 32}}
+    result = plan_parity(_plan(tmp_path), _space(tmp_path), LAPTOP, base, None, None, in_process=True)
+    assert result is not None and result.error and result.verdicts == []
+    assert result.lines()[0].startswith("numerics parity could not run: ") and "shapes do not line up" in result.error
+
+
+def test_a_damaged_parity_file_is_one_line_naming_it(tmp_path):
+    (tmp_path / "parity.json").write_text("{not json")
+    with pytest.raises(StudyError, match="parity.json is damaged"):
+        read_parity(tmp_path)
+    assert read_parity(tmp_path / "nowhere") is None
+    assert StudyParity(steps=10).lines()[0].startswith("numerics parity against fp32 (10 steps")
+
+
+def test_the_report_and_the_export_of_a_checked_value_say_its_verdict(make_study):
+    from tuner.report.export import build_export, render
+    from tuner.report.view import study_document, study_footer
+    from tuner.study import open_study
+    from tuner.study.parity import KnobParity
+
+    reports = make_study()
+    drifts = KnobParity(knobs={"precision": "bf16"}, state="drifts", gap=0.25, seed_gap=0.02, from_step=41,
+                        text="precision=bf16: drifts by 25% of the loss from step 41 (seed-to-seed 2%; 100 steps)")
+    (reports / "gan-demo" / "parity.json").write_text(StudyParity(steps=100, verdicts=[drifts]).model_dump_json())
+    study = open_study(reports, "gan-demo")
+    assert drifts.text in "\n".join(study_footer(study))
+    assert study_document(study)["numerics_parity"]["verdicts"][0]["state"] == "drifts"
+    bf16 = build_export(study, trial=5)  # trial 5 trained in bf16
+    assert bf16.config.provenance["numerics_parity"] == [drifts.text]
+    assert f"# Numerics: {drifts.text} (tuner parity)." in render(study, bf16, "yaml", reports / "x.yaml")
+    knee = build_export(study)  # fp32: nothing of bf16's verdict applies
+    assert "numerics_parity" not in knee.config.provenance
