@@ -12,6 +12,8 @@ from tests.helpers.fakes import FakeClock
 class CountingDevice:
     """The CPU device, counting the syncs that must come before every clock read."""
 
+    is_cuda = False
+
     def __init__(self):
         self.inner = resolve_device("cpu")
         self.torch_device = self.inner.torch_device

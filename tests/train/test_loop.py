@@ -281,4 +281,4 @@ def test_the_window_after_a_pause_does_not_read_the_batches_the_workers_prefetch
     assert len(res.windows) == 5
     rates = [w.throughput for w in res.windows]
     assert all(math.isclose(r, 500.0, rel_tol=0.03) for r in rates), rates
-    assert 16 <= res.drained_steps <= 2 * 16 + 1 + 4 * 2  # the refilled queue, and a batch or two after each window
+    assert 16 <= res.drained_steps <= 2 * 16 + 1  # the refilled queue; none after the windows without a pause

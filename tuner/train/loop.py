@@ -11,16 +11,17 @@ and a window it cuts before it holds its minimum steps is dropped, not read.
 
 Every clock read that ends a window, spends the budget or crosses a rung point follows a device sync: on CUDA the
 host runs ahead of the GPU (up to its launch queue), so the host clock alone ends windows, budgets and rungs late
-by that much. Syncing at every step would cost the overlap a plain loop has, so a window's end is decided at a
-few synced looks: the first at a step count from the synced pace (the windows read so far, else warm-up's), short
-of the end, the next at the count the window's own pace gives for what is left. The wall cap alone reads the host
+by that much. Syncing at every step would cost the overlap a plain loop has, so on CUDA a window's end is decided
+at a few synced looks: the first at a step count from the synced pace (the windows read so far, else warm-up's),
+short of the end, the next at the count the window's own pace gives for what is left (on a CPU, whose sync waits
+for nothing, at every step). The wall cap alone reads the host
 clock at every step: the host clock is never ahead of the synced one, so when it says the cap is reached, it is.
 
 A pause between windows (a rung's evaluation, a report, a checkpoint) lets the loader's workers fill their
 prefetch queue untimed, so a loader-bound config would read fast in the next window. Before each window after the
-first, untimed steps drain that queue (`prefetched`): until a batch had to be waited for about as long as the last
-window's batches were (the queue is empty again), at most DRAIN_CAP times its depth; they count in the budget,
-not in a window.
+first whose pause was long enough for the workers to make a batch, untimed steps drain that queue (`prefetched`):
+until a batch had to be waited for about as long as the last window's batches were (the queue is empty again), at
+most DRAIN_CAP times its depth; they count in the budget, not in a window.
 
 Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
 stops together, windows hold a step count fixed at their start (the slowest rank's pace), and the wall cap and a
@@ -160,10 +161,11 @@ def run_loop(
         else:
             first_left = target_s
         look = max(min_steps, steps_to_look(first_left, pace) if pace > 0 else min_steps)
+        every_step = not device.is_cuda  # no device queue: the clock is as good as synced at every step
 
         def done(w_start: float, n: int) -> bool:
             nonlocal look
-            if n < look:
+            if n < look and not every_step:
                 return False
             elapsed = synced() - w_start
             if n >= min_steps and (elapsed >= target_s or (has_points and elapsed >= min_s and at_point())):
@@ -257,11 +259,15 @@ def run_loop(
         n_windows = window_count(left, min_steps * per_step, measure) if per_step else measure.windows
         window_n = max(math.ceil(left / n_windows / agree.world), 1)
 
-    def drain(last: Window, last_batches: int) -> None:
+    def drain(last: Window, last_batches: int, closed_at: float) -> None:
         """Untimed steps until the prefetch queue a pause refilled is empty again: until a batch waited at least
         half as long as the last window's did on average (every rank alike under DDP), at most DRAIN_CAP times
-        the queue's depth."""
+        the queue's depth. None after a pause too short for the workers to make a batch at the last window's rate
+        (between two windows without an evaluation: a report, the loss read)."""
         if prefetched <= 0:
+            return
+        made = (clock() - closed_at) * last_batches / last.seconds if last.seconds > 0 else 0.0
+        if not agree.any(made >= 1.0):
             return
         steady = last.wait_seconds / last_batches if last_batches else 0.0
         drawn0 = meter.batches
@@ -276,10 +282,10 @@ def run_loop(
         device.synchronize()  # the clock reads that follow decide the budget: on what the drain did, not launched
 
     read_s, read_steps = 0.0, 0  # the windows read so far: their pace
-    w_batches = 0
+    w_batches, closed_at = 0, 0.0
     for i in range(n_windows):
         if i and timer.windows:
-            drain(timer.windows[-1], w_batches)
+            drain(timer.windows[-1], w_batches, closed_at)
         if budget.seconds is None and not has_points:  # what is left over the windows left (drains took some)
             window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
                                      / agree.world), 1)
@@ -316,7 +322,7 @@ def run_loop(
                 res.capped = True
                 break
         timer.close()
-        w_batches = meter.batches - b_start
+        w_batches, closed_at = meter.batches - b_start, clock()  # synced by close(): the pause starts here
         if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
             timer.windows.pop()
             res.dropped_steps += n_steps
