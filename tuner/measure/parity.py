@@ -55,7 +55,9 @@ class ParityVerdict:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.2g}%"
+    if x is None:
+        return "-"
+    return f"{x * 100:.2g}%" if x < 10 else f"{x:.3g}x"  # a gap of 131x the loss, not 1.3e+04%
 
 
 def _window_means(values: Sequence[float], windows: int) -> list[float]:
