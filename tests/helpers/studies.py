@@ -170,3 +170,18 @@ def stored_trials(study_dir: Path) -> dict[int, dict[str, Any]]:
 
 def read_meta(study_dir: Path) -> dict[str, Any]:
     return StudyFolder(study_dir).read_meta().model_dump(mode="json")
+
+
+def goodput_study(reports: Path, name: str = "cnn-goodput", noise_scale: float | None = 900.0) -> Path:
+    """cnn_trials() in a study whose baseline (trial 0, batch 64) measured `noise_scale` (None: not measured);
+    every trial recorded its effective batch (its batch_size). Returns the study's folder."""
+    study_dir = reports / name
+    folder = StudyFolder(study_dir)
+    folder.write_meta(StudyMeta.model_validate({**study_meta(name, "cnn"),
+                                                "baseline": {"trial": 0, "params": {"batch_size": 64}}}))
+    for rec in cnn_trials():
+        rec["effective_batch"] = rec["params"]["batch_size"]
+        if rec["trial"] == 0 and noise_scale is not None:
+            rec["noise_scale"] = noise_scale
+        folder.write_record(TrialRecord.model_validate(rec))
+    return study_dir

@@ -129,3 +129,28 @@ def test_a_compiled_trial_shows_its_payback_against_the_studys_eager_trials(make
     assert doc["compile_payback"].startswith("pays back") and "1 eager trial " in doc["compile_payback"]
     assert doc["compile_seconds"] == 60.0
     assert next(d for d in study_json(s) if d["trial"] == 0)["compile_payback"] is None
+
+
+def test_goodput_and_efficiency_show_in_every_view_with_the_noise_scale_behind_them(tmp_path):
+    """Batch 256 at 2600 samples/s against the baseline's batch 64 with noise scale 900: efficiency 964 / 1156,
+    goodput 2168 useful samples/s (tuner.study.goodput); the table, --trial, JSON and HTML all say so."""
+    from tuner.report.html import render_html
+    from tests.helpers.studies import goodput_study
+
+    goodput_study(tmp_path / "reports")
+    s = open_study(tmp_path / "reports", "cnn-goodput")
+    table = render(study_table(s))
+    assert "goodput" in table and "2168.2 (x0.8339)" in table and "1500.0 (x1)" in table
+    panel = " ".join(render(*trial_panel(s, s.trial(1))).split())
+    assert "goodput: 2168.2 useful samples/s = throughput 2600.0 x efficiency 0.8339" in panel
+    assert "effective batch 256 against the baseline's noise scale 900: 1.20x the baseline's samples" in panel
+    doc = {d["trial"]: d for d in study_json(s)}
+    assert doc[1]["efficiency"] == 964 / 1156 and doc[1]["goodput"] == 2600 * 964 / 1156
+    assert doc[0]["noise_scale"] == 900 and doc[1]["baseline_noise_scale"] == 900
+    page = html.unescape(render_html(s))
+    assert "goodput" in page and "2168.2" in page and "0.8339" in page
+
+    goodput_study(tmp_path / "other", noise_scale=None)
+    unmeasured = render(study_table(open_study(tmp_path / "other", "cnn-goodput")))
+    row = next(line for line in unmeasured.splitlines() if "│" in line and " 2600" in line)
+    assert "goodput" in unmeasured and "(x" not in row and "nan" not in unmeasured.lower()

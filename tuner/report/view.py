@@ -96,7 +96,12 @@ def _measured_cell(record: TrialRecord, key: str) -> str:
     if key == "suspect" and (c := record.confirmed) is not None and (c.suspect or record.get(key)):
         # a confirmed trial stands or falls by its re-runs (the verdict's "suspect re-runs ... passed over")
         return f"re-runs: {c.suspect}" if c.suspect else f"{fmt_metric(key, record.get(key))} (re-runs clear it)"
+    if key == "goodput" and record.get(key) is not None and record.get("efficiency") is not None:
+        return f"{fmt_metric(key, record.get(key))} (x{fmt_metric('efficiency', record.get('efficiency'))})"
     return fmt_metric(key, record.get(key)) + unit_suffix(key, record)
+
+
+IN_CELL = {"efficiency"}  # shown in another column's cell (goodput's), not a column of its own: the table is wide
 
 
 def study_table(study: Study) -> Any:
@@ -104,7 +109,7 @@ def study_table(study: Study) -> Any:
     from rich.table import Table
 
     objectives = study.objectives
-    measured = [m for m in table_columns() if m.key not in {o.metric for o in objectives}]
+    measured = [m for m in table_columns() if m.key not in {o.metric for o in objectives} | IN_CELL]
     params = study.params()
     title = f"study {study.name}: {len(study.records)} trials, {len(study.front())} on the Pareto front ({FRONT_MARK})"
     directions = ", ".join(f"{o.metric} {o.arrow}" for o in objectives)
@@ -112,6 +117,8 @@ def study_table(study: Study) -> Any:
     if any(r.confirmed is not None for r in study.records):
         caption += "; ✓ confirmed: mean of the re-runs (95% interval)"
     scheduled = study.scheduled
+    if any(r.get("goodput") is not None for r in study.records):
+        caption += "; goodput: samples/s x efficiency (x...) against the baseline's effective batch"
     if scheduled:
         caption += ("; ranked: complete trials only, at the top rung; stopped trials were measured at a lower "
                     "rung (see measured at) and are never ranked against them")
@@ -211,11 +218,25 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     payback = study_payback(record, study.records)
     if payback:
         out.append(f"[bold]compile:[/bold] {escape(payback)}")
+    if record.get("goodput") is not None:
+        out.append(f"[bold]goodput:[/bold] {escape(goodput_text(record))}")
     if record.get("headroom"):
         out.append(f"[bold]headroom:[/bold] {escape(str(record.get('headroom')))}")
     if record.get("data_wait") is not None:
         out.append(f"[dim]{BOUND_EXPLANATION}[/dim]")
     return out
+
+
+def goodput_text(record: TrialRecord) -> str:
+    """One sentence: the trial's goodput, what it is made of, and what its effective batch costs in samples."""
+    eff, m = record.value("efficiency"), record.value("effective_batch")
+    phi = record.value("baseline_noise_scale")
+    text = (f"{fmt_metric('goodput', record.get('goodput'))} useful samples/s = throughput "
+            f"{fmt_metric('throughput', record.get('throughput'))} x efficiency {fmt_metric('efficiency', eff)}")
+    if eff is not None and m is not None and phi is not None:
+        text += (f" (effective batch {m:.0f} against the baseline's noise scale {phi:.0f}: "
+                 f"{1 / eff:.2f}x the baseline's samples to the same loss)")
+    return text
 
 
 def study_footer(study: Study) -> list[str]:

@@ -376,6 +376,10 @@ class StudyFolder:
         reruns = [rr for n, d in self.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in self.reruns(n)]
         record = record.model_copy(deep=True)
         flag(record, window_noise(reruns))  # against the window noise the re-runs so far give, as write_csv does
+        from tuner.study.goodput import add_goodput, baseline_record
+
+        base = self._baseline_file(meta, record)
+        add_goodput([record], baseline_record(meta.baseline, [base]) if base is not None else None)
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
         row = {c: record.get(c) for c in header}
@@ -443,7 +447,24 @@ class StudyFolder:
             why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)
             if why and record.get("ceiling_skipped") == NOT_MEASURED:
                 record.metrics["ceiling_skipped"] = f"in its confirmation re-runs: {why}"
-        return sorted(_flag_suspects(out), key=lambda r: r.trial)
+        records = sorted(_flag_suspects(out), key=lambda r: r.trial)
+        if self.meta_path.is_file():  # efficiency and goodput against the baseline's noise scale (tuner.study.goodput)
+            from tuner.study.goodput import add_goodput, baseline_record
+
+            add_goodput(records, baseline_record(self.read_meta().baseline, records))
+        return records
+
+    def _baseline_file(self, meta: StudyMeta, record: TrialRecord) -> TrialRecord | None:
+        """The baseline's record for one trial's trials.csv row: the trial itself, or read from its file (None when
+        absent or unreadable: its row then shows no goodput until trials.csv is rebuilt)."""
+        raw = (meta.baseline or {}).get("trial")
+        if raw is None or int(raw) == record.trial:
+            return record if raw is not None else None
+        path = self.trial_dir(int(raw)) / RESULT_FILE
+        try:
+            return TrialRecord.model_validate(load_json_object(path, "trial result file", StudyError))
+        except (StudyError, ValidationError):
+            return None
 
     def _cached_ceilings(self, records: list[TrialRecord]) -> None:
         """Ceilings a trial did not measure itself (a search trial does not: only the trials whose verdict is

@@ -96,6 +96,26 @@ METRICS: tuple[Metric, ...] = (
     Metric("compile_break_even_s", "compile pays back", "wall seconds of training after which the compiled run "
            "is ahead of eager, its compile time included (missing: never, it is no faster)", "seconds",
            group="info", unit="s"),
+    Metric("goodput", "goodput", "useful samples/s: throughput x efficiency (Pollux's goodput), so a config whose "
+           "larger effective batch needs more samples to the same loss is not ranked by its speed alone; not an "
+           "objective", "rate", group="info", column=True, unit="samples/s"),
+    Metric("efficiency", "efficiency", "statistical efficiency: progress per training sample at this trial's "
+           "effective batch M against the baseline's M0, (phi + M0) / (phi + M) with phi the baseline's gradient "
+           "noise scale (tuner.study.goodput); 1 / efficiency is how many times the baseline's samples it needs "
+           "(the terminal table shows it in the goodput cell)", "number", group="info", column=True),
+    Metric("noise_scale", "noise scale", "gradient noise scale B_simple = tr(Sigma) / |G|^2 of the trained model "
+           "(McCandlish et al. 2018): squared gradient norms at the batch size and 4x it, in an untimed pass after "
+           "training (tuner.train.noise); about the effective batch beyond which a larger one buys little",
+           "number", group="info"),
+    Metric("baseline_noise_scale", "baseline noise scale", "the baseline trial's noise scale that efficiency is "
+           "computed from", "number", group="info"),
+    Metric("effective_batch", "effective batch", "batch_size x accumulation_steps x ranks: the samples of one "
+           "optimizer step", "count", group="info"),
+    Metric("noise_scale_skipped", "noise scale skipped", "why the noise scale is missing: a workload of several "
+           "phases (a GAN), too few pairs within its seconds, or a true gradient swamped by noise", "text",
+           group="info"),
+    Metric("noise_seconds", "noise s", "seconds of the noise scale's untimed pass (after wall_seconds, like "
+           "of_peak's)", "seconds", group="cost", unit="s"),
     Metric("warmup_steps", "warm-up steps", "untimed steps before the windows: until the step time settled",
            "count", group="info"),
     Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",

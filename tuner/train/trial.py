@@ -532,6 +532,39 @@ class _Run:
         res.metrics["of_peak"] = of_peak(res.throughput, per_sample, peak, world)
         self.verdict()
 
+    def noise_scale(self) -> None:
+        """The trial's effective batch (all ranks) and its gradient noise scale (tuner.train.noise): rank 0 of a
+        complete trial alone, its cost in noise_seconds. A pass that fails or cannot read enough pairs leaves the
+        noise scale out with the reason in noise_scale_skipped; the trial stands."""
+        from tuner.train.noise import measure_noise_scale, noise_seconds
+
+        res, cfg = self.result, self.cfg
+        rank, world = rank_world()
+        if not res.complete:
+            return
+        res.metrics["effective_batch"] = cfg.params.effective_batch * world
+        if self.workload is None or self.models is None or rank != 0 or cfg.measure.ceiling_seconds <= 0:
+            return
+        t0 = self.clock()
+        try:
+            found, why = measure_noise_scale(cfg, self.device, self.workload, self.train_set, self.models,
+                                             noise_seconds(cfg), clock=self.clock)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
+            self._drop_after(err)
+            res.metrics["noise_scale_skipped"] = f"not measured: {error_line(err)}"
+            return
+        finally:
+            res.metrics["noise_seconds"] = self.clock() - t0
+        value = found.value() if found is not None else None
+        if value is None:
+            res.metrics["noise_scale_skipped"] = why or (
+                "the true gradient's squared norm read <= 0 over the pairs: the gradient noise swamps it at this "
+                "batch size")
+            return
+        res.metrics["noise_scale"] = value
+
     def _flops_per_sample(self, cache: CeilingCache | None) -> float:
         """From the study's cache (flops.json beside its ceilings.json), else counted on steps of one micro-batch of
         the trial's models, unwrapped (DDP, compile), each with a fresh optimizer: first at the small batches of
@@ -674,6 +707,7 @@ def run_trial(
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
+            run.noise_scale()  # an untimed pass after the trial's wall time too (tuner.train.noise)
         except (TunerError, KeyboardInterrupt):
             raise
         except StopTrial:

@@ -1,0 +1,36 @@
+"""Efficiency and goodput derived from the baseline's noise scale as a study's records are read (and trials.csv)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tuner.study import StudyFolder
+from tests.helpers.studies import goodput_study
+
+
+def test_each_trial_is_judged_against_the_baseline_noise_scale_and_effective_batch(tmp_path):
+    records = {r.trial: r for r in StudyFolder(goodput_study(tmp_path)).records()}
+    # trial 0: the baseline itself (batch 64); 1: batch 256, 2600 samples/s; 2: batch 32, 900 samples/s; phi = 900
+    assert records[0].metrics["efficiency"] == pytest.approx(1.0)
+    assert records[0].metrics["goodput"] == pytest.approx(1500.0)
+    assert records[1].metrics["efficiency"] == pytest.approx(964 / 1156)
+    assert records[1].metrics["goodput"] == pytest.approx(2600 * 964 / 1156)
+    assert records[2].metrics["efficiency"] == pytest.approx(964 / 932)
+    assert all(r.metrics["baseline_noise_scale"] == 900.0 for r in records.values())
+
+
+def test_without_the_baselines_noise_scale_there_is_no_efficiency_nor_goodput(tmp_path):
+    records = StudyFolder(goodput_study(tmp_path, noise_scale=None)).records()
+    assert not any(k in r.metrics for r in records for k in ("efficiency", "goodput", "baseline_noise_scale"))
+
+
+def test_trials_csv_carries_goodput_and_efficiency_row_by_row_and_rebuilt(tmp_path):
+    study_dir = goodput_study(tmp_path)  # written row by row, as a search does
+    rows = {r["trial"]: r for r in csv.DictReader((study_dir / "trials.csv").open())}
+    assert float(rows["1"]["goodput"]) == pytest.approx(2600 * 964 / 1156)
+    assert float(rows["1"]["efficiency"]) == pytest.approx(964 / 1156)
+    StudyFolder(study_dir).write_csv()
+    rebuilt = {r["trial"]: r for r in csv.DictReader((study_dir / "trials.csv").open())}
+    assert rebuilt["2"]["goodput"] == rows["2"]["goodput"] != ""

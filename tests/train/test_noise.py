@@ -1,0 +1,72 @@
+"""A trial's noise-scale pass (tuner.train.noise) on a planted model whose per-sample gradients are known."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from tuner import Phase, Workload
+from tuner.config import parse_config
+from tuner.device import resolve_device
+from tuner.train import run_trial
+from tuner.train.noise import MULTI_PHASE, measure_noise_scale
+
+
+def planted(n: int = 4096, d: int = 32, noise_scale: float = 60.0) -> tuple[Workload, TensorDataset, float]:
+    """loss = mean over the batch of |w - x_i|^2 / 2 at w = 0: the per-sample gradient is -x_i, so the true gradient
+    is minus the data's mean and Sigma its covariance; B_simple = tr(cov) / |mean|^2 of the data as drawn."""
+    g = torch.Generator().manual_seed(0)
+    mean = torch.full((d,), 1.0 / d ** 0.5)
+    sd = (noise_scale / d) ** 0.5
+    x = mean + sd * torch.randn(n, d, generator=g)
+    data = TensorDataset(x)
+    planted_answer = float(x.var(0).sum() / x.mean(0).pow(2).sum())
+
+    class W(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(d))
+
+    def loss(models, batch):
+        return 0.5 * (models["w"].w - batch[0]).pow(2).sum(1).mean()
+
+    return Workload(models={"w": W}, datasets=lambda: (data, data), loss=loss), data, planted_answer
+
+
+def config(**params):
+    return parse_config({"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 160},
+                         "params": {"batch_size": 16, **params}, "measure": {"ceiling_seconds": 1.0},
+                         "quality": {"enabled": False}})
+
+
+def test_the_pass_reads_a_planted_noise_scale_within_a_third():
+    workload, data, answer = planted()
+    models = {"w": workload.models["w"]()}
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), workload, data, models, seconds=60.0)
+    assert why is None and found is not None
+    assert found.pairs == 16
+    assert 55 < answer < 65
+    assert abs(found.value() / answer - 1) < 1 / 3
+    assert not models["w"].w.any()  # no optimizer step: the weights stay as training left them
+
+
+def test_a_workload_of_several_phases_gets_no_noise_scale_and_says_why():
+    workload, data, _ = planted()
+    two = Workload(models=workload.models, datasets=workload.datasets,
+                   phases=[Phase("a", lambda m, b, s: workload.loss(m, b), ("w",)),
+                           Phase("b", lambda m, b, s: workload.loss(m, b), ("w",))])
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), two, data, {"w": two.models["w"]()}, 60.0)
+    assert found is None and why == MULTI_PHASE
+
+
+def test_a_trial_records_its_effective_batch_and_noise_scale_or_why_not(tmp_path):
+    cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+                        "budget": {"samples": 160}, "params": {"batch_size": 8, "accumulation_steps": 2},
+                        "measure": {"warmup_steps": 1, "windows": 3, "ceiling_seconds": 0.5},
+                        "quality": {"enabled": False}})
+    res = run_trial(cfg, cache_dir=tmp_path)
+    assert res.state == "complete"
+    assert res.metrics["effective_batch"] == 16
+    assert res.metrics["noise_seconds"] >= 0
+    assert (res.metrics.get("noise_scale") or 0) > 0 or res.metrics.get("noise_scale_skipped")

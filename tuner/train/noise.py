@@ -1,0 +1,99 @@
+"""A trial's gradient noise scale (tuner.measure.noise_scale), read in an untimed pass after its training.
+
+Why a pass of its own rather than the training step's micro-batches: the baseline, whose noise scale every trial's
+efficiency is judged by, trains with accumulation 1 (one batch size only), and a pass the same for every trial
+reads each trial alike. The pass takes `GROUP` micro-batches of the trial's batch_size from its training data
+(a loader without workers, its own shuffle), computes each one's gradient of the first phase's loss on the trained
+models (unwrapped: eager, no DDP, fp32, no optimizer step, so the weights stay as training left them), and pairs
+their mean squared norm (B_small = batch_size) with the squared norm of their mean (B_big = GROUP x batch_size);
+up to MAX_GROUPS such pairs, within its cap (noise_seconds()). What it took is the record's noise_seconds, after
+wall_seconds (like of_peak's): outside the timed windows and the budget.
+
+A workload of several phases (a GAN) gets none: its losses chase each other, so there is no one loss whose
+gradient noise sets a critical batch (noise_scale_skipped says so).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tuner.config import TrialConfig
+from tuner.device import Device
+from tuner.measure.noise_scale import MIN_PAIRS, NoiseScale
+
+GROUP = 4  # micro-batches per pair: B_big = GROUP x batch_size
+MAX_GROUPS = 16
+NOISE_SECONDS = 3.0  # the pass's wall-time cap ...
+NOISE_SHARE = 0.05  # ... and at most this share of a seconds budget
+MULTI_PHASE = "several optimizer phases (a GAN): no single loss whose gradient noise sets a critical batch"
+
+
+def noise_seconds(cfg: TrialConfig) -> float:
+    """The pass's wall-time cap for this trial: NOISE_SECONDS, at most a ceiling's deadline
+    (measure.ceiling_seconds) and NOISE_SHARE of a seconds budget."""
+    cap = min(NOISE_SECONDS, cfg.measure.ceiling_seconds)
+    if cfg.budget.seconds is not None:
+        cap = min(cap, NOISE_SHARE * cfg.budget.seconds)
+    return cap
+
+
+def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_set: Any, models: dict[str, Any],
+                        seconds: float, clock: Callable[[], float] = time.perf_counter,
+                        ) -> tuple[NoiseScale | None, str | None]:
+    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs, at `seconds`, or at
+    the end of one pass over the data."""
+    import torch
+
+    from tuner.data import make_loader
+    from tuner.data.batch import to_device
+    from tuner.train.distributed import unwrap
+    from tuner.workload.api import Shared
+
+    phases = workload.training_phases()
+    if len(phases) != 1:
+        return None, MULTI_PHASE
+    phase = phases[0]
+    p = cfg.params
+    plain = {k: unwrap(m) for k, m in models.items()}
+    owned = [t for k in phase.models for t in plain[k].parameters() if t.requires_grad]
+    if not owned:
+        return None, "no trainable parameters"
+    loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
+                                         "pin_memory": False})
+    loader = make_loader(train_set, loader_params, device, seed=p.seed + 7919, collate_fn=workload.collate)
+    est = NoiseScale()
+    b = float(p.batch_size)
+    t0 = clock()
+    it = iter(loader)
+    was = {k: m.training for k, m in plain.items()}
+    for m in plain.values():
+        m.train()
+    try:
+        while est.pairs < MAX_GROUPS and clock() - t0 < seconds:
+            total: list[Any] | None = None
+            small = torch.zeros((), dtype=torch.float64, device=device.torch_device)
+            try:
+                batches = [to_device(next(it), device.torch_device) for _ in range(GROUP)]
+            except StopIteration:
+                break
+            for i, batch in enumerate(batches):
+                loss = phase.loss(plain, batch, Shared(i, GROUP))
+                grads = torch.autograd.grad(loss.float(), owned, allow_unused=True)
+                grads = [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, owned)]
+                small += sum(g.double().pow(2).sum() for g in grads)
+                if total is None:
+                    total = [g.detach().clone() for g in grads]
+                else:
+                    torch._foreach_add_(total, grads)
+            assert total is not None
+            big = sum((g.double() / GROUP).pow(2).sum() for g in total)
+            est.add(float(small) / GROUP, float(big), b, GROUP * b)  # one read per pair: outside any window
+    finally:
+        for k, m in plain.items():
+            m.train(was[k])
+    if est.pairs < MIN_PAIRS:
+        return None, (f"{est.pairs} of the {MIN_PAIRS} pairs of {GROUP} micro-batches it needs within "
+                      f"{seconds:.1f} s (or the data)")
+    return est, None
