@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import optuna
+import pytest
 
 from tests.helpers.searchproc import finish, kill_and_resume, search, sigkill, wait_for_results
 from tests.helpers.spaces_for_tests import tiny_space
@@ -106,3 +109,71 @@ def test_a_resumed_study_keeps_the_resource_options_it_was_given(tmp_path, ray_s
     run_search(SearchOptions(study="fake", reports_dir=tmp_path, resume=True, trials=4, confirm=0, probe=False,
                              concurrency=1), console=Console(file=out, width=300))
     assert "1 at a time" in out.getvalue()  # given again: the new value
+
+
+@pytest.fixture(scope="module")
+def finished_study(ray_session, tmp_path_factory):
+    """One finished two-trial study a fake engine ran (read-only: each test resumes a copy of its folder)."""
+    from tests.helpers.fakeengine import engine_user, fake_engine_study
+
+    reports = tmp_path_factory.mktemp("finished")
+    with pytest.MonkeyPatch.context() as m:
+        fake_engine_study(reports, engine_user(m), _engine, trials=2, confirm=0)
+    return reports / "fake"
+
+
+def _engine(cfg, **_):
+    from tuner.study import TrialResult
+
+    p = cfg.params
+    return TrialResult(state="complete", throughput=float(p.batch_size) * 10, loss=1.0 - p.beta1, train_seconds=0.01)
+
+
+def _break_meta(key: str, value: object, named: str | None = None):
+    def apply(study_dir: Path) -> str:
+        meta = json.loads((study_dir / "study.json").read_text())
+        target = meta
+        *path, last = key.split(".")
+        for k in path:
+            target = target[k]
+        target[last] = value
+        (study_dir / "study.json").write_text(json.dumps(meta))
+        return f"{study_dir / 'study.json'}: {named or key}: "
+    return apply
+
+
+def _cut_rungs(study_dir: Path) -> str:
+    """A rung scheduler's study (asha reads every trial's rung entries on --resume) with one rungs.json cut short."""
+    meta = json.loads((study_dir / "study.json").read_text())
+    meta["scheduler"] = {"name": "asha", "eta": 2.0, "min_budget": 32.0, "rungs": [32.0, 64.0]}
+    (study_dir / "study.json").write_text(json.dumps(meta))
+    path = study_dir / "trials" / "0001" / "rungs.json"
+    path.write_text('[{"trial": "1", "rung": 0, "val')  # a truncated file (a disk that filled, a bad copy)
+    return f"{path}: the trial's rung entries do not read"
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("damage", [
+    _break_meta("baseline.trial", "zero"),
+    _break_meta("scheduler", {"rungs": "x"}, "scheduler.rungs"),
+    _break_meta("domains.beta1", {"type": "float", "low": "x", "high": 0.9}, "domains.beta1.low"),
+    _break_meta("domains.beta1.low", 0.95, "domains.beta1"),
+    _cut_rungs,
+], ids=["baseline.trial", "scheduler.rungs", "domain expression", "domain low>high", "truncated rungs.json"])
+def test_resume_refuses_a_damaged_study_folder_before_any_trial(finished_study, tmp_path, capsys, damage):
+    """A wrong type in study.json or a truncated rungs.json: --resume spent a trial and then crashed (or raised
+    JSONDecodeError), exit 1. Now one line naming the file and key, exit 2, nothing run or written."""
+    import shutil
+
+    from tuner.cli import main
+
+    study_dir = tmp_path / "reports" / "fake"
+    shutil.copytree(finished_study, study_dir, ignore=shutil.ignore_patterns("ray"))
+    named = damage(study_dir)
+    before = sorted((str(p), p.read_bytes()) for p in study_dir.rglob("*") if p.is_file())
+    code = main(["search", "--study", "fake", "--resume", "--trials", "3", "--no-probe",
+                 "--reports-dir", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"tuner: error: {named}"), err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted((str(p), p.read_bytes()) for p in study_dir.rglob("*") if p.is_file()) == before

@@ -107,3 +107,30 @@ def test_a_study_given_as_a_path_suggests_only_a_reports_dir_that_holds_it(make_
         open_study(Path("reports"), "../elsewhere/gan-demo")
     assert str(err.value).endswith(f"give the study's name, a folder in --reports-dir (there is no study at "
                                    f"{reports.parent / 'elsewhere' / 'gan-demo'})")
+
+
+@pytest.mark.parametrize(("key", "value", "named"), [
+    ("baseline", {"trial": "zero", "params": {}}, "baseline.trial"),
+    ("baseline", {"trial": 0, "params": 5}, "baseline.params"),
+    ("scheduler", {"name": "asha", "eta": 3, "rungs": "x"}, "scheduler.rungs"),
+    ("budget", {"seconds": "long"}, "budget.seconds"),
+    ("resources", {"asked": {"concurrency": "many"}}, "resources.asked.concurrency"),
+])
+def test_a_study_json_with_a_wrong_type_is_one_line_naming_the_key_for_report_and_export(make_study, capsys, key,
+                                                                                          value, named):
+    """`baseline.trial: "zero"` made report and export crash (int('zero'): internal error, exit 1)."""
+    import json
+
+    from tuner.cli import main
+
+    reports = make_study()
+    meta_path = reports / "gan-demo" / "study.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, key: value}))
+    before = sorted((p, p.read_bytes()) for p in (reports / "gan-demo").rglob("*") if p.is_file())
+    for command in (["report", "gan-demo", "--format", "json"], ["export", "gan-demo"]):
+        code = main([*command, "--reports-dir", str(reports)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"tuner: error: {meta_path}: {named}: "), err
+        assert len(err.strip().splitlines()) == 1
+    assert sorted((p, p.read_bytes()) for p in (reports / "gan-demo").rglob("*") if p.is_file()) == before

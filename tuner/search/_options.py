@@ -18,15 +18,8 @@ from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
-from tuner.search._storage import (
-    check_storage_url,
-    check_study_database,
-    default_storage,
-    saved_url,
-    resolve_storage,
-    shown_url,
-    storage_has_study,
-)
+from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
+                                   resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import Objective, StudyFolder, StudyMeta
 from tuner.study.folder import LOCK_FILE
 from tuner.study.loaders import LoaderPlan
@@ -273,6 +266,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                                saved_budget)
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
+    check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
     check_study_database(folder, meta, storage)  # last: it opens the database
     return SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=saved_space,

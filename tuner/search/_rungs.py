@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from tuner.config import Budget
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective, StudyFolder
 
 SCHEDULERS = ("fifo", "asha")
@@ -93,8 +94,6 @@ def write_rungs(folder: StudyFolder, number: int, scheduler: Any) -> None:
 
 def stored_entries(folder: StudyFolder) -> list[Any]:
     """Every recorded trial's rung entries; those of a trial with no record (running at a kill) are removed."""
-    from tuner.search._scheduler import RungEntry
-
     out = []
     for _, trial_dir in folder.trial_dirs():  # the study's own trial folders (not a user's copy of one)
         path = trial_dir / RUNGS_FILE
@@ -103,8 +102,29 @@ def stored_entries(folder: StudyFolder) -> list[Any]:
         if not (path.parent / "result.json").is_file():
             path.unlink(missing_ok=True)
             continue
-        data = json.loads(path.read_text() or "[]")
-        for e in data if isinstance(data, list) else []:
-            out.append(RungEntry(str(e["trial"]), int(e["rung"]), tuple(float(v) for v in e["values"]),
-                                 bool(e["went_on"])))
+        out += read_entries(path)
     return out
+
+
+def check_stored_entries(folder: StudyFolder) -> None:
+    """On --resume, before anything runs: every recorded trial's rungs.json reads (else a StudyError naming it)."""
+    for _, trial_dir in folder.trial_dirs():
+        path = trial_dir / RUNGS_FILE
+        if path.is_file() and (trial_dir / "result.json").is_file():
+            read_entries(path)
+
+
+def read_entries(path: Path) -> list[Any]:
+    """One trial's rung entries; a file that does not read as them (cut short, edited) is one StudyError line."""
+    from tuner.search._scheduler import RungEntry
+
+    try:
+        data = json.loads(path.read_text() or "[]")
+        if not isinstance(data, list):
+            raise ValueError("not a list of rung entries")
+        return [RungEntry(str(e["trial"]), int(e["rung"]), tuple(float(v) for v in e["values"]), bool(e["went_on"]))
+                for e in data]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        why = f"missing key {err}" if isinstance(err, KeyError) else (str(err).splitlines() or [type(err).__name__])[0]
+        raise StudyError(f"{path}: the trial's rung entries do not read ({why}); restore the file, or delete it (the "
+                         f"rung scheduler then leaves that trial out of its rungs)") from None

@@ -278,6 +278,20 @@ def check_study_database(folder: StudyFolder, meta: StudyMeta, url: str) -> None
                          f"one's own database")
 
 
+def check_study_files(folder: StudyFolder, meta: StudyMeta) -> None:
+    """On --resume, before anything runs or is written: what the search reads back from the study folder (the
+    stored domains, every trial's record, a rung scheduler's entries) reads, or one StudyError line names the file
+    and key.
+    study.json itself is checked as it is read (StudyFolder.read_meta)."""
+    from tuner.search._rungs import check_stored_entries, saved_scheduler
+    from tuner.space import check_stored_domains
+
+    check_stored_domains(meta.space_def, meta.domains, str(folder.meta_path))
+    folder.records()
+    if saved_scheduler(meta.scheduler).name == "asha":  # the rung scheduler is rebuilt from them
+        check_stored_entries(folder)
+
+
 def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[str]) -> Any:
     """The study's Optuna study, created on first use with the study id in its user attributes (tagging an
     older study that has none)."""

@@ -49,3 +49,24 @@ def _describe_context(ctx: dict[str, Any]) -> str:
 def domains_of(space: Space) -> dict[str, Any]:
     """The resolved domains as study.json stores them (only those that depended on the trial)."""
     return {name: spec for name, spec in space.definition()["params"].items()}
+
+
+def check_stored_domains(space_def: dict[str, Any] | None, domains: dict[str, Any] | None, source: str) -> None:
+    """On --resume, before any work: the domains study.json stored are valid ones of the study's own space
+    (a StudyError naming `domains.<param>`), since the search samples from them."""
+    from tuner.errors import ConfigError, StudyError
+    from tuner.space._load import parse_space
+
+    if not domains or not isinstance(space_def, dict):
+        return
+    fix = "restore the file from the study's backup or start a new study"
+    params = space_def.get("params") if isinstance(space_def.get("params"), dict) else {}
+    unknown = [name for name in domains if name not in params]
+    if unknown:
+        raise StudyError(f"{source}: domains.{unknown[0]}: not a param of the study's space ({', '.join(params)}); "
+                         f"{fix}")
+    try:
+        parse_space({**space_def, "params": {**params, **domains}}, source=source, name="stored")
+    except ConfigError as err:
+        text = str(err).replace(f"{source}: params.", f"{source}: domains.", 1)
+        raise StudyError(f"{text}; {fix}") from None
