@@ -95,6 +95,9 @@ def test_the_report_and_the_export_of_a_checked_value_say_its_verdict(make_study
     study = open_study(reports, "gan-demo")
     assert drifts.text in "\n".join(study_footer(study))
     assert study_document(study)["numerics_parity"]["verdicts"][0]["state"] == "drifts"
+    from tuner.report.html import render_html
+
+    assert 'id="numerics-parity"' in render_html(study) and "drifts by 25% of the loss from step 41" in render_html(study)
     bf16 = build_export(study, trial=5)  # trial 5 trained in bf16
     assert bf16.config.provenance["numerics_parity"] == [drifts.text]
     assert f"# Numerics: {drifts.text} (tuner parity)." in render(study, bf16, "yaml", reports / "x.yaml")

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from tuner.errors import StudyError
 from tuner.files import atomic_write
 from tuner.report import plots
+from tuner.study.parity import read_parity
 from tuner.study.compile_cost import study_payback
 from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.report.view import FRONT_MARK, rank_cell
@@ -82,6 +83,7 @@ def context(study: Study) -> dict[str, Any]:
         "verdict": verdict,
         "noise": (f"one config's throughput varies by {noise.relative_sd:.1%} run to run here ({noise.runs} re-runs "
                   f"of {noise.configs} configs, interleaved after the search)") if noise is not None else "",
+        "parity": (parity.lines() if (parity := read_parity(study.dir)) is not None else []),
         "pareto_svg": Markup(plots.pareto_svg(study, knee_trial)),
         "table": trials_table(study),
         "bound_explanation": BOUND_EXPLANATION,
