@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, FormatOption, app, note, print_json, stdout_console, user_output
+from tuner.cli.app import (Debug, Format, FormatOption, app, apply_run_env, note, print_json, stdout_console,
+                           user_output)
 from tuner.errors import ConfigError
 
 
@@ -52,6 +53,7 @@ def parity(
     from tuner.config import Params, load_config
 
     cfg = load_config(config)
+    apply_run_env(cfg.env)  # the environment its trial ran under, before torch loads (as tuner train does)
     sets = _knob_sets(list(knob or []), cfg)
     from tuner.train import arm_config, check_parity, preflight
     from tuner.train.parity import FP32
