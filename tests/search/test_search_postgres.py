@@ -158,7 +158,8 @@ PASSWORD = "Pw-s3cret-42"
     ("postgresql://u:pw1@h/d", "postgresql://u:***@h/d"),
     ("postgresql://u@h/studies?password=pw1", "postgresql://u@h/studies?password=***"),
     ("postgresql://u@h/d?sslmode=require&PGPASSWORD=pw1", "postgresql://u@h/d?sslmode=require&PGPASSWORD=***"),
-    ("postgresql://u@h/d?sslpassword=pw1&passfile=/home/u/.pgpass", "postgresql://u@h/d?sslpassword=***&passfile=/home/u/.pgpass"),
+    ("postgresql://u@h/d?sslpassword=pw1&passfile=/home/u/.pgpass",
+     "postgresql://u@h/d?sslpassword=***&passfile=/home/u/.pgpass"),  # passfile names a file: not a secret
     ("postgresql://u:pw1@h1:5432,h2:5433/d?password=pw1", "postgresql://u:***@h1:5432,h2:5433/d?password=***"),
 ])
 def test_every_form_of_a_storage_password_is_masked_and_kept_in_storage_url(url, shown):
