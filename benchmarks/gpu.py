@@ -11,7 +11,8 @@ Parts, each a fresh process under its own time limit, each failure recorded and 
    precision, TF32, channels_last, compile, batch split, loader, ...), `export` (the fastest trial whose quality
    is at least the own settings', else the knee), `tuned` (`tuner train` of the export, same budget as `own`),
    `plain` (benchmarks/gpu_plain.py: a plain PyTorch loop, written apart from tuner, with the export's settings,
-   and with the own settings under PyTorch's own TF32 defaults), and `parity` (the numerics parity verdict).
+   and with the own settings under PyTorch's own TF32 defaults), and `parity` (`tuner parity` of the export's
+   numerics knobs against fp32; in the dry run, the LM's fp32 export is judged at bf16, so the path runs).
 Writes OUT/gpu-proof.json and OUT/gpu-proof.md (device, torch and CUDA versions, every part's figure or the
 reason it has none, and its time); OUT/work holds the studies and configs, OUT/logs each part's output.
 Exit status 0 once the results are written, whatever the figures say. Over 400 lines because it must run alone
@@ -35,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 SPACE = REPO / "benchmarks" / "gpu_space.yaml"
 TARGET_SPEEDUP = 1.7  # tuned / own on at least one model, quality not worse
 TARGET_FIDELITY = 0.10  # |tuner's reading / the plain loop's - 1| of the export
-PARITY = "not available in this version (the numerics parity verdict is issue #40)"
+PARITY_MISSING = "not available in this version (the numerics parity verdict is issue #40)"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Model:
     own: dict[str, Any]  # the model's own settings (the params of its `tuner train` config)
     batch: tuple[int, int]  # the study's batch size range
     compile: bool = True  # whether the study searches torch.compile
+    dry_parity: bool = False  # the dry run judges bf16 with tuner parity (on a CPU bf16 convolutions crawl)
 
 
 GPU_MODELS = (
@@ -67,7 +69,7 @@ DRY_MODELS = (
           {"batch_size": 16, "num_workers": 0}, (8, 32), compile=False),
     Model("gpt", "char LM (dry run), 2 layers x 64, context 32", "examples/charlm.py:make",
           {"block_size": 32, "n_layer": 2, "n_head": 4, "n_embd": 64}, None, {"batch_size": 16, "num_workers": 0},
-          (8, 32), compile=False),
+          (8, 32), compile=False, dry_parity=True),
     Model("dcgan64", "DCGAN (dry run) 16x16, width 8, digits", "gan", {"image_size": 16, "width": 8}, "digits",
           {"batch_size": 16, "num_workers": 0}, (8, 32), compile=False),
 )
@@ -82,16 +84,19 @@ class Sizes:
     trials: int
     study_seconds: float | None
     plain_seconds: float
+    parity_steps: int  # `tuner parity --steps`: optimizer steps of each of its three runs
     limits: dict[str, float]
     probe: bool
 
 
 # On the GPU: 470 s in all (the call's 10 minutes hold the payload's set-up too), the CUDA tests first, then an
 # equal share of what is left per model (about 130 s: own ~20 s, study ~60 s, export, tuned ~25 s, plain ~20 s).
-GPU = Sizes(allowance=470, budget={"seconds": 5}, trials=12, study_seconds=45, plain_seconds=3,
-            limits={"cuda_tests": 75, "own": 40, "study": 80, "export": 15, "tuned": 60, "plain": 50}, probe=True)
-DRY = Sizes(allowance=900, budget={"samples": 96}, trials=2, study_seconds=None, plain_seconds=1,
-            limits={"cuda_tests": 120, "own": 90, "study": 200, "export": 60, "tuned": 90, "plain": 90}, probe=False)
+GPU = Sizes(allowance=470, budget={"seconds": 5}, trials=12, study_seconds=40, plain_seconds=3, parity_steps=16,
+            limits={"cuda_tests": 75, "own": 40, "study": 75, "export": 15, "tuned": 60, "plain": 50, "parity": 40},
+            probe=True)
+DRY = Sizes(allowance=900, budget={"samples": 96}, trials=2, study_seconds=None, plain_seconds=1, parity_steps=8,
+            limits={"cuda_tests": 120, "own": 90, "study": 200, "export": 60, "tuned": 90, "plain": 90,
+                    "parity": 90}, probe=False)
 
 
 @dataclass
@@ -117,6 +122,7 @@ class Proof:
             d.mkdir(parents=True, exist_ok=True)
         self.start = time.monotonic()
         self.until: float | None = None  # the current model's share of the allowance ends here
+        self.run_stdout = ""  # the last part's stdout
         self.parts: list[Part] = []
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -156,6 +162,7 @@ class Proof:
                 stdout, _ = proc.communicate()
                 code = None
         part.seconds = time.monotonic() - t0
+        self.run_stdout = stdout or ""
         log.write_text(log.read_text() + (f"\n--- stdout ---\n{stdout}" if stdout else ""))
         if code is None:
             part.status, part.reason = "timeout", f"stopped at its limit of {limit:.0f} s (log: {log.name})"
@@ -271,9 +278,33 @@ class Proof:
                     row["plain_speedup"] = row["plain_tuned"] / row["plain_own_torch_tf32"]
             elif plain.status == "ok":
                 plain.status, plain.reason = "failed", "no JSON on stdout"
-        self.parts.append(Part(f"{key}/parity", status="not available", reason=PARITY))
-        row["parity"] = PARITY
+        row["parity"] = self.parity(model, tuned_path if pick is not None else None)
         return row
+
+    def parity(self, model: Model, tuned: Path | None) -> str:
+        """`tuner parity` of the export's numerics knobs (the dry run's fp32 export: bf16, so the path runs), or
+        why there is no verdict."""
+        part = Part(f"{model.key}/parity", unit="")
+        if not (REPO / "tuner" / "cli" / "parity.py").is_file():
+            part.status, part.reason = "not available", PARITY_MISSING
+        elif tuned is None:
+            part.reason = "not run: nothing exported"
+        elif self.dry and not model.dry_parity:
+            part.reason = ("not run in the dry run: its fp32 export has no numerics knob, and bf16 convolutions are "
+                           "emulated on a CPU (minutes); the LM's parity runs the same code at bf16")
+        if part.reason:
+            self.parts.append(part)
+            return part.reason
+        argv = [sys.executable, "-m", "tuner", "parity", "--config", str(tuned), "--steps",
+                str(self.sizes.parity_steps), "--format", "json", "--reports-dir", str(self.work)]
+        argv += ["--knob", "precision=bf16"] if self.dry else []
+        self.run(part, argv, "parity")
+        verdicts = (_json(self.run_stdout) or {}).get("verdicts") or []
+        if verdicts:
+            part.details = {"verdicts": verdicts}
+            part.reason = "no figure: " + "; ".join(str(v.get("text") or v.get("state")) for v in verdicts)
+            return "; ".join(str(v.get("text") or v.get("state")) for v in verdicts)
+        return part.reason or "no verdict on stdout"
 
     def export(self, model: Model, study: str, path: Path, own_quality: float | None) -> str | None:
         """The fastest trial at least as good as the own settings' quality; else the knee (tuner's default pick)."""
@@ -385,11 +416,11 @@ def markdown(res: dict[str, Any]) -> str:
         q = f"{r.get('quality', '')} {f(r.get('own_quality'))} -> {f(r.get('tuned_quality'))}"
         lines.append(f"| {r.get('title', r['model'])} | {f(r.get('own'), 4)} | {f(r.get('tuned'), 4)} | "
                      f"{f(r.get('speedup'))} | {q} | {r.get('pick') or '-'} | {f(r.get('plain_speedup'))} | "
-                     f"{f(r.get('fidelity'))} | {'n/a' if r.get('parity') else r.get('error', '-')} |")
+                     f"{f(r.get('fidelity'))} | {r.get('parity') or r.get('error', '-')} |")
     t = res["targets"]
     lines += ["", f"Speed-up target ({t['speedup']['target']}): {'met by ' + ', '.join(t['speedup']['met_by']) if t['speedup']['met'] else 'not met'}.",
               f"Fidelity target ({t['fidelity']['target']}): {'met' if t['fidelity']['met'] else 'not met'}.",
-              f"Parity: {PARITY}.", "", "| part | status | seconds | figure | reason |", "|---|---|---|---|---|"]
+              "", "| part | status | seconds | figure | reason |", "|---|---|---|---|---|"]
     for p in res["parts"]:
         fig = "-" if p["figure"] is None else f"{f(p['figure'], 4)} {p['unit']}".strip()
         lines.append(f"| {p['name']} | {p['status']} | {p['seconds']:.1f} | {fig} | {p['reason'] or ''} |")
@@ -444,12 +475,13 @@ def _kill_tree(pid: int) -> None:
     """Kill a part's process, its process group and every process it started (Ray's raylet and workers)."""
     import signal
 
-    import psutil
-
+    procs: list[Any] = []
     try:
+        import psutil
+
         procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        procs = []
+    except Exception:  # noqa: BLE001 - no psutil, or the process is gone: its group is still killed
+        pass
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -457,7 +489,7 @@ def _kill_tree(pid: int) -> None:
     for p in procs:
         try:
             p.kill()
-        except psutil.Error:
+        except Exception:  # noqa: BLE001 - gone already
             pass
 
 

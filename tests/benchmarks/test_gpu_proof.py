@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu import DRY_MODELS, GPU_MODELS, _json, markdown, study_space, targets
+from benchmarks.gpu import DRY, DRY_MODELS, GPU_MODELS, Part, Proof, _json, markdown, study_space, targets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,10 +33,12 @@ def test_a_commands_json_is_found_after_what_the_model_printed():
     assert _json("Traceback ...\nError") is None
 
 
-def test_the_study_space_has_each_models_batch_range_and_compile_only_on_the_gpu():
-    gpu = study_space(GPU_MODELS[0], dry=False)["params"]
-    assert (gpu["batch_size"]["low"], gpu["batch_size"]["high"]) == GPU_MODELS[0].batch
+def test_the_study_space_has_each_models_batch_range_and_compile_only_on_the_gpu_where_searched():
+    lm = next(m for m in GPU_MODELS if m.key == "gpt")
+    gpu = study_space(lm, dry=False)["params"]
+    assert (gpu["batch_size"]["low"], gpu["batch_size"]["high"]) == lm.batch
     assert gpu["compile"]["choices"] == ["off", "default"]
+    assert "compile" not in study_space(next(m for m in GPU_MODELS if m.key == "resnet50"), dry=False)["params"]
     for knob in ("precision", "tf32", "channels_last", "accumulation_steps", "num_workers", "cudnn_benchmark"):
         assert knob in gpu
     dry = study_space(DRY_MODELS[0], dry=True)["params"]
@@ -54,6 +56,20 @@ def test_the_markdown_names_every_part_and_the_reason_of_one_without_a_figure():
     text = markdown(res)
     assert "| gpt/own | ok | 1.0 | 10 samples/s |" in text
     assert "| gpt/tuned | timeout | 9.0 | - | stopped at its limit of 9 s |" in text
+
+
+def test_a_part_that_fails_or_outlasts_its_limit_is_recorded_and_one_without_time_is_not_run(tmp_path):
+    import dataclasses
+
+    proof = Proof(tmp_path, dry=True)
+    proof.sizes = dataclasses.replace(DRY, limits={**DRY.limits, "own": 6, "export": 60})
+    code, _ = proof.run(Part("m/own"), [sys.executable, "-c", "import time; time.sleep(120)"], "own")
+    assert code is None and proof.parts[-1].status == "timeout" and "limit of 6 s" in proof.parts[-1].reason
+    code, _ = proof.run(Part("m/export"), [sys.executable, "-c", "import sys; sys.exit('no study here')"], "export")
+    assert code == 1 and proof.parts[-1].status == "failed" and "no study here" in proof.parts[-1].reason
+    proof.until = 0.0  # the model's share is spent
+    code, _ = proof.run(Part("m/tuned"), [sys.executable, "-c", "pass"], "tuned")
+    assert code is None and proof.parts[-1].reason.startswith("not run: ")
 
 
 @pytest.mark.ray
@@ -77,7 +93,9 @@ def test_the_dry_run_writes_every_part_with_a_figure_or_a_reason(tmp_path):
     cuda = res["parts"][0]
     if not env.get("capability"):  # no GPU: the CUDA tests ran and were all skipped, and the results say so
         assert cuda["details"]["skipped"] == cuda["details"]["tests"] > 0 and "skipped" in cuda["reason"]
-    # the dry run's own parts worked end to end: every model trained its own and tuned settings and the plain loop
+    # the dry run's own parts worked end to end: every model trained its own and tuned settings, the plain loop
+    # and tuner parity ran
     for row in res["models"]:
         assert row.get("own") and row.get("tuned") and row.get("fidelity"), row
-        assert row["parity"].startswith("not available")
+    lm = next(r for r in res["models"] if r["model"] == "gpt")
+    assert "precision=bf16" in lm["parity"], lm["parity"]  # tuner parity's verdict on the bf16 knob
