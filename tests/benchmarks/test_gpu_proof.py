@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu import DRY, DRY_MODELS, GPU_MODELS, Part, Proof, _json, markdown, study_space, targets
+from benchmarks.gpu import (DRY, DRY_MODELS, GPU_MODELS, Part, Proof, _json, _outcomes, markdown, study_space,
+                            targets)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,15 @@ def test_a_commands_json_is_found_after_what_the_model_printed():
     assert _json('number of parameters: 10.7M\n{"state": "complete",\n "throughput": 5.0}\n') == {
         "state": "complete", "throughput": 5.0}
     assert _json("Traceback ...\nError") is None
+
+
+def test_each_cuda_tests_outcome_is_read_from_pytests_verbose_lines_as_it_ends():
+    out = ("collected 3 items\ntests/cuda/test_step.py::test_a[fp16] PASSED   [ 33%]\n"
+           "tests/cuda/test_trial.py::test_b SKIPPED (needs a CUDA GPU)   [ 66%]\n"
+           "tests/cuda/test_trial.py::test_c[default] FAILED  [100%]\n== 1 failed ==")
+    assert _outcomes(out) == {"tests/cuda/test_step.py::test_a[fp16]": "PASSED",
+                              "tests/cuda/test_trial.py::test_b": "SKIPPED",
+                              "tests/cuda/test_trial.py::test_c[default]": "FAILED"}
 
 
 def test_the_study_space_has_each_models_batch_range_and_compile_only_on_the_gpu_where_searched():
