@@ -168,6 +168,32 @@ def env_command(env: dict[str, str], program: str = "python train.py") -> str:
     return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), program])
 
 
+EVAL_EVERY_STEPS = 25  # a target study's default evaluation interval: the baseline's effective batch x this
+
+
+class Target(_Strict):
+    """A quality to reach (issue 34): training runs until the first evaluation that meets `value` on `metric` (in
+    its direction), evaluating every `eval_every_samples` training samples, the same for every trial of a study,
+    so batch sizes compare at equal samples. `source` says how the value was set (--target, the space, ...)."""
+
+    metric: str = Field(min_length=1, description="the study's quality metric, as the workload's evaluate() names it")
+    direction: Literal["minimize", "maximize"] = "minimize"
+    value: float = Field(allow_inf_nan=False, description="reached at the first evaluation at or past it")
+    eval_every_samples: int = Field(ge=1, le=10**15, description="training samples between two evaluations")
+    source: str = Field("", description="how the value was set: '--target', 'space', '--until-target'")
+
+    def met(self, quality: float | None) -> bool:
+        """`quality` meets the target (a missing or non-finite reading never does)."""
+        import math
+
+        if quality is None or not math.isfinite(quality):
+            return False
+        return quality <= self.value if self.direction == "minimize" else quality >= self.value
+
+    def describe(self) -> str:
+        return f"{self.metric} {'<=' if self.direction == 'minimize' else '>='} {self.value:g}"
+
+
 class TrialConfig(_Strict):
     """Everything one training run needs."""
 
@@ -186,6 +212,8 @@ class TrialConfig(_Strict):
                                        "`tuner train` before torch loads: `tuner export` writes those its trial "
                                        "ran under, so a re-run reads what the trial read")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
+    target: Target | None = Field(None, description="train until this quality, evaluating every K samples, and "
+                                  "report the time to it (issue 34); None: train the whole budget")
 
     @field_validator("env", mode="before")
     @classmethod

@@ -72,3 +72,36 @@ def write(folder: Path, text: str, name: str = "mywork.py") -> Path:
     path = folder / name
     path.write_text(text)
     return path
+
+# Its validation loss falls predictably with the training samples seen: 1000 / (1 + samples), whatever the weights
+# learn (a buffer counts the samples its loss saw). Against a target of 10 it meets it from 99 samples on.
+PLANTED_CURVE = IMPORTS + data_source() + '''
+
+
+class Counted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+        self.register_buffer("seen", torch.zeros((), dtype=torch.float64))
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def loss(models, batch):
+    net = models["net"]
+    if net.training:
+        net.seen += len(batch[0])
+    return F.cross_entropy(net(batch[0]), batch[1])
+
+
+def evaluate(models, val_batches):
+    for _ in val_batches:
+        pass
+    return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen))}
+
+
+def make():
+    return tuner.Workload(models={"net": Counted}, datasets=data, loss=loss, evaluate=evaluate,
+                          quality=("val_loss", "min"))
+'''

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # teach the sampler (yellow/orange); an error is a bug or a crash (red).
 STATE_COLORS: dict[str, tuple[str, str]] = {
     "complete": ("green", "#1a7f37"),
+    "not reached": ("cyan", "#1b7c83"),  # trained its budget without meeting the study's target: slower or worse
     "stopped": ("blue", "#0969da"),  # a scheduler stopped it at a rung: measured, not failed
     "oom": ("yellow", "#9a6700"),
     "diverged": ("dark_orange", "#bc4c00"),
@@ -22,6 +23,8 @@ STATE_COLORS: dict[str, tuple[str, str]] = {
 }
 STATE_NOTES = {
     "complete": "complete",
+    "not reached": "not reached: its budget ended before an evaluation met the study's target (it trains worse "
+                   "or slower; not a failure, its figures are real)",
     "stopped": "stopped by the scheduler at a rung (not a failure; its figures are from that rung)",
     "oom": "infeasible: out of memory",
     "diverged": "diverged: loss became NaN/inf",

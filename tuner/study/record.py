@@ -14,10 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from tuner.study.metrics import finite
 
-State = Literal["complete", "stopped", "oom", "diverged", "error", "compile_timeout"]
+State = Literal["complete", "not reached", "stopped", "oom", "diverged", "error", "compile_timeout"]
 # "stopped": a scheduler stopped it at a rung (issue 20); what it measured up to there is real data, not a failure.
+# "not reached": a study with a target (issue 34) whose trial spent its budget without an evaluation meeting it:
+# measured in full like a complete trial (and told to Optuna as one), only slower or worse than the target asks.
 # "compile_timeout": torch.compile's first steps ran past the compile limit (tuner.train.compile.compile_limit).
-STATES: tuple[str, ...] = ("complete", "stopped", "oom", "diverged", "error", "compile_timeout")
+STATES: tuple[str, ...] = ("complete", "not reached", "stopped", "oom", "diverged", "error", "compile_timeout")
 FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error", "compile_timeout")
 MetricValue = float | int | str | bool | None
 
@@ -51,6 +53,8 @@ class TrialResult(BaseModel):
     rung: int | None = None  # the highest rung (0-based) it reached under a rung scheduler; None: no scheduler
     measured_at: float | None = None  # the budget used (the budget's unit: seconds or samples) when its figures were taken
     environment: RunEnvironment | None = None  # what its process ran under (None: a record from before it was kept)
+    # With a target (tuner.study.target): [samples, training seconds, quality] at each evaluation every K samples.
+    quality_curve: list[list[float | None]] = Field(default_factory=list)
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -95,7 +99,8 @@ class TrialResult(BaseModel):
 
     @property
     def complete(self) -> bool:
-        return self.state == "complete"
+        """Trained its whole budget (or to its target) and measured everything: "not reached" too."""
+        return self.state in ("complete", "not reached")
 
     def to_json(self) -> dict[str, Any]:
         from tuner.files import json_safe

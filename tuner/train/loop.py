@@ -107,6 +107,7 @@ def run_loop(
     reserve: Callable[[float | None, int], float] | None = None,
     stop: Callable[[list[float]], bool] | None = None,
     prefetched: int = 0,
+    sample_points: Callable[[], list[int]] | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
@@ -123,7 +124,12 @@ def run_loop(
     probe whose rate has settled; not under DDP, whose ranks end together).
 
     `prefetched`: how many batches the loader's workers hold ready (num_workers x prefetch_factor; 0 without
-    workers): what a pause between windows refills, drained untimed before the next window."""
+    workers): what a pause between windows refills, drained untimed before the next window.
+
+    `sample_points`: training samples (all ranks) where a window also ends once it holds its minimums, as at a rung
+    point, for a target's evaluation every K samples (tuner.train.trial): a window cut there short of its own end
+    is not one of the `measure.windows` (the ones after it still share what is left), so evaluations as frequent as
+    the minimums allow leave the budget's windows as they were. Not under DDP, like rung points."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
@@ -141,7 +147,10 @@ def run_loop(
     def points() -> list[float]:
         return sorted(float(b) for b in (rung_points() if callable(rung_points) else rung_points or ()))
 
-    has_points = bool(points())
+    def samples_ahead() -> list[int]:
+        return list(sample_points() if sample_points is not None and not shared_pace else ())
+
+    has_points = bool(points()) or sample_points is not None
 
     def used() -> float:
         """The budget used so far, in its unit (warm-up included, as the budget counts it)."""
@@ -149,7 +158,13 @@ def run_loop(
 
     def at_point() -> bool:
         """A rung point was crossed since this window started (checked once its minimums are met)."""
-        return has_points and not shared_pace and any(w_used < b <= used() for b in points())
+        return has_points and not shared_pace and (any(w_used < b <= used() for b in points())
+                                                   or at_sample_point())
+
+    def at_sample_point() -> bool:
+        """A sample point was reached (the caller lists only those not yet served: one warm-up passed is due)."""
+        ks = sample_points() if sample_points is not None else ()
+        return any(k <= res.samples * agree.world for k in ks)
 
     def seconds_window(target_s: float, from_used: float, pace: float) -> Callable[[float, int], bool]:
         """When a window of a seconds budget (one process) is done: it holds min_steps steps and has lasted
@@ -160,7 +175,7 @@ def run_loop(
             first_left = min(target_s, max(min_s, min(ahead))) if ahead else target_s
         else:
             first_left = target_s
-        look = max(min_steps, steps_to_look(first_left, pace) if pace > 0 else min_steps)
+        look = max(min_steps, min(steps_to_look(first_left, pace) if pace > 0 else min_steps, to_sample_point()))
         every_step = not device.is_cuda  # no device queue: the clock is as good as synced at every step
 
         def done(w_start: float, n: int) -> bool:
@@ -176,11 +191,19 @@ def run_loop(
                 ahead = [b - now_used for b in points() if b > from_used]
                 if ahead:
                     left = min(left, max(min_s - elapsed, min(ahead)))
-            look = max(min_steps, n + steps_to_look(left, elapsed / n))
+            look = max(min_steps, n + min(steps_to_look(left, elapsed / n), to_sample_point()))
             return False
 
         return done
     min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
+
+    def to_sample_point() -> int:
+        """Steps until the next sample point at warm-up's samples a step (1 when one is due; a large number when
+        there is none)."""
+        ahead = samples_ahead()
+        if not ahead or step_n <= 0:
+            return 1 << 30
+        return max(1, math.ceil((min(ahead) - res.samples * agree.world) / (step_n * agree.world)))
 
     def over_wall() -> bool:
         """The host clock, read after a step without a sync: never ahead of the synced clock, so a cap it says is
@@ -283,7 +306,8 @@ def run_loop(
 
     read_s, read_steps = 0.0, 0  # the windows read so far: their pace
     w_batches, closed_at = 0, 0.0
-    for i in range(n_windows):
+    i, extra, w_target = 0, 0, 0.0
+    while i < n_windows:
         if i and timer.windows:
             drain(timer.windows[-1], w_batches, closed_at)
         if budget.seconds is None and not has_points:  # what is left over the windows left (drains took some)
@@ -294,14 +318,15 @@ def run_loop(
             if clock() + max(min_steps * pace, min_s) > end() + pace:  # within a step of it, as the last window
                 res.skipped_windows = n_windows - i
                 break
-        w_used = used()
+        w_used, w_samples = used(), res.samples * agree.world
         if budget.seconds is not None:
             if shared_pace:  # a step count every rank shares, from the slowest rank's pace and clock
                 local = math.ceil(window_s(i) / max(step_s, 1e-6))
                 target = int(agree.max(max(min_steps, local)))
                 window_done = lambda w_start, n: n >= target  # noqa: E731
             else:
-                window_done = seconds_window(window_s(i), w_used, read_s / read_steps if read_steps else step_s)
+                w_target = window_s(i)
+                window_done = seconds_window(w_target, w_used, read_s / read_steps if read_steps else step_s)
         else:
             if has_points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
                 window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
@@ -323,6 +348,11 @@ def run_loop(
                 break
         timer.close()
         w_batches, closed_at = meter.batches - b_start, clock()  # synced by close(): the pause starts here
+        w_len = closed_at - w_start
+        # cut at a sample point short of its own end (read before on_window moves the next point): not a window of n
+        cut = sample_points is not None and not shared_pace and at_sample_point() and (
+            w_len < w_target if budget.seconds is not None
+            else res.samples * agree.world - w_samples < window_n * agree.world)
         if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
             timer.windows.pop()
             res.dropped_steps += n_steps
@@ -338,8 +368,9 @@ def run_loop(
             w = timer.windows[-1]
             on_window({"window": len(timer.windows), "throughput": w.throughput * agree.world, "train_loss": loss,
                        "samples": res.samples * agree.world, "budget_used": used()})
+        extra, i = (extra + 1, i) if cut else (extra, i + 1)
         if res.capped or agree.any(over_wall()):
-            res.capped = res.capped or len(timer.windows) < n_windows
+            res.capped = res.capped or len(timer.windows) - extra < n_windows
             break
         if stop is not None and not shared_pace and stop([w.throughput for w in timer.windows]):
             break

@@ -31,7 +31,7 @@ from tuner.knobs import check_device
 from tuner.measure.ceiling import STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
-from tuner.study import TrialResult
+from tuner.study import NOT_REACHED, CurvePoint, TrialResult, target_metrics
 from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.data import prefetch_depth
@@ -198,6 +198,18 @@ class _DivergedAtRung(Exception):
     """The quality a rung evaluation read is not finite: the trial ends there as diverged."""
 
 
+class _NoReports:
+    """The reporter of a trial nobody reports to (`tuner train --until-target`): no rungs, reports dropped."""
+
+    rungs: list[float] = []
+
+    def window(self, report: WindowReport) -> None:
+        pass
+
+    def rung(self, report: RungReport) -> None:
+        pass
+
+
 class _Rungs:
     """The window and rung reports of one trial (tuner.train.reports). A rung's evaluation runs at the end of
     the first window that reaches its budget, outside the timed windows; the loop's clock is paused meanwhile, and
@@ -222,6 +234,17 @@ class _Rungs:
         self.scale = 1.0  # training's share of the budget over the budget (the scoring reserve left out)
         self.evals: list[float] = []  # wall seconds of each rung evaluation so far
         self.reported = 0.0  # the budget used last reported: a share that grew back never reports less
+        # A target's evaluations every K samples (tuner.study.target): paused out of the loop's clock like a rung's.
+        self.target = run.cfg.target
+        self.next_eval = self.target.eval_every_samples if self.target is not None else None
+        self.curve: list[CurvePoint] = []
+        self.target_eval_s = 0.0
+        self.reached = False
+        self.last_quality: dict[str, Any] | None = None  # the last evaluation's metrics (rank 0)
+
+    def sample_points(self) -> list[int]:
+        """Where the loop ends a window for the target's next evaluation (tuner.train.loop's sample_points)."""
+        return [self.next_eval] if self.next_eval is not None and not self.reached else []
 
     def train_points(self) -> list[float]:
         return [b * self.scale for b in self.points]
@@ -246,6 +269,35 @@ class _Rungs:
         due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
             self._close(used, int(w["samples"]), med, spread)
+        if self.next_eval is not None and not self.reached and self.agree.any(int(w["samples"]) >= self.next_eval):
+            self._evaluate_target(int(w["samples"]))
+
+    def _evaluate_target(self, samples: int) -> None:
+        """The quality at `samples` on the target's metric, a point of the quality curve; reached when it meets
+        the target (every rank agrees; rank 0 evaluates). Outside the timed windows and the loop's clock."""
+        run, target = self.run, self.target
+        assert target is not None and self.next_eval is not None
+        rank, _ = rank_world()
+        t = run.clock()
+        trained = self.clock() - self.start
+        value: float | None = None
+        workload = self.training.workload
+        if rank == 0 and workload.evaluate is not None:
+            quality = score(workload, self.training.models, self.training.val_set, run.device)
+            quality.pop("sample_grid", None)
+            self.last_quality = quality
+            v = quality.get(target.metric)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                value = float(v)
+        self.curve.append(CurvePoint(samples, trained, value))
+        self.reached = self.agree.any(target.met(value))
+        while self.next_eval <= samples:
+            self.next_eval += target.eval_every_samples
+        took = run.clock() - t
+        self.target_eval_s += took
+        self.paused += took
+        if run.train_limit_s is not None and getattr(run.reporter, "phase", None) is not None:
+            run._phase("train", run.train_limit_s)  # the driver's limit from now: evaluations are not training
 
     def _close(self, used: float, samples: int, throughput: float, spread: float | None) -> None:
         run, cfg = self.run, self.run.cfg
@@ -302,6 +354,7 @@ class _Run:
         self.train_set: Any = None
         self.t0 = clock()
         self.limits = contextlib.ExitStack()  # the in-process limit of the training phase (_phase), closed at the end
+        self.train_limit_s: float | None = None  # what the training phase may take (told again after evaluations)
 
     def train(self, wall_limit_s: float | None, on_window: Callable[[dict[str, Any]], None] | None,
               eager_throughput: float | None = None, score_reserve_s: float | None = None,
@@ -317,7 +370,8 @@ class _Run:
         budget = cfg.budget
         device.reset_peak_memory()
         self.t0 = self.clock()
-        rungs = _Rungs(self, self.reporter, training, world) if self.reporter is not None else None
+        rungs = _Rungs(self, self.reporter or _NoReports(), training, world) \
+            if self.reporter is not None or cfg.target is not None else None
         reserve = None
         if budget.seconds is not None and score_reserve_s and cfg.quality.enabled and workload.evaluate is not None:
             # every rank alike (rank 0 scores; the others wait for it): their windows end together
@@ -336,8 +390,9 @@ class _Run:
 
         def training_phase() -> None:
             if wall_limit_s is not None:
-                self._phase("train", wall_limit_s + max(AFTER_WALL_MIN_S, 0.5 * wall_limit_s)
-                            + 4 * (score_reserve_s or 0.0), wall_limit_s)
+                self.train_limit_s = wall_limit_s + max(AFTER_WALL_MIN_S, 0.5 * wall_limit_s) \
+                    + 4 * (score_reserve_s or 0.0)
+                self._phase("train", self.train_limit_s, wall_limit_s)
 
         watch = None
         if cfg.params.compile != "off":
@@ -350,7 +405,9 @@ class _Run:
             loop = run_loop(self.step, batches, budget=budget, measure=cfg.measure, device=device,
                             wall_limit_s=wall_limit_s, on_window=window, agree=Agreement(world), clock=loop_clock,
                             rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
-                            reserve=reserve, prefetched=prefetch_depth(cfg.params))
+                            reserve=reserve, prefetched=prefetch_depth(cfg.params),
+                            sample_points=rungs.sample_points if rungs is not None and cfg.target else None,
+                            stop=(lambda _rates: rungs.reached) if rungs is not None and cfg.target else None)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
@@ -375,7 +432,7 @@ class _Run:
         if loop.skipped_windows:
             res.metrics["skipped_windows"] = loop.skipped_windows
         res.capped, res.loss_curve = loop.capped, loop.loss_curve
-        if rungs is not None and self.reporter.rungs:  # type: ignore[union-attr]  # its end: the last rung
+        if rungs is not None and rungs.reporter.rungs:  # its end: the last rung
             # in the whole budget's terms; a trial that trained to its end (its reserve grown or shrunk on the
             # way) is measured at the top rung, the whole budget: the budget the report names
             res.measured_at = min(loop.seconds / rungs.scale, cfg.budget.seconds) if cfg.budget.seconds is not None \
@@ -401,8 +458,11 @@ class _Run:
         if loop.diverged:
             res.state, res.error = "diverged", "non-finite training loss"
             return
+        reached_at_end = rungs is not None and rungs.reached and rungs.last_quality is not None \
+            and rungs.curve[-1].samples == loop.samples * world
         if rank == 0 and cfg.quality.enabled and workload.evaluate is not None:
-            quality = score(workload, self.models, val_set, device)
+            # stopped at the target: the evaluation that met it is the trial's quality (no second scoring)
+            quality = dict(rungs.last_quality) if reached_at_end else score(workload, self.models, val_set, device)
             grid = quality.pop("sample_grid", None)
             res.sample_grid = str(grid) if grid else None
             res.metrics.update(quality)
@@ -412,6 +472,18 @@ class _Run:
                 if isinstance(value, (int, float)) and not math.isfinite(value):
                     res.state, res.error = "diverged", f"quality metric {name} is not finite (the model's outputs are not)"
                     res.metrics[name] = None
+        if rungs is not None and cfg.target is not None:
+            self._target_result(rungs)
+
+    def _target_result(self, rungs: _Rungs) -> None:
+        """The quality curve, time and samples to target; `not reached` when the budget ended before an
+        evaluation met the target (a complete trial otherwise: its figures stand)."""
+        res, target = self.result, self.cfg.target
+        assert target is not None
+        res.quality_curve = [p.as_list() for p in rungs.curve]
+        res.metrics.update(target_metrics(rungs.curve, target, rungs.target_eval_s))
+        if res.state == "complete" and res.metrics.get("time_to_target") is None:
+            res.state = NOT_REACHED  # type: ignore[assignment]
 
     def _phase(self, phase: str, limit_s: float, wall_limit_s: float | None = None) -> None:
         """Tell a search's driver how long the phase starting now may take (PhaseReport). Without one, in the main

@@ -1,0 +1,46 @@
+"""Time to target (issue 34): the first evaluation that meets the target counts, in either direction; a trial that
+never meets it is `not reached`, a state of its own that survives its record's round trip."""
+
+import pytest
+
+from tuner.config import Target
+from tuner.study import NOT_REACHED, STATES, CurvePoint, TrialRecord, first_reached, target_metrics
+
+
+def curve(*qualities):
+    return [CurvePoint(samples=100 * (i + 1), seconds=1.5 * (i + 1), quality=q) for i, q in enumerate(qualities)]
+
+
+def test_the_first_passing_evaluation_counts_for_a_loss_to_minimize():
+    target = Target(metric="val_loss", direction="minimize", value=1.6, eval_every_samples=100)
+    # falls, dips below the target at the 3rd evaluation, rises back above it, dips again: the 3rd counts
+    planted = curve(2.4, 1.9, 1.58, 1.7, 1.5)
+    hit = first_reached(planted, target)
+    assert hit == planted[2]
+    assert target_metrics(planted, target, 0.25) == {"time_to_target": 4.5, "samples_to_target": 300,
+                                                     "target_eval_seconds": 0.25}
+
+
+def test_the_first_passing_evaluation_counts_for_an_accuracy_to_maximize():
+    target = Target(metric="accuracy", direction="maximize", value=0.9, eval_every_samples=100)
+    planted = curve(0.5, None, 0.89, 0.9, 0.95)  # a missing reading never meets it; equal to the target does
+    assert first_reached(planted, target) == planted[3]
+    assert target_metrics(planted, target, 0.0)["samples_to_target"] == 400
+
+
+@pytest.mark.parametrize("direction, qualities", [("minimize", (3.0, 2.0, 1.61, float("nan"))),
+                                                  ("maximize", (0.1, 0.5, 0.89))])
+def test_a_curve_that_never_meets_the_target_has_no_time_to_it(direction, qualities):
+    target = Target(metric="q", direction=direction, value=1.6 if direction == "minimize" else 0.9,
+                    eval_every_samples=100)
+    figures = target_metrics(curve(*qualities), target, 1.0)
+    assert figures["time_to_target"] is None and figures["samples_to_target"] is None
+
+
+def test_not_reached_is_a_state_of_its_own_that_a_record_keeps():
+    assert NOT_REACHED in STATES
+    rec = TrialRecord(trial=3, state=NOT_REACHED, quality_curve=[[100.0, 1.5, 2.4], [200.0, 3.0, 1.9]],
+                      metrics={"throughput": 500.0, "val_loss": 1.9, "time_to_target": None})
+    back = TrialRecord.model_validate(rec.to_json())
+    assert back.state == "not reached" and back.quality_curve == [[100.0, 1.5, 2.4], [200.0, 3.0, 1.9]]
+    assert back.complete  # measured in full: ranked and told to Optuna like a complete trial, never a failure

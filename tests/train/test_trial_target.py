@@ -1,0 +1,39 @@
+"""run_trial with a target (issue 34): evaluations every K samples outside the timed windows, the quality curve,
+time and samples to target, the trial stopping at the first evaluation that meets it, and `not reached`."""
+
+from tuner.config import parse_config
+from tuner.train import run_trial
+from tests.helpers.userworkloads import PLANTED_CURVE, write
+
+
+def cfg(path, value, samples=400):
+    # PLANTED_CURVE's val_loss is 1000 / (1 + samples trained): it meets 10 from 99 samples on
+    return parse_config({"workload": f"{path}:make", "budget": {"samples": samples},
+                         "params": {"batch_size": 8, "device": "cpu"},
+                         "measure": {"warmup_steps": 1, "windows": 3, "window_min_seconds": 0, "ceiling_seconds": 0},
+                         "target": {"metric": "val_loss", "value": value, "eval_every_samples": 32}})
+
+
+def test_a_trial_stops_at_the_first_evaluation_that_meets_the_target(tmp_path):
+    path = write(tmp_path, PLANTED_CURVE)
+    res = run_trial(cfg(path, 10.0), cache_dir=tmp_path / "cache")
+    assert res.state == "complete"
+    curve = res.quality_curve
+    assert curve and all(abs(q - 1000 / (1 + s)) < 1e-9 for s, _, q in curve)  # read at the samples it says
+    assert curve[-1][2] <= 10.0 and all(q > 10.0 for _, _, q in curve[:-1])  # the first one that meets it ...
+    assert res.metrics["samples_to_target"] == curve[-1][0] == res.metrics["samples"] < 400  # ... ends training
+    assert res.metrics["time_to_target"] == curve[-1][1] > 0
+    assert res.metrics["target_eval_seconds"] >= 0
+    assert res.metrics["val_loss"] == curve[-1][2]  # its quality is the evaluation that met the target
+
+
+def test_a_trial_whose_budget_ends_first_is_not_reached_with_its_curve_and_figures(tmp_path):
+    path = write(tmp_path, PLANTED_CURVE)
+    res = run_trial(cfg(path, 0.5), cache_dir=tmp_path / "cache")
+    assert res.state == "not reached" and res.error is None
+    assert res.metrics["time_to_target"] is None and res.metrics["samples_to_target"] is None
+    assert res.throughput is not None and res.metrics["val_loss"] > 0.5  # measured in full, not a failure
+    samples = [s for s, _, _ in res.quality_curve]
+    assert len(samples) >= 3 and samples == sorted(samples) and samples[-1] <= res.metrics["samples"]
+    seconds = [t for _, t, _ in res.quality_curve]
+    assert seconds == sorted(seconds)
