@@ -228,3 +228,31 @@ def make():
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert "evaluate() returns quality metric 'val_loss' as 'low' (str), not a number" in err[0]
+
+
+def _planted(tmp_path):
+    """A config of PLANTED_CURVE: its val_loss is 1000 / (1 + samples trained), whatever it learns."""
+    from tests.helpers.userworkloads import PLANTED_CURVE, write as write_workload
+
+    work = write_workload(tmp_path, PLANTED_CURVE)
+    return write(tmp_path, f"workload: {work}:make\nbudget: {{samples: 800}}\nparams: {{batch_size: 8}}\n"
+                           f"measure: {{warmup_steps: 1, windows: 3, window_min_seconds: 0}}\n")
+
+
+def test_until_target_trains_to_the_first_evaluation_that_meets_it_and_says_when(tmp_path, capsys):
+    rc = main(["train", "--config", str(_planted(tmp_path)), "--until-target", "5", "--eval-every-samples", "40",
+               "--format", "json", "--reports-dir", str(tmp_path / "r")])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["state"] == "complete"
+    # 1000 / (1 + s) <= 5 from s = 199 on: the first evaluation at or past it, not the budget's end (800)
+    assert 199 <= data["samples_to_target"] == data["samples"] < 800
+    assert data["time_to_target"] > 0 and data["val_loss"] <= 5
+    assert all(q > 5 for _, _, q in data["quality_curve"][:-1])
+
+
+def test_until_target_never_met_is_not_reached_not_a_failure(tmp_path, capsys):
+    rc = main(["train", "--config", str(_planted(tmp_path)), "--until-target", "0.01", "--reports-dir",
+               str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "not reached" in out and "val_loss <= 0.01, evaluated every 200 samples" in out  # 25 steps of batch 8

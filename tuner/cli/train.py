@@ -20,6 +20,12 @@ def train(
     fid_weights: Annotated[Optional[Path], typer.Option(help="Inception weights file (with quality.fid_features: inception).")] = None,
     reports_dir: Annotated[Path, typer.Option(help="Where caches (datasets, FID features) and outputs go.")] = Path("reports"),
     out_dir: Annotated[Optional[Path], typer.Option(help="Where to write the sample grid (gan). Default: <reports-dir>/train/.")] = None,
+    until_target: Annotated[Optional[float], typer.Option(help="Train until the workload's quality metric meets "
+                                                           "this value (its direction), or the budget ends; report "
+                                                           "the time to it.")] = None,
+    eval_every_samples: Annotated[Optional[int], typer.Option(help="With --until-target: evaluate every this many "
+                                                                  "training samples (default: the config's target's, "
+                                                                  "else 25 optimizer steps).")] = None,
     format: FormatOption = Format.table,
     debug: Debug = False,
 ) -> None:
@@ -46,6 +52,8 @@ def train(
         check_writable(out_dir, "--out-dir")
     with user_output():  # what the workload prints goes to stderr: stdout is the result
         device, check = preflight(cfg, reports_dir / ".cache")
+        if until_target is not None or eval_every_samples is not None:
+            cfg.target = until(cfg, check.quality, until_target, eval_every_samples)
         want = needed_budget(cfg, check.step_seconds, check.score_seconds, rounded=True)
         if want is not None and budget is None and not chosen:  # the default budget: sized to the model instead
             note(f"the default {cfg.budget.seconds:g} s budget is too short for workload {check.name}: one training "
@@ -70,9 +78,34 @@ def train(
     if as_json:
         print_json(result.to_json())
     else:
-        _print_summary(result)
-    if result.state != "complete":
+        _print_summary(result, cfg.target)
+    if result.state not in ("complete", "not reached"):  # not reached: an answer (slower or worse), not a failure
         raise RunFailed(f"the run did not complete: {result.state} ({result.error})")
+
+
+def until(cfg: Any, quality: Any, value: float | None, every: int | None) -> Any:
+    """The run's target: the workload's quality metric and direction, `value` (else the config's target's), every
+    `every` samples (else the config's, else 25 optimizer steps of the config: tuner.config.EVAL_EVERY_STEPS)."""
+    import math
+
+    from tuner.config import EVAL_EVERY_STEPS, Target
+    from tuner.errors import ConfigError
+
+    if quality is None or not cfg.quality.enabled:
+        raise ConfigError("--until-target needs a quality to reach: the workload declares no quality metric or "
+                          "the config has quality.enabled: false")
+    if value is None and cfg.target is None:
+        raise ConfigError("--eval-every-samples needs --until-target VALUE (or a target: in the config)")
+    if value is not None and not math.isfinite(value):
+        raise ConfigError(f"--until-target must be a finite number (got {value:g})")
+    if every is not None and every < 1:
+        raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
+    old = cfg.target
+    return Target(metric=quality.metric, direction=quality.direction,
+                  value=value if value is not None else old.value,
+                  eval_every_samples=every or (old.eval_every_samples if old is not None else
+                                               cfg.params.effective_batch * EVAL_EVERY_STEPS),
+                  source="--until-target" if value is not None else old.source)
 
 
 def wall_cap(budget: Any, step_seconds: float | None, step_samples: int | None) -> float | None:
@@ -90,7 +123,7 @@ def _print_window(w: dict[str, Any]) -> None:
     note(f"  window {w['window']}: {w['throughput']:.1f} samples/s, train loss {w['train_loss']:.4f}")
 
 
-def _print_summary(result: Any) -> None:
+def _print_summary(result: Any, target: Any = None) -> None:
     """The result as a table; text from the run (errors, paths, metric names) is escaped, as rich reads `[...]`
     as markup (torch's "[enforce fail at alloc_cpu.cpp:127]" would vanish)."""
     from rich.markup import escape
@@ -122,6 +155,15 @@ def _print_summary(result: Any) -> None:
             t.add_row(escape(label), escape(f"{fmt_metric(m.key, result.get(m.key))} {unit}".rstrip()))
     for key in sorted(k for k in result.metrics if k not in {m.key for m in METRICS} | {"sample_unit"}):
         t.add_row(escape(key), escape(fmt_metric(key, result.get(key))))
+    if target is not None:
+        ttt = result.get("time_to_target")
+        reached = (f"reached in {ttt:.3g} s of training, {result.get('samples_to_target'):,} samples (evaluations "
+                   f"apart: {result.get('target_eval_seconds') or 0:.3g} s)") if ttt is not None \
+            else "not reached within the budget"
+        t.add_row("target", escape(f"{target.describe()}, evaluated every {target.eval_every_samples:,} samples: "
+                                   f"{reached}"))
+    if result.quality_curve:
+        t.add_row("quality curve", escape(curve_text(result.quality_curve)))
     if result.capped:
         t.add_row("capped", "stopped by the wall-time cap before the budget was spent")
     if result.sample_grid:
@@ -130,3 +172,16 @@ def _print_summary(result: Any) -> None:
         t.add_row("traceback", escape(result.traceback.rstrip()))
     t.add_row("device", escape(result.device))
     stdout_console().print(t)
+
+
+def curve_text(curve: list[list[Any]]) -> str:
+    """`5 evaluations: 2.31 at 512 samples (0.8 s), ..., 1.58 at 2,560 (4.1 s)`: the first two and the last."""
+    from tuner.study.format import fmt
+
+    def point(p: list[Any]) -> str:
+        q = "-" if p[2] is None else fmt(float(p[2]), 4)
+        return f"{q} at {int(p[0]):,} samples ({p[1]:.1f} s)"
+
+    shown = [point(p) for p in curve] if len(curve) <= 3 else [point(curve[0]), point(curve[1]), "...",
+                                                               point(curve[-1])]
+    return f"{len(curve)} evaluation{'s' if len(curve) != 1 else ''}: " + ", ".join(shown)
