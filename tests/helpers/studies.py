@@ -174,13 +174,15 @@ def read_meta(study_dir: Path) -> dict[str, Any]:
 
 def goodput_study(reports: Path, name: str = "cnn-goodput", noise_scale: float | None = 900.0) -> Path:
     """cnn_trials() in a study whose baseline (trial 0, batch 64) measured `noise_scale` (None: not measured);
-    every trial recorded its effective batch (its batch_size). Returns the study's folder."""
+    every trial recorded its effective batch (its batch_size) and its Adam's lr: 1e-3, but trial 1 (batch 256) the
+    linear rule's 4e-3. Returns the study's folder."""
     study_dir = reports / name
     folder = StudyFolder(study_dir)
     folder.write_meta(StudyMeta.model_validate({**study_meta(name, "cnn"),
                                                 "baseline": {"trial": 0, "params": {"batch_size": 64}}}))
     for rec in cnn_trials():
         rec["effective_batch"] = rec["params"]["batch_size"]
+        rec["optimizer"] = {"train": {"optimizer": "Adam", "lr": 4e-3 if rec["trial"] == 1 else 1e-3}}
         if rec["trial"] == 0 and noise_scale is not None:
             rec["noise_scale"] = noise_scale
         folder.write_record(TrialRecord.model_validate(rec))

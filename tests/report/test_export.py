@@ -263,3 +263,27 @@ def test_an_export_of_a_trial_without_a_recorded_environment_names_tuners_own(ma
     assert exp.config.env is None  # nothing recorded to re-apply: `tuner train` sets its own passive policy
     assert "# Your own loop reads this figure in tuner's own default (this trial's study did not record" in text
     assert "#   OMP_WAIT_POLICY=PASSIVE python train.py\n" in text
+
+
+def test_the_export_states_the_lr_rule_for_an_effective_batch_other_than_the_baselines(tmp_path):
+    """Batch 256 trained at 4x the baseline's lr (batch 64): the header and provenance.pytorch.lr_rule name the
+    linear rule, give the others (sqrt, AdaScale's gain from the baseline's noise scale 900) and the samples the
+    batch costs; the baseline's own batch states none."""
+    from tests.helpers.studies import goodput_study
+    from tuner.report.export import build_export, render
+    from tuner.study import open_study
+
+    goodput_study(tmp_path / "reports")
+    study = open_study(tmp_path / "reports", "cnn-goodput")
+    exp = build_export(study, trial=1)
+    header = " ".join(line.lstrip("# ") for line in render(study, exp, "yaml", tmp_path / "x.yaml").splitlines()
+                      if line.startswith("#"))
+    assert ("Learning rate: effective batch 256 against the baseline's 64 at lr 0.001: trained at lr 0.004 "
+            "(the linear rule); the rules give linear 0.004, sqrt 0.002, AdaScale gain 0.00334 (noise scale 900)."
+            in header)
+    assert "Efficiency 0.834: 1.20x the baseline's samples to the same loss; goodput 2168 useful samples/s." in header
+    rule = exp.document["provenance"]["pytorch"]["lr_rule"]
+    assert rule["rule"] == "linear" and rule["baseline_effective_batch"] == 64 and rule["effective_batch"] == 256
+    base = build_export(study, trial=0)
+    assert "lr_rule" not in base.document["provenance"]["pytorch"]
+    assert "Learning rate:" not in render(study, base, "yaml", tmp_path / "y.yaml")

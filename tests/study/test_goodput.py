@@ -34,3 +34,21 @@ def test_trials_csv_carries_goodput_and_efficiency_row_by_row_and_rebuilt(tmp_pa
     StudyFolder(study_dir).write_csv()
     rebuilt = {r["trial"]: r for r in csv.DictReader((study_dir / "trials.csv").open())}
     assert rebuilt["2"]["goodput"] == rows["2"]["goodput"] != ""
+
+
+def test_the_lr_rule_a_trial_followed_is_named_against_the_baseline(tmp_path):
+    from tuner.study.goodput import baseline_record, lr_advice
+
+    folder = StudyFolder(goodput_study(tmp_path))
+    records = {r.trial: r for r in folder.records()}
+    base = baseline_record(folder.read_meta().baseline, list(records.values()))
+    assert lr_advice(records[0], base) is None  # the baseline's own batch: no rule to state
+    linear = lr_advice(records[1], base)
+    assert linear is not None and linear.rule == "linear"
+    assert linear.rules() == pytest.approx({"linear": 4e-3, "sqrt": 2e-3, "adascale": 1e-3 * 964 / 1156 * 4})
+    kept = lr_advice(records[2], base)  # batch 32 at the baseline's lr
+    assert kept is not None and kept.rule == "kept" and "no rule applied" in kept.text()
+    records[2].optimizer = {"train": {"optimizer": "Adam", "lr": 1e-3 * 964 / 932 / 2}}  # AdaScale's gain for 32
+    assert lr_advice(records[2], base).rule == "adascale"
+    records[2].optimizer = {"train": {"optimizer": "Adam", "lr": 3e-4}}
+    assert lr_advice(records[2], base).rule == "searched"

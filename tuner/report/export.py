@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.config import Params, TrialConfig, dump_config, env_command, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
@@ -24,6 +24,9 @@ from tuner.study.parity import read_parity
 from tuner.study import Pick, RunEnvironment, Study, TrialRecord
 from tuner.study.stats import Interval, pool
 from tuner.study.verdict import Verdict, against_baseline, decide
+
+if TYPE_CHECKING:
+    from tuner.study.goodput import LrAdvice
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 # What tuner's commands run under unless the user set a wait policy of their own (tuner.cli.app.quiet_openmp): what a
 # trial recorded before trials kept their environment ran under, as far as tuner set it.
@@ -174,7 +177,19 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "pytorch": pytorch_settings(cfg, record.optimizer, record.environment),
     }
+    advice = study_lr_advice(study, record)
+    if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.study.goodput)
+        out["pytorch"]["lr_rule"] = advice.to_json()
     return {k: v for k, v in out.items() if v is not None}
+
+
+def study_lr_advice(study: Study, record: TrialRecord) -> "LrAdvice | None":
+    """The trial's lr against the study's baseline's, where its effective batch differs from the baseline's."""
+    from tuner.study.goodput import lr_advice
+
+    n = study.baseline_trial
+    base = next((r for r in study.records if r.trial == n), None) if n is not None else None
+    return lr_advice(record, base)
 
 
 @dataclass
@@ -247,10 +262,27 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
         "# optimizer / memory-format / cuDNN arguments, and each knob as one line of code (provenance.pytorch.lines).",
+        *_lr_lines(study, exp),
         *_env_lines(exp),
         "# Training ignores the provenance block.",
         "",
     ])
+
+
+def _lr_lines(study: Study, exp: Export) -> list[str]:
+    """The header's lines on the lr for the trial's effective batch (provenance.pytorch.lr_rule) and what that
+    batch costs in samples (its efficiency against the baseline's noise scale)."""
+    import textwrap
+
+    advice = study_lr_advice(study, exp.record)
+    if advice is None:
+        return []
+    text = f"Learning rate: {advice.text()}."
+    eff = exp.record.value("efficiency")
+    if eff is not None:
+        text += (f" Efficiency {eff:.3g}: {1 / eff:.2f}x the baseline's samples to the same loss; goodput "
+                 f"{exp.record.value('goodput') or 0:.4g} useful samples/s.")
+    return [f"# {line}" for line in textwrap.wrap(text, 116)]
 
 
 def _env_lines(exp: Export) -> list[str]:

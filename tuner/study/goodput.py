@@ -20,6 +20,7 @@ one *step* at M against one at M0.) E < 1 for M > M0: each sample teaches less, 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from tuner.study.metrics import finite
@@ -106,3 +107,66 @@ def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
         thr = r.value("throughput")
         if thr is not None:
             r.metrics["goodput"] = thr * eff
+
+
+@dataclass(frozen=True)
+class LrAdvice:
+    """The lr that goes with a trial's effective batch, against the baseline's: which named rule the trial's lr
+    followed (`rule`), and what each rule gives from the baseline's lr (linear, sqrt, and AdaScale's gain where the
+    baseline's noise scale is known). tuner itself applies none: a space's lr / lr_scale is searched as given."""
+
+    batch: float
+    base_batch: float
+    lr: float
+    base_lr: float
+    noise_scale: float | None
+    rule: str  # "kept" (the baseline's lr at another batch), "linear", "sqrt", "adascale" or "searched"
+
+    def rules(self) -> dict[str, float]:
+        out = {r: scaled_lr(self.base_lr, self.batch, self.base_batch, r, self.noise_scale)  # type: ignore[arg-type]
+               for r in LR_RULES if r != "adascale" or self.noise_scale is not None}
+        return out
+
+    def text(self) -> str:
+        followed = {"kept": "the baseline's lr, no rule applied",
+                    "searched": "searched, none of the rules below"}.get(self.rule, f"the {self.rule} rule")
+        given = ", ".join(f"{'AdaScale gain' if r == 'adascale' else r} {v:.3g}" for r, v in self.rules().items())
+        noise = f" (noise scale {self.noise_scale:.0f})" if self.noise_scale is not None else ""
+        return (f"effective batch {self.batch:.0f} against the baseline's {self.base_batch:.0f} at lr "
+                f"{self.base_lr:.3g}: trained at lr {self.lr:.3g} ({followed}); the rules give {given}{noise}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"effective_batch": self.batch, "baseline_effective_batch": self.base_batch, "lr": self.lr,
+                "baseline_lr": self.base_lr, "rule": self.rule, "noise_scale": self.noise_scale,
+                "rules": self.rules(), "text": self.text()}
+
+
+def first_lr(record: TrialRecord) -> float | None:
+    """The lr the record's first optimizer phase trained with (TrialResult.optimizer)."""
+    for settings in (record.optimizer or {}).values():
+        return finite(settings.get("lr"))
+    return None
+
+
+def lr_advice(record: TrialRecord, base: TrialRecord | None) -> LrAdvice | None:
+    """The trial's lr against the baseline's, when its effective batch differs from the baseline's and both lrs
+    were recorded; None otherwise."""
+    if base is None:
+        return None
+    m, m0 = finite(record.get("effective_batch")), finite(base.get("effective_batch"))
+    lr, lr0 = first_lr(record), first_lr(base)
+    if m is None or m0 is None or m <= 0 or m0 <= 0 or m == m0 or lr is None or lr0 is None or lr0 <= 0:
+        return None
+    phi = finite(base.get("noise_scale"))
+    ratio = lr / lr0
+    rule = "searched"
+    if math.isclose(ratio, 1.0, rel_tol=1e-3):
+        rule = "kept"
+    else:
+        for name in LR_RULES:
+            if name == "adascale" and phi is None:
+                continue
+            if math.isclose(lr, scaled_lr(lr0, m, m0, name, phi), rel_tol=1e-3):  # type: ignore[arg-type]
+                rule = name
+                break
+    return LrAdvice(batch=m, base_batch=m0, lr=lr, base_lr=lr0, noise_scale=phi, rule=rule)
