@@ -74,3 +74,15 @@ def test_the_budget_model_itself_refuses_inf_and_nan():
     for bad in (float("inf"), float("nan")):
         with pytest.raises(ValidationError):
             Budget(seconds=bad)
+
+
+def test_an_lr_above_10_is_accepted_like_the_workloads_own(tmp_path):
+    """word_language_model trains SGD at lr 20: params.lr takes it as the workload's hyperparameters do."""
+    cfg = load_config(write(tmp_path, "workload: cnn\nparams: {batch_size: 20, lr: 20}\n"))
+    assert cfg.params.lr == 20
+
+
+@pytest.mark.parametrize("lr", [".inf", ".nan", "0", "-1"])
+def test_an_lr_that_is_not_finite_and_positive_is_refused(tmp_path, lr):
+    with pytest.raises(ConfigError, match="params.lr"):
+        load_config(write(tmp_path, f"workload: cnn\nparams: {{lr: {lr}}}\n"))

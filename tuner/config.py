@@ -39,7 +39,8 @@ class Params(_Strict):
     cudnn_benchmark: bool = Field(False, description="torch.backends.cudnn.benchmark (CUDA only)")
     optimizer_impl: OptimizerImpl = Field("default", description="foreach= or fused= passed to the optimizer "
                                           "(default: as the workload builds it)")
-    lr: float | None = Field(None, gt=0, le=10, description="the optimizer's lr (default: the workload's own)")
+    lr: float | None = Field(None, gt=0, allow_inf_nan=False, description="the optimizer's lr (default: the "
+                              "workload's own); any finite positive lr, as the workload's hyperparameters take")
     lr_scale: float | None = Field(None, gt=0, le=1000, description="multiplies the lr (the workload's own, or "
                                    "params.lr): spaces search lr relative to the workload's")
     beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
