@@ -30,3 +30,13 @@ def test_a_confirmation_round_says_how_many_re_runs_each_trial_gets():
     assert "#0007 re-run 1" in lines[2] and "throughput 210" in lines[2]
     assert "confirming trials 0, 7: 2 re-runs, 1 each, interleaved" in lines[3]
     assert v.total == 4 + 1 + 2  # the status line counts each round's re-runs on from what is done
+
+
+def test_a_trials_line_labels_its_process_time_so_it_is_not_read_as_its_wall_time():
+    """run_seconds (set-up, noise scale, scoring) is longer than wall_seconds: the line says which it is."""
+    from tuner.cli.progress import trial_line
+    from tuner.study import TrialRecord
+
+    r = TrialRecord(trial=0, state="complete", throughput=100.0, wall_seconds=29.8, run_seconds=48.1)
+    line = trial_line(r, [Objective(metric="throughput", direction="max")], []).plain
+    assert "run 48.1 s" in line

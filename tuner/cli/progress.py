@@ -45,7 +45,8 @@ def trial_line(record: TrialRecord, objectives: list[Objective], params: list[st
     shown = record.params
     line.append("  " + " ".join(f"{p}={fmt_param(record, p)}" for p in params if p in shown), style="cyan")
     if record.run_seconds is not None:
-        line.append(f"  {record.run_seconds:.1f} s", style="dim")
+        # the trial's whole process (set-up, noise scale, scoring), not wall_seconds: labelled so it is not read as that
+        line.append(f"  run {record.run_seconds:.1f} s", style="dim")
     return line
 
 
