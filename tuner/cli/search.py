@@ -30,6 +30,8 @@ def search(
     min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
     eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
+    target: Annotated[Optional[float], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
+    eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: 25 optimizer steps of the baseline's effective batch).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
     gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).")] = None,
@@ -56,6 +58,7 @@ def search(
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta, study_seconds=study_seconds,
+        target=target, eval_every_samples=eval_every_samples,
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format
@@ -103,6 +106,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
             "finished": summary.finished, "ran": summary.ran, "states": summary.states,
             "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "warnings": summary.warnings,
             "objectives": [o.model_dump() for o in summary.objectives],
+            "target": t.model_dump() if (t := summary.study.target) is not None else None,
             "front": [trial_document(summary.study, r) for r in summary.front],
             "verdict": verdict.to_json() if verdict is not None else None,
             "noise": None if noise is None else noise.to_json()}
@@ -122,6 +126,8 @@ def _print_summary(summary: Any) -> None:
         out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title))
     else:
         print("Pareto front: empty (no complete trial yet)")
+    if (line := summary.study.target_text()) is not None:
+        print(line)
     noise = summary.study.noise()
     if noise is not None:
         print(f"noise floor: {noise.text()}; ✓ = confirmed: mean of the re-runs (95% interval)")

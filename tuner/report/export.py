@@ -4,6 +4,9 @@ The file is a TrialConfig (workload, workload_options, dataset, budget, params, 
 `provenance` mapping that training ignores: which study and trial it came from, by which rule, what that trial
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.
+
+Over 400 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
+rule, parity, target); splitting them would pass that record's pieces between modules.
 """
 
 from __future__ import annotations
@@ -161,6 +164,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         # its numerics knob values against fp32 (tuner.measure.parity), as the study checked them
         "numerics_parity": [v.text for v in checked] or None,
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
+        "target": ({**t.model_dump(), **{k: record.get(k) for k in ("time_to_target", "samples_to_target")}}
+                   if (t := study.target) is not None else None),
         "chosen_by": rule,
         "measured": measured,
         # under a rung scheduler: the budget its figures were taken at (the top rung: only complete trials export)
@@ -255,6 +260,8 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"# Measured: {fmt_figure(rec, 'throughput')} samples/s{qtext} ({how}) on "
         f"{rec.device or 'the study machine'}.",
         *rerun,
+        *([f"# {line}; tuner train --config trains to it again (target: below)."]
+          if (line := study.target_text(rec)) is not None else []),
         *verdict,
         *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),
         f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",

@@ -28,7 +28,7 @@ from tuner.report.view import FRONT_MARK, rank_cell
 from tuner.study import METRICS, Study, TrialRecord
 from tuner.knobs import role_text
 from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
-from tuner.study.metrics import finite, metric, table_columns, unit_suffix
+from tuner.study.metrics import finite, metric, unit_suffix
 
 REPORT_FILE = "report.html"
 TEMPLATE = "report.html.j2"
@@ -125,7 +125,7 @@ def trials_table(study: Study) -> dict[str, Any]:
     """Columns: rank, trial, state, the objectives, the metric list's table columns, the params, the error."""
     objectives = study.objectives
     keys = [o.metric for o in objectives]
-    keys += [m.key for m in table_columns() if m.key not in keys]
+    keys += [m.key for m in study.table_columns() if m.key not in keys]
     params = study.params()
     arrows = {o.metric: f" {o.arrow}" for o in objectives}
     columns = [{"label": metric(k).label + arrows.get(k, ""), "title": metric(k).help} for k in keys]
@@ -270,6 +270,7 @@ def provenance(study: Study) -> dict[str, Any]:
         ("budget", _budget(study)),
         ("trials asked for", meta.get("trials")),
         ("objectives", ", ".join(f"{o.metric} ({o.direction})" for o in study.objectives)),
+        ("target", study.target_text()),
         ("sampler", meta.get("sampler")),
         ("seed", meta.get("seed")),
         ("space", meta.get("space")),

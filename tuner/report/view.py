@@ -13,7 +13,7 @@ from tuner.study.headroom import BOUND_EXPLANATION, record_bound
 from tuner.study.parity import read_parity
 from tuner.study import Study, TrialRecord
 from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
-from tuner.study.metrics import METRICS, table_columns, unit_suffix
+from tuner.study.metrics import METRICS, unit_suffix
 
 FRONT_MARK = "★"
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -68,6 +68,7 @@ def study_document(study: Study) -> dict[str, Any]:
         "study": study.name,
         "folder": str(study.dir),
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
+        "target": t.model_dump() if (t := study.target) is not None else None,
         "baseline": study.baseline_trial,
         "front": sorted(r.trial for r in study.front()),
         "noise_floor": noise.to_json() if noise is not None else None,
@@ -109,7 +110,7 @@ def study_table(study: Study) -> Any:
     from rich.table import Table
 
     objectives = study.objectives
-    measured = [m for m in table_columns() if m.key not in {o.metric for o in objectives} | IN_CELL]
+    measured = [m for m in study.table_columns() if m.key not in {o.metric for o in objectives} | IN_CELL]
     params = study.params()
     title = f"study {study.name}: {len(study.records)} trials, {len(study.front())} on the Pareto front ({FRONT_MARK})"
     directions = ", ".join(f"{o.metric} {o.arrow}" for o in objectives)
@@ -208,6 +209,8 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         losses = [p[1] for p in record.loss_curve]
         out.append(f"loss curve: {fmt(losses[0])} -> {fmt(losses[-1])} over {fmt(record.loss_curve[-1][0])} "
                    f"samples  {sparkline(losses)}")
+    if record.quality_curve:
+        out.append(quality_curve_text(study, record))
     grid = study.sample_grid(record)
     if grid is not None:
         out.append(escape(f"sample grid: {grid}") + ("" if grid.is_file() else " (missing)"))
@@ -227,6 +230,17 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     return out
 
 
+def quality_curve_text(study: Study, record: TrialRecord) -> str:
+    """The quality curve of a study with a target: each evaluation's samples, training seconds and quality."""
+    target = study.target
+    name = target.metric if target is not None else "quality"
+    points = "  ".join(f"{int(s):,}: {fmt(q) if q is not None else '-'} ({t:.1f} s)" for s, t, q in record.quality_curve)
+    first = f"; target {target.describe()}" if target is not None else ""
+    qualities = [q for _, _, q in record.quality_curve if q is not None]
+    return escape(f"quality curve ({name} at samples, training s{first}): {points}") + (
+        f"  {sparkline(qualities)}" if qualities else "")
+
+
 def goodput_text(record: TrialRecord) -> str:
     """One sentence: the trial's goodput, what it is made of, and what its effective batch costs in samples."""
     eff, m = record.value("efficiency"), record.value("effective_batch")
@@ -244,7 +258,7 @@ def study_footer(study: Study) -> list[str]:
     from tuner.errors import StudyError
     from tuner.study.verdict import decide
 
-    out = []
+    out = [line] if (line := study.target_text()) is not None else []
     noise = study.noise()
     if noise is not None:
         out.append(f"noise floor: {noise.text()}")

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Budget, Quality, budget_from_options
+from tuner.config import Budget, Quality, Target, budget_from_options
 from tuner.errors import ConfigError, StudyError
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
+from tuner.search._target import study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import Objective, StudyFolder, StudyMeta
@@ -65,6 +66,8 @@ class SearchOptions:
     min_budget: float | None = None  # asha's first rung, in the budget's unit (default: budget / eta^2)
     eta: float | None = None  # asha keeps 1/eta of the trials at each rung (default 3)
     study_seconds: float | None = None  # this invocation's wall-time allowance (tuner.search._allowance)
+    target: float | None = None  # time to this quality (issue 34): the space's `target:` unless given
+    eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: 25 steps)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class SearchPlan:
     # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.
     kept_trials: int | None = None
     preflight_s: float | None = None  # one trial's wall time as the pre-flight estimates it (check_plan)
+    target: Target | None = None  # the study's target (check_plan resolves it; study.json's on --resume)
 
     @property
     def optuna_name(self) -> str:
@@ -287,7 +291,8 @@ def _pick(given: int | None, saved: int | None, default: int) -> int:
 def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
     """What every trial's config shares (the space adds its `trial:` section, the sampler the knobs)."""
     return {"workload": plan.workload.text, "workload_options": plan.workload_options, "dataset": plan.dataset,
-            "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device}}
+            "budget": plan.budget.model_dump(exclude_none=True), "gpus": gpus, "params": {"device": device},
+            "target": plan.target.model_dump() if plan.target is not None else None}
 
 
 def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
@@ -378,6 +383,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     if trial_device is not None:
         _check_budget(plan, cfg, check, trial_device.describe())
     plan.own = check.own
+    plan.target = study_target(plan, cfg, check.quality)  # tuner.search._target
     plan.preflight_s = preflight_trial_s(plan.budget, check.step_seconds, check.step_samples, check.score_seconds)
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:

@@ -152,6 +152,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
         scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None, allowance=allowance,
+        **({"target": plan.target.model_dump()} if plan.target is not None else {}),  # how it was set: source
     )
 
 

@@ -197,7 +197,7 @@ class StudySearcher(OptunaSearch):
         kill comes between)."""
         ot_trial = self._ot_trials[trial_id]
         stopped = record.state == "stopped"
-        feasible = bool(result and result.get(FEASIBLE_KEY)) and record.state in ("complete", "stopped")
+        feasible = bool(result and result.get(FEASIBLE_KEY)) and (record.complete or stopped)  # not reached too
         values = None  # a failed trial: penalties and a violated constraint (tell_trial)
         if feasible:
             values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]

@@ -402,6 +402,8 @@ class Space(_Strict):
     objectives: dict[str, list[Objective]]
     params: dict[str, ParamSpec]
     trial: dict[str, Any] = Field(default_factory=dict)
+    # Time to a target quality (issue 34): a value of the study's quality metric, in its direction (--target too).
+    target: float | None = Field(None, allow_inf_nan=False)
 
     @field_validator("params", mode="before")
     @classmethod
@@ -444,7 +446,7 @@ class Space(_Strict):
 
     def definition(self) -> dict[str, Any]:
         """The space as plain data (what study.json stores and `--resume` compares)."""
-        d = self.model_dump(mode="json", exclude={"name", "source"})
+        d = self.model_dump(mode="json", exclude={"name", "source"} | ({"target"} if self.target is None else set()))
         for k, p in self.params.items():
             d["params"][k] = {kk: vv for kk, vv in d["params"][k].items() if vv is not None and vv is not False}
             if p.fixed:

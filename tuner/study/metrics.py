@@ -150,6 +150,7 @@ METRICS: tuple[Metric, ...] = (
 )
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+TARGET_COLUMNS = ("time_to_target", "samples_to_target")  # a study's tables show them when it has a target
 OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.direction is not None)
 
 

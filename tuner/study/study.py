@@ -7,6 +7,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.errors import StudyError
 from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
@@ -16,6 +17,10 @@ from tuner.study.objective import Objective, quality_objective
 from tuner.study.pareto import Value, pareto_ranks
 from tuner.study.record import TrialRecord
 from tuner.study.stats import NoiseFloor, Pooled
+
+if TYPE_CHECKING:
+    from tuner.config import Target
+    from tuner.study.metrics import Metric
 
 
 def confirmed_or_measured(record: TrialRecord, metric: str) -> float | None:
@@ -137,6 +142,35 @@ class Study:
     def scheduled(self) -> bool:
         """Whether a rung scheduler ran this study (its records say at which rung and budget they were measured)."""
         return any(r.rung is not None or r.measured_at is not None for r in self.records)
+
+    @property
+    def target(self) -> "Target | None":
+        """The study's target quality (issue 34; study.json's `target`, with how it was set), None without one."""
+        from tuner.config import Target
+
+        raw = getattr(self.meta, "target", None)
+        return Target.model_validate(raw) if isinstance(raw, dict) else None
+
+    def table_columns(self) -> "list[Metric]":
+        """The metric list's table columns this study shows: the target's (TARGET_COLUMNS) only with a target."""
+        from tuner.study.metrics import TARGET_COLUMNS, table_columns
+
+        return [m for m in table_columns() if self.target is not None or m.key not in TARGET_COLUMNS]
+
+    def target_text(self, record: TrialRecord | None = None) -> str | None:
+        """`target: val_loss <= 1.6 (--target), evaluated every 1,600 samples; reached by 3 of 5 measured trials`,
+        or with `record` what that trial did: `...: reached in 4.1 s of training, 2,048 samples`."""
+        t = self.target
+        if t is None:
+            return None
+        head = f"target: {t.describe()} ({t.source or 'given'}), evaluated every {t.eval_every_samples:,} samples"
+        if record is not None:
+            ttt, n = record.value("time_to_target"), record.value("samples_to_target")
+            return head + (f": reached in {ttt:.3g} s of training, {n:,.0f} samples" if ttt is not None and n
+                           is not None else ": not reached within its budget")
+        measured = [r for r in self.records if r.complete]
+        reached = sum(1 for r in measured if r.value("time_to_target") is not None)
+        return head + f"; reached by {reached} of {len(measured)} measured trials"
 
     @property
     def budget_unit(self) -> str:
