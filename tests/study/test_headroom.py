@@ -94,3 +94,10 @@ def test_a_record_carries_its_of_peak_into_the_re_derived_sentence():
     from tuner.study.headroom import of_record
 
     assert "6% of this CPU's measured fp32 matmul peak" in of_record(record).sentence
+
+
+def test_with_one_ceiling_skipped_the_sentence_names_that_one_not_both():
+    """The input ceiling was measured (and shown in the row above): only the compute ceiling is said missing."""
+    h = assess(1000, None, 54202, data_wait=0.45)
+    assert "no compute ceiling measured" in h.sentence and "no ceilings measured" not in h.sentence
+    assert "no input ceiling measured" in assess(1000, 5000, None, data_wait=0.45).sentence

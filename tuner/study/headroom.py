@@ -106,7 +106,10 @@ def assess(throughput: Any, compute: Any, input_: Any, *, params: dict[str, Any]
     of_i = thr / i if thr is not None and i else None
     if thr is None or c is None or i is None:
         label = bound_label(data_wait)
-        sentence = f"{label} by the data-wait share alone{evidence}; no ceilings measured" if label else ""
+        # name the ceiling not measured: the other one may be shown right above this sentence
+        missing = [name for name, v in (("compute", c), ("input", i)) if v is None]
+        unmeasured = f"no {missing[0]} ceiling measured" if len(missing) == 1 else "no ceilings measured"
+        sentence = f"{label} by the data-wait share alone{evidence}; {unmeasured}" if label else ""
         if sentence and peak:
             sentence += f"; it runs at {peak}"
         return Headroom(label, of_c, of_i, sentence)
