@@ -389,7 +389,9 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
                           f"{plan.workload.text}'s optimizer does not take (its hyperparameters declare no "
-                          f"{'betas' if 'lr' not in lacking else 'lr'}); use a space without them (--space loader)")
+                          f"{'betas' if 'lr' not in lacking else 'lr'}); use a space without them (--space loader, "
+                          f"which searches no lr) or a copy of {plan.space.source} without "
+                          f"{', '.join(lacking[:-1]) + ' and ' if len(lacking) > 1 else ''}{lacking[-1]}")
     objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
         else plan.objectives
     for o in objectives:
