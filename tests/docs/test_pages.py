@@ -89,7 +89,7 @@ def test_ci_runs_the_readmes_test_command():
 
 
 def test_readme_links_resolve():
-    readme = _read("README.md")
+    readme = re.sub(r"(?ms)^\s*```.*?^\s*```", "", _read("README.md"))  # code is not prose: `m["net"](x)` is no link
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme):
         if "://" in target or target.startswith("mailto:"):
             continue
