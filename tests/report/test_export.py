@@ -287,3 +287,23 @@ def test_the_export_states_the_lr_rule_for_an_effective_batch_other_than_the_bas
     base = build_export(study, trial=0)
     assert "lr_rule" not in base.document["provenance"]["pytorch"]
     assert "Learning rate:" not in render(study, base, "yaml", tmp_path / "y.yaml")
+
+
+def test_the_optimizer_lines_name_the_optimizer_the_trial_trained_with_not_tuners_adam():
+    """word_language_model trains with SGD: provenance.pytorch.lines says SGD (the trial's recorded optimizer),
+    never tuner's own fused Adam; an impl the factory took or refused is said as the trial recorded it."""
+    from tuner.config import Params, TrialConfig
+
+    sgd = {"train": {"optimizer": "SGD", "lr": 20.0, "grad_clip": 0.25}}
+    lines = pytorch_settings(TrialConfig(workload="cnn", params=Params(lr=20.0)), sgd)["lines"]
+    assert "Adam" not in lines["optimizer_impl"] and "SGD" in lines["optimizer_impl"]
+    assert lines["lr"] == "SGD(params, lr=20.0)"
+    fused = pytorch_settings(TrialConfig(workload="cnn", params=Params(optimizer_impl="fused")),
+                             {"train": {"optimizer": "SGD", "lr": 20.0, "fused": True}})["lines"]
+    assert fused["optimizer_impl"].startswith("SGD(params, ..., fused=True)")
+    refused = "fused not passed: the optimizer factory make takes no fused= argument"
+    said = pytorch_settings(TrialConfig(workload="cnn", params=Params(optimizer_impl="fused")),
+                            {"train": {"optimizer": "SGD", "lr": 20.0, "optimizer_impl": refused}})["lines"]
+    assert said["optimizer_impl"] == refused
+    adam = pytorch_settings(TrialConfig(workload="cnn"), {"train": {"optimizer": "Adam", "lr": 1e-3}})["lines"]
+    assert "Adam" in adam["optimizer_impl"]

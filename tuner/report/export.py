@@ -101,6 +101,8 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
     # Every knob in one line of plain PyTorch each, from the role table
     out["lines"] = {k.name: k.spell(getattr(p, k.name)) for k in KNOBS.values()
                     if k.role != "run" and getattr(p, k.name) is not None}
+    if used:
+        out["lines"].update(_optimizer_lines(p, used))
     # The environment the figure was read under: a loop run without it reads differently (OMP_WAIT_POLICY on a
     # shared machine: an independent DCGAN loop read 29-31 samples/s spinning, 245-373 passive, at load 4-5)
     env = run_env(cfg, environment) if environment is not None or cfg.env else dict(TUNER_DEFAULT_ENV)
@@ -109,6 +111,26 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
     if threads:
         out["environment"]["torch.set_num_threads"] = threads
         out["lines"].setdefault("threads", f"torch.set_num_threads({threads})")  # the knob, as the trial ran it
+    return out
+
+
+def _optimizer_lines(p: Params, used: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The lr and optimizer_impl lines for the optimizers the trial recorded (SGD for word_language_model), not the
+    role table's generic Adam: its impl as each phase took it (or the sentence saying its factory refused it)."""
+    out: dict[str, str] = {}
+    impl = p.optimizer_impl
+    said: list[str] = []
+    for s in used.values():
+        name = s.get("optimizer")
+        if impl == "default":
+            said.append(f"{name} as the workload builds it" + (" (tuner's default Adam: fused=True on CUDA)"
+                        if name == "Adam" else "; tuner passes it no foreach= or fused="))
+        else:
+            refused = s.get("optimizer_impl")
+            said.append(refused if isinstance(refused, str) else f"{name}(params, ..., {impl}=True)")
+    out["optimizer_impl"] = "; ".join(dict.fromkeys(said))
+    if p.lr is not None:
+        out["lr"] = "; ".join(dict.fromkeys(f"{s.get('optimizer')}(params, lr={p.lr})" for s in used.values()))
     return out
 
 
