@@ -180,7 +180,7 @@ def curve_text(curve: list[list[Any]]) -> str:
 
     def point(p: list[Any]) -> str:
         q = "-" if p[2] is None else fmt(float(p[2]), 4)
-        return f"{q} at {int(p[0]):,} samples ({p[1]:.1f} s)"
+        return f"{q} at {int(p[0]):,} samples ({p[1]:.3g} s)"
 
     shown = [point(p) for p in curve] if len(curve) <= 3 else [point(curve[0]), point(curve[1]), "...",
                                                                point(curve[-1])]

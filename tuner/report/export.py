@@ -282,7 +282,7 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         f"# Measured: {fmt_figure(rec, 'throughput')} samples/s{qtext} ({how}) on "
         f"{rec.device or 'the study machine'}.",
         *rerun,
-        *([f"# {line}; tuner train --config trains to it again (target: below)."]
+        *([f"# T{line[1:]}.", "# tuner train --config trains it to the target again (target: below)."]
           if (line := study.target_text(rec)) is not None else []),
         *verdict,
         *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),

@@ -234,7 +234,7 @@ def quality_curve_text(study: Study, record: TrialRecord) -> str:
     """The quality curve of a study with a target: each evaluation's samples, training seconds and quality."""
     target = study.target
     name = target.metric if target is not None else "quality"
-    points = "  ".join(f"{int(s):,}: {fmt(q) if q is not None else '-'} ({t:.1f} s)" for s, t, q in record.quality_curve)
+    points = "  ".join(f"{int(s):,}: {fmt(q) if q is not None else '-'} ({t:.3g} s)" for s, t, q in record.quality_curve)
     first = f"; target {target.describe()}" if target is not None else ""
     qualities = [q for _, _, q in record.quality_curve if q is not None]
     return escape(f"quality curve ({name} at samples, training s{first}): {points}") + (
