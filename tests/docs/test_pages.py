@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers.docpages import FIT, PAGES, REPO, Block, blocks, commands, failures, python_source, run, scratch
+from tests.helpers.docpages import FIT, FIT_TRAIN, PAGES, REPO, Block, blocks, commands, failures, python_source, run, scratch
 
 
 def _read(page: str) -> str:
@@ -28,6 +28,7 @@ def test_blocks_keep_their_markers_and_commands_are_fitted():
         "pip install -e . && tuner search --space amp_loader   # the default study",
         "tuner report amp_loader \\",
         "    --format json",
+        "tuner train --config best.yaml",
         "```",
         "<!-- not-run: needs a GPU -->",
         "```bash",
@@ -43,7 +44,8 @@ def test_blocks_keep_their_markers_and_commands_are_fitted():
     ])
     found = blocks(text, "page.md")
     assert [b.lang for b in found] == ["bash", "bash", "bash", "text"]
-    assert commands(found[0]) == [f"tuner search --space amp_loader {FIT}", "tuner report amp_loader --format json"]
+    assert commands(found[0]) == [f"tuner search --space amp_loader {FIT}", "tuner report amp_loader --format json",
+                                  f"tuner train --config best.yaml {FIT_TRAIN}"]
     assert not found[1].runs and found[1].mark == ("not-run", "needs a GPU")
     assert found[2].runs and found[2].expected_exit == 2
 

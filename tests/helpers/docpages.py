@@ -7,7 +7,8 @@ Rules a page follows (docs/contributing.md says them too):
   `<!-- expect-exit: N -->` runs it and expects exit status N (an error a page shows on purpose);
 - `pip install ...` parts of a `&&` chain are skipped (the test runs in the installed checkout), and so is
   `python -m pytest` (the suite would run itself);
-- `tuner search` gets a small budget appended (`FIT`): the command is checked, not the study's length;
+- `tuner search` gets a small budget appended (`FIT`), and `tuner train` a samples budget where it names none
+  (`FIT_TRAIN`): the command is checked, not the study's length;
 - ```python blocks run as scripts; a line `--8<-- "path"` is replaced by that file, as the site's snippets do.
 """
 
@@ -26,6 +27,7 @@ PAGES = ("README.md", "docs/getting-started.md", "docs/own-model.md")
 # A study small enough for a test, whatever the page asks: two trials of a fixed sample count (not seconds, which
 # the pre-flight would judge against this machine's speed), no confirmation re-runs.
 FIT = "--trials 2 --budget-samples 640 --confirm 0"
+FIT_TRAIN = "--budget-samples 640"  # `tuner train` of a config: its own budget is seconds a test need not spend
 
 _FENCE = re.compile(r"^(\s*)```\s*([A-Za-z0-9_+-]*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*(not-run|expect-exit)\s*:\s*(.*?)\s*-->\s*$")
@@ -120,6 +122,8 @@ def commands(block: Block) -> list[str]:
                 continue
             if words[:2] == ["tuner", "search"]:
                 part = f"{part} {FIT}"
+            elif words[:2] == ["tuner", "train"] and "--budget-" not in part:
+                part = f"{part} {FIT_TRAIN}"
             parts.append(part)
         if parts:
             out.append(" && ".join(parts))
