@@ -372,13 +372,13 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         meta = study_meta(plan, cluster, resources, baseline, setup, allowance)
         assert meta.id is not None
         keep_secret(plan.folder.path, plan.storage)  # study.json keeps the URL with its password masked
-        open_optuna_study(storage, plan.optuna_name, meta.id, directions)
+        open_optuna_study(storage, plan.optuna_name, meta.id, directions, [o.metric for o in plan.objectives])
         plan.folder.write_meta(meta)
         return meta
     else:
         assert plan.meta is not None
         study_id = plan.meta.id or uuid.uuid4().hex  # a study from before ids: it gets one now
-        open_optuna_study(storage, plan.optuna_name, study_id, directions)
+        open_optuna_study(storage, plan.optuna_name, study_id, directions, [o.metric for o in plan.objectives])
         update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "resumed": [*plan.meta.resumed, _now()],
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
                                   "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}

@@ -292,12 +292,20 @@ def check_study_files(folder: StudyFolder, meta: StudyMeta) -> None:
         check_stored_entries(folder)
 
 
-def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[str]) -> Any:
+def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[str],
+                      metric_names: list[str] | None = None) -> Any:
     """The study's Optuna study, created on first use with the study id in its user attributes (tagging an
-    older study that has none)."""
+    older study that has none), and its objectives named (`metric_names`: what optuna-dashboard labels its axes
+    with instead of 0 and 1)."""
+    import warnings
+
     import optuna
 
     study = optuna.create_study(storage=storage, study_name=name, directions=directions, load_if_exists=True)
+    if metric_names and study.metric_names != metric_names:
+        with warnings.catch_warnings():  # set_metric_names is marked experimental
+            warnings.simplefilter("ignore")
+            study.set_metric_names(metric_names)
     held = study.user_attrs.get(ID_ATTR)
     if held is None:
         study.set_user_attr(ID_ATTR, study_id)
