@@ -97,3 +97,24 @@ def test_eval_every_samples_without_a_target_is_one_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="--eval-every-samples needs a target: give --target VALUE"):
         _plan(tmp_path, SPACE, eval_every_samples=100)
+
+
+def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
+    from types import SimpleNamespace
+
+    from tuner.errors import StudyError
+    from tuner.search._target import study_target
+    from tuner.study import StudyMeta
+
+    saved = {"metric": "val_loss", "direction": "minimize", "value": 10.0, "eval_every_samples": 32,
+             "source": "--target"}
+    meta = StudyMeta.model_validate({"name": "tt", "target": saved})  # study.json as written, read back
+
+    def plan(**given):
+        opts = SimpleNamespace(**{"target": None, "eval_every_samples": None, **given})
+        return SimpleNamespace(options=opts, meta=meta, resume=True, study="tt")
+
+    assert study_target(plan(), None, None).model_dump() == saved
+    assert study_target(plan(target=10.0), None, None).value == 10.0  # the same one given again
+    with pytest.raises(StudyError, match="was started with --target 10; resume without --target"):
+        study_target(plan(target=5.0), None, None)
