@@ -132,6 +132,7 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("11", "ceilings", "best config vs its compute ceiling"),
     ExpectedRow("12", "ceilings", "best config vs the best input ceiling found"),
     ExpectedRow("13", "retrain", "export re-trained inside its exported one-run interval"),
+    ExpectedRow("14", "noise_scale", "cheap noise-scale estimate vs brute force (CNN, digits)"),
     ExpectedRow("15", "parity", "planted numerics defects caught (drifts or diverged)"),
     ExpectedRow("16", "parity", "a change of seed judged as a knob: false drifts"),
 )

@@ -70,3 +70,12 @@ def test_a_trial_records_its_effective_batch_and_noise_scale_or_why_not(tmp_path
     assert res.metrics["effective_batch"] == 16
     assert res.metrics["noise_seconds"] >= 0
     assert (res.metrics.get("noise_scale") or 0) > 0 or res.metrics.get("noise_scale_skipped")
+
+
+def test_a_dataset_smaller_than_the_pass_is_read_again_newly_shuffled():
+    """200 samples hold 12 batches of 16, three pairs' worth: the pass goes on into further epochs (digits' training
+    split holds 22 batches of 64: one epoch gave a trial 5 pairs, not 16)."""
+    workload, data, _ = planted(n=200)
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), workload, data,
+                                     {"w": workload.models["w"]()}, seconds=60.0)
+    assert why is None and found is not None and found.pairs == 16

@@ -62,12 +62,13 @@ class NoiseScale:
     def pairs(self) -> int:
         return len(self._sqr)
 
-    def estimate(self) -> NoiseEstimate | None:
-        """The averages, or None until `min_pairs` pairs were added."""
-        if self.pairs < self.min_pairs:
+    def estimate(self, first: int | None = None) -> NoiseEstimate | None:
+        """The averages (over the `first` pairs only, when given: what a shorter pass would have read), or None
+        until `min_pairs` pairs were added."""
+        n = self.pairs if first is None else min(first, self.pairs)
+        if n < self.min_pairs:
             return None
-        n = self.pairs
-        return NoiseEstimate(grad_sqr=sum(self._sqr) / n, trace=sum(self._trace) / n, pairs=n)
+        return NoiseEstimate(grad_sqr=sum(self._sqr[:n]) / n, trace=sum(self._trace[:n]) / n, pairs=n)
 
     def value(self) -> float | None:
         """B_simple, or None (too few pairs, or no positive estimate yet)."""

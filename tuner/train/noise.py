@@ -42,13 +42,13 @@ def noise_seconds(cfg: TrialConfig) -> float:
 def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_set: Any, models: dict[str, Any],
                         seconds: float, clock: Callable[[], float] = time.perf_counter,
                         ) -> tuple[NoiseScale | None, str | None]:
-    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs, at `seconds`, or at
-    the end of one pass over the data."""
+    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs or at `seconds`."""
     import torch
 
     from tuner.data import make_loader
     from tuner.data.batch import to_device
     from tuner.train.distributed import unwrap
+    from tuner.train.loop import forever
     from tuner.workload.api import Shared
 
     phases = workload.training_phases()
@@ -63,10 +63,12 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
                                          "pin_memory": False})
     loader = make_loader(train_set, loader_params, device, seed=p.seed + 7919, collate_fn=workload.collate)
+    if len(loader) == 0:
+        return None, f"the training split holds no full batch of {p.batch_size}"
     est = NoiseScale()
     b = float(p.batch_size)
     t0 = clock()
-    it = iter(loader)
+    it = forever(loader)  # a small dataset's next epoch, newly shuffled: each pair's batches are still random
     was = {k: m.training for k, m in plain.items()}
     for m in plain.values():
         m.train()
@@ -74,10 +76,7 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
         while est.pairs < MAX_GROUPS and clock() - t0 < seconds:
             total: list[Any] | None = None
             small = torch.zeros((), dtype=torch.float64, device=device.torch_device)
-            try:
-                batches = [to_device(next(it), device.torch_device) for _ in range(GROUP)]
-            except StopIteration:
-                break
+            batches = [to_device(next(it), device.torch_device) for _ in range(GROUP)]
             for i, batch in enumerate(batches):
                 loss = phase.loss(plain, batch, Shared(i, GROUP))
                 grads = torch.autograd.grad(loss.float(), owned, allow_unused=True)
@@ -94,6 +93,5 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
         for k, m in plain.items():
             m.train(was[k])
     if est.pairs < MIN_PAIRS:
-        return None, (f"{est.pairs} of the {MIN_PAIRS} pairs of {GROUP} micro-batches it needs within "
-                      f"{seconds:.1f} s (or the data)")
+        return None, f"{est.pairs} of the {MIN_PAIRS} pairs of {GROUP} micro-batches it needs within {seconds:.1f} s"
     return est, None
