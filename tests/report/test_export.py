@@ -307,3 +307,16 @@ def test_the_optimizer_lines_name_the_optimizer_the_trial_trained_with_not_tuner
     assert said["optimizer_impl"] == refused
     adam = pytorch_settings(TrialConfig(workload="cnn"), {"train": {"optimizer": "Adam", "lr": 1e-3}})["lines"]
     assert "Adam" in adam["optimizer_impl"]
+
+
+def test_verify_counts_reruns_short_of_the_studys_target_as_measured(make_study):
+    """A config exported from a study with a target trains to it again; a re-run that does not reach it is
+    `not reached`, measured in full: its throughput counts and the verification completes (issue 34)."""
+    s = open_study(make_study(), "gan-demo")
+    readings = iter([630.0, 700.0, 760.0])
+
+    def fake_run(cfg, *, cache_dir):
+        return TrialResult(state="not reached", throughput=next(readings))
+
+    v = verify(build_export(s).config, 700.0, s.dir.parent, repeats=3, run=fake_run)
+    assert v.values == [630.0, 700.0, 760.0] and v.complete and v.agrees is True
