@@ -154,3 +154,17 @@ def test_goodput_and_efficiency_show_in_every_view_with_the_noise_scale_behind_t
     unmeasured = render(study_table(open_study(tmp_path / "other", "cnn-goodput")))
     row = next(line for line in unmeasured.splitlines() if "│" in line and " 2600" in line)
     assert "goodput" in unmeasured and "(x" not in row and "nan" not in unmeasured.lower()
+
+
+def test_the_table_leaves_out_columns_empty_for_every_trial_and_the_csv_keeps_them(make_study):
+    """On a CPU study the ceilings, peak share, compile time and goodput are '-' for every trial: those columns are
+    left out so the rest fit a terminal; rank, trial, state, the objectives and the searched knobs always stay."""
+    s = open_study(make_study(), "gan-demo")
+    header = next(l for l in render(study_table(s)).splitlines() if "rank" in l)
+    for gone in ("% compute", "% input", "% peak", "compile s", "goodput", "units/s", "suspect"):
+        assert gone not in header
+    for kept in ("rank", "trial", "state", "throughput", "fid", "data wait", "peak MB", "batch_size", "num_workers",
+                 "precision", "beta1", "error"):
+        assert kept in header
+    csv_header = s.folder.csv_path.read_text().splitlines()[0].split(",")  # trials.csv keeps every figure
+    assert {"of_compute_ceiling", "of_peak", "compile_seconds", "goodput"} <= set(csv_header)

@@ -111,6 +111,9 @@ def study_table(study: Study) -> Any:
 
     objectives = study.objectives
     measured = [m for m in study.table_columns() if m.key not in {o.metric for o in objectives} | IN_CELL]
+    # A column '-' for every trial (the ceilings, compile s, goodput on a CPU study) is left out so the rest fit a
+    # terminal; the JSON and CSV keep every figure
+    measured = [m for m in measured if any(_measured_cell(r, m.key) != "-" for r in study.records)]
     params = study.params()
     title = f"study {study.name}: {len(study.records)} trials, {len(study.front())} on the Pareto front ({FRONT_MARK})"
     directions = ", ".join(f"{o.metric} {o.arrow}" for o in objectives)
