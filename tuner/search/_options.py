@@ -388,12 +388,10 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
-                          f"{plan.workload.text}'s optimizer does not take (its hyperparameters declare no "
-                          f"{'betas' if 'lr' not in lacking else 'lr'}); use a space without them (--space loader, "
-                          f"which searches no lr) or a copy of {plan.space.source} without "
-                          f"{', '.join(lacking[:-1]) + ' and ' if len(lacking) > 1 else ''}{lacking[-1]}")
-    objectives = plan.space.objectives_for(plan.workload.text, quality=check.quality) if not plan.resume \
-        else plan.objectives
+                          f"{plan.workload.text}'s optimizer does not take (no {'lr' if 'lr' in lacking else 'betas'} "
+                          f"in its hyperparameters); use a space without them (--space loader, which searches no lr) "
+                          f"or a copy of {plan.space.source} without {' and '.join(lacking)}")
+    objectives = plan.objectives if plan.resume else plan.space.objectives_for(plan.workload.text, check.quality)
     for o in objectives:
         if o.metric not in BY_KEY and o.metric not in check.metrics:
             raise ConfigError(f"{plan.space.source}: objectives: {o.metric!r} is not a metric tuner measures nor one "
