@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.table import CODE, SCHEMA, Target
+from benchmarks.table import CODE, SCHEMA, Target, value_at
 from tuner.files import json_safe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,19 +57,7 @@ class BenchResult:
             self.pass_ = None if verdict == "not measured" else verdict == "pass"
 
     def _value(self, on: str) -> float | None:
-        if on in ("figure", "baseline", "ratio"):
-            v = getattr(self, on)
-        else:
-            v = self.details
-            for key in on.removeprefix("details.").split("."):
-                v = v.get(key) if isinstance(v, dict) else None
-        if isinstance(v, bool) or v is None:
-            return None
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            return None
-        return v if math.isfinite(v) else None
+        return value_at(on, {"figure": self.figure, "baseline": self.baseline, "ratio": self.ratio}, self.details)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

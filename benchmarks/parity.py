@@ -69,6 +69,7 @@ DEFECTS = {"rounds": "out = (out * 0.5).round() * 2.0", "overflows": "out = out 
 
 
 def main() -> None:
+    from benchmarks.common import cpu_model
     from benchmarks.table import SCHEMA, target
     from tuner.config import TrialConfig
     from tuner.measure.parity import judge
@@ -126,7 +127,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "tuner", "benchmarks"], cwd=REPO).returncode != 0
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    machine = f"{_cpu()} ({os.cpu_count()} cores, no GPU)"
+    machine = f"{cpu_model()} ({os.cpu_count()} cores, no GPU)"
     bf16 = "; ".join(f"{name}: {verdicts[name][f'bf16 {args.steps} steps']}" for name in CASES)
     common = {"commit": commit or None, "dirty": dirty, "date": date, "machine": machine, "load": load}
     rows = [
@@ -148,16 +149,6 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "parity.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "trajectories"}, indent=1))
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
 
 
 if __name__ == "__main__":

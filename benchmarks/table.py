@@ -170,18 +170,24 @@ class Row:
                    target_history=list(d.get("target_history") or []), details=dict(d.get("details") or {}))
 
     def value(self, on: str) -> float | None:
-        if on in ("figure", "baseline", "ratio"):
-            return getattr(self, on)
-        node: Any = self.details
-        for key in on.removeprefix("details.").split("."):
-            if not isinstance(node, dict) or key not in node:
-                return None
-            node = node[key]
-        return _num(node)
+        return value_at(on, {"figure": self.figure, "baseline": self.baseline, "ratio": self.ratio}, self.details)
 
     def verdict(self) -> str:
         """pass, MISSED, or not measured (a value the target needs is missing): from the figures, every time."""
         return self.target.verdict(self.value)
+
+
+def value_at(on: str, fields: dict[str, Any], details: dict[str, Any]) -> float | None:
+    """What a target's condition reads: a row field (figure, baseline, ratio) or a dotted path into its details;
+    None where it is missing or not a finite number."""
+    if on in fields:
+        return _num(fields[on])
+    node: Any = details
+    for key in on.removeprefix("details.").split("."):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return _num(node)
 
 
 def _num(x: Any) -> float | None:
