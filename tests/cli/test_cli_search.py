@@ -124,7 +124,7 @@ params:
     (["--study", "ghost", "--resume"], "no study 'ghost' to resume"),
     (["--trials", "3"], "give --space"),
     (["--space", "amp_loader", "--storage", "not-a-url"], "not a database URL"),
-    (["--space", "amp_loader", "--budget-seconds", "inf"], "--budget-seconds must be a finite number > 0 (got inf)"),
+    (["--space", "amp_loader", "--budget-seconds", "inf"], "--budget-seconds must be a finite number > 0 and at most 1e+08 (got inf)"),
     (["--space", "amp_loader", "--budget-seconds", "nan"], "--budget-seconds must be > 0 (got nan)"),
     (["--space", "{inf_budget}"], "defaults.budget.seconds: Input should be a finite number"),
     (["--space", "{overflow}"], "params.lr.high: cpus * 1e308 * 10 is too large"),
