@@ -99,3 +99,20 @@ def test_a_benchmark_result_written_as_rows_reads_back_with_the_same_verdict(tmp
     path = write_rows([missed, unmarked], meta, tmp_path / "benchmarks" / "results" / "run-full.json")
     rows = load_rows(tmp_path)
     assert path is not None and [r.id for r in rows] == ["11"] and rows[0].verdict() == "MISSED"
+
+
+def test_an_export_that_is_the_own_settings_cannot_pass_the_speed_up_row():
+    """Row 8a compares the export with the workload's own settings: when the knee is the baseline, a config is
+    compared with itself, and noise must not read as the search's doing."""
+    from types import SimpleNamespace
+
+    from benchmarks.speedup import _arm_row
+    from tuner.config import Params
+
+    cfg = SimpleNamespace(params=Params(batch_size=64))
+    runs = {"exported": [{"state": "complete", "throughput": 900.0, "fid": 50.0}],
+            "own": [{"state": "complete", "throughput": 450.0, "fid": 50.0}]}
+    same = _arm_row("8a", "vs own", cfg, cfg, "own settings", runs, "own", "fid", {"is_baseline_trial": True}, "")
+    assert same.ratio == 2.0 and same.pass_ is False and "found no faster config" in same.note
+    other = _arm_row("8a", "vs own", cfg, cfg, "own settings", runs, "own", "fid", {"is_baseline_trial": False}, "")
+    assert other.pass_ is True
