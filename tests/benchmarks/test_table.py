@@ -109,7 +109,7 @@ def test_an_export_that_is_the_own_settings_cannot_pass_the_speed_up_row():
     from benchmarks.speedup import _arm_row
     from tuner.config import Params
 
-    cfg = SimpleNamespace(params=Params(batch_size=64))
+    cfg = SimpleNamespace(params=Params(batch_size=64, beta1=0.5, beta2=0.999))
     runs = {"exported": [{"state": "complete", "throughput": 900.0, "fid": 50.0}],
             "own": [{"state": "complete", "throughput": 450.0, "fid": 50.0}]}
     same = _arm_row("8a", "vs own", cfg, cfg, "own settings", runs, "own", "fid", {"is_baseline_trial": True}, "")
