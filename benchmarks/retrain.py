@@ -34,6 +34,8 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # `python benchmarks/retrain.py` from a checkout: its row goes through benchmarks.table
+    sys.path.insert(0, str(REPO))
 
 # name: (workload, options, per-trial budget in seconds, space: resnet's SGD has no betas for amp_loader to search)
 CASES: dict[str, tuple[str, list[str], float, str]] = {
