@@ -86,8 +86,9 @@ def test_a_compiled_model_trains_and_tuner_train_reports_compile_time_and_break_
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "compile s" in out and "of compiling" in out  # compile_seconds beside the throughput, with its payback
-    # The pre-flight's eager step is planted at 1 ms (tests/conftest.py), so compiled cannot catch up with it.
-    assert "never pays back" in out and "pre-flight's eager steps" in out
+    # The pre-flight's eager step is planted at 1 ms (tests/conftest.py): on a busy machine compiled never catches up
+    # with it, on a quiet one this tiny MLP compiled can run past 8 samples/ms; either way the payback is stated.
+    assert ("never pays back" in out or "pays back its" in out) and "pre-flight's eager steps" in out
     assert "graph breaks" in out and "recompiles" in out
     assert [line.split()[-1] for line in out.splitlines() if line.strip().startswith("orig_mod_keys")] == ["0"]
 
