@@ -1,0 +1,186 @@
+"""The scheduler seam: a scheduler answers each report of a trial with continue, pause or stop; nothing else.
+
+A trial's report reaches it as a `Progress` (a small typed record: which trial, the budget used, the rung it
+closes or the training time so far, its objective values there, its time to target at its end) and it answers a
+`Decision`. It knows nothing of Ray: tuner.search's adapter turns Ray Tune's results into `Progress` and the
+answer back into Ray's, so a scheduler is tested, replayed by a benchmark or written anew without a Ray session
+(Syne Tune's and Optuna's pruners have the same one-method seam). A scheduler may give each trial its own ladder
+of rungs (`ladder`), and say what the study folder keeps beside a trial so --resume rebuilds it (`kept`).
+
+Schedulers are registered by name (`register("fifo", FIFO)`): the registry is the one list `--scheduler`'s
+validation and help, the plan and study.json read.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from tuner.config import Budget
+from tuner.errors import ConfigError
+from tuner.study import Objective, StudyFolder
+
+Action = Literal["continue", "pause", "stop"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a scheduler answers a report: go on, pause (where the runner can resume a trial later), or stop.
+    A stop may say the state the trial's record ends in (`ends_as`, e.g. "not reached") and why (`reason`);
+    without one a trial stopped at a rung keeps that rung's `stopped` record."""
+
+    action: Action
+    reason: str | None = None
+    ends_as: str | None = None
+
+    @property
+    def stops(self) -> bool:
+        return self.action == "stop"
+
+
+CONTINUE = Decision("continue")
+PAUSE = Decision("pause")
+STOP = Decision("stop")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One report of one trial, as a scheduler reads it.
+
+    trial: tuner's trial number as text (else the runner's id); budget_used: the trial budget used so far, in the
+    budget's unit; rung: the rung this report closes (0-based), None for a window report; values: the objective
+    values at the rung or at the end (the study's objective order); train_seconds: the training loop's seconds so
+    far (evaluations excluded), when the report says; final: the trial's own last report (it ended);
+    time_to_target: at the end, the training seconds to the first evaluation that met the study's target (None:
+    not reached, or no target)."""
+
+    trial: str
+    budget_used: float = 0.0
+    rung: int | None = None
+    values: tuple[float, ...] = ()
+    train_seconds: float | None = None
+    final: bool = False
+    time_to_target: float | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    """The scheduler a study runs with, as study.json keeps it (`scheduler`): its name and its settings."""
+
+    name: str = "fifo"
+    eta: float | None = None
+    min_budget: float | None = None  # the first rung, in the budget's unit
+    rungs: tuple[float, ...] = ()  # the rung budgets; the last is the trial's whole budget
+    margin: float | None = None  # the race's factor over the best time to target so far
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"name": self.name, "eta": self.eta, "min_budget": self.min_budget, "rungs": list(self.rungs)}
+        if self.margin is not None:  # the fifo and asha entries read as they always did
+            out["margin"] = self.margin
+        return out
+
+    def describe(self) -> str:
+        return kind_of(self.name).describe(self)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the user asked for (None: not given) and what the study has, for a scheduler to plan from."""
+
+    budget: Budget
+    min_budget: float | None = None
+    eta: float | None = None
+    margin: float | None = None
+    target: bool = False  # the study has a target quality
+
+
+class Scheduler(ABC):
+    """Decides on each report of each trial. Subclasses implement `decide`; a registered one also says how it is
+    planned from the options (`plan`), built for a study (`build`) and described (`describe`)."""
+
+    help: ClassVar[str] = ""  # one phrase for --scheduler's help
+
+    @abstractmethod
+    def decide(self, progress: Progress) -> Decision:
+        """Continue, pause or stop the trial that made this report."""
+
+    def ladder(self, trial: str) -> tuple[float, ...] | None:
+        """The rungs this trial reports at (the budget's unit; the last is its whole budget); None: the plan's."""
+        return None
+
+    def kept(self, trial: str) -> list[dict[str, Any]] | None:
+        """What the study folder keeps beside this trial (trials/NNNN/rungs.json) so --resume rebuilds the
+        scheduler as it was; None: nothing."""
+        return None
+
+    # registered schedulers: from the options, for a study ------------------------------------------------------
+
+    @classmethod
+    def plan(cls, name: str, ask: PlanRequest) -> SchedulerPlan:
+        """Validate the options (one ConfigError line each); the default takes none of them."""
+        if ask.min_budget is not None or ask.eta is not None:
+            raise ConfigError("--min-budget and --eta set the rungs of --scheduler asha; add --scheduler asha or "
+                              "drop them")
+        return SchedulerPlan(name=name)
+
+    @classmethod
+    def build(cls, plan: SchedulerPlan, objectives: list[Objective], folder: StudyFolder | None) -> "Scheduler":
+        """The scheduler for a study, rebuilt from what `folder` kept when it resumes."""
+        return cls()
+
+    @classmethod
+    def describe(cls, plan: SchedulerPlan) -> str:
+        return plan.name
+
+
+_REGISTRY: dict[str, type[Scheduler]] = {}
+DEFAULT_SCHEDULER = "fifo"  # the lead decides the default from the tabular benchmark (issue 20)
+
+
+def register(name: str, kind: type[Scheduler]) -> None:
+    """Make `--scheduler NAME` run `kind`."""
+    _REGISTRY[name] = kind
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def kind_of(name: str) -> type[Scheduler]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown scheduler {name!r}; use one of {', '.join(_REGISTRY)}") from None
+
+
+def scheduler_help() -> str:
+    """--scheduler's help, from the registry."""
+    return "; ".join(f"{n}: {k.help}" for n, k in _REGISTRY.items()) + f" (default {DEFAULT_SCHEDULER})"
+
+
+def plan_scheduler(name: str | None, min_budget: float | None, eta: float | None, budget: Budget, *,
+                   margin: float | None = None, target: bool = False) -> SchedulerPlan:
+    """Validate the scheduler options against the trial budget (and the study's target)."""
+    name = name or DEFAULT_SCHEDULER
+    return kind_of(name).plan(name, PlanRequest(budget=budget, min_budget=min_budget, eta=eta, margin=margin,
+                                                target=target))
+
+
+def saved_scheduler(meta_value: dict[str, Any] | None) -> SchedulerPlan:
+    """study.json's `scheduler` (a study from before schedulers ran fifo)."""
+    if not meta_value:
+        return SchedulerPlan()
+    return SchedulerPlan(name=str(meta_value.get("name", DEFAULT_SCHEDULER)), eta=meta_value.get("eta"),
+                         min_budget=meta_value.get("min_budget"),
+                         rungs=tuple(float(b) for b in meta_value.get("rungs") or ()),
+                         margin=meta_value.get("margin"))
+
+
+def build_scheduler(plan: SchedulerPlan, objectives: list[Objective], folder: StudyFolder | None) -> Scheduler:
+    return kind_of(plan.name).build(plan, objectives, folder)
+
+
+__all__ = ["CONTINUE", "DEFAULT_SCHEDULER", "PAUSE", "STOP", "Decision", "PlanRequest", "Progress", "Scheduler",
+           "SchedulerPlan", "build_scheduler", "kind_of", "names", "plan_scheduler", "register", "saved_scheduler",
+           "scheduler_help"]
