@@ -69,6 +69,11 @@ class Params(_Strict):
     def effective_batch(self) -> int:
         return self.batch_size * self.accumulation_steps
 
+    @classmethod
+    def defaults(cls, names: Any) -> dict[str, Any]:
+        """Tuner's default of each knob in `names` (a query on tuner.knobs): e.g. the in-process loader, fp32."""
+        return {name: cls.model_fields[name].default for name in names}
+
 
 # The longest budget a clock can hold with room to spare: the trial's deadlines add set-up and scoring to it and
 # threading's timers take at most threading.TIMEOUT_MAX (about 9.2e9 s); 1e8 s is over three years of training.

@@ -43,6 +43,8 @@ class Knob:
     probe: Ceiling | None = None  # a speed knob a study decides by probing this ceiling, not by sampling
     what: str = ""  # one phrase for the README's table
     counts: tuple[Count, ...] = ()  # of_peak's cached figures whose key holds it (tuner.measure.flops)
+    heavier: bool = False  # a step's work grows with its value: the pre-flight times the space's top of each
+    hyperparameter: str | None = None  # the workload's optimizer setting it stands for ("lr", "betas")
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -81,10 +83,10 @@ def _compile(value: Any) -> str:
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("batch_size", "learned", CEILINGS, "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True)",
-         what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",)),
+         what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",), heavier=True),
     Knob("accumulation_steps", "learned", ("compute",),
          "loss / {value} per micro-batch; optimizer.step() every {value} micro-batches",
-         what="micro-batches per optimizer step"),
+         what="micro-batches per optimizer step", heavier=True),
     Knob("num_workers", "speed", ("input",), "DataLoader(..., num_workers={value})", probe="input",
          what="DataLoader worker processes"),
     Knob("prefetch_factor", "speed", ("input",), "DataLoader(..., prefetch_factor={value})", needs=("workers",),
@@ -111,10 +113,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("compile", "numerics", ("compute",), _compile,
          what="torch.compile mode: `off`, `default`, `max-autotune-no-cudagraphs`; on CUDA also `reduce-overhead`, "
               "`max-autotune` (numerics; its compile time is measured apart)"),
-    Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})", what="the optimizer's lr"),
-    Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}", what="multiplies the lr"),
-    Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1"),
-    Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2"),
+    Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})", what="the optimizer's lr", hyperparameter="lr"),
+    Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}", what="multiplies the lr",
+         hyperparameter="lr"),
+    Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1", hyperparameter="betas"),
+    Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2", hyperparameter="betas"),
     Knob("threads", "speed", CEILINGS, "torch.set_num_threads({value})", what="torch's CPU compute threads",
          counts=("peak",)),
     Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
@@ -145,6 +148,25 @@ def numerics_knobs() -> tuple[str, ...]:
 def probed(ceiling: Ceiling) -> tuple[str, ...]:
     """The speed knobs a study decides by probing `ceiling`: `input` the loader knobs, `compute` the others."""
     return tuple(k.name for k in KNOBS.values() if k.probe == ceiling)
+
+
+def heavy_knobs() -> tuple[str, ...]:
+    """The knobs a step's work grows with (batch_size, accumulation_steps): the slowest step is at their top."""
+    return tuple(k.name for k in KNOBS.values() if k.heavier)
+
+
+def hyperparameter_knobs() -> tuple[str, ...]:
+    """The knobs that stand for the workload's own optimizer settings (lr, lr_scale, the betas): a space may
+    search them only where the workload's optimizer takes that setting (`Knob.hyperparameter`)."""
+    return tuple(k.name for k in KNOBS.values() if k.hyperparameter is not None)
+
+
+WORKERS = "num_workers"  # the knob the `workers` need names
+
+
+def worker_knobs() -> tuple[str, ...]:
+    """num_workers and the knobs that need workers: what loading in the training process leaves at its default."""
+    return tuple(k.name for k in KNOBS.values() if k.name == WORKERS or "workers" in k.needs)
 
 
 def dropped_here(name: str, *, cuda: bool, tf32_available: bool) -> str | None:

@@ -126,8 +126,12 @@ def peak_knobs(params: Any, device: Device, threads: int) -> dict[str, Any]:
     runs them: TF32 only where the device has it, the compute threads torch uses (`threads`)."""
     from tuner.knobs import count_knobs
 
-    ran = {"tf32": bool(params.tf32 and device.is_cuda), "threads": threads}
-    return {name: ran.get(name, getattr(params, name)) for name in count_knobs("peak")}
+    def ran(name: str) -> Any:
+        if name == "tf32":
+            return bool(params.tf32 and device.is_cuda)
+        return threads if name == "threads" else getattr(params, name)
+
+    return {name: ran(name) for name in count_knobs("peak")}
 
 
 def peak_key(device: Device, knobs: dict[str, Any]) -> str:

@@ -87,12 +87,12 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
         "dataloader": loader,
         "autocast": {"enabled": p.precision != "fp32", "dtype": _DTYPES.get(p.precision, "torch.float32")},
         "grad_scaler": p.precision == "fp16",
-        # TF32 for fp32 matmuls/convolutions, set explicitly either way (PyTorch's defaults differ between the two)
-        "tf32": {"torch.backends.cuda.matmul.allow_tf32": p.tf32, "torch.backends.cudnn.allow_tf32": p.tf32},
-        "optimizer": optimizer,
-        "accumulation_steps": p.accumulation_steps,
-        "effective_batch_size": p.effective_batch,
     }
+    # TF32 for fp32 matmuls/convolutions, set explicitly either way (PyTorch's defaults differ between the two)
+    out["tf32"] = {"torch.backends.cuda.matmul.allow_tf32": p.tf32, "torch.backends.cudnn.allow_tf32": p.tf32}
+    out["optimizer"] = optimizer
+    out["accumulation_steps"] = p.accumulation_steps
+    out["effective_batch_size"] = p.effective_batch
     if p.threads is not None:
         out["torch_set_num_threads"] = p.threads
     # The speed knobs that are not DataLoader arguments (tuner.knobs), set explicitly either way

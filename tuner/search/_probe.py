@@ -59,13 +59,14 @@ one worker, and picked the slowest loader.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs import probed
+from tuner.knobs import KNOBS, WORKERS, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
@@ -155,23 +156,25 @@ def candidate_loaders(space: Space, knobs: list[str], *, on_cpu: bool = False) -
         if spec.type == "categorical":
             return list(spec.choices or [])
         lo, hi = int(spec.low), int(spec.high)  # type: ignore[arg-type]
-        if name == "num_workers":
+        if name == WORKERS:
             counts = {lo, hi} | {n for n in (0, 1, 2, 4, 8, 16, 32, 64) if lo <= n <= hi}
             return sorted(counts)
         return sorted({lo, hi})
 
+    def tried(name: str) -> list[Any]:
+        if name == "persistent_workers":
+            return [True]  # steady state does not change with it: kept on where it is searched
+        return values(name)[:1] if on_cpu and name == "prefetch_factor" else values(name)
+
+    # The other loader knobs (tuner.knobs: probed "input"), the last in the table varying fastest: pinning
+    # outermost, prefetch innermost; those that need workers only with workers.
+    others = [n for n in reversed(probed("input")) if n in knobs and n != WORKERS]
     out: list[dict[str, Any]] = []
-    for workers in values("num_workers"):
-        pins = values("pin_memory") if "pin_memory" in knobs else [None]
-        for pin in pins:
-            if workers == 0:
-                out.append({k: v for k, v in (("num_workers", 0), ("pin_memory", pin)) if k in knobs})
-                continue
-            prefetches = values("prefetch_factor") if "prefetch_factor" in knobs else [None]
-            for prefetch in prefetches[:1] if on_cpu else prefetches:
-                point = {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": pin,
-                         "persistent_workers": True if "persistent_workers" in knobs else None}
-                out.append({k: v for k, v in point.items() if k in knobs and v is not None})
+    for workers in values(WORKERS):
+        axes = [n for n in others if workers > 0 or "workers" not in KNOBS[n].needs]
+        for combo in itertools.product(*(tried(n) for n in axes)):
+            point = {WORKERS: workers} | dict(zip(axes, combo))
+            out.append({k: v for k, v in point.items() if k in knobs and v is not None})
     return out
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from torch import nn
 
-from tuner.config import Budget, Measure, TrialConfig
+from tuner.config import Budget, Measure, Params, TrialConfig
 from tuner.device import Device, is_oom
+from tuner.knobs import probed
 from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
                                    check_fits, settled, stable_measure)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
@@ -104,8 +105,7 @@ def first_batch(cfg: TrialConfig, device: Device, workload: Workload, train_set:
     from tuner.data import make_loader
 
     p = cfg.params
-    plain = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
-                                 "pin_memory": False})
+    plain = p.model_copy(update=Params.defaults(probed("input")))  # tuner's default loader: in-process, unpinned
     one = next(iter(make_loader(train_set, plain, device, seed=p.seed, collate_fn=workload.collate)))
     return to_device(one, device.torch_device)
 

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tuner.config import TrialConfig
+from tuner.config import Params, TrialConfig
 from tuner.device import Device
+from tuner.knobs import probed
 from tuner.measure.noise_scale import MIN_PAIRS, NoiseScale
 
 GROUP = 4  # micro-batches per pair: B_big = GROUP x batch_size
@@ -60,8 +61,7 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     owned = [t for k in phase.models for t in plain[k].parameters() if t.requires_grad]
     if not owned:
         return None, "no trainable parameters"
-    loader_params = p.model_copy(update={"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
-                                         "pin_memory": False})
+    loader_params = p.model_copy(update=Params.defaults(probed("input")))  # tuner's default loader: in-process
     loader = make_loader(train_set, loader_params, device, seed=p.seed + 7919, collate_fn=workload.collate)
     if len(loader) == 0:
         return None, f"the training split holds no full batch of {p.batch_size}"

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuner.config import TrialConfig
+from tuner.config import Params, TrialConfig
 from tuner.errors import RunFailed
-from tuner.knobs import numerics_knobs
+from tuner.knobs import numerics_knobs, worker_knobs
 from tuner.measure.parity import ParityVerdict, judge
 
-FP32 = {"precision": "fp32", "tf32": False, "compile": "off"}  # the reference: no numerics knob on
+FP32 = Params.defaults(numerics_knobs())  # the reference: no numerics knob on (fp32, no TF32, no compile)
 STEPS = 200  # optimizer steps per arm by default (docs/concepts/knobs.md: how it was chosen)
 
 
@@ -29,8 +29,8 @@ def knob_settings(cfg: TrialConfig) -> dict[str, Any]:
 
 def arm_config(cfg: TrialConfig, update: dict[str, Any]) -> TrialConfig:
     """`cfg` with `update` applied, loading in-process (the same batches for every arm)."""
-    return cfg.model_copy(update={"params": cfg.params.model_copy(update={"num_workers": 0, "prefetch_factor": None,
-                                                                          "persistent_workers": False, **update})})
+    return cfg.model_copy(update={"params": cfg.params.model_copy(update={**Params.defaults(worker_knobs()),
+                                                                          **update})})
 
 
 def trajectory(cfg: TrialConfig, steps: int, cache_dir: Path) -> list[float]:

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from tuner.config import Measure, TrialConfig
+from tuner.config import Measure, Params, TrialConfig
 from tuner.device import Device, resolve_device
 from tuner.errors import BudgetError, TunerError, WorkloadError
-from tuner.knobs import check_device
+from tuner.knobs import check_device, heavy_knobs, probed
 from tuner.study import Objective
 from tuner.workload.api import Workload
 from tuner.workload.context import running
@@ -95,9 +95,8 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     n = len(train_set)
     # Eager (compile is off here: the check must not take a compile's minutes, and a compile failure is the
     # trial's state, not a refusal); its step time is the eager speed `tuner train` compares a compiled run with.
-    params = cfg.params.model_copy(update={"batch_size": min(cfg.params.batch_size, n), "num_workers": 0,
-                                           "prefetch_factor": None, "persistent_workers": False,
-                                           "pin_memory": False, "compile": "off"})
+    params = cfg.params.model_copy(update=Params.defaults((*probed("input"), "compile")))  # in-process, eager
+    params = params.model_copy(update={"batch_size": min(params.batch_size, n)})
     loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=False, drop_last=True,
                         collate_fn=workload.collate or checked_collate)
     step = PhaseStep(workload, models, params, device)
@@ -178,11 +177,11 @@ def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg:
     optimizer's update is counted once per micro-batch), so a study's budget holds its slowest step, not only the
     baseline's (a batch-128 trial of a nanoGPT study sized on its baseline's batch got one or two windows). None
     when it fails: an out-of-memory at the largest batch is that trial's state."""
-    accumulation = int(heaviest.get("accumulation_steps", cfg.params.accumulation_steps))
-    batch = int(heaviest.get("batch_size", cfg.params.batch_size))
+    top = {k: int(heaviest.get(k, getattr(cfg.params, k))) for k in heavy_knobs()}
+    batch, accumulation = top["batch_size"], top["accumulation_steps"]
     try:
-        one = cfg.model_copy(update={"params": cfg.params.model_copy(update={"batch_size": batch,
-                                                                             "accumulation_steps": 1})})
+        micro = cfg.params.model_copy(update={**top, "accumulation_steps": 1})  # one micro-batch's step
+        one = cfg.model_copy(update={"params": micro})
         step_s = _train_steps(workload, models, train_set, one, device) * accumulation
     except KeyboardInterrupt:
         raise
@@ -191,8 +190,8 @@ def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg:
     finally:
         device.free_memory()
     batch = min(batch, len(train_set))
-    return {"batch_size": batch, "accumulation_steps": accumulation, "step_seconds": step_s,
-            "step_samples": batch * accumulation}
+    top["batch_size"] = batch
+    return {**top, "step_seconds": step_s, "step_samples": batch * accumulation}
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
