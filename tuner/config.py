@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from tuner.errors import ConfigError
 
@@ -184,20 +184,35 @@ class Target(_Strict):
 
     metric: str = Field(min_length=1, description="the study's quality metric, as the workload's evaluate() names it")
     direction: Literal["minimize", "maximize"] = "minimize"
-    value: float = Field(allow_inf_nan=False, description="reached at the first evaluation at or past it")
+    value: float | None = Field(None, allow_inf_nan=False, description="reached at the first evaluation at or past it; "
+                                "None: to be set from the baseline's evaluations (source 'baseline'), which then "
+                                "trains its whole budget")
     eval_every_samples: int = Field(ge=1, le=10**15, description="training samples between two evaluations")
-    source: str = Field("", description="how the value was set: '--target', 'space', '--until-target'")
+    source: str = Field("", description="how the value was set: '--target', 'space', '--until-target', 'baseline'")
+    # A derived target (source 'baseline'): the baseline's evaluations it came from, [samples, seconds, quality].
+    evaluations: list[list[float | None]] | None = None
+    cap_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="training seconds after which "
+                                      "a trial that has not met the target ends 'not reached' (3x the baseline's "
+                                      "time to target); None: its budget")
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: Any) -> dict[str, Any]:
+        """A given target's record stays as it was (no derived-only keys)."""
+        d = handler(self)
+        return {k: v for k, v in d.items() if v is not None or k not in ("evaluations", "cap_seconds")}
 
     def met(self, quality: float | None) -> bool:
-        """`quality` meets the target (a missing or non-finite reading never does)."""
+        """`quality` meets the target (a missing or non-finite reading never does, nor any before it is set)."""
         import math
 
-        if quality is None or not math.isfinite(quality):
+        if quality is None or not math.isfinite(quality) or self.value is None:
             return False
         return quality <= self.value if self.direction == "minimize" else quality >= self.value
 
     def describe(self) -> str:
-        return f"{self.metric} {'<=' if self.direction == 'minimize' else '>='} {self.value:g}"
+        op = '<=' if self.direction == 'minimize' else '>='
+        value = f"{self.value:g}" if self.value is not None else "(the baseline's, not set yet)"
+        return f"{self.metric} {op} {value}"
 
 
 class TrialConfig(_Strict):

@@ -118,3 +118,108 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
     assert study_target(plan(target=10.0), None, None).value == 10.0  # the same one given again
     with pytest.raises(StudyError, match="was started with --target 10; resume without --target"):
         study_target(plan(target=5.0), None, None)
+
+
+def test_target_baseline_plans_a_target_the_baseline_sets_and_needs_a_baseline(tmp_path):
+    from tuner.errors import ConfigError
+
+    t = _plan(tmp_path, SPACE + "target: baseline\n").target
+    assert (t.metric, t.value, t.source) == ("val_loss", None, "baseline")
+    assert _plan(tmp_path, SPACE, target="baseline").target.source == "baseline"
+    no_baseline = SPACE.replace("trials: 3}", "trials: 3, baseline: false}")
+    with pytest.raises(ConfigError, match="--target baseline needs the study's baseline trial"):
+        _plan(tmp_path, no_baseline, target="baseline")
+
+
+def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
+    code = main(["search", "--target", "lowish", "--reports-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--target must be a number on the workload's quality metric or 'baseline'" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "default").exists()
+
+
+def _derivation(tmp_path, monkeypatch, curve):
+    """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._target's
+    baseline_curve), its study.json written as the runner writes it before deriving."""
+    from tuner.search import _target
+    from tuner.search._options import trial_base
+    from tuner.study import StudyMeta
+
+    plan = _plan(tmp_path, SPACE, target="baseline")
+    ran = []
+    monkeypatch.setattr(_target, "baseline_curve", lambda *a: ran.append(a) or
+                        {"state": "not reached", "error": None, "curve": curve})
+    plan.folder.path.mkdir(parents=True)
+    meta = StudyMeta.model_validate({"name": plan.study, "target": plan.target.model_dump()})
+    plan.folder.write_meta(meta)
+    context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
+    space = plan.space.resolve(context, strict=False)
+    meta = _target.derive_study_target(plan, meta, space, context, trial_base(plan, 0, "cpu"), None, None,
+                                       in_process=True)
+    return plan, meta, ran
+
+
+def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_derive_again(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from tuner.search import _target
+    from tuner.search._options import trial_base
+
+    planted = [[64, 1.0, 40.0], [128, 2.0, 30.0], [192, 3.0, 14.0], [256, 4.0, 16.0]]
+    plan, meta, ran = _derivation(tmp_path, monkeypatch, planted)
+    assert len(ran) == 1 and json.loads(ran[0][0])["target"].get("value") is None  # trained with the target unset
+    saved = json.loads(plan.folder.meta_path.read_text())["target"]
+    assert saved["value"] == pytest.approx(20.0) and saved["source"] == "baseline"  # mean of 30, 14, 16
+    assert saved["evaluations"] == planted[-3:] and saved["cap_seconds"] == pytest.approx(9.0)  # 3 x 3 s
+    assert trial_base(plan, 0, "cpu")["target"]["value"] == pytest.approx(20.0)  # what every trial gets
+
+    # --resume: study.json's target as it was set, `--target baseline` again accepted, and nothing trains again
+    resumed = SimpleNamespace(options=SimpleNamespace(target="baseline", eval_every_samples=None), meta=meta,
+                              resume=True, study="tt")
+    kept = _target.study_target(resumed, None, None)
+    assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:]
+    monkeypatch.setattr(_target, "baseline_curve", lambda *a: pytest.fail("a resumed study derived again"))
+    again = SimpleNamespace(target=kept, folder=plan.folder)
+    assert _target.derive_study_target(again, meta, None, {}, {}, None, None, in_process=True) is meta
+
+
+def test_a_baseline_that_reads_no_quality_leaves_the_trials_without_a_target(tmp_path, monkeypatch):
+    plan, meta, _ = _derivation(tmp_path, monkeypatch, [[64, 1.0, None]])
+    assert plan.target is None and meta.target["value"] is None
+
+
+def test_the_baselines_target_run_trains_its_whole_budget_evaluating_every_k_samples(tmp_path):
+    from tuner.config import dump_config
+    from tuner.search._options import trial_base
+    from tuner.search._target import baseline_curve
+
+    plan = _plan(tmp_path, SPACE, target="baseline", eval_every_samples=32)
+    context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
+    space = plan.space.resolve(context, strict=False)
+    cfg = space.trial_config({**space.baseline_point(context), "batch_size": 32}, trial_base(plan, 0, "cpu"))
+    found = baseline_curve(json.dumps(dump_config(cfg)), str(plan.cache_dir), None)
+    # a target not set yet is never met: every evaluation up to the 256-sample budget, none stopping it
+    samples = [int(s) for s, _, _ in found["curve"]]
+    assert len(samples) >= 2 and samples[-1] >= 256 and all(s % 32 == 0 for s in samples), found
+    assert all(q is not None and q > 0 for _, _, q in found["curve"])
+
+
+@pytest.mark.ray
+def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it(ray_session, tmp_path, capsys):
+    work = write(tmp_path / "proj", PLANTED_STEPS)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "tb", "--trials", "2",
+                 "--target", "baseline", "--eval-every-samples", "32", "--confirm", "0", "--no-probe",
+                 "--reports-dir", str(reports)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    target = json.loads((reports / "tb" / "study.json").read_text())["target"]
+    kept = target["evaluations"]  # its last three (fewer when its budget held fewer)
+    assert target["source"] == "baseline" and 1 <= len(kept) <= 3
+    assert target["value"] == pytest.approx(sum(q for _, _, q in kept) / len(kept))
+    assert f"target: val_loss <= {target['value']:g} (baseline)" in out
+    for r in load_trials(reports / "tb"):  # every trial ran with the derived target, and stopped at it or the cap
+        assert r["config"]["target"]["value"] == target["value"]
+        assert r["state"] in ("complete", "not reached") and r["quality_curve"]

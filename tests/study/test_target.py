@@ -44,3 +44,49 @@ def test_not_reached_is_a_state_of_its_own_that_a_record_keeps():
     back = TrialRecord.model_validate(rec.to_json())
     assert back.state == "not reached" and back.quality_curve == [[100.0, 1.5, 2.4], [200.0, 3.0, 1.9]]
     assert back.complete  # measured in full: ranked and told to Optuna like a complete trial, never a failure
+
+
+def _pending(direction="minimize"):
+    return Target(metric="q", direction=direction, value=None, eval_every_samples=100, source="baseline")
+
+
+def test_a_derived_target_is_the_mean_of_the_baselines_last_three_evaluations_not_one_lucky_one():
+    from tuner.study.target import derive_target
+
+    # a lucky dip at the 4th evaluation (1.0): the last reading alone, or the best, would set a target the
+    # baseline itself only met by luck; the mean of the last three (1.0, 1.6, 1.7) is 1.433
+    planted = curve(3.0, 2.0, 1.5, 1.0, 1.6, 1.7)
+    derived = derive_target(planted, _pending())
+    assert derived.value == pytest.approx((1.0 + 1.6 + 1.7) / 3) and derived.source == "baseline"
+    assert derived.evaluations == [p.as_list() for p in planted[-3:]]
+    # the baseline meets its own target: first at the 4th evaluation (6 s), so the cap is 3x that
+    assert first_reached(planted, derived) == planted[3] and derived.cap_seconds == pytest.approx(18.0)
+
+
+def test_a_derived_target_to_maximize_is_met_from_above_and_skips_missing_readings():
+    from tuner.study.target import derive_target
+
+    planted = curve(0.2, 0.6, 0.8, None, 0.7, 0.9)  # the mean of 0.8, 0.7, 0.9 (the missing one left out): 0.8
+    derived = derive_target(planted, _pending("maximize"))
+    assert derived.value == pytest.approx(0.8) and derived.direction == "maximize"
+    assert first_reached(planted, derived) == planted[2] and derived.cap_seconds == pytest.approx(3 * 4.5)
+    assert derive_target(curve(None, float("nan")), _pending()) is None  # no reading: nothing to set
+
+
+def test_a_pending_target_is_never_met_and_says_so():
+    pending = _pending()
+    assert not pending.met(-1e9) and "not set yet" in pending.describe()
+
+
+def test_a_derived_target_round_trips_through_study_json_and_a_given_one_keeps_its_record(tmp_path):
+    from tuner.study import StudyFolder, StudyMeta
+    from tuner.study.target import derive_target
+
+    derived = derive_target(curve(3.0, 2.0, 1.5, 1.2), _pending())
+    folder = StudyFolder(tmp_path / "s")
+    folder.path.mkdir()
+    folder.write_meta(StudyMeta.model_validate({"name": "s", "target": derived.model_dump()}))
+    back = Target.model_validate(folder.read_meta().target)
+    assert back == derived and back.evaluations and back.source == "baseline"
+    given = Target(metric="q", value=1.6, eval_every_samples=100, source="--target")
+    assert set(given.model_dump()) == {"metric", "direction", "value", "eval_every_samples", "source"}

@@ -30,7 +30,7 @@ def search(
     min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
     eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
-    target: Annotated[Optional[float], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
+    target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in the budget, the mean of their last 3 evaluations; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
     eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: 25 optimizer steps of the baseline's effective batch).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
@@ -58,7 +58,7 @@ def search(
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta, study_seconds=study_seconds,
-        target=target, eval_every_samples=eval_every_samples,
+        target=target_value(target), eval_every_samples=eval_every_samples,
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format
@@ -284,3 +284,16 @@ def _quality_text(key: str, ref: str, quality: Any, why: str | None) -> str:
         return f"quality (the workload's Workload.quality; {ref} could not be loaded here: {why})"
     other = "; another --workload brings its own" if key == "default" else ""
     return f"quality (the workload's: {quality.describe()} for {ref}{other})"
+
+
+def target_value(given: str | None) -> float | str | None:
+    """--target's value: a number, or 'baseline' (derived from the baseline's training)."""
+    if given is None or given.strip().lower() == "baseline":
+        return given and "baseline"
+    try:
+        return float(given)
+    except ValueError:
+        from tuner.errors import ConfigError
+
+        raise ConfigError(f"--target must be a number on the workload's quality metric or 'baseline' (got "
+                          f"{given!r})") from None

@@ -435,6 +435,13 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     # recorded config stays portable.
     device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
     base = trial_base(plan, trial_context(resources, None)["gpus"], device)
+    if plan.target is not None and plan.target.value is None:  # --target baseline: set before the first trial
+        from tuner.search._probe import probes_in_process
+        from tuner.search._target import derive_study_target
+
+        meta = derive_study_target(plan, meta, space, context, base, resources, console,
+                                   in_process=probes_in_process(plan, resources))
+        base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir),
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,

@@ -1,13 +1,18 @@
 """A study's target quality (issue 34): from --target or the space's `target:`, on the workload's quality metric,
-with the samples between evaluations every trial shares; study.json's on --resume."""
+with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
+`target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train the
+study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tuner.config import EVAL_EVERY_STEPS, Target
 from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
+
+BASELINE = "baseline"  # --target baseline / target: baseline: the target the baseline's own training reaches
 
 
 def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | None:
@@ -21,21 +26,32 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | Non
     saved = getattr(plan.meta, "target", None) if plan.meta is not None else None
     if plan.resume:
         old = Target.model_validate(saved) if saved else None
-        for option, given, kept in (("--target", opts.target, old.value if old else None),
+        kept_value = BASELINE if old is not None and old.source == "baseline" else old.value if old else None
+        for option, given, kept in (("--target", opts.target, kept_value),
                                     ("--eval-every-samples", opts.eval_every_samples,
                                      old.eval_every_samples if old else None)):
             if given is not None and given != kept:
-                was = f"{option} {kept:g}" if kept is not None else f"no {option}"
+                was = f"{option} {kept:g}" if isinstance(kept, (int, float)) else f"{option} {kept}" \
+                    if kept is not None else f"no {option}"
                 raise StudyError(f"study '{plan.study}' was started with {was}; resume without {option} (or start a "
                                  f"new study with --study NEW_NAME)")
         return old
     value, source = (opts.target, "--target") if opts.target is not None else (plan.space.target, "space")
-    if value is None:
+    if value == BASELINE:
+        if not plan.space.defaults.baseline:
+            raise ConfigError(f"{source} baseline needs the study's baseline trial, which {plan.space.source} turns "
+                              f"off (defaults: baseline: false); give a target VALUE instead")
+        value, source = None, "baseline"
+    elif isinstance(value, str):
+        raise ConfigError(f"{source}: the target is a number on the workload's quality metric, or 'baseline' (got "
+                          f"{value!r})")
+    if value is None and source != "baseline":
         if opts.eval_every_samples is not None:
             raise ConfigError("--eval-every-samples needs a target: give --target VALUE (or target: in the space)")
         return None
-    if not math.isfinite(value):
-        raise ConfigError(f"--target must be a finite number (got {value:g})")
+    if value is not None and not math.isfinite(value):
+        raise ConfigError(f"{'--target' if source == '--target' else 'the space: target:'} must be a finite number "
+                          f"(got {value:g})")
     if quality is None or not plan.quality_settings().enabled:
         raise ConfigError(f"{source}: a target needs a quality to reach: workload {plan.workload.text} declares no "
                           f"quality metric, or the space has trial.quality.enabled: false")
@@ -44,3 +60,58 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | Non
         raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
     return Target(metric=quality.metric, direction=quality.direction or "minimize", value=value,
                   eval_every_samples=every or cfg.params.effective_batch * EVAL_EVERY_STEPS, source=source)
+
+
+def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any], base: dict[str, Any],
+                        resources: Any, console: Any, in_process: bool) -> Any:
+    """Set a `baseline` target before the first trial: the baseline's settings (the space's baseline point, the
+    workload's own lr and betas) train the study's whole budget, evaluating every K samples as the trials will, and
+    the target is the mean of their last evaluations (tuner.study.target.derive_target). study.json keeps it, with
+    the evaluations it came from, so --resume never derives it again (a study killed before it was set derives it
+    then). Returns the study.json written (unchanged when nothing was to derive)."""
+    from tuner.config import dump_config
+    from tuner.study.target import curve_points, derive_target
+
+    pending = plan.target
+    if pending is None or pending.value is not None:
+        return meta
+    if console is not None:
+        console.print(f"deriving the target from the baseline: its settings train {plan.budget.describe()}, "
+                      f"evaluating {pending.metric} every {pending.eval_every_samples:,} samples ...", soft_wrap=True)
+    cfg = space.trial_config(space.baseline_point(context, own=plan.own), base, source="the baseline's target run")
+    args = (json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.get("score_seconds"))
+    if in_process:
+        found = baseline_curve(*args)
+    else:
+        import ray
+
+        task = ray.remote(num_cpus=resources.cpus_per_trial, num_gpus=resources.gpus_per_trial or 0)(baseline_curve)
+        found = ray.get(task.remote(*args))
+    derived = derive_target(curve_points(found["curve"]), pending)
+    if derived is None:
+        if console is not None:
+            why = found["error"] or "no finite evaluation"
+            console.print(f"the baseline read no {pending.metric} ({found['state']}: {why}): the trials run "
+                          f"without a target; give --target VALUE", soft_wrap=True)
+        plan.target = None
+        return meta
+    plan.target = derived
+    meta = meta.model_copy(update={"target": derived.model_dump()})
+    plan.folder.write_meta(meta)
+    if console is not None:
+        console.print(f"target: {derived.describe()} (the mean of the baseline's last {len(derived.evaluations or [])}"
+                      f" evaluations)", soft_wrap=True)
+    return meta
+
+
+def baseline_curve(cfg_json: str, cache_dir: str, score_reserve_s: float | None) -> dict[str, Any]:
+    """On a trial's resources: the baseline's run with a target not yet set (it trains its whole budget), as plain
+    data (what crosses Ray): its state, error and quality curve."""
+    from pathlib import Path
+
+    from tuner.config import parse_config
+    from tuner.train import run_trial
+
+    cfg = parse_config(json.loads(cfg_json), "the baseline's target run")
+    result = run_trial(cfg, cache_dir=Path(cache_dir), measure_ceilings=False, score_reserve_s=score_reserve_s)
+    return {"state": result.state, "error": result.error, "curve": result.quality_curve}

@@ -4,16 +4,22 @@ A trial of a study with a target evaluates its quality every K training samples 
 keeps its quality curve, one point per evaluation: (samples, training seconds, quality). Its time to target is
 the training seconds at the first point that meets the target (evaluation time left out, reported beside it),
 its samples to target the samples there. A trial whose budget ends before one does ends `not reached`.
+
+A study given no target value but `baseline` derives it (derive_target): the baseline (the workload's own settings)
+trains the study's whole budget with the same evaluations, and the target is the quality it ends at.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from tuner.config import Target
 
 NOT_REACHED = "not reached"
+SMOOTH_EVALS = 3  # a derived target is the mean of the baseline's last this many evaluations
+CAP_FACTOR = 3.0  # a trial not at the target by this many times the baseline's time to target ends `not reached`
 
 
 @dataclass(frozen=True)
@@ -46,3 +52,30 @@ def target_metrics(curve: list[CurvePoint], target: Target, eval_seconds: float)
     return {"time_to_target": hit.seconds if hit is not None else None,
             "samples_to_target": hit.samples if hit is not None else None,
             "target_eval_seconds": eval_seconds}
+
+
+def derive_target(curve: list[CurvePoint], pending: Target) -> Target | None:
+    """The target a baseline's quality curve sets: the mean of its last SMOOTH_EVALS evaluations with a reading,
+    in `pending`'s metric, direction and K (None: the baseline read no quality).
+
+    Smoothed because a single evaluation is noisy (a GAN's FID moved 30% between seeds of one config): the last
+    reading alone would let one lucky (or unlucky) evaluation set how hard the study's target is. The mean, not
+    the best of them, so the target is the quality the baseline settles at, not its luckiest moment; and since one
+    of the readings averaged is at least as good as their mean, the baseline itself meets the target within its
+    budget, so its time to target, the figure every trial is compared with, always exists."""
+    last = [p for p in curve if p.quality is not None and math.isfinite(p.quality)][-SMOOTH_EVALS:]
+    if not last:
+        return None
+    value = sum(p.quality for p in last) / len(last)  # type: ignore[misc]
+    derived = pending.model_copy(update={"value": value, "source": "baseline",
+                                         "evaluations": [p.as_list() for p in last]})
+    hit = first_reached(curve, derived)
+    if hit is not None and hit.seconds > 0:
+        derived = derived.model_copy(update={"cap_seconds": CAP_FACTOR * hit.seconds})
+    return derived
+
+
+def past_cap(point: CurvePoint, target: Target) -> bool:
+    """A trial whose evaluation at `point` did not meet `target` stops there as `not reached` when it has trained
+    the target's cap (CAP_FACTOR x the baseline's time to target) or longer; without a cap its budget ends it."""
+    return target.cap_seconds is not None and point.seconds >= target.cap_seconds and not target.met(point.quality)
