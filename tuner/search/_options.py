@@ -14,6 +14,7 @@ from typing import Any
 
 from tuner.config import Budget, Quality, Target, budget_from_options
 from tuner.errors import ConfigError, StudyError
+from tuner.knobs import heavy_knobs, hyperparameter_knobs, knob
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
@@ -307,7 +308,7 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
     given = opts.budget_seconds is not None or opts.budget_samples is not None
     plan.preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
                       "score_seconds": check.score_seconds, "device": device,
-                      "batch_size": cfg.params.batch_size, "accumulation_steps": cfg.params.accumulation_steps}
+                      **{k: getattr(cfg.params, k) for k in heavy_knobs()}}  # batch_size, accumulation_steps
     step_s, heavy = check.step_seconds, check.heavy
     want = needed_budget(cfg, step_s, score_s, rounded=True)
     if want is not None and not given and plan.budget.seconds is not None:
@@ -327,7 +328,7 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
         # have made the default GAN study's 15 s trials several times longer for the few trials sampled there.
         plan.preflight["heaviest"] = heavy
         top = cfg.model_copy(update={"params": cfg.params.model_copy(
-            update={k: heavy[k] for k in ("batch_size", "accumulation_steps")})})
+            update={k: heavy[k] for k in heavy_knobs()})})
         need = needed_budget(top, float(heavy["step_seconds"]), score_s, rounded=True)
         if need is not None:
             heavy["needs_budget"] = need
@@ -345,15 +346,12 @@ def _step_words(cfg: Any, heaviest: bool) -> str:
     return f"the space's largest micro-batch, {words}" if heaviest else words
 
 
-HEAVY_KNOBS = ("batch_size", "accumulation_steps")  # the step's work grows with each: the slowest step is at their top
-
-
 def _heaviest(space: Any, cfg: Any) -> dict[str, Any] | None:
     """The space's largest micro-batch and accumulation, where they exceed the baseline's (None: the baseline's
     step is the space's heaviest): the step the pre-flight also times, so a study says when its slowest trials do not
     fit the budget."""
     out: dict[str, Any] = {}
-    for name in HEAVY_KNOBS:
+    for name in heavy_knobs():  # tuner.knobs: the step's work grows with each, so the slowest step is at their top
         spec = space.params.get(name)
         ends = [v for v in (spec.endpoints() if spec is not None else []) if isinstance(v, (int, float))
                 and not isinstance(v, bool)]
@@ -385,10 +383,10 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     plan.own = check.own
     plan.target = study_target(plan, cfg, check.quality)  # tuner.search._target
     plan.preflight_s = preflight_trial_s(plan.budget, check.step_seconds, check.step_samples, check.score_seconds)
-    lacking = [n for n in ("lr", "lr_scale", "beta1", "beta2") if n in plan.space.searched and n not in check.own]
+    lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
-                          f"{plan.workload.text}'s optimizer does not take (no {'lr' if 'lr' in lacking else 'betas'} "
+                          f"{plan.workload.text}'s optimizer does not take (no {knob(lacking[0]).hyperparameter} "
                           f"in its hyperparameters); use a space without them (--space loader, which searches no lr) "
                           f"or a copy of {plan.space.source} without {' and '.join(lacking)}")
     objectives = plan.objectives if plan.resume else plan.space.objectives_for(plan.workload.text, check.quality)

@@ -404,13 +404,6 @@ class Space(_Strict):
     trial: dict[str, Any] = Field(default_factory=dict)
     # Time to a target quality (issue 34): a value of the study's quality metric, in its direction (--target too).
     target: float | Literal["baseline"] | None = None  # baseline: set by its training; finite (tuner.search._target)
-    # An explicit effective batch to search (issue 40; tuner.space._batch): without it the workload's own is kept.
-    effective_batch: ParamSpec | None = None
-
-    @field_validator("effective_batch", mode="before")
-    @classmethod
-    def _bare_effective_batch_is_fixed(cls, v: Any) -> Any:
-        return v if v is None or isinstance(v, dict) else {"value": v}
 
     @field_validator("params", mode="before")
     @classmethod
