@@ -37,3 +37,25 @@ def test_a_trial_whose_budget_ends_first_is_not_reached_with_its_curve_and_figur
     assert len(samples) >= 3 and samples == sorted(samples) and samples[-1] <= res.metrics["samples"]
     seconds = [t for _, t, _ in res.quality_curve]
     assert seconds == sorted(seconds)
+
+
+def test_a_trial_past_the_targets_cap_without_meeting_it_ends_not_reached_there(tmp_path):
+    path = write(tmp_path, PLANTED_CURVE)
+    capped = cfg(path, 0.5)  # never met; a cap shorter than any evaluation's training time: the first one ends it
+    capped.target = capped.target.model_copy(update={"cap_seconds": 1e-9})
+    res = run_trial(capped, cache_dir=tmp_path / "cache")
+    assert res.state == "not reached" and res.error is None  # a state, never an error
+    assert len(res.quality_curve) == 1 and res.metrics["samples"] < 400  # stopped there, not at its budget
+    assert res.metrics["time_to_target"] is None and res.throughput is not None
+
+
+def test_the_cap_counts_only_evaluations_that_miss_the_target_at_or_past_it():
+    from tuner.config import Target
+    from tuner.study import CurvePoint
+    from tuner.study.target import past_cap
+
+    target = Target(metric="q", value=1.6, eval_every_samples=100, cap_seconds=9.0)
+    assert not past_cap(CurvePoint(100, 8.9, 2.0), target)  # before the cap
+    assert past_cap(CurvePoint(200, 9.0, 2.0), target)  # at it, still above the target
+    assert not past_cap(CurvePoint(200, 12.0, 1.5), target)  # met: reached, whatever the time
+    assert not past_cap(CurvePoint(200, 99.0, 2.0), target.model_copy(update={"cap_seconds": None}))  # the budget

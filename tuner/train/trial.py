@@ -32,7 +32,8 @@ from tuner.measure.ceiling import STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import NOT_REACHED, CurvePoint, TrialResult, target_metrics
-from tuner.study.headroom import NOT_MEASURED, assess
+from tuner.study.target import past_cap
+from tuner.analysis import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.data import prefetch_depth
 from tuner.train.ceilings import ceilings, first_batch
@@ -240,11 +241,17 @@ class _Rungs:
         self.curve: list[CurvePoint] = []
         self.target_eval_s = 0.0
         self.reached = False
+        self.over_cap = False  # past the target's cap without meeting it: ends `not reached` (tuner.study.target)
         self.last_quality: dict[str, Any] | None = None  # the last evaluation's metrics (rank 0)
+
+    @property
+    def finished(self) -> bool:
+        """No more evaluations: the target was met, or its cap passed without meeting it."""
+        return self.reached or self.over_cap
 
     def sample_points(self) -> list[int]:
         """Where the loop ends a window for the target's next evaluation (tuner.train.loop's sample_points)."""
-        return [self.next_eval] if self.next_eval is not None and not self.reached else []
+        return [self.next_eval] if self.next_eval is not None and not self.finished else []
 
     def train_points(self) -> list[float]:
         return [b * self.scale for b in self.points]
@@ -269,7 +276,7 @@ class _Rungs:
         due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
             self._close(used, int(w["samples"]), med, spread)
-        if self.next_eval is not None and not self.reached and self.agree.any(int(w["samples"]) >= self.next_eval):
+        if self.next_eval is not None and not self.finished and self.agree.any(int(w["samples"]) >= self.next_eval):
             self._evaluate_target(int(w["samples"]))
 
     def _evaluate_target(self, samples: int) -> None:
@@ -291,6 +298,7 @@ class _Rungs:
                 value = float(v)
         self.curve.append(CurvePoint(samples, trained, value))
         self.reached = self.agree.any(target.met(value))
+        self.over_cap = not self.reached and self.agree.any(past_cap(self.curve[-1], target))
         while self.next_eval <= samples:
             self.next_eval += target.eval_every_samples
         took = run.clock() - t
@@ -407,7 +415,7 @@ class _Run:
                             rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
                             reserve=reserve, prefetched=prefetch_depth(cfg.params),
                             sample_points=rungs.sample_points if rungs is not None and cfg.target else None,
-                            stop=(lambda _rates: rungs.reached) if rungs is not None and cfg.target else None)
+                            stop=(lambda _rates: rungs.finished) if rungs is not None and cfg.target else None)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
