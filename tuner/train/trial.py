@@ -33,7 +33,7 @@ from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import NOT_REACHED, CurvePoint, TrialResult, target_metrics
 from tuner.study.target import past_cap
-from tuner.analysis import NOT_MEASURED, assess
+from tuner.study.headroom import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.data import prefetch_depth
 from tuner.train.ceilings import ceilings, first_batch
