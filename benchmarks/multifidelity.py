@@ -9,7 +9,7 @@ The method of LCBench / YAHPO: measure a grid once, then replay many studies on 
      machine is, which a seconds budget on a shared 2-core machine would (its quality would measure the load).
   2. replay: tuner's real sampler (`make_sampler`, Optuna's multi-objective TPE, asked through the space's
      define-by-run `Space.sample` and told with `tell_trial`) proposes configs of the grid; the real
-     `ParetoASHA.decide` stops trials at rungs; wall time is simulated from the measured times. Against FIFO
+     `ParetoASHA.goes_on_at` stops trials at rungs; wall time is simulated from the measured times. Against FIFO
      (every trial runs the top rung) with the same sampler and seeds. A stopped trial reaches Optuna as PRUNED
      or told its values at the rung where it stopped: both are replayed.
 Figures per workload, over seeds: wall time to reach 90% of the grid's top-rung hypervolume (ASHA vs FIFO), and
@@ -270,7 +270,7 @@ def replay(grid: Grid, mode: str, seed: int, trials: int, wall_cap: float,
             for k in range(len(grid.rungs)):
                 reached = k
                 v = runs[k].values
-                went_on = scheduler.decide(str(n), k, v if v is not None else (math.nan, math.nan))
+                went_on = scheduler.goes_on_at(str(n), k, v if v is not None else (math.nan, math.nan))
                 if not went_on or v is None:
                     break
             clock += grid.cost(key, reached, scored=reached + 1)

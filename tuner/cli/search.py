@@ -9,6 +9,7 @@ import typer
 
 from tuner.cli.app import (Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console,
                            user_output)
+from tuner.schedule import scheduler_help
 
 spaces_app = typer.Typer(help="List and show the bundled search spaces.", no_args_is_help=False)
 app.add_typer(spaces_app, name="spaces")
@@ -26,7 +27,7 @@ def search(
     budget_samples: Annotated[Optional[int], typer.Option(help="Train each trial on this many samples.")] = None,
     sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed (default 0).")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(help="fifo (default: every trial trains its whole budget) or asha (trials report at rungs and the dominated ones stop early).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(help=scheduler_help())] = None,
     min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
     eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,

@@ -6,7 +6,7 @@ A scheduler is one class with one method, `decide(Progress) -> Decision`, regist
 
 from tuner.schedule._base import (CONTINUE, DEFAULT_SCHEDULER, PAUSE, STOP, Decision, PlanRequest, Progress,
                                   Scheduler, SchedulerPlan, build_scheduler, kind_of, names, plan_scheduler,
-                                  register, saved_scheduler, scheduler_help)
+                                  register, saved_scheduler, scheduler_help, unregister)
 from tuner.schedule._kept import RUNGS_FILE, kept_entries, write_kept
 from tuner.schedule.asha import ParetoASHA, RungEntry, crowding, fronts, goes_on, ranking, rung_budgets
 from tuner.schedule.fifo import FIFO
@@ -19,4 +19,4 @@ register("race", Race)
 __all__ = ["CONTINUE", "DEFAULT_SCHEDULER", "FIFO", "PAUSE", "RUNGS_FILE", "STOP", "Decision", "ParetoASHA",
            "PlanRequest", "Progress", "Race", "RungEntry", "Scheduler", "SchedulerPlan", "build_scheduler",
            "crowding", "fronts", "goes_on", "kept_entries", "kind_of", "names", "plan_scheduler", "ranking",
-           "register", "rung_budgets", "saved_scheduler", "scheduler_help", "write_kept"]
+           "register", "rung_budgets", "saved_scheduler", "scheduler_help", "unregister", "write_kept"]

@@ -100,6 +100,7 @@ class Scheduler(ABC):
     planned from the options (`plan`), built for a study (`build`) and described (`describe`)."""
 
     help: ClassVar[str] = ""  # one phrase for --scheduler's help
+    decides: ClassVar[bool] = True  # False: it never stops a trial, so the runner's default order does as well
 
     @abstractmethod
     def decide(self, progress: Progress) -> Decision:
@@ -113,6 +114,14 @@ class Scheduler(ABC):
         """What the study folder keeps beside this trial (trials/NNNN/rungs.json) so --resume rebuilds the
         scheduler as it was; None: nothing."""
         return None
+
+    @classmethod
+    def check_kept(cls, folder: StudyFolder) -> None:
+        """On --resume, before anything runs: what this scheduler kept reads (a StudyError line names a file
+        that does not); nothing on disk changes."""
+        from tuner.schedule._kept import kept_entries
+
+        kept_entries(folder, prune=False)
 
     # registered schedulers: from the options, for a study ------------------------------------------------------
 
@@ -141,6 +150,11 @@ DEFAULT_SCHEDULER = "fifo"  # the lead decides the default from the tabular benc
 def register(name: str, kind: type[Scheduler]) -> None:
     """Make `--scheduler NAME` run `kind`."""
     _REGISTRY[name] = kind
+
+
+def unregister(name: str) -> None:
+    """Take a registered scheduler out again (a test's own)."""
+    _REGISTRY.pop(name, None)
 
 
 def names() -> tuple[str, ...]:
@@ -183,4 +197,4 @@ def build_scheduler(plan: SchedulerPlan, objectives: list[Objective], folder: St
 
 __all__ = ["CONTINUE", "DEFAULT_SCHEDULER", "PAUSE", "STOP", "Decision", "PlanRequest", "Progress", "Scheduler",
            "SchedulerPlan", "build_scheduler", "kind_of", "names", "plan_scheduler", "register", "saved_scheduler",
-           "scheduler_help"]
+           "scheduler_help", "unregister"]

@@ -223,6 +223,10 @@ class ParetoASHA(Scheduler):
                    entries=stored_entries(folder) if folder is not None else ())
 
     @classmethod
+    def check_kept(cls, folder: StudyFolder) -> None:
+        stored_entries(folder, prune=False)
+
+    @classmethod
     def describe(cls, plan: SchedulerPlan) -> str:
         return f"{plan.name} (eta {plan.eta:g}, rungs at {', '.join(f'{b:g}' for b in plan.rungs)})"
 

@@ -9,6 +9,7 @@ class FIFO(Scheduler):
     """Goes on at every report."""
 
     help = "every trial trains its whole budget"
+    decides = False  # Ray Tune's own FIFO order does the same
 
     def decide(self, progress: Progress) -> Decision:
         return CONTINUE

@@ -5,13 +5,13 @@
 - wall_limit: the wall-time cap a trial's training loop gets for a budget;
 - start_local_ray: a quiet local Ray session with exactly these resources, able to import tuner;
 - run_probes: the loader probes a study runs before its first trial (in this process when given no resources);
-- ParetoASHA, rung_budgets: the rung scheduler of `--scheduler asha` (its `decide` is Ray-free) and its ladder.
+- ParetoASHA, rung_budgets: the rung scheduler of `--scheduler asha` (Ray-free: `goes_on_at` ranks one rung report) and its ladder.
 """
 
+from tuner.schedule import ParetoASHA, rung_budgets
 from tuner.search._outcome import tell_trial, wall_limit
 from tuner.search._probe import run_probes
 from tuner.search._ray_env import start_local_ray
 from tuner.search._runner import make_sampler
-from tuner.search._scheduler import ParetoASHA, rung_budgets
 
 __all__ = ["ParetoASHA", "make_sampler", "rung_budgets", "run_probes", "start_local_ray", "tell_trial", "wall_limit"]
