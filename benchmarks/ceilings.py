@@ -45,7 +45,7 @@ def _best_input(study: Any) -> tuple[float | None, str]:
 def run(ctx: Context) -> list[BenchResult]:
     from benchmarks.overhead import run_default_study
     from tuner.report.export import build_export
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     d = run_default_study(ctx)
     study = open_study(d["reports_dir"], d["study"])

@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks.table import CODE, SCHEMA, Target, value_at
 from tuner.files import json_safe
+from tuner.analysis import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = ("overhead", "fidelity", "efficiency", "speedup", "stability", "ceilings", "levers")
@@ -349,7 +350,7 @@ def study_records(study_dir: Path) -> list[dict[str, Any]]:
     """A study's trial records as plain JSON (what result.json holds), through tuner's public study API."""
     from tuner.study import StudyFolder
 
-    return [r.to_json() for r in StudyFolder(study_dir).records()]
+    return [r.to_json() for r in read_records(StudyFolder(study_dir))]
 
 
 def _seconds(iso: str | None) -> float | None:
@@ -366,7 +367,7 @@ def phase_times(study_dir: Path) -> dict[str, Any]:
 
     folder = StudyFolder(study_dir)
     meta = folder.read_meta()
-    records = folder.records()
+    records = read_records(folder)
     reruns = [rr for r in records for rr in folder.reruns(r.trial)]
     start = _seconds(meta.created)
     ends = [t for r in records if (t := _seconds(r.ended)) is not None]

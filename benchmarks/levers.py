@@ -6,7 +6,7 @@ knob: `compile: default` (torch.compile's default mode, Inductor) or `channels_l
 (every arm of every workload once per round, the arms' order rotated from round to round), so a neighbour's load
 or the machine's warmth falls on all arms alike. Figures per workload: each arm's median throughput over eager's
 (the ratio), the compiled arm's compile time (its first round: later rounds reuse this process's compiled graphs,
-as a study's trials do) and its break-even against eager (`tuner.study.compile_cost`), and every arm's of_peak
+as a study's trials do) and its break-even against eager (`tuner.analysis.compile_cost`), and every arm's of_peak
 (achieved FLOP/s over this device's measured matmul peak, `tuner.measure.flops`). No pass mark: on a 2-core CPU
 compile may not pay; the figures say whether it does here.
 """
@@ -59,7 +59,7 @@ def run_arm(workload: str, knobs: dict[str, Any], budget_s: float, batch: int, c
 def summarize(runs: list[dict[str, Any]], rounds: int) -> list[BenchResult]:
     """Two figures per workload (compiled vs eager, channels_last vs eager) from the runs ({round, workload, arm,
     state, throughput, compile_seconds, of_peak, ...}); every arm's of_peak and the compile cost in the notes."""
-    from tuner.study.compile_cost import break_even_seconds
+    from tuner.analysis import break_even_seconds
 
     results: list[BenchResult] = []
     for w in dict.fromkeys(r["workload"] for r in runs):

@@ -92,7 +92,8 @@ def run_study(scheduler: str, seconds: float, reports: Path, extra: list[str]) -
 def study_figures(run: dict[str, Any], reports: Path) -> dict[str, Any]:
     """What one study did, from its folder (tuner.study's public API): trial counts, its complete top-rung
     points, the allowance study.json recorded, and the exported (knee) trial's confirmed figures."""
-    from tuner.study import Study, StudyFolder
+    from tuner.study import StudyFolder
+    from tuner.analysis import Study
 
     study = Study.load(StudyFolder(reports / run["study"]))
     thr, quality = study.objectives[0], study.objectives[1]

@@ -31,6 +31,7 @@ import yaml
 
 from benchmarks.common import REPO, BenchResult, Context, phase_times, study_records
 from benchmarks.table import target
+from tuner.analysis import read_records
 
 TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
 TARGET_TOTAL = "ratio <= 0.10 (10% of wall time)"
@@ -348,7 +349,7 @@ def overhead_parts(study_dir: Path, launched: float | None = None, wall_s: float
     from tuner.study import StudyFolder
 
     folder = StudyFolder(study_dir)
-    records = folder.records()
+    records = read_records(folder)
     reruns = [rr for r in records for rr in folder.reruns(r.trial)]
     probes_s = 0.0
     if folder.probes_path.is_file():

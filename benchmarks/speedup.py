@@ -55,7 +55,7 @@ def export_best(ctx: Context) -> tuple[Any, dict[str, Any]]:
     from benchmarks.overhead import run_default_study
     from tuner.config import load_config
     from tuner.report.export import build_export, trial_config, write_export
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     d = run_default_study(ctx)
     study = open_study(d["reports_dir"], d["study"])

@@ -5,7 +5,7 @@ rate; a seconds budget) with the same seed and about the same training time:
   - "single": N trials and no confirmation phase (confirm=0): every figure is one reading;
   - "confirmed": N - (K + 1) * R trials, then the confirmation phase (K front trials and the baseline re-run R times
     each, interleaved): N training runs in all when the baseline is not among the K.
-The winner of each study is what `tuner export` exports (tuner.study.verdict.decide, the knee with its ties).
+The winner of each study is what `tuner export` exports (tuner.analysis.verdict.decide, the knee with its ties).
 Its top configs (the winner first, then the Pareto front nearest the knee, then the next rank; T of them) are then
 re-measured independently: fresh `tuner.train.run_trial` runs in this process (warmed up first), M each, every
 study of the seed together, interleaved round-robin with the order rotated each round. Per study:
@@ -13,7 +13,7 @@ study of the seed together, interleaved round-robin with the order rotated each 
     re-measurements standing in for their figures. "Winner holds" when it is the study's winner. The note also gives
     a looser count: the study's winner is not the re-measured winner but cannot be told from it, because their
     re-measured intervals overlap on both objectives (95% t-intervals from the run-to-run variation pooled over the
-    seed's re-measurements, tuner.study.stats);
+    seed's re-measurements, tuner.analysis.stats);
   - the winner's throughput error: |the figure the study reports for it (confirmed centre, or its single reading)
     / the median of its re-measurements - 1|.
 Figures: the share of seeds where the winner holds, and the median error, with confirmation against without.
@@ -85,7 +85,7 @@ def params_key(params: dict[str, Any]) -> str:
 
 def top_configs(study: Any, winner: Any, n: int) -> list[Any]:
     """The winner, then rank 0 nearest the knee, then rank 1 nearest its knee, ... (the study's own figures)."""
-    from tuner.study.pareto import knee_distances
+    from tuner.analysis import knee_distances
 
     out = [winner]
     for rank in sorted(set(study.ranks.values())):
@@ -100,7 +100,7 @@ def top_configs(study: Any, winner: Any, n: int) -> list[Any]:
 
 def remeasured_winner(top: list[Any], objectives: list[Any], centres: dict[str, dict[str, float]]) -> Any:
     """The knee rule (tuner.study.choose) over the top configs, with their re-measured centres as figures."""
-    from tuner.study import choose
+    from tuner.analysis import choose
 
     def value(record: Any, metric: str) -> float | None:
         return centres.get(params_key(record.params), {}).get(metric)
@@ -124,7 +124,7 @@ def relative_error(recorded: float | None, reference: float | None) -> float | N
 def judge(study: Any, winner: Any, top: list[Any], runs: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
     """One study against its re-measurement (`runs`: every config the seed re-measured, {key: {metric: values}};
     the noise is pooled over all of them): does the winner hold, and how far off is its recorded throughput."""
-    from tuner.study.stats import pool
+    from tuner.analysis import pool
 
     quality = study.quality.metric if study.quality is not None else None
     metrics = [o.metric for o in study.objectives]
@@ -190,7 +190,7 @@ def warm_up(ctx: Context, cfg: Any, wall: float | None) -> None:
 
 def one_seed(ctx: Context, seed: int, stamp: str) -> dict[str, Any]:
     from tuner.report.export import trial_config
-    from tuner.study.verdict import decide
+    from tuner.analysis import decide
 
     order = ARMS if seed % 2 == 0 else ARMS[::-1]  # drift reaches both arms alike over the seeds
     studies = {arm: run_study(ctx, arm, seed, stamp) for arm in order}

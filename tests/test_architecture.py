@@ -14,8 +14,8 @@ PACKAGE = ROOT / "tuner"
 MAX_LINES = 400
 # Low to high, as ARCHITECTURE.md lists them: a module may import its own package and the ones before it. The root
 # module `tuner` (the public face: the Workload contract and __version__) stands with `workload`.
-LAYERS = ["errors", "files", "knobs", "device", "config", "workload", "study", "data", "models", "measure",
-          "builtin", "train", "space", "schedule", "search", "report", "cli"]
+LAYERS = ["errors", "files", "knobs", "device", "config", "workload", "study", "analysis", "data", "models",
+          "measure", "builtin", "train", "space", "schedule", "search", "report", "cli"]
 
 
 def module_name(path: Path) -> str:

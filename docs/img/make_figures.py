@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from tuner.report.plots import pareto_svg, windows_svg
-from tuner.study.study import open_study
-from tuner.study.verdict import decide
+from tuner.analysis import decide, open_study
 
 HERE = Path(__file__).resolve().parent
 XMLNS = 'xmlns="http://www.w3.org/2000/svg" '

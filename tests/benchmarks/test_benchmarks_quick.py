@@ -14,6 +14,7 @@ from benchmarks.common import (BenchResult, error_result, make_settings, phase_t
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
 from benchmarks.overhead import overhead_parts, per_trial, trial_work
 from benchmarks.stability import judge, params_key, top_configs
+from tuner.analysis import read_records, write_record, write_rerun
 
 
 def test_hypervolume_of_a_staircase_is_the_area_under_it() -> None:
@@ -72,16 +73,16 @@ def test_per_trial_overhead_subtracts_start_up_and_work() -> None:
 
 def test_overhead_parts_name_the_probes_and_the_ceilings_of_trials_and_reruns(make_study) -> None:
     from tuner.study import StudyFolder, TrialRecord
-    from tuner.study.record import Rerun
+    from tuner.study import Rerun
 
     folder = StudyFolder(make_study() / "gan-demo")
     (folder.path / "probes.json").write_text(json.dumps({"knobs": ["num_workers"], "choices": [], "seconds": 6.5}))
-    two = next(r for r in folder.records() if r.trial == 2)
+    two = next(r for r in read_records(folder) if r.trial == 2)
     two.metrics["ceiling_seconds"] = 1.5
-    folder.write_record(TrialRecord.model_validate(two.to_json()))
+    write_record(folder, TrialRecord.model_validate(two.to_json()))
     rerun = Rerun.model_validate({"state": "complete", "throughput": 700.0, "fid": 22.0, "repeat": 0,
                                   "ceiling_seconds": 0.75})
-    folder.write_rerun(2, rerun)
+    write_rerun(folder, 2, rerun)
     parts = overhead_parts(folder.path)
     assert parts["probes_s"] == 6.5 and parts["ceilings_search_s"] == 1.5 and parts["ceilings_confirm_s"] == 0.75
     assert parts["trials_measuring_ceilings"] == 1 and parts["reruns_measuring_ceilings"] == 1
@@ -137,8 +138,9 @@ def test_every_mode_meets_the_issue_minimums(quick: bool, cuda: bool) -> None:
 
 def _study(tmp_path, figures: dict[int, tuple[float, float]], reruns: dict[int, list[float]] | None = None):
     """A study on disk: trial -> (throughput, loss) measured in the search; reruns: trial -> re-run throughputs."""
-    from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
-    from tuner.study.record import Rerun
+    from tuner.study import Objective, StudyFolder, StudyMeta, TrialRecord
+    from tuner.analysis import Study
+    from tuner.study import Rerun
 
     folder = StudyFolder(tmp_path / "s")
     folder.path.mkdir()
@@ -147,14 +149,14 @@ def _study(tmp_path, figures: dict[int, tuple[float, float]], reruns: dict[int, 
                                             Objective(metric="loss", direction="minimize")],
                                 baseline={"trial": 0, "params": {"batch_size": 0}}, confirm={"trials": 1, "repeats": 2}))
     for n, (thr, loss) in figures.items():
-        folder.write_record(TrialRecord(trial=n, state="complete", params={"batch_size": n},
+        write_record(folder, TrialRecord(trial=n, state="complete", params={"batch_size": n},
                                         started=f"2026-11-22T10:00:{10 * n:02d}+00:00",
                                         ended=f"2026-11-22T10:00:{10 * n + 10:02d}+00:00",
                                         metrics={"throughput": thr, "loss": loss, "train_seconds": 5.0,
                                                  "quality_seconds": 1.0}))
     for n, values in (reruns or {}).items():
         for i, v in enumerate(values):
-            folder.write_rerun(n, Rerun(repeat=i, state="complete", ended=f"2026-11-22T10:01:{10 * i + 10:02d}+00:00",
+            write_rerun(folder, n, Rerun(repeat=i, state="complete", ended=f"2026-11-22T10:01:{10 * i + 10:02d}+00:00",
                                         metrics={"throughput": v, "loss": figures[n][1], "train_seconds": 4.0}))
     return Study.load(folder)
 
@@ -170,7 +172,7 @@ def test_phase_times_split_the_study_at_its_last_trial(tmp_path) -> None:
 
 
 def test_the_winner_holds_when_its_remeasurement_keeps_it_the_knee(tmp_path) -> None:
-    from tuner.study.verdict import decide
+    from tuner.analysis import decide
 
     # front: 1 (fast, worse loss), 2 (balanced: the knee), 3 (slow, best loss)
     study = _study(tmp_path, {0: (90.0, 1.6), 1: (300.0, 1.5), 2: (250.0, 1.1), 3: (100.0, 1.0)})
@@ -307,13 +309,13 @@ def test_overhead_parts_split_a_trials_own_set_up_and_time_before_the_first_and_
     from tuner.study import StudyFolder, TrialRecord
 
     folder = StudyFolder(make_study() / "gan-demo")
-    records = folder.records()
+    records = read_records(folder)
     for i, r in enumerate(records):  # 20 s in the process: 15 training, 1 scoring, 1 of_peak, 3 set-up
         r.run_seconds = 20.0
         r.started, r.ended = f"2026-11-22T10:0{i}:00+00:00", f"2026-11-22T10:0{i}:20+00:00"
         r.metrics.update(train_seconds=15.0, quality_seconds=1.0, of_peak_seconds=1.0)
         r.metrics.pop("ceiling_seconds", None)
-        folder.write_record(TrialRecord.model_validate(r.to_json()))
+        write_record(folder, TrialRecord.model_validate(r.to_json()))
     launched = datetime.fromisoformat("2026-11-22T09:59:30+00:00").timestamp()
     last_end = datetime.fromisoformat(records[-1].ended).timestamp()
     parts = overhead_parts(folder.path, launched, last_end + 4.0 - launched)

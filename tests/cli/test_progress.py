@@ -7,8 +7,7 @@ import io
 from rich.console import Console
 
 from tuner.cli.progress import SearchView
-from tuner.study import Objective
-from tuner.study.record import Rerun
+from tuner.study import Objective, Rerun
 
 
 def view(buf: io.StringIO) -> SearchView:

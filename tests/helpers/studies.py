@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.study import StudyFolder, StudyMeta, TrialRecord
+from tuner.analysis import read_records, write_record
 
 SEARCHED = ["batch_size", "num_workers", "precision", "beta1"]
 
@@ -145,7 +146,7 @@ def study_maker(tmp_path: Path) -> Callable[..., Path]:
         else:
             records = []
         for rec in records:
-            folder.write_record(TrialRecord.model_validate(rec))
+            write_record(folder, TrialRecord.model_validate(rec))
         return reports
 
     return make
@@ -153,7 +154,7 @@ def study_maker(tmp_path: Path) -> Callable[..., Path]:
 
 def load_trials(study_dir: Path) -> list[dict[str, Any]]:
     """The study's records as the JSON users read (result.json's shape)."""
-    return [r.to_json() for r in StudyFolder(study_dir).records()]
+    return [r.to_json() for r in read_records(StudyFolder(study_dir))]
 
 
 def stored_trials(study_dir: Path) -> dict[int, dict[str, Any]]:
@@ -185,5 +186,5 @@ def goodput_study(reports: Path, name: str = "cnn-goodput", noise_scale: float |
         rec["optimizer"] = {"train": {"optimizer": "Adam", "lr": 4e-3 if rec["trial"] == 1 else 1e-3}}
         if rec["trial"] == 0 and noise_scale is not None:
             rec["noise_scale"] = noise_scale
-        folder.write_record(TrialRecord.model_validate(rec))
+        write_record(folder, TrialRecord.model_validate(rec))
     return study_dir

@@ -13,7 +13,7 @@ from tuner.config import parse_config
 from tuner.device import resolve_device
 from tuner.measure import flops
 from tuner.measure.ceiling import CeilingCache
-from tuner.study.metrics import table_columns
+from tuner.study import table_columns
 from tuner.train import run_trial
 from tests.helpers.userworkloads import write
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tuner.measure.noise_scale import NoiseScale
-from tuner.study.goodput import efficiency, gain, sample_cost, scaled_lr
+from tuner.analysis import efficiency, gain, sample_cost, scaled_lr
 
 
 def planted_pairs(est: NoiseScale, pairs: int, *, b: int, group: int, grad: np.ndarray, sd: np.ndarray,

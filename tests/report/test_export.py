@@ -7,7 +7,8 @@ import pytest
 from tuner.config import load_config
 from tuner.errors import StudyError
 from tuner.report.export import build_export, pytorch_settings, verify, write_export
-from tuner.study import TrialResult, open_study
+from tuner.study import TrialResult
+from tuner.analysis import open_study, write_rerun
 
 
 def test_default_export_is_the_knee_and_loads_back_as_a_config(make_study):
@@ -108,14 +109,14 @@ def test_a_loss_scored_study_exports_no_fid_settings_and_no_meaningless_interval
     block an interval for every metric the re-runs read, e.g. ceiling_seconds 1.4e-09 to 1066390 (0.3 s measured,
     then ~0 from the cache): intervals only for the objectives, the other re-run values as read."""
     from tuner.study import StudyFolder
-    from tuner.study.record import Rerun
+    from tuner.study import Rerun
 
     reports = make_study("lm", kind="cnn")
     folder = StudyFolder(reports / "lm")
     for trial, runs in {0: [(1500.0, 0.31, 0.30), (1480.0, 0.32, 0.0009)], 1: [(2600.0, 0.45, 0.0008),
                                                                              (2550.0, 0.46, 0.29)]}.items():
         for k, (thr, loss, ceil) in enumerate(runs):
-            folder.write_rerun(trial, Rerun(repeat=k, state="complete", metrics={
+            write_rerun(folder, trial, Rerun(repeat=k, state="complete", metrics={
                 "throughput": thr, "loss": loss, "ceiling_seconds": ceil, "peak_mem_mb": 400.0 + k}))
     s = open_study(reports, "lm")
     exp = build_export(s, "quality")
@@ -211,13 +212,13 @@ def test_a_confirmed_export_says_where_one_retraining_should_read(make_study):
     """`tuner train` on the export is one run: the header gives the prediction interval for one run (wider than
     the confirmed mean's), so a user can tell whether their re-training agrees with the study."""
     from tuner.study import StudyFolder
-    from tuner.study.record import Rerun
+    from tuner.study import Rerun
 
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")
     for trial, values in {2: [690.0, 710.0], 0: [480.0, 500.0]}.items():
         for k, v in enumerate(values):
-            folder.write_rerun(trial, Rerun(repeat=k, state="complete", metrics={"throughput": v, "fid": 22.0 + k}))
+            write_rerun(folder, trial, Rerun(repeat=k, state="complete", metrics={"throughput": v, "fid": 22.0 + k}))
     s = open_study(reports, "gan-demo")
     exp = build_export(s)
     fig = exp.record.confirmed.figures["throughput"]
@@ -271,7 +272,7 @@ def test_the_export_states_the_lr_rule_for_an_effective_batch_other_than_the_bas
     batch costs; the baseline's own batch states none."""
     from tests.helpers.studies import goodput_study
     from tuner.report.export import build_export, render
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     goodput_study(tmp_path / "reports")
     study = open_study(tmp_path / "reports", "cnn-goodput")

@@ -10,9 +10,8 @@ from html import unescape
 import pytest
 
 from tuner.report.html import render_html, write_html
-from tuner.study import open_study
-from tuner.study.format import STATE_COLORS
-from tuner.study.metrics import metric
+from tuner.analysis import open_study
+from tuner.study import STATE_COLORS, metric
 
 # Appended to a copy of the report by the browser test, so a headless browser can read back what rendered.
 MARKER_SCRIPT = """

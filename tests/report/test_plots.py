@@ -6,8 +6,8 @@ from html import unescape
 import pytest
 
 from tuner.report.plots import Scale, data_wait_svg, log_ticks, loss_svg, nice_ticks, pareto_svg, tooltip, windows_svg
-from tuner.study import open_study
-from tuner.study.format import state_hex
+from tuner.analysis import open_study
+from tuner.study import state_hex
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ from tuner.report.plots import pareto_svg
 from tuner.report.view import study_json, study_table, trial_panel
 from tuner.search._confirm import plan_reruns
 from tuner.cli.progress import trial_line
-from tuner.study import open_study
-from tuner.study.format import STATE_COLORS
-from tuner.study.verdict import decide
+from tuner.analysis import decide, open_study
+from tuner.study import STATE_COLORS
 
 
 def render(*renderables):

@@ -6,7 +6,7 @@ import json
 
 from rich.console import Console
 
-from tuner.study import open_study
+from tuner.analysis import open_study, write_record
 from tuner.report.view import sparkline, study_json, study_table, trial_panel
 
 
@@ -81,7 +81,7 @@ def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
     from tuner.report.export import build_export
     from tuner.report.html import render_html
     from tuner.cli.progress import trial_line
-    from tuner.study.headroom import assess
+    from tuner.analysis import assess
 
     s = open_study(make_study(), "gan-demo")
     for r in s.records:
@@ -113,14 +113,14 @@ def test_a_trials_ceilings_and_headroom_show_in_every_view(make_study):
 def test_a_compiled_trial_shows_its_payback_against_the_studys_eager_trials(make_study):
     from tests.helpers.studies import _params, _record
 
-    from tuner.study.folder import StudyFolder
-    from tuner.study.record import TrialRecord
+    from tuner.study import StudyFolder
+    from tuner.study import TrialRecord
 
     reports = make_study()
     compiled = _record(reports / "gan-demo", 8, "complete", {**_params(64, 0), "compile": "default"},
                        throughput=800.0, fid=31.0)
     compiled.update(compile_seconds=60.0, compile_steps=2, graph_breaks=0, recompiles=0)
-    StudyFolder(reports / "gan-demo").write_record(TrialRecord.model_validate(compiled))
+    write_record(StudyFolder(reports / "gan-demo"), TrialRecord.model_validate(compiled))
     s = open_study(reports, "gan-demo")
     # Eager at batch 64, fp32: trial 0 alone (400 samples/s); compiled at 2x pays its 60 s back after 120 s.
     text = render(*trial_panel(s, s.trial(8)))
@@ -133,7 +133,7 @@ def test_a_compiled_trial_shows_its_payback_against_the_studys_eager_trials(make
 
 def test_goodput_and_efficiency_show_in_every_view_with_the_noise_scale_behind_them(tmp_path):
     """Batch 256 at 2600 samples/s against the baseline's batch 64 with noise scale 900: efficiency 964 / 1156,
-    goodput 2168 useful samples/s (tuner.study.goodput); the table, --trial, JSON and HTML all say so."""
+    goodput 2168 useful samples/s (tuner.analysis.goodput); the table, --trial, JSON and HTML all say so."""
     from tuner.report.html import render_html
     from tests.helpers.studies import goodput_study
 

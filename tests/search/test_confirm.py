@@ -11,9 +11,8 @@ from tests.helpers.fakeengine import engine_user, fake_engine_study
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
 from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, schedule
-from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord, TrialResult
-from tuner.study.record import Rerun
-from tuner.study.verdict import decide, is_confirmed
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
+from tuner.analysis import Study, decide, is_confirmed, write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
@@ -30,7 +29,7 @@ def test_which_trials_are_confirmed(tmp_path):
     folder = StudyFolder(tmp_path / "s")
     folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0}))
     for n, (thr, fid) in enumerate([(100, 50), (300, 40), (220, 20), (150, 10), (250, 30), (120, 60)]):
-        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
     s = Study.load(folder)
     # front: 1 (fastest), 4, 2 (knee), 3 (best fid); the knee first, then fastest, then best quality; + baseline
     assert plan_reruns(s, 3) == [2, 1, 3, 0]
@@ -80,12 +79,12 @@ def _planted(tmp_path, reads, reruns):
     folder.write_meta(StudyMeta(name="m", objectives=OBJ, baseline={"trial": 0}))
     for n, (thr, fid) in reads.items():
         cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
-        folder.write_record(TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
+        write_record(folder, TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
                                         config=dump_config(cfg),
                                         metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
     for n, runs in reruns.items():
         for k, (thr, fid) in enumerate(runs):
-            folder.write_rerun(n, Rerun(repeat=k, state="complete",
+            write_rerun(folder, n, Rerun(repeat=k, state="complete",
                                         metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
     return Study.load(folder)
 
@@ -234,11 +233,11 @@ def _two_rounds(tmp_path, moved: tuple[float, float]):
     reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
     s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
     for n, rerun in [(2, 0), (2, 1), (0, 0), (0, 1)]:  # the planned round
-        s.folder.write_rerun(n, s.folder.reruns(n)[rerun].model_copy(update={"round": 0}))
+        write_rerun(s.folder, n, s.folder.reruns(n)[rerun].model_copy(update={"round": 0}))
     assert next_knee(s, 1) == 3
     assert [(r.trial, r.repeat, r.round) for r in pending(s, 1, 2)] == []
     for n, repeat, thr in [(3, 0, moved[0]), (0, 2, 201.0), (3, 1, moved[1])]:  # round 1, as scheduled: M B M
-        s.folder.write_rerun(n, Rerun(repeat=repeat, round=1, state="complete",
+        write_rerun(s.folder, n, Rerun(repeat=repeat, round=1, state="complete",
                                       metrics={"throughput": thr, "fid": reads[n][1], "throughput_spread": 0.05}))
     s = Study.load(s.folder)
     assert pending(s, 1, 2) == [] and [r.repeat for r in s.folder.reruns(0)] == [0, 1, 2]
@@ -302,7 +301,7 @@ def test_a_rival_is_judged_against_the_pick_as_ratios_to_the_baseline_read_in_th
         s = _planted(path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
         for n in (0, 2):
             for rerun in s.folder.reruns(n):
-                s.folder.write_rerun(n, rerun.model_copy(update={"round": 0}))
+                write_rerun(s.folder, n, rerun.model_copy(update={"round": 0}))
         return Study.load(s.folder)
 
     near = study(tmp_path / "near", 310.0)
@@ -314,15 +313,15 @@ def test_a_rival_is_judged_against_the_pick_as_ratios_to_the_baseline_read_in_th
 
 
 def test_a_rival_no_better_than_the_pick_is_chased_about_2_5_percent_of_the_time_across_a_drift():
-    """The like-with-like rule (tuner.study.rounds.beyond_one_more_run) on simulated studies: the rival and the
+    """The like-with-like rule (tuner.analysis.rounds.beyond_one_more_run) on simulated studies: the rival and the
     pick are one speed, the search phase ran 1.4x faster than the confirmation, every reading is off by a
     lognormal 5%; the pick and the baseline have 2 re-runs each (the spread pooled from them, 2 df). One side of
     a 95% interval: 2.5% false alarms (4000 cases, standard error 0.25%: 1.5-3.5%). The rule it replaces, the
     rival's reading against the pick's one-more-run interval, chased nearly every one."""
     import random
 
-    from tuner.study.rounds import beyond_one_more_run
-    from tuner.study.stats import pool
+    from tuner.analysis import beyond_one_more_run
+    from tuner.analysis import pool
 
     rng = random.Random(39)
     read = lambda true, drift: true * drift * rng.lognormvariate(0.0, 0.05)  # noqa: E731
@@ -353,7 +352,7 @@ def _searcher_round(tmp_path, screen, repeats=2, extra=None):
     s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
     for n in (0, 2):
         for rerun in s.folder.reruns(n):
-            s.folder.write_rerun(n, rerun.model_copy(update={"round": 0}))
+            write_rerun(s.folder, n, rerun.model_copy(update={"round": 0}))
     buf = io.StringIO()
     view = SearchView(Console(file=buf, width=300, force_terminal=False), total=5, done=5, objectives=OBJ, params=[])
     searcher = RerunSearcher(tmp_path / "m", 1, repeats, 30.0, view=view)
@@ -364,7 +363,7 @@ def _searcher_round(tmp_path, screen, repeats=2, extra=None):
                                                                                        ROUND_KEY))
 
     first = [handed("a"), handed("b")]  # the screen alone: nothing more until its figures are in
-    s.folder.write_rerun(3, Rerun(repeat=0, round=1, state="complete",
+    write_rerun(s.folder, 3, Rerun(repeat=0, round=1, state="complete",
                                   metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05,
                                            **(extra or {})}))
     searcher.on_trial_complete("a")
@@ -399,7 +398,7 @@ def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tm
     assert after == (4, 0, 2)  # the next moved pick's screen, in a round of its own
     assert after != Searcher.FINISHED
     for n in (4,):
-        study.folder.write_rerun(n, Rerun(repeat=0, round=2, state="complete",
+        write_rerun(study.folder, n, Rerun(repeat=0, round=2, state="complete",
                                           metrics={"throughput": 120.0, "fid": 23.0, "throughput_spread": 0.05}))
     study = Study.load(study.folder)
     v = decide(study)

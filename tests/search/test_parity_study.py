@@ -10,7 +10,7 @@ from tests.helpers.userworkloads import GOOD, RAISES_AT_32, write
 from tuner.errors import StudyError
 from tuner.search._parity import numerics_candidates, plan_parity
 from tuner.space import load_space
-from tuner.study.parity import StudyParity, read_parity
+from tuner.study import StudyParity, read_parity
 
 H100 = {"cpus": 16, "gpus": 1, "device": "cuda (H100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
 LAPTOP = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
@@ -85,8 +85,8 @@ def test_a_damaged_parity_file_is_one_line_naming_it(tmp_path):
 def test_the_report_and_the_export_of_a_checked_value_say_its_verdict(make_study):
     from tuner.report.export import build_export, render
     from tuner.report.view import study_document, study_footer
-    from tuner.study import open_study
-    from tuner.study.parity import KnobParity
+    from tuner.analysis import open_study
+    from tuner.study import KnobParity
 
     reports = make_study()
     drifts = KnobParity(knobs={"precision": "bf16"}, state="drifts", gap=0.25, seed_gap=0.02, from_step=41,

@@ -17,6 +17,7 @@ import pytest
 from tuner.space import parse_space
 from tuner.search._trial import RECORD_KEY, RUNGS_KEY, TRIAL_KEY, TrialSetup
 from tuner.search._trainable import trainable
+from tuner.analysis import read_records
 
 pytestmark = [
     pytest.mark.ray,
@@ -123,7 +124,7 @@ def test_ddp_trial_stopped_at_a_rung_stops_every_rank_and_is_recorded_stopped_an
     grid = fit(setup, tmp_path, search_alg=searcher, scheduler=scheduler)
     assert grid[0].error is None, grid[0].error
     assert scheduler.decisions[-1][1:] == (0, False)
-    [record] = folder.records()
+    [record] = read_records(folder)
     assert record.state == "stopped" and record.rung == 0 and record.error is None
     assert 128 <= record.measured_at < 384 and record.throughput > 0 and record.get("loss") is not None
     [trial] = searcher.study.trials
@@ -138,7 +139,7 @@ def test_ddp_trial_that_goes_on_at_its_rungs_completes_at_the_top_rung(ray_sessi
     assert grid[0].error is None, grid[0].error
     trial_key = str(searcher.study.trials[0].number)
     assert [(t, r, on) for t, r, on in scheduler.decisions if t == trial_key] == [(trial_key, 0, True)]
-    [record] = folder.records()
+    [record] = read_records(folder)
     assert record.state == "complete" and record.rung == 1 and record.measured_at >= 384, record.error
     [trial] = searcher.study.trials
     assert trial.state.name == "COMPLETE" and trial.values[0] == record.throughput

@@ -22,7 +22,7 @@ from tests.helpers.spaces_for_tests import tiny_space
 from tests.helpers.studies import load_trials, read_meta
 from tuner.cli import main
 from tuner.search import SearchOptions, run_search
-from tuner.study.folder import LOCK_FILE
+from tuner.study import LOCK_FILE
 
 TINY_SPACE = tiny_space(trials=2)
 
@@ -200,7 +200,7 @@ def test_a_kill_during_the_baseline_leaves_it_to_resume(tmp_path):
     assert meta["baseline"]["params"] == baseline and number in records
     assert all(records[number]["params"][k] == v for k, v in baseline.items() if k in records[number]["params"])
     assert min(records) == number  # run before any sampled trial
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     assert open_study(reports, "tiny").baseline_trial == number
 

@@ -242,7 +242,7 @@ def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session,
 
 def test_the_report_names_the_loaders_the_probes_chose(make_study):
     from tuner.report.view import study_footer
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     root = make_study()
     s = open_study(root, "gan-demo")

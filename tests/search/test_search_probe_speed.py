@@ -7,7 +7,7 @@ import yaml
 
 from tuner.search._probe import SPEED_GAIN, candidate_speeds, choice_of, probed_knobs
 from tuner.space import load_space, parse_space
-from tuner.study.loaders import LoaderPlan
+from tuner.study import LoaderPlan
 
 SPACE = """
 description: speed probe test
@@ -104,8 +104,8 @@ def test_the_report_says_speed_knobs_by_probes_and_each_params_role(make_study):
     from rich.console import Console
 
     from tuner.report.view import study_footer, trial_panel
-    from tuner.study import open_study
-    from tuner.study.loaders import LoaderChoice
+    from tuner.analysis import open_study
+    from tuner.study import LoaderChoice
 
     root = make_study()
     s = open_study(root, "gan-demo")

@@ -73,7 +73,7 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
     assert "pick: trial" in out and "noise floor" in out, err
     assert searched() == trials_before  # no search trial redone
     from tuner.search._confirm import MAX_EXTRA, confirm_set, plan_reruns
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     study = open_study(reports, "tiny")
     planned, confirmed = plan_reruns(study, 2), confirm_set(study, 2)  # plus any knee the re-runs moved to

@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from torch.utils.data import TensorDataset
 
 import tuner
+from tuner.analysis import read_records
 
 EVAL_SLEEP = {sleep}
 
@@ -189,7 +190,7 @@ def test_a_stopped_trial_reaches_optuna_pruned_or_with_its_rung_values_never_fai
     assert trial.state.name == state and trial.values == values
     assert trial.user_attrs["state"] == "stopped" and trial.user_attrs["record"]["rung"] == 0
     assert trial.constraints["failed"] <= 0  # feasible: a stop is not a failure
-    record = folder.records()[0]  # the same call wrote the study folder
+    record = read_records(folder)[0]  # the same call wrote the study folder
     assert record.state == "stopped" and record.rung == 0 and record.measured_at == 64.0 and record.throughput == 100
     assert "stopped" in folder.csv_path.read_text()
 
@@ -201,7 +202,7 @@ def test_a_stopped_trial_whose_result_file_a_kill_lost_is_restored_from_optuna(t
     searcher.on_trial_complete("t1", result=rung_report(number, objectives))
     (folder.trial_dir(number) / "result.json").unlink()
     reconcile_study(folder, searcher._storage, "s")
-    assert [(r.trial, r.state, r.rung) for r in folder.records()] == [(number, "stopped", 0)]
+    assert [(r.trial, r.state, r.rung) for r in read_records(folder)] == [(number, "stopped", 0)]
 
 
 # --- kill -9 mid-rung, then --resume (real `python -m tuner` processes) -------------------------------------------

@@ -7,9 +7,7 @@ import shutil
 
 import pytest
 
-from tuner.study import StudyFolder, StudyMeta, TrialRecord
-from tuner.study.folder import StudyGone
-from tuner.study.lock import lock_study
+from tuner.study import StudyFolder, StudyGone, StudyMeta, TrialRecord, lock_study
 
 
 def test_a_deleted_study_folder_is_not_written_again_while_its_search_holds_it(tmp_path):
@@ -18,11 +16,11 @@ def test_a_deleted_study_folder_is_not_written_again_while_its_search_holds_it(t
     try:
         study = StudyFolder(folder)
         study.write_meta(StudyMeta(name="s"))
-        study.write_record(TrialRecord(trial=0, state="complete"))
+        study.write_result(TrialRecord(trial=0, state="complete"))
         shutil.rmtree(folder)
         assert lock.lost()
         for write in (lambda: study.write_meta(StudyMeta(name="s")),
-                      lambda: study.write_record(TrialRecord(trial=1, state="complete")),
+                      lambda: study.write_result(TrialRecord(trial=1, state="complete")),
                       lambda: study.write_file(study.trial_dir(2) / "rungs.json", "[]")):
             with pytest.raises(StudyGone, match=f"the study folder {folder} was deleted while the search ran"):
                 write()

@@ -51,7 +51,7 @@ def _pending(direction="minimize"):
 
 
 def test_a_derived_target_is_the_mean_of_the_baselines_last_three_evaluations_not_one_lucky_one():
-    from tuner.study.target import derive_target
+    from tuner.study import derive_target
 
     # a lucky dip at the 4th evaluation (1.0): the last reading alone, or the best, would set a target the
     # baseline itself only met by luck; the mean of the last three (1.0, 1.6, 1.7) is 1.433
@@ -64,7 +64,7 @@ def test_a_derived_target_is_the_mean_of_the_baselines_last_three_evaluations_no
 
 
 def test_a_derived_target_to_maximize_is_met_from_above_and_skips_missing_readings():
-    from tuner.study.target import derive_target
+    from tuner.study import derive_target
 
     planted = curve(0.2, 0.6, 0.8, None, 0.7, 0.9)  # the mean of 0.8, 0.7, 0.9 (the missing one left out): 0.8
     derived = derive_target(planted, _pending("maximize"))
@@ -80,7 +80,7 @@ def test_a_pending_target_is_never_met_and_says_so():
 
 def test_a_derived_target_round_trips_through_study_json_and_a_given_one_keeps_its_record(tmp_path):
     from tuner.study import StudyFolder, StudyMeta
-    from tuner.study.target import derive_target
+    from tuner.study import derive_target
 
     derived = derive_target(curve(3.0, 2.0, 1.5, 1.2), _pending())
     folder = StudyFolder(tmp_path / "s")

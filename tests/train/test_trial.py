@@ -201,7 +201,7 @@ def test_ceilings_can_be_switched_off_and_a_failed_trial_has_none(tmp_path, monk
 
 
 def test_a_search_trial_leaves_its_ceilings_to_whoever_reads_its_verdict(tmp_path):
-    from tuner.study.headroom import NOT_MEASURED
+    from tuner.analysis import NOT_MEASURED
 
     res = run_trial(cfg(), cache_dir=tmp_path, measure_ceilings=False)
     assert res.complete and res.get("compute_ceiling") is None and res.get("input_ceiling") is None

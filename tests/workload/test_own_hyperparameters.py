@@ -291,7 +291,7 @@ def make():
     assert result.get("sample_unit") == "tokens"
     assert result.get("unit_throughput") == pytest.approx(4 * result.throughput)  # 4 tokens a sample
 
-    from tuner.study.metrics import table_columns, unit_suffix
+    from tuner.study import table_columns, unit_suffix
 
     assert "unit_throughput" in [m.key for m in table_columns()]
     assert unit_suffix("unit_throughput", result) == " tokens/s"
@@ -307,7 +307,7 @@ def test_every_view_shows_the_declared_unit_beside_samples_per_second():
     from tuner.report.view import _measured_cell
     from tuner.cli.progress import trial_line
     from tuner.study import Objective, TrialRecord
-    from tuner.study.format import fmt_metric
+    from tuner.study import fmt_metric
 
     r = TrialRecord(trial=1, state="complete", throughput=100.0, unit_throughput=3200.0, sample_unit="tokens",
                     optimizer={"train": {"optimizer": "AdamW", "lr": 1e-3, "betas": [0.9, 0.99]}})

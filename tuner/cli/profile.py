@@ -62,7 +62,7 @@ def _print(result: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tuner.study.format import fmt_metric
+    from tuner.study import fmt_metric
 
     console = stdout_console()
     ops = Table(title=f"top {len(result.top_ops)} operators by self {'device' if _on_device(result) else 'CPU'} "

@@ -11,10 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tuner.study import Objective, TrialRecord
-from tuner.study.format import fmt_figure, fmt_metric, fmt_param, state_style
-from tuner.study.suspect import reason
-from tuner.study.metrics import unit_suffix
+from tuner.study import Objective, TrialRecord, fmt_figure, fmt_metric, fmt_param, state_style, unit_suffix
+from tuner.analysis import reason
 
 def trial_line(record: TrialRecord, objectives: list[Objective], params: list[str]) -> Text:
     """`#0003 complete  throughput 712.3  fid 45.21  input-bound, 40% of compute ceiling  6% of peak  batch_size=64 ...

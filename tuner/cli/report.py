@@ -41,7 +41,7 @@ def report(
     debug: Debug = False,
 ) -> None:
     """Show a study's trials sorted by Pareto rank (front marked with ★), one trial, or write an HTML report."""
-    from tuner.study import open_study
+    from tuner.analysis import open_study
 
     s = open_study(reports_dir, study)
     if (stray := s.strays_note()) is not None:
@@ -100,8 +100,8 @@ def export(
 ) -> None:
     """Write the chosen trial's config, which `tuner train --config` runs, with its provenance."""
     from tuner.report.export import build_export, write_export
-    from tuner.study import open_study
-    from tuner.study.format import fmt_figure
+    from tuner.analysis import open_study
+    from tuner.study import fmt_figure
 
     printed, as_ = _export_format(format, as_)
     if trial is not None and (pick is not None or min_quality is not None):

@@ -129,8 +129,8 @@ def _print_summary(result: Any, target: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tuner.study.format import fmt_metric, optimizer_text
-    from tuner.study.metrics import METRICS
+    from tuner.study import fmt_metric, optimizer_text
+    from tuner.study import METRICS
 
     t = Table(show_header=False, box=None)
     t.add_row("state", escape(result.state + (f" ({result.error})" if result.error else "")))
@@ -139,7 +139,7 @@ def _print_summary(result: Any, target: Any = None) -> None:
                             f"{len(result.windows)} windows)")
     shown = {"throughput", "throughput_spread"}
     if result.get("compile_seconds") is not None:
-        from tuner.study.compile_cost import break_even_text
+        from tuner.analysis import break_even_text
 
         line = break_even_text(result.get("compile_seconds"), result.throughput, result.get("eager_throughput"),
                                "from the pre-flight's eager steps")
@@ -176,7 +176,7 @@ def _print_summary(result: Any, target: Any = None) -> None:
 
 def curve_text(curve: list[list[Any]]) -> str:
     """`5 evaluations: 2.31 at 512 samples (0.8 s), ..., 1.58 at 2,560 (4.1 s)`: the first two and the last."""
-    from tuner.study.format import fmt
+    from tuner.study import fmt
 
     def point(p: list[Any]) -> str:
         q = "-" if p[2] is None else fmt(float(p[2]), 4)

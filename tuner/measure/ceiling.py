@@ -6,7 +6,7 @@
 Each keeps a wall-time deadline (warm-up included) and holds windows of the trial's minimum steps, or is skipped
 with its reason (CeilingSkipped): a model whose step is too slow for the deadline gets no ceiling rather than a
 one-step reading. This module holds their timing rules and the study's cache; the loops that drive a step or a loader for them
-are tuner.train.ceilings' (compute_ceiling, input_ceiling), since they run training code. Each takes a second or two; `tuner.study.headroom` turns them into a verdict. A study caches them by the knobs
+are tuner.train.ceilings' (compute_ceiling, input_ceiling), since they run training code. Each takes a second or two; `tuner.analysis.headroom` turns them into a verdict. A study caches them by the knobs
 they depend on (CeilingCache): loader knobs do not change the compute ceiling, batch and precision do not change
 what a loader of a given batch size delivers.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import Measure
-from tuner.study.headroom import cache_key  # noqa: F401 - torch-free, so `tuner report` reads the cache too
+from tuner.analysis import cache_key  # noqa: F401 - torch-free, so `tuner report` reads the cache too
 
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows

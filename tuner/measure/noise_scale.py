@@ -2,7 +2,7 @@
 faster config with a larger batch is not called better when it needs more samples to learn as much.
 
 Pure arithmetic (no torch): tuner.train.noise measures the squared gradient norms, this module averages them into
-a noise scale; tuner.study.goodput turns it into efficiency, goodput and the lr rules (the study package is below
+a noise scale; tuner.analysis.goodput turns it into efficiency, goodput and the lr rules (the study package is below
 this one, and the views need them).
 
 Noise scale (McCandlish et al. 2018, arXiv 1812.06162, appendix A.1): B_simple = tr(Sigma) / |G|^2, with G the

@@ -22,14 +22,11 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import Params, TrialConfig, dump_config, env_command, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
-from tuner.study.headroom import record_bound
-from tuner.study.parity import read_parity
-from tuner.study import Pick, RunEnvironment, Study, TrialRecord
-from tuner.study.stats import Interval, pool
-from tuner.study.verdict import Verdict, against_baseline, decide
+from tuner.analysis import Interval, Pick, Study, Verdict, against_baseline, decide, pool, record_bound
+from tuner.study import RunEnvironment, TrialRecord, read_parity
 
 if TYPE_CHECKING:
-    from tuner.study.goodput import LrAdvice
+    from tuner.analysis import LrAdvice
 _DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 # What tuner's commands run under unless the user set a wait policy of their own (tuner.cli.app.quiet_openmp): what a
 # trial recorded before trials kept their environment ran under, as far as tuner set it.
@@ -205,14 +202,14 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "pytorch": pytorch_settings(cfg, record.optimizer, record.environment),
     }
     advice = study_lr_advice(study, record)
-    if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.study.goodput)
+    if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.analysis.goodput)
         out["pytorch"]["lr_rule"] = advice.to_json()
     return {k: v for k, v in out.items() if v is not None}
 
 
 def study_lr_advice(study: Study, record: TrialRecord) -> "LrAdvice | None":
     """The trial's lr against the study's baseline's, where its effective batch differs from the baseline's."""
-    from tuner.study.goodput import lr_advice
+    from tuner.analysis import lr_advice
 
     n = study.baseline_trial
     base = next((r for r in study.records if r.trial == n), None) if n is not None else None
@@ -230,7 +227,7 @@ class Export:
 
 def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None,
                  trial: int | None = None) -> Export:
-    """The chosen trial's config (tuner.study.verdict: the pick, ties within the noise broken by quality and
+    """The chosen trial's config (tuner.analysis.verdict: the pick, ties within the noise broken by quality and
     cost), or trial `trial`'s (which must be complete), with its provenance."""
     study.require_complete()
     if trial is None:
@@ -265,7 +262,7 @@ def _complete_trial(study: Study, number: int) -> TrialRecord:
 
 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:
-    from tuner.study.format import fmt_figure
+    from tuner.study import fmt_figure
 
     rec = exp.record
     quality = study.quality
@@ -358,7 +355,7 @@ def check_out(path: Path, study: Study, force: bool = False) -> None:
     config tuner exported (re-exporting over an earlier export, e.g. the default best.yaml, needs nothing)."""
     import os
 
-    from tuner.study.folder import study_record
+    from tuner.study import study_record
 
     hit = study_record(path)
     if hit is not None:

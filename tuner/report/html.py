@@ -21,14 +21,13 @@ from markupsafe import Markup
 from tuner.errors import StudyError
 from tuner.files import atomic_write
 from tuner.report import plots
-from tuner.study.parity import read_parity
-from tuner.study.compile_cost import study_payback
-from tuner.study.headroom import BOUND_EXPLANATION, record_bound
+from tuner.study import (
+    METRICS, STATE_COLORS, STATE_NOTES, TrialRecord, finite, fmt, fmt_metric, fmt_param, metric, read_parity,
+    unit_suffix,
+)
+from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
 from tuner.report.view import FRONT_MARK, rank_cell
-from tuner.study import METRICS, Study, TrialRecord
 from tuner.knobs import role_text
-from tuner.study.format import STATE_COLORS, STATE_NOTES, fmt, fmt_metric, fmt_param
-from tuner.study.metrics import finite, metric, unit_suffix
 
 REPORT_FILE = "report.html"
 TEMPLATE = "report.html.j2"
@@ -224,8 +223,8 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
 def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
     """One card per --pick rule (ties within the noise resolved as the export resolves them), the knee's trial,
     and the verdict on the knee pick."""
-    from tuner.study.format import fmt_figure
-    from tuner.study.verdict import decide
+    from tuner.study import fmt_figure
+    from tuner.analysis import decide
 
     cards = []
     knee_trial, verdict = None, ""

@@ -13,11 +13,9 @@ import statistics
 
 from markupsafe import escape
 
-from tuner.study.headroom import COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, bound_label
+from tuner.analysis import COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, Study, bound_label
 from tuner.report.view import FRONT_MARK
-from tuner.study import FAILED_STATES, Study, TrialRecord
-from tuner.study.format import STATE_NOTES, fmt, fmt_metric, state_hex
-from tuner.study.metrics import finite, metric
+from tuner.study import FAILED_STATES, STATE_NOTES, TrialRecord, finite, fmt, fmt_metric, metric, state_hex
 
 # Plot colours that are not a trial state (states take theirs from tuner.study.format).
 COLORS = {

@@ -8,12 +8,10 @@ from typing import Any
 from rich.markup import escape
 
 from tuner.files import json_safe
-from tuner.study.compile_cost import study_payback
-from tuner.study.headroom import BOUND_EXPLANATION, record_bound
-from tuner.study.parity import read_parity
-from tuner.study import Study, TrialRecord
-from tuner.study.format import STATE_NOTES, fmt, fmt_figure, fmt_metric, fmt_param, state_style
-from tuner.study.metrics import METRICS, unit_suffix
+from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
+from tuner.study import (
+    METRICS, STATE_NOTES, TrialRecord, fmt, fmt_figure, fmt_metric, fmt_param, read_parity, state_style, unit_suffix,
+)
 
 FRONT_MARK = "★"
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -57,7 +55,7 @@ def study_document(study: Study) -> dict[str, Any]:
     """What `tuner report --format json` prints: the study, what it optimized, its trials, and what the footer
     under the table says (noise floor, the verdict on the knee pick; None before there is one)."""
     from tuner.errors import StudyError
-    from tuner.study.verdict import decide
+    from tuner.analysis import decide
 
     try:
         verdict: dict[str, Any] | None = decide(study, "knee").to_json()
@@ -192,12 +190,12 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         note = record_bound(record) if key == "data_wait" else ""
         metrics.add_row(escape(key), escape(fmt_metric(key, record.get(key)) + unit_suffix(key, record)), note)
     if record.optimizer:
-        from tuner.study.format import optimizer_text
+        from tuner.study import optimizer_text
 
         metrics.add_row("optimizer", escape(optimizer_text(record.optimizer)), "what the trial trained with")
     if record.confirmed is not None and (record.get("suspect") or record.confirmed.suspect):
         metrics.add_row("suspect (re-runs)", escape(record.confirmed.suspect or "no: the re-runs clear it"),
-                        "what the confirmation re-runs say (tuner.study.suspect)")
+                        "what the confirmation re-runs say (tuner.analysis.suspect)")
     for key in ("capped", "device"):
         metrics.add_row(key, escape(fmt(record.get(key))), "")
     for key in ("host", "node"):  # where it ran (a Ray cluster has several nodes)
@@ -259,7 +257,7 @@ def goodput_text(record: TrialRecord) -> str:
 def study_footer(study: Study) -> list[str]:
     """Below the table: the study's noise floor and the verdict on its knee pick."""
     from tuner.errors import StudyError
-    from tuner.study.verdict import decide
+    from tuner.analysis import decide
 
     out = [line] if (line := study.target_text()) is not None else []
     noise = study.noise()

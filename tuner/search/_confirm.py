@@ -8,7 +8,7 @@ round, so drift during the phase reaches every config alike. A later round (the 
 a trial never re-run) re-runs the new pick once; only if that re-run holds it as the pick does the round go on,
 re-reading the baseline between the new pick's re-runs, and the verdict compares the two on the readings of that
 round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33 samples/s, minutes
-apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.study.stats)
+apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.analysis.stats)
 then stand for those trials in the front, the knee, the export and the verdict; the search's own readings are left
 out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
 (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from tuner.study import Study, TrialRecord
-from tuner.study.objective import THROUGHPUT, quality_objective
-from tuner.study.pareto import knee_distances, measured, pareto_ranks
+from tuner.study import THROUGHPUT, TrialRecord, quality_objective
+from tuner.analysis import Study, knee_distances, measured, pareto_ranks
 
 # Sized so the phase adds at most about a third to the default study: (K + 1) x R = 4 re-runs after 12 trials
 # (K=2 made 6, about half of the search's training again). Larger studies or K, R given on the command line
@@ -158,7 +157,7 @@ def holds(study: Study, trial: int) -> bool:
     good, and most did not hold (a 15 s GAN's FID read 214 in the search, 416-476 again): one fresh reading ends
     such a chase for 1 re-run instead of 2R - 1."""
     from tuner.errors import StudyError
-    from tuner.study.verdict import decide
+    from tuner.analysis import decide
 
     try:
         return decide(study).pick.trial == trial
@@ -169,7 +168,7 @@ def holds(study: Study, trial: int) -> bool:
 def next_knee(study: Study, k: int) -> int | None:
     """After the planned re-runs: the trial the knee moved to, if it was never re-run and the bound (MAX_EXTRA
     trials beyond the K planned) leaves room; None when the knee stands on confirmed figures."""
-    from tuner.study.verdict import next_to_confirm
+    from tuner.analysis import next_to_confirm
 
     if k <= 0:
         return None

@@ -22,11 +22,7 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import Objective, StudyFolder, StudyMeta
-from tuner.study.folder import LOCK_FILE
-from tuner.study.loaders import LoaderPlan
-from tuner.study.metrics import BY_KEY
-from tuner.study.objective import QUALITY
+from tuner.study import BY_KEY, LOCK_FILE, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
 from tuner.workload.loader import WorkloadRef, parse_ref
 
 SAMPLERS = ("tpe", "nsga2", "random")

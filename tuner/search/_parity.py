@@ -13,7 +13,7 @@ from typing import Any
 
 from tuner.knobs import numerics_knobs
 from tuner.space import Space
-from tuner.study.parity import KnobParity, StudyParity, read_parity
+from tuner.study import KnobParity, StudyParity, read_parity
 
 STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-ins' verdicts were settled by 50
 

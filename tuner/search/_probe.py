@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.knobs import KNOBS, WORKERS, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
-from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
+from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
@@ -193,7 +193,7 @@ def _cost(loader: dict[str, Any]) -> tuple[int, int, int]:
 
 def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) -> dict[str, Any]:
     """The cheapest probed loader that feeds the model as well as the best one does (see the module's rule)."""
-    from tuner.study.headroom import COMPUTE_BOUND_AT
+    from tuner.analysis import COMPUTE_BOUND_AT
 
     scored = []
     for p in probes:
@@ -256,7 +256,7 @@ def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inpu
                          rest: list[dict[str, Any]]) -> bool:
     """On a CPU, once every in-process loader is probed: whether one already keeps the model at COMPUTE_BOUND_AT
     of its compute ceiling, the case where `choose` takes it without looking at the loaders with workers."""
-    from tuner.study.headroom import COMPUTE_BOUND_AT
+    from tuner.analysis import COMPUTE_BOUND_AT
 
     def workers(lo: dict[str, Any]) -> int:
         return int(lo.get("num_workers") or 0)

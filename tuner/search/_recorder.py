@@ -18,6 +18,7 @@ from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
 from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, WALL_KEY, final_record,
                                  record_from_payload, searched_params)
+from tuner.analysis import write_record, write_rerun
 
 
 def ray_error_text(trial: Any) -> str:
@@ -92,7 +93,7 @@ class StudyRecorder(Callback):
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
             return
         if self.searcher is None:  # no searcher records it (a bare Tuner): the folder alone
-            self.folder.write_record(record)
+            write_record(self.folder, record)
         self._shown(record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -105,7 +106,7 @@ class StudyRecorder(Callback):
             trial=int(number), state=state, error=reason, params=searched_params(trial.config),  # type: ignore[arg-type]
             wall_limit_s=trial.config.get(WALL_KEY))
         if self.searcher is None:
-            self.folder.write_record(record)
+            write_record(self.folder, record)
         elif self.searcher.record_error(trial.trial_id, record) is None:
             return
         self._shown(record)
@@ -157,14 +158,14 @@ class RerunRecorder(Callback):
         release_ended([t for t in trials if RERUN_KEY in t.config])
 
     def _record(self, trial: Any, record: TrialRecord) -> None:
-        from tuner.study.record import Rerun
+        from tuner.study import Rerun
 
         repeat = int(trial.config[RERUN_KEY][REPEAT_KEY])
         round_ = trial.config[RERUN_KEY].get(ROUND_KEY)
         fields = record.model_dump()
         rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
                                       k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_})
-        self.folder.write_rerun(record.trial, rerun)
+        write_rerun(self.folder, record.trial, rerun)
         self.recorded.append((record.trial, repeat))
         self._tell_optuna(record.trial, rerun)
         if self.view is not None:

@@ -19,8 +19,8 @@ from ray.tune.search import Searcher
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
     pending, rerun_configs
 from tuner.search._trial import RERUN_KEY
-from tuner.study import Study, StudyFolder
-from tuner.study.format import fmt_metric
+from tuner.study import StudyFolder, fmt_metric
+from tuner.analysis import Study
 
 
 class RerunSearcher(Searcher):

@@ -31,14 +31,13 @@ from tuner.files import check_writable
 from tuner.errors import Interrupted
 from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, device_facts_for, trial_context
-from tuner.space import domains_of, study_space
+from tuner.space import Space, domains_of, study_space
 from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, plan_search, \
     trial_base
 from tuner.search._outcome import wall_limit
 from tuner.search._probe import plan_loaders, stored_loader_plan
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search._shared_cache import WARN_BYTES, SharedFiles
-from tuner.space import Space
 from tuner.search._stop import StopSignals
 from tuner.search._trainable import trainable  # a module global: the tests' seam for their own engine
 from tuner.search._storage import (
@@ -49,9 +48,8 @@ from tuner.search._storage import (
     reconcile_study,
     stored_storage,
 )
-from tuner.study import Objective, Study, StudyMeta, TrialRecord
-from tuner.study.provenance import hardware, versions
-from tuner.study.verdict import Verdict
+from tuner.study import Objective, StudyMeta, TrialRecord, hardware, versions
+from tuner.analysis import Study, Verdict, read_records
 
 
 @dataclass
@@ -93,7 +91,7 @@ class SearchSummary:
     def verdict(self) -> "Verdict | None":
         """The knee pick, its ties within the noise and its comparison with the baseline (None: nothing to pick)."""
         from tuner.errors import StudyError
-        from tuner.study.verdict import decide
+        from tuner.analysis import decide
 
         try:
             return decide(self.study, "knee")
@@ -172,7 +170,7 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     `console` (a rich Console) gets the warnings and `view(console, trials, done, objectives, params)` builds the
     live view on it (the CLI's tuner.cli.progress.SearchView); None runs silently. The study's lock
     (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search._stop)."""
-    from tuner.study.lock import lock_study
+    from tuner.study import lock_study
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
@@ -427,7 +425,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         and not plan.folder.has_record(int(meta.baseline.get("trial", -1)))
     if pending_baseline and not _waiting_trials(storage, plan.optuna_name):
         baseline = dict(meta.baseline["params"])  # type: ignore[index]
-    records = plan.folder.records()
+    records = read_records(plan.folder)
     remaining = plan.trials - len(records)
     train_seconds = trained(records)
 

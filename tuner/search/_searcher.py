@@ -31,15 +31,14 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
-from tuner.study.loaders import LoaderPlan
+from tuner.study import LoaderPlan, Objective, StudyFolder, TrialRecord
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running
-from tuner.study import Objective, TrialRecord
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
 from tuner.search._trial import (FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, learned_reserve, objective_key,
                                  record_from_payload, scored)
-from tuner.study import StudyFolder
 from tuner.train.deadline import is_setup_timeout
+from tuner.analysis import write_record
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +214,7 @@ class StudySearcher(OptunaSearch):
             self._tell(ot_trial, values, state="complete")
         self._completed_trials.add(trial_id)
         if self._folder is not None:
-            self._folder.write_record(record)
+            write_record(self._folder, record)
         if self._allowance is not None:
             self._allowance.finished(record.run_seconds, whole=record.complete and feasible, capped=record.capped)
         seconds = record.value("train_seconds")

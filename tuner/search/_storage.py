@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, StudyError
-from tuner.study import StudyFolder, TrialRecord
-from tuner.study.folder import DB_FILE, STUDY_META, StudyMeta
-from tuner.study.record import Rerun
+from tuner.study import DB_FILE, Rerun, STUDY_META, StudyFolder, StudyMeta, TrialRecord
+from tuner.analysis import read_records, write_record, write_rerun
 
 RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record
 RERUN_ATTR = "confirm"  # Optuna study user attributes `confirm:<trial>` hold each trial's confirmation re-runs
@@ -287,7 +286,7 @@ def check_study_files(folder: StudyFolder, meta: StudyMeta) -> None:
     from tuner.space import check_stored_domains
 
     check_stored_domains(meta.space_def, meta.domains, str(folder.meta_path))
-    folder.records()
+    read_records(folder)
     if saved_scheduler(meta.scheduler).name == "asha":  # the rung scheduler is rebuilt from them
         check_stored_entries(folder)
 
@@ -332,10 +331,10 @@ def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) and RECORD_ATTR in t.user_attrs \
                 and not folder.has_record(t.number):  # PRUNED: a trial the rung scheduler stopped
-            folder.write_record(TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
+            write_record(folder, TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
         for run in reruns.get(rerun_attr(t.number), []):  # confirmation re-runs whose file a kill lost
             if not folder.rerun_path(t.number, int(run["repeat"])).is_file():
-                folder.write_rerun(t.number, Rerun.model_validate(run))
+                write_rerun(folder, t.number, Rerun.model_validate(run))
     return len(trials)
 
 

@@ -70,7 +70,7 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
     the evaluations it came from, so --resume never derives it again (a study killed before it was set derives it
     then). Returns the study.json written (unchanged when nothing was to derive)."""
     from tuner.config import dump_config
-    from tuner.study.target import curve_points, derive_target
+    from tuner.study import curve_points, derive_target
 
     pending = plan.target
     if pending is None or pending.value is not None:

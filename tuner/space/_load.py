@@ -24,9 +24,7 @@ from tuner.space._space import (
     evaluate_bound,
     overflow_message,
 )
-from tuner.study import Objective
-from tuner.study.metrics import BY_KEY
-from tuner.study.objective import QUALITY
+from tuner.study import BY_KEY, Objective, QUALITY
 
 
 def spaces_dir() -> Path:

@@ -52,8 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
 from tuner.space._expr import describe_resources, is_expression, parse_expr
-from tuner.study import Objective
-from tuner.study.objective import QUALITY
+from tuner.study import Objective, QUALITY
 
 SPACE_SUFFIXES = (".yaml", ".yml")
 # Condition names that are not params: facts about the trial known before sampling (the sampling context).

@@ -1,17 +1,35 @@
 """The record of a study, beneath `search/` (which writes it) and `report/` (which reads it): the typed trial
-record, the one list of metrics, the Objective type, the folder layout and Pareto ranking."""
+record, the one list of metrics, the Objective type, the folder layout and its lock. What is judged from the
+records (ranks, statistics, suspects, verdicts) is tuner.analysis's: nothing here imports it."""
 
-from tuner.study.folder import StudyFolder, StudyMeta
-from tuner.study.metrics import METRICS, Metric, metric
-from tuner.study.objective import Objective, quality_objective
-from tuner.study.pareto import Pick, choose, knee, pareto_ranks
-from tuner.study.record import FAILED_STATES, STATES, RunEnvironment, State, TrialRecord, TrialResult
-from tuner.study.study import Study, known_studies, open_study
-from tuner.study.target import NOT_REACHED, CurvePoint, curve_points, first_reached, target_metrics
+from tuner.study.folder import (
+    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, StudyFolder, StudyGone, StudyMeta, param_columns,
+    study_record,
+)
+from tuner.study.format import (
+    STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
+    optimizer_text, ranges, state_hex, state_style,
+)
+from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
+from tuner.study.lock import lock_study
+from tuner.study.metrics import BY_KEY, METRICS, Metric, TARGET_COLUMNS, finite, metric, table_columns, unit_suffix
+from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_objective
+from tuner.study.parity import KnobParity, StudyParity, read_parity
+from tuner.study.provenance import hardware, versions
+from tuner.study.record import (
+    Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
+)
+from tuner.study.target import (
+    CurvePoint, NOT_REACHED, curve_points, derive_target, first_reached, past_cap, target_metrics,
+)
 
 __all__ = [
-    "CurvePoint", "FAILED_STATES", "METRICS", "Metric", "NOT_REACHED", "Objective", "Pick", "RunEnvironment",
-    "STATES", "State", "Study", "StudyFolder", "StudyMeta", "TrialRecord", "TrialResult", "choose", "curve_points",
-    "first_reached", "knee", "known_studies", "metric", "open_study", "pareto_ranks", "quality_objective",
-    "target_metrics",
+    "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "KnobParity",
+    "LOCK_FILE", "LoaderChoice", "LoaderPlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
+    "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
+    "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
+    "TrialRecord", "TrialResult", "budget_unit", "curve_points", "derive_target", "finite", "first_reached", "fmt",
+    "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text", "metric",
+    "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "state_hex",
+    "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions",
 ]

@@ -28,10 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tuner.config import Budget
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
-from tuner.study.headroom import NOT_MEASURED
 from tuner.study.metrics import table_columns
 from tuner.study.objective import Objective
-from tuner.study.record import Confirmed, Rerun, TrialRecord
+from tuner.study.record import Rerun, TrialRecord
 
 STUDY_META = "study.json"
 TRIALS_DIR = "trials"
@@ -184,7 +183,7 @@ class StudyMeta(BaseModel):
     resources: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, Any] = Field(default_factory=dict)
     confirm: dict[str, int] = Field(default_factory=dict)  # {"trials": K, "repeats": R} of the confirmation phase
-    noise: dict[str, Any] | None = None  # the noise floor the confirmation measured (tuner.study.stats)
+    noise: dict[str, Any] | None = None  # the noise floor the confirmation measured (tuner.analysis.stats)
     # The sampling context of the first run (cpus, gpus, device, native precisions, tf32_available) and the
     # domains the space resolved to for it: what --resume samples from, on whatever machine it runs.
     context: dict[str, Any] | None = None
@@ -353,33 +352,23 @@ class StudyFolder:
         self.write_file(self.meta_path, dump_json(meta.model_dump(mode="json")) + "\n")
 
     # --- trials -----------------------------------------------------------------------------------------------
-    def write_record(self, record: TrialRecord) -> Path:
-        """Persist one finished trial and put its row in trials.csv."""
-        path = self.trial_dir(record.trial) / RESULT_FILE
-        self.write_file(path, dump_json(record.to_json()) + "\n")
-        self.write_csv_row(record)
-        return path
+    # The folder reads and writes what a trial recorded and nothing it takes a judgement to compute: trials.csv's
+    # derived columns (suspect, goodput, cached ceilings) come from tuner.analysis.trials, which calls these.
+    def write_result(self, record: TrialRecord) -> Path:
+        """Persist one finished trial's result.json (trials.csv is tuner.analysis.trials.write_record's)."""
+        return self.write_file(self.trial_dir(record.trial) / RESULT_FILE, dump_json(record.to_json()) + "\n")
 
-    def write_csv_row(self, record: TrialRecord) -> Path:
-        """trials.csv with this trial's row added or replaced, the others kept as they are: a long study does not
-        read every record back at every trial. Rebuilt from every record (write_csv) when there is no file yet
-        or its header lacks a column this record needs."""
-        from tuner.study.suspect import flag, window_noise
-
-        meta = self.read_meta()
+    def write_csv_row(self, record: TrialRecord, columns: list[str]) -> bool:
+        """trials.csv with this trial's row (`record`, its derived columns filled in by the caller) added or
+        replaced, the others kept as they are: a long study does not read every record back at every trial.
+        False, writing nothing, when there is no file yet or its header lacks one of `columns`: the caller then
+        rebuilds it from every record (write_csv)."""
         if not self.csv_path.is_file():
-            return self.write_csv()
+            return False
         rows = list(csv.reader(io.StringIO(self.csv_path.read_bytes().decode(), newline="")))
         header = rows[0] if rows else []
-        if not header or header[0] != "trial" or any(c not in header for c in self.csv_columns(meta, [record])):
-            return self.write_csv()
-        reruns = [rr for n, d in self.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in self.reruns(n)]
-        record = record.model_copy(deep=True)
-        flag(record, window_noise(reruns))  # against the window noise the re-runs so far give, as write_csv does
-        from tuner.study.goodput import add_goodput, baseline_record
-
-        base = self._baseline_file(meta, record)
-        add_goodput([record], baseline_record(meta.baseline, [base]) if base is not None else None)
+        if not header or header[0] != "trial" or any(c not in header for c in columns):
+            return False
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
         row = {c: record.get(c) for c in header}
@@ -391,7 +380,8 @@ class StudyFolder:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerows([header, *kept])
-        return self.write_file(self.csv_path, out.getvalue())
+        self.write_file(self.csv_path, out.getvalue())
+        return True
 
     def has_record(self, trial: int) -> bool:
         return (self.trial_dir(trial) / RESULT_FILE).is_file()
@@ -401,12 +391,9 @@ class StudyFolder:
         return self.trial_dir(trial) / CONFIRM_DIR / f"{repeat:02d}.json"
 
     def write_rerun(self, trial: int, rerun: Rerun) -> Path:
-        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten); trials.csv is
-        refreshed, since the re-runs move the noise floor the `suspect` column is judged by."""
-        path = self.write_file(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
-        if self.meta_path.is_file():
-            self.write_csv()
-        return path
+        """One re-run, in its own file beside the trial (the trial's result.json is never rewritten). trials.csv is
+        the caller's to refresh (tuner.analysis.trials.write_rerun): the re-runs move its `suspect` column."""
+        return self.write_file(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
 
     def reruns(self, trial: int) -> list[Rerun]:
         out = []
@@ -419,8 +406,10 @@ class StudyFolder:
                                  f"the re-run again)") from None
         return sorted(out, key=lambda r: r.repeat)
 
-    def records(self) -> list[TrialRecord]:
-        """Every persisted trial, by number. A file that does not read as a record is a StudyError naming it."""
+    def read_trials(self) -> list[tuple[TrialRecord, list[Rerun]]]:
+        """Every persisted trial as recorded, by number, with its re-runs; what a view makes of them (confirmed
+        figures, suspects, goodput, cached ceilings) is tuner.analysis.trials.records'. A file that does not read
+        as a record is a StudyError naming it."""
         out = []
         for number, trial_dir in self.trial_dirs():  # the study's own folders only: never a user's backup copy
             path = trial_dir / RESULT_FILE
@@ -438,42 +427,20 @@ class StudyFolder:
                 raise StudyError(f"{path}: trial: {record.trial}, but the file is in trial {number}'s folder; "
                                  f"put back the file that belongs there, or delete it (`tuner search --resume` "
                                  f"rewrites a complete trial from the Optuna study)")
-            reruns = self.reruns(record.trial)
-            if reruns:
-                record.confirmed = Confirmed.of(reruns)
-            out.append((record, reruns))
-        self._cached_ceilings([r for r, _ in out])
-        for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
-            why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)
-            if why and record.get("ceiling_skipped") == NOT_MEASURED:
-                record.metrics["ceiling_skipped"] = f"in its confirmation re-runs: {why}"
-        records = sorted(_flag_suspects(out), key=lambda r: r.trial)
-        if self.meta_path.is_file():  # efficiency and goodput against the baseline's noise scale (tuner.study.goodput)
-            from tuner.study.goodput import add_goodput, baseline_record
+            out.append((record, self.reruns(record.trial)))
+        return out
 
-            add_goodput(records, baseline_record(self.read_meta().baseline, records))
-        return records
-
-    def _baseline_file(self, meta: StudyMeta, record: TrialRecord) -> TrialRecord | None:
-        """The baseline's record for one trial's trials.csv row: the trial itself, or read from its file (None when
-        absent or unreadable: its row then shows no goodput until trials.csv is rebuilt)."""
-        raw = (meta.baseline or {}).get("trial")
-        if raw is None or int(raw) == record.trial:
-            return record if raw is not None else None
-        path = self.trial_dir(int(raw)) / RESULT_FILE
+    def read_record(self, trial: int) -> TrialRecord | None:
+        """One trial's result.json as recorded; None when absent or unreadable."""
+        path = self.trial_dir(trial) / RESULT_FILE
         try:
             return TrialRecord.model_validate(load_json_object(path, "trial result file", StudyError))
         except (StudyError, ValidationError):
             return None
 
-    def _cached_ceilings(self, records: list[TrialRecord]) -> None:
-        """Ceilings a trial did not measure itself (a search trial does not: only the trials whose verdict is
-        read do), from the ones the study measured for the same knobs (ceilings.json)."""
-        from tuner.study.headroom import fill_from_cache
-
-        if not any(r.complete and r.get("compute_ceiling") is None for r in records):
-            return
-        fill_from_cache(records, _read_ceilings(self.ceilings_path))
+    def read_ceilings(self) -> dict[str, Any]:
+        """The study's ceilings.json (tuner.measure.ceiling.CeilingCache) parsed; {} when absent or unreadable."""
+        return _read_ceilings(self.ceilings_path)
 
     def csv_columns(self, meta: StudyMeta, records: list[TrialRecord]) -> list[str]:
         objectives = [o.metric for o in meta.objectives]
@@ -482,9 +449,9 @@ class StudyFolder:
             else []  # under a rung scheduler: where each row's figures were taken (budget's unit: meta.budget)
         return ["trial", "state", *rungs, *objectives, *measured, *param_columns(meta, records), "error"]
 
-    def write_csv(self) -> Path:
+    def write_csv(self, records: list[TrialRecord]) -> Path:
+        """trials.csv rebuilt from `records` (every trial, their derived columns filled in by the caller)."""
         meta = self.read_meta()
-        records = self.records()
         cols = self.csv_columns(meta, records)
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
@@ -521,18 +488,3 @@ def _read_ceilings(path: Path) -> dict[str, Any]:
         _CEILINGS.clear()
     _CEILINGS[str(path)] = (stamp, data if isinstance(data, dict) else {})
     return _CEILINGS[str(path)][1]
-
-
-def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:
-    """Every record's `suspect` flag against the study's window noise (its re-runs'), and whether its re-runs clear
-    it."""
-    from tuner.study.suspect import cleared, flag, reason, window_noise
-
-    noise = window_noise(rr for _, reruns in loaded for rr in reruns)
-    for record, reruns in loaded:
-        flag(record, noise)
-        if record.confirmed is not None and not cleared(list(reruns), noise):
-            ok = [r for r in reruns if r.complete]
-            record.confirmed.suspect = next((why for r in ok if (why := reason(r, noise))), None) \
-                or "no complete re-run"
-    return [r for r, _ in loaded]

@@ -67,7 +67,7 @@ METRICS: tuple[Metric, ...] = (
            "about 0 when both came from caches; after wall_seconds, like set-up)", "seconds", group="cost",
            unit="s"),
     Metric("suspect", "suspect", "why the reading cannot be trusted on its own: windows that disagree beyond the "
-           "study's noise floor, or throughput above 105% of its own compute ceiling (tuner.study.suspect); such a "
+           "study's noise floor, or throughput above 105% of its own compute ceiling (tuner.analysis.suspect); such a "
            "trial wins the study only if its confirmation re-runs clear it", "text", group="info", column=True),
     Metric("bound", "bound", "input-bound, compute-bound or overhead-bound, from the two ceilings (the data-wait "
            "share alone when they are missing)", "text", group="info"),
@@ -101,7 +101,7 @@ METRICS: tuple[Metric, ...] = (
            "objective", "rate", group="info", column=True, unit="samples/s"),
     Metric("efficiency", "efficiency", "statistical efficiency: progress per training sample at this trial's "
            "effective batch M against the baseline's M0, (phi + M0) / (phi + M) with phi the baseline's gradient "
-           "noise scale (tuner.study.goodput); 1 / efficiency is how many times the baseline's samples it needs "
+           "noise scale (tuner.analysis.goodput); 1 / efficiency is how many times the baseline's samples it needs "
            "(the terminal table shows it in the goodput cell)", "number", group="info", column=True),
     Metric("noise_scale", "noise scale", "gradient noise scale B_simple = tr(Sigma) / |G|^2 of the trained model "
            "(McCandlish et al. 2018): squared gradient norms at the batch size and 4x it, in an untimed pass after "

@@ -143,30 +143,8 @@ class Confirmed(BaseModel):
     states: list[str] = Field(default_factory=list)
     figures: dict[str, ConfirmedFigure] = Field(default_factory=dict)
     method: str = ""
-    suspect: str | None = None  # why most re-runs are suspect too (tuner.study.suspect); None: they clear it
+    suspect: str | None = None  # why most re-runs are suspect too (tuner.analysis.suspect); None: they clear it
     rounds: list[int | None] = Field(default_factory=list)  # each figure value's confirmation round, in order
-
-    @classmethod
-    def of(cls, reruns: list[Rerun]) -> "Confirmed":
-        """The re-runs' values of every metric all complete re-runs measured, and their centres; the intervals
-        need the other confirmed trials too (tuner.study.study pools the noise) and are filled in there. The
-        search's own reading is left out: it was selected for being good, so it is biased upward."""
-        from tuner.study.stats import CENTRE_METHOD, centre_of_rounds
-
-        ok = [r for r in reruns if r.complete]
-        keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
-            if ok else set()
-        figures = {}
-        for key in sorted(keys):
-            values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
-            by_round: dict[int | None, list[float]] = {}
-            for v, r in zip(values, ok):
-                by_round.setdefault(r.round, []).append(v)
-            # read in several rounds (the baseline): each round's level counts once (tuner.study.stats)
-            figures[key] = ConfirmedFigure(values=values, centre=centre_of_rounds(list(by_round.values()),
-                                                                                  all(v > 0 for v in values)))
-        return cls(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
-                   rounds=[r.round for r in ok])
 
     def groups(self, key: str) -> list[list[float]]:
         """The values of `key` per confirmation round: the run-to-run noise is pooled within rounds, so the drift

@@ -18,7 +18,7 @@ from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ce
                                    check_fits, settled, stable_measure)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
 from tuner.data.batch import batch_len, to_device
-from tuner.study.headroom import ceiling_cache_keys
+from tuner.analysis import ceiling_cache_keys
 from tuner.train.distributed import Agreement
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
@@ -94,7 +94,7 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
-    """The cache key of each ceiling (tuner.study.headroom.ceiling_cache_keys, which reports read too)."""
+    """The cache key of each ceiling (tuner.analysis.headroom.ceiling_cache_keys, which reports read too)."""
     return ceiling_cache_keys(cfg, device.describe(), world)
 
 

@@ -31,9 +31,8 @@ from tuner.knobs import check_device
 from tuner.measure.ceiling import STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
-from tuner.study import NOT_REACHED, CurvePoint, TrialResult, target_metrics
-from tuner.study.target import past_cap
-from tuner.study.headroom import NOT_MEASURED, assess
+from tuner.study import CurvePoint, NOT_REACHED, TrialResult, past_cap, target_metrics
+from tuner.analysis import NOT_MEASURED, assess
 from tuner.data.batch import to_device
 from tuner.data import prefetch_depth
 from tuner.train.ceilings import ceilings, first_batch
@@ -455,7 +454,7 @@ class _Run:
                          f"the step is too slow for this budget (raise --budget-seconds)")
             return
         if watch is not None and eager_throughput is not None and summary.throughput is not None:
-            from tuner.study.compile_cost import break_even_seconds
+            from tuner.analysis import break_even_seconds
 
             res.metrics["eager_throughput"] = eager_throughput
             res.metrics["compile_break_even_s"] = break_even_seconds(

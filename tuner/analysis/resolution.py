@@ -6,7 +6,7 @@ every trial), a GAN's FID all alike. Ranking on such figures ranks noise, so whe
 lies within the noise of every other's, the study says so and the pick goes by throughput alone.
 
 The noise of a quality figure is the run-to-run spread the confirmation re-runs measured (pooled over the confirmed
-trials, tuner.study.stats): two single readings of one config differ by up to t x sd x sqrt(2). Without re-runs,
+trials, tuner.analysis.stats): two single readings of one config differ by up to t x sd x sqrt(2). Without re-runs,
 RESOLUTION (relative) stands for it.
 """
 
@@ -15,11 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tuner.study.format import fmt_metric
-from tuner.study.metrics import metric
-from tuner.study.objective import Objective
-from tuner.study.record import TrialRecord
-from tuner.study.stats import LEVEL, Pooled, _t
+from tuner.study import Objective, TrialRecord, fmt_metric, metric
+from tuner.analysis.stats import LEVEL, Pooled, _t
 
 RESOLUTION = 0.02  # without re-runs: quality figures within 2% of each other are one figure
 WORSE = 0.10  # without re-runs: a single reading of quality worse by more than 10% is worse beyond the noise

@@ -1,12 +1,12 @@
 """The honest answer a study gives: which config, how much faster than the baseline, and whether that is beyond
 the noise.
 
-The pick follows the --pick rule (tuner.study.pareto) among the trials it may stand on: once any trial is
+The pick follows the --pick rule (tuner.analysis.pareto) among the trials it may stand on: once any trial is
 confirmed, the confirmed trials only (the search's single readings were selected for being high); otherwise the
-trials whose reading is not suspect (tuner.study.suspect). Throughput read in different confirmation rounds (or in
+trials whose reading is not suspect (tuner.analysis.suspect). Throughput read in different confirmation rounds (or in
 the search) is ranked and tied like with like: each trial's ratio to the baseline read in the same round or
-phase (tuner.study.rounds), since the machine drifts between them. When quality cannot tell the trials apart
-(tuner.study.resolution) the pick goes by throughput and says so. Then ties: confirmed trials whose ratio to the
+phase (tuner.analysis.rounds), since the machine drifts between them. When quality cannot tell the trials apart
+(tuner.analysis.resolution) the pick goes by throughput and says so. Then ties: confirmed trials whose ratio to the
 pick has an interval that includes 1 are indistinguishable in speed, so among them the best quality wins, and if
 quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run for the same result).
 The pick is compared with the baseline (trial 0) like with like: the ratio of confirmed means with its interval
@@ -19,13 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tuner.errors import StudyError
-from tuner.study.format import fmt_metric
-from tuner.study.objective import THROUGHPUT, Objective, quality_objective
-from tuner.study.pareto import Pick, Value, choose, rankable
-from tuner.study.record import TrialRecord
-from tuner.study.rounds import in_baseline_units, rival_beyond, side_by_side
-from tuner.study.stats import RATIO_METHOD, Interval, differ, ratio_interval
-from tuner.study.study import Study
+from tuner.study import Objective, THROUGHPUT, TrialRecord, fmt_metric, quality_objective
+from tuner.analysis.pareto import Pick, Value, choose, rankable
+from tuner.analysis.rounds import in_baseline_units, rival_beyond, side_by_side
+from tuner.analysis.stats import RATIO_METHOD, Interval, differ, ratio_interval
+from tuner.analysis.study import Study
 
 
 @dataclass
@@ -53,7 +51,7 @@ class Verdict:
 
 def _value(study: Study) -> Value:
     """The figures the pick ranks by: the study's, with a confirmed throughput read in a later round rescaled by
-    the baseline's drift between rounds (tuner.study.rounds), so confirmed trials compare by their ratio to the
+    the baseline's drift between rounds (tuner.analysis.rounds), so confirmed trials compare by their ratio to the
     baseline read beside them, not across a drift."""
     return in_baseline_units(study.records, study.baseline_trial, study.value)
 
@@ -78,7 +76,7 @@ def _resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
     def same_speed(r: TrialRecord) -> bool:
         """The ratio of the two confirmed means, with its interval, includes 1 (the ratio the verdict reports:
         two 95% intervals can overlap while the ratio between them is beyond the noise); read in different
-        rounds, the ratio of their ratios to the baseline in each one's round (tuner.study.rounds)."""
+        rounds, the ratio of their ratios to the baseline in each one's round (tuner.analysis.rounds)."""
         if not is_confirmed(r):
             return False
         ratio = side_by_side(r, pick, baseline, pooled)
@@ -207,7 +205,7 @@ def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, 
 def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, quality: Objective) -> str | None:
     """'quality 16% worse than the baseline: fid ...' when the pick's quality is worse beyond the noise, '... better
     ...' when it is better beyond the noise (a trade the user would want to know of either way)."""
-    from tuner.study.resolution import worse
+    from tuner.analysis.resolution import worse
 
     key = quality.metric
     if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
@@ -248,7 +246,7 @@ def _unconfirmed_rival(study: Study, pool: list[TrialRecord], rule: Pick,
 def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
     """The trial the confirmation phase should re-run next: the one `decide` would pick if unconfirmed readings
     counted, when that one was never re-run (None: the pick stands on confirmed figures)."""
-    from tuner.study.resolution import unresolved
+    from tuner.analysis.resolution import unresolved
 
     quality = quality_objective(study.objectives)
     pool, _ = eligible(study, study.records)
@@ -268,7 +266,7 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     side of it: such a reading is no evidence against the pick (the search's single readings are selected for
     being high), and re-running it on a noisy machine chased the knee through three rounds to "no difference
     beyond the noise". Throughput is compared as each one's ratio to the baseline read in the same phase (the
-    machine drifts between the search and the confirmation: tuner.study.rounds.beyond_one_more_run) where the
+    machine drifts between the search and the confirmation: tuner.analysis.rounds.beyond_one_more_run) where the
     readings allow. False where the pick has no prediction interval (too few re-runs)."""
     try:
         pick = choose(pool, study.objectives, rule, None, study=study.name, value=_value(study))
@@ -281,7 +279,7 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     for o in ranked:
         if o.metric == THROUGHPUT and (beyond := rival_beyond(rival, pick, baseline, study.pooled(THROUGHPUT),
                                                               o.mode == "max")) is not None:
-            if beyond:  # like with like: each against the baseline read in its own phase (tuner.study.rounds)
+            if beyond:  # like with like: each against the baseline read in its own phase (tuner.analysis.rounds)
                 return False
             continue
         fig = pick.confirmed.figures.get(o.metric)
@@ -302,7 +300,7 @@ def _screened(study: Study, chosen: TrialRecord) -> list[int]:
 
 def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
     """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
-    from tuner.study.resolution import unresolved
+    from tuner.analysis.resolution import unresolved
 
     quality = quality_objective(study.objectives)
     pool, notes = eligible(study, study.records)

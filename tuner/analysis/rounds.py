@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from tuner.study.objective import THROUGHPUT
-from tuner.study.pareto import Value
-from tuner.study.record import Confirmed, TrialRecord
-from tuner.study.stats import LEVEL, Interval, Pooled, _t, ratio_interval
+from tuner.study import Confirmed, THROUGHPUT, TrialRecord
+from tuner.analysis.pareto import Value
+from tuner.analysis.stats import LEVEL, Interval, Pooled, _t, ratio_interval
 
 
 def by_round(c: Confirmed | None, key: str = THROUGHPUT) -> dict[int, list[float]] | None:

@@ -14,10 +14,8 @@ from tuner.report.export import build_export
 from tuner.report.html import render_html
 from tuner.report.view import study_json, study_table, trial_panel
 from tuner.search._confirm import next_knee
-from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
-from tuner.study.record import Rerun
-from tuner.study.suspect import MIN_SPREAD, allowed_spread
-from tuner.study.verdict import decide
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
+from tuner.analysis import MIN_SPREAD, Study, allowed_spread, decide, write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 STEADY = {"throughput_spread": 0.05, "of_compute_ceiling": 0.6}
@@ -39,11 +37,11 @@ def planted(tmp_path, reruns=None):
             2: (244.0, 30.0, {"throughput_spread": 2.02, "of_compute_ceiling": 2.26})}
     for n, (thr, fid, extra) in rows.items():
         cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
-        folder.write_record(TrialRecord(trial=n, state="complete", config=dump_config(cfg),
+        write_record(folder, TrialRecord(trial=n, state="complete", config=dump_config(cfg),
                                         metrics={"throughput": thr, "fid": fid, **extra}))
     for n, runs in (reruns or {}).items():
         for k, (thr, fid, extra) in enumerate(runs):
-            folder.write_rerun(n, Rerun(repeat=k, state="complete", metrics={"throughput": thr, "fid": fid, **extra}))
+            write_rerun(folder, n, Rerun(repeat=k, state="complete", metrics={"throughput": thr, "fid": fid, **extra}))
     return Study.load(folder)
 
 
@@ -104,7 +102,7 @@ def test_the_suspect_column_the_verdict_points_at_shows_suspect_re_runs(tmp_path
 
 
 def test_the_spread_allowed_follows_the_window_noise_and_the_window_count():
-    from tuner.study.suspect import WindowNoise
+    from tuner.analysis import WindowNoise
 
     assert allowed_spread(None) == MIN_SPREAD and allowed_spread(WindowNoise(0.02, 20)) == MIN_SPREAD
     # the 99th percentile of the range of n draws, the sd known from 1000 df: 3.65 sd for 2, 4.62 for 5
@@ -122,11 +120,11 @@ def test_a_reading_whose_windows_spread_as_the_study_s_windows_do_is_not_suspect
     folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0}))
     shape = [0.78, 0.9, 1.0, 1.1, 1.28]
     for n, thr in ((0, 100.0), (1, 150.0)):
-        folder.write_record(TrialRecord(trial=n, state="complete", windows=[thr, thr * 1.9] if n else [thr] * 5,
+        write_record(folder, TrialRecord(trial=n, state="complete", windows=[thr, thr * 1.9] if n else [thr] * 5,
                                         metrics={"throughput": thr, "fid": 40.0, "throughput_spread": 0.62 if n
                                                  else 0.0}))
         for k in range(2):
-            folder.write_rerun(n, Rerun(repeat=k, round=0, state="complete", windows=[thr * f for f in shape],
+            write_rerun(folder, n, Rerun(repeat=k, round=0, state="complete", windows=[thr * f for f in shape],
                                         metrics={"throughput": thr * (1 + k / 100), "fid": 40.0,
                                                  "throughput_spread": 0.5}))
     s = Study.load(folder)
@@ -142,8 +140,8 @@ def test_a_steady_reading_is_suspect_for_its_windows_about_1_percent_of_the_time
     import random
     import statistics
 
-    from tuner.study.record import TrialResult
-    from tuner.study.suspect import reason, window_noise
+    from tuner.study import TrialResult
+    from tuner.analysis import reason, window_noise
 
     rng = random.Random(39)
     window = lambda: 100.0 * rng.lognormvariate(0.0, 0.2)  # noqa: E731
@@ -159,8 +157,8 @@ def test_a_steady_reading_is_suspect_for_its_windows_about_1_percent_of_the_time
 
 
 def test_a_reading_from_one_window_is_suspect():
-    from tuner.study.record import TrialResult
-    from tuner.study.suspect import reason
+    from tuner.study import TrialResult
+    from tuner.analysis import reason
 
     one = TrialResult(state="complete", windows=[18.8], metrics={"throughput": 18.8, "throughput_spread": 0.0})
     assert reason(one) == "one timed window"

@@ -13,7 +13,7 @@ A reading is suspect when
   - its throughput is above CEILING_TOLERANCE of its own compute ceiling (the same model fed a batch already on
     the device): no loop runs faster than its model allows, so one of the two readings is wrong.
 The flag is derived when a study is read (it needs the study's noise floor), so every view shows it, and a suspect
-trial cannot win the study on its own: the pick (tuner.study.verdict) passes it over unless its confirmation
+trial cannot win the study on its own: the pick (tuner.analysis.verdict) passes it over unless its confirmation
 re-runs cleared it.
 """
 
@@ -25,8 +25,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tuner.study.metrics import finite
-from tuner.study.record import TrialResult
+from tuner.study import TrialResult, finite
 
 KEY = "suspect"
 MIN_SPREAD = 0.5  # windows of one config that differ by more than half their median, whatever the noise

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuner.study.metrics import finite
+from tuner.study import finite
 
 Bound = Literal["input-bound", "compute-bound", "overhead-bound", "mixed"]
 

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from tuner.errors import StudyError
-from tuner.study import Objective, TrialRecord, choose, knee, pareto_ranks
+from tuner.study import Objective, TrialRecord
+from tuner.analysis import choose, knee, pareto_ranks
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 

@@ -3,9 +3,8 @@ noise, and ties within the noise broken by quality, then fewer workers, then les
 
 import pytest
 
-from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
-from tuner.study.record import Rerun
-from tuner.study.verdict import decide
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
+from tuner.analysis import Study, decide, write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
@@ -16,10 +15,10 @@ def make(tmp_path, trials):
     folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0, "params": {}}))
     for n, (params, runs) in trials.items():
         thr, fid = runs[0]
-        folder.write_record(TrialRecord(trial=n, state="complete", params=params,
+        write_record(folder, TrialRecord(trial=n, state="complete", params=params,
                                         metrics={"throughput": thr * 1.2, "fid": fid, "peak_mem_mb": 500.0 + n}))
         for k, (t, f) in enumerate(runs):
-            folder.write_rerun(n, Rerun(repeat=k, state="complete",
+            write_rerun(folder, n, Rerun(repeat=k, state="complete",
                                         metrics={"throughput": t, "fid": f, "peak_mem_mb": 500.0 + n}))
     return Study.load(folder)
 
@@ -70,7 +69,7 @@ def test_unconfirmed_studies_say_their_figures_are_single_readings(tmp_path):
     folder = StudyFolder(tmp_path / "u")
     folder.write_meta(StudyMeta(name="u", objectives=OBJ, baseline={"trial": 0}))
     for n, (thr, fid) in enumerate([(100, 50), (120, 40)]):
-        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
     v = decide(Study.load(folder))
     assert v.ratio is None and "1.20x the baseline's (trial 0) throughput in single readings, not confirmed" in v.text
 
@@ -79,10 +78,10 @@ def test_confirmed_figures_decide_the_front_and_the_knee(tmp_path):
     """Trial 2 read fastest in the search, but its re-runs say otherwise: the ranking follows the re-runs."""
     folder = StudyFolder(tmp_path / "c")
     folder.write_meta(StudyMeta(name="c", objectives=OBJ, baseline={"trial": 0}))
-    folder.write_record(TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 30.0}))
-    folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 150.0, "fid": 30.0}))
+    write_record(folder, TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 30.0}))
+    write_record(folder, TrialRecord(trial=2, state="complete", metrics={"throughput": 150.0, "fid": 30.0}))
     for k, t in enumerate([90.0, 92.0]):
-        folder.write_rerun(2, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 30.0}))
+        write_rerun(folder, 2, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 30.0}))
     s = Study.load(folder)
     assert s.value(s.trial(2), "throughput") == pytest.approx((90.0 * 92.0) ** 0.5)
     assert [r.trial for r in s.front()] == [0]
@@ -101,10 +100,10 @@ def test_the_ratio_is_confirmed_mean_over_confirmed_mean_and_says_so(tmp_path):
 def test_an_unconfirmed_baseline_is_compared_single_reading_with_single_reading(tmp_path):
     folder = StudyFolder(tmp_path / "h")
     folder.write_meta(StudyMeta(name="h", objectives=OBJ, baseline={"trial": 0}))
-    folder.write_record(TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 50.0}))
-    folder.write_record(TrialRecord(trial=1, state="complete", metrics={"throughput": 300.0, "fid": 40.0}))
+    write_record(folder, TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 50.0}))
+    write_record(folder, TrialRecord(trial=1, state="complete", metrics={"throughput": 300.0, "fid": 40.0}))
     for k, t in enumerate([130.0, 132.0]):  # only the pick was re-run: its 131 is not compared with a single 100
-        folder.write_rerun(1, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 40.0}))
+        write_rerun(folder, 1, Rerun(repeat=k, state="complete", metrics={"throughput": t, "fid": 40.0}))
     v = decide(Study.load(folder))
     assert v.pick.trial == 1 and v.statistic == "single" and v.ratio is None
     assert "3.00x the baseline's (trial 0) throughput in single readings" in v.text
@@ -140,7 +139,7 @@ def test_chance_level_quality_in_every_trial_is_said_and_the_pick_goes_by_throug
     folder.write_meta(StudyMeta(name="chance", objectives=obj, baseline={"trial": 0}))
     # validation loss ~ ln(10) = 2.30 everywhere: the 2.296 of trial 2 would make it the knee if quality ranked
     for n, (thr, loss) in enumerate([(100.0, 2.305), (300.0, 2.303), (150.0, 2.296), (250.0, 2.302)]):
-        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
     v = decide(Study.load(folder))
     assert v.pick.trial == 1 and not v.quality_ranked
     assert "val loss 2.296-2.305 in every trial, within the noise of each other: too little training to rank " \
@@ -153,7 +152,7 @@ def test_quality_that_differs_still_ranks(tmp_path):
     folder = StudyFolder(tmp_path / "q")
     folder.write_meta(StudyMeta(name="q", objectives=obj, baseline={"trial": 0}))
     for n, (thr, loss) in enumerate([(100.0, 0.9), (300.0, 2.3), (280.0, 0.5)]):
-        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss}))
     v = decide(Study.load(folder))
     assert v.pick.trial == 2 and v.quality_ranked and "too little training" not in v.text
 
@@ -161,7 +160,7 @@ def test_quality_that_differs_still_ranks(tmp_path):
 def test_min_quality_no_confirmed_trial_meets_falls_back_to_single_readings_and_says_so(tmp_path):
     s = make(tmp_path, {0: ({}, [(100, 50), (101, 50)]), 1: ({}, [(150, 40), (152, 40)])})
     folder = s.folder
-    folder.write_record(TrialRecord(trial=2, state="complete", metrics={"throughput": 90.0, "fid": 10.0}))
+    write_record(folder, TrialRecord(trial=2, state="complete", metrics={"throughput": 90.0, "fid": 10.0}))
     v = decide(Study.load(folder), "knee", min_quality=20)
     assert v.pick.trial == 2 and "no confirmed trial meets --min-quality" in v.text
 

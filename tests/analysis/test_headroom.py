@@ -2,8 +2,8 @@
 
 import pytest
 
-from tuner.study.headroom import (COMPUTE_BOUND_AT, INPUT_SHORT_OF, assess, bound_label, rate, record_bound)
-from tuner.study.record import TrialRecord
+from tuner.analysis import COMPUTE_BOUND_AT, INPUT_SHORT_OF, assess, bound_label, rate, record_bound
+from tuner.study import TrialRecord
 
 
 def test_a_loader_short_of_the_model_is_input_bound_and_says_both_rates_and_what_to_try():
@@ -91,7 +91,7 @@ def test_a_record_carries_its_of_peak_into_the_re_derived_sentence():
     record = TrialRecord(trial=1, state="complete", device="cpu (x86_64)", params={"num_workers": 0},
                          metrics={"throughput": 9200, "compute_ceiling": 10000, "input_ceiling": 50000,
                                   "of_peak": 0.06})
-    from tuner.study.headroom import of_record
+    from tuner.analysis import of_record
 
     assert "6% of this CPU's measured fp32 matmul peak" in of_record(record).sentence
 

@@ -7,11 +7,12 @@ import csv
 import pytest
 
 from tuner.study import StudyFolder
+from tuner.analysis import read_records, write_csv
 from tests.helpers.studies import goodput_study
 
 
 def test_each_trial_is_judged_against_the_baseline_noise_scale_and_effective_batch(tmp_path):
-    records = {r.trial: r for r in StudyFolder(goodput_study(tmp_path)).records()}
+    records = {r.trial: r for r in read_records(StudyFolder(goodput_study(tmp_path)))}
     # trial 0: the baseline itself (batch 64); 1: batch 256, 2600 samples/s; 2: batch 32, 900 samples/s; phi = 900
     assert records[0].metrics["efficiency"] == pytest.approx(1.0)
     assert records[0].metrics["goodput"] == pytest.approx(1500.0)
@@ -22,7 +23,7 @@ def test_each_trial_is_judged_against_the_baseline_noise_scale_and_effective_bat
 
 
 def test_without_the_baselines_noise_scale_there_is_no_efficiency_nor_goodput(tmp_path):
-    records = StudyFolder(goodput_study(tmp_path, noise_scale=None)).records()
+    records = read_records(StudyFolder(goodput_study(tmp_path, noise_scale=None)))
     assert not any(k in r.metrics for r in records for k in ("efficiency", "goodput", "baseline_noise_scale"))
 
 
@@ -31,16 +32,16 @@ def test_trials_csv_carries_goodput_and_efficiency_row_by_row_and_rebuilt(tmp_pa
     rows = {r["trial"]: r for r in csv.DictReader((study_dir / "trials.csv").open())}
     assert float(rows["1"]["goodput"]) == pytest.approx(2600 * 964 / 1156)
     assert float(rows["1"]["efficiency"]) == pytest.approx(964 / 1156)
-    StudyFolder(study_dir).write_csv()
+    write_csv(StudyFolder(study_dir))
     rebuilt = {r["trial"]: r for r in csv.DictReader((study_dir / "trials.csv").open())}
     assert rebuilt["2"]["goodput"] == rows["2"]["goodput"] != ""
 
 
 def test_the_lr_rule_a_trial_followed_is_named_against_the_baseline(tmp_path):
-    from tuner.study.goodput import baseline_record, lr_advice
+    from tuner.analysis import baseline_record, lr_advice
 
     folder = StudyFolder(goodput_study(tmp_path))
-    records = {r.trial: r for r in folder.records()}
+    records = {r.trial: r for r in read_records(folder)}
     base = baseline_record(folder.read_meta().baseline, list(records.values()))
     assert lr_advice(records[0], base) is None  # the baseline's own batch: no rule to state
     linear = lr_advice(records[1], base)

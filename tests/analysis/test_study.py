@@ -3,8 +3,7 @@
 import pytest
 
 from tuner.errors import StudyError
-from tuner.study.headroom import bound_label
-from tuner.study import open_study
+from tuner.analysis import bound_label, open_study, write_csv
 
 
 def test_open_study_ranks_and_sorts(make_study):
@@ -76,7 +75,7 @@ def test_a_copy_of_a_trial_folder_is_not_read_as_a_trial_and_is_named(make_study
     assert s.trial(0).throughput == 400.0
     assert [p.name for p in s.strays] == ["0000.bak", "00002", "notes.txt"]
     assert "0000.bak/" in s.strays_note() and "notes.txt" in s.strays_note()
-    s.folder.write_csv()
+    write_csv(s.folder)
     rows = (reports / "gan-demo" / "trials.csv").read_text().splitlines()[1:]
     assert [r.split(",")[0] for r in rows] == [str(n) for n in range(8)]
 

@@ -1,7 +1,7 @@
 """The compile break-even: arithmetic, the sentence, and the study's eager trials it compares with."""
 
-from tuner.study.compile_cost import break_even_seconds, break_even_text, eager_reference, study_payback
-from tuner.study.record import TrialRecord
+from tuner.analysis import break_even_seconds, break_even_text, eager_reference, study_payback
+from tuner.study import TrialRecord
 
 
 def record(trial, throughput, compile_s=None, state="complete", **params):

@@ -1,11 +1,11 @@
-"""Figures with uncertainty (tuner.study.stats): geometric means, pooled run-to-run spread, ratios, noise floor."""
+"""Figures with uncertainty (tuner.analysis.stats): geometric means, pooled run-to-run spread, ratios, noise floor."""
 
 import math
 
 import pytest
 
-from tuner.study.record import Confirmed, Rerun
-from tuner.study.stats import noise_floor, pool, ratio_interval
+from tuner.study import Confirmed, Rerun
+from tuner.analysis import confirmed, noise_floor, pool, ratio_interval, write_record, write_rerun
 
 
 def test_pooled_spread_is_relative_and_shared_by_every_config():
@@ -59,7 +59,7 @@ def test_confirmed_figures_leave_out_failed_reruns():
     runs = [Rerun(repeat=0, state="complete", metrics={"throughput": 100.0, "fid": 30.0}),
             Rerun(repeat=1, state="oom", error="OutOfMemoryError: boom"),
             Rerun(repeat=2, state="complete", metrics={"throughput": 121.0, "fid": 32.0})]
-    c = Confirmed.of(runs)
+    c = confirmed(runs)
     assert c.runs == 3 and c.states == ["complete", "oom", "complete"]
     assert c.figures["throughput"].values == [100.0, 121.0]
     assert c.figures["throughput"].centre == pytest.approx(110.0)  # geometric mean
@@ -68,7 +68,7 @@ def test_confirmed_figures_leave_out_failed_reruns():
 @pytest.mark.parametrize("df, quantile", [(1, 12.706), (3, 3.182), (10, 2.228), (30, 2.042), (2.5, 3.575)])
 def test_the_interval_uses_student_s_t_at_95_percent(df, quantile):
     """The t quantiles of a two-sided 95% interval, as printed tables give them (2.5 df: between 2 and 3)."""
-    from tuner.study.stats import _t
+    from tuner.analysis.stats import _t
 
     assert _t(df) == pytest.approx(quantile, abs=2e-3)
 
@@ -87,16 +87,17 @@ def test_a_config_read_in_several_rounds_gets_an_interval_that_holds_its_reading
     126 that held none of them. Across rounds the centre is the mean of the two round means (sqrt(100 x 201)),
     and both the interval of that mean (1 degree of freedom from 2 rounds) and where one more run reads hold
     every reading; trial 2, read in one round, keeps its within-round interval."""
-    from tuner.study import Objective, Study, StudyFolder, StudyMeta, TrialRecord
+    from tuner.study import Objective, StudyFolder, StudyMeta, TrialRecord
+    from tuner.analysis import Study
 
     folder = StudyFolder(tmp_path / "s")
     folder.write_meta(StudyMeta(name="s", objectives=[Objective(metric="throughput", direction="max")],
                                 baseline={"trial": 0}))
     for n in (0, 2):
-        folder.write_record(TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0 * (n + 1)}))
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0 * (n + 1)}))
     for n, runs in {0: [(99.0, 0), (101.0, 0), (201.0, 1)], 2: [(150.0, 0), (152.0, 0)]}.items():
         for k, (thr, round_) in enumerate(runs):
-            folder.write_rerun(n, Rerun(repeat=k, round=round_, state="complete", metrics={"throughput": thr}))
+            write_rerun(folder, n, Rerun(repeat=k, round=round_, state="complete", metrics={"throughput": thr}))
     s = Study.load(folder)
     base = s.trial(0).confirmed.figures["throughput"]
     assert base.centre == pytest.approx(math.exp((math.log(99 * 101) / 2 + math.log(201)) / 2))
@@ -118,20 +119,20 @@ def test_across_rounds_is_never_narrower_than_the_within_round_noise():
 
 
 def _t_half(p, sizes):
-    from tuner.study.stats import _t
+    from tuner.analysis.stats import _t
 
     k = len(sizes)
     return _t(p.df) * p.sd * math.sqrt(sum(1 / n for n in sizes) / k ** 2)
 
 
 def test_two_equal_configs_differ_beyond_the_noise_about_5_percent_of_the_time():
-    """The quality tie's test (tuner.study.stats.differ) on two configs of the same quality, 2 or 3 re-runs each,
+    """The quality tie's test (tuner.analysis.stats.differ) on two configs of the same quality, 2 or 3 re-runs each,
     the spread pooled with a third config's re-runs as a study pools it: 4000 simulated pairs, standard error 0.35%,
     so 3.5-6.5% holds a 5% test. Whether the two 95% intervals overlap (the rule it replaces) said 'differ' under
     2% of the time."""
     import random
 
-    from tuner.study.stats import differ
+    from tuner.analysis import differ
 
     rng = random.Random(39)
     draws = lambda n: [30.0 * rng.lognormvariate(0.0, 0.05) for _ in range(n)]  # noqa: E731

@@ -23,8 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuner.study.metrics import finite
-from tuner.study.record import TrialRecord
+from tuner.study import TrialRecord, finite
 
 DERIVED = ("efficiency", "goodput")
 LrRule = Literal["linear", "sqrt", "adascale"]

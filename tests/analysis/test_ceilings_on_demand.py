@@ -10,8 +10,10 @@ from rich.console import Console
 from tuner.config import TrialConfig
 from tuner.report.view import trial_panel
 from tuner.search import _trial as tr
-from tuner.study import StudyFolder, TrialRecord, open_study
-from tuner.study.headroom import NOT_MEASURED, ceiling_cache_keys, fill_from_cache
+from tuner.study import StudyFolder, TrialRecord
+from tuner.analysis import (
+    NOT_MEASURED, ceiling_cache_keys, fill_from_cache, open_study, read_records, write_record, write_rerun,
+)
 
 
 def _cache_for(record: dict, compute: float | None, input_: float | None) -> dict:
@@ -27,10 +29,10 @@ def _cache_for(record: dict, compute: float | None, input_: float | None) -> dic
 def test_report_fills_ceilings_from_the_cache_and_says_why_where_none(make_study):
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")
-    raw = {r.trial: r for r in folder.records()}
+    raw = {r.trial: r for r in read_records(folder)}
     for n in (0, 2):  # search trials: ceilings not measured, the record says so
         raw[n].metrics["ceiling_skipped"] = NOT_MEASURED
-        folder.write_record(raw[n])
+        write_record(folder, raw[n])
     # trial 2's knobs were measured (a confirmation re-run of it): compute 1000, input 800 samples/s
     folder.ceilings_path.write_text(json.dumps(_cache_for(raw[2].to_json(), 1000.0, 800.0)))
     s = open_study(reports, "gan-demo")
@@ -54,7 +56,7 @@ def test_report_fills_ceilings_from_the_cache_and_says_why_where_none(make_study
 def test_only_complete_records_are_filled_and_measured_ones_kept(make_study):
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")
-    records = folder.records()
+    records = read_records(folder)
     oom = next(r for r in records if r.state == "oom")
     own = next(r for r in records if r.trial == 1)
     own.metrics.update(compute_ceiling=5.0, input_ceiling=6.0)
@@ -91,15 +93,15 @@ def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypat
 
 
 def test_a_confirmed_trial_says_why_its_reruns_have_no_ceiling(make_study):
-    from tuner.study.record import Rerun
+    from tuner.study import Rerun
 
     folder = StudyFolder(make_study() / "gan-demo")
-    two = next(r for r in folder.records() if r.trial == 2)
+    two = next(r for r in read_records(folder) if r.trial == 2)
     two.metrics["ceiling_skipped"] = NOT_MEASURED
-    folder.write_record(two)
-    folder.write_rerun(2, Rerun.model_validate({"state": "complete", "throughput": 700.0, "fid": 22.0, "repeat": 0,
+    write_record(folder, two)
+    write_rerun(folder, 2, Rerun.model_validate({"state": "complete", "throughput": 700.0, "fid": 22.0, "repeat": 0,
                                                 "ceiling_skipped": "compute: one step takes 5.9 s"}))
-    again = next(r for r in folder.records() if r.trial == 2)
+    again = next(r for r in read_records(folder) if r.trial == 2)
     assert again.get("ceiling_skipped") == "in its confirmation re-runs: compute: one step takes 5.9 s"
 
 
@@ -112,9 +114,9 @@ def test_the_ceiling_cache_is_read_once_until_the_file_changes(make_study, monke
 
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")
-    raw = {r.trial: r for r in folder.records()}
+    raw = {r.trial: r for r in read_records(folder)}
     raw[2].metrics["ceiling_skipped"] = NOT_MEASURED
-    folder.write_record(raw[2])
+    write_record(folder, raw[2])
     atomic_write(folder.ceilings_path, json.dumps(_cache_for(raw[2].to_json(), 1000.0, 800.0)))
     reads = []
     real = Path.read_text
@@ -126,8 +128,8 @@ def test_the_ceiling_cache_is_read_once_until_the_file_changes(make_study, monke
 
     monkeypatch.setattr(Path, "read_text", counted)
     for _ in range(3):
-        assert {r.trial: r for r in folder.records()}[2].value("compute_ceiling") == 1000.0
+        assert {r.trial: r for r in read_records(folder)}[2].value("compute_ceiling") == 1000.0
     assert len(reads) == 1
     atomic_write(folder.ceilings_path, json.dumps(_cache_for(raw[2].to_json(), 2000.0, 800.0)))
-    assert {r.trial: r for r in folder.records()}[2].value("compute_ceiling") == 2000.0
+    assert {r.trial: r for r in read_records(folder)}[2].value("compute_ceiling") == 2000.0
     assert len(reads) == 2

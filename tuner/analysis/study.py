@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.errors import StudyError
-from tuner.study.folder import STUDY_META, StudyFolder, StudyMeta, param_columns
-from tuner.study.format import budget_unit, measured_at_text, ranges
-from tuner.study.loaders import LoaderPlan
-from tuner.study.objective import Objective, quality_objective
-from tuner.study.pareto import Value, pareto_ranks
-from tuner.study.record import TrialRecord
-from tuner.study.stats import NoiseFloor, Pooled
+from tuner.study import (
+    LoaderPlan, Objective, STUDY_META, StudyFolder, StudyMeta, TrialRecord, budget_unit, measured_at_text,
+    param_columns, quality_objective, ranges,
+)
+from tuner.analysis.pareto import Value, pareto_ranks
+from tuner.analysis.trials import read_records
+from tuner.analysis.stats import NoiseFloor, Pooled
 
 if TYPE_CHECKING:
     from tuner.config import Target
-    from tuner.study.metrics import Metric
+    from tuner.study import Metric
 
 
 def confirmed_or_measured(record: TrialRecord, metric: str) -> float | None:
@@ -42,7 +42,7 @@ class Study:
     @classmethod
     def load(cls, folder: StudyFolder) -> "Study":
         meta = folder.read_meta()
-        records = folder.records()
+        records = read_records(folder)
         study = cls(folder, meta, records, strays=folder.strays())
         study._pool_confirmed()
         study.ranks = pareto_ranks(records, study.objectives, study.value)
@@ -50,8 +50,8 @@ class Study:
 
     def _pool_confirmed(self) -> None:
         """Each confirmed figure's interval, from the run-to-run variation pooled over all confirmed trials (and,
-        for a figure read in several rounds, the spread between its rounds: tuner.study.stats.Pooled.across)."""
-        from tuner.study.stats import pool
+        for a figure read in several rounds, the spread between its rounds: tuner.analysis.stats.Pooled.across)."""
+        from tuner.analysis.stats import pool
 
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
         for key in {k for c in confirmed for k in c.figures}:
@@ -64,7 +64,7 @@ class Study:
                                                                        "rerun_low": one.low, "rerun_high": one.high})
 
     def pooled(self, metric: str) -> "Pooled | None":
-        from tuner.study.stats import pool
+        from tuner.analysis.stats import pool
 
         return pool([g for r in self.records if r.confirmed is not None and metric in r.confirmed.figures
                      for g in r.confirmed.groups(metric)])
@@ -117,7 +117,7 @@ class Study:
 
     def noise(self) -> "NoiseFloor | None":
         """The run-to-run variation of one config, from the confirmed trials' re-runs."""
-        from tuner.study.stats import noise_floor
+        from tuner.analysis.stats import noise_floor
 
         groups = [g for r in self.records if r.confirmed is not None and "throughput" in r.confirmed.figures
                   for g in r.confirmed.groups("throughput")]
@@ -153,7 +153,7 @@ class Study:
 
     def table_columns(self) -> "list[Metric]":
         """The metric list's table columns this study shows: the target's (TARGET_COLUMNS) only with a target."""
-        from tuner.study.metrics import TARGET_COLUMNS, table_columns
+        from tuner.study import TARGET_COLUMNS, table_columns
 
         return [m for m in table_columns() if self.target is not None or m.key not in TARGET_COLUMNS]
 

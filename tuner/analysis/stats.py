@@ -15,6 +15,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from tuner.study import Confirmed, ConfirmedFigure, Rerun, finite
+
 LEVEL = 0.95
 CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-run variation pooled over the "
                  "confirmed configs (log scale); a config read in several rounds: mean of the round means, "
@@ -83,7 +85,7 @@ class Pooled:
         """A config read in several confirmation rounds (the baseline is re-read in each): the machine drifts
         between rounds, so its readings are a two-level sample, and the pooled within-round spread alone gave a
         baseline read 99, 101 and 201 an interval of a few percent that held one of its readings. Here the centre
-        is the mean of the round means (tuner.study.stats.centre_of_rounds) and the spread the round means'
+        is the mean of the round means (tuner.analysis.stats.centre_of_rounds) and the spread the round means'
         own, with k - 1 degrees of freedom for k rounds (t x sd_between x sqrt(1/k), or sqrt(1 + 1/k) for one
         more run), never narrower than the within-round noise gives the same mean. One round: interval() or
         prediction() unchanged."""
@@ -175,3 +177,23 @@ def noise_floor(groups: list[list[float]]) -> NoiseFloor | None:
     if p is None or p.df == 0:
         return None
     return NoiseFloor(math.expm1(p.sd) if p.log else p.sd, len(repeated), sum(len(g) for g in repeated))
+
+
+def confirmed(reruns: list[Rerun]) -> Confirmed:
+    """A confirmed trial from its re-runs: the values of every metric all complete re-runs measured, and their
+    centres; the intervals need the other confirmed trials too (tuner.analysis.study pools the noise) and are filled
+    in there. The search's own reading is left out: it was selected for being good, so it is biased upward."""
+    ok = [r for r in reruns if r.complete]
+    keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
+        if ok else set()
+    figures = {}
+    for key in sorted(keys):
+        values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
+        by_round: dict[int | None, list[float]] = {}
+        for v, r in zip(values, ok):
+            by_round.setdefault(r.round, []).append(v)
+        # read in several rounds (the baseline): each round's level counts once
+        figures[key] = ConfirmedFigure(values=values, centre=centre_of_rounds(list(by_round.values()),
+                                                                              all(v > 0 for v in values)))
+    return Confirmed(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
+                     rounds=[r.round for r in ok])

@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 from tuner.errors import StudyError
-from tuner.study.objective import THROUGHPUT, Objective, quality_objective
-from tuner.study.record import TrialRecord
+from tuner.study import Objective, THROUGHPUT, TrialRecord, quality_objective
 
 Pick = Literal["knee", "throughput", "quality"]
 PICKS: tuple[str, ...] = ("knee", "throughput", "quality")

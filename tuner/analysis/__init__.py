@@ -1,0 +1,30 @@
+"""The study's analysis: what is judged from its records (tuner.study): Pareto ranks and picks, figures with
+their uncertainty, suspect readings, headroom against the ceilings, goodput, the verdict, compile payback, the
+Study view that reports start from, and trials.csv's derived columns. Above the record, beneath everything that
+shows or acts on a judgement."""
+
+from tuner.analysis.compile_cost import break_even_seconds, break_even_text, eager_reference, study_payback
+from tuner.analysis.goodput import LrAdvice, baseline_record, efficiency, gain, lr_advice, sample_cost, scaled_lr
+from tuner.analysis.headroom import (
+    BOUND_EXPLANATION, COMPUTE_BOUND_AT, COMPUTE_BOUND_BELOW, Headroom, INPUT_BOUND_ABOVE, INPUT_SHORT_OF,
+    NOT_MEASURED, assess, bound_label, cache_key, ceiling_cache_keys, fill_from_cache, of_record, rate, record_bound,
+)
+from tuner.analysis.pareto import Pick, Value, choose, knee, knee_distances, measured, pareto_ranks
+from tuner.analysis.rounds import beyond_one_more_run
+from tuner.analysis.stats import Interval, NoiseFloor, Pooled, confirmed, differ, noise_floor, pool, ratio_interval
+from tuner.analysis.study import Study, known_studies, open_study
+from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, reason, window_noise
+from tuner.analysis.trials import read_records, write_csv, write_csv_row, write_record, write_rerun
+from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirmed, next_to_confirm
+
+__all__ = [
+    "BOUND_EXPLANATION", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
+    "INPUT_SHORT_OF", "Interval", "LrAdvice", "MIN_SPREAD", "NOT_MEASURED", "NoiseFloor", "Pick", "Pooled", "Study",
+    "Value", "Verdict", "WindowNoise", "against_baseline", "allowed_spread", "assess", "baseline_record",
+    "beyond_one_more_run", "bound_label", "break_even_seconds", "break_even_text", "cache_key",
+    "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
+    "fill_from_cache", "gain", "is_confirmed", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
+    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ratio_interval",
+    "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "window_noise", "write_csv",
+    "write_csv_row", "write_record", "write_rerun",
+]

@@ -1,0 +1,103 @@
+"""A study's trials as its views read them, and trials.csv: the recorded trials (tuner.study's folder) with what
+is derived from them when they are read: confirmed figures from the re-runs, ceilings from the study's cache, the
+`suspect` flags against the study's window noise, efficiency and goodput against the baseline.
+
+The folder stores and reads; this module judges. trials.csv carries the derived columns, so it is written here:
+the search driver records a trial with `write_record` (result.json, then its trials.csv row) and a re-run with
+`write_rerun`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.analysis.goodput import add_goodput, baseline_record
+from tuner.analysis.headroom import NOT_MEASURED, fill_from_cache
+from tuner.analysis.stats import confirmed
+from tuner.analysis.suspect import cleared, flag, reason, window_noise
+from tuner.study import CONFIRM_DIR, Rerun, StudyFolder, StudyMeta, TrialRecord
+
+
+def read_records(folder: StudyFolder) -> list[TrialRecord]:
+    """Every persisted trial, by number, with its derived figures. A file that does not read as a record is a
+    StudyError naming it."""
+    out = folder.read_trials()
+    for record, reruns in out:
+        if reruns:
+            record.confirmed = confirmed(reruns)
+    _cached_ceilings(folder, [r for r, _ in out])
+    for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
+        why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)
+        if why and record.get("ceiling_skipped") == NOT_MEASURED:
+            record.metrics["ceiling_skipped"] = f"in its confirmation re-runs: {why}"
+    found = sorted(_flag_suspects(out), key=lambda r: r.trial)
+    if folder.meta_path.is_file():  # efficiency and goodput against the baseline's noise scale (analysis.goodput)
+        add_goodput(found, baseline_record(folder.read_meta().baseline, found))
+    return found
+
+
+def write_csv(folder: StudyFolder) -> Path:
+    """trials.csv rebuilt from every record."""
+    return folder.write_csv(read_records(folder))
+
+
+def write_record(folder: StudyFolder, record: TrialRecord) -> Path:
+    """Persist one finished trial (result.json) and put its row in trials.csv; returns result.json's path."""
+    path = folder.write_result(record)
+    write_csv_row(folder, record)
+    return path
+
+
+def write_rerun(folder: StudyFolder, trial: int, rerun: Rerun) -> Path:
+    """One re-run beside its trial; trials.csv is refreshed, since the re-runs move the noise floor the `suspect`
+    column is judged by."""
+    path = folder.write_rerun(trial, rerun)
+    if folder.meta_path.is_file():
+        write_csv(folder)
+    return path
+
+
+def write_csv_row(folder: StudyFolder, record: TrialRecord) -> Path:
+    """trials.csv with this trial's row added or replaced, the others kept as they are (a long study does not read
+    every record back at every trial); rebuilt from every record when there is no file yet or its header lacks a
+    column this record needs."""
+    meta = folder.read_meta()
+    if not folder.csv_path.is_file():
+        return write_csv(folder)
+    reruns = [rr for n, d in folder.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in folder.reruns(n)]
+    row = record.model_copy(deep=True)
+    flag(row, window_noise(reruns))  # against the window noise the re-runs so far give, as write_csv does
+    base = _baseline_file(folder, meta, row)
+    add_goodput([row], baseline_record(meta.baseline, [base]) if base is not None else None)
+    if not folder.write_csv_row(row, folder.csv_columns(meta, [record])):
+        return write_csv(folder)
+    return folder.csv_path
+
+
+def _baseline_file(folder: StudyFolder, meta: StudyMeta, record: TrialRecord) -> TrialRecord | None:
+    """The baseline's record for one trial's trials.csv row: the trial itself, or read from its file (None when
+    absent or unreadable: its row then shows no goodput until trials.csv is rebuilt)."""
+    raw = (meta.baseline or {}).get("trial")
+    if raw is None or int(raw) == record.trial:
+        return record if raw is not None else None
+    return folder.read_record(int(raw))
+
+
+def _cached_ceilings(folder: StudyFolder, found: list[TrialRecord]) -> None:
+    """Ceilings a trial did not measure itself (a search trial does not: only the trials whose verdict is
+    read do), from the ones the study measured for the same knobs (ceilings.json)."""
+    if not any(r.complete and r.get("compute_ceiling") is None for r in found):
+        return
+    fill_from_cache(found, folder.read_ceilings())
+
+
+def _flag_suspects(loaded: list[tuple[TrialRecord, list[Rerun]]]) -> list[TrialRecord]:
+    """Every record's `suspect` flag against the study's window noise (its re-runs'), and whether its re-runs clear
+    it."""
+    noise = window_noise(rr for _, reruns in loaded for rr in reruns)
+    for record, reruns in loaded:
+        flag(record, noise)
+        if record.confirmed is not None and not cleared(list(reruns), noise):
+            ok = [r for r in reruns if r.complete]
+            record.confirmed.suspect = next((why for r in ok if (why := reason(r, noise))), None) \
+                or "no complete re-run"
+    return [r for r, _ in loaded]
