@@ -35,13 +35,16 @@ def test_a_resumed_study_keeps_the_domains_it_started_with_and_says_so():
     H100 node samples from the H100 node's domains (stored in study.json), with a warning naming the difference."""
     space = load_space("amp_loader")
     first, ctx, notes = study_space(space, H100)
-    assert first.params["num_workers"].high == 16 and ctx == H100 and notes == []
+    kept = ["effective batch kept at the workload's own 64: batch_size is its micro-batch (16, 32, 64) and "
+            "accumulation_steps = 64 / batch_size; add effective_batch: {type: int, low, high} to the space to "
+            "change the effective batch"]  # said at the start of every study of the space (issue 40)
+    assert first.params["num_workers"].high == 16 and ctx == H100 and notes == kept
     meta = StudyMeta(name="s", context=H100, domains=first.definition()["params"])
     again, ctx, notes = study_space(space, LAPTOP, meta)
     assert again.params == first.params and ctx == H100
-    assert len(notes) == 1 and "num_workers: int [0, 16] (here: int [0, 2])" in notes[0]
-    assert "precision: one of fp32, bf16, fp16 (here: one of fp32)" in notes[0]
+    assert len(notes) == 2 and notes[0] == kept[0] and "num_workers: int [0, 16] (here: int [0, 2])" in notes[1]
+    assert "precision: one of fp32, bf16, fp16 (here: one of fp32)" in notes[1]
     same, _, notes = study_space(space, H100, meta)
-    assert same.params == first.params and notes == []
+    assert same.params == first.params and notes == kept
     old, ctx, notes = study_space(space, LAPTOP, StudyMeta(name="old"))  # a study from before domains were kept
-    assert old.params["num_workers"].high == 2 and ctx == LAPTOP and notes == []
+    assert old.params["num_workers"].high == 2 and ctx == LAPTOP and notes == kept

@@ -140,11 +140,13 @@ def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own
     study = optuna.create_study(directions=["maximize"])
     study.enqueue_trial({"batch_size": 64, "num_workers": 0})  # the baseline: tuner's default knobs
     first = study.ask()
-    assert fn(first) == {"num_workers": 0} and first.params == {"batch_size": 64}
+    # accumulation_steps follows from the split of the effective batch (64 here): a one-point draw (issue 40)
+    assert fn(first) == {"num_workers": 0} and first.params == {"batch_size": 64, "accumulation_steps": 1}
     second = study.ask()
     constants = fn(second)
     assert constants == {"num_workers": 1, "prefetch_factor": 4, "persistent_workers": True}
-    assert set(second.params) == {"batch_size"}  # the sampler models only what changes the model
+    assert set(second.params) == {"batch_size", "accumulation_steps"}  # only what changes the model
+    assert second.params["batch_size"] * second.params["accumulation_steps"] == 64
     assert SpaceFunction(s, CPU_CONTEXT)(study.ask()) is None  # no plan: loader knobs are sampled as before
 
 

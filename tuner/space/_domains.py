@@ -24,9 +24,12 @@ def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tupl
     A new study (or one stored before domains were recorded): `space` resolved for `context` (a ConfigError when
     a domain comes out empty). A resumed study: the domains and context stored by its first run, whatever this
     machine would resolve, with a warning where they differ."""
+    from tuner.space._batch import batch_note
+
     domains = getattr(meta, "domains", None)
+    batch = [note] if (note := batch_note(space)) is not None else []  # what the study does with the effective batch
     if not domains:
-        return space.resolve(context), context, []
+        return space.resolve(context), context, batch
     saved_context = dict(getattr(meta, "context", None) or context)
     kept = stored_space(space, domains)
     notes = []
@@ -37,7 +40,7 @@ def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tupl
         notes.append(f"resuming with the domains this study started with ({_describe_context(saved_context)}), not "
                      f"this machine's ({_describe_context(context)}): {shown}; throughputs measured on other "
                      f"hardware do not compare")
-    return kept, saved_context, notes
+    return kept, saved_context, batch + notes
 
 
 def _describe_context(ctx: dict[str, Any]) -> str:

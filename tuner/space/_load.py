@@ -105,6 +105,9 @@ def _check_against_config(space: Space, source: str) -> None:
     seen: list[str] = []
     for name, spec in space.params.items():
         key = f"{source}: params.{name}"
+        if name == "effective_batch":
+            raise ConfigError(f"{key}: effective_batch goes at the top level of the space (beside params), as "
+                              f"effective_batch: {{type: int, low, high}}; batch_size is then its micro-batch")
         if name not in fields:
             raise ConfigError(f"{key}: unknown param; use one of {', '.join(fields)}")
         field = fields[name]
@@ -150,6 +153,9 @@ def _check_against_config(space: Space, source: str) -> None:
             raise ConfigError(f"{key}.when: add gpus: \">0\" ({name} exists only on CUDA devices; trials on a CPU "
                               f"would be refused), e.g. when: {{gpus: \">0\"}}")
         seen.append(name)
+    from tuner.space._batch import check_batch
+
+    check_batch(space, source)
     for workload, objectives in space.objectives.items():
         where = "objectives" if workload == "default" else f"objectives.{workload}"
         metrics = [o.metric for o in objectives]
@@ -267,9 +273,11 @@ def clamp_notes(name: str, spec: ParamSpec) -> list[str]:
 def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
     """For each searched knob that needs something of the device (tuner.knobs), whether this machine's trials keep
     it and why, and how the study decides each speed-only knob (`tuner spaces show`)."""
+    from tuner.space._batch import batch_note
+
     reachable = set(space.reachable(context))
     cuda = int(context.get("gpus") or 0) > 0
-    out = []
+    out = [note] if (note := batch_note(space)) is not None else []
     for name in space.searched:
         k = KNOBS.get(name)
         if k is None:

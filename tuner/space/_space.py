@@ -403,6 +403,13 @@ class Space(_Strict):
     trial: dict[str, Any] = Field(default_factory=dict)
     # Time to a target quality (issue 34): a value of the study's quality metric, in its direction (--target too).
     target: float | Literal["baseline"] | None = None  # baseline: set by its training; finite (tuner.search._target)
+    # An explicit effective batch to search (issue 40; tuner.space._batch): without it the workload's own is kept.
+    effective_batch: ParamSpec | None = None
+
+    @field_validator("effective_batch", mode="before")
+    @classmethod
+    def _bare_effective_batch_is_fixed(cls, v: Any) -> Any:
+        return v if v is None or isinstance(v, dict) else {"value": v}
 
     @field_validator("params", mode="before")
     @classmethod
@@ -445,7 +452,11 @@ class Space(_Strict):
 
     def definition(self) -> dict[str, Any]:
         """The space as plain data (what study.json stores and `--resume` compares)."""
-        d = self.model_dump(mode="json", exclude={"name", "source"} | ({"target"} if self.target is None else set()))
+        d = self.model_dump(mode="json", exclude={"name", "source"} | ({"target"} if self.target is None else set())
+                            | ({"effective_batch"} if self.effective_batch is None else set()))
+        if self.effective_batch is not None:
+            d["effective_batch"] = self.effective_batch.model_dump(mode="json", exclude_none=True,
+                                                                   exclude_defaults=True)
         for k, p in self.params.items():
             d["params"][k] = {kk: vv for kk, vv in d["params"][k].items() if vv is not None and vv is not False}
             if p.fixed:
@@ -486,8 +497,15 @@ class Space(_Strict):
         for `context` first (a study passes it resolved once)."""
         if self.unresolved:
             return self.resolve(context).sample(trial, context, skip)
+        from tuner.space._batch import sample_split, splits
+
+        split = splits(self)
         drawn: dict[str, Any] = {}
         for name, spec in self.params.items():
+            if split and name in ("batch_size", "accumulation_steps"):  # one effective batch, split (_batch.py)
+                if "batch_size" not in drawn:
+                    drawn.update(sample_split(self, trial))
+                continue
             if spec.fixed or name in skip:
                 continue
             known = {**context, **self.fixed_values(), **drawn}
@@ -515,6 +533,11 @@ class Space(_Strict):
                 value = own.get(name)
             if spec.contains(value):
                 point[name] = value
+        from tuner.space._batch import baseline_split, splits
+
+        if splits(self):  # the baseline's own split of its own effective batch (_batch.py), or the sampler's draw
+            point = {k: v for k, v in point.items() if k not in ("batch_size", "accumulation_steps")}
+            point.update(baseline_split(self, defaults.batch_size))
         return point
 
     def fixed_values(self) -> dict[str, Any]:
@@ -525,7 +548,7 @@ class Space(_Strict):
         + fixed params + the sampled `params`. Raises ConfigError naming `source` and the key."""
         data = {**self.trial, **base}
         merged_params = {**dict(self.trial.get("params") or {}), **dict(base.get("params") or {}),
-                         **self.fixed_values(), **params}
+                         **self.fixed_values(), **{k: v for k, v in params.items() if not k.startswith("_")}}
         data["params"] = merged_params
         return parse_config(data, source)
 
