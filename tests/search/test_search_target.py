@@ -223,3 +223,57 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
     for r in load_trials(reports / "tb"):  # every trial ran with the derived target, and stopped at it or the cap
         assert r["config"]["target"]["value"] == target["value"]
         assert r["state"] in ("complete", "not reached") and r["quality_curve"]
+
+
+def test_time_to_target_as_an_objective_needs_a_target_one_line_and_exit_2(tmp_path, capsys):
+    from tuner.errors import ConfigError
+
+    ttt = SPACE.replace("objectives: [{metric: throughput, direction: max}, {metric: quality}]",
+                        "objectives: [time_to_target]")
+    plan = _plan(tmp_path, ttt, target="baseline")
+    assert [(o.metric, o.direction) for o in plan.objectives] == [("time_to_target", "minimize")]
+    with pytest.raises(ConfigError, match="objectives: time_to_target needs a target: give --target VALUE"):
+        _plan(tmp_path, ttt)
+    with pytest.raises(ConfigError, match="time_to_target is minimized"):
+        _plan(tmp_path, ttt.replace("[time_to_target]", "[{metric: time_to_target, direction: max}]"), target=5.0)
+    work = write(tmp_path / "proj2", PLANTED_STEPS)
+    space = tmp_path / "ttt.yaml"
+    space.write_text(ttt)
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--reports-dir", str(tmp_path / "r2")])
+    err = capsys.readouterr().err
+    assert code == 2 and "time_to_target needs a target" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r2" / "ttt").exists()
+
+
+@pytest.mark.ray
+def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reached_one_as_failed(
+        ray_session, tmp_path, capsys):
+    work = write(tmp_path / "proj", PLANTED_STEPS)
+    space = tmp_path / "ttt.yaml"
+    # val_loss 5 needs 25 optimizer steps: batch 8 takes them within its 256-sample budget, batch 32 (800 samples)
+    # does not
+    space.write_text(SPACE.replace("objectives: [{metric: throughput, direction: max}, {metric: quality}]",
+                                   "objectives: [time_to_target]"))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--trials", "3",
+                 "--target", "5", "--eval-every-samples", "32", "--confirm", "0", "--no-probe",
+                 "--reports-dir", str(reports)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    records = {r["trial"]: r for r in load_trials(reports / "tt")}
+    told = {t.number: t for t in optuna.load_study(study_name="tt",
+                                                   storage=f"sqlite:///{reports / 'tt' / 'study.db'}").trials}
+    states = set()
+    for number, r in records.items():
+        states.add(r["state"])
+        t = told[number]
+        if r["state"] == "complete":  # its objective value is its time to target
+            assert t.values == [pytest.approx(r["time_to_target"])] and t.constraints["failed"] <= 0
+        else:  # not reached: no time to tell, so a penalty and a violated constraint, as a failed trial; no error
+            assert r["state"] == "not reached" and r["error"] is None
+            assert t.values[0] >= 1e12 and t.constraints["failed"] > 0
+        assert r["throughput"] and r["val_loss"] is not None  # throughput and quality still measured
+    assert states == {"complete", "not reached"}, states
+    assert main(["report", "tt", "--reports-dir", str(reports)]) == 0
+    table = capsys.readouterr().out
+    assert "throughput" in table.lower() and "val_loss" in table

@@ -13,6 +13,7 @@ from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
 
 BASELINE = "baseline"  # --target baseline / target: baseline: the target the baseline's own training reaches
+TARGET_OBJECTIVES = ("time_to_target", "samples_to_target")  # study objectives that need a target (minimized)
 
 
 def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | None:
@@ -46,6 +47,7 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | Non
         raise ConfigError(f"{source}: the target is a number on the workload's quality metric, or 'baseline' (got "
                           f"{value!r})")
     if value is None and source != "baseline":
+        check_target_objectives(plan)
         if opts.eval_every_samples is not None:
             raise ConfigError("--eval-every-samples needs a target: give --target VALUE (or target: in the space)")
         return None
@@ -58,8 +60,25 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | Non
     every = opts.eval_every_samples
     if every is not None and every < 1:
         raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
+    check_target_objectives(plan, given=True)
     return Target(metric=quality.metric, direction=quality.direction or "minimize", value=value,
                   eval_every_samples=every or cfg.params.effective_batch * EVAL_EVERY_STEPS, source=source)
+
+
+def check_target_objectives(plan: Any, given: bool = False) -> None:
+    """`objectives: [time_to_target]` (or samples_to_target) needs the study's target, and is minimized: a trial
+    that never reaches the target has no value and is told to Optuna as a failed trial is (penalties, a violated
+    constraint: tuner.search._outcome), so the sampler learns to leave configs that train worse."""
+    for o in getattr(plan, "objectives", None) or []:
+        if o.metric not in TARGET_OBJECTIVES:
+            continue
+        where = plan.space.source or "the space"
+        if not given:
+            raise ConfigError(f"{where}: objectives: {o.metric} needs a target: give --target VALUE (or --target "
+                              f"baseline), or target: in the space")
+        if o.direction == "maximize":
+            raise ConfigError(f"{where}: objectives: {o.metric} is minimized (sooner is better); give it direction "
+                              f"min or leave the direction out")
 
 
 def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any], base: dict[str, Any],

@@ -323,7 +323,7 @@ def tune_payload(record: TrialRecord, objectives: list[Objective], top_rung: int
     trained its whole budget under a rung scheduler also closes the top rung (`top_rung`) with them."""
     values = [record.get(o.metric) for o in objectives]
     feasible = record.complete and check_finite(values)
-    if record.complete and not feasible:
+    if record.complete and not feasible and record.state != "not reached":  # not reached: a state, no error
         missing = [o.metric for o, v in zip(objectives, values) if not check_finite([v])]
         record.error = record.error or f"no finite value for objective(s) {', '.join(missing)}"
     out: dict[str, Any] = {

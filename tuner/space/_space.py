@@ -421,7 +421,10 @@ class Space(_Strict):
     @field_validator("objectives", mode="before")
     @classmethod
     def _list_means_every_workload(cls, v: Any) -> Any:
-        return {DEFAULT_OBJECTIVES: v} if isinstance(v, list) else v
+        v = {DEFAULT_OBJECTIVES: v} if isinstance(v, list) else v
+        if isinstance(v, dict):  # a bare metric name (`objectives: [time_to_target]`): Objective.of's direction
+            v = {k: [bare_objective(o) for o in objs] if isinstance(objs, list) else objs for k, objs in v.items()}
+        return v
 
     @property
     def searched(self) -> list[str]:
@@ -551,6 +554,14 @@ class Space(_Strict):
                          **self.fixed_values(), **{k: v for k, v in params.items() if not k.startswith("_")}}
         data["params"] = merged_params
         return parse_config(data, source)
+
+
+def bare_objective(raw: Any) -> Any:
+    """A space's objective given as a bare metric name, as a mapping (throughput and accuracy maximized, others
+    minimized; `quality` the workload's own, in its direction); anything else as it is."""
+    if not isinstance(raw, str):
+        return raw
+    return {"metric": raw} if raw == QUALITY else Objective.of(raw).model_dump()
 
 
 def check_finite(values: list[Any]) -> bool:
