@@ -45,6 +45,10 @@ def test_windows_and_rungs_are_reported_with_the_quality_at_each_rung(tmp_path):
         assert budget <= r.result.measured_at == r.budget_used < 480
         assert r.result.value("val_loss") is not None and r.result.throughput > 0  # quality and speed at the rung
     assert res.rung == 2 and res.measured_at == res.value("samples")  # a trial that trained its whole budget: top rung
+    # the race's clock (tuner.schedule.race): training seconds so far, growing, inside the trial's wall time
+    seconds = [w.train_seconds for w in rep.windows]
+    assert all(s is not None and s > 0 for s in seconds) and seconds == sorted(seconds)
+    assert seconds[-1] < res.value("wall_seconds")
 
 
 def test_a_stop_at_a_rung_unwinds_the_engine(tmp_path):

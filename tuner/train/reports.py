@@ -31,6 +31,7 @@ class WindowReport:
     throughput: float | None  # samples/s, median of the windows so far (all ranks together)
     throughput_spread: float | None  # (max - min) / median of the windows so far
     train_loss: float | None  # mean training loss over the window
+    train_seconds: float | None = None  # the loop's training seconds so far, its evaluations excluded (the race's)
 
 
 @dataclass(frozen=True)

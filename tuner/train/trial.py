@@ -271,7 +271,7 @@ class _Rungs:
         self.reported = max(self.reported, used / self.scale)
         self.reporter.window(WindowReport(window=int(w["window"]), budget_used=self.reported,
                                           samples=int(w["samples"]), throughput=med, throughput_spread=spread,
-                                          train_loss=loss))
+                                          train_loss=loss, train_seconds=self.clock() - self.start))
         due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
             self._close(used, int(w["samples"]), med, spread)
