@@ -110,7 +110,7 @@ def in_process(rounds: int, steps: int, cache_dir: Path) -> dict[str, Any]:
     with running(make_context(cfg, dev, cache_dir, None)):
         wl = make("digits")
         train_set, _ = wl.datasets()
-        step = PhaseStep(wl, build_models(wl, dev, 0), cfg.params, dev)
+        step = PhaseStep(wl, build_models(wl, dev, cfg.params), cfg.params, dev)
         tuner_batches = forever(make_loader(train_set, cfg.params, dev))
         plain = dcgan_step(forever(DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)), 1)
         sides = {"plain": plain, "tuner": lambda: step(tuner_batches)}

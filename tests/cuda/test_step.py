@@ -12,6 +12,7 @@ from tests.helpers.cuda import CUDA
 from tuner.config import Params
 from tuner.models import SmallCNN
 from tuner.train.step import PhaseStep
+from tuner.train.trial import build_models
 
 pytestmark = CUDA
 
@@ -26,7 +27,7 @@ def _step(gpu, params, seen=None):
         return F.cross_entropy(m["net"](b[0]), b[1])
 
     wl = tuner.Workload(models={"net": lambda: model}, datasets=lambda: ([], []), loss=loss)
-    return model, PhaseStep(wl, {"net": model}, params, gpu)
+    return model, PhaseStep(wl, build_models(wl, gpu, params), params, gpu)  # as a trial builds them
 
 
 def _batch(n=16):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tuner.config import parse_config
+from tuner.config import Params, parse_config
 from tuner.device import Device
 from tuner.errors import WorkloadError
 from tuner.train import check_workload
@@ -136,7 +136,7 @@ def test_the_check_estimates_a_whole_scoring_from_the_batches_it_scored(tmp_path
     val = torch.utils.data.TensorDataset(x, y)
     workload = tuner.Workload(models={"net": lambda: torch.nn.Linear(4, 2)}, datasets=lambda: (val, val),
                               loss=lambda m, b: m["net"](b[0]).sum(), evaluate=evaluate, eval_batch_size=8)
-    models = build_models(workload, CPU, 0)
+    models = build_models(workload, CPU, Params())
     metrics, seconds = _score_timed(workload, models, val, CPU, clock=lambda: t[0])
     assert metrics["val_loss"] == 1.0
     assert seconds == pytest.approx(5.0)  # 2 batches took 2 s (timed the second time); the split holds 5 of 8

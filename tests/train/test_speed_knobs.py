@@ -17,6 +17,7 @@ from tuner.config import Params
 from tuner.device import Device
 from tuner.models import SmallCNN
 from tuner.train.step import PhaseStep
+from tuner.train.trial import build_models
 
 CPU = Device("cpu", torch.device("cpu"))
 
@@ -34,7 +35,8 @@ def workload(net, seen=None, optimizer=None):
 def one_step(params, seen=None, optimizer=None, device=CPU):
     torch.manual_seed(0)
     model = SmallCNN(channels=3, batch_norm=False)
-    step = PhaseStep(workload(model, seen, optimizer), {"net": model}, params, device)
+    wl = workload(model, seen, optimizer)
+    step = PhaseStep(wl, build_models(wl, device, params), params, device)  # as a trial builds them
     torch.manual_seed(1)
     batch = (torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,)))
     step(itertools.repeat(batch))
@@ -120,5 +122,6 @@ def test_tuner_train_refuses_cudnn_benchmark_on_a_cpu_in_one_line(tmp_path, caps
 def test_channels_last_off_leaves_a_model_the_workload_built_in_channels_last_as_it_is():
     torch.manual_seed(0)
     model = SmallCNN(channels=3, batch_norm=False).to(memory_format=torch.channels_last)
-    PhaseStep(workload(model), {"net": model}, Params(batch_size=8), CPU)
+    wl = workload(model)
+    PhaseStep(wl, build_models(wl, CPU, Params(batch_size=8)), Params(batch_size=8), CPU)
     assert all(p.is_contiguous(memory_format=torch.channels_last) for p in model.parameters() if p.dim() == 4)

@@ -222,7 +222,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             _map_style(train_set, "training", ref)
             _map_style(val_set, "validation", ref)
             stage = "building the models"
-            models = build_models(workload, device, cfg.params.seed)
+            models = build_models(workload, device, cfg.params)
             stage = "a training step (the loss)"
             if warm_only:
                 one = cfg.model_copy(update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})

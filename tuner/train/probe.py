@@ -12,7 +12,6 @@ from tuner.config import TrialConfig
 from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.train.ceilings import ceilings, first_batch, measure_ceiling
-from tuner.train.step import set_memory_format
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload.context import running
 
@@ -35,10 +34,8 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
     with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
         workload = build_workload(cfg)
         train_set, _ = workload.datasets()
-        models = build_models(workload, device, cfg.params.seed)
+        models = build_models(workload, device, cfg.params)
         image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
-        built_nhwc = {k for k, m in models.items()  # models the workload itself builds in channels_last
-                      if any(p.dim() == 4 and not p.is_contiguous() for p in m.parameters())}
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'
         # ceilings, measured after training, never see. Run them untimed first where the defaults are read once.
         # One batch for every compute reading here: the loader knobs and the speed knobs leave it as it is.
@@ -64,11 +61,13 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                 computes.append(None)
                 continue
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
+            here = models  # another memory format: models built in it, as a trial builds them (build_models)
+            if point.params.channels_last != cfg.params.channels_last:
+                here = build_models(workload, device, point.params)
             with device.numerics(point.params):
-                computes.append(ceilings(point, device, workload, train_set, models, seconds, None,
+                computes.append(ceilings(point, device, workload, train_set, here, seconds, None,
                                          kinds=("compute",), stable=stable, batch=one)["compute"])
-            if speed.get("channels_last"):  # back as the workload built them, for the readings after this one
-                set_memory_format({k: m for k, m in models.items() if k not in built_nhwc}, False)
+            del here
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
             again = computes.pop()
             computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)

@@ -74,9 +74,9 @@ def implementation(factory: Any, impl: str) -> tuple[dict[str, Any], str | None]
 
 
 def set_memory_format(models: dict[str, nn.Module], channels_last: bool) -> None:
-    """The models' 4-D weights in channels_last (or back in the default format: the probes, after probing it), as
-    `model.to(memory_format=...)` does (nothing else changes); models already in that format are left alone (a
-    DDP-wrapped model is converted before it is wrapped, in tuner.train.trial.build_training)."""
+    """The models' 4-D weights in channels_last (or back in the default format), as `model.to(memory_format=...)`
+    does (nothing else changes); models already in that format are left alone. Called by
+    tuner.train.trial.build_models, before a DDP wrap."""
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     for model in models.values():
         plain = unwrap(model)
@@ -141,9 +141,7 @@ class PhaseStep:
         self.mark: PhaseRange = unmarked  # what wraps each part of a step: tuner profile sets it for what it records
         self.acc = params.accumulation_steps
         self.phases: tuple[Phase, ...] = workload.training_phases()
-        self.models = models
-        if params.channels_last:  # off leaves the models as the workload built them
-            set_memory_format(models, True)
+        self.models = models  # in the memory format params ask for: tuner.train.trial.build_models put them there
         self.prepare: Callable[[Any], Any] = to_channels_last if params.channels_last else _same
         plain = {k: unwrap(m) for k, m in models.items()}
         bare = {k: without_ddp(m) for k, m in models.items()}  # compiled, where compiled, but without DDP

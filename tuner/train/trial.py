@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tuner.config import TrialConfig
+from tuner.config import Params, TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
 from tuner.knobs import check_device
@@ -101,15 +101,20 @@ def build_workload(cfg: TrialConfig) -> Workload:
     return build(parse_ref(cfg.workload), cfg.workload_options, cfg.dataset)
 
 
-def build_models(workload: Workload, device: Device, seed: int) -> dict[str, nn.Module]:
-    """Fresh models, seeded alike (the same initial weights for every knob that leaves the model alone)."""
-    torch.manual_seed(seed)
+def build_models(workload: Workload, device: Device, params: Params) -> dict[str, nn.Module]:
+    """Fresh models, seeded alike (the same initial weights for every knob that leaves the model alone), on the
+    device and in the memory format `params` asks for: the one build of a trial's, a probe's and the pre-flight's
+    models, and the one place channels_last is applied (before DDP's wrap, which must see the weights it will
+    reduce; off leaves the models as the workload built them)."""
+    torch.manual_seed(params.seed)
     models: dict[str, nn.Module] = {}
     for name, factory in workload.models.items():
         model = factory()
         if not isinstance(model, nn.Module):
             raise TypeError(f"Workload.models[{name!r}]() returned a {type(model).__name__}, not a torch.nn.Module")
         models[name] = model.to(device.torch_device)
+    if params.channels_last:
+        set_memory_format(models, True)
     return models
 
 
@@ -148,9 +153,7 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
         sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, seed=p.seed, drop_last=True)
     loader = make_loader(train_set, p, device, shuffle=sampler is None, seed=p.seed, sampler=sampler,
                          collate_fn=workload.collate)
-    models = build_models(workload, device, p.seed)
-    if p.channels_last:  # before DDP's wrap: it must see the weights it will reduce
-        set_memory_format(models, True)
+    models = build_models(workload, device, p)  # in channels_last where asked, before DDP's wrap
     if world > 1:
         models = {k: wrap_ddp(m, device) for k, m in models.items()}
     models = compile_models(models, p.compile)  # torch.compile(DDP(model)) under DDP, as PyTorch advises
