@@ -321,3 +321,26 @@ def test_verify_counts_reruns_short_of_the_studys_target_as_measured(make_study)
 
     v = verify(build_export(s).config, 700.0, s.dir.parent, repeats=3, run=fake_run)
     assert v.values == [630.0, 700.0, 760.0] and v.complete and v.agrees is True
+
+
+def test_the_export_header_sets_the_configs_time_to_target_beside_the_baselines(make_study):
+    """A study with a target: the header states it, the exported config's time to target, the baseline's and how
+    many times sooner (issue 34)."""
+    from tuner.analysis import read_records, write_record
+    from tuner.study import StudyFolder
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    target = {"metric": "fid", "direction": "minimize", "value": 30.0, "eval_every_samples": 1600,
+              "source": "baseline", "evaluations": [[3200, 8.0, 31.0], [4800, 12.0, 29.0], [6400, 16.0, 30.0]],
+              "cap_seconds": 36.0}
+    folder.write_meta(folder.read_meta().model_copy(update={"target": target,
+                                                            "baseline": {"trial": 0, "params": {}}}))
+    for rec in read_records(folder):
+        if rec.trial in (0, 2):  # the baseline, and the knee the export picks
+            rec.metrics.update(time_to_target=12.0 if rec.trial == 0 else 4.0, samples_to_target=3200)
+            write_record(folder, rec)
+    s = open_study(reports, "gan-demo")
+    text = write_export(s, build_export(s)).read_text()
+    assert "# Target: fid <= 30 (baseline), evaluated every 1,600 samples: reached in 4 s of training" in text
+    assert "# Time to target: this config 4 s, the baseline (trial 0) 12 s: 3.00x sooner" in text

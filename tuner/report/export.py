@@ -281,6 +281,7 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         *rerun,
         *([f"# T{line[1:]}.", "# tuner train --config trains it to the target again (target: below)."]
           if (line := study.target_text(rec)) is not None else []),
+        *_target_lines(study, rec),
         *verdict,
         *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),
         f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",
@@ -293,6 +294,24 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         "# Training ignores the provenance block.",
         "",
     ])
+
+
+def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
+    """The header's time to target beside the baseline's and their ratio (issue 34), where the study has a target
+    and a baseline trial other than this one."""
+    n = study.baseline_trial
+    base = next((r for r in study.records if r.trial == n), None) if study.target is not None else None
+    if base is None or base.trial == rec.trial:
+        return []
+    mine, theirs = rec.value("time_to_target"), base.value("time_to_target")
+
+    def text(v: float | None) -> str:
+        return f"{v:.3g} s" if v is not None else "not reached"
+
+    line = f"# Time to target: this config {text(mine)}, the baseline (trial {base.trial}) {text(theirs)}"
+    if mine and theirs:
+        line += f": {theirs / mine:.2f}x sooner" if theirs >= mine else f": {mine / theirs:.2f}x later"
+    return [line + " (training seconds, evaluations left out; one reading each)."]
 
 
 def _lr_lines(study: Study, exp: Export) -> list[str]:
