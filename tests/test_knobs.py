@@ -94,3 +94,13 @@ def test_tf32_is_refused_without_ampere():
 def test_the_readme_holds_the_generated_knob_table():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert readme_table() in readme, "README's knob table is out of date: paste tuner.knobs.readme_table()"
+
+
+def test_the_split_of_a_fixed_effective_batch_is_speed_only_without_batch_statistics():
+    """Issue 40: a study that kept its effective batch shows batch_size's role by what the pre-flight found."""
+    from tuner.knobs import role_text
+
+    assert role_text("batch_size").startswith("what is learned")  # the README's table: the knob in general
+    assert role_text("batch_size", batch_statistics=False).startswith("speed only")
+    assert role_text("accumulation_steps", batch_statistics=True).startswith("what is learned")
+    assert role_text("precision", batch_statistics=False) == role_text("precision")

@@ -193,12 +193,22 @@ def check_device(params: Any, device: Any) -> None:
             raise DeviceError(f"{k.name} needs a CUDA device; set {k.name}: false on the CPU")
 
 
-def role_text(name: str) -> str:
+SPLIT_KNOBS = ("batch_size", "accumulation_steps")  # the split of an effective batch (tuner.space._batch)
+
+
+def role_text(name: str, *, batch_statistics: bool | None = None) -> str:
     """A knob's role in words, as the README's table and the HTML report say it ("the workload's own" for a
-    hyperparameter tuner does not know: a user workload's)."""
+    hyperparameter tuner does not know: a user workload's). `batch_statistics`: for a study that kept its
+    effective batch and split it, whether the models have batch-statistics layers (None: not such a study), which
+    decides whether the split changes what is learned (issue 40)."""
     k = KNOBS.get(name)
     if k is None:
         return "the workload's own"
+    if name in SPLIT_KNOBS and batch_statistics is not None:
+        if batch_statistics:
+            return ("what is learned (the split of a fixed effective batch, seen by the model's batch statistics), "
+                    "and speed")
+        return "speed only (the split of a fixed effective batch: the same gradient without batch statistics)"
     if k.role == "run":
         return "names the run"
     if k.role == "numerics":

@@ -177,3 +177,23 @@ def test_the_knobs_of_a_trial_are_listed_with_their_role(make_study):
     assert rows["batch_size"] == "what is learned, and speed" and rows["num_workers"] == "speed only"
     assert rows["beta1"] == "what is learned" and rows["width_mult"] == "the workload's own"
     assert 'title="searched param: speed only">num_workers<' in html
+
+
+def test_knob_roles_follow_the_split_and_the_models_batch_statistics():
+    """Issue 40: the report shows the split of a kept effective batch as a speed knob without batch statistics,
+    a learning knob with them, and says nothing new for a study that changed the effective batch or predates it."""
+    from types import SimpleNamespace
+
+    from tuner.report.html import split_batch_statistics
+
+    def study(space_def, preflight):
+        return SimpleNamespace(meta=SimpleNamespace(space_def=space_def, preflight=preflight))
+
+    split = {"params": {"batch_size": {"type": "int", "low": 16, "high": 256}}}
+    assert split_batch_statistics(study(split, {"batch_statistics": []})) is False
+    assert split_batch_statistics(study(split, {"batch_statistics": ["0 (BatchNorm2d)"]})) is True
+    assert split_batch_statistics(study(split, {})) is None  # a study from before the pre-flight looked
+    explicit = {**split, "effective_batch": {"type": "int", "low": 64, "high": 512}}
+    assert split_batch_statistics(study(explicit, {"batch_statistics": []})) is None
+    fixed = {"params": {"batch_size": {"value": 64}}}
+    assert split_batch_statistics(study(fixed, {"batch_statistics": []})) is None

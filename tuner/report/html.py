@@ -120,6 +120,19 @@ def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
             "bound": record_bound(record) if key == "data_wait" else ""}
 
 
+def split_batch_statistics(study: Study) -> bool | None:
+    """For a study that kept its effective batch and searched its split (issue 40): whether the pre-flight found
+    batch-statistics layers in the models (study.json's preflight), which make the split a learning knob; None for
+    any other study, or one from before the pre-flight looked."""
+    space = study.meta.space_def if isinstance(study.meta.space_def, dict) else {}
+    params = space.get("params") if isinstance(space.get("params"), dict) else {}
+    found = (study.meta.preflight or {}).get("batch_statistics")
+    searched = isinstance(params.get("batch_size"), dict) and "type" in params["batch_size"]
+    if not searched or "effective_batch" in space or not isinstance(found, list):
+        return None
+    return bool(found)
+
+
 def trials_table(study: Study) -> dict[str, Any]:
     """Columns: rank, trial, state, the objectives, the metric list's table columns, the params, the error."""
     objectives = study.objectives
@@ -128,7 +141,8 @@ def trials_table(study: Study) -> dict[str, Any]:
     params = study.params()
     arrows = {o.metric: f" {o.arrow}" for o in objectives}
     columns = [{"label": metric(k).label + arrows.get(k, ""), "title": metric(k).help} for k in keys]
-    columns += [{"label": p, "title": f"searched param: {role_text(p)}"} for p in params]
+    split = split_batch_statistics(study)
+    columns += [{"label": p, "title": f"searched param: {role_text(p, batch_statistics=split)}"} for p in params]
     scheduled = study.scheduled
     if scheduled:  # first after the state: the rung and budget every figure of the row was taken at
         columns.insert(0, {"label": "measured at", "title": "the rung and the budget used when the trial's figures "
@@ -210,7 +224,8 @@ def trial_detail(study: Study, r: TrialRecord, embed_grid: bool) -> dict[str, An
         "headroom": r.get("headroom") or "",
         "compile": study_payback(r, study.records) or "",
         "params": [_item(k, v) for k, v in r.params.items()],
-        "knobs": [{"name": k, "value": _item(k, v)["text"], "role": role_text(k)} for k, v in r.params.items()],
+        "knobs": [{"name": k, "value": _item(k, v)["text"],
+                   "role": role_text(k, batch_statistics=split_batch_statistics(study))} for k, v in r.params.items()],
         "measured": _measured(study, r) + run,
         "windows_svg": Markup(plots.windows_svg(r)),
         "loss_svg": Markup(plots.loss_svg(r)),

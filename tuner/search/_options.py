@@ -96,6 +96,7 @@ class SearchPlan:
     preflight: dict[str, Any] = field(default_factory=dict)
     sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
+    batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
     # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.
@@ -364,6 +365,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     refused here, naming the budget it needs (tuner.train.preflight.check_budget), whatever the device. Without
     it (a cluster's trials, a resume) the check runs on the CPU and the budget is not checked."""
     from tuner.device import resolve_device
+    from tuner.space import split_learning_note
     from tuner.train import check_workload
 
     # The trials' resources are not known yet (the cluster may not be joined): any valid point of the space will
@@ -377,6 +379,9 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     if trial_device is not None:
         _check_budget(plan, cfg, check, trial_device.describe())
     plan.own = check.own
+    plan.batch_note = split_learning_note(plan.space, check.batch_statistics)  # issue 40: said as the study starts
+    if plan.preflight:  # study.json keeps them: the report shows the split's role from them
+        plan.preflight["batch_statistics"] = list(check.batch_statistics)
     plan.target = study_target(plan, cfg, check.quality)  # tuner.search._target
     plan.preflight_s = preflight_trial_s(plan.budget, check.step_seconds, check.step_samples, check.score_seconds)
     lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]

@@ -253,7 +253,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     if console is not None:  # the space's default budget raised to what the pre-flight measured; the slowest step
         from rich.markup import escape
 
-        for line in (plan.sized, plan.heavy_note):
+        for line in (plan.sized, plan.heavy_note, plan.batch_note):
             if line:
                 console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
     shared = shared_fid_cache(plan)

@@ -185,3 +185,11 @@ def baseline_split(space: Space, batch_size: int) -> dict[str, Any]:
         if space.params["batch_size"].contains(batch_size):
             point[MICRO] = batch_size
     return point
+
+
+def split_learning_note(space: Space, layers: list[str]) -> str | None:
+    """The line a study starts with where its split of the effective batch changes what is learned: the space splits
+    and the workload's models have batch-statistics layers (tuner.measure.batch_stats); None otherwise."""
+    from tuner.measure.batch_stats import split_note
+
+    return split_note(layers) if splits(space) else None

@@ -51,6 +51,8 @@ class WorkloadCheck:
     # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
     # out-of-memory is that trial's state, not a refusal).
     heavy: dict[str, Any] | None = None
+    # The models' batch-statistics layers (tuner.measure.batch_stats): where the micro-batch split changes learning.
+    batch_statistics: list[str] = field(default_factory=list)
 
 
 def own_params(workload: Workload) -> dict[str, float]:
@@ -202,6 +204,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     micro-batch (the same kernels as the config's accumulation; the second step only gave a faster time) and one
     untimed evaluate() on one validation batch, so the budget's figures (step_seconds, score_seconds) are not for
     a budget check."""
+    from tuner.measure.batch_stats import batch_statistics_layers
     from tuner.train.trial import build_models, make_context, score
 
     ref = parse_ref(cfg.workload)
@@ -223,6 +226,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
             _map_style(val_set, "validation", ref)
             stage = "building the models"
             models = build_models(workload, device, cfg.params)
+            batch_stats = batch_statistics_layers(*models.values())
             stage = "a training step (the loss)"
             if warm_only:
                 one = cfg.model_copy(update={"params": cfg.params.model_copy(update={"accumulation_steps": 1})})
@@ -267,7 +271,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
-                         heavy=heavy)
+                         heavy=heavy, batch_statistics=batch_stats)
 
 
 def _short(value: Any) -> str:
