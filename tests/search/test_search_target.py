@@ -219,7 +219,7 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
     kept = target["evaluations"]  # its last three (fewer when its budget held fewer)
     assert target["source"] == "baseline" and 1 <= len(kept) <= 3
     assert target["value"] == pytest.approx(sum(q for _, _, q in kept) / len(kept))
-    assert f"target: val_loss <= {target['value']:g} (baseline)" in out
+    assert f"target: val_loss <= {target['value']:g} (set by the baseline: the mean of its last {len(kept)}" in out
     for r in load_trials(reports / "tb"):  # every trial ran with the derived target, and stopped at it or the cap
         assert r["config"]["target"]["value"] == target["value"]
         assert r["state"] in ("complete", "not reached") and r["quality_curve"]

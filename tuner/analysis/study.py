@@ -163,7 +163,9 @@ class Study:
         t = self.target
         if t is None:
             return None
-        head = f"target: {t.describe()} ({t.source or 'given'}), evaluated every {t.eval_every_samples:,} samples"
+        how = (f"set by the baseline: the mean of its last {len(t.evaluations)} evaluations"
+               if t.source == "baseline" and t.evaluations else t.source or "given")
+        head = f"target: {t.describe()} ({how}), evaluated every {t.eval_every_samples:,} samples"
         if record is not None:
             ttt, n = record.value("time_to_target"), record.value("samples_to_target")
             return head + (f": reached in {ttt:.3g} s of training, {n:,.0f} samples" if ttt is not None and n

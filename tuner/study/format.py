@@ -23,8 +23,9 @@ STATE_COLORS: dict[str, tuple[str, str]] = {
 }
 STATE_NOTES = {
     "complete": "complete",
-    "not reached": "not reached: its budget ended before an evaluation met the study's target (it trains worse "
-                   "or slower; not a failure, its figures are real)",
+    "not reached": "not reached: its budget (or 3x the baseline's time to a target the baseline set) ended before "
+                   "an evaluation met the study's target (it trains worse or slower; not a failure, its figures are "
+                   "real)",
     "stopped": "stopped by the scheduler at a rung (not a failure; its figures are from that rung)",
     "oom": "infeasible: out of memory",
     "diverged": "diverged: loss became NaN/inf",
