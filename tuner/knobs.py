@@ -151,7 +151,8 @@ def probed(ceiling: Ceiling) -> tuple[str, ...]:
 
 
 def heavy_knobs() -> tuple[str, ...]:
-    """The knobs a step's work grows with (batch_size, accumulation_steps): the slowest step is at their top."""
+    """The knobs a step's work grows with, the effective batch's factors, micro-batch first (batch_size,
+    accumulation_steps): the slowest step is at their top, and a space that keeps the effective batch splits it."""
     return tuple(k.name for k in KNOBS.values() if k.heavier)
 
 

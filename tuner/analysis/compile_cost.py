@@ -14,7 +14,10 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-SAME_CONFIG = ("batch_size", "accumulation_steps", "precision", "tf32")  # what eager must share to compare
+from tuner.knobs import heavy_knobs, numerics_knobs
+
+# What eager must share to compare (tuner.knobs): the step's work and its rounding, all but compile itself
+SAME_CONFIG = heavy_knobs() + tuple(n for n in numerics_knobs() if n != "compile")
 
 
 def break_even_seconds(compile_s: float, compiled: float, eager: float) -> float | None:

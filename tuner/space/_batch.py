@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from tuner.errors import ConfigError
+from tuner.knobs import heavy_knobs
 
 # Spaces and ParamSpecs (tuner.space._space, which calls this module) are typed Any here: no import circle.
 Space = ParamSpec = Any
@@ -28,6 +29,7 @@ Space = ParamSpec = Any
 EFFECTIVE = "_effective_batch"  # the sampler's names for an explicit effective batch and the micro-batch drawn
 MICRO = "_micro_batch"  # for it (before it is stepped to a divisor); a leading _ keeps them out of trial params
 _MAX_ACCUMULATION = 1024  # tuner.config.Params.accumulation_steps's limit
+BATCH, ACCUMULATION = heavy_knobs()  # tuner.knobs: the effective batch's factors, batch_size x accumulation_steps
 _SCAN = 512  # an int effective_batch range is checked for a possible split over at most this many values
 
 
@@ -148,7 +150,7 @@ def sample_split(space: Space, trial: Any) -> dict[str, int]:
     if spec is None:
         effective = own_effective_batch(space)
         micro = int(trial.suggest_categorical("batch_size", micro_batches(space, effective)))
-        return {"batch_size": micro, "accumulation_steps": _follows(trial, "accumulation_steps", effective // micro)}
+        return {BATCH: micro, ACCUMULATION: _follows(trial, ACCUMULATION, effective // micro)}
     effective = int(spec.suggest(trial, EFFECTIVE))
     if not micro_batches(space, effective):
         values = _effective_values(spec)
@@ -159,8 +161,7 @@ def sample_split(space: Space, trial: Any) -> dict[str, int]:
                         key=lambda v: abs(v - effective), default=effective)
     drawn = space.params["batch_size"].suggest(trial, MICRO)
     micro = _nearest(micro_batches(space, effective), float(drawn))
-    return {"batch_size": _follows(trial, "batch_size", micro),
-            "accumulation_steps": _follows(trial, "accumulation_steps", effective // micro)}
+    return {BATCH: _follows(trial, BATCH, micro), ACCUMULATION: _follows(trial, ACCUMULATION, effective // micro)}
 
 
 def _follows(trial: Any, name: str, value: int) -> int:
@@ -176,7 +177,7 @@ def baseline_split(space: Space, batch_size: int) -> dict[str, Any]:
     effective = int(spec.value) if spec is not None and spec.fixed else own_effective_batch(space)
     if batch_size not in micro_batches(space, effective):
         return {}
-    point: dict[str, Any] = {"batch_size": batch_size, "accumulation_steps": effective // batch_size}
+    point: dict[str, Any] = {BATCH: batch_size, ACCUMULATION: effective // batch_size}
     if space.effective_batch is not None:
         if not space.effective_batch.fixed and not space.effective_batch.contains(effective):
             return {}

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
+from tuner.knobs import heavy_knobs
 from tuner.space._expr import describe_resources, is_expression, parse_expr
 from tuner.study import Objective, QUALITY
 
@@ -505,7 +506,7 @@ class Space(_Strict):
         split = splits(self)
         drawn: dict[str, Any] = {}
         for name, spec in self.params.items():
-            if split and name in ("batch_size", "accumulation_steps"):  # one effective batch, split (_batch.py)
+            if split and name in heavy_knobs():  # one effective batch, split (_batch.py)
                 if "batch_size" not in drawn:
                     drawn.update(sample_split(self, trial))
                 continue
@@ -539,7 +540,7 @@ class Space(_Strict):
         from tuner.space._batch import baseline_split, splits
 
         if splits(self):  # the baseline's own split of its own effective batch (_batch.py), or the sampler's draw
-            point = {k: v for k, v in point.items() if k not in ("batch_size", "accumulation_steps")}
+            point = {k: v for k, v in point.items() if k not in heavy_knobs()}
             point.update(baseline_split(self, defaults.batch_size))
         return point
 
