@@ -105,3 +105,11 @@ def test_accumulation_alone_keeps_its_old_meaning_and_says_so():
     space = space_of("params:\n  batch_size: 32\n  accumulation_steps: {type: int, low: 1, high: 4}\n")
     assert {c.params.effective_batch for c in configs(space, n=40)} == {32, 64, 96, 128}
     assert any("the effective batch changes with it" in n for n in knob_notes(space, CPU))
+
+
+def test_the_loader_probes_cover_the_micro_batches_a_kept_effective_batch_runs():
+    from tuner.search._probe import candidate_batches
+
+    assert candidate_batches(load_space("amp_loader"), CPU) == [16, 32, 64]  # not 256: no trial of 64 runs it
+    wide = space_of("params:\n  batch_size: {type: int, low: 1, high: 64, log: true}\n")
+    assert candidate_batches(wide, CPU) == [1, 8, 64]  # 1, 2, 4, ..., 64: the ends and the middle

@@ -122,14 +122,17 @@ def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict
 
 
 def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
-    """A few batch sizes the search will use: the domain's ends and its (geometric) middle, or its choices."""
+    """A few batch sizes the search will use: the domain's ends and its (geometric) middle, or its choices (of a
+    kept effective batch: its split's micro-batches)."""
     from tuner.config import Params
+    from tuner.space import kept_split
 
     spec = space.params.get("batch_size")
     if spec is None or spec.fixed:
         return [int(spec.value) if spec is not None else Params().batch_size]
-    if spec.type == "categorical":
-        values = sorted({int(v) for v in spec.choices or []})
+    split = kept_split(space)  # the micro-batches of a kept effective batch: the only ones its trials run
+    if spec.type == "categorical" or split is not None:
+        values = split if split is not None else sorted({int(v) for v in spec.choices or []})
         if len(values) <= MAX_BATCHES:
             return values
         return [values[0], values[len(values) // 2], values[-1]]

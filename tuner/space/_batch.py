@@ -194,3 +194,11 @@ def split_learning_note(space: Space, layers: list[str]) -> str | None:
     from tuner.measure.batch_stats import split_note
 
     return split_note(layers) if splits(space) else None
+
+
+def kept_split(space: Space) -> list[int] | None:
+    """The micro-batches a space that keeps the workload's effective batch draws from (what the loader probes need
+    to cover); None where the space does not split or changes the effective batch."""
+    if not splits(space) or space.effective_batch is not None:
+        return None
+    return micro_batches(space, own_effective_batch(space))
