@@ -51,8 +51,8 @@ def test_a_trial_still_inside_the_margin_is_never_stopped() -> None:
 
 
 @pytest.mark.parametrize("curves", [
-    [10.0, 7.0, 12.0, 4.0],  # each later winner reaches the target before the best so far
-    [20.0, 19.0, 29.0, 5.0, 6.0],  # a trial inside the margin (29 < 1.5 x 19) reaches it late, and is not stopped
+    [10.0, 7.0, 10.0, 4.0],  # each later winner reaches it before the best so far; a tie-ish one (10 < 1.5 x 7)
+    [20.0, 19.0, 28.0, 5.0, 6.0],  # a trial inside the margin (28 < 1.5 x 19) reaches it late, and is not stopped
 ])
 def test_a_trial_that_would_have_won_is_never_stopped(curves) -> None:
     """Every trial that reaches the target within best-so-far x margin keeps its time; so does the eventual
@@ -61,8 +61,8 @@ def test_a_trial_that_would_have_won_is_never_stopped(curves) -> None:
     best = None
     for i, reach in enumerate(curves):
         ttt, reason = run(race, str(i), reach)
-        if best is None or reach <= best * 1.5:
-            assert ttt == reach and reason is None, (i, reach, best)
+        assert best is None or reach <= best * 1.5  # every planted trial reaches it inside the line
+        assert ttt == reach and reason is None, (i, reach, best)
         best = reach if best is None else min(best, reach)
     assert race.best == min(curves)
 
