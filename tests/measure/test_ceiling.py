@@ -127,14 +127,15 @@ def test_a_trial_s_ceilings_record_why_one_was_skipped(tmp_path):
 
     from tuner.config import parse_config
     from tuner.train.ceilings import measure_ceiling
-    from tuner.workload.loader import build, parse_ref
+    from tuner.builtin import resolve_workload
+    from tuner.workload.loader import build
     from tests.helpers.userworkloads import GOOD, write
 
     path = write(tmp_path, GOOD, "ceil_wl.py")
     sys.modules.pop("ceil_wl", None)
     cfg = parse_config({"workload": f"{path}:make", "params": {"batch_size": 8, "device": "cpu"},
                         "measure": {"ceiling_seconds": 0.5}})
-    workload = build(parse_ref(cfg.workload), {}, None)
+    workload = build(resolve_workload(cfg.workload), {}, None)
     train_set, _ = workload.datasets()
     models = {k: f() for k, f in workload.models.items()}
     notes = {}

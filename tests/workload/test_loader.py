@@ -6,21 +6,22 @@ import sys
 import pytest
 
 from tuner.errors import WorkloadError
-from tuner.workload.loader import (build, parse_ref, ship_paths, shipped_copy, user_error_line,
+from tuner.builtin import resolve_workload
+from tuner.workload.loader import (build, ship_paths, shipped_copy, user_error_line,
                                    user_traceback)
 from tests.helpers.userworkloads import GOOD, write
 
 
 def test_builtins_and_file_references_resolve(tmp_path, monkeypatch):
-    assert parse_ref("gan").module == "tuner.builtin.gan" and parse_ref("gan").builtin
+    assert resolve_workload("gan").module == "tuner.builtin.gan" and resolve_workload("gan").builtin
     path = write(tmp_path / "proj", GOOD)
     monkeypatch.chdir(tmp_path)
-    ref = parse_ref("proj/mywork.py:make")
+    ref = resolve_workload("proj/mywork.py:make")
     assert ref.file == str(path.resolve()) and ref.text == f"{path.resolve()}:make" and ref.module == "mywork"
     wl = build(ref, {"hidden": 4})
     assert set(wl.models) == {"net"} and wl.quality == ("val_loss", "minimize")
     assert ship_paths(ref) == [str(path.resolve())]
-    assert ship_paths(parse_ref("cnn")) == []
+    assert ship_paths(resolve_workload("cnn")) == []
 
 
 def test_a_dotted_module_is_found_from_the_working_folder_and_its_package_is_shipped(tmp_path, monkeypatch):
@@ -29,7 +30,7 @@ def test_a_dotted_module_is_found_from_the_working_folder_and_its_package_is_shi
     write(pkg, GOOD, "work.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
-    ref = parse_ref("mypkg.work:make")
+    ref = resolve_workload("mypkg.work:make")
     assert build(ref).quality == ("val_loss", "minimize")
     assert ship_paths(ref) == [str(pkg.resolve())]
     sys.modules.pop("mypkg.work", None)
@@ -42,7 +43,7 @@ def test_a_ray_worker_imports_the_shipped_copy_of_a_file_workload(tmp_path, monk
     original = write(tmp_path / "proj", GOOD, "shipme.py")
     shipped_dir = tmp_path / "session" / "runtime_resources" / "py_modules_files" / "_ray_pkg_1"
     shipped = write(shipped_dir, GOOD.replace("def make(hidden=8)", "def make(hidden=3)"), "shipme.py")
-    ref = parse_ref(f"{original}:make")
+    ref = resolve_workload(f"{original}:make")
     monkeypatch.setattr(sys, "path", [str(shipped_dir), *sys.path])
     monkeypatch.delitem(sys.modules, "shipme", raising=False)
     assert shipped_copy(ref) == shipped.resolve()
@@ -53,7 +54,7 @@ def test_a_ray_worker_imports_the_shipped_copy_of_a_file_workload(tmp_path, monk
 
 def test_outside_ray_the_file_itself_is_imported(tmp_path, monkeypatch):
     original = write(tmp_path / "proj", GOOD, "notshipped.py")
-    ref = parse_ref(f"{original}:make")
+    ref = resolve_workload(f"{original}:make")
     assert shipped_copy(ref) is None
     assert build(ref).models["net"]()[0].out_features == 8
     assert sys.modules["notshipped"].__file__ == str(original.resolve())
@@ -69,7 +70,7 @@ def test_outside_ray_the_file_itself_is_imported(tmp_path, monkeypatch):
 def test_malformed_references_say_what_a_reference_looks_like(tmp_path, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(WorkloadError, match=message):
-        parse_ref(text)
+        resolve_workload(text)
 
 
 def test_a_missing_file_named_in_a_space_says_its_path_is_read_from_that_files_folder(tmp_path, monkeypatch):
@@ -81,7 +82,7 @@ def test_a_missing_file_named_in_a_space_says_its_path_is_read_from_that_files_f
     with pytest.raises(WorkloadError, match=f"no such file {spaces.resolve()}/examples/mine.py; check the path "
                                             rf"\(relative paths are read from {spaces.resolve()}, the folder of the "
                                             "file that names it"):
-        parse_ref("examples/mine.py:make", base=spaces)
+        resolve_workload("examples/mine.py:make", base=spaces)
 
 
 @pytest.mark.parametrize("body, attr, options, message", [
@@ -95,7 +96,7 @@ def test_a_missing_file_named_in_a_space_says_its_path_is_read_from_that_files_f
 def test_import_and_factory_errors_name_the_file(tmp_path, body, attr, options, message):
     path = write(tmp_path, body, "bad.py")
     with pytest.raises(WorkloadError, match=message):
-        build(parse_ref(f"{path}:{attr}"), options)
+        build(resolve_workload(f"{path}:{attr}"), options)
     sys.modules.pop("bad", None)
 
 

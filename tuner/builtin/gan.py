@@ -18,7 +18,7 @@ from tuner.workload import Phase, Shared, Workload, trial_context
 
 
 def make(dataset: str = "digits", image_size: int = 32, width: int = 32, nz: int = 64) -> Workload:
-    from tuner.models.dcgan import check_image_size
+    from tuner.models import check_image_size
 
     check_image_size(image_size)
     data = SpecData(dataset, image_size)

@@ -17,7 +17,7 @@ def _knob_sets(given: list[str], cfg: object) -> list[dict[str, object]]:
     import yaml
 
     from tuner.knobs import numerics_knobs
-    from tuner.train.parity import knob_settings
+    from tuner.train import knob_settings
 
     if not given:
         own = knob_settings(cfg)
@@ -56,7 +56,7 @@ def parity(
     apply_run_env(cfg.env)  # the environment its trial ran under, before torch loads (as tuner train does)
     sets = _knob_sets(list(knob or []), cfg)
     from tuner.train import arm_config, check_parity, preflight
-    from tuner.train.parity import FP32
+    from tuner.train import FP32
 
     for s in sets:  # each arm's knobs valid for this config and this machine, before anything trains
         try:

@@ -35,7 +35,7 @@ def profile(
     """Profile a configuration: a Chrome trace, the top operators, where step time goes, and the headroom verdict."""
     from tuner.config import load_config
     from tuner.train import preflight
-    from tuner.train.profile import profile_config, trace_file
+    from tuner.train import profile_config, trace_file
 
     cfg = load_config(config)
     trace = trace_file(out or reports_dir / "profile" / "trace.json")

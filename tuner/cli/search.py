@@ -256,7 +256,8 @@ def _qualities(sp: Any) -> dict[str, tuple[str, Any, str | None]]:
     finds it) and the quality objective that workload declares (Workload.quality), loading it (its factory runs,
     as a search runs it); (workload, None, why) when it cannot be loaded here."""
     from tuner.study import Objective
-    from tuner.workload.loader import build, parse_ref
+    from tuner.builtin import resolve_workload
+    from tuner.workload import build
 
     out: dict[str, tuple[str, Any, str | None]] = {}
     for key, objectives in sp.objectives.items():
@@ -266,7 +267,7 @@ def _qualities(sp: Any) -> dict[str, tuple[str, Any, str | None]]:
         given = sp.defaults.workload if default else key
         text = given
         try:
-            ref = parse_ref(given, base=Path(sp.source).parent if sp.source else None)
+            ref = resolve_workload(given, base=Path(sp.source).parent if sp.source else None)
             text = ref.text
             with user_output():  # what the factory prints goes to stderr: stdout is the space
                 workload = build(ref, sp.defaults.workload_options if default else {},

@@ -37,7 +37,7 @@ def train(
 
     from tuner.files import check_writable
     from tuner.train import preflight, run_trial
-    from tuner.train.preflight import check_budget, needed_budget
+    from tuner.train import check_budget, needed_budget
 
     chosen = "budget" in cfg.model_fields_set  # the config's own budget, or the default one (20 s)
     budget = budget_from_options(budget_seconds, budget_samples)

@@ -23,7 +23,8 @@ from tuner.search._target import study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import BY_KEY, LOCK_FILE, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
-from tuner.workload.loader import WorkloadRef, parse_ref
+from tuner.builtin import resolve_workload
+from tuner.workload import WorkloadRef
 
 SAMPLERS = ("tpe", "nsga2", "random")
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: `$` would let a trailing newline in
@@ -126,7 +127,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     _check_numbers(opts)
     if opts.sampler is not None and opts.sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler {opts.sampler!r}; use one of {', '.join(SAMPLERS)}")
-    given_ref = parse_ref(opts.workload) if opts.workload is not None else None
+    given_ref = resolve_workload(opts.workload) if opts.workload is not None else None
     if opts.space is None and not (opts.resume and opts.study):
         raise ConfigError("give --space NAME|PATH (or --study NAME --resume to continue a study)")
     given_space = load_space(opts.space) if opts.space is not None else None
@@ -150,7 +151,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         raise StudyError(f"study '{study}' already exists in storage {shown_url(opts.storage)}; add --resume to "
                          f"continue it, or pick another name with --study NEW_NAME")
     space = given_space
-    default_ref = parse_ref(space.defaults.workload, base=Path(space.source).parent if space.source else None)
+    default_ref = resolve_workload(space.defaults.workload, base=Path(space.source).parent if space.source else None)
     ref = given_ref or default_ref
     # The space's dataset and options go with its own workload; another workload brings its own data.
     same = ref.text == default_ref.text
@@ -244,8 +245,8 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                              f"(or start a new study with --study NEW_NAME)")
 
     saved_budget = Budget.model_validate(meta.budget)
-    ref = parse_ref(meta.workload)
-    same("--workload", parse_ref(opts.workload).text if opts.workload is not None else None, ref.text)
+    ref = resolve_workload(meta.workload)
+    same("--workload", resolve_workload(opts.workload).text if opts.workload is not None else None, ref.text)
     same("--dataset", opts.dataset, meta.dataset)
     same("--option", opts.workload_options or None, meta.workload_options)
     same("--sampler", opts.sampler, meta.sampler)
@@ -297,7 +298,7 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
     """Refuse a budget the user gave that cannot hold the trial's step and scorings (one per rung a trial can
     reach besides the last), or raise the space's default budget to the one it needs, saying so in `plan.sized`;
     then keep the pre-flight's timings for the trials' scoring reserve (plan.preflight, study.json)."""
-    from tuner.train.preflight import check_budget, needed_budget
+    from tuner.train import check_budget, needed_budget
 
     scorings = max(len(plan.scheduler.rungs), 1)
     score_s = check.score_seconds * scorings if check.score_seconds is not None else None

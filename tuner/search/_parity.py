@@ -21,7 +21,7 @@ STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-in
 def numerics_candidates(space: Space, context: dict[str, Any]) -> list[dict[str, Any]]:
     """The numerics knob values a study of `space` may run on this device, each as its own set of knobs: the
     searched ones' values other than fp32's, and a fixed one that is not fp32's."""
-    from tuner.train.parity import FP32
+    from tuner.train import FP32
 
     resolved = space.resolve(context, strict=False)
     reachable = set(resolved.reachable(context))

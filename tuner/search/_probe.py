@@ -1,6 +1,6 @@
 """Speed knobs by probes, not by training: the loader knobs by input-ceiling probes, and channels_last,
 cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes.
-Over 400 lines because the candidates, the rule, what is skipped and the probe phase are one decision, read together.
+Over 450 lines because the candidates, the rule, what is skipped and the probe phase are one decision, read together.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a

@@ -47,7 +47,7 @@ def worker_env() -> dict[str, str]:
 def shipped_env(py_modules: list[str] | None) -> dict[str, str]:
     """Tells the workers where the user's shipped files came from, so their tracebacks name the user's own paths
     (tuner.workload.loader.user_path), not Ray's copies."""
-    from tuner.workload.loader import SHIPPED_ENV
+    from tuner.workload import SHIPPED_ENV
 
     return {SHIPPED_ENV: os.pathsep.join(py_modules)} if py_modules else {}
 

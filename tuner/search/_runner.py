@@ -11,7 +11,7 @@ Resume does not replay Ray's experiment state: Ray checkpoints it periodically, 
 behind trials that already finished. The Optuna database is written at every tell, so it is the source of truth,
 and a new Ray experiment runs the remaining trials against the same study, so the sampler sees all before it.
 
-Over 350 lines because it is the one place that orders a study's phases (probes, search, confirmation) and their
+Over 650 lines because it is the one place that orders a study's phases (probes, search, confirmation) and their
 Ray experiments; each phase's own logic lives in its module (options, resources, context, storage, probe,
 searcher, trainable, confirm).
 """
@@ -260,7 +260,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
 
     import ray
 
-    from tuner.workload.loader import ship_paths
+    from tuner.workload import ship_paths
 
     started = not ray.is_initialized()
     if started:

@@ -37,7 +37,7 @@ from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
 from tuner.search._trial import (FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, learned_reserve, objective_key,
                                  record_from_payload, scored)
-from tuner.train.deadline import is_setup_timeout
+from tuner.train import is_setup_timeout
 from tuner.analysis import write_record
 
 logger = logging.getLogger(__name__)

@@ -166,7 +166,7 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
                         setup.cache_dir)
     if hung is not None:  # the warm-up already waited the whole setup_timeout_s: not the trial again (issue 37)
         from tuner.study import TrialResult
-        from tuner.workload.loader import user_error_line, user_traceback
+        from tuner.workload import user_error_line, user_traceback
 
         return TrialResult(state="error", error=user_error_line(hung), traceback=user_traceback(hung))
     while _BEFORE_TIMING:
@@ -196,7 +196,7 @@ class TrialReports:
         try:
             self.send(payload)
         except SystemExit:  # Ray ends a trial its scheduler stopped by sys.exit() in the report that was waiting
-            from tuner.train.reports import StopTrial
+            from tuner.train import StopTrial
 
             raise StopTrial() from None
 
@@ -231,7 +231,7 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
     """Run one trial in this process and return the report for Tune (see tune_payload); the reports made while
     it trains go to `send` (none without one). `node`: the Ray node, for a process outside Ray (_fresh.py)."""
     from tuner.config import dump_config
-    from tuner.train.reports import StopTrial
+    from tuner.train import StopTrial
 
     number = int(config[TRIAL_KEY])
     where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
@@ -295,7 +295,7 @@ def warm_process(config_json: str, cache_dir: str) -> BaseException | None:
     from tuner.config import parse_config
     from tuner.device import resolve_device
     from tuner.train import check_workload
-    from tuner.train.deadline import SetupTimeout
+    from tuner.train import SetupTimeout
 
     cfg = parse_config({k: v for k, v in json.loads(config_json).items() if v is not None}, "trial config")
     try:

@@ -17,12 +17,12 @@ from tuner.knobs import probed
 from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
                                    check_fits, settled, stable_measure)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
-from tuner.data.batch import batch_len, to_device
+from tuner.data import batch_len, to_device
 from tuner.analysis import ceiling_cache_keys
 from tuner.train.distributed import Agreement
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
-from tuner.workload.api import Workload
+from tuner.workload import Workload
 
 KINDS = ("compute", "input")
 

@@ -47,10 +47,10 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     import torch
 
     from tuner.data import make_loader
-    from tuner.data.batch import to_device
+    from tuner.data import to_device
     from tuner.train.distributed import unwrap
     from tuner.train.loop import forever
-    from tuner.workload.api import Shared
+    from tuner.workload import Shared
 
     phases = workload.training_phases()
     if len(phases) != 1:

@@ -25,10 +25,9 @@ from tuner.device import Device, resolve_device
 from tuner.errors import BudgetError, TunerError, WorkloadError
 from tuner.knobs import check_device, heavy_knobs, probed
 from tuner.study import Objective
-from tuner.workload.api import Workload
-from tuner.workload.context import running
+from tuner.workload import Workload, WorkloadRef, build, probe_import, running, user_error_line
 from tuner.train.deadline import SetupTimeout, setup_deadline
-from tuner.workload.loader import WorkloadRef, build, parse_ref, probe_import, user_error_line
+from tuner.builtin import resolve_workload
 
 PREFLIGHT_VAL_BATCHES = 2
 PREFLIGHT_STEPS = 2  # optimizer steps, untimed: the loss is checked, and the process's kernels are primed
@@ -90,7 +89,7 @@ def _train_steps(workload: Workload, models: dict[str, Any], train_set: Any, cfg
     allocator) before anything is timed. Returns the faster step's wall time, for the budget check."""
     from torch.utils.data import DataLoader
 
-    from tuner.data.batch import checked_collate
+    from tuner.data import checked_collate
     from tuner.train.loop import forever
     from tuner.train.step import PhaseStep
 
@@ -207,7 +206,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     from tuner.measure.batch_stats import batch_statistics_layers
     from tuner.train.trial import build_models, make_context, score
 
-    ref = parse_ref(cfg.workload)
+    ref = resolve_workload(cfg.workload)
     if not warm_only:  # the driver's pre-flight: a module that ends the process at import is named (issue 37)
         probe_import(ref)
     stage = "building the workload"

@@ -13,7 +13,7 @@ from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.train.ceilings import ceilings, first_batch, measure_ceiling
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
-from tuner.workload.context import running
+from tuner.workload import running
 
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,

@@ -34,7 +34,7 @@ from tuner.measure.timing import WaitMeter, WindowTimer, summarize
 from tuner.analysis import Headroom, assess
 from tuner.train.ceilings import ceilings
 from tuner.train.trial import Training, build_training, trial_scope
-from tuner.workload.loader import user_error_line
+from tuner.workload import user_error_line
 
 
 @dataclass

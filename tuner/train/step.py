@@ -23,9 +23,9 @@ from torch import nn
 
 from tuner.config import Params
 from tuner.device import Device, is_oom
-from tuner.data.batch import batch_len, to_channels_last, to_device
+from tuner.data import batch_len, to_channels_last, to_device
 from tuner.train.distributed import unwrap, without_ddp
-from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
+from tuner.workload import OptimizerFactory, Phase, Shared, Workload
 
 PhaseRange = Callable[[str], contextlib.AbstractContextManager[Any]]
 """Called with "data", "forward", "backward" or "optimizer"; the context wraps that part of the step."""

@@ -5,7 +5,7 @@ DDP, a cuDNN/cuBLAS workspace, training, scoring) is `oom`; a non-finite loss or
 exception raised by the workload's own code is `error`, with the user's frames kept. Bad input tuner itself
 refuses (a device this machine lacks, a batch larger than the dataset) raises a UserError instead.
 
-Over 500 lines because one trial's phases (build, train with its rung evaluations, ceilings, of_peak, failure
+Over 800 lines because one trial's phases (build, train with its rung evaluations, ceilings, of_peak, failure
 states) share one `_Run` state that a failure handler reads; a study's probe lives apart (probe.py).
 """
 
@@ -33,8 +33,7 @@ from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
 from tuner.study import CurvePoint, NOT_REACHED, TrialResult, past_cap, target_metrics
 from tuner.analysis import NOT_MEASURED, assess
-from tuner.data.batch import to_device
-from tuner.data import prefetch_depth
+from tuner.data import prefetch_depth, to_device
 from tuner.train.ceilings import ceilings, first_batch
 from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit, compile_models, compile_timed_out,
                                   is_compile_error)
@@ -44,9 +43,8 @@ from tuner.train.environment import env_threads, run_environment
 from tuner.train.loop import forever, run_loop
 from tuner.train.reports import PhaseReport, RungReport, StopTrial, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep, set_memory_format
-from tuner.workload.api import Workload
-from tuner.workload.context import TrialContext, running
-from tuner.workload.loader import build, parse_ref, user_error_line, user_traceback
+from tuner.workload import TrialContext, Workload, build, running, user_error_line, user_traceback
+from tuner.builtin import resolve_workload
 
 
 CEILING_SHARE = 0.05  # each ceiling's deadline is at most this share of the budget: both fit the 10% margin
@@ -98,7 +96,7 @@ def make_context(cfg: TrialConfig, device: Device, cache_dir: Path, out_dir: Pat
 
 
 def build_workload(cfg: TrialConfig) -> Workload:
-    return build(parse_ref(cfg.workload), cfg.workload_options, cfg.dataset)
+    return build(resolve_workload(cfg.workload), cfg.workload_options, cfg.dataset)
 
 
 def build_models(workload: Workload, device: Device, params: Params) -> dict[str, nn.Module]:
@@ -142,7 +140,7 @@ def build_training(cfg: TrialConfig, device: Device, *, rank: int = 0, world: in
 
     p = cfg.params
     torch.manual_seed(p.seed + rank)
-    with setup_deadline(cfg.setup_timeout_s, f"the workload factory {parse_ref(cfg.workload).attr}()"):
+    with setup_deadline(cfg.setup_timeout_s, f"the workload factory {resolve_workload(cfg.workload).attr}()"):
         workload = build_workload(cfg)
     with setup_deadline(cfg.setup_timeout_s, "the workload's datasets()"):
         train_set, val_set = workload.datasets()

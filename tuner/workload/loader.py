@@ -21,6 +21,7 @@ import sys
 import sysconfig
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,6 @@ from typing import Any
 from tuner.errors import WorkloadError
 from tuner.workload.api import Workload
 
-BUILTINS = {"gan": "tuner.builtin.gan:make", "cnn": "tuner.builtin.cnn:make"}
 _TUNER_DIR = str(Path(__file__).resolve().parents[1])
 _LIB_DIRS = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                      sysconfig.get_paths()["platlib"]) if p})
@@ -43,24 +43,24 @@ class WorkloadRef:
     attr: str  # attribute path in the module (dots allowed)
     file: str | None = None  # a file reference's absolute path
     path_entry: str | None = None  # folder to put on sys.path before importing
-
-    @property
-    def builtin(self) -> bool:
-        return self.text in BUILTINS
+    builtin: bool = False  # one of the names the caller's `named` table gave (tuner's own workloads)
 
 
 def _identifiers(dotted: str) -> bool:
     return bool(dotted) and all(p.isidentifier() and not keyword.iskeyword(p) for p in dotted.split("."))
 
 
-def parse_ref(text: str, base: Path | None = None) -> WorkloadRef:
-    """Resolve a workload reference; a malformed one, or a file that is not there, is a WorkloadError."""
+def parse_ref(text: str, base: Path | None = None, named: Mapping[str, str] | None = None) -> WorkloadRef:
+    """Resolve a workload reference; a malformed one, or a file that is not there, is a WorkloadError. `named`
+    maps short names to `module:function` references (tuner's own workloads: tuner.builtin.resolve_workload passes
+    them; this layer knows no workload of its own)."""
     raw = str(text).strip()
-    if raw in BUILTINS:
-        module, attr = BUILTINS[raw].split(":")
-        return WorkloadRef(raw, module, attr)
-    hint = (f"use a built-in ({', '.join(BUILTINS)}), package.module:function, or path/to/file.py:function "
-            f"(a function that returns tuner.Workload)")
+    named = named or {}
+    if raw in named:
+        module, attr = named[raw].split(":")
+        return WorkloadRef(raw, module, attr, builtin=True)
+    hint = (f"use {'a built-in (' + ', '.join(named) + '), ' if named else ''}package.module:function, or "
+            f"path/to/file.py:function (a function that returns tuner.Workload)")
     where, sep, attr = raw.rpartition(":")
     if not sep or not where:
         raise WorkloadError(f"unknown workload {raw!r}; {hint}")
