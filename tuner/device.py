@@ -76,10 +76,6 @@ class Device:
         return torch.amp.GradScaler(self.torch_device.type, enabled=precision == "fp16")
 
     # --- loader ----------------------------------------------------------------------------------------
-    def check_pin_memory(self, pin_memory: bool) -> None:
-        if pin_memory and not self.is_cuda:
-            raise DeviceError("pin_memory needs a CUDA device; set pin_memory: false on the CPU")
-
     def check_compile(self, mode: str) -> None:
         from tuner.knobs import CUDA_COMPILE_MODES
 
@@ -92,11 +88,6 @@ class Device:
         if self.torch_device.type != "cuda":
             return self.is_cuda  # a fake CUDA device in tests
         return torch.cuda.get_device_capability(self.torch_device)[0] >= 8
-
-    def check_tf32(self, tf32: bool) -> None:
-        if tf32 and not self.tf32_available():
-            raise DeviceError(f"tf32 needs a CUDA GPU of the Ampere generation or newer; {self.describe()} has none; "
-                              f"set tf32: false")
 
     # --- timing and memory -----------------------------------------------------------------------------
     def synchronize(self) -> None:

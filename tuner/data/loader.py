@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 from tuner.config import Params
 from tuner.device import Device
 from tuner.errors import ConfigError
+from tuner.knobs import check_device, probed
 
 
 def worker_init_fn(worker_id: int) -> None:
@@ -49,7 +50,7 @@ def make_loader(
     """A DataLoader with params' batch size and loader knobs; refuses combinations that cannot work here."""
     from tuner.data.batch import checked_collate
 
-    device.check_pin_memory(params.pin_memory)
+    check_device(params, device, probed("input"))  # pin_memory without CUDA: the table's rule (tuner.knobs)
     n = len(dataset)  # type: ignore[arg-type]
     if drop_last and n < params.batch_size:
         raise ConfigError(

@@ -774,8 +774,7 @@ def run_trial(
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
-    device.check_pin_memory(p.pin_memory)
-    check_device(p, device)  # CUDA-only knobs on a CPU: one line (tuner.knobs)
+    check_device(p, device)  # CUDA-only knobs on a CPU, pin_memory among them: one line (tuner.knobs)
     device.check_compile(p.compile)
     run = _Run(cfg, device, out_dir, clock, reporter)
     failure: tuple[str, str, str | None] | None = None
