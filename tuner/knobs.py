@@ -170,25 +170,6 @@ def worker_knobs() -> tuple[str, ...]:
     return tuple(k.name for k in KNOBS.values() if k.name == WORKERS or "workers" in k.needs)
 
 
-def heavy_knobs() -> tuple[str, ...]:
-    """The knobs a step's work grows with (batch_size, accumulation_steps): the slowest step is at their top."""
-    return tuple(k.name for k in KNOBS.values() if k.heavier)
-
-
-def hyperparameter_knobs() -> tuple[str, ...]:
-    """The knobs that stand for the workload's own optimizer settings (lr, lr_scale, the betas): a space may
-    search them only where the workload's optimizer takes that setting (`Knob.hyperparameter`)."""
-    return tuple(k.name for k in KNOBS.values() if k.hyperparameter is not None)
-
-
-WORKERS = "num_workers"  # the knob the `workers` need names
-
-
-def worker_knobs() -> tuple[str, ...]:
-    """num_workers and the knobs that need workers: what loading in the training process leaves at its default."""
-    return tuple(k.name for k in KNOBS.values() if k.name == WORKERS or "workers" in k.needs)
-
-
 def dropped_here(name: str, *, cuda: bool, tf32_available: bool) -> str | None:
     """Why a knob cannot be used on this machine (None: it can): what `tuner spaces show` and the refusals say."""
     needs = KNOBS[name].needs
