@@ -14,12 +14,13 @@ from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import PLANTED_STEPS, write
 from tuner.cli import main
 
-# PLANTED_STEPS's val_loss is 1000 / (1 + 8 x optimizer steps): batch 8 meets 10 at 104 samples, batch 32 only
-# at 416, past its 256-sample budget.
+# PLANTED_STEPS's val_loss is 1000 / (1 + 8 x optimizer steps): effective batch 8 meets 10 at 104 samples, 32 only
+# at 416, past its 256-sample budget. The effective batch changes only where a space says so (issue 40).
 SPACE = """
 description: batch size only
 defaults: {budget: {samples: 256}, trials: 3}
 objectives: [{metric: throughput, direction: max}, {metric: quality}]
+effective_batch: {type: categorical, choices: [8, 32]}
 params:
   batch_size: {type: categorical, choices: [8, 32]}
   precision: fp32
@@ -44,7 +45,7 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
     assert meta["target"] == {"metric": "val_loss", "direction": "minimize", "value": 10.0,
                               "eval_every_samples": 32, "source": "--target"}
     records = load_trials(reports / "tt")
-    by_batch = {r["params"]["batch_size"]: r for r in records}
+    by_batch = {r["params"]["batch_size"] * r["params"].get("accumulation_steps", 1): r for r in records}
     assert set(by_batch) == {8, 32}, [r["params"] for r in records]
     small, big = by_batch[8], by_batch[32]
     assert small["state"] == "complete" and 104 <= small["samples_to_target"] < 256
