@@ -87,8 +87,10 @@ def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypat
     setup = tr.TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
                                              "params": {"device": "cpu"}},
                           objectives=[], study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
-    tr.run_one({tr.TRIAL_KEY: 0}, setup)
-    tr.run_one({tr.TRIAL_KEY: 0, tr.REPEAT_KEY: 1}, setup)
+    from tuner.search._protocol import TrialOrder
+
+    tr.run_one(TrialOrder(trial=0).to_config(), setup)
+    tr.run_one(TrialOrder(trial=0, repeat=1).to_config(), setup)
     assert seen == [False, True]
 
 

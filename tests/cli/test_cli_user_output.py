@@ -62,7 +62,8 @@ def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
     """Trials run in Ray workers; a driver that shows their output (--verbose) copies their stdout to its own,
     which holds `tuner search --format json`'s document: a trial's prints go to the worker's stderr."""
     from tuner.space import parse_space
-    from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+    from tuner.search._protocol import TrialOrder, record_of
+    from tuner.search._trial import TrialSetup, run_one
     from tuner.study import Objective, TrialResult
 
     def engine(cfg, *, cache_dir, out_dir=None, wall_limit_s=None, setup=None, **_):
@@ -76,6 +77,6 @@ def test_a_search_trial_sends_the_workloads_prints_to_stderr(tmp_path, capsys):
                                           "gpus": 0, "params": {"device": "cpu"}},
                        objectives=[Objective(metric="throughput", direction="max")],
                        study_dir=str(tmp_path / "study"), cache_dir=str(tmp_path / "cache"))
-    record = record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup, engine=engine))
+    record = record_of(run_one(TrialOrder(trial=0, params={"batch_size": 16}).to_config(), setup, engine=engine))
     out, err = capsys.readouterr()
     assert record.complete and out == "" and "number of parameters" in err

@@ -211,7 +211,7 @@ def test_with_study_seconds_a_moved_knee_is_confirmed_only_while_the_time_left_h
 
     from tuner.search._allowance import Allowance
     from tuner.search._reruns import RerunSearcher
-    from tuner.search._trial import RERUN_KEY, TRIAL_KEY
+    from tuner.search._protocol import TrialOrder
 
     reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0)}
     _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
@@ -219,7 +219,7 @@ def test_with_study_seconds_a_moved_knee_is_confirmed_only_while_the_time_left_h
     allowance = Allowance(seconds=100.0, started=0.0, confirm_runs=4, trial_s=10.0, clock=lambda: now[0])
     roomy = RerunSearcher(tmp_path / "m", 1, 2, 30.0, allowance=allowance)
     first = roomy.suggest("a")  # 100 s left: trial 3's two re-runs (10 s each) fit
-    assert first is not None and first != Searcher.FINISHED and first[RERUN_KEY][TRIAL_KEY] == 3
+    assert first is not None and first != Searcher.FINISHED and TrialOrder.from_config(first).trial == 3
     now[0] = 85.0  # 15 s left: not enough for two 10 s re-runs
     late = RerunSearcher(tmp_path / "m", 1, 2, 30.0, allowance=allowance)
     assert late.suggest("b") == Searcher.FINISHED
@@ -346,7 +346,7 @@ def _searcher_round(tmp_path, screen, repeats=2, extra=None):
 
     from tuner.cli.progress import SearchView
     from tuner.search._reruns import RerunSearcher
-    from tuner.search._trial import REPEAT_KEY, RERUN_KEY, ROUND_KEY, TRIAL_KEY
+    from tuner.search._protocol import TrialOrder
 
     reads = {0: (100.0, 50.0), 1: (150.0, 45.0), 2: (300.0, 20.0), 3: (260.0, 22.0), 4: (240.0, 23.0)}
     s = _planted(tmp_path, reads, {2: [(150.0, 20.0), (152.0, 20.0)], 0: [(99.0, 50.0), (101.0, 50.0)]})
@@ -359,8 +359,10 @@ def _searcher_round(tmp_path, screen, repeats=2, extra=None):
 
     def handed(trial_id):
         got = searcher.suggest(trial_id)
-        return got if not isinstance(got, dict) else tuple(got[RERUN_KEY][k] for k in (TRIAL_KEY, REPEAT_KEY,
-                                                                                       ROUND_KEY))
+        if not isinstance(got, dict):
+            return got
+        order = TrialOrder.from_config(got)
+        return order.trial, order.repeat, order.round
 
     first = [handed("a"), handed("b")]  # the screen alone: nothing more until its figures are in
     write_rerun(s.folder, 3, Rerun(repeat=0, round=1, state="complete",

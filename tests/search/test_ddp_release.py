@@ -8,7 +8,7 @@ import pytest
 
 from tuner.search._ddp import WORKERS_KEY
 from tuner.search._recorder import RerunRecorder, StudyRecorder
-from tuner.search._trial import RERUN_KEY, REPEAT_KEY, TRIAL_KEY
+from tuner.search._protocol import TrialOrder
 
 pytestmark = pytest.mark.ray
 
@@ -49,15 +49,15 @@ def test_every_way_a_ddp_trial_ends_gives_its_workers_back(tmp_path, workers, en
                                 params=[]))
     if recorder == "search":
         rec = StudyRecorder(tmp_path / "study")
-        trial = Trial(group, {TRIAL_KEY: 3})
+        trial = Trial(group, TrialOrder(trial=3).to_config())
     else:
         rec = RerunRecorder(tmp_path / "study", "sqlite:///" + str(tmp_path / "none.db"), "none")
-        trial = Trial(group, {RERUN_KEY: {TRIAL_KEY: 3, REPEAT_KEY: 0}})
+        trial = Trial(group, TrialOrder(trial=3, repeat=0).to_config())
     assert state() == "CREATED"
     if end == "error":  # the trial raised or its process died
         rec.on_trial_error(0, [trial], trial)
     elif end == "complete":
         rec.on_trial_complete(0, [trial], trial)
     else:  # Ctrl-C, SIGTERM or the allowance: Tune stops the running trials, then ends the run
-        rec.on_experiment_end([trial, Trial(None, {TRIAL_KEY: 4})])
+        rec.on_experiment_end([trial, Trial(None, TrialOrder(trial=4).to_config())])
     assert state() == "REMOVED"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tuner.search._fresh import run_fresh
-from tuner.search._trial import REPEAT_KEY, TRIAL_KEY, TrialSetup, record_from_payload
+from tuner.search._protocol import TrialOrder, record_of
+from tuner.search._trial import TrialSetup
 from tuner.space import Space
 from tuner.study import Objective, TrialResult
 
@@ -41,7 +42,7 @@ def test_each_rerun_runs_in_a_fresh_process_and_reports_as_run_one_would(tmp_pat
     setup = _setup(tmp_path)
     pids = []
     for repeat in (0, 1):
-        record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: repeat}, setup, engine_pid))
+        record = record_of(run_fresh(TrialOrder(trial=3, repeat=repeat).to_config(), setup, engine_pid))
         assert record is not None and record.state == "complete" and record.trial == 3
         assert record.get("throughput") == 8.0 and record.config is not None and record.started is not None
         pids.append(int((tmp_path / "s" / "trials" / "0003" / "confirm" / f"{repeat:02d}" / "pid").read_text()))
@@ -49,7 +50,7 @@ def test_each_rerun_runs_in_a_fresh_process_and_reports_as_run_one_would(tmp_pat
 
 
 def test_a_rerun_whose_process_dies_without_a_report_is_an_error_trial(tmp_path):
-    record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_killed))
+    record = record_of(run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_killed))
     assert record is not None and record.state == "error" and record.trial == 3
     assert "exit status 137" in (record.error or "")
 
@@ -80,7 +81,8 @@ def test_reruns_run_from_ray_tunes_per_trial_threads_are_children_of_one_lasting
 
     setup = _setup(tmp_path)
     for repeat in (0, 1):  # each from a thread that ends after its re-run, as Tune's trial threads do
-        thread = threading.Thread(target=run_fresh, args=({TRIAL_KEY: 3, REPEAT_KEY: repeat}, setup, engine_family))
+        order = TrialOrder(trial=3, repeat=repeat).to_config()
+        thread = threading.Thread(target=run_fresh, args=(order, setup, engine_family))
         thread.start()
         thread.join()
     family = [(tmp_path / "s" / "trials" / "0003" / "confirm" / f"{r:02d}" / "family").read_text().split()
@@ -99,7 +101,7 @@ def engine_imports(cfg, *, out_dir=None, **_):
 def test_a_forked_rerun_starts_with_what_every_optimizer_imports_already_imported(tmp_path, no_server):
     """torch.optim's optimizers import torch._dynamo when built (1.2 s of this CPU): the server imports it once,
     so no re-run pays it again in its pre-flight."""
-    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_imports)
+    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_imports)
     assert (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "imports").read_text() == "True True"
 
 
@@ -115,7 +117,7 @@ def test_a_server_started_with_the_first_search_trial_is_ready_before_its_timed_
     server = _fresh._SERVER
     _trial._BEFORE_TIMING.pop()()  # what train_trial does after its warm-up
     assert server is not None and server.is_ready and server.alive()
-    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(tmp_path), engine_family)
+    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_family)
     _, parent = (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "family").read_text().split()
     assert int(parent) == server.proc.pid and _fresh._SERVER is server
 
@@ -134,7 +136,7 @@ def _trial_process(tmp: str, fork: bool) -> None:
     from tuner.search import _fresh
 
     _fresh.forkable = lambda: fork  # as on a CPU-only host, or as on a GPU host
-    run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, _setup(Path(tmp)), engine_sleeps)
+    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(Path(tmp)), engine_sleeps)
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "interpreter"])
@@ -183,9 +185,9 @@ def engine_kills_server(cfg, **_):
 
 def test_a_dead_fork_server_makes_its_rerun_an_error_and_the_next_rerun_gets_a_new_one(tmp_path, no_server):
     setup = _setup(tmp_path)
-    record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 0}, setup, engine_kills_server))
+    record = record_of(run_fresh(TrialOrder(trial=3, repeat=0).to_config(), setup, engine_kills_server))
     assert record is not None and record.state == "error" and "before it reported" in (record.error or "")
-    record = record_from_payload(run_fresh({TRIAL_KEY: 3, REPEAT_KEY: 1}, setup, engine_pid))
+    record = record_of(run_fresh(TrialOrder(trial=3, repeat=1).to_config(), setup, engine_pid))
     assert record is not None and record.state == "complete"
 
 

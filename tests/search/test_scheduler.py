@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tuner.search._scheduler import ParetoASHA, RungEntry, crowding, fronts, goes_on, ranking, rung_budgets
-from tuner.search._trial import RUNG_KEY, TRIAL_KEY
+from tuner.search._protocol import ORDER_KEY, RungReport, WindowReport, from_tune, to_tune
+from tuner.study import TrialRecord
 from tuner.study import Objective
 
 THR = Objective(metric="throughput", direction="max")
@@ -147,11 +148,12 @@ PLANTED = {  # trial number -> (throughput, loss) at every rung
 def planted_trainable(config: dict) -> None:
     from ray import tune
 
-    thr, loss = PLANTED[config[TRIAL_KEY]]
-    for rung, budget in enumerate([1.0, 3.0, 9.0]):
-        tune.report({"tuner_budget_used": budget - 0.5, "throughput": thr})  # a window: no rung, no decision
-        tune.report({"tuner_budget_used": budget, RUNG_KEY: rung, "objective_throughput": thr,
-                     "objective_loss": loss})
+    number = config[ORDER_KEY]["trial"]
+    thr, loss = PLANTED[number]
+    for rung, budget in enumerate([1.0, 3.0, 9.0]):  # a window: no rung, no decision
+        tune.report(to_tune(WindowReport(budget_used=budget - 0.5, window=rung, samples=1, throughput=thr)))
+        tune.report(to_tune(RungReport(rung=rung, budget_used=budget, values={"throughput": thr, "loss": loss},
+                                       feasible=True, record=TrialRecord(trial=number, state="stopped"))))
 
 
 @pytest.mark.ray
@@ -163,12 +165,12 @@ def test_ray_tune_stops_the_dominated_trial_at_its_rung_and_runs_the_others_to_t
     s = scheduler()
     tuner = tune.Tuner(
         planted_trainable,
-        param_space={TRIAL_KEY: tune.grid_search(list(PLANTED))},
+        param_space={ORDER_KEY: {"trial": tune.grid_search(list(PLANTED)), "params": {}}},
         tune_config=tune.TuneConfig(scheduler=s, max_concurrent_trials=1, reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="asha", verbose=0),
     )
     grid = tuner.fit()
-    last_rung = {r.config[TRIAL_KEY]: r.metrics[RUNG_KEY] for r in grid}
+    last_rung = {r.config[ORDER_KEY]["trial"]: from_tune(r.metrics).rung for r in grid}
     assert last_rung == {0: 2, 1: 2, 2: 0, 3: 2}
     assert len(s.entries) == 3 * 3 + 1  # one entry per rung report; windows between them decide nothing
     assert ("2", 0, False) in s.decisions

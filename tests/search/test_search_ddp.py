@@ -8,14 +8,14 @@ is merged. What only real GPUs can confirm: NCCL, one GPU per worker, and the DD
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import pytest
 
 from tuner.space import parse_space
-from tuner.search._trial import RECORD_KEY, RUNGS_KEY, TRIAL_KEY, TrialSetup
+from tuner.search._protocol import TrialLimits, TrialOrder, final_record
+from tuner.search._trial import TrialSetup
 from tuner.search._trainable import trainable
 from tuner.analysis import read_records
 
@@ -55,10 +55,10 @@ def fit(setup, tmp_path, param_space=None, **tune_config):
 
 
 def test_ddp_trial_reports_rank_zero_metrics_to_tune(ray_session, tmp_path):
-    grid = fit(ddp_setup(tmp_path, 256), tmp_path, {TRIAL_KEY: 7, "batch_size": 16})
+    grid = fit(ddp_setup(tmp_path, 256), tmp_path, TrialOrder(trial=7, params={"batch_size": 16}).to_config())
     result = grid[0]
     assert result.error is None, result.error
-    record = json.loads(result.metrics[RECORD_KEY])
+    record = final_record(result.metrics).to_json()
     assert record["trial"] == 7 and record["state"] == "complete", record.get("error")
     assert record["throughput"] > 0 and record["samples"] >= 256  # both ranks' samples
     assert result.metrics["objective_throughput"] == record["throughput"]
@@ -68,10 +68,10 @@ def test_ddp_trial_closes_its_rungs_on_every_rank_and_reports_rank_zero_quality(
     """Under a rung scheduler every rank reports each window and each rung alike (Train V2 reports are
     collective) and agrees on when a rung closes; rank 0 evaluates. A deadlock here would time the trial out."""
     grid = fit(ddp_setup(tmp_path, 384, warmup_max_steps=2), tmp_path,
-               {TRIAL_KEY: 8, "batch_size": 16, RUNGS_KEY: [128.0, 384.0]})
+               TrialOrder(trial=8, params={"batch_size": 16}, limits=TrialLimits(rungs=(128.0, 384.0))).to_config())
     result = grid[0]
     assert result.error is None, result.error
-    record = json.loads(result.metrics[RECORD_KEY])
+    record = final_record(result.metrics).to_json()
     assert record["state"] == "complete", record.get("error")
     assert record["rung"] == 1 and record["measured_at"] >= 384 and record["loss"] is not None
 
@@ -170,7 +170,8 @@ def test_ddp_trial_that_tune_stops_at_the_run_s_end_gives_its_workers_back(ray_s
     setup = ddp_setup(tmp_path, 100_000)
     total = ray_session.cluster_resources()["CPU"]
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), {"cpu": 1})
-    tune.Tuner(fn, param_space={TRIAL_KEY: 9, "batch_size": 16}, tune_config=tune.TuneConfig(num_samples=1),
+    tune.Tuner(fn, param_space=TrialOrder(trial=9, params={"batch_size": 16}).to_config(),
+               tune_config=tune.TuneConfig(num_samples=1),
                run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=EndRun(),
                                          callbacks=[StudyRecorder(tmp_path / "study")])).fit()
     assert cpus_back(ray_session, total), ray_session.available_resources()

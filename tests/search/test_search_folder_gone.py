@@ -55,7 +55,8 @@ def engine_keeps_its_study(cfg, *, cache_dir, out_dir=None, **_):
 def test_a_trial_makes_its_folder_but_never_a_deleted_study_folder_where_the_driver_is(tmp_path, where):
     """On the driver's host a trial's folder is made only inside the study folder as it is (deleted, it stays
     deleted: the trial keeps no artifacts); on another node, its own disk, the folders are made as before."""
-    from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+    from tuner.search._protocol import TrialOrder, record_of
+    from tuner.search._trial import TrialSetup, run_one
     from tuner.space import parse_space
     from tuner.study import Objective
 
@@ -77,7 +78,7 @@ def test_a_trial_makes_its_folder_but_never_a_deleted_study_folder_where_the_dri
                        objectives=[Objective(metric="throughput", direction="max")], study_dir=str(study),
                        cache_dir=str(tmp_path / "cache"),
                        driver_host=socket.gethostname() if where.startswith("driver") else "elsewhere.invalid")
-    assert record_from_payload(run_one({TRIAL_KEY: 3, "batch_size": 16}, setup, engine=engine)).complete
+    assert record_of(run_one(TrialOrder(trial=3, params={"batch_size": 16}).to_config(), setup, engine=engine)).complete
     if where == "driver, study deleted":
         assert seen["out_dir"] is None and list((tmp_path / "reports").iterdir()) == []
     else:

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers.studies import load_trials, read_meta
 from tuner.cli import main
 from tests.helpers.userworkloads import write
+from tuner.analysis import read_records
 
 # Batch 32 is planted slow (a sleep in its loss) and bad (its val_loss 5 against 0.5): every batch-16 trial
 # dominates it at every rung, so the first batch-32 trial that meets two batch-16 trials at a rung is stopped.
@@ -23,7 +24,6 @@ from torch.nn import functional as F
 from torch.utils.data import TensorDataset
 
 import tuner
-from tuner.analysis import read_records
 
 EVAL_SLEEP = {sleep}
 
@@ -152,7 +152,7 @@ def stopped_searcher(tmp_path):
     from tuner.space import parse_space
     from tuner.search._storage import open_storage
     from tuner.study import Objective, StudyFolder, StudyMeta
-    from tuner.search._trial import RUNGS_KEY, TRIAL_KEY
+    from tuner.search._protocol import TrialOrder
 
     context = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
     space = parse_space(yaml.safe_load(tiny_space(4)), source="tiny", name="tiny").resolve(context)
@@ -164,18 +164,19 @@ def stopped_searcher(tmp_path):
                              sampler=optuna.samplers.RandomSampler(seed=0),
                              storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="s",
                              study_dir=folder.path, rungs=[53.3, 160.0, 480.0])
-    config = searcher.suggest("t1")
-    assert config[RUNGS_KEY] == [53.3, 160.0, 480.0]  # the rungs are given to the trial
-    return searcher, folder, objectives, config[TRIAL_KEY]
+    order = TrialOrder.from_config(searcher.suggest("t1"))
+    assert order.limits.rungs == (53.3, 160.0, 480.0)  # the rungs are given to the trial
+    return searcher, folder, objectives, order.trial
 
 
 def rung_report(number, objectives):
-    from tuner.search._trial import rung_payload
+    from tuner.search._protocol import to_tune
+    from tuner.search._trial import rung_report as make_report
     from tuner.study import TrialRecord
 
     record = TrialRecord(trial=number, state="stopped", rung=0, measured_at=64.0, windows=[90.0, 110.0],
                          params={"batch_size": 16}, metrics={"throughput": 100.0, "loss": 2.5})
-    return rung_payload(record, objectives)
+    return to_tune(make_report(record, objectives))
 
 
 @pytest.mark.parametrize("tell, state, values", [("pruned", "PRUNED", None), ("complete", "COMPLETE", [100.0, 2.5])])

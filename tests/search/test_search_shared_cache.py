@@ -20,7 +20,8 @@ from tuner.search._rungs import SchedulerPlan
 from tuner.search._runner import StudySetup, shared_fid_cache, study_meta
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import parse_space
-from tuner.search._trial import TRIAL_KEY, TrialSetup, record_from_payload, run_one
+from tuner.search._protocol import TrialOrder, record_of
+from tuner.search._trial import TrialSetup, run_one
 from tuner.study import Objective, TrialResult
 
 CPU = resolve_device("cpu")
@@ -104,7 +105,7 @@ def trial_on_node(tmp_path, node_cache, shared, engine):
                                           "gpus": 0, "params": {"device": "cpu"}},
                        objectives=OBJECTIVES, study_dir=str(tmp_path / "study"), cache_dir=str(node_cache),
                        shared_files=shared)
-    return record_from_payload(run_one({TRIAL_KEY: 0, "batch_size": 16}, setup, engine=engine))
+    return record_of(run_one(TrialOrder(trial=0, params={"batch_size": 16}).to_config(), setup, engine=engine))
 
 
 def test_trials_on_other_nodes_report_the_drivers_fid(tmp_path, driver):

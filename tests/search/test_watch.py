@@ -62,9 +62,10 @@ class _Trial:
     """What the watch reads of a Tune trial."""
 
     def __init__(self, trial_id: str, wall: float = 11.0, status: str = "RUNNING") -> None:
-        from tuner.search._trial import WALL_KEY
+        from tuner.search._protocol import TrialLimits, TrialOrder
 
-        self.trial_id, self.status, self.config = trial_id, status, {WALL_KEY: wall}
+        self.trial_id, self.status = trial_id, status
+        self.config = TrialOrder(trial=0, limits=TrialLimits(wall_limit_s=wall)).to_config()
 
 
 def _watch(monkeypatch, allowance=None):
@@ -78,12 +79,12 @@ def _watch(monkeypatch, allowance=None):
 
 
 def test_a_trial_past_its_phase_limit_is_ended_with_a_reason_naming_the_limit(monkeypatch):
-    from tuner.search._trial import LIMIT_KEY, PHASE_KEY
+    from tuner.search._protocol import PhaseReport, to_tune
 
     watch, now, killed = _watch(monkeypatch)
     slow, fine = _Trial("a"), _Trial("b")
-    watch.on_trial_result(0, [], slow, {PHASE_KEY: "train", LIMIT_KEY: 41.0})
-    watch.on_trial_result(0, [], fine, {PHASE_KEY: "train", LIMIT_KEY: 41.0})
+    watch.on_trial_result(0, [], slow, to_tune(PhaseReport("train", 41.0)))
+    watch.on_trial_result(0, [], fine, to_tune(PhaseReport("train", 41.0)))
     now[0] = 40.0
     watch.on_step_end(0, [slow, fine])
     assert killed == []
@@ -97,11 +98,11 @@ def test_a_trial_past_its_phase_limit_is_ended_with_a_reason_naming_the_limit(mo
 
 
 def test_a_compile_past_its_limit_is_ended_as_a_compile_timeout(monkeypatch):
-    from tuner.search._trial import LIMIT_KEY, PHASE_KEY
+    from tuner.search._protocol import PhaseReport, to_tune
 
     watch, now, killed = _watch(monkeypatch)
     trial = _Trial("c")
-    watch.on_trial_result(0, [], trial, {PHASE_KEY: "compile", LIMIT_KEY: 200.0})
+    watch.on_trial_result(0, [], trial, to_tune(PhaseReport("compile", 200.0)))
     now[0] = 201.0
     watch.on_step_end(0, [trial])
     ended = watch.ended(trial)

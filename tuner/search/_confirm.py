@@ -177,14 +177,17 @@ def next_knee(study: Study, k: int) -> int | None:
 
 
 def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
-                  keys: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The configs the re-runs' Tune trials get: each trial's own sampled params, its number, the repeat and the
-    round, and `keys` (the study's budget keys: tuner.search._trial.budget_keys)."""
-    from tuner.search._trial import REPEAT_KEY, ROUND_KEY, TRIAL_KEY, WALL_KEY
+                  limits: Any = None) -> list[dict[str, Any]]:
+    """The Tune configs of the re-runs' trials: each a TrialOrder of the trial's own sampled params, its number,
+    the repeat and the round, under the wall cap and the study's `limits` (tuner.search._trial.budget_limits)."""
+    from dataclasses import replace
+
+    from tuner.search._protocol import TrialLimits, TrialOrder
 
     by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
-    return [{**by_number[run.trial].params, TRIAL_KEY: run.trial, REPEAT_KEY: run.repeat, ROUND_KEY: run.round,
-             WALL_KEY: wall_limit_s, **(keys or {})} for run in runs]
+    limits = replace(limits or TrialLimits(), wall_limit_s=wall_limit_s)
+    return [TrialOrder(trial=run.trial, params=dict(by_number[run.trial].params), limits=limits, repeat=run.repeat,
+                       round=run.round).to_config() for run in runs]
 
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tuner.search._trial import BUDGET_KEY, WALL_KEY, Engine, TrialSetup, run_one, train_trial
+from tuner.search._protocol import StartReport, TrialOrder, to_tune
+from tuner.search._trial import Engine, TrialSetup, run_one, train_trial
 
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     def send(payload: dict[str, Any]) -> None:
         ray.train.report({**payload, **tag})
 
-    send({BUDGET_KEY: 0.0})  # names the placement group before the workload builds: a trial ended then releases it
+    send(to_tune(StartReport()))  # names the placement group before the workload builds: one ended then releases it
     payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
                       engine=loop_config["engine"], send=send)  # the engine reports alike on every rank
     send(payload)  # every rank reports (Train V2 expects it); Tune receives rank 0's
@@ -82,6 +83,7 @@ def run_ddp_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine = tr
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
+    order = TrialOrder.from_config(config)
     per_worker: dict[str, float] = {"CPU": setup.ddp_cpus_per_worker}
     if setup.ddp_use_gpu:
         per_worker["GPU"] = 1
@@ -91,10 +93,10 @@ def run_ddp_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine = tr
         # A rank that dies (an OOM on one GPU) leaves the others waiting in a collective: bound that wait by the
         # trial's own wall cap instead of the process group's 30-minute default.
         torch_config=TorchConfig(backend="nccl" if setup.ddp_use_gpu else "gloo",
-                                 timeout_s=int(max(120, 3 * float(config.get(WALL_KEY) or 600)))),
+                                 timeout_s=int(max(120, 3 * float(order.limits.wall_limit_s or 600)))),
         scaling_config=ScalingConfig(num_workers=setup.ddp_workers, use_gpu=setup.ddp_use_gpu,
                                      resources_per_worker=per_worker),
-        run_config=RunConfig(name=f"trial-{int(config['_trial']):04d}",
+        run_config=RunConfig(name=f"trial-{order.trial:04d}",
                              storage_path=str(Path(setup.study_dir) / "ray" / "ddp"),
                              callbacks=[TuneReportCallback()]),
     )

@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tuner.search._trial import TRIAL_KEY, WALL_KEY, Engine, TrialSetup, _now, ray_node_id, run_one, \
-    searched_params, tune_payload
+from tuner.search._protocol import TrialOrder, to_tune
+from tuner.search._trial import Engine, TrialSetup, _now, final_report, ray_node_id, run_one
 from tuner.study import TrialRecord
 
 
@@ -43,11 +43,12 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict
         code = _server().run(job, out) if forkable() else _interpreter(job, out)
         if out.is_file():
             return json.loads(out.read_text())
-    record = TrialRecord(state="error", trial=int(config[TRIAL_KEY]), params=searched_params(config),
-                         wall_limit_s=config.get(WALL_KEY), ended=_now(), host=socket.gethostname(), node=node,
+    order = TrialOrder.from_config(config)
+    record = TrialRecord(state="error", trial=order.trial, params=dict(order.params),
+                         wall_limit_s=order.limits.wall_limit_s, ended=_now(), host=socket.gethostname(), node=node,
                          error=f"the re-run's process ended with {_ending(code)} before it reported (killed, "
                                f"or out of host memory)")
-    return tune_payload(record, setup.objectives)
+    return to_tune(final_report(record, setup.objectives))
 
 
 def forkable() -> bool:

@@ -16,9 +16,14 @@ from ray.tune import Callback
 
 from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
-from tuner.search._trial import (REPEAT_KEY, RERUN_KEY, ROUND_KEY, RUNG_KEY, TRIAL_KEY, WALL_KEY, final_record,
-                                 record_from_payload, searched_params)
+from tuner.search._protocol import final_record, order_of, record_of, rung_closed
 from tuner.analysis import write_record, write_rerun
+
+
+def _rerun(trial: Any) -> bool:
+    """Whether a Tune trial is a confirmation re-run (its TrialOrder has a repeat)."""
+    order = order_of(trial.config)
+    return order is not None and order.rerun
 
 
 def ray_error_text(trial: Any) -> str:
@@ -70,15 +75,15 @@ class StudyRecorder(Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """A rung report, once the scheduler decided on it: the trial's rung entries so far, kept beside it."""
-        number = trial.config.get(TRIAL_KEY)
-        if self.scheduler is None or number is None or result.get(RUNG_KEY) is None:
+        order = order_of(trial.config)
+        if self.scheduler is None or order is None or order.rerun or rung_closed(result) is None:
             return
         from tuner.search._rungs import write_rungs
 
-        write_rungs(self.folder, int(number), self.scheduler)
+        write_rungs(self.folder, order.trial, self.scheduler)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if self.view is not None and RERUN_KEY not in trial.config:
+        if self.view is not None and not _rerun(trial):
             self.view.trial_started()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
@@ -86,10 +91,10 @@ class StudyRecorder(Callback):
             self.view.refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if RERUN_KEY in trial.config:  # a confirmation re-run of the same Tune run: the RerunRecorder's
+        if _rerun(trial):  # a confirmation re-run of the same Tune run: the RerunRecorder's
             return
         release_workers(trial.last_result)  # a DDP trial's workers: every way it ends gives them back
-        record = record_from_payload(trial.last_result)  # a stopped trial's last report is its rung's
+        record = record_of(trial.last_result)  # a stopped trial's last report is its rung's
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
             return
         if self.searcher is None:  # no searcher records it (a bare Tuner): the folder alone
@@ -97,14 +102,14 @@ class StudyRecorder(Callback):
         self._shown(record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        number = trial.config.get(TRIAL_KEY)
-        if number is None:  # a re-run (its number is in its RERUN_KEY config): the RerunRecorder's
+        order = order_of(trial.config)
+        if order is None or order.rerun:  # a re-run: the RerunRecorder's
             return
         release_workers(trial.last_result)
         state, reason = error_of(trial, self.watch)
         record = final_record(trial.last_result) or TrialRecord(
-            trial=int(number), state=state, error=reason, params=searched_params(trial.config),  # type: ignore[arg-type]
-            wall_limit_s=trial.config.get(WALL_KEY))
+            trial=order.trial, state=state, error=reason, params=dict(order.params),  # type: ignore[arg-type]
+            wall_limit_s=order.limits.wall_limit_s)
         if self.searcher is None:
             write_record(self.folder, record)
         elif self.searcher.record_error(trial.trial_id, record) is None:
@@ -113,7 +118,7 @@ class StudyRecorder(Callback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         # the trials Tune stopped at the run's end (Ctrl-C, SIGTERM, the allowance); re-runs: the RerunRecorder's
-        release_ended([t for t in trials if RERUN_KEY not in t.config])
+        release_ended([t for t in trials if not _rerun(t)])
 
     def _shown(self, record: TrialRecord) -> None:
         self.recorded.append(record.trial)
@@ -139,29 +144,29 @@ class RerunRecorder(Callback):
         return {**self.__dict__, "view": None, "storage_url": kept_url(self.storage_url), "_study": None}
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if RERUN_KEY not in trial.config:  # a search trial of the same Tune run: the StudyRecorder's
+        if not _rerun(trial):  # a search trial of the same Tune run: the StudyRecorder's
             return
         release_workers(trial.last_result)
-        record = record_from_payload(trial.last_result)
+        record = record_of(trial.last_result)
         if record is not None:
             self._record(trial, record)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if RERUN_KEY not in trial.config:
+        if not _rerun(trial):
             return
         release_workers(trial.last_result)
         state, reason = error_of(trial, self.watch)
-        self._record(trial, record_from_payload(trial.last_result) or TrialRecord(
-            trial=int(trial.config[RERUN_KEY][TRIAL_KEY]), state=state, error=reason))  # type: ignore[arg-type]
+        self._record(trial, record_of(trial.last_result) or TrialRecord(
+            trial=order_of(trial.config).trial, state=state, error=reason))  # type: ignore[arg-type, union-attr]
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        release_ended([t for t in trials if RERUN_KEY in t.config])
+        release_ended([t for t in trials if _rerun(t)])
 
     def _record(self, trial: Any, record: TrialRecord) -> None:
         from tuner.study import Rerun
 
-        repeat = int(trial.config[RERUN_KEY][REPEAT_KEY])
-        round_ = trial.config[RERUN_KEY].get(ROUND_KEY)
+        order = order_of(trial.config)
+        repeat, round_ = int(order.repeat), order.round  # type: ignore[arg-type, union-attr]
         fields = record.model_dump()
         rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
                                       k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_})

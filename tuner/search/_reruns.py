@@ -18,7 +18,6 @@ from ray.tune.search import Searcher
 
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
     pending, rerun_configs
-from tuner.search._trial import RERUN_KEY
 from tuner.study import StudyFolder, fmt_metric
 from tuner.analysis import Study
 
@@ -28,11 +27,11 @@ class RerunSearcher(Searcher):
     when no re-run is running, from the study folder the recorder has written; FINISHED when there is none."""
 
     def __init__(self, study_dir: Path, trials: int, repeats: int, wall_limit_s: float, view: Any = None,
-                 keys: dict[str, Any] | None = None, allowance: Any = None) -> None:
+                 limits: Any = None, allowance: Any = None) -> None:
         super().__init__()
         self.folder = StudyFolder(Path(study_dir))
         self.trials, self.repeats, self.wall = trials, repeats, wall_limit_s
-        self.keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys)
+        self.limits = limits  # the study's TrialLimits (tuner.search._trial.budget_limits), or None
         self.allowance = allowance  # tuner.search._allowance.Allowance (--study-seconds): a moved knee needs time
         self.view = view
         self.queue: list[dict[str, Any]] = []
@@ -56,7 +55,7 @@ class RerunSearcher(Searcher):
                 return Searcher.FINISHED
         self.running += 1
         self.issued += 1
-        return {RERUN_KEY: self.queue.pop(0)}
+        return self.queue.pop(0)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.running = max(0, self.running - 1)
@@ -87,7 +86,7 @@ class RerunSearcher(Searcher):
         if self.view is not None:
             counts = {t: sum(run.trial == t for run in pairs) for t in trials}
             self.view.confirming({t: n for t, n in counts.items() if n})
-        self.queue = rerun_configs(study, pairs, self.wall, self.keys)
+        self.queue = rerun_configs(study, pairs, self.wall, self.limits)
         return bool(self.queue)
 
     def _say_screened(self, study: Study, trial: int, more: bool) -> None:

@@ -402,7 +402,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._recorder import StudyRecorder
     from tuner.search._rungs import make_scheduler
     from tuner.search._searcher import StudySearcher
-    from tuner.search._trial import TrialSetup, budget_keys, scored, trained
+    from tuner.search._trial import TrialSetup, budget_limits, scored, trained
     from tuner.search._watch import TrialWatch
 
     opts = plan.options
@@ -464,7 +464,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                                  train_seconds=train_seconds, fixed_wall_limit_s=opts.wall_limit_s,
                                  score_seconds=scored(records),
                                  baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
-                                 rungs=list(plan.scheduler.rungs), keys=budget_keys(plan.preflight),
+                                 rungs=list(plan.scheduler.rungs), limits=budget_limits(plan.preflight),
                                  allowance=allowance)
     # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
     # (after reconcile_study, so a trial running at a kill brings none back).
@@ -612,7 +612,7 @@ class _Confirmation:
         when the search was cut short (nothing to confirm on) or nothing is left to confirm."""
         from tuner.search._confirm import next_knee, pending
         from tuner.search._reruns import RerunSearcher
-        from tuner.search._trial import budget_keys, learned_reserve, scored, trained
+        from tuner.search._trial import budget_limits, learned_reserve, scored, trained
 
         plan, allowance = self.plan, self.allowance
         study = Study.load(plan.folder)
@@ -628,10 +628,9 @@ class _Confirmation:
         if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
             return None
         wall = plan.options.wall_limit_s or wall_limit(plan.budget, trained(study.records))
-        keys = budget_keys(plan.preflight)
-        keys.update(learned_reserve(keys, scored(study.records)))
+        limits = learned_reserve(budget_limits(plan.preflight), scored(study.records))
         self.reruns = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, self.view,
-                                    keys=keys, allowance=allowance)
+                                    limits=limits, allowance=allowance)
         return self.reruns
 
     def finished(self, phases: Any) -> bool:
@@ -645,10 +644,10 @@ class _Confirmation:
 
 
 def rerun_name(trial: Any) -> str:
-    from tuner.search._trial import REPEAT_KEY, RERUN_KEY, TRIAL_KEY
+    from tuner.search._protocol import TrialOrder
 
-    config = trial.config[RERUN_KEY]
-    return f"trial-{int(config[TRIAL_KEY]):04d}-rerun-{int(config[REPEAT_KEY])}"
+    order = TrialOrder.from_config(trial.config)
+    return f"trial-{order.trial:04d}-rerun-{int(order.repeat or 0)}"
 
 
 def _trial_words(context: dict[str, Any]) -> str:
@@ -660,9 +659,9 @@ def _trial_words(context: dict[str, Any]) -> str:
 def trial_name(trial: Any) -> str:
     """Ray's name and folder for a trial: the study's trial number (Ray's default embeds every param), and the
     repeat for a confirmation re-run."""
-    from tuner.search._trial import RERUN_KEY, TRIAL_KEY
+    from tuner.search._protocol import order_of
 
-    if RERUN_KEY in trial.config:
+    order = order_of(trial.config)
+    if order is not None and order.rerun:
         return rerun_name(trial)
-    number = trial.config.get(TRIAL_KEY)
-    return f"trial-{int(number):04d}" if number is not None else f"trial-{trial.trial_id}"
+    return f"trial-{order.trial:04d}" if order is not None else f"trial-{trial.trial_id}"

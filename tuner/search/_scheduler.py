@@ -2,8 +2,8 @@
 
 Ray Tune's ASHA ranks one metric, and Optuna cannot prune a multi-objective study; MOASHA (Syne Tune) ranks by
 non-dominated sorting but samples at random. Here Optuna's sampler proposes and this scheduler stops: a trial that
-closes a rung (a report carrying RUNG_KEY and its objective values) is ranked against every trial recorded at that
-rung so far, by non-dominated sorting with crowding distance as the tie-break inside a front (MOASHA's rule), and
+closes a rung (a report with its objective values: tuner.search._protocol) is ranked against every trial recorded
+at that rung so far, by non-dominated sorting with crowding distance as the tie-break inside a front (MOASHA's rule), and
 goes on only if it ranks in the top ceil(n / eta). Asynchronous (Li et al., ASHA): the decision is made when the
 trial arrives, never by waiting for the rung to fill, so no worker idles.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from tuner.search._trial import RUNG_KEY, TRIAL_KEY, objective_key
+from tuner.search._protocol import order_of, rung_closed
 from tuner.study import Objective
 
 Values = tuple[float, ...]  # one trial's objective values at a rung, in the study's objective order
@@ -150,7 +150,7 @@ def goes_on(candidate: int, values: Sequence[Values], directions: Sequence[bool]
 class RungEntry:
     """One trial closing one rung: its values there and what was decided (True at the top rung: it is done)."""
 
-    trial: str  # tuner's trial number (the Tune config's TRIAL_KEY) as text, else Ray's trial id
+    trial: str  # tuner's trial number (its TrialOrder's) as text, else Ray's trial id
     rung: int
     values: Values
     went_on: bool
@@ -159,10 +159,11 @@ class RungEntry:
 class ParetoASHA(FIFOScheduler):
     """A Ray Tune scheduler: asynchronous successive halving on the Pareto rank of the study's objectives.
 
-    It reads only results carrying RUNG_KEY (with each objective's value under objective_key(o)) and answers
-    STOP or CONTINUE; every other result goes on. Trials run in submission order (FIFO). `entries` is everything
-    it saw and decided, in order; it is its whole state, so `save`/`restore` write it as JSON and a study that
-    keeps its rung records rebuilds the scheduler with `ParetoASHA(..., entries=...)` after a crash.
+    It reads only results that close a rung (tuner.search._protocol.rung_closed: a RungReport, or a FinalReport
+    at the top rung) and answers STOP or CONTINUE; every other result goes on. Trials run in submission order
+    (FIFO). `entries` is everything it saw and decided, in order; it is its whole state, so `save`/`restore`
+    write it as JSON and a study that keeps its rung records rebuilds the scheduler with
+    `ParetoASHA(..., entries=...)` after a crash.
     """
 
     _supports_buffered_results = False  # decide on each rung report as it arrives, never on a batch of them
@@ -234,17 +235,17 @@ class ParetoASHA(FIFOScheduler):
         return True
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        if result.get(RUNG_KEY) is None:
+        report = rung_closed(result)
+        if report is None:
             return TrialScheduler.CONTINUE
-        key = str(trial.config.get(TRIAL_KEY, trial.trial_id))
-        values = [result.get(objective_key(o)) for o in self.objectives]
-        went_on = self.decide(key, int(result[RUNG_KEY]), values)
+        values = [report.values.get(o.metric) for o in self.objectives]
+        went_on = self.decide(_key(trial), int(report.rung), values)  # type: ignore[arg-type]
         return TrialScheduler.CONTINUE if went_on else TrialScheduler.STOP
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         """A trial this scheduler stopped: a DDP trial's workers' placement group goes too (see search/_ddp.py)."""
         super().on_trial_complete(tune_controller, trial, result)
-        if self.stopped_at(str(trial.config.get(TRIAL_KEY, trial.trial_id))) is not None:
+        if self.stopped_at(_key(trial)) is not None:
             from tuner.search._ddp import release_workers
 
             release_workers(result)
@@ -266,3 +267,10 @@ class ParetoASHA(FIFOScheduler):
         self.entries = []
         for e in data["entries"]:
             self._keep(RungEntry(e["trial"], e["rung"], tuple(e["values"]), e["went_on"]))
+
+
+def _key(trial: Any) -> str:
+    """A Tune trial's key here: tuner's trial number (its TrialOrder) as text, else (a re-run, or a config tuner
+    did not make) Ray's trial id."""
+    order = order_of(trial.config)
+    return str(order.trial) if order is not None and not order.rerun else str(trial.trial_id)

@@ -25,6 +25,7 @@ ray 2.60; pyproject pins ray < 2.61).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ from tuner.study import LoaderPlan, Objective, StudyFolder, TrialRecord
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
-from tuner.search._trial import (FEASIBLE_KEY, RUNGS_KEY, TRIAL_KEY, WALL_KEY, learned_reserve, objective_key,
-                                 record_from_payload, scored)
+from tuner.search._protocol import FinalReport, RungReport, TrialLimits, TrialOrder, from_tune, objective_key
+from tuner.search._trial import learned_reserve, scored
 from tuner.train import is_setup_timeout
 from tuner.analysis import write_record
 
@@ -97,7 +98,7 @@ class StudySearcher(OptunaSearch):
         loaders: LoaderPlan | None = None,
         study_dir: Path | None = None,
         rungs: list[float] | None = None,
-        keys: dict[str, Any] | None = None,
+        limits: TrialLimits | None = None,
         score_seconds: list[float] | None = None,
         allowance: Any = None,
     ) -> None:
@@ -108,7 +109,7 @@ class StudySearcher(OptunaSearch):
         self._budget = budget
         self._train_seconds = list(train_seconds or [])
         self._fixed_wall_limit_s = fixed_wall_limit_s
-        self._keys = dict(keys or {})  # the study's budget keys (tuner.search._trial.budget_keys), in every config
+        self._limits = limits or TrialLimits()  # the study's (tuner.search._trial.budget_limits), in every order
         self._score_seconds = list(score_seconds or [])  # complete trials' measured scoring (quality_seconds)
         self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
         self.hung: str | None = None  # a trial's set-up timed out: what the live view says, and no trial more
@@ -152,13 +153,9 @@ class StudySearcher(OptunaSearch):
         config = super().suggest(trial_id)
         if config is None:
             return None
-        config[TRIAL_KEY] = self._ot_trials[trial_id].number
-        config[WALL_KEY] = self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds)
-        if self._rungs:
-            config[RUNGS_KEY] = list(self._rungs)
-        config.update(self._keys)
-        config.update(learned_reserve(self._keys, self._score_seconds))
-        return config
+        limits = replace(learned_reserve(self._limits, self._score_seconds), rungs=tuple(self._rungs),
+                         wall_limit_s=self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds))
+        return TrialOrder(trial=self._ot_trials[trial_id].number, params=config, limits=limits).to_config()
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         return None  # Optuna cannot take intermediate values of a multi-objective study; the scheduler reads them
@@ -167,7 +164,8 @@ class StudySearcher(OptunaSearch):
         if trial_id in self._completed_trials or trial_id not in self._ot_trials:
             return
         ot_trial = self._ot_trials[trial_id]
-        record = record_from_payload(result)
+        report = from_tune(result)
+        record = report.record if isinstance(report, (RungReport, FinalReport)) else None
         if error:
             # The trial process raised or died: the recorder's on_trial_error follows with Ray's error text and
             # records it (record_error); what it reported before (a rung's `stopped` record) is not its outcome.
@@ -179,7 +177,7 @@ class StudySearcher(OptunaSearch):
             self._tell(ot_trial, None, state="fail")
             self._completed_trials.add(trial_id)
             return
-        self._record(trial_id, record, result)
+        self._record(trial_id, record, report)  # type: ignore[arg-type]
 
     def record_error(self, trial_id: str, record: TrialRecord) -> TrialRecord | None:
         """An errored trial, with the record the recorder made from Ray's error text (under this trial's number).
@@ -190,16 +188,16 @@ class StudySearcher(OptunaSearch):
         record.trial = self._ot_trials[trial_id].number
         return self._record(trial_id, record, None)
 
-    def _record(self, trial_id: str, record: TrialRecord, result: dict | None) -> TrialRecord:
+    def _record(self, trial_id: str, record: TrialRecord, report: RungReport | FinalReport | None) -> TrialRecord:
         """The one place a finished trial is recorded: its Optuna attributes and tell first (the database is what
         --resume trusts), then result.json and its trials.csv row (rewritten from the attributes by --resume if a
         kill comes between)."""
         ot_trial = self._ot_trials[trial_id]
         stopped = record.state == "stopped"
-        feasible = bool(result and result.get(FEASIBLE_KEY)) and (record.complete or stopped)  # not reached too
+        feasible = bool(report is not None and report.feasible) and (record.complete or stopped)  # not reached too
         values = None  # a failed trial: penalties and a violated constraint (tell_trial)
         if feasible:
-            values = [float(result[objective_key(o)]) for o in self._objectives]  # type: ignore[index]
+            values = [float(report.values[o.metric]) for o in self._objectives]  # type: ignore[union-attr]
         pruned = stopped and (_STOPPED_TELL == "pruned" or not feasible)
         try:
             if pruned:  # feasible: stopped for its rank, not failed (tell_trial sets it for the others)

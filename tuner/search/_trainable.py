@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.search._trial import RERUN_KEY, Engine, TrialSetup, run_one, train_trial
+from tuner.search._protocol import TrialOrder
+from tuner.search._trial import Engine, TrialSetup, run_one, train_trial
 
 
 def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_trial) -> None:
@@ -13,8 +14,7 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
     with a function that passes one)."""
     from ray import tune
 
-    if RERUN_KEY in config:  # a confirmation re-run: the trial's own config, as the search ran it
-        config = dict(config[RERUN_KEY])
+    if TrialOrder.from_config(config).rerun:  # a confirmation re-run: the trial's own params, as the search ran it
         if setup.ddp_workers <= 1:  # in a fresh process of its own (a DDP trial's workers are fresh already)
             from tuner.search._fresh import run_fresh
 

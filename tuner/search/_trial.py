@@ -1,9 +1,8 @@
 """The trial side of a search: sampled params -> validated TrialConfig -> the training engine -> reports.
 
-While it trains, a trial reports each timed window (BUDGET_KEY and its throughput so far) and, under a rung
-scheduler, each rung it closes (RUNG_KEY, the objective values there, and RECORD_KEY: the `stopped` record the
-driver keeps if the scheduler stops it there). Its last report is the finished trial's, with STATE_KEY, which no
-earlier report carries.
+A trial reads its TrialOrder from Tune's config and speaks in the protocol's reports (tuner.search._protocol):
+while it trains, each timed window and, under a rung scheduler, each rung it closes (the objective values there and
+the `stopped` record the driver keeps if the scheduler stops it there); its last report is the FinalReport.
 
 The pieces a trial process uses, whether Tune runs it (_trainable.py) or a Ray Train worker of a DDP trial does
 (_ddp.py); both import this module and it imports neither.
@@ -23,38 +22,18 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import error_line
 from tuner.search._outcome import penalty
+from tuner.search._protocol import (FinalReport, PhaseReport, RungReport, TrialLimits, TrialOrder, WindowReport,
+                                    to_tune)
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import Space, check_finite
 from tuner.study import Objective, StudyFolder, TrialRecord
-
-# Keys of the dict a trial reports to Tune (objective keys are objective_key(o)).
-STATE_KEY = "tuner_state"
-FEASIBLE_KEY = "tuner_feasible"
-RECORD_KEY = "tuner_record"
-# Reports made while a trial trains (issue 20): every report carries BUDGET_KEY; a report that closes a rung also
-# carries RUNG_KEY (0-based) and the objective values measured at that rung, under objective_key(o).
-BUDGET_KEY = "tuner_budget_used"  # the trial budget used so far, in the budget's unit (seconds or samples)
-RUNG_KEY = "tuner_rung"
-# A phase report (tuner.train.reports.PhaseReport): the phase the trial starts ("compile", "train") and the seconds
-# from now its driver lets it take before ending its process (tuner.search._watch).
-PHASE_KEY = "tuner_phase"
-LIMIT_KEY = "tuner_limit_s"
-# Config keys the searcher adds beside the sampled params.
-TRIAL_KEY = "_trial"
-WALL_KEY = "_wall_limit_s"
-REPEAT_KEY = "_repeat"  # a confirmation re-run of trial TRIAL_KEY (see tuner.search._confirm)
-ROUND_KEY = "_round"  # the confirmation round of a re-run (tuner.search._confirm.Run)
-RERUN_KEY = "_rerun"  # a re-run's Tune config holds its trial's config under this key
-RUNGS_KEY = "_rungs"  # the rung budgets (the budget's unit; the last is the whole budget) under a rung scheduler
-SCORE_KEY = "_score_reserve_s"  # the pre-flight's estimate of one scoring: kept out of training's share of the budget
-PACE_KEY = "_preflight_pace_s"  # the pre-flight's seconds per sample: a slower trial keeps more for its scoring
 
 # What this process started beside its warm-up and must wait for before a trial's timed work, so nothing of it
 # competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
@@ -70,22 +49,17 @@ def before_timing(wait: Callable[[], None]) -> None:
 Engine = Callable[..., Any]
 
 
-def objective_key(o: Objective) -> str:
-    return f"objective_{o.metric}"
-
-
-def budget_keys(preflight: dict[str, Any]) -> dict[str, float]:
-    """The config keys every trial of a study gets from its pre-flight (SearchPlan.preflight), so search trials,
-    the baseline and the confirmation re-runs keep scoring inside their budget as `tuner train` does."""
-    out: dict[str, float] = {}
-    if preflight.get("score_seconds"):
-        out[SCORE_KEY] = float(preflight["score_seconds"])
+def budget_limits(preflight: dict[str, Any]) -> TrialLimits:
+    """The limits every trial of a study gets from its pre-flight (SearchPlan.preflight), so search trials, the
+    baseline and the confirmation re-runs keep scoring inside their budget as `tuner train` does."""
+    score = float(preflight["score_seconds"]) if preflight.get("score_seconds") else None
+    pace = None
     if preflight.get("step_seconds") and preflight.get("step_samples"):
-        out[PACE_KEY] = float(preflight["step_seconds"]) / float(preflight["step_samples"])
-    return out
+        pace = float(preflight["step_seconds"]) / float(preflight["step_samples"])
+    return TrialLimits(score_reserve_s=score, preflight_pace_s=pace)
 
 
-def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, float]:
+def learned_reserve(limits: TrialLimits, measured: list[float]) -> TrialLimits:
     """The scoring reserve once trials have scored: the pre-flight scales two cold validation batches to the whole
     split and can over-estimate many times over (a nanoGPT study reserved 3.9 s for a 0.6 s scoring), which takes
     training time from every trial. So the next trials keep 1.25x the longest of the last five measured scorings
@@ -93,10 +67,10 @@ def learned_reserve(keys: dict[str, Any], measured: list[float]) -> dict[str, fl
     (tuner.train.trial). A study without an estimate (a cluster's, `--address`: no pre-flight on the trials'
     device) keeps the learned reserve as it is, once its first trial has scored."""
     if not measured:
-        return {}
+        return limits
     learned = 1.25 * max(measured[-5:])
-    estimate = keys.get(SCORE_KEY)
-    return {SCORE_KEY: learned if estimate is None else min(float(estimate), learned)}
+    estimate = limits.score_reserve_s
+    return replace(limits, score_reserve_s=learned if estimate is None else min(float(estimate), learned))
 
 
 def trained(records: list[TrialRecord]) -> list[float]:
@@ -145,10 +119,6 @@ def make_out_dir(setup: TrialSetup, out_dir: Path) -> Path | None:
     return out_dir
 
 
-def searched_params(config: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if not k.startswith("_")}
-
-
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
                 setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True,
                 score_reserve_s: float | None = None, preflight_pace_s: float | None = None) -> Any:
@@ -178,8 +148,8 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
 
 
 class TrialReports:
-    """The engine's reporter (tuner.train.reports) inside a search trial: each report becomes a payload for Tune,
-    handed to `send` (tune.report, or ray.train.report on every DDP rank).
+    """The engine's reporter (tuner.train.reports) inside a search trial: each report becomes the protocol's, handed
+    to `send` as Tune's plain dict (tune.report, or ray.train.report on every DDP rank).
 
     FIFO trials send their window reports too, though no scheduler reads them: they are made outside the timed
     windows, and one costs ~5 ms (200 bare tune.reports took 0.9-1.2 s in a trial on this 2-core host under load
@@ -201,65 +171,66 @@ class TrialReports:
             raise StopTrial() from None
 
     def window(self, report: Any) -> None:
-        self._send({BUDGET_KEY: float(report.budget_used), "window": report.window, "samples": report.samples,
-                   "throughput": report.throughput, "throughput_spread": report.throughput_spread,
-                   "train_loss": report.train_loss})
+        self._send(to_tune(WindowReport(budget_used=float(report.budget_used), window=report.window,
+                                        samples=report.samples, throughput=report.throughput,
+                                        throughput_spread=report.throughput_spread, train_loss=report.train_loss,
+                                        train_seconds=report.train_seconds)))
 
     def phase(self, report: Any) -> None:
-        self._send({BUDGET_KEY: 0.0, PHASE_KEY: report.phase, LIMIT_KEY: float(report.limit_s)})
+        self._send(to_tune(PhaseReport(phase=report.phase, limit_s=float(report.limit_s))))
 
     def rung(self, report: Any) -> None:
         record = TrialRecord.of(report.result, **self.where)
         record.run_seconds = round(time.perf_counter() - self.t0, 3)
         record.ended = _now()
-        self._send(rung_payload(record, self.objectives))
+        self._send(to_tune(rung_report(record, self.objectives)))
 
 
-def rung_payload(record: TrialRecord, objectives: list[Objective]) -> dict[str, Any]:
+def rung_report(record: TrialRecord, objectives: list[Objective]) -> RungReport:
     """A rung's report: the objective values at the rung (penalties where one is not finite, so the scheduler
     ranks it last), the budget used and the `stopped` record."""
     values = [record.get(o.metric) for o in objectives]
     feasible = check_finite(values)
-    out: dict[str, Any] = {objective_key(o): float(v) if feasible else penalty(o) for o, v in zip(objectives, values)}
-    out.update({RUNG_KEY: int(record.rung or 0), BUDGET_KEY: float(record.measured_at or 0.0),
-                FEASIBLE_KEY: bool(feasible), RECORD_KEY: json.dumps(record.to_json())})
-    return out
+    return RungReport(rung=int(record.rung or 0), budget_used=float(record.measured_at or 0.0),
+                      values={o.metric: float(v) if feasible else penalty(o) for o, v in zip(objectives, values)},
+                      feasible=bool(feasible), record=record)
 
 
 def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine: Engine = train_trial,
             send: Callable[[dict[str, Any]], None] | None = None, node: str | None = None) -> dict[str, Any]:
-    """Run one trial in this process and return the report for Tune (see tune_payload); the reports made while
-    it trains go to `send` (none without one). `node`: the Ray node, for a process outside Ray (_fresh.py)."""
+    """Run one trial (`config`: Tune's, holding its TrialOrder) in this process and return its FinalReport as
+    Tune's dict; the reports made while it trains go to `send` (none without one). `node`: the Ray node, for a
+    process outside Ray (_fresh.py)."""
     from tuner.config import dump_config
     from tuner.train import StopTrial
 
-    number = int(config[TRIAL_KEY])
-    where: dict[str, Any] = {"trial": number, "params": searched_params(config), "config": None,
-                             "wall_limit_s": config.get(WALL_KEY), "started": _now(), "host": socket.gethostname(),
+    order = TrialOrder.from_config(config)
+    number, limits = order.trial, order.limits
+    where: dict[str, Any] = {"trial": number, "params": dict(order.params), "config": None,
+                             "wall_limit_s": limits.wall_limit_s, "started": _now(), "host": socket.gethostname(),
                              "node": node or ray_node_id()}
     t0 = time.perf_counter()
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
         where["config"] = dump_config(cfg)
         out_dir = StudyFolder(Path(setup.study_dir)).trial_dir(number) if rank == 0 else None
-        if out_dir is not None and config.get(REPEAT_KEY) is not None:  # a re-run keeps its grid apart
-            out_dir = out_dir / "confirm" / f"{int(config[REPEAT_KEY]):02d}"
+        if out_dir is not None and order.rerun:  # a re-run keeps its grid apart
+            out_dir = out_dir / "confirm" / f"{int(order.repeat or 0):02d}"
         if out_dir is not None:
             out_dir = make_out_dir(setup, out_dir)
         cache_dir = Path(setup.cache_dir)
         if setup.shared_files is not None:  # the driver's FID extractor, whichever node this is
             cache_dir = setup.shared_files.install(cache_dir)
-        rungs = [float(b) for b in config.get(RUNGS_KEY) or []]
-        reporter = TrialReports(rungs, setup.objectives, where, t0, send) if send is not None else None
+        reporter = TrialReports(list(limits.rungs), setup.objectives, where, t0, send) if send is not None else None
         # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
         # (they were a tenth of the default study's wall time); the report fills others from the cache.
-        measure_ceilings = config.get(REPEAT_KEY) is not None
+        measure_ceilings = order.rerun
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
             result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup,
                             reporter=reporter, measure_ceilings=measure_ceilings,
-                            score_reserve_s=config.get(SCORE_KEY), preflight_pace_s=config.get(PACE_KEY))
+                            score_reserve_s=limits.score_reserve_s, preflight_pace_s=limits.preflight_pace_s)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []
         if rebuilt and record.complete:
@@ -277,8 +248,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         record = TrialRecord(state="error", error=error_line(err), **where)
     record.run_seconds = round(time.perf_counter() - t0, 3)
     record.ended = _now()
-    rungs = config.get(RUNGS_KEY) or []
-    return tune_payload(record, setup.objectives, top_rung=len(rungs) - 1 if rungs else None)
+    rungs = limits.rungs
+    return to_tune(final_report(record, setup.objectives, top_rung=len(rungs) - 1 if rungs else None))
 
 
 def _now() -> str:
@@ -318,7 +289,7 @@ def ray_node_id() -> str | None:
         return None
 
 
-def tune_payload(record: TrialRecord, objectives: list[Objective], top_rung: int | None = None) -> dict[str, Any]:
+def final_report(record: TrialRecord, objectives: list[Objective], top_rung: int | None = None) -> FinalReport:
     """Finite objective values (penalties unless the trial completed with every objective measured); a trial that
     trained its whole budget under a rung scheduler also closes the top rung (`top_rung`) with them."""
     values = [record.get(o.metric) for o in objectives]
@@ -326,26 +297,8 @@ def tune_payload(record: TrialRecord, objectives: list[Objective], top_rung: int
     if record.complete and not feasible and record.state != "not reached":  # not reached: a state, no error
         missing = [o.metric for o, v in zip(objectives, values) if not check_finite([v])]
         record.error = record.error or f"no finite value for objective(s) {', '.join(missing)}"
-    out: dict[str, Any] = {
-        objective_key(o): float(v) if feasible else penalty(o) for o, v in zip(objectives, values)
-    }
-    out[STATE_KEY] = record.state
-    out[FEASIBLE_KEY] = bool(feasible)
-    out[RECORD_KEY] = json.dumps(record.to_json())
+    out = {o.metric: float(v) if feasible else penalty(o) for o, v in zip(objectives, values)}
     if feasible and top_rung is not None and record.rung == top_rung and record.measured_at is not None:
-        out[RUNG_KEY], out[BUDGET_KEY] = int(record.rung), float(record.measured_at)
-    return out
-
-
-def record_from_payload(result: dict[str, Any] | None) -> TrialRecord | None:
-    """The record a report carries: the finished trial's (its last report), or the `stopped` one of a rung report
-    (the last report of a trial a scheduler stopped there). None for a window report or none."""
-    if not result or RECORD_KEY not in result:
-        return None
-    return TrialRecord.model_validate(json.loads(result[RECORD_KEY]))
-
-
-def final_record(result: dict[str, Any] | None) -> TrialRecord | None:
-    """The record of a finished trial's own last report only (a rung report's `stopped` record is not one)."""
-    return record_from_payload(result) if result and STATE_KEY in result else None
-
+        return FinalReport(values=out, feasible=True, record=record, rung=int(record.rung),
+                           budget_used=float(record.measured_at))
+    return FinalReport(values=out, feasible=bool(feasible), record=record)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from ray.tune import Callback
 
 from tuner.search._allowance import margin
-from tuner.search._trial import LIMIT_KEY, PHASE_KEY, RERUN_KEY, WALL_KEY
+from tuner.search._protocol import PhaseReport, from_tune, order_of
 
 # With --study-seconds S, running trials are ended at S plus this share of the margin: the rest is for Ray's stop
 # and the study's last writes.
@@ -59,9 +59,9 @@ class TrialWatch(Callback):
         return {**self.__dict__, "allowance": None, "_phases": {}, "_ended": {}}
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        if result.get(LIMIT_KEY) is not None:
-            limit = float(result[LIMIT_KEY])
-            self._phases[trial.trial_id] = _Phase(str(result.get(PHASE_KEY)), limit, self.clock() + limit)
+        report = from_tune(result)
+        if isinstance(report, PhaseReport):
+            self._phases[trial.trial_id] = _Phase(report.phase, report.limit_s, self.clock() + report.limit_s)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._phases.pop(trial.trial_id, None)
@@ -105,8 +105,8 @@ class TrialWatch(Callback):
             return Ended("compile_timeout", f"torch.compile's first steps did not finish within {phase.limit_s:.0f} s "
                                             f"(the compile limit and the time to stop them): the trial's process was "
                                             f"ended")
-        config = trial.config[RERUN_KEY] if RERUN_KEY in trial.config else trial.config
-        wall = config.get(WALL_KEY)
+        order = order_of(trial.config)
+        wall = order.limits.wall_limit_s if order is not None else None
         cap = f" (its wall cap {float(wall):g} s and what follows it)" if wall is not None else ""
         return Ended("error", f"the trial did not end within {phase.limit_s:.0f} s of its training's start{cap}: a "
                               f"step or the code after it blocked past the wall cap, so the trial's process was ended")
