@@ -1,138 +1,119 @@
-"""The Pareto-aware successive halving of tuner.search._scheduler, on planted trials: who stops at a rung, who goes on.
-
-Throughput is maximized and loss minimized unless a test says otherwise; values are (throughput, loss).
-"""
+"""The Ray Tune adapter of tuner's schedulers (tuner.search._scheduler): each Tune result becomes a Progress, each
+Decision Tune's answer. Driven directly with planted reports (no Ray session), then once through Ray Tune."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
-from tuner.search._scheduler import ParetoASHA, RungEntry, crowding, fronts, goes_on, ranking, rung_budgets
-from tuner.search._protocol import ORDER_KEY, RungReport, WindowReport, from_tune, to_tune
-from tuner.study import TrialRecord
-from tuner.study import Objective
+from tuner.schedule import (CONTINUE, PAUSE, STOP, Decision, ParetoASHA, Progress, Race, Scheduler, register,
+                            unregister)
+from tuner.search._protocol import (FinalReport, RungReport, TrialLimits, TrialOrder, WindowReport, final_record,
+                                    from_tune, to_tune)
+from tuner.search._scheduler import TuneScheduler
+from tuner.study import NOT_REACHED, Objective, TrialRecord
 
 THR = Objective(metric="throughput", direction="max")
 LOSS = Objective(metric="loss", direction="min")
-UP_DOWN = [True, False]  # throughput up, loss down
 
 
-# --- the ladder ------------------------------------------------------------------------------------------------
+@dataclass
+class FakeTrial:
+    """What the adapter reads of a Tune trial: its config (the order), its id and its last result."""
+
+    number: int
+    trial_id: str = "t"
+    config: dict[str, Any] = field(default_factory=dict)
+    last_result: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.config = self.config or TrialOrder(trial=self.number, params={"batch_size": 8},
+                                                limits=TrialLimits(wall_limit_s=30.0, rungs=(1.0, 3.0))).to_config()
 
 
-def test_rungs_grow_by_eta_and_end_at_the_trial_budget() -> None:
-    assert rung_budgets(2, 3, 18) == [2.0, 6.0, 18.0]
-    assert rung_budgets(2, 3, 45) == [2.0, 6.0, 18.0, 45.0]
-    assert rung_budgets(5, 2, 15) == [5.0, 10.0, 15.0]
-    assert rung_budgets(20, 3, 15) == [15.0]  # a first rung past the budget: one rung, the whole trial
+def window(t: float) -> dict[str, Any]:
+    return to_tune(WindowReport(budget_used=t, window=int(t), samples=int(100 * t), throughput=100.0,
+                                train_seconds=t))
 
 
-@pytest.mark.parametrize("bad", [(0, 3, 18), (2, 1, 18), (2, 3, 0)])
-def test_a_ladder_that_cannot_climb_is_refused(bad) -> None:
-    with pytest.raises(ValueError):
-        rung_budgets(*bad)
+class Planted(Scheduler):
+    """A test scheduler: answers from a planted script and keeps every Progress it was asked about."""
+
+    help = "a planted script (tests only)"
+
+    def __init__(self, answers: list[Decision] = ()) -> None:
+        self.answers, self.seen = list(answers), []
+
+    def decide(self, progress: Progress) -> Decision:
+        self.seen.append(progress)
+        return self.answers.pop(0)
+
+    def ladder(self, trial: str) -> tuple[float, ...] | None:
+        return (2.0, 4.0, 8.0) if trial == "1" else None  # trial 1 gets its own rungs
 
 
-# --- the ranking at a rung -------------------------------------------------------------------------------------
+@pytest.fixture
+def planted_registered():
+    register("planted", Planted)  # one line: `--scheduler planted` now plans, builds and runs it
+    yield
+    unregister("planted")
 
 
-def test_non_dominated_sorting_respects_each_direction() -> None:
-    pts = [(100.0, 1.0), (50.0, 2.0), (200.0, 3.0), (40.0, 4.0)]
-    assert fronts(pts, UP_DOWN) == [[0, 2], [1], [3]]
-    # the same points with throughput minimized and loss maximized: the order turns over
-    assert fronts(pts, [False, True]) == [[3], [1, 2], [0]]
+def test_a_scheduler_registered_in_one_line_is_driven_through_the_adapter_by_planted_reports(planted_registered):
+    from ray.tune.schedulers import TrialScheduler
+
+    from tuner.config import Budget
+    from tuner.schedule import build_scheduler, plan_scheduler
+
+    plan = plan_scheduler("planted", None, None, Budget(seconds=9))
+    inner = build_scheduler(plan, [THR, LOSS], None)
+    assert isinstance(inner, Planted) and plan.describe() == "planted"
+    inner.answers = [CONTINUE, PAUSE, STOP]
+    adapter = TuneScheduler(inner, [THR, LOSS])
+    trial = FakeTrial(0)
+    rung = to_tune(RungReport(rung=0, budget_used=1.0, values={"throughput": 120.0, "loss": 0.5}, feasible=True,
+                              record=TrialRecord(trial=0, state="stopped")))
+    answers = [adapter.on_trial_result(None, trial, r) for r in (window(0.5), rung, window(1.5))]
+    assert answers == [TrialScheduler.CONTINUE, TrialScheduler.PAUSE, TrialScheduler.STOP]
+    assert inner.seen == [Progress(trial="0", budget_used=0.5, train_seconds=0.5),
+                          Progress(trial="0", budget_used=1.0, rung=0, values=(120.0, 0.5)),
+                          Progress(trial="0", budget_used=1.5, train_seconds=1.5)]
 
 
-def test_crowding_keeps_the_ends_of_a_front_and_ranks_the_lonely_inner_point_first() -> None:
-    # all on one front (more throughput costs loss); point 2 sits in a wide gap, point 1 is crowded
-    pts = [(100.0, 1.0), (110.0, 1.1), (300.0, 2.0), (400.0, 4.0), (390.0, 3.9)]
-    assert fronts(pts, UP_DOWN) == [[0, 1, 2, 3, 4]]
-    dist = crowding(pts, [0, 1, 2, 3, 4], UP_DOWN)
-    assert dist[0] == dist[3] == float("inf")
-    assert dist[2] > dist[1] and dist[2] > dist[4]
-    order = ranking(pts, UP_DOWN)
-    assert order[:2] == [0, 3] and order[2] == 2
+def test_a_scheduler_gives_a_trial_its_own_ladder_before_it_starts() -> None:
+    adapter = TuneScheduler(Planted([]), [THR])
+    one, two = FakeTrial(1), FakeTrial(2)
+    for t in (one, two):
+        adapter.on_trial_add(None, t)
+    assert TrialOrder.from_config(one.config).limits.rungs == (2.0, 4.0, 8.0)
+    assert TrialOrder.from_config(two.config).limits.rungs == (1.0, 3.0)  # the plan's, as the searcher set them
+    assert TrialOrder.from_config(one.config).limits.wall_limit_s == 30.0  # the rest of the order is kept
 
 
-def test_a_dominated_trial_stops_at_a_full_rung() -> None:
-    rung = [(100.0, 1.0), (200.0, 3.0), (50.0, 2.0)]  # the last is dominated by the first
-    assert not goes_on(2, rung, UP_DOWN, eta=3)
+def test_a_trial_the_race_stops_ends_not_reached_with_the_race_as_its_reason() -> None:
+    from ray.tune.schedulers import TrialScheduler
 
-
-@pytest.mark.parametrize("first", [True, False])
-def test_a_trial_on_either_end_of_the_front_goes_on_even_when_the_quota_is_spent(first) -> None:
-    # three trials on one front, eta 3: a quota of 1, and both ends tie on crowding distance (infinite). Yet
-    # both ends go on, whichever arrived first: nobody beats them on both objectives; the inner one stops.
-    fast, accurate, inner = (400.0, 4.0), (100.0, 1.0), (250.0, 2.5)
-    rung = [fast, accurate, inner] if first else [accurate, fast, inner]
-    assert [goes_on(i, rung, UP_DOWN, eta=3) for i in range(3)] == [True, True, False]
-
-
-def test_the_fastest_trial_stops_once_another_is_as_fast_and_better_on_quality() -> None:
-    rung = [(100.0, 1.0), (400.0, 4.0), (250.0, 2.5), (400.0, 3.5)]  # trial 3 dominates trial 1 there
-    assert not goes_on(1, rung, UP_DOWN, eta=3)
-    assert goes_on(3, rung, UP_DOWN, eta=3)
-
-
-def test_within_the_quota_goes_on_and_beyond_it_stops() -> None:
-    # nine trials, eta 3: the top ceil(9/3) = 3 go on. Front: 0, 1, 2 (ends 0 and 2, then 1); the rest dominated.
-    rung = [(100.0, 1.0), (200.0, 2.0), (300.0, 3.0)] + [(90.0 - i, 3.5 + i) for i in range(6)]
-    assert [goes_on(i, rung, UP_DOWN, eta=3) for i in range(9)] == [True] * 3 + [False] * 6
-
-
-def test_with_fewer_than_eta_trials_at_a_rung_everyone_goes_on() -> None:
-    rung = [(100.0, 1.0), (50.0, 2.0)]  # the second is dominated, but 2 < eta = 3: nothing to cut yet
-    assert goes_on(1, rung, UP_DOWN, eta=3)
-    assert goes_on(0, rung[:1], UP_DOWN, eta=3)
-
-
-def test_a_trial_with_a_missing_or_non_finite_value_ranks_last_even_when_fastest() -> None:
-    rung = [(100.0, 1.0), (200.0, 3.0), (300.0, float("nan"))]
-    assert not goes_on(2, rung, UP_DOWN, eta=3)
-
-
-# --- the scheduler's own bookkeeping --------------------------------------------------------------------------
-
-
-def scheduler(**kw) -> ParetoASHA:
-    return ParetoASHA([THR, LOSS], [1.0, 3.0, 9.0], 3.0, **kw)
-
-
-def test_the_scheduler_decides_asynchronously_as_trials_arrive() -> None:
-    s = scheduler()
-    assert s.decide("0", 0, [100.0, 1.0])  # alone
-    assert s.decide("1", 0, [200.0, 3.0])  # two: too few to cut
-    assert not s.decide("2", 0, [50.0, 2.0])  # three, dominated by trial 0: stops without waiting for more
-    assert s.decide("3", 0, [300.0, 0.5])  # dominates everyone
-    assert s.decide("0", 2, [120.0, 0.9])  # the top rung: recorded, nothing decided
-    assert s.decisions == [("0", 0, True), ("1", 0, True), ("2", 0, False), ("3", 0, True)]
-    assert s.stopped_at("2") == 0 and s.stopped_at("0") is None
-    assert [e.trial for e in s.at_rung(2)] == ["0"]
-
-
-def test_saved_and_rebuilt_schedulers_decide_as_the_original_would(tmp_path) -> None:
-    s = scheduler()
-    for i, v in enumerate([(100.0, 1.0), (200.0, 3.0), (50.0, 2.0)]):
-        s.decide(str(i), 0, v)
-    path = tmp_path / "scheduler.json"
-    s.save(str(path))
-    restored = scheduler()
-    restored.restore(str(path))
-    rebuilt = scheduler(entries=[RungEntry(t, r, v, on) for t, r, v, on in
-                                 [(e.trial, e.rung, e.values, e.went_on) for e in s.entries]])
-    assert restored.entries == rebuilt.entries == s.entries
-    # the next trial meets the same rung in all three: dominated by trial 0 and beyond the quota of 2 of 4
-    assert [x.decide("3", 0, [40.0, 2.5]) for x in (s, restored, rebuilt)] == [False, False, False]
-
-
-def test_a_trial_reporting_the_same_rung_again_replaces_its_record() -> None:
-    """After a resume a trial that was running at the kill closes its rung again: it is one trial there, not two."""
-    s = scheduler()
-    s.decide("0", 0, [100.0, 1.0])
-    s.decide("0", 0, [101.0, 1.0])
-    assert len(s.at_rung(0)) == 1 and s.at_rung(0)[0].values == (101.0, 1.0)
+    adapter = TuneScheduler(Race(margin=1.5), [THR, LOSS])
+    winner = FakeTrial(0, trial_id="a")
+    final = to_tune(FinalReport(values={"throughput": 100.0, "loss": 0.5}, feasible=True,
+                                record=TrialRecord(trial=0, state="complete", metrics={"time_to_target": 4.0})))
+    assert adapter.on_trial_result(None, winner, final) == TrialScheduler.CONTINUE
+    slow = FakeTrial(1, trial_id="b")
+    answers = [adapter.on_trial_result(None, slow, window(t)) for t in (2.0, 4.0, 6.0)]
+    assert answers == [TrialScheduler.CONTINUE, TrialScheduler.CONTINUE, TrialScheduler.CONTINUE]  # 6 = 1.5 x 4
+    last = window(6.5)
+    assert adapter.on_trial_result(None, slow, last) == TrialScheduler.STOP
+    slow.last_result = dict(last)  # what Ray keeps, then hands the scheduler first when it stops the trial
+    adapter.on_trial_complete(None, slow, slow.last_result)
+    record = final_record(slow.last_result)
+    assert record is not None and record.state == NOT_REACHED and record.trial == 1
+    assert record.error and "race" in record.error and "4 s" in record.error
+    assert record.params == {"batch_size": 8} and record.get("train_seconds") == 6.5
+    report = from_tune(slow.last_result)
+    assert isinstance(report, FinalReport) and not report.feasible  # told to Optuna with penalties
 
 
 # --- through Ray Tune --------------------------------------------------------------------------------------------
@@ -148,7 +129,7 @@ PLANTED = {  # trial number -> (throughput, loss) at every rung
 def planted_trainable(config: dict) -> None:
     from ray import tune
 
-    number = config[ORDER_KEY]["trial"]
+    number = TrialOrder.from_config(config).trial
     thr, loss = PLANTED[number]
     for rung, budget in enumerate([1.0, 3.0, 9.0]):  # a window: no rung, no decision
         tune.report(to_tune(WindowReport(budget_used=budget - 0.5, window=rung, samples=1, throughput=thr)))
@@ -161,12 +142,15 @@ def test_ray_tune_stops_the_dominated_trial_at_its_rung_and_runs_the_others_to_t
     import ray.cloudpickle
     from ray import tune
 
+    from tuner.search._protocol import ORDER_KEY
+
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    s = scheduler()
+    s = ParetoASHA([THR, LOSS], [1.0, 3.0, 9.0], 3.0)
     tuner = tune.Tuner(
         planted_trainable,
         param_space={ORDER_KEY: {"trial": tune.grid_search(list(PLANTED)), "params": {}}},
-        tune_config=tune.TuneConfig(scheduler=s, max_concurrent_trials=1, reuse_actors=True),
+        tune_config=tune.TuneConfig(scheduler=TuneScheduler(s, [THR, LOSS]), max_concurrent_trials=1,
+                                    reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="asha", verbose=0),
     )
     grid = tuner.fit()

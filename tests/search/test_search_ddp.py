@@ -17,6 +17,7 @@ from tuner.space import parse_space
 from tuner.search._protocol import TrialLimits, TrialOrder, final_record
 from tuner.search._trial import TrialSetup
 from tuner.search._trainable import trainable
+from tuner.search._scheduler import TuneScheduler
 from tuner.analysis import read_records
 
 pytestmark = [
@@ -86,7 +87,7 @@ def asha_study(tmp_path, planted: tuple[float, float]):
     import optuna
 
     from tuner.config import Budget
-    from tuner.search._scheduler import ParetoASHA, RungEntry
+    from tuner.schedule import ParetoASHA, RungEntry
     from tuner.search._searcher import StudySearcher
     from tuner.search._storage import open_storage
     from tuner.study import StudyFolder, StudyMeta
@@ -121,7 +122,7 @@ def test_ddp_trial_stopped_at_a_rung_stops_every_rank_and_is_recorded_stopped_an
     rung 0 with what it measured, and Optuna has it PRUNED."""
     setup, folder, searcher, scheduler = asha_study(tmp_path, planted=(1e9, 0.0))
     total = ray_session.cluster_resources()["CPU"]
-    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=scheduler)
+    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=TuneScheduler(scheduler, setup.objectives))
     assert grid[0].error is None, grid[0].error
     assert scheduler.decisions[-1][1:] == (0, False)
     [record] = read_records(folder)
@@ -135,7 +136,7 @@ def test_ddp_trial_stopped_at_a_rung_stops_every_rank_and_is_recorded_stopped_an
 def test_ddp_trial_that_goes_on_at_its_rungs_completes_at_the_top_rung(ray_session, tmp_path):
     setup, folder, searcher, scheduler = asha_study(tmp_path, planted=(1e-9, 1e9))
     total = ray_session.cluster_resources()["CPU"]
-    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=scheduler)
+    grid = fit(setup, tmp_path, search_alg=searcher, scheduler=TuneScheduler(scheduler, setup.objectives))
     assert grid[0].error is None, grid[0].error
     trial_key = str(searcher.study.trials[0].number)
     assert [(t, r, on) for t, r, on in scheduler.decisions if t == trial_key] == [(trial_key, 0, True)]

@@ -126,6 +126,7 @@ def test_fifo_is_the_default_and_records_no_rung(ray_session, tmp_path, capsys):
 
 @pytest.mark.parametrize("args, needle", [
     (["--scheduler", "sha"], "unknown scheduler 'sha'; use one of fifo, asha"),
+    (["--scheduler", "race"], "--scheduler race races trials to a target: give --target VALUE"),
     (["--eta", "2"], "--min-budget and --eta set the rungs of --scheduler asha"),
     (["--scheduler", "asha", "--eta", "1"], "--eta must be > 1"),
     (["--scheduler", "asha", "--min-budget", "480"], "--min-budget must be > 0 and below the trial budget (480 "

@@ -3,6 +3,7 @@
 plan_search() parses the space, resolves defaults (the space's, or the saved study's on --resume), validates
 every option, checks the study name and the dataset. It is pure: it raises a UserError or returns a SearchPlan,
 so bad input never starts Ray or touches disk.
+Over 400 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tuner.errors import ConfigError, StudyError
 from tuner.knobs import heavy_knobs, hyperparameter_knobs, knob
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
-from tuner.search._rungs import SchedulerPlan, plan_scheduler, saved_scheduler
+from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
 from tuner.search._target import study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
@@ -168,7 +169,8 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
         confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
                                                                                          DEFAULT_REPEATS),
-        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget),
+        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget,
+                                 target=opts.target is not None or space.target is not None),
     )
 
 
@@ -263,10 +265,10 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     scheduler = saved_scheduler(meta.scheduler)
     if (opts.scheduler, opts.min_budget, opts.eta) != (None, None, None):
         name = opts.scheduler or scheduler.name
-        kept = name == scheduler.name and name != "fifo"  # what is not given again stays as saved
+        kept = name == scheduler.name  # what is not given again stays as saved
         given = plan_scheduler(name, opts.min_budget if opts.min_budget is not None or not kept else
                                scheduler.min_budget, opts.eta if opts.eta is not None or not kept else scheduler.eta,
-                               saved_budget)
+                               saved_budget, target=bool(getattr(meta, "target", None)))
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
     check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
@@ -312,7 +314,7 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
     if want is not None and not given and plan.budget.seconds is not None:
         old = plan.budget.seconds
         plan.budget = plan.budget.model_copy(update={"seconds": want})
-        if plan.scheduler.name != "fifo":  # the rungs are fractions of the budget
+        if plan.scheduler.rungs:  # the rungs are fractions of the budget
             plan.scheduler = plan_scheduler(plan.scheduler.name, opts.min_budget, opts.eta, plan.budget)
         scoring = f" and scoring about {score_s:.3g} s" if score_s else ""
         plan.sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "

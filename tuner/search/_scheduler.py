@@ -1,272 +1,126 @@
-"""Pareto-aware asynchronous successive halving: who goes on at a rung when a study has two (or more) objectives.
+"""The one adapter between tuner's schedulers (tuner.schedule, Ray-free) and Ray Tune.
 
-Ray Tune's ASHA ranks one metric, and Optuna cannot prune a multi-objective study; MOASHA (Syne Tune) ranks by
-non-dominated sorting but samples at random. Here Optuna's sampler proposes and this scheduler stops: a trial that
-closes a rung (a report with its objective values: tuner.search._protocol) is ranked against every trial recorded
-at that rung so far, by non-dominated sorting with crowding distance as the tie-break inside a front (MOASHA's rule), and
-goes on only if it ranks in the top ceil(n / eta). Asynchronous (Li et al., ASHA): the decision is made when the
-trial arrives, never by waiting for the rung to fill, so no worker idles.
-
-Choices, and why:
-- ceil, not floor: with floor the second and third trial at an eta=3 rung would have a quota of 0; a wrongly
-  stopped front trial is lost for good, a wrongly continued one costs one rung of budget.
-- fewer than eta trials at a rung (the candidate included): it goes on; there is nothing to cut 1/eta of yet.
-- a trial on the first front at an extreme of some objective (the fastest, or the best quality) goes on: the
-  throughput end of the front settles within a few windows, quality needs longer, and a fast trial must not be
-  stopped for a quality it has not had the time to reach unless another trial beats it on both there.
-- the top rung is the trial's whole budget: recorded (for the study's view) but nothing is decided there.
-
-The pure ranking (`rung_budgets`, `fronts`, `crowding`, `ranking`, `goes_on`) has no Ray in it, so the tabular
-benchmark replays exactly what `ParetoASHA` decides in a study.
+Each Tune result becomes a `Progress` (tuner.search._protocol's reports: a window, a rung, the final one) and the
+scheduler's `Decision` becomes Tune's CONTINUE / PAUSE / STOP. Trials run in submission order (FIFO). Besides
+deciding, the adapter gives each trial the ladder its scheduler chose for it (`ladder`, set in the trial's order
+before it starts) and, for a trial it stopped with a state of its own (the race's `not reached`), makes that
+trial's final report: Ray calls the scheduler's on_trial_complete first, with the trial whose last result the
+searcher and the recorder then read, so the record is written by the one writer as any other trial's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from tuner.search._protocol import order_of, rung_closed
-from tuner.study import Objective
+from tuner.schedule import Decision, Progress, Scheduler
+from tuner.search._protocol import FinalReport, WindowReport, from_tune, order_of, rung_closed, to_tune
+from tuner.study import Objective, TrialRecord
 
-Values = tuple[float, ...]  # one trial's objective values at a rung, in the study's objective order
-
-
-def rung_budgets(min_budget: float, eta: float, max_budget: float) -> list[float]:
-    """r, r*eta, r*eta^2, ... strictly below max_budget, then max_budget: the last rung is the whole trial."""
-    if not (min_budget > 0 and max_budget > 0 and eta > 1):
-        raise ValueError(f"rungs need min_budget > 0, max_budget > 0 and eta > 1 (got {min_budget}, {max_budget}, "
-                         f"{eta})")
-    out: list[float] = []
-    b = float(min_budget)
-    while b < max_budget * (1 - 1e-9):
-        out.append(b)
-        b *= eta
-    return out + [float(max_budget)]
+_TUNE = {"continue": TrialScheduler.CONTINUE, "pause": TrialScheduler.PAUSE, "stop": TrialScheduler.STOP}
 
 
-# --- the ranking at a rung (pure) ----------------------------------------------------------------------------
+class TuneScheduler(FIFOScheduler):
+    """A Ray Tune scheduler that asks `scheduler.decide` about every report of every trial."""
 
+    _supports_buffered_results = False  # decide on each report as it arrives, never on a batch of them
 
-def _costs(values: Sequence[Values], directions: Sequence[bool]) -> list[Values]:
-    """Every objective as a cost (smaller is better). A trial with a missing or non-finite value failed its
-    evaluation there: it is the worst on every objective, so a fast trial whose quality diverged is not kept as
-    'the throughput end of the front'."""
-    out = []
-    for v in values:
-        ok = len(v) == len(directions) and all(x is not None and math.isfinite(x) for x in v)
-        out.append(tuple(-x if up else x for x, up in zip(v, directions)) if ok else (math.inf,) * len(directions))
-    return out
-
-
-def _dominates(a: Values, b: Values) -> bool:
-    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
-
-
-def fronts(values: Sequence[Values], directions: Sequence[bool]) -> list[list[int]]:
-    """Non-dominated sorting: indices of `values` by front, the first front first. `directions[i]` is True when
-    objective i is maximized."""
-    costs = _costs(values, directions)
-    n = len(costs)
-    beaten_by = [0] * n
-    beats: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for j in range(n):
-            if i != j and _dominates(costs[i], costs[j]):
-                beats[i].append(j)
-                beaten_by[j] += 1
-    out: list[list[int]] = []
-    current = [i for i in range(n) if beaten_by[i] == 0]
-    while current:
-        out.append(current)
-        nxt = []
-        for i in current:
-            for j in beats[i]:
-                beaten_by[j] -= 1
-                if beaten_by[j] == 0:
-                    nxt.append(j)
-        current = sorted(nxt)
-    return out
-
-
-def crowding(values: Sequence[Values], front: Sequence[int], directions: Sequence[bool]) -> dict[int, float]:
-    """Crowding distance of each member of one front (NSGA-II): the extremes of every objective get infinity, so
-    the ends of the front are kept; inner points get the normalised size of the box their neighbours span."""
-    costs = _costs(values, directions)
-    dist = {i: 0.0 for i in front}
-    if len(front) <= 2:
-        return {i: math.inf for i in front}
-    for k in range(len(directions)):
-        order = sorted(front, key=lambda i: (costs[i][k], i))
-        lo, hi = costs[order[0]][k], costs[order[-1]][k]
-        dist[order[0]] = dist[order[-1]] = math.inf
-        span = hi - lo
-        if not math.isfinite(span) or span <= 0:
-            continue
-        for a, i, b in zip(order, order[1:], order[2:]):
-            dist[i] += (costs[b][k] - costs[a][k]) / span
-    return dist
-
-
-def ranking(values: Sequence[Values], directions: Sequence[bool]) -> list[int]:
-    """Indices best first: by front, then by crowding distance (larger first), then by index (earlier first)."""
-    out: list[int] = []
-    for front in fronts(values, directions):
-        dist = crowding(values, front, directions)
-        out.extend(sorted(front, key=lambda i: (-dist[i], i)))
-    return out
-
-
-def _front_extreme(values: Sequence[Values], front: Sequence[int], i: int, directions: Sequence[bool]) -> bool:
-    """Is trial i the best of the first front on some objective?"""
-    costs = _costs(values, directions)
-    return any(costs[i][k] <= min(costs[j][k] for j in front) for k in range(len(directions)))
-
-
-def goes_on(candidate: int, values: Sequence[Values], directions: Sequence[bool], eta: float) -> bool:
-    """Does trial `candidate` (an index into `values`, every trial recorded at this rung, itself included) go on?
-
-    Yes when there are fewer than eta trials at the rung, when it ranks in the top ceil(n / eta), or when it is on
-    the first front at an extreme of some objective (nobody dominates it and it is the best there)."""
-    n = len(values)
-    if n < eta:
-        return True
-    first = fronts(values, directions)[0]
-    if candidate in first and _front_extreme(values, first, candidate, directions):
-        return True
-    keep = math.ceil(n / eta - 1e-9)
-    return candidate in ranking(values, directions)[:keep]
-
-
-# --- the scheduler -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RungEntry:
-    """One trial closing one rung: its values there and what was decided (True at the top rung: it is done)."""
-
-    trial: str  # tuner's trial number (its TrialOrder's) as text, else Ray's trial id
-    rung: int
-    values: Values
-    went_on: bool
-
-
-class ParetoASHA(FIFOScheduler):
-    """A Ray Tune scheduler: asynchronous successive halving on the Pareto rank of the study's objectives.
-
-    It reads only results that close a rung (tuner.search._protocol.rung_closed: a RungReport, or a FinalReport
-    at the top rung) and answers STOP or CONTINUE; every other result goes on. Trials run in submission order
-    (FIFO). `entries` is everything it saw and decided, in order; it is its whole state, so `save`/`restore`
-    write it as JSON and a study that keeps its rung records rebuilds the scheduler with
-    `ParetoASHA(..., entries=...)` after a crash.
-    """
-
-    _supports_buffered_results = False  # decide on each rung report as it arrives, never on a batch of them
-
-    def __init__(self, objectives: list[Objective], rungs: list[float], eta: float,
-                 entries: Iterable[RungEntry] = ()) -> None:
+    def __init__(self, scheduler: Scheduler, objectives: list[Objective]) -> None:
         super().__init__()
-        if len(objectives) < 1 or any(o.direction is None for o in objectives):
-            raise ValueError("ParetoASHA needs the study's objectives with their directions resolved")
-        if not rungs or eta <= 1:
-            raise ValueError(f"ParetoASHA needs at least one rung and eta > 1 (got {rungs}, eta {eta})")
+        self.scheduler = scheduler
         self.objectives = list(objectives)
-        self.rungs = [float(r) for r in rungs]
-        self.eta = float(eta)
-        self.entries: list[RungEntry] = []
-        for e in entries:
-            self._keep(e)
+        self.stopped: dict[str, tuple[Decision, dict[str, Any]]] = {}  # trial key -> the stop and its last result
 
-    # the decisions, Ray-free ---------------------------------------------------------------------------------
-
-    @property
-    def directions(self) -> list[bool]:
-        return [o.maximize for o in self.objectives]
-
-    @property
-    def top(self) -> int:
-        return len(self.rungs) - 1
-
-    def at_rung(self, rung: int) -> list[RungEntry]:
-        """The trials recorded at a rung so far (a trial's latest report there)."""
-        latest: dict[str, RungEntry] = {}
-        for e in self.entries:
-            if e.rung == rung:
-                latest[e.trial] = e
-        return list(latest.values())
-
-    def decide(self, trial: str, rung: int, values: Sequence[float]) -> bool:
-        """Record `trial` closing `rung` with `values` and say whether it goes on (always at the top rung)."""
-        rung = min(int(rung), self.top)
-        vals = tuple(float(v) if v is not None else math.nan for v in values)
-        if rung >= self.top:
-            went_on = True
-        else:
-            others = [e for e in self.at_rung(rung) if e.trial != trial]
-            went_on = goes_on(len(others), [e.values for e in others] + [vals], self.directions, self.eta)
-        self._keep(RungEntry(trial=trial, rung=rung, values=vals, went_on=went_on))
-        return went_on
-
-    def _keep(self, entry: RungEntry) -> None:
-        self.entries.append(RungEntry(str(entry.trial), int(entry.rung), tuple(float(v) for v in entry.values),
-                                      bool(entry.went_on)))
-
-    @property
-    def decisions(self) -> list[tuple[str, int, bool]]:
-        """(trial, rung, went_on) for every decision made below the top rung, in order."""
-        return [(e.trial, e.rung, e.went_on) for e in self.entries if e.rung < self.top]
-
-    def stopped_at(self, trial: str) -> int | None:
-        """The rung at which `trial` was stopped, or None when it was not (yet)."""
-        for e in self.entries:
-            if e.trial == str(trial) and not e.went_on:
-                return e.rung
+    def progress(self, trial: Any, result: dict[str, Any]) -> Progress | None:
+        """The report a Tune result carries, as the scheduler reads it (None: not a trial's report)."""
+        key = _key(trial)
+        closed = rung_closed(result)
+        if closed is not None:
+            return Progress(trial=key, budget_used=float(closed.budget_used or 0.0), rung=int(closed.rung or 0),
+                            values=tuple(closed.values.get(o.metric, float("nan")) for o in self.objectives),
+                            final=isinstance(closed, FinalReport),
+                            time_to_target=closed.record.value("time_to_target"))
+        report = from_tune(result)
+        if isinstance(report, WindowReport):
+            return Progress(trial=key, budget_used=float(report.budget_used), train_seconds=report.train_seconds)
+        if isinstance(report, FinalReport):
+            return Progress(trial=key, budget_used=float(report.budget_used or 0.0), final=True,
+                            values=tuple(report.values.get(o.metric, float("nan")) for o in self.objectives),
+                            time_to_target=report.record.value("time_to_target"))
         return None
 
     # Ray Tune's side ------------------------------------------------------------------------------------------
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        """The objectives are the scheduler's own; a single Tune metric would make the study single-objective."""
+        """The objectives are the study's own; a single Tune metric would make the study single-objective."""
         return True
 
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        """The trial's own ladder, when its scheduler gives it one (else the rungs its order already holds)."""
+        super().on_trial_add(tune_controller, trial)
+        order = order_of(trial.config)
+        if order is None or order.rerun:
+            return
+        ladder = self.scheduler.ladder(str(order.trial))
+        if ladder is not None:
+            limits = dataclasses.replace(order.limits, rungs=tuple(float(b) for b in ladder))
+            trial.config.update(dataclasses.replace(order, limits=limits).to_config())
+
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        report = rung_closed(result)
-        if report is None:
+        progress = self.progress(trial, result)
+        if progress is None or _is_rerun(trial):  # a confirmation re-run trains its whole budget
             return TrialScheduler.CONTINUE
-        values = [report.values.get(o.metric) for o in self.objectives]
-        went_on = self.decide(_key(trial), int(report.rung), values)  # type: ignore[arg-type]
-        return TrialScheduler.CONTINUE if went_on else TrialScheduler.STOP
+        decision = self.scheduler.decide(progress)
+        if decision.stops:
+            self.stopped[progress.trial] = (decision, dict(result))
+        return _TUNE[decision.action]
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
-        """A trial this scheduler stopped: a DDP trial's workers' placement group goes too (see search/_ddp.py)."""
+        """A trial this scheduler stopped: a DDP trial's workers go back (search/_ddp.py) and, when its decision
+        names a state, it gets its final report here (see the module's docstring)."""
         super().on_trial_complete(tune_controller, trial, result)
-        if self.stopped_at(_key(trial)) is not None:
-            from tuner.search._ddp import release_workers
+        stop = self.stopped.get(_key(trial))
+        if stop is None:  # it ended on its own: its final report already reached `decide` as a result
+            return
+        from tuner.search._ddp import release_workers
 
-            release_workers(result)
+        release_workers(result)
+        decision, last = stop
+        if decision.ends_as is not None and getattr(trial, "last_result", None) is not None:
+            trial.last_result.update(self.final_report(trial, decision, last))
+
+    def final_report(self, trial: Any, decision: Decision, last: dict[str, Any]) -> dict[str, Any]:
+        """The final report of a trial this scheduler stopped with a state of its own: what its last window
+        measured, no objective values (penalties: the sampler learns it as infeasible) and the reason."""
+        from tuner.search._outcome import penalty
+
+        order = order_of(trial.config)
+        window = from_tune(last)
+        metrics: dict[str, Any] = {}
+        if isinstance(window, WindowReport):
+            metrics = {k: v for k, v in (("throughput", window.throughput), ("samples", window.samples),
+                                         ("train_seconds", window.train_seconds)) if v is not None}
+        record = TrialRecord(trial=order.trial if order is not None else -1, state=decision.ends_as,  # type: ignore[arg-type]
+                             error=decision.reason, params=dict(order.params) if order is not None else {},
+                             wall_limit_s=order.limits.wall_limit_s if order is not None else None, metrics=metrics)
+        return to_tune(FinalReport(values={o.metric: penalty(o) for o in self.objectives}, feasible=False,
+                                   record=record))
 
     def debug_string(self) -> str:
-        stopped = sum(1 for _, _, on in self.decisions if not on)
-        return f"ParetoASHA: rungs {self.rungs}, eta {self.eta:g}; {stopped} of {len(self.decisions)} rung " \
-               f"decisions stopped a trial."
-
-    def state(self) -> dict[str, Any]:
-        return {"rungs": self.rungs, "eta": self.eta, "objectives": [o.model_dump() for o in self.objectives],
-                "entries": [asdict(e) for e in self.entries]}
+        return f"{type(self.scheduler).__name__}: {len(self.stopped)} trial(s) stopped."
 
     def save(self, checkpoint_path: str) -> None:
-        Path(checkpoint_path).write_text(json.dumps(self.state()))
+        state = getattr(self.scheduler, "state", None)
+        Path(checkpoint_path).write_text(json.dumps(state() if callable(state) else {}))
 
     def restore(self, checkpoint_path: str) -> None:
-        data = json.loads(Path(checkpoint_path).read_text())
-        self.entries = []
-        for e in data["entries"]:
-            self._keep(RungEntry(e["trial"], e["rung"], tuple(e["values"]), e["went_on"]))
+        restore = getattr(self.scheduler, "restore", None)
+        if callable(restore):
+            restore(checkpoint_path)
 
 
 def _key(trial: Any) -> str:
@@ -274,3 +128,11 @@ def _key(trial: Any) -> str:
     did not make) Ray's trial id."""
     order = order_of(trial.config)
     return str(order.trial) if order is not None and not order.rerun else str(trial.trial_id)
+
+
+def _is_rerun(trial: Any) -> bool:
+    order = order_of(trial.config)
+    return order is not None and order.rerun
+
+
+__all__ = ["TuneScheduler"]

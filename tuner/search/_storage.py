@@ -282,13 +282,12 @@ def check_study_files(folder: StudyFolder, meta: StudyMeta) -> None:
     stored domains, every trial's record, a rung scheduler's entries) reads, or one StudyError line names the file
     and key.
     study.json itself is checked as it is read (StudyFolder.read_meta)."""
-    from tuner.search._rungs import check_stored_entries, saved_scheduler
+    from tuner.search._rungs import check_stored_entries
     from tuner.space import check_stored_domains
 
     check_stored_domains(meta.space_def, meta.domains, str(folder.meta_path))
     read_records(folder)
-    if saved_scheduler(meta.scheduler).name == "asha":  # the rung scheduler is rebuilt from them
-        check_stored_entries(folder)
+    check_stored_entries(folder, meta.scheduler)  # what the scheduler kept (rungs.json): it is rebuilt from them
 
 
 def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[str],
