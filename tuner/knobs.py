@@ -197,9 +197,6 @@ def check_device(params: Any, device: Any, names: Any = None) -> None:
             raise DeviceError(f"{k.name} needs a CUDA device; set {k.name}: false on the CPU")
 
 
-SPLIT_KNOBS = ("batch_size", "accumulation_steps")  # the split of an effective batch (tuner.space._batch)
-
-
 def role_text(name: str, *, batch_statistics: bool | None = None) -> str:
     """A knob's role in words, as the README's table and the HTML report say it ("the workload's own" for a
     hyperparameter tuner does not know: a user workload's). `batch_statistics`: for a study that kept its
@@ -208,7 +205,7 @@ def role_text(name: str, *, batch_statistics: bool | None = None) -> str:
     k = KNOBS.get(name)
     if k is None:
         return "the workload's own"
-    if name in SPLIT_KNOBS and batch_statistics is not None:
+    if name in heavy_knobs() and batch_statistics is not None:  # the split of an effective batch
         if batch_statistics:
             return ("what is learned (the split of a fixed effective batch, seen by the model's batch statistics), "
                     "and speed")
