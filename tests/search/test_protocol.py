@@ -82,7 +82,7 @@ def test_the_function_tune_calls_reads_an_order_and_emits_only_protocol_reports(
     setup = TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 32},
                                           "params": {"device": "cpu"}},
                        objectives=OBJECTIVES, study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
-    order = TrialOrder(trial=5, params={"batch_size": 16},
+    order = TrialOrder(trial=5, params={"batch_size": 16, "_micro_batch": 13},
                        limits=TrialLimits(wall_limit_s=9.0, rungs=(16.0, 32.0), score_reserve_s=0.5,
                                           preflight_pace_s=0.01))
     trainable(order.to_config(), setup, engine=engine)

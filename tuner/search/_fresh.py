@@ -44,7 +44,7 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict
         if out.is_file():
             return json.loads(out.read_text())
     order = TrialOrder.from_config(config)
-    record = TrialRecord(state="error", trial=order.trial, params=dict(order.params),
+    record = TrialRecord(state="error", trial=order.trial, params=order.searched,
                          wall_limit_s=order.limits.wall_limit_s, ended=_now(), host=socket.gethostname(), node=node,
                          error=f"the re-run's process ended with {_ending(code)} before it reported (killed, "
                                f"or out of host memory)")

@@ -71,6 +71,12 @@ class TrialOrder:
     def rerun(self) -> bool:
         return self.repeat is not None
 
+    @property
+    def searched(self) -> dict[str, Any]:
+        """The params a trial's record keeps: the sampler's own draws (a leading `_`, e.g. the micro-batch drawn
+        before it steps to a divisor of an explicit effective batch: tuner.space._batch) stay with the sampler."""
+        return {k: v for k, v in self.params.items() if not k.startswith("_")}
+
     def to_config(self) -> dict[str, Any]:
         """Tune's config for this order: plain data under one key."""
         return {ORDER_KEY: {"trial": int(self.trial), "params": dict(self.params), "limits": self.limits.to_json(),

@@ -108,7 +108,7 @@ class StudyRecorder(Callback):
         release_workers(trial.last_result)
         state, reason = error_of(trial, self.watch)
         record = final_record(trial.last_result) or TrialRecord(
-            trial=order.trial, state=state, error=reason, params=dict(order.params),  # type: ignore[arg-type]
+            trial=order.trial, state=state, error=reason, params=order.searched,  # type: ignore[arg-type]
             wall_limit_s=order.limits.wall_limit_s)
         if self.searcher is None:
             write_record(self.folder, record)

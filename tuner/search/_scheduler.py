@@ -105,7 +105,7 @@ class TuneScheduler(FIFOScheduler):
             metrics = {k: v for k, v in (("throughput", window.throughput), ("samples", window.samples),
                                          ("train_seconds", window.train_seconds)) if v is not None}
         record = TrialRecord(trial=order.trial if order is not None else -1, state=decision.ends_as,  # type: ignore[arg-type]
-                             error=decision.reason, params=dict(order.params) if order is not None else {},
+                             error=decision.reason, params=order.searched if order is not None else {},
                              wall_limit_s=order.limits.wall_limit_s if order is not None else None, metrics=metrics)
         return to_tune(FinalReport(values={o.metric: penalty(o) for o in self.objectives}, feasible=False,
                                    record=record))

@@ -206,7 +206,7 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
 
     order = TrialOrder.from_config(config)
     number, limits = order.trial, order.limits
-    where: dict[str, Any] = {"trial": number, "params": dict(order.params), "config": None,
+    where: dict[str, Any] = {"trial": number, "params": order.searched, "config": None,
                              "wall_limit_s": limits.wall_limit_s, "started": _now(), "host": socket.gethostname(),
                              "node": node or ray_node_id()}
     t0 = time.perf_counter()
