@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.search._ddp import WORKERS_KEY
 from tuner.search._recorder import RerunRecorder, StudyRecorder
-from tuner.search._protocol import TrialOrder
+from tuner.search._protocol import TrialOrder, with_workers
 
 pytestmark = pytest.mark.ray
 
@@ -18,7 +17,7 @@ class Trial:
 
     def __init__(self, group, config):
         self.trial_id, self.config, self.error_file = "t0", config, None
-        self.last_result = {WORKERS_KEY: group.id.hex()} if group is not None else {}
+        self.last_result = with_workers({}, group.id.hex() if group is not None else None)
 
     def get_error(self):
         return "RuntimeError: the trial process died"

@@ -105,9 +105,10 @@ def test_the_function_tune_calls_reads_an_order_and_emits_only_protocol_reports(
 # The keys of Tune's config and results before the protocol, and the protocol's own: spelled only in _protocol.py.
 WIRE = {"tuner_order", "tuner_report", "tuner_budget_used", "tuner_rung", "tuner_state", "tuner_feasible",
         "tuner_record", "tuner_phase", "tuner_limit_s", "_trial", "_wall_limit_s", "_repeat", "_round", "_rerun",
-        "_rungs", "_score_reserve_s", "_preflight_pace_s"}
+        "_rungs", "_score_reserve_s", "_preflight_pace_s", "tuner_ddp_workers"}
 OLD_NAMES = {"STATE_KEY", "RECORD_KEY", "BUDGET_KEY", "RUNG_KEY", "PHASE_KEY", "LIMIT_KEY", "TRIAL_KEY", "WALL_KEY",
-             "REPEAT_KEY", "ROUND_KEY", "RERUN_KEY", "RUNGS_KEY", "SCORE_KEY", "PACE_KEY", "FEASIBLE_KEY"}
+             "REPEAT_KEY", "ROUND_KEY", "RERUN_KEY", "RUNGS_KEY", "SCORE_KEY", "PACE_KEY", "FEASIBLE_KEY",
+             "WORKERS_KEY"}
 
 
 def _strings(path: Path) -> list[str]:

@@ -154,7 +154,7 @@ def test_ddp_trial_that_tune_stops_at_the_run_s_end_gives_its_workers_back(ray_s
     from ray import tune
     from ray.tune.stopper import Stopper
 
-    from tuner.search._ddp import WORKERS_KEY
+    from tuner.search._protocol import workers_of
     from tuner.search._recorder import StudyRecorder
 
     class EndRun(Stopper):
@@ -162,7 +162,7 @@ def test_ddp_trial_that_tune_stops_at_the_run_s_end_gives_its_workers_back(ray_s
             self.seen = False
 
         def __call__(self, trial_id, result):
-            self.seen = self.seen or WORKERS_KEY in result
+            self.seen = self.seen or workers_of(result) is not None
             return False
 
         def stop_all(self):

@@ -7,7 +7,7 @@ TuneReportCallback. On the CPU (use_gpu=False) the backend is gloo, which is how
 A trial the rung scheduler stops is ended by Tune killing its trial actor; its workers die with it, but the
 workers' placement group outlives them (Ray Train's cleaner needs the state API, which a study's Ray runs
 without: no dashboard; a placement group lives as long as the job that made it) and would hold their CPUs or GPUs
-for the rest of the study. So every report names the workers' placement group (WORKERS_KEY), the first one made
+for the rest of the study. So every report names the workers' placement group (_protocol.with_workers), the first one made
 before the workload is built, and it is released on every way a DDP trial ends: the scheduler releases it when it
 stops the trial, the study's recorders when it completes or errors and, for the trials Tune stopped at its end
 (Ctrl-C, SIGTERM, --study-seconds), when the Tune run ends (release_workers, release_ended).
@@ -18,14 +18,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tuner.search._protocol import StartReport, TrialOrder, to_tune
+from tuner.search._protocol import StartReport, TrialOrder, to_tune, with_workers, workers_of
 from tuner.search._trial import Engine, TrialSetup, run_one, train_trial
 
 
 logger = logging.getLogger(__name__)
-
-WORKERS_KEY = "tuner_ddp_workers"  # the hex id of a DDP trial's workers' placement group, in each of its reports
-
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:
     import ray.train
@@ -33,10 +30,10 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
 
     ctx = ray.train.get_context()
     group = ray.util.get_current_placement_group()
-    tag = {WORKERS_KEY: group.id.hex()} if group is not None else {}
+    group_hex = group.id.hex() if group is not None else None
 
     def send(payload: dict[str, Any]) -> None:
-        ray.train.report({**payload, **tag})
+        ray.train.report(with_workers(payload, group_hex))
 
     send(to_tune(StartReport()))  # names the placement group before the workload builds: one ended then releases it
     payload = run_one(loop_config["config"], loop_config["setup"], rank=ctx.get_world_rank(),
@@ -48,7 +45,7 @@ def release_workers(result: dict[str, Any] | None) -> None:
     """Remove the placement group of the DDP trial that reported `result` (a trial that ended: stopped, errored,
     interrupted), which ends any of its workers still alive and gives their resources back to the study. No-op for
     other trials and for a group Ray Train removed already (a trial that finished its loop)."""
-    hex_id = (result or {}).get(WORKERS_KEY)
+    hex_id = workers_of(result)
     if not hex_id:
         return
     try:
@@ -69,7 +66,7 @@ def release_ended(trials: list[Any]) -> None:
     seen: set[str] = set()
     for trial in trials:
         result = getattr(trial, "last_result", None) or {}
-        hex_id = result.get(WORKERS_KEY)
+        hex_id = workers_of(result)
         if hex_id and hex_id not in seen:
             seen.add(hex_id)
             release_workers(result)

@@ -26,6 +26,7 @@ _RECORD = "tuner_record"
 _PHASE = "tuner_phase"
 _LIMIT = "tuner_limit_s"
 _OBJECTIVE = "objective_"
+_WORKERS = "tuner_ddp_workers"  # the hex id of a DDP trial's workers' placement group, beside each of its reports
 
 
 def objective_key(o: Objective) -> str:
@@ -225,3 +226,15 @@ def rung_closed(result: dict[str, Any] | None) -> RungReport | FinalReport | Non
 __all__ = ["ORDER_KEY", "FinalReport", "PhaseReport", "RungReport", "StartReport", "TrialLimits", "TrialOrder",
            "TrialReport", "WindowReport", "final_record", "from_tune", "objective_key", "order_of", "record_of",
            "rung_closed", "to_tune"]
+
+
+def with_workers(payload: dict[str, Any], group_hex: str | None) -> dict[str, Any]:
+    """A DDP worker's report as Tune's dict, tagged with its workers' placement group (tuner.search._ddp releases
+    the group of a trial that ended, whatever report it ended on)."""
+    return {**payload, _WORKERS: group_hex} if group_hex else dict(payload)
+
+
+def workers_of(result: dict[str, Any] | None) -> str | None:
+    """The placement group (hex id) a DDP trial's report names, or None (not a DDP trial)."""
+    hex_id = (result or {}).get(_WORKERS)
+    return str(hex_id) if hex_id else None
