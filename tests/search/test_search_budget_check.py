@@ -4,6 +4,7 @@ too short for that step and its scoring before Ray starts, naming the budget it 
 import dataclasses
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,10 +89,11 @@ def test_asha_s_rung_evaluations_count_in_the_budget_check(tmp_path, monkeypatch
 
 
 def heavy_space(tmp_path, budget: str) -> SearchOptions:
-    """Micro-batches 16-256 and accumulation 1-2: the baseline trains batch 64 x 1, the slowest trial 256 x 2."""
+    """Effective batches 64 or 512 split into micro-batches 16-256 and accumulation 1-2: the baseline trains batch
+    64 x 1, the slowest trial 256 x 2."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     space = tmp_path / "heavy.yaml"
-    space.write_text(tiny_space(2).replace("budget: {samples: 128}", f"budget: {budget}").replace(
+    space.write_text("effective_batch: {type: categorical, choices: [64, 512]}\n" + tiny_space(2).replace("budget: {samples: 128}", f"budget: {budget}").replace(
         "choices: [16, 32]}", "choices: [16, 64, 256]}\n  accumulation_steps: {type: int, low: 1, high: 2}"))
     return SearchOptions(space=str(space), reports_dir=tmp_path / "r")
 
@@ -140,6 +142,18 @@ def test_a_largest_micro_batch_that_fits_the_budget_adds_no_note(tmp_path, step_
     check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 30 and plan.heavy_note is None and plan.sized is None
     assert "needs_budget" not in plan.preflight["heaviest"]
+
+
+def test_a_kept_effective_batch_times_no_heavier_step_than_the_baseline_s(tmp_path, step_grows_with_batch):
+    """Without effective_batch: the space splits the workload's own 64, so no trial runs 256 x 2 however wide the
+    domains: the pre-flight times the baseline's step alone and no note sends the user to a bigger budget."""
+    options = heavy_space(tmp_path, "{seconds: 5}")
+    text = Path(options.space).read_text()
+    Path(options.space).write_text(text.replace("effective_batch: {type: categorical, choices: [64, 512]}\n", ""))
+    plan = plan_search(options)
+    check_plan(plan, FakeCudaDevice())
+    assert step_grows_with_batch == [(64, 1)]
+    assert plan.heavy_note is None and "heaviest" not in plan.preflight
 
 
 def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state_not_a_refusal(tmp_path,

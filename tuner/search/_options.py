@@ -349,7 +349,14 @@ def _step_words(cfg: Any, heaviest: bool) -> str:
 def _heaviest(space: Any, cfg: Any) -> dict[str, Any] | None:
     """The space's largest micro-batch and accumulation, where they exceed the baseline's (None: the baseline's
     step is the space's heaviest): the step the pre-flight also times, so a study says when its slowest trials do not
-    fit the budget."""
+    fit the budget. A space that splits an effective batch: its largest effective batch in its largest micro-batch
+    (tuner.space.heaviest_split), not the domains' tops, which no split reaches."""
+    from tuner.space import heaviest_split
+
+    split = heaviest_split(space)
+    if split is not None:
+        heavier = {k: v for k, v in split.items() if v > getattr(cfg.params, k)}
+        return split if heavier else None
     out: dict[str, Any] = {}
     for name in heavy_knobs():  # tuner.knobs: the step's work grows with each, so the slowest step is at their top
         spec = space.params.get(name)

@@ -196,6 +196,27 @@ def split_learning_note(space: Space, layers: list[str]) -> str | None:
     return split_note(layers) if splits(space) else None
 
 
+def heaviest_split(space: Space) -> dict[str, int] | None:
+    """The heaviest step a splitting space's trials run: the largest effective batch it allows (the workload's own
+    where it keeps it) in its largest micro-batch (what the pre-flight times beside the baseline's step, so a study
+    says when its slowest trials do not fit the budget); None where the space does not split, or no split fits."""
+    if not splits(space):
+        return None
+    spec = space.effective_batch
+    if spec is None:
+        top = own_effective_batch(space)
+    elif spec.fixed:
+        top = int(spec.value)
+    elif spec.type == "categorical":
+        top = int(max(spec.choices or [0]))
+    else:
+        top = int(spec.high)  # type: ignore[arg-type]
+    micros = micro_batches(space, top) if top > 0 else []
+    if not micros:
+        return None
+    return {BATCH: micros[-1], ACCUMULATION: top // micros[-1]}
+
+
 def kept_split(space: Space) -> list[int] | None:
     """The micro-batches a space that keeps the workload's effective batch draws from (what the loader probes need
     to cover); None where the space does not split or changes the effective batch."""
