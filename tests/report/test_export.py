@@ -345,3 +345,32 @@ def test_the_export_header_sets_the_configs_time_to_target_beside_the_baselines(
     assert ("# Target: fid <= 30 (set by the baseline: the mean of its last 3 evaluations), evaluated every 1,600 "
             "samples: reached in 4 s of training") in text
     assert "# Time to target: this config 4 s, the baseline (trial 0) 12 s: 3.00x sooner" in text
+
+
+def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(make_study):
+    """With confirmation re-runs (each another seed), the header's time to target is an interval over the trial
+    and its re-runs that reached the target; a re-run that did not reach it is counted and said, not dropped."""
+    from tuner.analysis import read_records, write_record
+    from tuner.study import Rerun, StudyFolder
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    target = {"metric": "fid", "direction": "minimize", "value": 30.0, "eval_every_samples": 1600,
+              "source": "given", "evaluations": [], "cap_seconds": 36.0}
+    folder.write_meta(folder.read_meta().model_copy(update={"target": target,
+                                                            "baseline": {"trial": 0, "params": {}}}))
+    for rec in read_records(folder):
+        if rec.trial in (0, 2):
+            rec.metrics.update(time_to_target=12.0 if rec.trial == 0 else 4.0, samples_to_target=3200)
+            write_record(folder, rec)
+    for trial, times in {2: [5.0, 3.2, None], 0: [11.0, 13.0, 12.5]}.items():
+        for k, t in enumerate(times):
+            write_rerun(folder, trial, Rerun(repeat=k, seed=1 + k, state="complete" if t else "not reached",
+                                             metrics={"throughput": 100.0, "fid": 25.0 if t else 35.0,
+                                                      **({"time_to_target": t} if t else {})}))
+    s = open_study(reports, "gan-demo")
+    line = next(x for x in write_export(s, build_export(s, trial=2)).read_text().splitlines()
+                if x.startswith("# Time to target:"))
+    assert "this config 4 s (95% 2.3-6.96 s, " in line and "reached by 3 of 4 runs: 1 not reached)" in line
+    assert "the baseline (trial 0) 12.1 s (95% " in line and "reached by 4 of 4 runs)" in line
+    assert "3.03x sooner" in line and "each re-run another seed" in line

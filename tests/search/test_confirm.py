@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.fakeengine import engine_user, fake_engine_study
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
-from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, schedule
+from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, rerun_configs, schedule
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
 from tuner.analysis import Study, decide, is_confirmed, write_record, write_rerun
 
@@ -64,6 +64,7 @@ def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_sess
     assert reruns == pairs(schedule(planned, 2, {}))  # the order the trials were re-run in: round-robin, rotated
     for n in planned:
         assert [r.repeat for r in study.folder.reruns(n)] == [0, 1]
+        assert [r.seed for r in study.folder.reruns(n)] == [1, 2]  # each repeat another seed, the trials' 0 + 1 + r
     ostudy = optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'fake' / 'study.db'}")
     assert all(len(ostudy.user_attrs[f"confirm:{n}"]) == 2 for n in planned)  # in the Optuna study too
     assert study.meta.noise is not None and study.meta.confirm == {"trials": 2, "repeats": 2}
@@ -426,3 +427,66 @@ def test_a_moved_pick_whose_re_run_is_suspect_is_not_re_run_again_and_the_view_s
     assert pending(study, 1, 2) == [] and after == (4, 0, 2)
     assert any(line.startswith(f"trial 3's re-run is suspect ({study.trial(3).confirmed.suspect}), so it cannot be "
                                "the pick: not re-run again") for line in lines)
+
+
+def test_reruns_of_one_trial_train_with_distinct_seeds_that_are_recorded_and_deterministic(tmp_path):
+    """One seed re-run back to back read 5-8x narrower than across seeds (issue 34): repeat r of a trial trains
+    with seed + 1 + r (the trial keeps its own), the same on every call, and its Rerun record says which."""
+    from types import SimpleNamespace
+
+    from tuner.search._protocol import order_of
+    from tuner.search._recorder import RerunRecorder
+    from tuner.search._trial import TrialSetup, run_one
+    from tuner.search._protocol import record_of
+    from tuner.space import Space
+
+    s = _planted(tmp_path, {0: (100.0, 50.0), 2: (300.0, 20.0)}, {})
+    rec = next(r for r in s.records if r.trial == 2)
+    rec.config["params"]["seed"] = 5
+    write_record(s.folder, rec)
+    s = Study.load(s.folder)
+    runs = schedule([2, 0], 3, {})
+    orders = [order_of(c) for c in rerun_configs(s, runs, 30.0)]
+    assert [o.seed for o in orders if o.trial == 2] == [6, 7, 8]  # distinct, none the trial's own 5
+    assert [o.seed for o in orders if o.trial == 0] == [1, 2, 3]  # the baseline's seed 0: repeat r shares a draw
+    assert [order_of(c) for c in rerun_configs(s, runs, 30.0)] == orders  # deterministic
+
+    seen = []
+
+    def engine(cfg, **_):
+        seen.append(cfg.params.seed)
+        return TrialResult(state="complete", throughput=100.0, fid=20.0)
+
+    space = Space.model_validate({"objectives": [], "params": {"batch_size": 8}})
+    setup = TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
+                                          "params": {"device": "cpu", "seed": 5}},
+                       objectives=[], study_dir=str(s.folder.path), cache_dir=str(tmp_path / "c"))
+    recorder = RerunRecorder(s.folder.path, f"sqlite:///{tmp_path / 'optuna.db'}", "m")  # none there: skipped
+    for order in orders[:2]:
+        config = order.to_config()
+        recorder._record(SimpleNamespace(config=config), record_of(run_one(config, setup, engine=engine)))
+    assert seen == [orders[0].seed, orders[1].seed]
+    assert {(r.repeat, r.seed) for n in (0, 2) for r in s.folder.reruns(n)} == {(0, 6), (0, 1)}
+
+
+def test_an_old_rerun_without_a_seed_still_reads(tmp_path):
+    folder = StudyFolder(tmp_path / "s")
+    path = folder.rerun_path(3, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"repeat": 0, "round": 0, "state": "complete", "throughput": 10.0}\n')
+    assert [(r.repeat, r.seed, r.throughput) for r in folder.reruns(3)] == [(0, None, 10.0)]
+
+
+def test_the_confirmed_quality_interval_spans_reruns_with_different_seeds(tmp_path):
+    """Re-runs read with different seeds spread as seeds do; the confirmed interval is computed over them (not one
+    seed's narrow spread), and each keeps the seed it ran with."""
+    s = _planted(tmp_path, {0: (100.0, 50.0), 2: (300.0, 20.0)}, {})
+    for n, fids in {2: [18.0, 26.0, 21.0], 0: [50.0, 44.0, 57.0]}.items():
+        for k, fid in enumerate(fids):
+            write_rerun(s.folder, n, Rerun(repeat=k, seed=1 + k, state="complete",
+                                           metrics={"throughput": 300.0 - n, "fid": fid, "throughput_spread": 0.05}))
+    s = Study.load(s.folder)
+    c = next(r for r in s.records if r.trial == 2).confirmed
+    assert c.figures["fid"].values == [18.0, 26.0, 21.0]
+    assert c.figures["fid"].low < 18.0 * 1.1 and c.figures["fid"].high > 26.0 * 0.9  # the seeds' spread, not 0
+    assert [r.seed for r in s.folder.reruns(2)] == [1, 2, 3]

@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from tuner.study import Confirmed, ConfirmedFigure, Rerun, finite
+from tuner.study import Confirmed, ConfirmedFigure, Rerun, TrialResult, finite
 
 LEVEL = 0.95
 CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-run variation pooled over the "
@@ -197,3 +197,41 @@ def confirmed(reruns: list[Rerun]) -> Confirmed:
                                                                               all(v > 0 for v in values)))
     return Confirmed(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
                      rounds=[r.round for r in ok])
+
+
+@dataclass(frozen=True)
+class TimeToTarget:
+    """A config's time to target over its runs (issue 34): the trial and its confirmation re-runs, each re-run
+    another seed, so the interval holds seed-to-seed variation. A run that did not reach the target is counted
+    (`runs`), never dropped from the count; the interval is over the runs that reached it."""
+
+    values: tuple[float, ...]  # training seconds to the target of each run that reached it
+    runs: int  # complete runs, reached or not
+    interval: Interval | None  # None: no run reached it
+
+    @property
+    def not_reached(self) -> int:
+        return self.runs - len(self.values)
+
+    def text(self) -> str:
+        """`4.1 s (95% 3.2-5.3 s, reached by 3 of 4 runs: 1 not reached)`; one run: `4.1 s` or `not reached`."""
+        iv = self.interval
+        if self.runs <= 1:
+            return f"{iv.centre:.3g} s" if iv is not None else "not reached"
+        if iv is None:
+            return f"not reached in any of {self.runs} runs"
+        spread = f"95% {iv.low:.3g}-{iv.high:.3g} s, " if iv.low is not None and iv.high is not None else ""
+        missed = f": {self.not_reached} not reached" if self.not_reached else ""
+        return f"{iv.centre:.3g} s ({spread}reached by {len(self.values)} of {self.runs} runs{missed})"
+
+
+def time_to_target(runs: list[TrialResult]) -> TimeToTarget:
+    """Time to target over `runs` (the trial and its re-runs; failed runs left out): the geometric mean of those
+    that reached it, with a t-interval from their own spread on the log scale (n - 1 df)."""
+    done = [r for r in runs if r.complete]
+    values = [v for r in done if (v := r.value("time_to_target")) is not None and v > 0]
+    if not values:
+        return TimeToTarget((), len(done), None)
+    p = pool([values])
+    iv = p.interval(values) if p is not None else Interval(centre(values, True), None, None)
+    return TimeToTarget(tuple(values), len(done), iv)

@@ -298,20 +298,23 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
 
 def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     """The header's time to target beside the baseline's and their ratio (issue 34), where the study has a target
-    and a baseline trial other than this one."""
+    and a baseline trial other than this one. With confirmation re-runs (each another seed), each side is the
+    interval over the trial and its re-runs that reached the target, its not-reached runs counted."""
+    from tuner.analysis import time_to_target
+
     n = study.baseline_trial
     base = next((r for r in study.records if r.trial == n), None) if study.target is not None else None
     if base is None or base.trial == rec.trial:
         return []
-    mine, theirs = rec.value("time_to_target"), base.value("time_to_target")
-
-    def text(v: float | None) -> str:
-        return f"{v:.3g} s" if v is not None else "not reached"
-
-    line = f"# Time to target: this config {text(mine)}, the baseline (trial {base.trial}) {text(theirs)}"
-    if mine and theirs:
-        line += f": {theirs / mine:.2f}x sooner" if theirs >= mine else f": {mine / theirs:.2f}x later"
-    return [line + " (training seconds, evaluations left out; one reading each)."]
+    mine = time_to_target([rec, *study.folder.reruns(rec.trial)])
+    theirs = time_to_target([base, *study.folder.reruns(base.trial)])
+    line = f"# Time to target: this config {mine.text()}, the baseline (trial {base.trial}) {theirs.text()}"
+    if mine.interval is not None and theirs.interval is not None:
+        a, b = mine.interval.centre, theirs.interval.centre
+        line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
+    how = ("one reading each" if mine.runs <= 1 and theirs.runs <= 1 else
+           "over the trial and its confirmation re-runs, each re-run another seed")
+    return [line + f" (training seconds, evaluations left out; {how})."]
 
 
 def _lr_lines(study: Study, exp: Export) -> list[str]:

@@ -10,7 +10,9 @@ re-reading the baseline between the new pick's re-runs, and the verdict compares
 round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33 samples/s, minutes
 apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.analysis.stats)
 then stand for those trials in the front, the knee, the export and the verdict; the search's own readings are left
-out of them (selection bias). Each re-run is recorded the moment it ends, beside its trial
+out of them (selection bias). Repeat r of every config trains with its own seed (rerun_seed: the trial's + 1 + r),
+so seed-to-seed variation is in the intervals too: one seed re-run back to back read 5-8x narrower (issue 34).
+Each re-run is recorded the moment it ends, beside its trial
 (trials/NNNN/confirm/KK.json) and in the Optuna study (user attribute `confirm`), so a kill during the phase
 resumes with the re-runs still missing.
 """
@@ -176,10 +178,24 @@ def next_knee(study: Study, k: int) -> int | None:
     return next_to_confirm(study) if extra < MAX_EXTRA else None
 
 
+def trial_seed(record: TrialRecord) -> int:
+    """The training seed a trial ran with (its config's params.seed; 0, the default, where it kept none)."""
+    seed = ((record.config or {}).get("params") or {}).get("seed")
+    return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
+def rerun_seed(seed: int, repeat: int) -> int:
+    """Repeat r of a trial trains with seed + 1 + r (the trial itself keeps `seed`): each run another seed, so the
+    confirmed interval holds seed-to-seed variation, not only the machine's (one seed read 5-8x narrower, issue 34);
+    and every confirmed config's repeat r shares one seed, so configs are compared on the same draws."""
+    return int(seed) + 1 + int(repeat)
+
+
 def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
                   limits: Any = None) -> list[dict[str, Any]]:
     """The Tune configs of the re-runs' trials: each a TrialOrder of the trial's own sampled params, its number,
-    the repeat and the round, under the wall cap and the study's `limits` (tuner.search._trial.budget_limits)."""
+    the repeat, the round and the repeat's own seed (rerun_seed), under the wall cap and the study's `limits`
+    (tuner.search._trial.budget_limits)."""
     from dataclasses import replace
 
     from tuner.search._protocol import TrialLimits, TrialOrder
@@ -187,9 +203,10 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
     by_number: dict[int, TrialRecord] = {r.trial: r for r in study.records}
     limits = replace(limits or TrialLimits(), wall_limit_s=wall_limit_s)
     return [TrialOrder(trial=run.trial, params=dict(by_number[run.trial].params), limits=limits, repeat=run.repeat,
-                       round=run.round).to_config() for run in runs]
+                       round=run.round, seed=rerun_seed(trial_seed(by_number[run.trial]), run.repeat)).to_config()
+            for run in runs]
 
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
            "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded",
-           "rerun_configs", "schedule"]
+           "rerun_configs", "rerun_seed", "schedule", "trial_seed"]

@@ -60,13 +60,15 @@ class TrialLimits:
 @dataclass(frozen=True)
 class TrialOrder:
     """What one trial runs: its study number, sampled params and limits; `repeat`/`round` for a confirmation re-run
-    (tuner.search._confirm)."""
+    (tuner.search._confirm), and `seed`, the training seed it runs with in place of the config's (None: the
+    config's own; a re-run's: tuner.search._confirm.rerun_seed)."""
 
     trial: int
     params: dict[str, Any] = field(default_factory=dict)
     limits: TrialLimits = TrialLimits()
     repeat: int | None = None
     round: int | None = None
+    seed: int | None = None
 
     @property
     def rerun(self) -> bool:
@@ -81,7 +83,7 @@ class TrialOrder:
     def to_config(self) -> dict[str, Any]:
         """Tune's config for this order: plain data under one key."""
         return {ORDER_KEY: {"trial": int(self.trial), "params": dict(self.params), "limits": self.limits.to_json(),
-                            "repeat": self.repeat, "round": self.round}}
+                            "repeat": self.repeat, "round": self.round, "seed": self.seed}}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrialOrder":
@@ -89,7 +91,8 @@ class TrialOrder:
         return cls(trial=int(data["trial"]), params=dict(data.get("params") or {}),
                    limits=TrialLimits.from_json(data.get("limits") or {}),
                    repeat=None if data.get("repeat") is None else int(data["repeat"]),
-                   round=None if data.get("round") is None else int(data["round"]))
+                   round=None if data.get("round") is None else int(data["round"]),
+                   seed=None if data.get("seed") is None else int(data["seed"]))
 
 
 def order_of(config: dict[str, Any] | None) -> TrialOrder | None:

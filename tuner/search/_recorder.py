@@ -168,8 +168,11 @@ class RerunRecorder(Callback):
         order = order_of(trial.config)
         repeat, round_ = int(order.repeat), order.round  # type: ignore[arg-type, union-attr]
         fields = record.model_dump()
+        ran = ((record.config or {}).get("params") or {}).get("seed")  # what it trained with; else what was asked
+        seed = ran if isinstance(ran, int) and not isinstance(ran, bool) else order.seed  # type: ignore[union-attr]
         rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
-                                      k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_})
+                                      k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_,
+                                                                            "seed": seed})
         write_rerun(self.folder, record.trial, rerun)
         self.recorded.append((record.trial, repeat))
         self._tell_optuna(record.trial, rerun)

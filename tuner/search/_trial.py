@@ -212,6 +212,8 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
     t0 = time.perf_counter()
     try:
         cfg = setup.space.trial_config(where["params"], setup.base, source=f"trial {number}")
+        if order.seed is not None:  # a confirmation re-run's own seed (tuner.search._confirm.rerun_seed)
+            cfg = cfg.model_copy(update={"params": cfg.params.model_copy(update={"seed": int(order.seed)})})
         where["config"] = dump_config(cfg)
         out_dir = StudyFolder(Path(setup.study_dir)).trial_dir(number) if rank == 0 else None
         if out_dir is not None and order.rerun:  # a re-run keeps its grid apart

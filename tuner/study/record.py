@@ -115,6 +115,9 @@ class Rerun(TrialResult):
     # The confirmation round it was read in: 0 the planned trials, 1, 2, ... each moved pick's, with the baseline
     # read again beside it (tuner.search._confirm). None: recorded by a tuner that did not keep rounds.
     round: int | None = None
+    # The training seed it ran with: each repeat its own (tuner.search._confirm.rerun_seed), so seed-to-seed
+    # variation is in the confirmed figures. None: recorded by a tuner that re-ran with the trial's own seed.
+    seed: int | None = None
     started: str | None = None
     ended: str | None = None
 
