@@ -63,7 +63,9 @@ def test_batch_sizes_probed_are_the_ends_and_the_geometric_middle():
     assert candidate_batches(space(), CPU_CONTEXT) == [16, 32, 64]
     cat = parse(SPACE.replace("{type: int, low: 16, high: 64, log: true}",
                               "{type: categorical, choices: [8, 16, 32, 64, 128]}"))
-    assert candidate_batches(cat, CPU_CONTEXT) == [8, 32, 128]
+    # the study keeps the workload's effective batch (64): its micro-batches are the choices dividing 64, so 128,
+    # which no trial runs, is not probed (issue 40)
+    assert candidate_batches(cat, CPU_CONTEXT) == [8, 32, 64]
 
 
 def test_loaders_probed_are_worker_counts_by_powers_of_two_with_the_prefetch_extremes():
