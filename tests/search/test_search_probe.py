@@ -503,9 +503,9 @@ def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
 
 
 def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes(tmp_path, monkeypatch):
-    """check_plan times the baseline's batch (64) and the space's largest micro-batch (128 x 2 accumulation) on
-    the trials' device (planted step times: 1 ms per sample); the probes read one micro-batch's step at the
-    largest from it."""
+    """check_plan times the baseline's batch (64) and the space's largest micro-batch (128 x 2 accumulation, of
+    the explicit effective batch 256) on the trials' device (planted step times: 1 ms per sample); the probes read
+    one micro-batch's step at the largest from it."""
     import sys
 
     from tuner.device import resolve_device
@@ -516,8 +516,9 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
     from tuner.search._probe import preflight_steps
 
     path = tmp_path / "probe.yaml"
-    path.write_text(SPACE.replace("high: 64, log: true}", "high: 128, log: true}\n  accumulation_steps: {type: int, "
-                                  "low: 1, high: 2}").replace("budget: {samples: 96}", "budget: {seconds: 30}"))
+    path.write_text("effective_batch: {type: categorical, choices: [64, 256]}\n" + SPACE.replace(
+        "high: 64, log: true}", "high: 128, log: true}\n  accumulation_steps: {type: int, low: 1, high: 2}").replace(
+        "budget: {samples: 96}", "budget: {seconds: 30}"))
     plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
     check_plan(plan, resolve_device("cpu"))
     steps = preflight_steps(plan.preflight)
