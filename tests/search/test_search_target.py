@@ -14,8 +14,11 @@ from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import PLANTED_STEPS, write
 from tuner.cli import main
 
-# PLANTED_STEPS's val_loss is 1000 / (1 + 8 x optimizer steps): effective batch 8 meets 10 at 104 samples, 32 only
-# at 416, past its 256-sample budget. The effective batch changes only where a space says so (issue 40).
+# val_loss is 1000 / (1 + 8 x optimizer steps): effective batch 8 meets 10 at 104 samples, 32 only at 416, past its
+# 256-sample budget, whichever micro-batch splits it (PLANTED_STEPS counts 8 a micro-batch; here each micro-batch
+# counts its share of the optimizer step, so a 32 split 8 x 4 learns as slowly as 32 x 1). The effective batch
+# changes only where a space says so (issue 40).
+PER_STEP = PLANTED_STEPS.replace("net.seen += 8", "net.seen += 8 / tuner.trial_context().params.accumulation_steps")
 SPACE = """
 description: batch size only
 defaults: {budget: {samples: 256}, trials: 3}
@@ -31,7 +34,7 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_seconds: 0, ceiling_se
 
 @pytest.mark.ray
 def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, tmp_path, capsys):
-    work = write(tmp_path / "proj", PLANTED_STEPS)
+    work = write(tmp_path / "proj", PER_STEP)
     space = tmp_path / "bs.yaml"
     space.write_text(SPACE)
     reports = tmp_path / "reports"
