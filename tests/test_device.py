@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from tuner.device import Device, device_facts, resolve_device
+from tuner.device import (Device, cpu_bf16_native, cpu_bf16_note, cpu_has_bf16, cpu_native_precisions, device_facts,
+                          resolve_device)
 from tuner.errors import DeviceError
 from tests.helpers.fakes import FakeCudaDevice
 
@@ -28,9 +29,11 @@ def test_unsupported_precision_is_refused_not_changed(monkeypatch):
 
 
 def test_native_precisions_leave_out_what_the_device_only_emulates(monkeypatch):
-    """What a space's `native: true` offers: fp32 alone on a CPU; on CUDA fp16, and bf16 only where the GPU computes
-    it natively (is_bf16_supported() alone also says yes where bf16 is emulated); TF32 from Ampere on."""
-    assert Device("cpu", torch.device("cpu")).native_precisions() == ["fp32"]
+    """What a space's `native: true` offers: on a CPU fp32, and bf16 where this CPU has native bf16; on CUDA fp16,
+    and bf16 only where the GPU computes it natively (is_bf16_supported() alone also says yes where bf16 is
+    emulated); TF32 from Ampere on."""
+    cpu = Device("cpu", torch.device("cpu")).native_precisions()
+    assert cpu == (["fp32", "bf16"] if cpu_has_bf16() else ["fp32"])
     gpu = Device("cuda", torch.device("cuda", 0), "V100")  # torch.cuda is faked below: no GPU is touched
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
@@ -44,6 +47,46 @@ def test_native_precisions_leave_out_what_the_device_only_emulates(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)  # a torch without including_emulation
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     assert gpu.native_precisions() == ["fp32", "fp16"]
+
+
+# /proc/cpuinfo flags of real CPUs (abridged): an AMD EPYC (Zen 3) without bf16, a Zen 4 EPYC with AVX512-BF16, a
+# Sapphire Rapids Xeon with AMX, and aarch64 `Features` lines of a Graviton2 (no BF16) and a Graviton3 (BF16).
+ZEN3 = {"fpu", "sse4_2", "avx", "avx2", "fma", "sha_ni", "vaes"}
+ZEN4 = ZEN3 | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
+SAPPHIRE_RAPIDS = ZEN3 | {"avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_int8"}
+AMX_ONLY = ZEN3 | {"amx_bf16", "amx_tile"}
+SKYLAKE = ZEN3 | {"avx512f", "avx512bw", "avx512vl"}  # AVX512, which torch's capability reports, but no bf16
+GRAVITON2 = {"fp", "asimd", "aes", "crc32", "atomics", "asimdhp", "asimddp"}
+GRAVITON3 = GRAVITON2 | {"sve", "i8mm", "bf16", "svebf16"}
+
+
+@pytest.mark.parametrize("flags, machine, native", [
+    (ZEN3, "x86_64", False), (ZEN4, "x86_64", True), (SAPPHIRE_RAPIDS, "x86_64", True), (AMX_ONLY, "AMD64", True),
+    (SKYLAKE, "x86_64", False), (GRAVITON2, "aarch64", False), (GRAVITON3, "aarch64", True),
+    (GRAVITON3, "arm64", True), ({"bf16"}, "x86_64", False), ({"avx512_bf16"}, "aarch64", False),
+    (set(), "x86_64", False), ({"bf16"}, "ppc64le", False)])
+def test_cpu_bf16_is_native_only_with_the_architectures_own_bf16_feature(flags, machine, native):
+    """bf16 is offered on a CPU only where it computes it natively (~20x slower than fp32 emulated on a Zen 3
+    EPYC; 1.35x faster than fp32 with AVX512-BF16/AMX on a nanoGPT-style LM); fp16 never (no fast CPU path)."""
+    assert cpu_bf16_native(flags, machine) is native
+    assert cpu_native_precisions(flags, machine) == (["fp32", "bf16"] if native else ["fp32"])
+    note = cpu_bf16_note("AMD EPYC", flags, machine)
+    assert (note is None) is native
+    if not native:
+        assert note.startswith("bf16 is not offered on this CPU (AMD EPYC): ")
+        assert "native: true" in note and "\n" not in note
+        if machine == "x86_64" and flags:
+            assert "no avx512_bf16 or amx_bf16 CPU feature" in note
+        if machine == "aarch64":
+            assert "no bf16 (FEAT_BF16) CPU feature" in note
+
+
+def test_this_cpu_is_read_from_its_own_flags():
+    """The process's answer is the decision on its own /proc/cpuinfo flags (no flags: none native)."""
+    from tuner.device import cpu_flags
+
+    assert cpu_has_bf16() is cpu_bf16_native(cpu_flags())
+    assert Device("cpu", torch.device("cpu")).supported_precisions() == ["fp32", "bf16", "fp16"]  # forced: runs
 
 
 def test_autocast_casts_matmuls_to_the_asked_dtype():

@@ -49,11 +49,12 @@ class Device:
 
         CUDA: fp32 and fp16 (tensor cores or at least native half arithmetic), bf16 only where the GPU computes it
         natively (Ampere or newer; `is_bf16_supported()` alone also says yes where bf16 is emulated, slowly). CPU:
-        fp32 alone; torch's CPU autocast runs fp16/bf16, but at a fraction of fp32's speed without AMX/AVX512-BF16
-        (~60 samples/s in the default study on this project's 2-core machine), so half precision on a CPU is
-        searched only when a space lists it without `native`."""
+        fp32, and bf16 where the CPU computes it natively (cpu_has_bf16: AVX512-BF16 / AMX-BF16 on x86, the BF16
+        extension on Arm). torch's CPU autocast runs bf16 anywhere, but without those instructions at a fraction of
+        fp32's speed (~20x slower on an AMD EPYC without them), and fp16 on a CPU has no fast path worth searching
+        (AMX-FP16 aside), so either is searched there only when a space lists it without `native`."""
         if not self.is_cuda:
-            return ["fp32"]
+            return cpu_native_precisions()
         if self.torch_device.type != "cuda":  # a fake CUDA device in tests: an Ampere-class GPU
             return ["fp32", "fp16", "bf16"]
         return ["fp32", "fp16"] + (["bf16"] if cuda_bf16_native(self.torch_device) else [])
@@ -170,6 +171,76 @@ def cuda_bf16_native(device: torch.device) -> bool:
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
     except TypeError:  # an older torch without including_emulation: native bf16 came with compute capability 8.0
         return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+# The CPU features that compute bf16 natively, as Linux's /proc/cpuinfo names them: x86's `flags` (AVX512-BF16's
+# dot products, AMX's bf16 tiles), aarch64's `Features` (FEAT_BF16). torch's get_cpu_capability() cannot tell: it
+# says AVX512 on CPUs with and without AVX512-BF16 alike (and oneDNN's "bf16 supported" includes emulation).
+X86_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+ARM_BF16_FLAGS = ("bf16",)
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags from /proc/cpuinfo (x86 `flags`, Arm `Features`); empty where there is none
+    (macOS, Windows: bf16 is then not offered natively, and a space can still list it without `native`)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _cpu_arch(machine: str) -> str:
+    machine = machine.lower()
+    if machine in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return "x86"
+    if machine in ("aarch64", "arm64") or machine.startswith("armv8"):
+        return "arm"
+    return machine
+
+
+def cpu_bf16_native(flags: Any = None, machine: str | None = None) -> bool:
+    """Whether a CPU with these feature `flags` on this `machine` (platform.machine()) computes bf16 natively;
+    both default to this process's CPU. The decision alone, so it is tested with planted flag sets."""
+    import platform
+
+    flags = cpu_flags() if flags is None else frozenset(flags)
+    arch = _cpu_arch(platform.machine() if machine is None else machine)
+    wanted = {"x86": X86_BF16_FLAGS, "arm": ARM_BF16_FLAGS}.get(arch, ())
+    return any(flag in flags for flag in wanted)
+
+
+_CPU_BF16: list[bool] = []  # this process's answer, read once
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this machine's CPU computes bf16 natively (cpu_bf16_native of its own flags, read once)."""
+    if not _CPU_BF16:
+        _CPU_BF16.append(cpu_bf16_native())
+    return _CPU_BF16[0]
+
+
+def cpu_native_precisions(flags: Any = None, machine: str | None = None) -> list[str]:
+    """What a CPU with these `flags` runs natively (this process's CPU by default): fp32, and bf16 where native."""
+    native = cpu_has_bf16() if flags is None and machine is None else cpu_bf16_native(flags, machine)
+    return ["fp32", "bf16"] if native else ["fp32"]
+
+
+def cpu_bf16_note(name: str = "", flags: Any = None, machine: str | None = None) -> str | None:
+    """One line saying why a CPU study does not offer bf16 (None where the CPU computes it natively)."""
+    import platform
+
+    if cpu_bf16_native(flags, machine):
+        return None
+    arch = _cpu_arch(platform.machine() if machine is None else machine)
+    missing = {"x86": " or ".join(X86_BF16_FLAGS), "arm": "bf16 (FEAT_BF16)"}.get(arch)
+    why = f"it has no {missing} CPU feature" if missing else f"native bf16 is not detected on {arch} CPUs"
+    return (f"bf16 is not offered on this CPU{f' ({name})' if name else ''}: {why}, so torch emulates bf16 at a "
+            f"fraction of fp32's speed; list precision without native: true to search it anyway")
 
 
 def device_facts(device: Device) -> dict[str, Any]:

@@ -3,18 +3,48 @@
 from __future__ import annotations
 
 from tuner.search import SearchOptions
-from tuner.search._context import combine_facts, device_facts_for, trial_context
+from tuner.search._context import combine_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import study_space
 from tuner.search._resources import ClusterInfo, resolve_resources
 from tuner.space import load_space
 from tuner.study import StudyMeta
+from tuner.device import cpu_has_bf16, cpu_native_precisions
 
 
-def test_cpu_trials_are_offered_fp32_alone():
+def test_cpu_trials_are_offered_fp32_and_bf16_where_this_cpu_has_it():
     res = resolve_resources(SearchOptions(), ClusterInfo(2, 0, 1, 2, 0))
     facts, notes = device_facts_for(res, ClusterInfo(2, 0, 1, 2, 0))
-    assert facts["precisions"] == ["fp32"] and facts["tf32_available"] is False and notes == []
+    assert facts["precisions"] == (["fp32", "bf16"] if cpu_has_bf16() else ["fp32"])
+    assert facts["tf32_available"] is False and notes == []
     assert trial_context(res, facts) == {"cpus": 2, "gpus": 0, **facts}
+
+
+ZEN4 = {"avx2", "avx512f", "avx512_bf16"}
+ZEN3 = {"avx2", "fma", "sha_ni"}
+
+
+def test_the_default_study_offers_bf16_on_a_cpu_with_native_bf16_and_says_why_not_elsewhere():
+    """The default space's native precision on two CPUs of the same kind: one with AVX512-BF16 searches fp32 and
+    bf16 (never fp16), one without keeps fp32 and gets one line naming the missing CPU feature; a space that
+    lists bf16 without `native` searches it anyway (forced), with no note."""
+    space = load_space("amp_loader")
+    for flags, offered in ((ZEN4, ["fp32", "bf16"]), (ZEN3, ["fp32"])):
+        ctx = {"cpus": 2, "gpus": 0, "device": "cpu", "tf32_available": False,
+               "precisions": cpu_native_precisions(flags, "x86_64")}
+        assert study_space(space, ctx)[0].params["precision"].choices == offered
+        notes = cpu_precision_notes(space, ctx, flags, "x86_64")
+        if "bf16" in offered:
+            assert notes == []
+        else:
+            assert len(notes) == 1 and "bf16 is not offered" in notes[0]
+            assert "no avx512_bf16 or amx_bf16 CPU feature" in notes[0]
+    listed = space.params["precision"].model_copy(update={"native": False, "choices": ["fp32", "bf16"]})
+    forced = space.model_copy(update={"params": {**space.params, "precision": listed}})
+    ctx = {"cpus": 2, "gpus": 0, "device": "cpu", "tf32_available": False, "precisions": ["fp32"]}
+    assert study_space(forced, ctx)[0].params["precision"].choices == ["fp32", "bf16"]
+    assert cpu_precision_notes(forced, ctx, ZEN3, "x86_64") == []
+    gpu = {"cpus": 2, "gpus": 1, "device": "cuda", "tf32_available": False, "precisions": ["fp32", "fp16"]}
+    assert cpu_precision_notes(space, gpu, ZEN3, "x86_64") == []  # a GPU's precisions are the GPU's
 
 
 def test_gpu_nodes_offer_only_what_all_of_them_run_natively():

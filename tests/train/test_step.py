@@ -2,6 +2,7 @@
 that update only their own models, and the built-in GAN's step."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import tuner
 from tests.helpers.fakes import FakeCudaDevice
 from tuner.builtin import gan as gan_builtin
 from tuner.config import Params
-from tuner.device import Device
+from tuner.device import Device, cpu_has_bf16
 from tuner.models import Discriminator, Generator, SmallCNN
 from tuner.train.step import PhaseStep
 from tuner.workload.context import TrialContext, running
@@ -56,6 +57,27 @@ def test_every_cpu_precision_trains_finite(precision):
         step(batches)
     loss = step.pop_mean_loss()
     assert loss == loss and loss < 10
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no native bf16 (AVX512-BF16 / AMX-BF16 / Arm BF16)")
+def test_a_native_bf16_cpu_step_computes_in_bf16_without_a_scaler_and_trains_finite():
+    """What a CPU study with native bf16 runs: autocast on device_type cpu with torch.bfloat16 (the forward's
+    matmuls in bf16, the weights and their gradients kept in fp32), no GradScaler, a finite loss that falls."""
+    torch.manual_seed(0)
+    model = SmallCNN(batch_norm=False)
+    seen = []
+    model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    step = PhaseStep(classifier_workload(model), {"net": model}, Params(batch_size=8, precision="bf16", lr=1e-3), CPU)
+    assert not any(s.is_enabled() for s in step.scalers)
+    x, y = torch.randn(8, 1, 16, 16), torch.randint(0, 10, (8,))
+    step(itertools.repeat((x, y)))
+    first = step.pop_mean_loss()
+    for _ in range(10):
+        step(itertools.repeat((x, y)))
+    last = step.pop_mean_loss()
+    assert seen and set(seen) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    assert math.isfinite(first) and math.isfinite(last) and last < first
 
 
 def _gan_step(params, device=CPU, world=1):

@@ -4,7 +4,8 @@ The sampling context (what `Space.sample` / `baseline_point` and `when:` conditi
 - `cpus`: the CPUs of one training process of a trial (per rank under DDP); `gpus`: the trial's GPUs (0 on CPUs);
 - `device`, `precisions`, `tf32_available`: facts about the trials' device (`tuner.device.device_facts`).
 
-Where the device facts come from. CPU trials: this machine's CPU (fp32 alone is native). GPU trials: a probe, one
+Where the device facts come from. CPU trials: this machine's CPU (fp32, and bf16 where the CPU has native bf16:
+tuner.device.cpu_has_bf16; a CPU without it gets a note saying why bf16 is not offered). GPU trials: a probe, one
 tiny Ray task per GPU node (0.01 GPU, no CPU, its worker exits after it) that asks torch on the node itself, and
 the facts every node agrees on (a precision is native only if it is native on every GPU node). The driver may
 have no GPU at all (`--address` from a laptop), and Ray reports GPU counts but not compute capabilities, so
@@ -37,6 +38,22 @@ def cpu_facts() -> dict[str, Any]:
     from tuner.device import device_facts, resolve_device
 
     return device_facts(resolve_device("cpu"))
+
+
+def cpu_precision_notes(space: Any, context: dict[str, Any], flags: Any = None,
+                        machine: str | None = None) -> list[str]:
+    """One line where a CPU study's native precision choices list bf16 but the CPU (this one, or one with these
+    `flags` on this `machine`) lacks native bf16: why the study offers fp32 alone. Nothing for GPU trials, a space
+    without native bf16, or a CPU that has it."""
+    from tuner.device import cpu_bf16_note
+
+    spec = space.params.get("precision")
+    if context.get("gpus") or spec is None or not spec.native or "bf16" not in (spec.choices or []):
+        return []
+    if "bf16" in (context.get("precisions") or []):
+        return []
+    note = cpu_bf16_note(flags=flags, machine=machine)
+    return [note] if note is not None else []
 
 
 def device_facts_for(resources: Resources, cluster: ClusterInfo) -> tuple[dict[str, Any], list[str]]:

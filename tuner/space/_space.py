@@ -29,8 +29,9 @@ limit in `tuner.config.Params` is clamped to it (num_workers at most 128). A dom
 study's trials (low > high) is refused before any trial runs.
 
 Native choices: `precision: {type: categorical, choices: [fp32, bf16, fp16], native: true}` keeps only the
-choices the trial's device runs natively (the context's `precisions`, from `tuner.device`): on a CPU fp32 alone,
-so the study spends no trial on emulated half precision; without `native` every listed choice is searched. A
+choices the trial's device runs natively (the context's `precisions`, from `tuner.device`): on a CPU fp32, and
+bf16 where the CPU has native bf16 (AVX512-BF16 / AMX-BF16, Arm's BF16), so the study spends no trial on emulated
+half precision; without `native` every listed choice is searched. A
 categorical left with one choice is a fixed value (Optuna samples nothing for it).
 
 Why one module of ~500 lines: the schema (ParamSpec, Condition, Space), its resolution for a study's resources
