@@ -30,7 +30,7 @@ from typing import Any
 from tuner.files import check_writable
 from tuner.errors import Interrupted
 from tuner.search._allowance import margin
-from tuner.search._context import cpu_facts, device_facts_for, trial_context
+from tuner.search._context import cpu_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import Space, domains_of, study_space
 from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, plan_search, \
     trial_base
@@ -311,7 +311,8 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     extractor that changed since then, a large cache to ship."""
     facts, notes = device_facts_for(resources, cluster)
     space, context, space_notes = study_space(plan.space, trial_context(resources, facts), plan.meta)
-    notes = [*resources.warnings, *notes, *space_notes]
+    fresh = [] if plan.meta is not None and plan.meta.domains else cpu_precision_notes(plan.space, context)
+    notes = [*resources.warnings, *notes, *fresh, *space_notes]
     if shared is not None:
         saved = plan.meta.fid_cache if plan.meta is not None else None
         if saved and saved != shared.manifest:
