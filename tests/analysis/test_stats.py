@@ -144,3 +144,26 @@ def test_two_equal_configs_differ_beyond_the_noise_about_5_percent_of_the_time()
         overlaps += not p.interval(a).overlaps(p.interval(b))
     assert 0.035 <= hits / 4000 <= 0.065, hits / 4000
     assert overlaps / 4000 < 0.025  # the old rule: far from the 5% it was meant to be
+
+
+def test_a_not_reached_rerun_keeps_time_to_target_in_the_confirmed_figures_counted():
+    """Issue 34: a re-run that did not reach the target lacks time_to_target by meaning; the confirmed figures keep
+    it over the trial and its re-runs (the export header's numbers), the not-reached run counted, and every other
+    metric still over the complete re-runs."""
+    from tuner.study import TrialResult
+    from tuner.analysis import time_to_target
+
+    trial = TrialResult(state="complete", metrics={"throughput": 99.0, "time_to_target": 4.0})
+    reruns = [Rerun(repeat=k, state="complete" if t else "not reached",
+                    metrics={"throughput": 100.0 + k, **({"time_to_target": t} if t else {})})
+              for k, t in enumerate([5.0, 3.2, None])]
+    c = confirmed(reruns, trial)
+    ttt = c.figures["time_to_target"]
+    want = time_to_target([trial, *reruns])
+    assert (ttt.values, ttt.runs, ttt.not_reached) == ([4.0, 5.0, 3.2], 4, 1)
+    assert (ttt.centre, ttt.low, ttt.high) == (want.interval.centre, want.interval.low, want.interval.high)
+    assert math.isclose(ttt.centre, 4.0) and ttt.low < 3.2 and ttt.high > 5.0
+    assert c.figures["throughput"].values == [100.0, 101.0, 102.0] and c.figures["throughput"].runs is None
+    none = confirmed([Rerun(repeat=0, state="not reached", metrics={"throughput": 1.0})],
+                     TrialResult(state="not reached", metrics={"throughput": 1.0}))
+    assert "time_to_target" not in none.figures and "throughput" in none.figures

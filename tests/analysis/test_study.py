@@ -133,3 +133,20 @@ def test_a_study_json_with_a_wrong_type_is_one_line_naming_the_key_for_report_an
         assert code == 2 and err.startswith(f"tuner: error: {meta_path}: {named}: "), err
         assert len(err.strip().splitlines()) == 1
     assert sorted((p, p.read_bytes()) for p in (reports / "gan-demo").rglob("*") if p.is_file()) == before
+
+
+def test_a_confirmed_trials_time_to_target_is_the_export_headers_interval_not_the_pooled_one(make_study):
+    """Issue 34: a study with a target, confirmed: each trial's confirmed time_to_target is time_to_target over the
+    trial and its re-runs (the export header's function), not re-pooled with the throughput-style noise; a trial
+    that never reached the target (nor did its re-runs) has none."""
+    from tests.helpers.studies import target_study
+    from tuner.analysis import time_to_target
+
+    s = open_study(target_study(make_study()).parent, "gan-demo")
+    for n in (0, 2):
+        fig = s.trial(n).confirmed.figures["time_to_target"]
+        want = time_to_target([s.trial(n), *s.folder.reruns(n)]).interval
+        assert (fig.centre, fig.low, fig.high) == (want.centre, want.low, want.high)
+    assert s.trial(2).confirmed.figures["time_to_target"].not_reached == 1
+    assert "time_to_target" not in s.trial(1).confirmed.figures
+    assert s.trial(2).confirmed.figures["throughput"].low is not None  # the other figures still pooled

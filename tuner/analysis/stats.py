@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from tuner.study import Confirmed, ConfirmedFigure, Rerun, TrialResult, finite
+from tuner.study import TO_TARGET, Confirmed, ConfirmedFigure, Rerun, TrialResult, finite
 
 LEVEL = 0.95
 CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-run variation pooled over the "
@@ -179,15 +179,19 @@ def noise_floor(groups: list[list[float]]) -> NoiseFloor | None:
     return NoiseFloor(math.expm1(p.sd) if p.log else p.sd, len(repeated), sum(len(g) for g in repeated))
 
 
-def confirmed(reruns: list[Rerun]) -> Confirmed:
+def confirmed(reruns: list[Rerun], trial: TrialResult | None = None) -> Confirmed:
     """A confirmed trial from its re-runs: the values of every metric all complete re-runs measured, and their
     centres; the intervals need the other confirmed trials too (tuner.analysis.study pools the noise) and are filled
-    in there. The search's own reading is left out: it was selected for being good, so it is biased upward."""
+    in there. The search's own reading is left out: it was selected for being good, so it is biased upward.
+
+    The to-target figures (tuner.study.TO_TARGET) are the exception: a run that did not reach the target lacks them
+    by meaning, so they are not dropped for it but read over the trial (`trial`) and its re-runs with the
+    not-reached runs counted, interval and all, by time_to_target: the same numbers as the export's header."""
     ok = [r for r in reruns if r.complete]
     keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
         if ok else set()
     figures = {}
-    for key in sorted(keys):
+    for key in sorted(keys - set(TO_TARGET)):
         values = [float(r.metrics[key]) for r in ok]  # type: ignore[arg-type]
         by_round: dict[int | None, list[float]] = {}
         for v, r in zip(values, ok):
@@ -195,6 +199,11 @@ def confirmed(reruns: list[Rerun]) -> Confirmed:
         # read in several rounds (the baseline): each round's level counts once
         figures[key] = ConfirmedFigure(values=values, centre=centre_of_rounds(list(by_round.values()),
                                                                               all(v > 0 for v in values)))
+    for key in TO_TARGET:
+        to = time_to_target([*([trial] if trial is not None else []), *reruns], key)
+        if to.interval is not None:  # none reached: no figure (tuner.study.fmt_figure says `not reached`)
+            figures[key] = ConfirmedFigure(values=list(to.values), centre=to.interval.centre, low=to.interval.low,
+                                           high=to.interval.high, runs=to.runs)
     return Confirmed(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
                      rounds=[r.round for r in ok])
 
@@ -225,11 +234,12 @@ class TimeToTarget:
         return f"{iv.centre:.3g} s ({spread}reached by {len(self.values)} of {self.runs} runs{missed})"
 
 
-def time_to_target(runs: list[TrialResult]) -> TimeToTarget:
+def time_to_target(runs: list[TrialResult], key: str = "time_to_target") -> TimeToTarget:
     """Time to target over `runs` (the trial and its re-runs; failed runs left out): the geometric mean of those
-    that reached it, with a t-interval from their own spread on the log scale (n - 1 df)."""
+    that reached it, with a t-interval from their own spread on the log scale (n - 1 df). `key`: another
+    to-target figure (samples_to_target) read the same way."""
     done = [r for r in runs if r.complete]
-    values = [v for r in done if (v := r.value("time_to_target")) is not None and v > 0]
+    values = [v for r in done if (v := r.value(key)) is not None and v > 0]
     if not values:
         return TimeToTarget((), len(done), None)
     p = pool([values])

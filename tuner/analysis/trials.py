@@ -23,7 +23,7 @@ def read_records(folder: StudyFolder) -> list[TrialRecord]:
     out = folder.read_trials()
     for record, reruns in out:
         if reruns:
-            record.confirmed = confirmed(reruns)
+            record.confirmed = confirmed(reruns, record)
     _cached_ceilings(folder, [r for r, _ in out])
     for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
         why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)

@@ -22,8 +22,8 @@ from tuner.errors import StudyError
 from tuner.files import atomic_write
 from tuner.report import plots
 from tuner.study import (
-    METRICS, STATE_COLORS, STATE_NOTES, TrialRecord, finite, fmt, fmt_metric, fmt_param, metric, read_parity,
-    unit_suffix,
+    METRICS, STATE_COLORS, STATE_NOTES, TO_TARGET, TrialRecord, finite, fmt, fmt_figure, fmt_metric, fmt_param,
+    metric, read_parity, unit_suffix,
 )
 from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
 from tuner.report.view import FRONT_MARK, rank_cell
@@ -116,6 +116,8 @@ def _metric_text(key: str, value: Any, unit: bool = False) -> str:
 
 def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
     value = record.get(key)
+    if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted (as the table)
+        return {"text": fmt_figure(record, key), "bound": ""}
     return {"text": _metric_text(key, value) + unit_suffix(key, record),
             "bound": record_bound(record) if key == "data_wait" else ""}
 
@@ -172,11 +174,14 @@ def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
     out = []
     for key in known + [k for k in r.metrics if k not in known]:
         value = r.get(key)
-        if value is None or key in ("bound", "headroom"):  # shown above the list, as a sentence
+        to_target = key in TO_TARGET and study.target is not None and r.complete
+        if (value is None and not to_target) or key in ("bound", "headroom"):  # above the list, as a sentence
             continue
         m = metric(key)
         text = (_metric_text(key, value) + unit_suffix(key, r)) if unit_suffix(key, r) else \
             _metric_text(key, value, unit=True)
+        if to_target:  # confirmed over the trial and its re-runs, not-reached runs counted; or `not reached`
+            text = fmt_figure(r, key)  # the label says the unit (`to target s`)
         out.append({"key": m.label + arrows.get(key, ""), "text": text,
                     "title": m.help, "bound": record_bound(r) if key == "data_wait" else "", "code": False})
     return out

@@ -10,7 +10,8 @@ from rich.markup import escape
 from tuner.files import json_safe
 from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
 from tuner.study import (
-    METRICS, STATE_NOTES, TrialRecord, fmt, fmt_figure, fmt_metric, fmt_param, read_parity, state_style, unit_suffix,
+    METRICS, STATE_NOTES, TO_TARGET, TrialRecord, fmt, fmt_figure, fmt_metric, fmt_param, read_parity, state_style,
+    unit_suffix,
 )
 
 FRONT_MARK = "★"
@@ -43,7 +44,28 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
     doc["compile_payback"] = study_payback(record, study.records)
     grid = study.sample_grid(record)
     doc["sample_grid"] = str(grid) if grid is not None else None
+    if study.target is not None and record.complete:
+        doc["to_target"] = to_target_document(record)
     return json_safe(doc)
+
+
+def to_target_document(record: TrialRecord) -> dict[str, Any]:
+    """The trial's to-target figures as the views show them (issue 34): confirmed, over the trial and its re-runs
+    with the not-reached runs counted (the export header's numbers); one reading otherwise. `centre` None: not
+    reached by any run; `text` what the table and --trial print."""
+    out: dict[str, Any] = {}
+    for key in TO_TARGET:
+        fig = record.confirmed.figures.get(key) if record.confirmed is not None else None
+        if fig is not None:
+            runs, reached, centre, low, high = fig.runs, len(fig.values), fig.centre, fig.low, fig.high
+        else:
+            value = record.value(key)
+            runs = 1 + (sum(1 for s in record.confirmed.states if s in ("complete", "not reached"))
+                        if record.confirmed is not None else 0)
+            reached, centre, low, high = (0 if value is None else 1), value, None, None
+        out[key] = {"centre": centre, "low": low, "high": high, "runs": runs, "reached": reached,
+                    "text": fmt_figure(record, key)}
+    return out
 
 
 def study_json(study: Study) -> list[dict[str, Any]]:
@@ -97,6 +119,8 @@ def _measured_cell(record: TrialRecord, key: str) -> str:
         return f"re-runs: {c.suspect}" if c.suspect else f"{fmt_metric(key, record.get(key))} (re-runs clear it)"
     if key == "goodput" and record.get(key) is not None and record.get("efficiency") is not None:
         return f"{fmt_metric(key, record.get(key))} (x{fmt_metric('efficiency', record.get('efficiency'))})"
+    if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted
+        return fmt_figure(record, key)
     return fmt_metric(key, record.get(key)) + unit_suffix(key, record)
 
 
@@ -179,10 +203,16 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
         better = "higher is better" if o.maximize else "lower is better"
         metrics.add_row(o.metric, fmt_metric(o.metric, record.get(o.metric)), f"{better}; the search's reading")
         if record.confirmed is not None and o.metric in record.confirmed.figures:
-            values = " ".join(fmt_metric(o.metric, v) for v in record.confirmed.figures[o.metric].values)
-            metrics.add_row(f"{o.metric} confirmed", fmt_figure(record, o.metric), f"re-runs: {values}")
+            metrics.add_row(*_confirmed_row(record, o.metric))
+    target = study.target is not None and record.complete
     known = [m.key for m in METRICS]
     for key in known + sorted(k for k in record.metrics if k not in known):
+        if key in TO_TARGET and target and key not in objective_keys:
+            metrics.add_row(key, escape(fmt_metric(key, record.get(key)) if record.get(key) is not None else
+                                        "not reached"), "the search's reading")
+            if record.confirmed is not None:
+                metrics.add_row(*_confirmed_row(record, key))
+            continue
         if key in objective_keys or record.get(key) is None:
             continue
         if key in ("bound", "headroom"):  # the sentence below the table
@@ -229,6 +259,20 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     if record.get("data_wait") is not None:
         out.append(f"[dim]{BOUND_EXPLANATION}[/dim]")
     return out
+
+
+def _confirmed_row(record: TrialRecord, key: str) -> tuple[str, str, str]:
+    """`KEY confirmed`, the confirmed figure with its interval and what it is read over (--trial's metrics)."""
+    fig = record.confirmed.figures.get(key) if record.confirmed is not None else None
+    values = " ".join(fmt_metric(key, v) for v in fig.values) if fig is not None else ""
+    if key in TO_TARGET:
+        runs = fig.runs if fig is not None else None
+        note = (f"the trial and its re-runs (each another seed), 95% interval over those that reached it: "
+                f"{values or 'none'}" + (f", {fig.not_reached} of {runs} not reached" if fig and fig.not_reached
+                                         else ""))
+    else:
+        note = f"re-runs: {values}"
+    return f"{key} confirmed", escape(fmt_figure(record, key)), escape(note)
 
 
 def quality_curve_text(study: Study, record: TrialRecord) -> str:

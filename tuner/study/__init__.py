@@ -12,7 +12,9 @@ from tuner.study.format import (
 )
 from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 from tuner.study.lock import lock_study
-from tuner.study.metrics import BY_KEY, METRICS, Metric, TARGET_COLUMNS, finite, metric, table_columns, unit_suffix
+from tuner.study.metrics import (
+    BY_KEY, METRICS, Metric, TARGET_COLUMNS, TO_TARGET, finite, metric, table_columns, unit_suffix,
+)
 from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_objective
 from tuner.study.parity import KnobParity, StudyParity, read_parity
 from tuner.study.provenance import hardware, versions
@@ -28,8 +30,9 @@ __all__ = [
     "LOCK_FILE", "LoaderChoice", "LoaderPlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
     "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
-    "TrialRecord", "TrialResult", "budget_unit", "curve_points", "derive_target", "finite", "first_reached", "fmt",
-    "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text", "metric",
+    "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "curve_points", "derive_target", "finite",
+    "first_reached", "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
+    "metric",
     "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "state_hex",
     "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions",
 ]

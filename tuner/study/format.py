@@ -119,14 +119,29 @@ def ranges(numbers: list[int]) -> str:
 
 def fmt_figure(record: "TrialRecord", key: str) -> str:
     """A trial's figure as reports show it: the confirmed centre and its interval, `7996 (7185-8897)`, where the
-    confirmation phase re-ran the trial; the search's single reading otherwise."""
+    confirmation phase re-ran the trial; the search's single reading otherwise. A to-target figure (TO_TARGET)
+    counts the runs that did not reach the target, `4 (2.3-6.96; 1 of 4 runs not reached)`, and a trial none of
+    whose runs reached it reads `not reached`."""
+    from tuner.study.metrics import TO_TARGET
+
     confirmed = record.confirmed.figures.get(key) if record.confirmed is not None else None
     if confirmed is None:
+        if key in TO_TARGET and record.get(key) is None and _not_reached(record):
+            runs = 1 + sum(1 for s in record.confirmed.states if s in ("complete", "not reached")) \
+                if record.confirmed is not None else 1
+            return "not reached" if runs <= 1 else f"not reached (0 of {runs} runs)"
         return fmt_metric(key, record.get(key))
     text = fmt_metric(key, confirmed.centre)
-    if confirmed.low is not None and confirmed.high is not None:
-        text += f" ({fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)})"
-    return text
+    inside = [f"{fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)}"] \
+        if confirmed.low is not None and confirmed.high is not None else []
+    if confirmed.not_reached:
+        inside.append(f"{confirmed.not_reached} of {confirmed.runs} runs not reached")
+    return text + (f" ({'; '.join(inside)})" if inside else "")
+
+
+def _not_reached(record: "TrialRecord") -> bool:
+    """Whether the trial, or any of its confirmation re-runs, ended `not reached` (a study with a target)."""
+    return record.state == "not reached" or (record.confirmed is not None and "not reached" in record.confirmed.states)
 
 
 def tf32_on(record: Any) -> bool:

@@ -135,6 +135,14 @@ class ConfirmedFigure(BaseModel):
     # prediction interval (wider than the mean's by sqrt(1 + n)); drift between sessions is not in it.
     rerun_low: float | None = None
     rerun_high: float | None = None
+    # A to-target figure (tuner.study.TO_TARGET): the runs counted, the trial and its re-runs, reached or not;
+    # `values` holds those that reached the target, the other runs did not, and low/high are the interval over
+    # them (tuner.analysis.time_to_target, as the export's header). None: every re-run is one of `values`.
+    runs: int | None = None
+
+    @property
+    def not_reached(self) -> int:
+        return (self.runs - len(self.values)) if self.runs is not None else 0
 
 
 class Confirmed(BaseModel):
@@ -153,7 +161,7 @@ class Confirmed(BaseModel):
         """The values of `key` per confirmation round: the run-to-run noise is pooled within rounds, so the drift
         between rounds (the baseline is read in several) does not pass for one config's spread."""
         values = self.figures[key].values
-        if len(self.rounds) != len(values):
+        if len(self.rounds) != len(values) or self.figures[key].runs is not None:  # a to-target figure: not by round
             return [values]
         by_round: dict[int | None, list[float]] = {}
         for v, r in zip(values, self.rounds):
