@@ -20,7 +20,7 @@ def test_builtins_and_file_references_resolve(tmp_path, monkeypatch):
     assert ref.file == str(path.resolve()) and ref.text == f"{path.resolve()}:make" and ref.module == "mywork"
     wl = build(ref, {"hidden": 4})
     assert set(wl.models) == {"net"} and wl.quality == ("val_loss", "minimize")
-    assert ship_paths(ref) == [str(path.resolve())]
+    assert ship_paths(ref) == [str(path.parent.resolve())]  # its folder, for what it finds beside it
     assert ship_paths(resolve_workload("cnn")) == []
 
 
@@ -37,19 +37,75 @@ def test_a_dotted_module_is_found_from_the_working_folder_and_its_package_is_shi
     sys.modules.pop("mypkg", None)
 
 
-def test_a_ray_worker_imports_the_shipped_copy_of_a_file_workload(tmp_path, monkeypatch):
-    """Ray puts the folder of a shipped py_module on a worker's sys.path, under its runtime_resources; a worker
-    imports that copy even where the original path exists too (one machine, a shared file system)."""
-    original = write(tmp_path / "proj", GOOD, "shipme.py")
+NEIGHBOUR = GOOD.replace("import tuner", """import tuner
+import os, sys
+sys.path.insert(0, os.path.dirname(__file__))
+import helper_beside
+from pathlib import Path
+HIDDEN = int((Path(__file__).parent / "hidden.txt").read_text())""")
+NEIGHBOUR = NEIGHBOUR.replace("def make(hidden=8)", "def make(hidden=HIDDEN)")
+
+
+def _project(folder, name):
+    """A workload that finds a module and a data file beside it by `__file__`, as users write them."""
+    write(folder, NEIGHBOUR, f"{name}.py")
+    write(folder, "VALUE = 1\n", "helper_beside.py")
+    (folder / "hidden.txt").write_text("5")
+    return folder / f"{name}.py"
+
+
+def test_a_worker_on_the_drivers_machine_imports_the_original_file_so_its_neighbours_are_found(tmp_path, monkeypatch):
+    """Where the original path exists on the worker's machine (one machine, a shared file system), the worker
+    imports it, not Ray's copy: a workload that reads a file or imports a module beside it by `__file__` failed in
+    every trial (ModuleNotFoundError) while the driver's pre-flight passed."""
+    original = _project(tmp_path / "proj", "shipme")
     shipped_dir = tmp_path / "session" / "runtime_resources" / "py_modules_files" / "_ray_pkg_1"
-    shipped = write(shipped_dir, GOOD.replace("def make(hidden=8)", "def make(hidden=3)"), "shipme.py")
+    write(shipped_dir, NEIGHBOUR, "shipme.py")  # the file alone, as tuner shipped it before
     ref = resolve_workload(f"{original}:make")
     monkeypatch.setattr(sys, "path", [str(shipped_dir), *sys.path])
-    monkeypatch.delitem(sys.modules, "shipme", raising=False)
-    assert shipped_copy(ref) == shipped.resolve()
-    assert build(ref).models["net"]()[0].out_features == 3  # the shipped copy's default, not the original's
-    assert sys.modules["shipme"].__file__ == str(shipped.resolve())
+    for name in ("shipme", "helper_beside"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert build(ref).models["net"]()[0].out_features == 5  # hidden.txt, read beside the file
+    assert sys.modules["shipme"].__file__ == str(original.resolve())
     sys.modules.pop("shipme", None)
+    sys.modules.pop("helper_beside", None)
+
+
+def test_a_ray_worker_on_another_node_imports_the_shipped_folder_so_its_neighbours_are_found(tmp_path, monkeypatch):
+    """On a node without the original path, the worker imports Ray's copy of the file's folder (ship_paths ships
+    the folder), where the module and data beside it are too."""
+    original = _project(tmp_path / "proj", "shipfar")
+    ref = resolve_workload(f"{original}:make")
+    assert ship_paths(ref) == [str(original.parent.resolve())]
+    shipped_dir = tmp_path / "session" / "runtime_resources" / "py_modules_files" / "_ray_pkg_2"
+    shipped = _project(shipped_dir / "proj", "shipfar")  # Ray unpacks a folder under its own name
+    (shipped.parent / "hidden.txt").write_text("3")
+    for path in original.parent.iterdir():
+        path.unlink()
+    original.parent.rmdir()  # the other node: no such path
+    monkeypatch.setattr(sys, "path", [str(shipped_dir), *sys.path])
+    for name in ("shipfar", "helper_beside"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert shipped_copy(ref) == shipped.resolve()
+    assert build(ref).models["net"]()[0].out_features == 3  # the shipped folder's hidden.txt
+    assert sys.modules["shipfar"].__file__ == str(shipped.resolve())
+    sys.modules.pop("shipfar", None)
+    sys.modules.pop("helper_beside", None)
+
+
+def test_a_big_folder_is_not_shipped_the_file_alone_goes_with_a_note(tmp_path, monkeypatch):
+    import tuner.workload.loader as loader
+
+    original = _project(tmp_path / "proj", "shipbig")
+    (tmp_path / "proj" / ".git").mkdir()
+    (tmp_path / "proj" / ".git" / "pack").write_bytes(b"x" * 4096)  # caches and VCS do not count
+    ref = resolve_workload(f"{original}:make")
+    monkeypatch.setattr(loader, "SHIP_FOLDER_MAX_BYTES", 2048)
+    assert loader.shipment(ref) == loader.Shipment([str(original.parent.resolve())])
+    (tmp_path / "proj" / "weights.bin").write_bytes(b"x" * 4096)
+    shipped = loader.shipment(ref)
+    assert shipped.paths == [str(original.resolve())]
+    assert shipped.note and str(original.parent.resolve()) in shipped.note and "only shipbig.py" in shipped.note
 
 
 def test_outside_ray_the_file_itself_is_imported(tmp_path, monkeypatch):

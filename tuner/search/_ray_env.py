@@ -44,6 +44,14 @@ def worker_env() -> dict[str, str]:
     return {"PYTHONPATH": path}
 
 
+def ship_excludes() -> list[str]:
+    """What Ray leaves out of a shipped folder (runtime_env excludes, gitignore syntax): caches, VCS and virtual
+    environments (tuner.workload.loader.SHIP_EXCLUDES, which ship_paths's size limit leaves out too)."""
+    from tuner.workload import SHIP_EXCLUDES
+
+    return [p if p.startswith("*") else f"{p}/" for p in SHIP_EXCLUDES]
+
+
 def shipped_env(py_modules: list[str] | None) -> dict[str, str]:
     """Tells the workers where the user's shipped files came from, so their tracebacks name the user's own paths
     (tuner.workload.loader.user_path), not Ray's copies."""
@@ -78,6 +86,7 @@ def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_s
     runtime_env: dict[str, Any] = {"env_vars": worker_env() | shipped_env(py_modules)}
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
+        runtime_env["excludes"] = ship_excludes()
     with _without(_UNUSED_HEAD_PROCESSES + (() if verbose else _UNUSED_QUIET)):
         ray.init(num_cpus=int(cpus), num_gpus=int(gpus), object_store_memory=object_store_mb * 2**20,
                  include_dashboard=False, log_to_driver=verbose,
@@ -148,7 +157,7 @@ def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | Non
 
     quiet_ray_environment()
     modules = [*(py_modules or []), *([own] if (own := tuner_ship_path()) else [])]
-    runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": ["__pycache__/", "*.pyc"]} if modules else {}
+    runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": ship_excludes()} if modules else {}
     if py_modules:
         runtime_env["env_vars"] = shipped_env(py_modules)
     try:

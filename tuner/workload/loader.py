@@ -3,7 +3,8 @@
 The reference is resolved once, where the user typed it (a relative file path against their working folder, a
 dotted module with their working folder on sys.path, as uvicorn and gunicorn do), and recorded absolute, so that
 every trial process (a Ray worker, maybe on another node) finds the same code. `ship_paths` names what Ray must
-carry to other nodes (runtime_env py_modules): the user's file, or their package's folder.
+carry to other nodes (runtime_env py_modules): the user's file's folder (or the file alone, where the folder is
+big), or their package's folder.
 
 Errors in the user's code are theirs: `user_traceback` keeps their frames and folds tuner's and libraries'.
 """
@@ -92,22 +93,25 @@ def parse_ref(text: str, base: Path | None = None, named: Mapping[str, str] | No
 
 def shipped_copy(ref: WorkloadRef) -> Path | None:
     """Inside a Ray worker: the copy of the user's file that Ray shipped with the job (ship_paths; runtime_env
-    py_modules puts its folder on sys.path, under Ray's `runtime_resources`). Workers import that copy even where
-    the original path exists too (one machine, a shared file system), so every node runs what the driver checked
-    and shipped. None outside Ray, where nothing changes."""
+    py_modules puts the folder it unpacks to on sys.path, under Ray's `runtime_resources`): `<entry>/<folder>/<file>`
+    where the file's folder was shipped, `<entry>/<file>` where the file alone was. None outside Ray."""
     if ref.file is None:
         return None
+    original = Path(ref.file)
     for entry in sys.path:
         if entry and "runtime_resources" in Path(entry).parts:
-            candidate = Path(entry) / f"{ref.module}.py"
-            if candidate.is_file():
-                return candidate.resolve()
+            for candidate in (Path(entry) / original.parent.name / original.name, Path(entry) / original.name):
+                if candidate.is_file():
+                    return candidate.resolve()
     return None
 
 
 def _import_file(ref: WorkloadRef) -> Any:
+    """The original file where it exists on this machine (the driver's, one machine or a shared file system), so
+    that a workload finding its neighbours by `__file__` (a module beside it, a data file) finds them; Ray's
+    shipped copy on another node, beside the copy of its folder where that was shipped (ship_paths)."""
     assert ref.file is not None
-    path = shipped_copy(ref) or Path(ref.file)
+    path = Path(ref.file) if Path(ref.file).is_file() else shipped_copy(ref) or Path(ref.file)
     if not path.is_file():  # on another node, not shipped: importable by its name if at all
         return importlib.import_module(ref.module)
     existing = sys.modules.get(ref.module)
@@ -116,8 +120,9 @@ def _import_file(ref: WorkloadRef) -> Any:
     name = ref.module if existing is None else f"_tuner_workload_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
     if name in sys.modules:
         return sys.modules[name]
-    if ref.path_entry and ref.path_entry not in sys.path:
-        sys.path.insert(0, ref.path_entry)  # so the file can import its neighbours, as `python file.py` would
+    folder = str(path.parent)  # so the file can import its neighbours, as `python file.py` would
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -243,22 +248,71 @@ def build(ref: WorkloadRef, options: dict[str, Any] | None = None, dataset: str 
     return workload
 
 
-def ship_paths(ref: WorkloadRef) -> list[str]:
-    """What Ray must carry to other nodes for this workload: the user's file, or the top-level folder of their
-    package when it is not installed (site-packages) there too. Built-ins travel with tuner."""
+SHIP_FOLDER_MAX_BYTES = 5 * 2**20  # a file workload's folder travels with it up to this size (its source, small data)
+SHIP_EXCLUDES = (".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache",
+                 ".pytest_cache", ".ruff_cache", ".tox", ".ipynb_checkpoints", "*.pyc")  # never shipped (runtime_env)
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """What Ray carries to other nodes for a workload (runtime_env py_modules), and a note for the user when a
+    file's folder is too big to go with it."""
+
+    paths: list[str]
+    note: str | None = None
+
+
+def _excluded(name: str) -> bool:
+    return any(name.endswith(pattern[1:]) if pattern.startswith("*") else name == pattern for pattern in SHIP_EXCLUDES)
+
+
+def _folder_fits(folder: Path, limit: int) -> bool:
+    """Whether the folder's files (less SHIP_EXCLUDES) come to `limit` bytes at most; the walk stops past it, so a
+    home folder costs no more than a small one."""
+    total = 0
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not _excluded(d)]
+        for name in files:
+            if _excluded(name):
+                continue
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            if total > limit:
+                return False
+    return True
+
+
+def shipment(ref: WorkloadRef) -> Shipment:
+    """What Ray must carry to other nodes for this workload: a file's folder (so the file finds the modules and
+    data beside it by `__file__` there too) when it comes to SHIP_FOLDER_MAX_BYTES at most, else the file alone,
+    with a note; a package's top-level folder when it is not installed (site-packages) there too. Built-ins travel
+    with tuner."""
     if ref.builtin:
-        return []
+        return Shipment([])
     if ref.file is not None:
-        return [ref.file]
+        folder = Path(ref.file).parent
+        if _folder_fits(folder, SHIP_FOLDER_MAX_BYTES):
+            return Shipment([str(folder)])
+        mb = SHIP_FOLDER_MAX_BYTES // 2**20
+        return Shipment([ref.file], f"{folder} is over {mb} MB, so only {Path(ref.file).name} is shipped to the "
+                                    f"cluster's other nodes: what it reads beside itself must be there at the same "
+                                    f"path (a shared file system) or installed")
     top = ref.module.split(".")[0]
     spec = importlib.util.find_spec(top)
     origin = getattr(spec, "origin", None) if spec is not None else None
     if not origin or origin in ("built-in", "frozen"):
-        return []
+        return Shipment([])
     origin_path = Path(origin).resolve()
     if str(origin_path).startswith(_LIB_DIRS):
-        return []  # installed: the cluster's nodes need it installed as well
-    return [str(origin_path.parent if origin_path.name == "__init__.py" else origin_path)]
+        return Shipment([])  # installed: the cluster's nodes need it installed as well
+    return Shipment([str(origin_path.parent if origin_path.name == "__init__.py" else origin_path)])
+
+
+def ship_paths(ref: WorkloadRef) -> list[str]:
+    """The paths of `shipment`."""
+    return shipment(ref).paths
 
 
 # --- the user's frames -------------------------------------------------------------------------------------------
