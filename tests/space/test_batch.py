@@ -77,6 +77,22 @@ def test_an_explicit_effective_batch_stays_within_its_bounds_and_is_split_exactl
     assert fixed.trial_config(fixed.baseline_point(CPU), BASE).params.effective_batch == 256
 
 
+def test_a_fixed_accumulation_steps_sets_the_split_micro_batch_is_effective_over_accumulation():
+    """A space that fixes accumulation_steps keeps it: the micro-batch is the effective batch / accumulation_steps
+    (it drew any divisor, and accumulation_steps followed, overriding the value the space fixed)."""
+    fixed = space_of("effective_batch: 256\nparams:\n  batch_size: {type: int, low: 8, high: 256, log: true}\n"
+                     "  accumulation_steps: 4\n")
+    assert {(c.params.batch_size, c.params.accumulation_steps) for c in configs(fixed, n=40)} == {(64, 4)}
+    ranged = space_of("effective_batch: {type: int, low: 96, high: 400, log: true}\nparams:\n"
+                      "  batch_size: {type: int, low: 8, high: 256, log: true}\n  accumulation_steps: 4\n")
+    cfgs = configs(ranged, n=60)
+    assert {c.params.accumulation_steps for c in cfgs} == {4}
+    assert all(c.params.batch_size * 4 == c.params.effective_batch for c in cfgs)
+    assert len({c.params.effective_batch for c in cfgs}) > 10
+    kept = space_of("params:\n  batch_size: {type: int, low: 8, high: 256, log: true}\n  accumulation_steps: 3\n")
+    assert {(c.params.batch_size, c.params.accumulation_steps) for c in configs(kept, n=20)} == {(64, 3)}
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("effective_batch: {type: float, low: 64, high: 128}\nparams:\n  batch_size: {type: int, low: 8, high: 64}\n",
      "effective_batch: give a whole number"),
@@ -90,6 +106,8 @@ def test_an_explicit_effective_batch_stays_within_its_bounds_and_is_split_exactl
      "effective_batch goes at the top level"),
     ("params:\n  batch_size: {type: categorical, choices: [48, 96]}\n",
      "no micro-batch in its domain splits the workload's effective batch 64"),
+    ("effective_batch: 100\nparams:\n  batch_size: {type: int, low: 8, high: 256, log: true}\n"
+     "  accumulation_steps: 3\n", "effective_batch 100 is not a multiple of the fixed accumulation_steps 3"),
 ])
 def test_a_bad_effective_batch_is_one_clear_line_and_exit_2(tmp_path, capsys, text, says):
     with pytest.raises(ConfigError, match=says):

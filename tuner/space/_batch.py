@@ -3,7 +3,8 @@
 A space that searches `batch_size` searches how one effective batch (batch_size x accumulation_steps, per training
 process) is split: the micro-batch `batch_size` is drawn among the divisors of the effective batch that its own
 domain allows, and `accumulation_steps` follows (effective / micro-batch, within its domain where the space gives
-one). Without batch-statistics layers (tuner.measure.batch_stats) every split computes the same gradient, so the
+one; a space that fixes accumulation_steps fixes the split: micro-batch = effective / accumulation_steps). Without
+batch-statistics layers (tuner.measure.batch_stats) every split computes the same gradient, so the
 split is a speed knob; with them it changes what is learned.
 
 Which effective batch: the workload's own, i.e. the baseline's (the space's fixed batch_size / accumulation_steps,
@@ -63,10 +64,9 @@ def _allows(spec: ParamSpec | None, value: int, *, default_high: int) -> bool:
 
 
 def micro_batches(space: Space, effective: int) -> list[int]:
-    """The micro-batch sizes that split `effective` exactly within the domains of batch_size and (where searched)
-    accumulation_steps, smallest first."""
+    """The micro-batch sizes that split `effective` exactly within the domains of batch_size and accumulation_steps,
+    smallest first: one at most where the space fixes accumulation_steps (micro-batch = effective / accumulation)."""
     acc = space.params.get("accumulation_steps")
-    acc = acc if acc is not None and not acc.fixed else None
     divisors = sorted({d for i in range(1, math.isqrt(effective) + 1) if effective % i == 0
                        for d in (i, effective // i)})
     return [d for d in divisors
@@ -110,6 +110,13 @@ def check_batch(space: Space, source: str) -> None:
     if values is None:
         return
     bad = [v for v in values if not micro_batches(space, int(v))]
+    acc = fixed_accumulation(space)
+    if acc is not None and bad and all(int(v) % acc for v in bad) and (spec is None or len(bad) == len(values) or
+                                                                       spec.fixed or spec.type == "categorical"):
+        what = f"{key} {bad[0]}" if spec is not None else f"{source}: the workload's effective batch {bad[0]}"
+        raise ConfigError(f"{what} is not a multiple of the fixed accumulation_steps {acc} (batch_size = effective "
+                          f"batch / accumulation_steps); give an effective batch that {acc} divides, or change "
+                          f"accumulation_steps")
     if spec is None and bad:
         raise ConfigError(f"{source}: params.batch_size: no micro-batch in its domain splits the workload's effective "
                           f"batch {bad[0]} (batch_size x accumulation_steps of the baseline) within accumulation_steps'"
@@ -118,6 +125,12 @@ def check_batch(space: Space, source: str) -> None:
     if spec is not None and (len(bad) == len(values) or (bad and (spec.fixed or spec.type == "categorical"))):
         raise ConfigError(f"{key}: {bad[0]} cannot be split into a batch_size x accumulation_steps of their domains; "
                           f"change effective_batch, or widen batch_size's domain to include a divisor of {bad[0]}")
+
+
+def fixed_accumulation(space: Space) -> int | None:
+    """accumulation_steps where the space fixes it to one value (the split's micro-batch then follows from it)."""
+    spec = space.params.get("accumulation_steps")
+    return int(spec.value) if spec is not None and spec.fixed and spec.value is not None else None
 
 
 def batch_note(space: Space) -> str | None:
