@@ -39,15 +39,12 @@ def workers(ray_session):
 @pytest.mark.parametrize("end", ["error", "complete", "interrupted"])
 @pytest.mark.parametrize("recorder", ["search", "confirm"])
 def test_every_way_a_ddp_trial_ends_gives_its_workers_back(tmp_path, workers, end, recorder):
-    from tuner.study import Objective, StudyFolder, StudyMeta
+    from tests.helpers.searchers import tiny_searcher
 
     group, state = workers
-    folder = StudyFolder(tmp_path / "study")
-    folder.path.mkdir()
-    folder.write_meta(StudyMeta(name="study", objectives=[Objective(metric="throughput", direction="max")],
-                                params=[]))
+    searcher, _, _ = tiny_searcher(tmp_path / "study")  # the study's folder and the run's searcher
     if recorder == "search":
-        rec = StudyRecorder(tmp_path / "study")
+        rec = StudyRecorder(tmp_path / "study", searcher=searcher)
         trial = Trial(group, TrialOrder(trial=3).to_config())
     else:
         rec = RerunRecorder(tmp_path / "study", "sqlite:///" + str(tmp_path / "none.db"), "none")

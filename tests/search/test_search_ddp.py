@@ -80,27 +80,33 @@ def test_ddp_trial_closes_its_rungs_on_every_rank_and_reports_rank_zero_quality(
 # --- a DDP trial in a study under --scheduler asha: the searcher records, the scheduler decides -------------------
 
 
-def asha_study(tmp_path, planted: tuple[float, float]):
-    """A study folder, its searcher (rungs at 128 and 384 samples) and a ParetoASHA holding two trials planted at
-    rung 0 with (throughput, loss) `planted`: ones that beat every real trial stop it there, ones every real trial
-    beats let it go on."""
+def ddp_study(tmp_path, setup, samples: int, rungs: list[float] | None = None):
+    """The study folder and the run's searcher (it records every trial) for `setup`'s one-point space."""
     import optuna
 
     from tuner.config import Budget
-    from tuner.schedule import ParetoASHA, RungEntry
     from tuner.search._searcher import StudySearcher
     from tuner.search._storage import open_storage
     from tuner.study import StudyFolder, StudyMeta
 
-    setup = ddp_setup(tmp_path, 384, warmup_max_steps=2)
-    space = setup.space.resolve(CONTEXT)
     folder = StudyFolder(tmp_path / "study")
     folder.path.mkdir(parents=True)
     folder.write_meta(StudyMeta(name="ddp", objectives=setup.objectives, params=["batch_size"]))
-    searcher = StudySearcher(space, setup.objectives, context=CONTEXT, budget=Budget(samples=384),
-                             sampler=optuna.samplers.RandomSampler(seed=0),
+    searcher = StudySearcher(setup.space.resolve(CONTEXT), setup.objectives, context=CONTEXT,
+                             budget=Budget(samples=samples), sampler=optuna.samplers.RandomSampler(seed=0),
                              storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="ddp",
-                             study_dir=folder.path, rungs=[128.0, 384.0])
+                             study_dir=folder.path, rungs=rungs)
+    return folder, searcher
+
+
+def asha_study(tmp_path, planted: tuple[float, float]):
+    """A study folder, its searcher (rungs at 128 and 384 samples) and a ParetoASHA holding two trials planted at
+    rung 0 with (throughput, loss) `planted`: ones that beat every real trial stop it there, ones every real trial
+    beats let it go on."""
+    from tuner.schedule import ParetoASHA, RungEntry
+
+    setup = ddp_setup(tmp_path, 384, warmup_max_steps=2)
+    folder, searcher = ddp_study(tmp_path, setup, 384, rungs=[128.0, 384.0])
     scheduler = ParetoASHA(setup.objectives, [128.0, 384.0], 3.0,
                            entries=[RungEntry(f"p{i}", 0, planted, True) for i in range(2)])
     return setup, folder, searcher, scheduler
@@ -169,10 +175,11 @@ def test_ddp_trial_that_tune_stops_at_the_run_s_end_gives_its_workers_back(ray_s
             return self.seen
 
     setup = ddp_setup(tmp_path, 100_000)
+    folder, searcher = ddp_study(tmp_path, setup, 100_000)
     total = ray_session.cluster_resources()["CPU"]
     fn = tune.with_resources(tune.with_parameters(trainable, setup=setup), {"cpu": 1})
-    tune.Tuner(fn, param_space=TrialOrder(trial=9, params={"batch_size": 16}).to_config(),
-               tune_config=tune.TuneConfig(num_samples=1),
+    tune.Tuner(fn, tune_config=tune.TuneConfig(num_samples=1, search_alg=searcher),
                run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0, stop=EndRun(),
-                                         callbacks=[StudyRecorder(tmp_path / "study")])).fit()
+                                         callbacks=[StudyRecorder(folder.path, searcher=searcher)])).fit()
     assert cpus_back(ray_session, total), ray_session.available_resources()
+    assert read_records(folder) == []  # stopped before its last report: nothing measured, nothing recorded

@@ -145,26 +145,10 @@ def test_bad_scheduler_settings_are_one_line_and_nothing_is_written(tmp_path, ca
 
 
 def stopped_searcher(tmp_path):
-    import yaml
-
-    from tests.helpers.spaces_for_tests import tiny_space
-    from tuner.config import Budget
-    from tuner.search._searcher import StudySearcher
-    from tuner.space import parse_space
-    from tuner.search._storage import open_storage
-    from tuner.study import Objective, StudyFolder, StudyMeta
+    from tests.helpers.searchers import tiny_searcher
     from tuner.search._protocol import TrialOrder
 
-    context = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
-    space = parse_space(yaml.safe_load(tiny_space(4)), source="tiny", name="tiny").resolve(context)
-    objectives = [Objective(metric="throughput", direction="maximize"), Objective(metric="loss", direction="minimize")]
-    folder = StudyFolder(tmp_path / "s")
-    folder.path.mkdir(parents=True)
-    folder.write_meta(StudyMeta(name="s", objectives=objectives, params=["batch_size", "beta1"]))
-    searcher = StudySearcher(space, objectives, context=context, budget=Budget(samples=480),
-                             sampler=optuna.samplers.RandomSampler(seed=0),
-                             storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="s",
-                             study_dir=folder.path, rungs=[53.3, 160.0, 480.0])
+    searcher, folder, objectives = tiny_searcher(tmp_path / "s", rungs=[53.3, 160.0, 480.0])
     order = TrialOrder.from_config(searcher.suggest("t1"))
     assert order.limits.rungs == (53.3, 160.0, 480.0)  # the rungs are given to the trial
     return searcher, folder, objectives, order.trial

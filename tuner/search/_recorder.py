@@ -1,10 +1,10 @@
 """Persist each trial the moment it ends (on the driver), so reports work on a study that is still running.
 
 A search trial is recorded in one place, its searcher (tuner.search._searcher: the Optuna attributes and tell, then
-result.json and its trials.csv row); the callback here brings it Ray's error text for a trial that raised or
-died, keeps each trial's rung reports as the scheduler decided them (trials/NNNN/rungs.json, what --resume
-rebuilds the scheduler from), gives an ended DDP trial's workers back (tuner.search._ddp) and updates the live
-view.
+result.json and its trials.csv row through tuner.search._storage.keep_record); the callback here writes no record
+of a search trial, and needs the run's searcher: it brings it Ray's error text for a trial that raised or died,
+keeps each trial's rung reports as the scheduler decided them (trials/NNNN/rungs.json, what --resume rebuilds the
+scheduler from), gives an ended DDP trial's workers back (tuner.search._ddp) and updates the live view.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ray.tune import Callback
 from tuner.study import StudyFolder, TrialRecord
 from tuner.search._ddp import release_ended, release_workers
 from tuner.search._protocol import final_record, order_of, record_of, rung_closed
-from tuner.analysis import write_record, write_rerun
+from tuner.analysis import write_rerun
 
 
 def _rerun(trial: Any) -> bool:
@@ -63,8 +63,8 @@ def error_of(trial: Any, watch: Any) -> tuple[str, str]:
 class StudyRecorder(Callback):
     """Ray's error text and the rung reports for the searcher (which records every trial), and the live view."""
 
-    def __init__(self, study_dir: Path, view: Any = None, searcher: Any = None, scheduler: Any = None) -> None:
-        self.folder = StudyFolder(Path(study_dir))
+    def __init__(self, study_dir: Path, view: Any = None, *, searcher: Any, scheduler: Any = None) -> None:
+        self.folder = StudyFolder(Path(study_dir))  # searcher: the run's StudySearcher, which records each trial
         self.view = view
         self.searcher, self.scheduler = searcher, scheduler
         self.recorded: list[int] = []
@@ -97,9 +97,7 @@ class StudyRecorder(Callback):
         record = record_of(trial.last_result)  # a stopped trial's last report is its rung's
         if record is None:  # stopped before it reported (interrupted): nothing measured, nothing to keep
             return
-        if self.searcher is None:  # no searcher records it (a bare Tuner): the folder alone
-            write_record(self.folder, record)
-        self._shown(record)
+        self._shown(record)  # the searcher recorded it (Tune told it first)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         order = order_of(trial.config)
@@ -110,10 +108,8 @@ class StudyRecorder(Callback):
         record = final_record(trial.last_result) or TrialRecord(
             trial=order.trial, state=state, error=reason, params=order.searched,  # type: ignore[arg-type]
             wall_limit_s=order.limits.wall_limit_s)
-        if self.searcher is None:
-            write_record(self.folder, record)
-        elif self.searcher.record_error(trial.trial_id, record) is None:
-            return
+        if self.searcher is None or self.searcher.record_error(trial.trial_id, record) is None:
+            return  # not the searcher's (None: this copy was unpickled without it)
         self._shown(record)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:

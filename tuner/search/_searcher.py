@@ -12,7 +12,7 @@
    study hostage (the engine stops it and still reports its measured throughput, `capped=True`); and with
    --study-seconds, no trial started that cannot finish in the time left (tuner.search._allowance).
 5. One place records a finished trial (`_record`): its Optuna attributes, the tell, then its result.json and
-   trials.csv row. A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
+   trials.csv row (through tuner.search._storage.keep_record, the folder's one writer of a trial's record). A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
    Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
    text, and is recorded through `record_error`.
 6. A trial whose set-up (the workload's factory or datasets()) ran past setup_timeout_s ends the search: each
@@ -34,12 +34,11 @@ from ray.tune.search.optuna import OptunaSearch
 from tuner.config import Budget
 from tuner.study import LoaderPlan, Objective, StudyFolder, TrialRecord
 from tuner.space import Space
-from tuner.search._storage import RECORD_ATTR, fail_if_running
+from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
 from tuner.search._protocol import FinalReport, RungReport, TrialLimits, TrialOrder, from_tune, objective_key
 from tuner.search._trial import learned_reserve, scored
 from tuner.train import is_setup_timeout
-from tuner.analysis import write_record
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +211,7 @@ class StudySearcher(OptunaSearch):
             self._tell(ot_trial, values, state="complete")
         self._completed_trials.add(trial_id)
         if self._folder is not None:
-            write_record(self._folder, record)
+            keep_record(self._folder, record)
         if self._allowance is not None:
             self._allowance.finished(record.run_seconds, whole=record.complete and feasible, capped=record.capped)
         seconds = record.value("train_seconds")

@@ -2,7 +2,9 @@
 
 The Optuna database is written at every tell, so it is the record of truth on resume: trials a kill left RUNNING
 are marked FAIL (the samplers ignore them), and a complete trial whose result file is missing is rewritten from
-the record kept in its user attributes.
+the record kept in its user attributes. `keep_record` is the one writer of a search trial's record in the study
+folder: the searcher hands it each trial after telling Optuna, reconcile_study each one a kill lost
+(tests/search/test_storage.py fails on any other caller of tuner.analysis.write_record).
 """
 
 from __future__ import annotations
@@ -313,6 +315,13 @@ def open_optuna_study(storage: Any, name: str, study_id: str, directions: list[s
     return study
 
 
+def keep_record(folder: StudyFolder, record: TrialRecord) -> Path:
+    """Write one search trial's record: result.json, then its trials.csv row. The only writer: the searcher calls
+    it after Optuna has the record (the database is what --resume trusts), reconcile_study for a file a kill lost;
+    a Tune run without the study's searcher records nothing."""
+    return write_record(folder, record)
+
+
 def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
     """After a kill: RUNNING trials become FAIL, missing result files of complete trials are rewritten.
     Returns the number of Optuna trials (any state)."""
@@ -330,7 +339,7 @@ def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) and RECORD_ATTR in t.user_attrs \
                 and not folder.has_record(t.number):  # PRUNED: a trial the rung scheduler stopped
-            write_record(folder, TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
+            keep_record(folder, TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
         for run in reruns.get(rerun_attr(t.number), []):  # confirmation re-runs whose file a kill lost
             if not folder.rerun_path(t.number, int(run["repeat"])).is_file():
                 write_rerun(folder, t.number, Rerun.model_validate(run))
