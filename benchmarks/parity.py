@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +68,7 @@ DEFECTS = {"rounds": "out = (out * 0.5).round() * 2.0", "overflows": "out = out 
 
 
 def main() -> None:
-    from benchmarks.common import cpu_model
+    from benchmarks.common import cpu_model, git_state
     from benchmarks.table import SCHEMA, target
     from tuner.config import TrialConfig
     from tuner.measure.parity import judge
@@ -124,12 +123,11 @@ def main() -> None:
         v = judge("precision=bf16", r["fp32_s0"], r["bf16_s0"], r["fp32_s1"])
         verdicts[f"defect_{name}"] = {"bf16": v.text()}
         caught += v.state in ("drifts", "diverged")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "tuner", "benchmarks"], cwd=REPO).returncode != 0
+    commit, dirty = git_state()  # the table's code only: not the results files written earlier in the sequence
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     machine = f"{cpu_model()} ({os.cpu_count()} cores, no GPU)"
     bf16 = "; ".join(f"{name}: {verdicts[name][f'bf16 {args.steps} steps']}" for name in CASES)
-    common = {"commit": commit or None, "dirty": dirty, "date": date, "machine": machine, "load": load}
+    common = {"commit": commit, "dirty": dirty, "date": date, "machine": machine, "load": load}
     rows = [
         {"id": "15", "benchmark": "parity", "name": "planted numerics defects caught (drifts or diverged)",
          "figure": caught, "unit": "defects", "baseline": len(DEFECTS), "ratio": caught / len(DEFECTS),

@@ -159,7 +159,7 @@ def all_cases(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def rows(doc: dict[str, Any], commit: str | None, date: str) -> dict[str, Any]:
+def rows(doc: dict[str, Any], commit: str | None, date: str, dirty: bool = False) -> dict[str, Any]:
     """Row 13 of the table, over every re-training in the file (not its first run only)."""
     from benchmarks.table import SCHEMA, target
 
@@ -171,7 +171,7 @@ def rows(doc: dict[str, Any], commit: str | None, date: str) -> dict[str, Any]:
         "id": "13", "benchmark": "retrain", "name": "export re-trained inside its exported one-run interval",
         "figure": one_run, "unit": "re-trainings", "baseline": len(cases),
         "ratio": one_run / len(cases) if cases else None,
-        "target": target(text, ("ratio", ">=", 0.8)).to_json(), "commit": commit, "dirty": False, "date": date,
+        "target": target(text, ("ratio", ">=", 0.8)).to_json(), "commit": commit, "dirty": dirty, "date": date,
         "machine": "", "load": [], "details": {"inside_confirmed_mean": mean, "cases": len(cases)},
         "note": (f"{len(cases)} re-trainings of exported configs (charlm, resnet, gan64; every run in "
                  f"benchmarks/results/retrain.json, not its first only): {one_run} inside the one-run (prediction) "
@@ -204,9 +204,11 @@ def main() -> None:
         doc["cases"] = kept + doc["cases"]
     (args.out / "retrain.json").write_text(json.dumps(doc, indent=1, default=str))
     (args.out / "retrain.md").write_text(markdown(doc))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    (args.out / "retrain-rows.json").write_text(json.dumps(rows(doc, commit or None, dt.datetime.now(
-        dt.timezone.utc).isoformat(timespec="seconds")), indent=1))
+    from benchmarks.common import git_state
+
+    commit, dirty = git_state()  # the table's code only (benchmarks.table.CODE), as every benchmark's rows
+    (args.out / "retrain-rows.json").write_text(json.dumps(rows(doc, commit, dt.datetime.now(
+        dt.timezone.utc).isoformat(timespec="seconds"), dirty), indent=1))
     print(json.dumps(doc, indent=1, default=str))
 
 
