@@ -130,6 +130,14 @@ params:
     (["--space", "{overflow}"], "params.lr.high: cpus * 1e308 * 10 is too large"),
     (["--space", "amp_loader", "--study", "mine\n"], "study name 'mine\\n' must be"),
     (["--space", "amp_loader", "-o", "x={a: 1, a: 2}"], "--option 'x={a: 1, a: 2}': duplicate key 'a' at line 1"),
+    (["--space", "amp_loader", "--race-margin", "2"], "--race-margin sets the margin of --scheduler race"),
+    (["--space", "amp_loader", "--scheduler", "asha", "--race-margin", "2"], "add --scheduler race or drop"),
+    (["--space", "amp_loader", "--scheduler", "race", "--target", "20", "--race-margin", "1"],
+     "--race-margin must be > 1 (got 1)"),
+    (["--space", "amp_loader", "--scheduler", "race", "--target", "20", "--race-margin", "0.5"],
+     "--race-margin must be > 1 (got 0.5)"),
+    (["--space", "amp_loader", "--objective", "wall_time"], "--objective 'wall_time' is not a metric to optimize"),
+    (["--space", "amp_loader", "--objective", "throughput,throughput"], "--objective throughput is given twice"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
     import tuner.search._ray_env as ray_env
@@ -177,7 +185,7 @@ params:
     (EMPTY_HERE, ["--cpus-per-trial", "1"], "high (cpus - 1 = 0) for trials with cpus = 1"),
     (EMPTY_HERE.replace("cpus - 1", "cpus - memory"), [], "params.num_workers.high: 'cpus - memory': unknown name"),
     ("objectives: [{metric: throughput, direction: max}]\nparams:\n  precision: {type: categorical, "
-     "choices: [fp16, bf16], native: true}\n", [], "params.precision: none of fp16, bf16 runs natively on cpu"),
+     "choices: [fp16], native: true}\n", [], "params.precision: none of fp16 runs natively on cpu"),  # any CPU
 ])
 def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_path, capsys, monkeypatch, space,
                                                                           args, expected):
@@ -254,3 +262,43 @@ def test_a_study_folder_that_cannot_be_written_is_one_line_before_ray_starts(mak
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("tuner: error: the study folder ") and needle in err[0], err[0]
     assert snapshot(tmp_path) == before
+
+
+def test_race_margin_and_objective_reach_the_plan_and_study_json_and_the_cli_says_it_overrides_the_space(
+        tmp_path, monkeypatch, capsys):
+    """#34: --race-margin is the race's margin (study.json's scheduler keeps it; 1.5 when not given), and
+    --objective time_to_target is the CLI twin of the space's objectives: [time_to_target], over the space's, said
+    in a note; without a target it is one line, exit 2, as the space's is."""
+    import tuner.search
+    from tests.helpers.userworkloads import PLANTED_STEPS, write
+    from tuner.search._options import objective_note, plan_search
+
+    seen = []
+
+    def parsed(opts, **kw):  # the options the CLI made; the search itself is not what is tested here
+        seen.append(opts)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(tuner.search, "run_search", parsed)
+    work = write(tmp_path / "proj", PLANTED_STEPS)
+    space = tmp_path / "bs.yaml"
+    space.write_text("objectives: [{metric: throughput, direction: max}, {metric: quality}]\n"
+                     "defaults: {budget: {samples: 256}, trials: 3}\n"
+                     "params: {batch_size: {type: categorical, choices: [8, 32]}, precision: fp32, num_workers: 0}\n")
+    base = ["search", "--space", str(space), "--workload", f"{work}:make", "--reports-dir", str(tmp_path / "r")]
+    for extra in (["--scheduler", "race", "--target", "10", "--race-margin", "2.5", "--objective", "time_to_target"],
+                  ["--scheduler", "race", "--target", "10", "--objective", "throughput,quality"]):
+        with pytest.raises(SystemExit):
+            main([*base, *extra])
+    race, pair = (plan_search(o) for o in seen)
+    assert race.scheduler.to_json()["margin"] == 2.5 and pair.scheduler.to_json()["margin"] == 1.5
+    assert [(o.metric, o.direction) for o in race.objectives] == [("time_to_target", "minimize")]
+    assert objective_note(race) == ("--objective time_to_target overrides the space's objectives (throughput, "
+                                    "quality)")
+    assert [o.metric for o in pair.objectives] == ["throughput", "quality"] and objective_note(pair) is None
+    monkeypatch.undo()
+    capsys.readouterr()
+    rc = main([*base, "--objective", "time_to_target"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--objective time_to_target needs a target: give --target" in err[0], err
+    assert not (tmp_path / "r" / "bs").exists()

@@ -78,8 +78,12 @@ def test_the_race_needs_a_target_and_keeps_its_margin_in_the_plan() -> None:
         plan_scheduler("race", None, None, Budget(seconds=20))
     with pytest.raises(ConfigError, match="--min-budget and --eta"):
         plan_scheduler("race", 2.0, None, Budget(seconds=20), target=True)
-    with pytest.raises(ConfigError, match="margin must be >= 1"):
-        Race.plan("race", PlanRequest(budget=Budget(seconds=20), margin=0.5, target=True))
+    for low in (0.5, 1.0):  # at 1 a trial as fast as the best, read at a busier moment, would be stopped
+        with pytest.raises(ConfigError, match=r"--race-margin must be > 1 \(got "):
+            Race.plan("race", PlanRequest(budget=Budget(seconds=20), margin=low, target=True))
+    with pytest.raises(ConfigError, match="--race-margin sets the margin of --scheduler race"):
+        plan_scheduler("fifo", None, None, Budget(seconds=20), margin=2.0, target=True)
+    assert plan_scheduler("race", None, None, Budget(seconds=20), margin=2.0, target=True).margin == 2.0
     plan = plan_scheduler("race", None, None, Budget(seconds=20), target=True)
     assert plan.to_json()["margin"] == 1.5 and saved_scheduler(plan.to_json()) == plan
     assert "1.5 x the best time to target" in plan.describe()

@@ -33,6 +33,8 @@ def search(
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
     target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in the budget, the mean of their last 3 evaluations; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
     eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: 25 optimizer steps of the baseline's effective batch).")] = None,
+    race_margin: Annotated[Optional[float], typer.Option(metavar="X", help="With --scheduler race: a trial stops once its training time passes this many times the best time to target so far (> 1; default 1.5). Recorded in study.json.")] = None,
+    objective: Annotated[Optional[list[str]], typer.Option(metavar="METRIC", help="What the study optimizes, over the space's objectives: (repeat, or comma-separate, for several): time_to_target or samples_to_target (need a target), or the default pair throughput and quality (the workload's own), or another metric tuner measures to optimize (peak_mem_mb, ...).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
     gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).")] = None,
@@ -59,7 +61,8 @@ def search(
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta, study_seconds=study_seconds,
-        target=target_value(target), eval_every_samples=eval_every_samples,
+        target=target_value(target), eval_every_samples=eval_every_samples, race_margin=race_margin,
+        objectives=objective_names(objective),
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format
@@ -286,6 +289,12 @@ def _quality_text(key: str, ref: str, quality: Any, why: str | None) -> str:
         return f"quality (the workload's Workload.quality; {ref} could not be loaded here: {why})"
     other = "; another --workload brings its own" if key == "default" else ""
     return f"quality (the workload's: {quality.describe()} for {ref}{other})"
+
+
+def objective_names(given: list[str] | None) -> tuple[str, ...] | None:
+    """--objective's names, repeated or comma-separated (`throughput,quality`); None: not given."""
+    names = tuple(n.strip() for item in given or [] for n in item.split(",") if n.strip())
+    return names or None
 
 
 def target_value(given: str | None) -> float | str | None:

@@ -100,6 +100,7 @@ class Scheduler(ABC):
     planned from the options (`plan`), built for a study (`build`) and described (`describe`)."""
 
     help: ClassVar[str] = ""  # one phrase for --scheduler's help
+    takes_margin: ClassVar[bool] = False  # --race-margin is its option (the race)
     decides: ClassVar[bool] = True  # False: it never stops a trial, so the runner's default order does as well
 
     @abstractmethod
@@ -177,6 +178,9 @@ def plan_scheduler(name: str | None, min_budget: float | None, eta: float | None
                    margin: float | None = None, target: bool = False) -> SchedulerPlan:
     """Validate the scheduler options against the trial budget (and the study's target)."""
     name = name or DEFAULT_SCHEDULER
+    if margin is not None and not kind_of(name).takes_margin:
+        raise ConfigError(f"--race-margin sets the margin of --scheduler race (this study's scheduler: {name}); add "
+                          f"--scheduler race or drop --race-margin")
     return kind_of(name).plan(name, PlanRequest(budget=budget, min_budget=min_budget, eta=eta, margin=margin,
                                                 target=target))
 

@@ -27,7 +27,9 @@ DEFAULT_MARGIN = 1.5
 class Race(Scheduler):
     """Stops a trial whose training time passes `margin` x the best time to target of the trials finished so far."""
 
-    help = "with a target: a trial stops once its training time passes the best time to target so far x 1.5"
+    help = ("with a target: a trial stops once its training time passes the best time to target so far x "
+            "--race-margin (1.5)")
+    takes_margin = True
 
     def __init__(self, margin: float = DEFAULT_MARGIN, best: float | None = None) -> None:
         if not margin >= 1:
@@ -64,9 +66,9 @@ class Race(Scheduler):
             raise ConfigError("--min-budget and --eta set the rungs of --scheduler asha; the race has no rungs: drop "
                               "them")
         margin = DEFAULT_MARGIN if ask.margin is None else float(ask.margin)
-        if not margin >= 1:
-            raise ConfigError(f"the race's margin must be >= 1 (got {margin:g}): a trial stops past margin x the "
-                              f"best time to target so far")
+        if not margin > 1:  # at 1 a trial as fast as the best, read on a busier moment, would be stopped
+            raise ConfigError(f"--race-margin must be > 1 (got {margin:g}): a trial stops once its training time "
+                              f"passes margin x the best time to target so far (default {DEFAULT_MARGIN:g})")
         return SchedulerPlan(name=name, margin=margin)
 
     @classmethod

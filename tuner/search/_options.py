@@ -23,7 +23,7 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import BY_KEY, LOCK_FILE, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
+from tuner.study import BY_KEY, LOCK_FILE, METRICS, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
 from tuner.builtin import resolve_workload
 from tuner.workload import WorkloadRef
 
@@ -67,6 +67,8 @@ class SearchOptions:
     study_seconds: float | None = None  # this invocation's wall-time allowance (tuner.search._allowance)
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
     eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: 25 steps)
+    race_margin: float | None = None  # --scheduler race's factor over the best time to target (default 1.5)
+    objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
 
 
 @dataclass
@@ -158,7 +160,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     same = ref.text == default_ref.text
     dataset = opts.dataset if opts.dataset is not None else (space.defaults.dataset if same else None)
     options = {**(space.defaults.workload_options if same else {}), **(opts.workload_options or {})}
-    objectives = space.objectives_for(ref.text, quality=Objective(metric=QUALITY))
+    objectives = study_objectives(space, ref.text, Objective(metric=QUALITY), opts.objectives)
     _check_quality(space, objectives)
     budget = _budget(opts) or space.defaults.budget
     return SearchPlan(
@@ -169,7 +171,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
         confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
                                                                                          DEFAULT_REPEATS),
-        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget,
+        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget, margin=opts.race_margin,
                                  target=opts.target is not None or space.target is not None),
     )
 
@@ -220,6 +222,47 @@ def _check_quality(space: Space, objectives: list[Objective]) -> None:
         check_fid_weights(quality)
 
 
+def study_objectives(space: Space, workload: str, quality: Objective | None,
+                     given: tuple[str, ...] | None) -> list[Objective]:
+    """The study's objectives: --objective's where given (the CLI twin of the space's `objectives:`, which it
+    overrides: objective_note says so), else the space's; `quality` stands for the workload's own either way."""
+    if not given:
+        return space.objectives_for(workload, quality)
+    out: list[Objective] = []
+    for name in given:
+        known = BY_KEY.get(name)
+        if name == QUALITY and quality is None:
+            raise ConfigError(f"--objective quality stands for the workload's quality objective, but workload "
+                              f"{workload} declares none (Workload.quality); name a metric instead")
+        if name != QUALITY and (known is None or known.direction is None):
+            names = ", ".join([QUALITY, *(m.key for m in METRICS if m.direction is not None)])
+            raise ConfigError(f"--objective {name!r} is not a metric to optimize; use one of {names} (or a metric "
+                              f"your workload's evaluate returns, in the space's objectives: with its direction)")
+        o = quality if quality is not None and name == QUALITY else \
+            Objective(metric=name, direction=known.direction if known is not None else None)
+        if any(x.metric == o.metric for x in out):
+            raise ConfigError(f"--objective {name} is given twice (or is the workload's quality, already given); "
+                              f"give each objective once")
+        out.append(o)
+    return out
+
+
+def objective_note(plan: SearchPlan) -> str | None:
+    """The one line saying --objective replaced the space's objectives (None: not given, or the same)."""
+    given = plan.options.objectives
+    if not given or plan.resume:
+        return None
+    theirs = [o.metric for o in plan.space.objectives_for(plan.workload.text, Objective(metric=QUALITY))]
+    if theirs == list(given):
+        return None
+    return f"--objective {' '.join(given)} overrides the space's objectives ({', '.join(theirs)})"
+
+
+def meta_quality(meta: StudyMeta) -> Objective | None:
+    """The saved study's quality objective (what `quality` stood for when it started), None without one."""
+    return next((o for o in meta.objectives if is_quality_metric(o.metric) and o.metric != QUALITY), None)
+
+
 def is_quality_metric(metric: str) -> bool:
     """Scored after training by the workload's evaluate() (anything but the speed and cost figures)."""
     known = BY_KEY.get(metric)
@@ -262,13 +305,18 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     if budget is not None and budget != saved_budget:
         same("the budget", budget.describe(), saved_budget.describe())
     _check_quality(saved_space, meta.objectives)
+    if opts.objectives and [o.metric for o in study_objectives(saved_space, ref.text, meta_quality(meta),
+                                                              opts.objectives)] != [o.metric for o in meta.objectives]:
+        same("--objective", " ".join(opts.objectives), " ".join(o.metric for o in meta.objectives))
     scheduler = saved_scheduler(meta.scheduler)
-    if (opts.scheduler, opts.min_budget, opts.eta) != (None, None, None):
+    if (opts.scheduler, opts.min_budget, opts.eta, opts.race_margin) != (None, None, None, None):
         name = opts.scheduler or scheduler.name
         kept = name == scheduler.name  # what is not given again stays as saved
         given = plan_scheduler(name, opts.min_budget if opts.min_budget is not None or not kept else
                                scheduler.min_budget, opts.eta if opts.eta is not None or not kept else scheduler.eta,
-                               saved_budget, target=bool(getattr(meta, "target", None)))
+                               saved_budget, target=bool(getattr(meta, "target", None)),
+                               margin=opts.race_margin if opts.race_margin is not None or not kept else
+                               scheduler.margin)
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
     check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
@@ -400,7 +448,8 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
                           f"{plan.workload.text}'s optimizer does not take (no {knob(lacking[0]).hyperparameter} "
                           f"in its hyperparameters); use a space without them (--space loader, which searches no lr) "
                           f"or a copy of {plan.space.source} without {' and '.join(lacking)}")
-    objectives = plan.objectives if plan.resume else plan.space.objectives_for(plan.workload.text, check.quality)
+    objectives = plan.objectives if plan.resume else study_objectives(plan.space, plan.workload.text, check.quality,
+                                                                      plan.options.objectives)
     for o in objectives:
         if o.metric not in BY_KEY and o.metric not in check.metrics:
             raise ConfigError(f"{plan.space.source}: objectives: {o.metric!r} is not a metric tuner measures nor one "

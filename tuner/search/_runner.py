@@ -32,8 +32,8 @@ from tuner.errors import Interrupted
 from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import Space, domains_of, study_space
-from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, plan_search, \
-    trial_base
+from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, objective_note, \
+    plan_search, trial_base
 from tuner.search._outcome import wall_limit
 from tuner.search._probe import plan_loaders, stored_loader_plan
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
@@ -122,22 +122,12 @@ def make_sampler(name: str, seed: int, trials: int, startup: int | None) -> Any:
 @dataclass
 class StudySetup:
     """What the study runs with once its resources are known: the space resolved for its trials, the context its
-    conditions see, the FID cache shipped to every trial, and notes and warnings to print."""
+    conditions see, the FID cache shipped to every trial, and warnings to print."""
 
     space: Space
     context: dict[str, Any]
     shared: SharedFiles | None = None
     warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # information, printed as `note:` (the effective batch kept)
-
-    def tell(self, console: Any) -> None:
-        """Print the notes as notes and the warnings as warnings (they were one list: the kept effective batch
-        printed as a warning)."""
-        from rich.markup import escape
-
-        for prefix, lines in (("note", self.notes), ("warning", self.warnings)):
-            for line in lines:
-                console.print(f"[yellow]{prefix}:[/yellow] {escape(line)}", soft_wrap=True)
 
 
 def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
@@ -263,7 +253,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     if console is not None:  # the space's default budget raised to what the pre-flight measured; the slowest step
         from rich.markup import escape
 
-        for line in (plan.sized, plan.heavy_note, plan.batch_note):
+        for line in (objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note):
             if line:
                 console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
     shared = shared_fid_cache(plan)
@@ -323,10 +313,9 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     warnings the user should see: resources shared, hardware that differs from the study's first run, an FID
     extractor that changed since then, a large cache to ship."""
     facts, notes = device_facts_for(resources, cluster)
-    studied = study_space(plan.space, trial_context(resources, facts), plan.meta)
-    space, context = studied.space, studied.context
+    space, context, space_notes = study_space(plan.space, trial_context(resources, facts), plan.meta)
     fresh = [] if plan.meta is not None and plan.meta.domains else cpu_precision_notes(plan.space, context)
-    notes = [*resources.warnings, *notes, *fresh, *studied.warnings]
+    notes = [*resources.warnings, *notes, *fresh, *space_notes]
     if shared is not None:
         saved = plan.meta.fid_cache if plan.meta is not None else None
         if saved and saved != shared.manifest:
@@ -335,7 +324,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         if shared.size > WARN_BYTES:
             notes.append(f"shipping {shared.size / 2**20:.0f} MiB of FID cache ({plan.cache_dir / 'fid'}) to every "
                          f"trial; delete the folders of datasets you no longer study to ship less")
-    return StudySetup(space=space, context=context, shared=shared, warnings=notes, notes=studied.notes)
+    return StudySetup(space=space, context=context, shared=shared, warnings=notes)
 
 
 def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dict[str, Any], loaders: Any,
@@ -421,8 +410,9 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._watch import TrialWatch
 
     opts = plan.options
-    if console is not None:
-        prepared.tell(console)
+    for note in prepared.warnings:
+        if console is not None:
+            console.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     gpus_in_trial = resources.gpus_per_trial
     space, context = prepared.space, prepared.context
     baseline = None

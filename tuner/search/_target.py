@@ -72,12 +72,13 @@ def check_target_objectives(plan: Any, given: bool = False) -> None:
     for o in getattr(plan, "objectives", None) or []:
         if o.metric not in TARGET_OBJECTIVES:
             continue
-        where = plan.space.source or "the space"
+        cli = bool(getattr(getattr(plan, "options", None), "objectives", None))
+        where = "--objective" if cli else f"{plan.space.source or 'the space'}: objectives:"
         if not given:
-            raise ConfigError(f"{where}: objectives: {o.metric} needs a target: give --target VALUE (or --target "
+            raise ConfigError(f"{where} {o.metric} needs a target: give --target VALUE (or --target "
                               f"baseline), or target: in the space")
         if o.direction == "maximize":
-            raise ConfigError(f"{where}: objectives: {o.metric} is minimized (sooner is better); give it direction "
+            raise ConfigError(f"{where} {o.metric} is minimized (sooner is better); give it direction "
                               f"min or leave the direction out")
 
 
