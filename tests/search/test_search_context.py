@@ -31,7 +31,7 @@ def test_the_default_study_offers_bf16_on_a_cpu_with_native_bf16_and_says_why_no
     for flags, offered in ((ZEN4, ["fp32", "bf16"]), (ZEN3, ["fp32"])):
         ctx = {"cpus": 2, "gpus": 0, "device": "cpu", "tf32_available": False,
                "precisions": cpu_native_precisions(flags, "x86_64")}
-        assert study_space(space, ctx)[0].params["precision"].choices == offered
+        assert study_space(space, ctx).space.params["precision"].choices == offered
         notes = cpu_precision_notes(space, ctx, flags, "x86_64")
         if "bf16" in offered:
             assert notes == []
@@ -41,7 +41,7 @@ def test_the_default_study_offers_bf16_on_a_cpu_with_native_bf16_and_says_why_no
     listed = space.params["precision"].model_copy(update={"native": False, "choices": ["fp32", "bf16"]})
     forced = space.model_copy(update={"params": {**space.params, "precision": listed}})
     ctx = {"cpus": 2, "gpus": 0, "device": "cpu", "tf32_available": False, "precisions": ["fp32"]}
-    assert study_space(forced, ctx)[0].params["precision"].choices == ["fp32", "bf16"]
+    assert study_space(forced, ctx).space.params["precision"].choices == ["fp32", "bf16"]
     assert cpu_precision_notes(forced, ctx, ZEN3, "x86_64") == []
     gpu = {"cpus": 2, "gpus": 1, "device": "cuda", "tf32_available": False, "precisions": ["fp32", "fp16"]}
     assert cpu_precision_notes(space, gpu, ZEN3, "x86_64") == []  # a GPU's precisions are the GPU's
@@ -62,19 +62,43 @@ LAPTOP = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_a
 
 def test_a_resumed_study_keeps_the_domains_it_started_with_and_says_so():
     """Optuna needs one distribution per param for a study's life: resuming on a 2-core CPU a study started on an
-    H100 node samples from the H100 node's domains (stored in study.json), with a warning naming the difference."""
+    H100 node samples from the H100 node's domains (stored in study.json), with a warning naming the difference;
+    the kept effective batch is a note, not a warning."""
     space = load_space("amp_loader")
-    first, ctx, notes = study_space(space, H100)
+    first = study_space(space, H100)
     kept = ["effective batch kept at the workload's own 64: batch_size is its micro-batch (16, 32, 64) and "
             "accumulation_steps = 64 / batch_size; add effective_batch: {type: int, low, high} to the space to "
             "change the effective batch"]  # said at the start of every study of the space (issue 40)
-    assert first.params["num_workers"].high == 16 and ctx == H100 and notes == kept
-    meta = StudyMeta(name="s", context=H100, domains=first.definition()["params"])
-    again, ctx, notes = study_space(space, LAPTOP, meta)
-    assert again.params == first.params and ctx == H100
-    assert len(notes) == 2 and notes[0] == kept[0] and "num_workers: int [0, 16] (here: int [0, 2])" in notes[1]
-    assert "precision: one of fp32, bf16, fp16 (here: one of fp32)" in notes[1]
-    same, _, notes = study_space(space, H100, meta)
-    assert same.params == first.params and notes == kept
-    old, ctx, notes = study_space(space, LAPTOP, StudyMeta(name="old"))  # a study from before domains were kept
-    assert old.params["num_workers"].high == 2 and ctx == LAPTOP and notes == kept
+    assert first.space.params["num_workers"].high == 16 and first.context == H100
+    assert (first.notes, first.warnings) == (kept, [])
+    meta = StudyMeta(name="s", context=H100, domains=first.space.definition()["params"])
+    again = study_space(space, LAPTOP, meta)
+    assert again.space.params == first.space.params and again.context == H100 and again.notes == kept
+    assert len(again.warnings) == 1 and "num_workers: int [0, 16] (here: int [0, 2])" in again.warnings[0]
+    assert "precision: one of fp32, bf16, fp16 (here: one of fp32)" in again.warnings[0]
+    same = study_space(space, H100, meta)
+    assert same.space.params == first.space.params and (same.notes, same.warnings) == (kept, [])
+    old = study_space(space, LAPTOP, StudyMeta(name="old"))  # a study from before domains were kept
+    assert old.space.params["num_workers"].high == 2 and old.context == LAPTOP
+    assert (old.notes, old.warnings) == (kept, [])
+
+
+def test_a_study_prints_the_kept_effective_batch_as_a_note_and_a_changed_domain_as_a_warning():
+    """The kept effective batch is information: it printed as `warning:` (notes and warnings were one list)."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.search._runner import StudySetup
+
+    space = load_space("amp_loader")
+    first = study_space(space, H100)
+    again = study_space(space, LAPTOP, StudyMeta(name="s", context=H100, domains=first.space.definition()["params"]))
+    console = Console(file=io.StringIO(), width=1000)
+    StudySetup(space=again.space, context=again.context, notes=again.notes, warnings=again.warnings).tell(console)
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("note: effective batch kept at the workload's own 64")
+    assert lines[1].startswith("warning: resuming with the domains this study started with")
+
+

@@ -122,12 +122,22 @@ def make_sampler(name: str, seed: int, trials: int, startup: int | None) -> Any:
 @dataclass
 class StudySetup:
     """What the study runs with once its resources are known: the space resolved for its trials, the context its
-    conditions see, the FID cache shipped to every trial, and warnings to print."""
+    conditions see, the FID cache shipped to every trial, and notes and warnings to print."""
 
     space: Space
     context: dict[str, Any]
     shared: SharedFiles | None = None
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # information, printed as `note:` (the effective batch kept)
+
+    def tell(self, console: Any) -> None:
+        """Print the notes as notes and the warnings as warnings (they were one list: the kept effective batch
+        printed as a warning)."""
+        from rich.markup import escape
+
+        for prefix, lines in (("note", self.notes), ("warning", self.warnings)):
+            for line in lines:
+                console.print(f"[yellow]{prefix}:[/yellow] {escape(line)}", soft_wrap=True)
 
 
 def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
@@ -313,9 +323,10 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     warnings the user should see: resources shared, hardware that differs from the study's first run, an FID
     extractor that changed since then, a large cache to ship."""
     facts, notes = device_facts_for(resources, cluster)
-    space, context, space_notes = study_space(plan.space, trial_context(resources, facts), plan.meta)
+    studied = study_space(plan.space, trial_context(resources, facts), plan.meta)
+    space, context = studied.space, studied.context
     fresh = [] if plan.meta is not None and plan.meta.domains else cpu_precision_notes(plan.space, context)
-    notes = [*resources.warnings, *notes, *fresh, *space_notes]
+    notes = [*resources.warnings, *notes, *fresh, *studied.warnings]
     if shared is not None:
         saved = plan.meta.fid_cache if plan.meta is not None else None
         if saved and saved != shared.manifest:
@@ -324,7 +335,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         if shared.size > WARN_BYTES:
             notes.append(f"shipping {shared.size / 2**20:.0f} MiB of FID cache ({plan.cache_dir / 'fid'}) to every "
                          f"trial; delete the folders of datasets you no longer study to ship less")
-    return StudySetup(space=space, context=context, shared=shared, warnings=notes)
+    return StudySetup(space=space, context=context, shared=shared, warnings=notes, notes=studied.notes)
 
 
 def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dict[str, Any], loaders: Any,
@@ -410,9 +421,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     from tuner.search._watch import TrialWatch
 
     opts = plan.options
-    for note in prepared.warnings:
-        if console is not None:
-            console.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
+    if console is not None:
+        prepared.tell(console)
     gpus_in_trial = resources.gpus_per_trial
     space, context = prepared.space, prepared.context
     baseline = None

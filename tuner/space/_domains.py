@@ -6,9 +6,22 @@ The first run stores the resolved domains and the sampling context in study.json
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.space._space import ParamSpec, Space
+
+
+@dataclass(frozen=True)
+class StudySpace:
+    """The space a study samples from, the context its conditions see, and what to tell the user: notes are
+    information (what the study does with the effective batch), warnings are what to look at (a resume that keeps
+    domains other than this machine's)."""
+
+    space: Space
+    context: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def stored_space(space: Space, domains: dict[str, Any]) -> Space:
@@ -18,8 +31,8 @@ def stored_space(space: Space, domains: dict[str, Any]) -> Space:
     return space.model_copy(update={"params": params})
 
 
-def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tuple[Space, dict[str, Any], list[str]]:
-    """The space a study samples from and the context its conditions see, plus warnings.
+def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> StudySpace:
+    """The space a study samples from and the context its conditions see, plus notes and warnings.
 
     A new study (or one stored before domains were recorded): `space` resolved for `context` (a ConfigError when
     a domain comes out empty). A resumed study: the domains and context stored by its first run, whatever this
@@ -29,7 +42,7 @@ def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tupl
     domains = getattr(meta, "domains", None)
     batch = [note] if (note := batch_note(space)) is not None else []  # what the study does with the effective batch
     if not domains:
-        return space.resolve(context), context, batch
+        return StudySpace(space.resolve(context), context, notes=batch)
     saved_context = dict(getattr(meta, "context", None) or context)
     kept = stored_space(space, domains)
     notes = []
@@ -40,7 +53,7 @@ def study_space(space: Space, context: dict[str, Any], meta: Any = None) -> tupl
         notes.append(f"resuming with the domains this study started with ({_describe_context(saved_context)}), not "
                      f"this machine's ({_describe_context(context)}): {shown}; throughputs measured on other "
                      f"hardware do not compare")
-    return kept, saved_context, batch + notes
+    return StudySpace(kept, saved_context, notes=batch, warnings=notes)
 
 
 def _describe_context(ctx: dict[str, Any]) -> str:
