@@ -210,7 +210,7 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
     med = speed["median"]
     return [
         {"id": "17a", "benchmark": "fixed_batch",
-         "name": "fixed batch, no batch statistics: splits within seed noise (CNN)",
+         "name": "no batch statistics: splits of 64 within seed noise (CNN)",
          "figure": exact.within, "unit": "splits", "baseline": judged,
          "ratio": exact.within / judged if judged else None,
          "target": target(f"ratio >= 1 (every split within seed noise), no batch-statistics layer, step gap <= "
@@ -227,7 +227,7 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
                   + val_note(exact)),
          "details": exact_details, **meta},
         {"id": "17b", "benchmark": "fixed_batch",
-         "name": "fixed batch with BatchNorm: split found a learning knob (built-in CNN)",
+         "name": "BatchNorm: the split found a learning knob (built-in CNN)",
          "figure": bn.within, "unit": "splits within seed noise", "baseline": len(bn.states),
          "ratio": bn.within / len(bn.states) if bn.states else None,
          "target": target(f"a batch-statistics layer detected and the split not exact (step gap > {INEXACT:g})",
@@ -241,7 +241,7 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
                   "updated once per micro-batch: a smaller micro-batch updates them more often.)"),
          "details": bn_details, **meta},
         {"id": "17c", "benchmark": "fixed_batch",
-         "name": "fixed batch: throughput varies with the split (built-in CNN)",
+         "name": "throughput varies with the split of 64 (built-in CNN)",
          "figure": speed["across"], "unit": "x", "baseline": speed["noise"], "ratio": speed["ratio"],
          "target": target("ratio > 1: fastest / slowest split's median beyond the largest fastest / slowest round "
                           "of one split", ("ratio", ">", 1.0)).to_json(),

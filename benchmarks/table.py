@@ -135,9 +135,9 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("14", "noise_scale", "cheap noise-scale estimate vs brute force (CNN, digits)"),
     ExpectedRow("15", "parity", "planted numerics defects caught (drifts or diverged)"),
     ExpectedRow("16", "parity", "a change of seed judged as a knob: false drifts"),
-    ExpectedRow("17a", "fixed_batch", "fixed batch, no batch statistics: splits within seed noise (CNN)"),
-    ExpectedRow("17b", "fixed_batch", "fixed batch with BatchNorm: split found a learning knob (built-in CNN)"),
-    ExpectedRow("17c", "fixed_batch", "fixed batch: throughput varies with the split (built-in CNN)"),
+    ExpectedRow("17a", "fixed_batch", "no batch statistics: splits of 64 within seed noise (CNN)"),
+    ExpectedRow("17b", "fixed_batch", "BatchNorm: the split found a learning knob (built-in CNN)"),
+    ExpectedRow("17c", "fixed_batch", "throughput varies with the split of 64 (built-in CNN)"),
 )
 
 
