@@ -1,0 +1,54 @@
+"""The time-to-target benchmark's arithmetic on planted re-runs (no training): a not-reached run counts as the cap,
+the median's order-statistic interval, the count inside the exported interval, and the rows' verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.time_to_target import Run, arm_stats, median_interval, race_row, workload_rows
+
+
+def _runs(arm: str, times: list[float | None]) -> list[Run]:
+    return [Run(arm, i, 1000 + i, "complete" if t is not None else "not reached", t,
+                None if t is None else int(t * 100)) for i, t in enumerate(times)]
+
+
+def test_five_runs_get_their_median_and_min_max_which_covers_it_with_94_percent():
+    med, low, high, cover = median_interval([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (med, low, high) == (3.0, 1.0, 5.0) and cover == pytest.approx(1 - 2 / 32)
+    # nine runs: x_(2)..x_(8) still covers with >= 90% (1 - 2 * 10/512 = 0.961), x_(3)..x_(7) would not
+    med, low, high, cover = median_interval([float(i) for i in range(1, 10)])
+    assert (med, low, high) == (5.0, 2.0, 8.0) and cover == pytest.approx(1 - 2 * 10 / 512)
+
+
+def test_a_not_reached_run_counts_as_the_cap_so_a_config_that_misses_cannot_look_fast():
+    s = arm_stats(_runs("a", [2.0, None, None, 3.0, None]), cap=9.0)
+    assert s.times == (2.0, 9.0, 9.0, 3.0, 9.0) and s.median == 9.0 and s.high == 9.0
+    assert s.reached == 2 and s.runs == 5 and s.samples_median == 250.0  # over the runs that reached it
+
+
+def test_the_rows_pass_and_fail_on_the_planted_times():
+    runs = _runs("a", [2.0, 2.2, 1.9, None, 2.1]) + _runs("b", [3.0, 2.5, 3.5, 2.8, 3.1]) + \
+        _runs("c", [4.0, 3.5, None, 3.8, 4.2])
+    exported = {"centre": 2.05, "low": 1.95, "high": 2.15}
+    tt, inside = workload_rows("cnn", runs, 9.0, 1.5, exported, "planted", {})
+    assert tt.figure == 2.1 and tt.baseline == 4.0 and tt.ratio == pytest.approx(4.0 / 2.1)
+    assert tt.details["b_over_a"] == pytest.approx(3.0 / 2.1) and tt.pass_ is True
+    assert inside.figure == 2 and inside.baseline == 5 and inside.pass_ is False  # 2.0 and 2.1 inside; not 4 of 5
+    # (a) slower than the knee: missed, even though it beats the baseline by 1.5x
+    slow_b = _runs("a", [2.0, 2.2, 1.9, 2.0, 2.1]) + _runs("b", [1.5, 1.6, 1.4, 1.5, 1.5]) + \
+        _runs("c", [4.0, 3.5, 3.6, 3.8, 4.2])
+    tt, inside = workload_rows("lm", slow_b, 9.0, 1.5, {"low": 1.8, "high": 2.3}, "planted", {})
+    assert tt.ratio >= 1.5 and tt.pass_ is False and inside.figure == 5 and inside.pass_ is True
+    # no interval exported (fewer than two runs reached it): no re-run is inside it
+    _, inside = workload_rows("gan", slow_b, 9.0, 1.0, {"low": None, "high": None}, "planted", {})
+    assert inside.figure == 0 and inside.pass_ is False
+
+
+def test_the_race_row_needs_a_saving_and_a_pick_as_good():
+    fifo = {"search_s": 100.0, "wall_s": 130.0, "pick_params": {"batch_size": 32}, "pick_ttt": 2.0,
+            "pick_low": 1.8, "pick_high": 2.4}
+    other = {"search_s": 70.0, "wall_s": 100.0, "pick_params": {"batch_size": 16}, "pick_ttt": 2.3}
+    assert race_row(other, fifo, "planted").pass_ is True  # another pick, inside fifo's interval
+    assert race_row({**other, "pick_ttt": 3.0}, fifo, "planted").pass_ is False  # another pick, slower
+    assert race_row({**other, "search_s": 120.0, "pick_params": {"batch_size": 32}}, fifo, "planted").pass_ is False
