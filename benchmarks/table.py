@@ -138,6 +138,13 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("17a", "fixed_batch", "no batch statistics: splits of 64 within seed noise (CNN)"),
     ExpectedRow("17b", "fixed_batch", "BatchNorm: the split found a learning knob (built-in CNN)"),
     ExpectedRow("17c", "fixed_batch", "throughput varies with the split of 64 (built-in CNN)"),
+    ExpectedRow("tt-cnn", "time_to_target", "cnn: time to target of the time-to-target pick vs the knee and the baseline"),
+    ExpectedRow("tt-gan", "time_to_target", "gan: time to target of the time-to-target pick vs the knee and the baseline"),
+    ExpectedRow("tt-lm", "time_to_target", "lm: time to target of the time-to-target pick vs the knee and the baseline"),
+    ExpectedRow("tt-int-cnn", "time_to_target", "cnn: pick's re-runs inside its exported time-to-target interval"),
+    ExpectedRow("tt-int-gan", "time_to_target", "gan: pick's re-runs inside its exported time-to-target interval"),
+    ExpectedRow("tt-int-lm", "time_to_target", "lm: pick's re-runs inside its exported time-to-target interval"),
+    ExpectedRow("tt-race", "time_to_target", "race vs fixed budgets: study wall time, same pick"),
 )
 
 
