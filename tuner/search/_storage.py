@@ -256,7 +256,7 @@ def storage_has_study(url: str, name: str) -> bool:
 def check_study_database(folder: StudyFolder, meta: StudyMeta, url: str) -> None:
     """On --resume, before anything is written: the study's database is there, not empty, and holds this study
     (the id in study.json), so a lost or replaced database is refused instead of started anew, which would number
-    the trials from 0 again over the folder's records."""
+    the trials from 0 again over the folder's records; and its trials drew batch_size as this tuner does."""
     path = sqlite_path(url)
     if path is not None:
         path = path.expanduser()
@@ -277,6 +277,16 @@ def check_study_database(folder: StudyFolder, meta: StudyMeta, url: str) -> None
         raise StudyError(f"{shown_url(url)} holds another study '{meta.name}' (id {held}) than {folder.meta_path} "
                          f"(id {meta.id}); resume the study folder that goes with that database, or restore this "
                          f"one's own database")
+    if found and isinstance(meta.space_def, dict):  # its trials drew the effective batch's split as tuner does now
+        from tuner.space import check_resumable_split, parse_space
+
+        storage = open_storage(url)
+        drawn: dict[str, Any] = {}
+        for trial in storage.get_all_trials(storage.get_study_id_from_name(meta.name), deepcopy=False):
+            for name, dist in trial.distributions.items():
+                drawn.setdefault(name, dist)
+        space = parse_space(meta.space_def, source=f"{folder.meta_path}: space_def", name=meta.space or meta.name)
+        check_resumable_split(space, meta.domains, drawn, str(folder.meta_path))
 
 
 def check_study_files(folder: StudyFolder, meta: StudyMeta) -> None:

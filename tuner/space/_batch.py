@@ -236,3 +236,18 @@ def kept_split(space: Space) -> list[int] | None:
     if not splits(space) or space.effective_batch is not None:
         return None
     return micro_batches(space, own_effective_batch(space))
+
+
+def split_distributions(space: Space) -> dict[str, Any]:
+    """The Optuna distributions sample_split gives batch_size and accumulation_steps in a space that splits (a
+    resumed study's trials must have drawn them alike: Optuna keeps one distribution per name for a study's life).
+    `space` resolved (a study's stored domains)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if not splits(space):
+        return {}
+    follows = IntDistribution(1, 1)  # _follows: a one-point int, whatever its value
+    if space.effective_batch is not None:
+        return {BATCH: follows, ACCUMULATION: follows}
+    return {BATCH: CategoricalDistribution(micro_batches(space, own_effective_batch(space))), ACCUMULATION: follows}
+

@@ -86,3 +86,39 @@ def check_stored_domains(space_def: dict[str, Any] | None, domains: dict[str, An
     except ConfigError as err:
         text = str(err).replace(f"{source}: params.", f"{source}: domains.", 1)
         raise StudyError(f"{text}; {fix}") from None
+
+
+def check_resumable_split(space: Space, domains: dict[str, Any] | None, drawn: dict[str, Any], source: str) -> None:
+    """On --resume, before any work: the trials a study ran drew batch_size and accumulation_steps (`drawn`: the
+    Optuna distributions stored with them) as this tuner's split of the effective batch draws them; a study begun
+    before the space kept the effective batch (an int range of batch_size) is one StudyError line, not Optuna's
+    ValueError in every new trial. Without stored domains (an older study) only the kind of draw is compared."""
+    from optuna.distributions import check_distribution_compatibility
+
+    from tuner.errors import StudyError
+    from tuner.space._batch import split_distributions
+
+    expected = split_distributions(stored_space(space, domains) if domains else space)
+    for name, new in expected.items():
+        old = drawn.get(name)
+        if old is None:
+            continue
+        try:
+            if domains:
+                check_distribution_compatibility(old, new)
+            elif type(old) is not type(new):
+                raise ValueError(name)
+        except ValueError:
+            raise StudyError(f"{source}: this study drew {name} as {_drawn(old)}, from before the space kept the "
+                             f"effective batch, and this tuner draws it as {_drawn(new)}, which its trials cannot "
+                             f"continue; start a new study (--study NEW_NAME) with the same space") from None
+
+
+def _drawn(dist: Any) -> str:
+    choices = getattr(dist, "choices", None)
+    if choices is not None:
+        return "one of " + ", ".join(str(c) for c in choices)
+    if dist.low == dist.high:
+        return "a value that follows from the split"
+    return f"{'a log-scaled ' if getattr(dist, 'log', False) else 'an '}int range [{dist.low}, {dist.high}]"
+
