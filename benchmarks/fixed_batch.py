@@ -6,25 +6,19 @@ split; where it has them (BatchNorm), the study must say the split is a learning
 default effective batch (tuner.config.Params: 64 x 1) and its splits 32 x 2, 16 x 4, 8 x 8 for `--steps` optimizer
 steps each, from seed 0 on the same batches (tuner.train.trial.build_training, loading in-process as the parity
 check does), beside 64 x 1 from seed 1 (the seed noise), then scores each on the validation split (equal samples:
-every step is 64 samples). The training split is cut to a whole number of effective batches: tuner's loader drops
-each epoch's incomplete micro-batch, so on digits' 1438 samples 16 x 4 would keep 16 samples that 64 x 1 drops and
-train on other batches from the second epoch on (a first run here: its trajectory then parted from 64 x 1's by as
-much as a change of seed). Two models on digits:
+every step is 64 samples). The training split is cut to whole effective batches: tuner's loader drops each epoch's
+incomplete micro-batch, so on digits' 1438 samples 16 x 4 would keep 16 samples 64 x 1 drops and train on other
+batches from the second epoch on (a first run: its trajectory then parted from 64 x 1's as a change of seed does).
+Two models on digits:
 - `cnn, BatchNorm removed`: the built-in CNN with its two BatchNorm2d layers replaced by identities (same weights
   otherwise): no batch statistics, so every split is the same gradient up to rounding;
 - `cnn`: the built-in CNN as shipped, which normalizes by batch statistics (BatchNorm2d after each conv).
 Each split's loss trajectory is judged against 64 x 1 by the parity statistic (tuner.measure.parity.judge, seed 1
 as the yardstick). The shipped CNN's throughput is then read per split by tuner trials (tuner.train.run_trial, a
 seconds budget, quality and ceilings off) in interleaved rounds, the splits' order rotated each round.
-Rows (rows schema of benchmarks/table.py, into fixed-batch.json; fixed-batch.md is generated from it):
-- 17a: without batch statistics, every split `within seed noise`, none detected, and every step's loss the same up
-  to rounding;
-- 17b: the shipped CNN: its BatchNorm detected (tuner.measure.batch_stats) and the split not exact (so the
-  detection, and the study treating its micro-batch as a learning knob, are warranted); the figure is how many of
-  its splits the parity statistic still reads as within seed noise (a finding, not a target);
-- 17c: throughput moves with the split by more than the machine's run-to-run noise.
-Quick (`--quick`): 24 steps, 2 rounds, 1.5 s trials, written under reports/benchmarks/fixed-batch/ (validation of
-the code; its figures mean little).
+Rows 17a-17c (rows schema of benchmarks/table.py; benchmarks/README.md says what each shows) go into
+fixed-batch.json, and fixed-batch.md is generated from it. Quick (`--quick`): 24 steps, 2 rounds, 1.5 s trials,
+written under reports/benchmarks/fixed-batch/ (it checks the code; its figures mean little).
 """
 
 from __future__ import annotations
@@ -50,8 +44,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (
 from benchmarks.table import SCHEMA, target  # noqa: E402
 
 SPLIT_FACTORS = (1, 2, 4, 8)  # accumulation steps of the splits measured: 64 x 1 down to micro-batches of 8
-EXACT = 1e-3  # the largest step-to-step loss gap, relative to the loss, that still counts as rounding (see rows)
-INEXACT = 1e-2  # a gap above this is no rounding: the split changed what was computed
+# Exactness is read on the first EARLY steps, before rounding's differences compound (measured here, 80 steps on the
+# CNN without BatchNorm: ~1e-7 of the loss over the first 10, ~1e-4 by step 80; with BatchNorm 6e-3 to 2e-2 over the
+# first 10; another seed 2e-2).
+EARLY = 10
+EXACT = 1e-4  # the largest gap of a step's loss, relative to 64 x 1's, that still counts as rounding
+INEXACT = 1e-3  # a gap above this is no rounding: the split changed what was computed
 WORKLOADS = '''
 """The built-in CNN, as shipped or without BatchNorm, on whole effective batches (benchmarks/fixed_batch.py)."""
 from dataclasses import replace
@@ -108,8 +106,9 @@ class CaseParity:
 
     verdicts: dict[str, str]  # split label -> the parity verdict's line
     states: dict[str, str]  # split label -> within seed noise / drifts / diverged
-    step_gap: dict[str, float]  # split label -> largest |loss - 64 x 1's| / 64 x 1's over the steps
+    step_gap: dict[str, float]  # split label -> largest |loss - 64 x 1's| / 64 x 1's over the first EARLY steps
     seed_step_gap: float  # the same for 64 x 1 from another seed: what a gap that is not rounding looks like
+    run_gap: dict[str, float]  # split label -> the same over every step (rounding compounds: for the note)
     seed_gap: float | None  # the parity statistic's seed-to-seed gap (the yardstick)
     val_loss: dict[str, float | None]  # every arm's validation loss after the same samples
     layers: list[str]
@@ -135,14 +134,14 @@ def split_labels(effective: int) -> list[tuple[str, int, int]]:
 
 def judge_case(arms: dict[str, Arm], labels: list[str], other_seed: str) -> CaseParity:
     """The parity verdict of every split (labels[1:]) against labels[0] (same seed), with `other_seed` as the
-    yardstick, and the largest per-step gap over the finite steps both trained (a run that diverged reads
-    `diverged` in its verdict)."""
+    yardstick, and the largest per-step gap over the first EARLY finite steps both trained (a run that diverged
+    reads `diverged` in its verdict)."""
     from tuner.measure.parity import judge
 
     ref = arms[labels[0]]
 
-    def gap(a: list[float]) -> float:
-        n = next((i for i, x in enumerate(a) if not math.isfinite(x)), len(a))
+    def gap(a: list[float], steps: int = EARLY) -> float:
+        n = min(steps, next((i for i, x in enumerate(a) if not math.isfinite(x)), len(a)))
         return max((abs(x - r) / max(abs(r), 1e-12) for x, r in zip(a[:n], ref.losses)), default=0.0)
 
     verdicts, states, step_gap = {}, {}, {}
@@ -151,7 +150,8 @@ def judge_case(arms: dict[str, Arm], labels: list[str], other_seed: str) -> Case
         v = judge(label, ref.losses, arms[label].losses, arms[other_seed].losses)
         verdicts[label], states[label], step_gap[label] = verdict_line(v, labels[0]), v.state, gap(arms[label].losses)
         seed_gap = v.seed_gap if v.seed_gap is not None else seed_gap
-    return CaseParity(verdicts, states, step_gap, gap(arms[other_seed].losses), seed_gap,
+    run_gap = {k: gap(arms[k].losses, len(ref.losses)) for k in labels[1:]}
+    return CaseParity(verdicts, states, step_gap, gap(arms[other_seed].losses), run_gap, seed_gap,
                       {k: a.val_loss for k, a in arms.items()}, list(ref.batch_stat_layers), ref.train_size)
 
 
@@ -192,7 +192,9 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
         return ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in c.val_loss.items())
 
     def gaps(c: CaseParity) -> str:
-        return ", ".join(f"{k} {v:.1e}" for k, v in c.step_gap.items()) + f" (another seed: {c.seed_step_gap:.1e})"
+        return (f"over the first {EARLY} steps " + ", ".join(f"{k} {v:.1e}" for k, v in c.step_gap.items())
+                + f" (another seed: {c.seed_step_gap:.1e}); over all {steps}: "
+                + ", ".join(f"{k} {v:.1e}" for k, v in c.run_gap.items()))
 
     def details(c: CaseParity) -> dict[str, Any]:
         val_gap, seed_val_gap = c.val_gaps()
@@ -213,16 +215,16 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
          "name": "no batch statistics: splits of 64 within seed noise (CNN)",
          "figure": exact.within, "unit": "splits", "baseline": judged,
          "ratio": exact.within / judged if judged else None,
-         "target": target(f"ratio >= 1 (every split within seed noise), no batch-statistics layer, step gap <= "
-                          f"{EXACT:g} (rounding)",
+         "target": target(f"ratio >= 1 (every split within seed noise), no batch-statistics layer, gap of the "
+                          f"first {EARLY} steps' loss <= {EXACT:g} (rounding)",
                           ("ratio", ">=", 1.0), ("details.batch_stat_layer_count", "<=", 0),
                           ("details.max_step_gap", "<=", EXACT)).to_json(),
          "note": (f"The built-in CNN with its BatchNorm replaced by identities, {steps} optimizer steps of 64 samples "
                   f"from seed 0 at each split of 64, judged against 64x1 by the parity statistic (seed 1 as the "
-                  f"yardstick): {exact_verdicts}. Every step's loss is within {gaps(exact)} of 64x1's; the "
-                  f"target's {EXACT:g} is rounding's allowance. The training split is cut to {exact.train_size} "
-                  f"samples, a whole number of effective batches, so every split sees the same batches: tuner's "
-                  f"loader drops each epoch's incomplete micro-batch, so on a split of another size a smaller "
+                  f"yardstick): {exact_verdicts}. Each step's loss is off 64x1's by at most {gaps(exact)} (rounding "
+                  f"compounds); the target's {EXACT:g} is rounding's allowance. The training split is cut to "
+                  f"{exact.train_size} samples (whole effective batches) so every split sees the same batches: "
+                  f"tuner's loader drops each epoch's incomplete micro-batch, so on the whole split a smaller "
                   f"micro-batch keeps samples 64x1 drops and trains on other batches from the second epoch on. "
                   + val_note(exact)),
          "details": exact_details, **meta},
@@ -230,12 +232,13 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
          "name": "BatchNorm: the split found a learning knob (built-in CNN)",
          "figure": bn.within, "unit": "splits within seed noise", "baseline": len(bn.states),
          "ratio": bn.within / len(bn.states) if bn.states else None,
-         "target": target(f"a batch-statistics layer detected and the split not exact (step gap > {INEXACT:g})",
+         "target": target(f"a batch-statistics layer detected and the split not exact (gap of the first {EARLY} "
+                          f"steps' loss > {INEXACT:g})",
                           ("details.batch_stat_layer_count", ">=", 1),
                           ("details.max_step_gap", ">", INEXACT)).to_json(),
          "note": (f"The built-in CNN as shipped: tuner.measure.batch_stats finds {', '.join(bn.layers) or 'nothing'}"
                   f", so a study says its micro-batch is a learning knob. The split changes the loss from the first "
-                  f"steps (largest gap of a step's loss per split: {gaps(bn)}); over {steps} steps the parity "
+                  f"steps (largest gap of a step's loss {gaps(bn)}); over {steps} steps the parity "
                   f"statistic reads: {bn_verdicts} (the figure: how many stay within seed noise, a finding, not the "
                   f"target). " + val_note(bn) + " (evaluation normalizes by BatchNorm's running statistics, "
                   "updated once per micro-batch: a smaller micro-batch updates them more often.)"),
@@ -256,8 +259,7 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
 
 
 def run_arm(cfg: Any, steps: int, cache: Path) -> Arm:
-    """`steps` optimizer steps of `cfg` from a fresh seeded build, loading in-process (tuner.train.parity's way),
-    then its validation loss and accuracy."""
+    """`steps` optimizer steps of `cfg`, fresh and seeded, loading in-process (as tuner.train.parity), then scored."""
     from tuner.device import resolve_device
     from tuner.measure.batch_stats import batch_statistics_layers
     from tuner.train.parity import FP32, arm_config
@@ -310,7 +312,7 @@ def markdown(doc: dict[str, Any]) -> str:
         fmt = (lambda v: "-" if v is None else f"{v:.3g}")
         lines.append(f"| {row.id} | {row.name} | {fmt(row.figure)} {row.unit} | {fmt(row.baseline)} | "
                      f"{fmt(row.ratio)} | {row.target.text} | {row.verdict()} |")
-    lines += ["", "| model | split | parity verdict against 64x1 | largest step gap | validation loss | samples/s |",
+    lines += ["", f"| model | split | parity verdict against 64x1 | step gap, first {EARLY} | validation loss | samples/s |",
               "|---|---|---|---|---|---|"]
     speed = doc["rows"][2]["details"]["median"]
     for case, c in doc["cases"].items():
