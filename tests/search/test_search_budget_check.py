@@ -50,7 +50,7 @@ def default_plan(tmp_path, seconds, **opts):
 
 def test_a_default_budget_too_short_is_raised_to_the_one_the_step_needs_and_said(tmp_path, slow_step):
     plan = default_plan(tmp_path, 5)
-    check_plan(plan, FakeCudaDevice())  # not refused: the user gave no budget
+    plan = check_plan(plan, FakeCudaDevice())  # not refused: the user gave no budget
     # 2 warm-up steps and 3 windows of 3 steps at 2 s: 22 s, a fifth more: 27, rounded up to 30
     assert plan.budget.seconds == 30
     assert plan.sized is not None and "the space's 5 s budget is too short" in plan.sized
@@ -58,15 +58,32 @@ def test_a_default_budget_too_short_is_raised_to_the_one_the_step_needs_and_said
     assert plan.preflight["sized"] == {"from": 5, "to": 30} and plan.preflight["step_seconds"] == 2.0
 
 
+def test_the_sized_budget_is_a_new_plan_made_once_and_no_plan_changes_after(tmp_path, slow_step):
+    """The budget reads in one direction: check_plan makes the plan the trials run (30 s) and leaves the planned one
+    (the space's 5 s) as it was; neither can be changed afterwards, and the trials' shared config carries 30 s."""
+    from tuner.config import Budget
+    from tuner.search._options import trial_base
+
+    planned = default_plan(tmp_path, 5, scheduler="asha")
+    final = check_plan(planned, FakeCudaDevice())
+    assert planned.budget.seconds == 5 and planned.sized is None and "sized" not in planned.preflight
+    assert planned.scheduler.rungs[-1] == 5
+    assert final.budget.seconds == 30 and final.scheduler.rungs[-1] == 30 and final.preflight["sized"]["to"] == 30
+    for plan in (planned, final):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            plan.budget = Budget(seconds=60)
+    assert trial_base(final, 0, "cpu")["budget"] == {"seconds": 30}
+
+
 def test_a_sized_asha_study_moves_its_rungs_with_the_budget(tmp_path, slow_step):
     plan = default_plan(tmp_path, 5, scheduler="asha")
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 30 and plan.scheduler.rungs[-1] == 30 and len(plan.scheduler.rungs) == 3
 
 
 def test_a_default_budget_that_fits_is_kept(tmp_path, slow_step):
     plan = default_plan(tmp_path, 60)
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 60 and plan.sized is None and "sized" not in plan.preflight
 
 
@@ -119,7 +136,7 @@ def test_a_budget_that_holds_the_baseline_but_not_the_largest_micro_batch_is_kep
     0.64 s (7.0 s): the budget stays (sizing every trial for the few sampled at the top would multiply the default
     study's length), and one note names that step and the budget that measures it fully."""
     plan = plan_search(dataclasses.replace(heavy_space(tmp_path, "{seconds: 60}"), budget_seconds=5.0))
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert step_grows_with_batch == [(64, 1), (256, 1)]  # the largest micro-batch timed once, times accumulation
     assert plan.budget.seconds == 5 and plan.sized is None
     assert re.search(r"trials at the space's largest micro-batch, batch 256 x 2 accumulation need about 9 s: .*"
@@ -130,7 +147,7 @@ def test_a_budget_that_holds_the_baseline_but_not_the_largest_micro_batch_is_kep
 def test_a_default_budget_is_sized_on_the_baseline_s_step_and_the_slowest_step_is_a_note(tmp_path,
                                                                                           step_grows_with_batch):
     plan = plan_search(heavy_space(tmp_path, "{seconds: 0.5}"))
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 2  # 0.08 s x (2 + 3 x 3) steps = 0.88 s, a fifth more, whole seconds
     assert "0.08 s in the pre-flight (batch 64 on" in plan.sized
     assert "batch 256 x 2 accumulation need about 9 s" in plan.heavy_note
@@ -139,7 +156,7 @@ def test_a_default_budget_is_sized_on_the_baseline_s_step_and_the_slowest_step_i
 
 def test_a_largest_micro_batch_that_fits_the_budget_adds_no_note(tmp_path, step_grows_with_batch):
     plan = plan_search(heavy_space(tmp_path, "{seconds: 30}"))
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 30 and plan.heavy_note is None and plan.sized is None
     assert "needs_budget" not in plan.preflight["heaviest"]
 
@@ -151,7 +168,7 @@ def test_a_kept_effective_batch_times_no_heavier_step_than_the_baseline_s(tmp_pa
     text = Path(options.space).read_text()
     Path(options.space).write_text(text.replace("effective_batch: {type: categorical, choices: [64, 512]}\n", ""))
     plan = plan_search(options)
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert step_grows_with_batch == [(64, 1)]
     assert plan.heavy_note is None and "heaviest" not in plan.preflight
 
@@ -167,5 +184,5 @@ def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state
 
     monkeypatch.setattr(preflight, "_train_steps", step)
     plan = plan_search(heavy_space(tmp_path, "{seconds: 5}"))
-    check_plan(plan, FakeCudaDevice())
+    plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 5 and "heaviest" not in plan.preflight

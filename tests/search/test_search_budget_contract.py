@@ -82,6 +82,8 @@ def test_every_trial_of_a_sized_study_keeps_a_grown_scoring_reserve(ray_session,
     folder = StudyFolder(study_dir)
     reruns = [r for rec in records for r in folder.reruns(rec["trial"])]
     assert reruns  # the confirmation ran
+    # the budget the pre-flight sized is the one study.json keeps and every trial trained with
+    assert [r["config"]["budget"] for r in records] == [meta["budget"]] * len(records)
     first, *later = sorted(records, key=lambda r: r["trial"])
     assert first["state"] == "complete", first.get("error")
     # slower per sample than the pre-flight's 1 ms step: the 1 s estimate grows, up to 90% of the budget

@@ -3,6 +3,7 @@ ceilings, the sampler that no longer searches loader knobs, the probe measuremen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import optuna
@@ -396,8 +397,7 @@ def _plan_with_preflight(tmp_path, preflight):
     path.write_text(SPACE)
     plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
     plan.folder.path.mkdir(parents=True)
-    plan.preflight = preflight
-    return plan
+    return dataclasses.replace(plan, preflight=preflight)
 
 
 def _recording_probe(monkeypatch) -> list[int]:
@@ -520,7 +520,7 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
         "high: 64, log: true}", "high: 128, log: true}\n  accumulation_steps: {type: int, low: 1, high: 2}").replace(
         "budget: {samples: 96}", "budget: {seconds: 30}"))
     plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
-    check_plan(plan, resolve_device("cpu"))
+    plan = check_plan(plan, resolve_device("cpu"))
     steps = preflight_steps(plan.preflight)
     assert steps == pytest.approx({128: 0.128})  # the baseline's batch (64) is probed whatever its step
     assert plan.preflight["heaviest"]["accumulation_steps"] == 2 and plan.preflight["batch_size"] == 64

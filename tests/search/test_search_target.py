@@ -83,8 +83,7 @@ def _plan(tmp_path, space_text, **options):
     space.write_text(space_text)
     plan = plan_search(SearchOptions(space=str(space), workload=f"{work}:make", reports_dir=tmp_path / "r",
                                      **options))
-    check_plan(plan)
-    return plan
+    return check_plan(plan)
 
 
 def test_a_spaces_target_is_the_studys_with_k_from_the_baselines_effective_batch(tmp_path):
@@ -158,8 +157,8 @@ def _derivation(tmp_path, monkeypatch, curve):
     plan.folder.write_meta(meta)
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
     space = plan.space.resolve(context, strict=False)
-    meta = _target.derive_study_target(plan, meta, space, context, trial_base(plan, 0, "cpu"), None, None,
-                                       in_process=True)
+    plan, meta = _target.derive_study_target(plan, meta, space, context, trial_base(plan, 0, "cpu"), None, None,
+                                             in_process=True)
     return plan, meta, ran
 
 
@@ -184,7 +183,8 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:]
     monkeypatch.setattr(_target, "baseline_curve", lambda *a: pytest.fail("a resumed study derived again"))
     again = SimpleNamespace(target=kept, folder=plan.folder)
-    assert _target.derive_study_target(again, meta, None, {}, {}, None, None, in_process=True) is meta
+    kept_plan, kept_meta = _target.derive_study_target(again, meta, None, {}, {}, None, None, in_process=True)
+    assert kept_plan is again and kept_meta is meta
 
 
 def test_a_baseline_that_reads_no_quality_leaves_the_trials_without_a_target(tmp_path, monkeypatch):

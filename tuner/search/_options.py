@@ -3,7 +3,7 @@
 plan_search() parses the space, resolves defaults (the space's, or the saved study's on --resume), validates
 every option, checks the study name and the dataset. It is pure: it raises a UserError or returns a SearchPlan,
 so bad input never starts Ray or touches disk.
-Over 400 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
+Over 430 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
 """
 
 from __future__ import annotations
@@ -71,9 +71,14 @@ class SearchOptions:
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchPlan:
-    """Validated, resolved settings. Nothing has been created yet."""
+    """Validated, resolved settings. Nothing has been created yet.
+
+    Frozen, so the budget reads in one direction: plan_search makes it from the options, check_plan makes the one
+    the trials run (the budget the pre-flight sized, its rungs, the objectives resolved) before any TrialOrder
+    exists, and what the runner learns later (the kept loaders, the probes' count of trials, a derived target) is a
+    new plan (dataclasses.replace). The budget study.json keeps is the one every trial gets."""
 
     study: str
     folder: StudyFolder
@@ -344,47 +349,62 @@ def trial_base(plan: SearchPlan, gpus: int, device: str) -> dict[str, Any]:
             "target": plan.target.model_dump() if plan.target is not None else None}
 
 
-def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> None:
+@dataclass(frozen=True)
+class _Sized:
+    """What the pre-flight's timings make of the plan's budget (_check_budget): the budget and rungs the trials
+    run, the timings study.json keeps, and the notes said as the study starts."""
+
+    budget: Budget
+    scheduler: SchedulerPlan
+    preflight: dict[str, Any]
+    sized: str | None = None
+    heavy_note: str | None = None
+
+
+def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> _Sized:
     """Refuse a budget the user gave that cannot hold the trial's step and scorings (one per rung a trial can
-    reach besides the last), or raise the space's default budget to the one it needs, saying so in `plan.sized`;
-    then keep the pre-flight's timings for the trials' scoring reserve (plan.preflight, study.json)."""
+    reach besides the last), or raise the space's default budget to the one it needs, saying so in `sized`; and
+    keep the pre-flight's timings for the trials' scoring reserve (`preflight`, study.json). The plan is read,
+    not changed: check_plan makes the final plan from what this returns."""
     from tuner.train import check_budget, needed_budget
 
     scorings = max(len(plan.scheduler.rungs), 1)
     score_s = check.score_seconds * scorings if check.score_seconds is not None else None
     opts = plan.options
     given = opts.budget_seconds is not None or opts.budget_samples is not None
-    plan.preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
-                      "score_seconds": check.score_seconds, "device": device,
-                      **{k: getattr(cfg.params, k) for k in heavy_knobs()}}  # batch_size, accumulation_steps
+    budget, scheduler, sized, heavy_note = plan.budget, plan.scheduler, None, None
+    preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
+                 "score_seconds": check.score_seconds, "device": device,
+                 **{k: getattr(cfg.params, k) for k in heavy_knobs()}}  # batch_size, accumulation_steps
     step_s, heavy = check.step_seconds, check.heavy
     want = needed_budget(cfg, step_s, score_s, rounded=True)
-    if want is not None and not given and plan.budget.seconds is not None:
-        old = plan.budget.seconds
-        plan.budget = plan.budget.model_copy(update={"seconds": want})
-        if plan.scheduler.rungs:  # the rungs are fractions of the budget
-            plan.scheduler = plan_scheduler(plan.scheduler.name, opts.min_budget, opts.eta, plan.budget)
+    if want is not None and not given and budget.seconds is not None:
+        old = budget.seconds
+        budget = budget.model_copy(update={"seconds": want})
+        if scheduler.rungs:  # the rungs are fractions of the budget
+            scheduler = plan_scheduler(scheduler.name, opts.min_budget, opts.eta, budget)
         scoring = f" and scoring about {score_s:.3g} s" if score_s else ""
-        plan.sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
-                      f"took {step_s:.3g} s in the pre-flight ({_step_words(cfg, False)} on {device}){scoring}; "
-                      f"each trial trains {want:g} s instead (give --budget-seconds to choose)")
-        plan.preflight["sized"] = {"from": old, "to": want}
-        cfg = cfg.model_copy(update={"budget": plan.budget})
+        sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
+                 f"took {step_s:.3g} s in the pre-flight ({_step_words(cfg, False)} on {device}){scoring}; "
+                 f"each trial trains {want:g} s instead (give --budget-seconds to choose)")
+        preflight["sized"] = {"from": old, "to": want}
+        cfg = cfg.model_copy(update={"budget": budget})
     check_budget(cfg, step_s, device, check.name, score_s)
     if heavy is not None and step_s is not None and heavy["step_seconds"] > step_s:
         # The space's slowest step is told, not imposed: sizing every trial for batch 256 x 4 accumulation would
         # have made the default GAN study's 15 s trials several times longer for the few trials sampled there.
-        plan.preflight["heaviest"] = heavy
+        preflight["heaviest"] = heavy
         top = cfg.model_copy(update={"params": cfg.params.model_copy(
             update={k: heavy[k] for k in heavy_knobs()})})
         need = needed_budget(top, float(heavy["step_seconds"]), score_s, rounded=True)
         if need is not None:
             heavy["needs_budget"] = need
-            plan.heavy_note = (f"trials at {_step_words(top, True)} need about {need:g} s: one of their steps took "
-                               f"{heavy['step_seconds']:.3g} s in the pre-flight, so in the {cfg.budget.seconds:g} s "
-                               f"budget they measure fewer windows than the others and are flagged suspect; give "
-                               f"--budget-seconds {need:g} to measure them fully, or narrow batch_size / "
-                               f"accumulation_steps in the space")
+            heavy_note = (f"trials at {_step_words(top, True)} need about {need:g} s: one of their steps took "
+                          f"{heavy['step_seconds']:.3g} s in the pre-flight, so in the {cfg.budget.seconds:g} s "
+                          f"budget they measure fewer windows than the others and are flagged suspect; give "
+                          f"--budget-seconds {need:g} to measure them fully, or narrow batch_size / "
+                          f"accumulation_steps in the space")
+    return _Sized(budget=budget, scheduler=scheduler, preflight=preflight, sized=sized, heavy_note=heavy_note)
 
 
 def _step_words(cfg: Any, heaviest: bool) -> str:
@@ -403,8 +423,7 @@ def _heaviest(space: Any, cfg: Any) -> dict[str, Any] | None:
 
     split = heaviest_split(space)
     if split is not None:
-        heavier = {k: v for k, v in split.items() if v > getattr(cfg.params, k)}
-        return split if heavier else None
+        return split if any(v > getattr(cfg.params, k) for k, v in split.items()) else None
     out: dict[str, Any] = {}
     for name in heavy_knobs():  # tuner.knobs: the step's work grows with each, so the slowest step is at their top
         spec = space.params.get(name)
@@ -415,13 +434,14 @@ def _heaviest(space: Any, cfg: Any) -> dict[str, Any] | None:
     return out or None
 
 
-def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
+def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     """Build the workload once, as a trial would, before Ray starts (tuner.train.check_workload), and resolve the
     objectives: `quality` becomes the workload's own, and a metric of the workload's must be among what its
     evaluate() returns. With `trial_device` (a tuner.device.Device: the kind of device the trials run on, on this
     machine) the check runs and times its step and scoring there, and a seconds budget too short for them is
     refused here, naming the budget it needs (tuner.train.preflight.check_budget), whatever the device. Without
-    it (a cluster's trials, a resume) the check runs on the CPU and the budget is not checked."""
+    it (a cluster's trials, a resume) the check runs on the CPU and the budget is not checked.
+    Returns the plan the trials run (the one place the planned budget changes, before any TrialOrder exists)."""
     from tuner.device import resolve_device
     from tuner.space import split_learning_note
     from tuner.train import check_workload
@@ -434,14 +454,13 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
     cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
     heaviest = _heaviest(resolved, cfg) if trial_device is not None and plan.budget.seconds is not None else None
     check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"), heaviest=heaviest)
-    if trial_device is not None:
-        _check_budget(plan, cfg, check, trial_device.describe())
-    plan.own = check.own
-    plan.batch_note = split_learning_note(plan.space, check.batch_statistics)  # issue 40: said as the study starts
-    if plan.preflight:  # study.json keeps them: the report shows the split's role from them
-        plan.preflight["batch_statistics"] = list(check.batch_statistics)
-    plan.target = study_target(plan, cfg, check.quality)  # tuner.search._target
-    plan.preflight_s = preflight_trial_s(plan.budget, check.step_seconds, check.step_samples, check.score_seconds)
+    sized = _check_budget(plan, cfg, check, trial_device.describe()) if trial_device is not None else \
+        _Sized(budget=plan.budget, scheduler=plan.scheduler, preflight=dict(plan.preflight), sized=plan.sized,
+               heavy_note=plan.heavy_note)
+    preflight = sized.preflight
+    if preflight:  # study.json keeps them: the report shows the split's role from them
+        preflight = {**preflight, "batch_statistics": list(check.batch_statistics)}
+    target = study_target(plan, cfg, check.quality)  # tuner.search._target
     lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
@@ -455,4 +474,8 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> list[Objective]:
             raise ConfigError(f"{plan.space.source}: objectives: {o.metric!r} is not a metric tuner measures nor one "
                               f"that workload {plan.workload.text}'s evaluate() returns "
                               f"({', '.join(check.metrics) or 'none'})")
-    return objectives
+    return replace(plan, objectives=objectives, budget=sized.budget, scheduler=sized.scheduler, preflight=preflight,
+                   sized=sized.sized, heavy_note=sized.heavy_note, own=check.own, target=target,
+                   batch_note=split_learning_note(plan.space, check.batch_statistics),  # issue 40: said at the start
+                   preflight_s=preflight_trial_s(sized.budget, check.step_seconds, check.step_samples,
+                                                 check.score_seconds))

@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -245,12 +245,12 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         cluster = local_cluster()
         check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
-        plan.loaders = stored_loader_plan(plan.folder.probes_path)  # a damaged file is refused before anything runs
+        plan = replace(plan, loaders=stored_loader_plan(plan.folder.probes_path))  # a damaged file: refused first
         early = _resume_without_work(plan, console, t0)
         if early is not None:
             return early
     device = trial_device(opts, cluster, plan)
-    plan.objectives = check_plan(plan, device)  # a bad workload: one line on stderr
+    plan = check_plan(plan, device)  # a bad workload: one line on stderr; the budget the trials run
     allowance = None
     if opts.study_seconds is not None:
         from tuner.search._allowance import Allowance, confirm_runs
@@ -339,7 +339,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dict[str, Any], loaders: Any,
-                   done: int, console: Any) -> tuple[int, StudyMeta]:
+                   done: int, console: Any) -> tuple[int, StudyMeta, SearchPlan]:
     """The trials left once the probes decided every knob the space searches: as many as there are distinct
     configs (the baseline's and the probes' pick), not --trials copies of one config; the study's count is
     rewritten, so the report and --resume see the study as whole."""
@@ -347,17 +347,17 @@ def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dic
 
     configs = configs_left(space, context, loaders, (meta.baseline or {}).get("params"))
     if configs is None or len(configs) >= plan.trials:
-        return plan.trials - done, meta
+        return plan.trials - done, meta, plan
     if console is not None:
         which = ", ".join(n for n in space.reachable(context) if n in loaders.knobs)
         same = " (the baseline's knobs are the probes' pick)" if len(configs) == 1 and meta.baseline else ""
         console.print(f"the probes decided every knob this space searches ({which}): {len(configs)} "
                       f"config{'s' if len(configs) != 1 else ''} to measure{same}, so {len(configs)} "
                       f"trial{'s' if len(configs) != 1 else ''} instead of {plan.trials}", soft_wrap=True)
-    plan.trials, plan.kept_trials = len(configs), None
+    plan = replace(plan, trials=len(configs), kept_trials=None)
     meta = meta.model_copy(update={"trials": plan.trials})
     plan.folder.write_meta(meta)
-    return max(0, plan.trials - done), meta
+    return max(0, plan.trials - done), meta, plan
 
 
 def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSummary | None:
@@ -451,8 +451,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         from tuner.search._probe import probes_in_process
         from tuner.search._target import derive_study_target
 
-        meta = derive_study_target(plan, meta, space, context, base, resources, console,
-                                   in_process=probes_in_process(plan, resources))
+        plan, meta = derive_study_target(plan, meta, space, context, base, resources, console,
+                                         in_process=probes_in_process(plan, resources))
         base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir),
@@ -467,7 +467,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
 
         plan_parity(plan, space, context, base, resources, console, in_process=probes_in_process(plan, resources))
     if loaders is not None and remaining > 0:
-        remaining, meta = _only_distinct(plan, meta, space, context, loaders, len(records), console)
+        remaining, meta, plan = _only_distinct(plan, meta, space, context, loaders, len(records), console)
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.
     sampler = make_sampler(plan.sampler, plan.seed + n_before, plan.trials, opts.startup_trials)
     with warnings.catch_warnings():

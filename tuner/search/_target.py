@@ -83,18 +83,21 @@ def check_target_objectives(plan: Any, given: bool = False) -> None:
 
 
 def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any], base: dict[str, Any],
-                        resources: Any, console: Any, in_process: bool) -> Any:
+                        resources: Any, console: Any, in_process: bool) -> tuple[Any, Any]:
     """Set a `baseline` target before the first trial: the baseline's settings (the space's baseline point, the
     workload's own lr and betas) train the study's whole budget, evaluating every K samples as the trials will, and
     the target is the mean of their last evaluations (tuner.study.target.derive_target). study.json keeps it, with
     the evaluations it came from, so --resume never derives it again (a study killed before it was set derives it
-    then). Returns the study.json written (unchanged when nothing was to derive)."""
+    then). Returns the plan with the target the trials get and the study.json written (both unchanged when nothing
+    was to derive)."""
+    from dataclasses import replace
+
     from tuner.config import dump_config
     from tuner.study import curve_points, derive_target
 
     pending = plan.target
     if pending is None or pending.value is not None:
-        return meta
+        return plan, meta
     if console is not None:
         console.print(f"deriving the target from the baseline: its settings train {plan.budget.describe()}, "
                       f"evaluating {pending.metric} every {pending.eval_every_samples:,} samples ...", soft_wrap=True)
@@ -113,15 +116,14 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
             why = found["error"] or "no finite evaluation"
             console.print(f"the baseline read no {pending.metric} ({found['state']}: {why}): the trials run "
                           f"without a target; give --target VALUE", soft_wrap=True)
-        plan.target = None
-        return meta
-    plan.target = derived
+        return replace(plan, target=None), meta
+    plan = replace(plan, target=derived)
     meta = meta.model_copy(update={"target": derived.model_dump()})
     plan.folder.write_meta(meta)
     if console is not None:
         console.print(f"target: {derived.describe()} (the mean of the baseline's last {len(derived.evaluations or [])}"
                       f" evaluations)", soft_wrap=True)
-    return meta
+    return plan, meta
 
 
 def baseline_curve(cfg_json: str, cache_dir: str, score_reserve_s: float | None) -> dict[str, Any]:
