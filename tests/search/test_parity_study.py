@@ -22,6 +22,18 @@ def test_the_default_space_checks_nothing_on_a_cpu_and_every_half_precision_and_
     assert numerics_candidates(space, H100) == [{"precision": "bf16"}, {"precision": "fp16"}, {"tf32": True}]
 
 
+def test_a_cpu_with_native_bf16_has_bf16_checked_against_fp32_and_one_without_checks_nothing():
+    """The default space on two x86 CPUs (planted flags): with AVX512-BF16 its bf16 goes through the parity check
+    like a GPU's; without it bf16 is not offered, so nothing is checked."""
+    from tuner.device import cpu_native_precisions
+
+    space = load_space("amp_loader")
+    zen4 = {**LAPTOP, "precisions": cpu_native_precisions({"avx2", "avx512f", "avx512_bf16"}, "x86_64")}
+    zen3 = {**LAPTOP, "precisions": cpu_native_precisions({"avx2", "fma"}, "x86_64")}
+    assert numerics_candidates(space, zen4) == [{"precision": "bf16"}]
+    assert numerics_candidates(space, zen3) == []
+
+
 def test_a_space_that_searches_compile_or_fixes_bf16_has_those_checked(tmp_path):
     text = """
 objectives: [{metric: throughput, direction: max}]
