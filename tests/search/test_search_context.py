@@ -102,3 +102,28 @@ def test_a_study_prints_the_kept_effective_batch_as_a_note_and_a_changed_domain_
     assert lines[1].startswith("warning: resuming with the domains this study started with")
 
 
+
+
+def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch):
+    """On a CPU without native bf16 (planted flags) a new study's line on bf16 is information: it printed as
+    `warning:` beside the real warnings."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    import tuner.device
+    from tuner.search._runner import prepare_study
+
+    monkeypatch.setattr(tuner.device, "cpu_flags", lambda: frozenset(ZEN3))
+    monkeypatch.setattr(tuner.device, "_CPU_BF16", [])
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    cluster = ClusterInfo(2, 0, 1, 2, 0)
+    setup = prepare_study(SimpleNamespace(space=load_space("amp_loader"), meta=None), cluster,
+                          resolve_resources(SearchOptions(), cluster), None)
+    assert setup.warnings == []
+    assert [line.split(":")[0] for line in setup.notes] == ["effective batch kept at the workload's own 64",
+                                                             "bf16 is not offered on this CPU"]
+    console = Console(file=io.StringIO(), width=1000)
+    setup.tell(console)
+    assert [line.split(":")[0] for line in console.file.getvalue().splitlines()] == ["note", "note"]

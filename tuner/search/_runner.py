@@ -128,7 +128,8 @@ class StudySetup:
     context: dict[str, Any]
     shared: SharedFiles | None = None
     warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # information, printed as `note:` (the effective batch kept)
+    notes: list[str] = field(default_factory=list)  # information, printed as `note:` (the effective batch kept,
+    # why bf16 is not offered on this CPU)
 
     def tell(self, console: Any) -> None:
         """Print the notes as notes and the warnings as warnings (they were one list: the kept effective batch
@@ -325,8 +326,9 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     facts, notes = device_facts_for(resources, cluster)
     studied = study_space(plan.space, trial_context(resources, facts), plan.meta)
     space, context = studied.space, studied.context
+    # why bf16 is not offered on this CPU: information, a note (it printed as `warning:`)
     fresh = [] if plan.meta is not None and plan.meta.domains else cpu_precision_notes(plan.space, context)
-    notes = [*resources.warnings, *notes, *fresh, *studied.warnings]
+    notes = [*resources.warnings, *notes, *studied.warnings]
     if shared is not None:
         saved = plan.meta.fid_cache if plan.meta is not None else None
         if saved and saved != shared.manifest:
@@ -335,7 +337,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         if shared.size > WARN_BYTES:
             notes.append(f"shipping {shared.size / 2**20:.0f} MiB of FID cache ({plan.cache_dir / 'fid'}) to every "
                          f"trial; delete the folders of datasets you no longer study to ship less")
-    return StudySetup(space=space, context=context, shared=shared, warnings=notes, notes=studied.notes)
+    return StudySetup(space=space, context=context, shared=shared, warnings=notes, notes=[*studied.notes, *fresh])
 
 
 def _only_distinct(plan: SearchPlan, meta: StudyMeta, space: Space, context: dict[str, Any], loaders: Any,
