@@ -7,10 +7,11 @@ user runs them (`tuner search` and `tuner export` in fresh processes through the
 same CLI entry point, tuner.cli.main, in this process, to save a torch import per re-run), for each workload (the
 built-in CNN on digits, the built-in GAN on digits, examples/charlm.py with its own AdamW):
 
-0. the target: the workload's own settings (tuner's baseline) trained a reference time R (`tuner train
-   --until-target` of an unreachable value, so it evaluates every K samples and never stops early); the target is
-   the mean of its last 3 evaluations, as tuner's `--target baseline` derives it, and the cap is 3R, the issue's
-   "3x the baseline's time to target". The study's trials train at most the cap. Why not `--target baseline`:
+0. the target: the workload's own settings (tuner's baseline) trained R samples (`tuner train --until-target` of
+   an unreachable value, so it evaluates every K samples and never stops early; samples, not seconds, so the
+   target does not move with the machine's load); the target is the mean of its last 3 evaluations, as tuner's
+   `--target baseline` derives it, and the cap is 3x that run's training seconds, the issue's "3x the baseline's
+   time to target". The study's trials train at most the cap. Why not `--target baseline`:
    tuner derives it from the baseline trained the study's whole budget, so the baseline only reaches it at the very
    end of that budget and on a shared machine misses it about half the time (seen 2026-11-27: 0 of 5 trials, the
    baseline included, reached a target derived at an 8 s budget), and the trials' budget is not the 3x cap. The
@@ -79,16 +80,12 @@ class Workload:
     workload: str
     options: tuple[str, ...]  # -o KEY=VALUE
     dataset: str | None
-    ref_s: float
+    ref_samples: int  # the reference run of the baseline: this many training samples (load-independent)
     eval_every: int
     trials: int
     rounds: int
     need_ratio: float  # (c) / (a) at least this (1.5 on the CNN and the LM; the GAN: not slower)
     metric: str  # its quality metric (minimized), as its evaluate() names it
-
-    @property
-    def cap_s(self) -> float:
-        return 3.0 * self.ref_s
 
 
 LM = str(REPO / "examples" / "charlm.py") + ":make"
@@ -98,14 +95,14 @@ LM_OPTIONS = ("block_size=32", "n_layer=2", "n_head=4", "n_embd=64")  # examples
 # would quantize the time to target to thirds), the LM every 25 steps of its 32.
 SIZES: dict[str, dict[str, Workload]] = {
     "full": {
-        "cnn": Workload("cnn", "cnn", (), "digits", 3.0, 640, 5, 5, 1.5, "loss"),
-        "gan": Workload("gan", "gan", (), "digits", 4.0, 640, 3, 5, 1.0, "fid"),
-        "lm": Workload("lm", LM, LM_OPTIONS, None, 3.0, 800, 4, 5, 1.5, "val_loss"),
+        "cnn": Workload("cnn", "cnn", (), "digits", 2560, 640, 5, 5, 1.5, "loss"),
+        "gan": Workload("gan", "gan", (), "digits", 2560, 640, 3, 5, 1.0, "fid"),
+        "lm": Workload("lm", LM, LM_OPTIONS, None, 3200, 800, 4, 5, 1.5, "val_loss"),
     },
     "quick": {
-        "cnn": Workload("cnn", "cnn", (), "digits", 3.0, 256, 3, 2, 1.5, "loss"),
-        "gan": Workload("gan", "gan", (), "digits", 3.0, 256, 2, 2, 1.0, "fid"),
-        "lm": Workload("lm", LM, LM_OPTIONS, None, 3.0, 256, 2, 2, 1.5, "val_loss"),
+        "cnn": Workload("cnn", "cnn", (), "digits", 768, 256, 3, 2, 1.5, "loss"),
+        "gan": Workload("gan", "gan", (), "digits", 768, 256, 2, 2, 1.0, "fid"),
+        "lm": Workload("lm", LM, LM_OPTIONS, None, 768, 256, 2, 2, 1.5, "val_loss"),
     },
 }
 PARTS = ("cnn", "race", "gan", "lm")
@@ -291,15 +288,17 @@ def tuner_cli(ctx: Ctx, *args: str) -> tuple[subprocess.CompletedProcess[str], f
     return proc, wall
 
 
-def train(cfg_path: Path, cap: float, value: float, every: int, reports: Path) -> dict[str, Any]:
-    """`tuner train --config X --until-target V --eval-every-samples K --budget-seconds CAP --format json`, through
-    the CLI's entry point in this process; its JSON result."""
+def train(cfg_path: Path, cap: float | None, value: float, every: int, reports: Path,
+          samples: int | None = None) -> dict[str, Any]:
+    """`tuner train --config X --until-target V --eval-every-samples K --budget-seconds CAP --format json` (or
+    --budget-samples), through the CLI's entry point in this process; its JSON result."""
     from tuner.cli import main
 
+    budget = ["--budget-samples", str(samples)] if samples is not None else ["--budget-seconds", f"{cap:g}"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["train", "--config", str(cfg_path), "--until-target", repr(value), "--eval-every-samples",
-                     str(every), "--budget-seconds", f"{cap:g}", "--reports-dir", str(reports), "--format", "json"])
+                     str(every), *budget, "--reports-dir", str(reports), "--format", "json"])
     text = out.getvalue()
     start = text.find("{")
     if start < 0:
@@ -315,7 +314,7 @@ def result_value(doc: dict[str, Any], key: str) -> Any:
 def base_config(w: Workload, work: Path) -> Path:
     """The workload's own settings as `tuner train` reads them: tuner's default knobs, the workload's optimizer."""
     opts = {k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in w.options)}
-    doc: dict[str, Any] = {"workload": w.workload, "workload_options": opts, "budget": {"seconds": w.cap_s},
+    doc: dict[str, Any] = {"workload": w.workload, "workload_options": opts, "budget": {"samples": w.ref_samples},
                            "params": {"num_workers": 0, "precision": "fp32"}, **SPACE["trial"]}
     if w.dataset:
         doc["dataset"] = w.dataset
@@ -325,30 +324,34 @@ def base_config(w: Workload, work: Path) -> Path:
 
 
 def derive_target(ctx: Ctx, w: Workload) -> dict[str, Any]:
-    """The baseline trained R seconds, evaluated every K samples; the target is the mean of its last 3."""
+    """The baseline trained R samples, evaluated every K; the target is the mean of its last 3 evaluations, the cap
+    3x its training seconds (at least 6 s: the pre-flight's warm-up, two windows and a score must fit)."""
     path = base_config(w, ctx.work)
-    doc = train(path, w.ref_s, UNREACHABLE, w.eval_every, ctx.work / "reports")
+    doc = train(path, None, UNREACHABLE, w.eval_every, ctx.work / "reports", samples=w.ref_samples)
     curve = [p for p in (doc.get("quality_curve") or []) if p[2] is not None and math.isfinite(p[2])]
     last = [p[2] for p in curve[-3:]]
-    how = (f"mean of the last {len(last)} evaluations of the baseline trained {w.ref_s:g} s (tuner train "
+    how = (f"mean of the last {len(last)} evaluations of the baseline trained {w.ref_samples} samples (tuner train "
            f"--until-target, evaluating every {w.eval_every} samples)")
     if len(last) < 3:  # a busy machine: fewer evaluations fit; the run's final score counts as one more
         final = result_value(doc, w.metric)
         if final is not None and math.isfinite(float(final)):
             last.append(float(final))
             how = (f"mean of the {len(last) - 1} evaluation(s) and the final score of the baseline trained "
-                   f"{w.ref_s:g} s (tuner train --until-target, evaluating every {w.eval_every} samples; fewer than "
-                   f"3 evaluations fit)")
+                   f"{w.ref_samples} samples (tuner train --until-target, evaluating every {w.eval_every} samples; "
+                   f"fewer than 3 evaluations fit)")
     if not last:
-        raise RuntimeError(f"{w.key}: the reference run read no {w.metric} in {w.ref_s:g} s (state "
+        raise RuntimeError(f"{w.key}: the reference run read no {w.metric} in {w.ref_samples} samples (state "
                            f"{doc.get('state')}: {doc.get('error')}): raise its reference seconds or lower K")
-    return {"value": sum(last) / len(last), "ref_s": w.ref_s, "cap_s": w.cap_s, "eval_every_samples": w.eval_every,
+    ref_s = float(result_value(doc, "train_seconds") or 0.0)
+    cap = max(6.0, math.ceil(2 * 3.0 * ref_s) / 2)  # 3x, rounded up to half a second
+    return {"value": sum(last) / len(last), "ref_samples": w.ref_samples, "ref_train_s": ref_s, "cap_s": cap,
+            "eval_every_samples": w.eval_every,
             "evaluations": curve, "samples": result_value(doc, "samples"), "how": how}
 
 
-def space_file(ctx: Ctx, w: Workload, kind: str) -> Path:
+def space_file(ctx: Ctx, w: Workload, kind: str, cap: float) -> Path:
     doc: dict[str, Any] = {"description": f"time-to-target benchmark, {w.key}, {kind}",
-                           "defaults": {"budget": {"seconds": w.cap_s}, "trials": w.trials},
+                           "defaults": {"budget": {"seconds": cap}, "trials": w.trials},
                            "objectives": ["time_to_target"] if kind == "a" else TWO_OBJECTIVES, **SPACE}
     path = ctx.work / f"{w.key}-{kind}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -396,20 +399,20 @@ def arm_config(ctx: Ctx, w: Workload, name: str, cfg: dict[str, Any], seed: int)
 
 def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
     reports = ctx.work / "reports"
-    ctx.log(f"{w.key}: reference run of the baseline, {w.ref_s:g} s ...")
+    ctx.log(f"{w.key}: reference run of the baseline, {w.ref_samples} samples ...")
     tgt = derive_target(ctx, w)
-    value = tgt["value"]
-    ctx.log(f"{w.key}: target quality <= {value:.4g} ({tgt['how']}); cap {w.cap_s:g} s")
+    value, cap = tgt["value"], tgt["cap_s"]
+    ctx.log(f"{w.key}: target quality <= {value:.4g} ({tgt['how']}); cap {cap:g} s")
 
     a_study, b_study = f"tt-{w.key}-a", f"tt-{w.key}-b"
     ctx.log(f"{w.key}: (a) study scored on time to target, {w.trials} trials ...")
-    _, a_wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "a"), a_study, reports), "--target", repr(value),
+    _, a_wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "a", cap), a_study, reports), "--target", repr(value),
                           "--eval-every-samples", str(w.eval_every))
     a_cfg = export(ctx, a_study, reports, ctx.work / f"{w.key}-a.yaml")
     exported = ttt_interval(a_cfg)
     ctx.log(f"{w.key}: (a) took {a_wall:.0f} s; exported time to target {exported}")
     ctx.log(f"{w.key}: (b) two-objective study, {w.trials} trials ...")
-    _, b_wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "b"), b_study, reports))
+    _, b_wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "b", cap), b_study, reports))
     b_cfg = export(ctx, b_study, reports, ctx.work / f"{w.key}-b.yaml")
     ctx.log(f"{w.key}: (b) took {b_wall:.0f} s")
     a_records = read_records(reports / a_study)
@@ -425,7 +428,7 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
         for arm, cfg in arms.items():
             t = time.perf_counter()
             try:
-                doc = train(arm_config(ctx, w, arm, cfg, seed), w.cap_s, value, w.eval_every, reports)
+                doc = train(arm_config(ctx, w, arm, cfg, seed), cap, value, w.eval_every, reports)
             except Exception as err:  # a run that fails counts as not reached (the cap), with its error kept
                 doc = {"state": f"failed: {type(err).__name__}: {str(err)[:200]}"}
             ttt = result_value(doc, "time_to_target")
@@ -443,7 +446,8 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
 
     sized = "full" if ctx.mode == "full" else "quick (validation only)"
     notes = (f"{w.key} ({w.workload.split('/')[-1]}{' ' + ' '.join(w.options) if w.options else ''}), {sized} "
-             f"size: target {value:.4g} ({tgt['how']}), cap 3x = {w.cap_s:g} s; (a) {len(a_records)} trials in "
+             f"size: target {value:.4g} ({tgt['how']}), cap {cap:g} s (3x the reference run's "
+             f"{tgt['ref_train_s']:.3g} s of training); (a) {len(a_records)} trials in "
              f"{a_wall:.0f} s, (b) {len(b_records)} trials in {b_wall:.0f} s (the same trials, not --study-seconds: "
              f"tuner's allowance reserves a confirmation at the whole budget, and at (a)'s wall time it started no "
              f"trial of (b); (b)'s trials train the whole cap, so (b) had at least (a)'s wall time), both with "
@@ -455,8 +459,8 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
     details = {"target": tgt, "a": {"study_wall_s": a_wall, "trials": len(a_records), "pick": picked(a_cfg)},
                "b": {"study_wall_s": b_wall, "trials": len(b_records), "pick": picked(b_cfg)},
                "c": {"params": c_cfg["params"]}}
-    rows = workload_rows(w.key, runs, w.cap_s, w.need_ratio, exported, notes, details)
-    return rows, {"value": value, "eval_every": w.eval_every, "cap": w.cap_s, "study": a_study, "wall": a_wall,
+    rows = workload_rows(w.key, runs, cap, w.need_ratio, exported, notes, details)
+    return rows, {"value": value, "eval_every": w.eval_every, "cap": cap, "study": a_study, "wall": a_wall,
                   "export": ctx.work / f"{w.key}-a.yaml"}
 
 
@@ -467,12 +471,12 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
     w = SIZES[ctx.mode]["cnn"]
     reports = ctx.work / "reports"
     if "cnn" in targets:
-        value = targets["cnn"]["value"]
+        value, cap = targets["cnn"]["value"], targets["cnn"]["cap"]
         how = "the CNN part's target"
     else:
         ctx.log("race: reference run of the CNN baseline ...")
         tgt = derive_target(ctx, w)
-        value, how = tgt["value"], tgt["how"]
+        value, cap, how = tgt["value"], tgt["cap_s"], tgt["how"]
     trials = w.trials
     out: dict[str, dict[str, Any]] = {}
     for sched in ("fifo", "race"):
@@ -483,7 +487,7 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
         else:
             study = f"tt-race-{sched}"
             ctx.log(f"race: the CNN's time-to-target study with --scheduler {sched}, {trials} trials ...")
-            _, wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "a"), study, reports), "--target",
+            _, wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "a", cap), study, reports), "--target",
                                 repr(value), "--eval-every-samples", str(w.eval_every), "--scheduler", sched)
             cfg = export(ctx, study, reports, ctx.work / f"race-{sched}.yaml")
         phases = phase_times(reports / study)
@@ -497,27 +501,34 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
                       "pick_ttt": iv["centre"], "pick_low": iv["low"], "pick_high": iv["high"]}
         ctx.log(f"race: {sched} took {wall:.0f} s (search {phases.get('search_s')} s), pick trial "
                 f"{out[sched]['pick_trial']}, time to target {iv}")
-    notes = (f"CNN on digits, {trials} trials, cap {w.cap_s:g} s, target {value:.4g} ({how}), seed 0, "
+    notes = (f"CNN on digits, {trials} trials, cap {cap:g} s, target {value:.4g} ({how}), seed 0, "
              f"confirmation K=1 R=2 in both; fifo ran first (the CNN part's (a) study when the CNN part ran, its "
              f"re-runs between the two), then the race (one pair: load drift between them is not averaged out); "
              f"the search phase is read from the study folders (one-second timestamps).")
     return [race_row(out["race"], out["fifo"], notes)]
 
 
-def markdown(rows: list[Any], meta: dict[str, Any]) -> str:
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The results file's rows as a short table and notes, each verdict computed as benchmarks/table.py does."""
+    from benchmarks.table import Row
+
     lines = [f"# Time to target (issue 34), mode {meta['mode']}, {meta['date']}", "",
-             f"Run took {meta['seconds']:.0f} s; load average {meta['machine'].get('load_average_at_start')} at "
+             f"Last run took {meta['seconds']:.0f} s; load average {meta['machine'].get('load_average_at_start')} at "
              f"start, {meta['machine'].get('load_average_at_end')} at end. Generated by "
              f"benchmarks/time_to_target.py from time-to-target.json; do not edit.", "",
-             "| row | what | figure | baseline | ratio | target | result |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        res = "not measured" if r.pass_ is None else ("pass" if r.pass_ else "**MISSED**")
+             "| row | what | figure | baseline | ratio | target | result | commit |",
+             "|---|---|---|---|---|---|---|---|"]
+    parsed = [Row.from_json(r, "time-to-target.json") for r in rows]
+    for r in parsed:
+        verdict = r.verdict()
+        res = "pass" if verdict == "pass" else f"**{verdict}**"
         fig = "-" if r.figure is None else f"{r.figure:.3g} {r.unit}"
         base = "-" if r.baseline is None else f"{r.baseline:.3g} {r.unit}"
         rat = "-" if r.ratio is None else f"{r.ratio:.3g}"
-        lines.append(f"| {r.row} | {r.name} | {fig} | {base} | {rat} | {r.target} | {res} |")
+        lines.append(f"| {r.id} | {r.name} | {fig} | {base} | {rat} | {r.target.text} | {res} | "
+                     f"{(r.commit or '?')[:7]}{' (dirty)' if r.dirty else ''} {r.date[:16]} |")
     lines.append("")
-    lines += [f"- {r.row}: {r.note}" for r in rows]
+    lines += [f"- {r.id}: {r.note}" for r in parsed]
     return "\n".join(lines) + "\n"
 
 
@@ -566,9 +577,19 @@ def main() -> int:
             "seconds": time.perf_counter() - ctx.t0}
     name = "time-to-target"
     out = args.out or (REPO / "benchmarks" / "results" if mode == "full" else args.work)
-    path = write_rows(rows, meta, out / f"{name}.json")
-    (out / f"{name}.md").write_text(markdown([r for r in rows if r.row], meta))
-    ctx.log(f"wrote {path} and {name}.md in {meta['seconds']:.0f} s")
+    old = out / f"{name}.json"
+    kept = json.loads(old.read_text()).get("rows", []) if old.exists() else []
+    path = write_rows(rows, meta, old)
+    if path is None:
+        ctx.log("no row measured: nothing written")
+        return 1
+    doc = json.loads(path.read_text())
+    new = {r["id"] for r in doc["rows"]}
+    doc["rows"] += [r for r in kept if r.get("id") not in new]  # --only: other parts' earlier rows stay
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"{name}.md").write_text(markdown(doc["rows"], meta))
+    ctx.log(f"wrote {path} and {name}.md in {meta['seconds']:.0f} s ({', '.join(parts)}; rows of other parts "
+            f"already in the file kept)")
     return 1 if failed else 0
 
 
