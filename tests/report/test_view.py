@@ -193,3 +193,25 @@ def test_the_table_trial_panel_and_json_show_confirmed_time_to_target_with_not_r
     assert docs[2]["confirmed"]["figures"]["time_to_target"]["runs"] == 4
     one = docs[1]["to_target"]["time_to_target"]
     assert (one["runs"], one["reached"], one["centre"], one["text"]) == (4, 0, None, "not reached (0 of 4 runs)")
+
+
+def test_trial_and_json_show_the_estimated_time_to_target_beside_the_measured_one(make_study):
+    """Issue 34: a planted trial that reached the target in 4 s of wall clock at 3,200 samples and 700 samples/s:
+    --trial shows the estimate (3200 / 700 = 4.57 s) right after the measured time and samples to target, and
+    confirmed over the trial and its re-runs like them; the JSON carries both."""
+    from tests.helpers.studies import target_study
+
+    s = open_study(target_study(make_study()).parent, "gan-demo")
+    panel = render(*trial_panel(s, s.trial(2)))
+    rows = {c[1].strip(): c[2].strip() for l in panel.splitlines() if (c := l.split("│")) and len(c) > 3}
+    keys = list(rows)
+    at = keys.index("time_to_target")
+    assert keys[at:at + 6] == ["time_to_target", "time_to_target confirmed", "samples_to_target",
+                               "samples_to_target confirmed", "estimated_time_to_target",
+                               "estimated_time_to_target confirmed"]
+    assert rows["estimated_time_to_target"] == "4.57" and rows["time_to_target"] == "4"
+    assert rows["estimated_time_to_target confirmed"].endswith("; 1 of 4 runs not reached)")
+    doc = {d["trial"]: d for d in study_json(s)}[2]
+    assert doc["estimated_time_to_target"] == 3200 / 700 and doc["time_to_target"] == 4.0
+    est = doc["to_target"]["estimated_time_to_target"]
+    assert (est["runs"], est["reached"]) == (4, 3) and est["low"] < est["centre"] < est["high"]

@@ -18,7 +18,7 @@ def test_the_first_passing_evaluation_counts_for_a_loss_to_minimize():
     hit = first_reached(planted, target)
     assert hit == planted[2]
     assert target_metrics(planted, target, 0.25) == {"time_to_target": 4.5, "samples_to_target": 300,
-                                                     "target_eval_seconds": 0.25}
+                                                     "target_eval_seconds": 0.25, "estimated_time_to_target": None}
 
 
 def test_the_first_passing_evaluation_counts_for_an_accuracy_to_maximize():
@@ -90,3 +90,15 @@ def test_a_derived_target_round_trips_through_study_json_and_a_given_one_keeps_i
     assert back == derived and back.evaluations and back.source == "baseline"
     given = Target(metric="q", value=1.6, eval_every_samples=100, source="--target")
     assert set(given.model_dump()) == {"metric", "direction", "value", "eval_every_samples", "source"}
+
+
+def test_the_estimated_time_to_target_is_samples_to_target_over_the_measured_throughput():
+    """Issue 34: samples to target / the trial's throughput (median samples/s of its timed windows), which a busy
+    moment at one evaluation does not move as it moves the wall clock; none when not reached or not measured."""
+    target = Target(metric="val_loss", direction="minimize", value=1.6, eval_every_samples=100)
+    figures = target_metrics(curve(2.4, 1.9, 1.58), target, 0.25, throughput=120.0)
+    assert figures["samples_to_target"] == 300 and figures["estimated_time_to_target"] == pytest.approx(2.5)
+    assert figures["time_to_target"] == 4.5  # the wall clock's reading stands beside it, unchanged
+    assert target_metrics(curve(2.4, 1.9), target, 0.25, throughput=120.0)["estimated_time_to_target"] is None
+    for speed in (None, 0.0, float("nan")):
+        assert target_metrics(curve(1.5), target, 0.0, throughput=speed)["estimated_time_to_target"] is None

@@ -23,6 +23,8 @@ def test_a_trial_stops_at_the_first_evaluation_that_meets_the_target(tmp_path):
     assert curve[-1][2] <= 10.0 and all(q > 10.0 for _, _, q in curve[:-1])  # the first one that meets it ...
     assert res.metrics["samples_to_target"] == curve[-1][0] == res.metrics["samples"] < 400  # ... ends training
     assert res.metrics["time_to_target"] == curve[-1][1] > 0
+    # and the estimate from its measured speed beside it: samples to target / median samples/s of the windows
+    assert res.metrics["estimated_time_to_target"] == res.metrics["samples_to_target"] / res.throughput
     assert res.metrics["target_eval_seconds"] >= 0
     assert res.metrics["val_loss"] == curve[-1][2]  # its quality is the evaluation that met the target
 

@@ -56,8 +56,9 @@ class Study:
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
         for key in {k for c in confirmed for k in c.figures}:
             pooled = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
-            for c in confirmed:  # a to-target figure keeps its own interval (runs set: tuner.analysis.stats)
-                if key in c.figures and pooled is not None and c.figures[key].runs is None:  # across rounds where it was read in several
+            # across rounds where it was read in several; a to-target figure (runs set) keeps its own interval
+            for c in confirmed:
+                if key in c.figures and pooled is not None and c.figures[key].runs is None:
                     iv = pooled.across(c.groups(key))
                     one = pooled.across(c.groups(key), one_more=True)
                     c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high,

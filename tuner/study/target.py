@@ -45,13 +45,19 @@ def first_reached(curve: list[CurvePoint], target: Target) -> CurvePoint | None:
     return next((p for p in curve if target.met(p.quality)), None)
 
 
-def target_metrics(curve: list[CurvePoint], target: Target, eval_seconds: float) -> dict[str, float | int | None]:
-    """time_to_target, samples_to_target (None: not reached) and target_eval_seconds (the evaluations' wall time,
-    up to the first passing one, or all of them)."""
+def target_metrics(curve: list[CurvePoint], target: Target, eval_seconds: float,
+                   throughput: float | None = None) -> dict[str, float | int | None]:
+    """time_to_target, samples_to_target (None: not reached), target_eval_seconds (the evaluations' wall time,
+    up to the first passing one, or all of them) and estimated_time_to_target: samples_to_target / `throughput`
+    (the median samples/s of the trial's timed windows). A median window moves less with a shared machine's load
+    than the wall clock from the start to one evaluation does, so the estimate compares configs read at different
+    moments more fairly (None: not reached, or no throughput measured)."""
     hit = first_reached(curve, target)
+    speed = throughput if throughput is not None and math.isfinite(throughput) and throughput > 0 else None
     return {"time_to_target": hit.seconds if hit is not None else None,
             "samples_to_target": hit.samples if hit is not None else None,
-            "target_eval_seconds": eval_seconds}
+            "target_eval_seconds": eval_seconds,
+            "estimated_time_to_target": hit.samples / speed if hit is not None and speed is not None else None}
 
 
 def derive_target(curve: list[CurvePoint], pending: Target) -> Target | None:

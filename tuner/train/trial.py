@@ -489,7 +489,7 @@ class _Run:
         res, target = self.result, self.cfg.target
         assert target is not None
         res.quality_curve = [p.as_list() for p in rungs.curve]
-        res.metrics.update(target_metrics(rungs.curve, target, rungs.target_eval_s))
+        res.metrics.update(target_metrics(rungs.curve, target, rungs.target_eval_s, res.value("throughput")))
         if res.state == "complete" and res.metrics.get("time_to_target") is None:
             res.state = NOT_REACHED  # type: ignore[assignment]
 
