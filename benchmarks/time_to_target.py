@@ -41,7 +41,8 @@ config, or as good (its confirmed time to target at or below the top of the fifo
 
 Rows (benchmarks/table.py schema) go to <out>/time-to-target.json, a short table to time-to-target.md. Progress
 lines go to stderr. The whole run is sized for 20 minutes on 2 quiet CPU cores (SIZES below; the GAN and the LM at
-reduced sizes, said in their notes); --quick (about 4 minutes) validates the script and publishes nothing final.
+reduced sizes, said in their notes); --quick (12 minutes at load 15 on 2 cores, seen 2026-11-27; a few on a quiet
+machine) validates the script and writes under the work folder, not benchmarks/results.
 
 Why one module of ~570 lines: the pure part (intervals, rows; tested without training) and the runs it reads are
 one benchmark, read top to bottom.
@@ -536,7 +537,8 @@ def main() -> int:
     from benchmarks.common import error_result, machine_info, now_iso, versions, write_rows, _loadavg
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="validation sizes (about 4 minutes); nothing final")
+    ap.add_argument("--quick", action="store_true", help="validation sizes (12 min seen at load 15, less when "
+                    "quiet); nothing final")
     ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
     ap.add_argument("--out", type=Path, default=None,
                     help="where the rows go (default: benchmarks/results; with --quick: the work folder, so a "
