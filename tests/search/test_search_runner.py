@@ -13,6 +13,7 @@ import pytest
 from tests.helpers.spaces_for_tests import tiny_space
 from tests.helpers.studies import load_trials, read_meta
 from tuner.config import Budget
+from tuner.device import cpu_native_precisions
 from tuner.search import SearchOptions, run_search
 from tuner.search._resources import ClusterInfo, resolve_resources
 from tuner.search.toolkit import wall_limit
@@ -85,6 +86,19 @@ def amp_loader_with_half_precision(tmp_path: Path) -> str:
     return str(path)
 
 
+def amp_loader_in_fp32(tmp_path: Path) -> str:
+    """The default space with precision pinned to fp32, for tests not about precision: the same study on a CPU
+    with and without native bf16 (which the default space would offer beside fp32, tuner.device.cpu_has_bf16)."""
+    from tuner.space import resolve_space_path
+
+    text = resolve_space_path("amp_loader").read_text()
+    pinned = "  precision: {type: categorical, choices: [fp32, bf16, fp16], native: true}"
+    assert pinned in text
+    path = tmp_path / "amp_loader.yaml"
+    path.write_text(text.replace(pinned, "  precision: fp32"))
+    return str(path)
+
+
 def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path, trial_engine):
     """precision=bf16 always diverges (1 in 3 under random sampling). After the random start-up trials, the
     sampler has learned the region and proposes it far less; every failure is recorded with its reason and
@@ -133,7 +147,7 @@ def test_raising_and_dying_trials_are_recorded_and_the_study_goes_on(ray_session
 def test_resume_of_a_finished_study_adds_trials_up_to_the_new_total(ray_session, tmp_path, trial_engine):
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
-    first = run_search(SearchOptions(space="amp_loader", study="more", trials=2, reports_dir=tmp_path,
+    first = run_search(SearchOptions(space=amp_loader_in_fp32(tmp_path), study="more", trials=2, reports_dir=tmp_path,
                                      probe=False, confirm=0))
     kept = {r["trial"]: r for r in load_trials(tmp_path / "more")}
     again = run_search(SearchOptions(study="more", resume=True, reports_dir=tmp_path, probe=False, confirm=0))
@@ -173,14 +187,15 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     assert {r["params"]["precision"] for r in records} > {"fp32"}
     assert all(("tf32" in r["params"]) == (r["params"]["precision"] == "fp32") for r in records)
 
-    monkeypatch.undo()  # this machine again: a CPU, where only fp32 is native
+    monkeypatch.undo()  # this machine again: a CPU, where fp32 is native, and bf16 where the CPU has it
     trial_engine(engine_bf16_diverges)
     console = Console(file=__import__("io").StringIO(), width=400)
     again = run_search(SearchOptions(study="fit", resume=True, trials=12, reports_dir=tmp_path,
                                      probe=False, confirm=0), console=console)
     assert again.ran == 4 and again.finished == 12
+    here = "one of " + ", ".join(cpu_native_precisions())
     assert any("resuming with the domains this study started with" in w and "precision: one of fp32, bf16, fp16 "
-               "(here: one of fp32)" in w for w in again.warnings), again.warnings
+               f"(here: {here})" in w for w in again.warnings), again.warnings
     assert "warning:" in console.file.getvalue() and "fitted to these trials" in console.file.getvalue()
     assert read_meta(tmp_path / "fit")["domains"] == meta["domains"]
     trials = optuna_trials(tmp_path / "fit", "fit")
