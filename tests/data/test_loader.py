@@ -73,3 +73,66 @@ def test_batch_larger_than_dataset_is_config_error():
 def test_pin_memory_passed_on_cuda_device():
     fake_cuda = Device("cuda", torch.device("cpu"))  # is_cuda without a GPU: only the decision is checked
     assert make_loader(_Items(8), Params(batch_size=4, pin_memory=True), fake_cuda).pin_memory
+
+
+class _Index(Dataset):
+    """Item i is the integer i: a loader's batches read as the sample indices they hold."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def _steps(loader, accumulation: int, steps: int, set_epoch=None) -> list[list[int]]:
+    """The samples of each of `steps` optimizer steps (`accumulation` micro-batches each), across epochs."""
+    from tuner.train.loop import forever
+
+    batches = forever(loader, set_epoch)
+    try:
+        return [[i for _ in range(accumulation) for i in next(batches).tolist()] for _ in range(steps)]
+    finally:
+        batches.close()
+
+
+def test_splits_of_one_effective_batch_see_the_same_batches_every_epoch():
+    # 1438 = digits' training split, not a multiple of 64: dropping only the incomplete micro-batch let 16 x 4 keep
+    # 16 samples (1424 of them) that 64 x 1 drops (1408), and their batches differed from the second epoch on
+    data = _Index(1438)
+    runs = {(b, a): _steps(make_loader(data, Params(batch_size=b, accumulation_steps=a), CPU, seed=5), a, 3 * 22)
+            for b, a in [(64, 1), (32, 2), (16, 4), (8, 8)]}
+    reference = runs[(64, 1)]
+    assert all(len(s) == 64 for s in reference)
+    for split, seen in runs.items():
+        assert seen == reference, split
+    assert reference[22] != reference[0]  # the second epoch is shuffled anew, the same for every split
+    assert len({i for s in reference[:22] for i in s}) == 22 * 64  # an epoch: 22 whole steps, no sample twice
+    # another seed draws other batches
+    assert _steps(make_loader(data, Params(batch_size=16, accumulation_steps=4), CPU, seed=6), 4, 22) != reference[:22]
+
+
+def test_ddp_splits_of_one_effective_batch_see_the_same_batches_on_each_rank():
+    from torch.utils.data.distributed import DistributedSampler
+
+    data = _Index(1470)  # 735 per rank of 2: 11 whole steps of 64 (micro x accumulation), 31 dropped per rank
+
+    def seen(rank: int, b: int, a: int) -> list[list[int]]:
+        sampler = DistributedSampler(data, num_replicas=2, rank=rank, seed=5, drop_last=True)
+        loader = make_loader(data, Params(batch_size=b, accumulation_steps=a), CPU, shuffle=False, seed=5,
+                             sampler=sampler)
+        assert len(loader) == 11 * a
+        return _steps(loader, a, 3 * 11, sampler.set_epoch)
+
+    for rank in (0, 1):
+        assert seen(rank, 16, 4) == seen(rank, 64, 1) == seen(rank, 32, 2)
+    assert not {i for s in seen(0, 64, 1)[:11] for i in s} & {i for s in seen(1, 64, 1)[:11] for i in s}
+
+
+def test_effective_batch_larger_than_dataset_is_config_error():
+    with pytest.raises(ConfigError, match=r"effective batch 64 \(batch_size 16 x accumulation_steps 4\) is larger "
+                                          r"than the training split \(50 items\).*lower"):
+        make_loader(_Index(50), Params(batch_size=16, accumulation_steps=4), CPU)
