@@ -31,7 +31,8 @@ built-in CNN on digits, the built-in GAN on digits, examples/charlm.py with its 
 Each arm's figure is the median of its M times to target with a not-reached run counted as the cap (it would have
 taken at least that long; a run that errors counts the same way), and an order-statistic interval for that median
 (no distribution assumed: for 5 runs [min, max] covers it with 94%; `median_interval`). Samples to target are
-reported beside (median over the runs that reached it).
+reported beside (median over the runs that reached it), and tuner's estimated_time_to_target (samples to target /
+the run's throughput, issue 34 item 3) over the direct reading of the same run (`estimate_check`).
 
 Race (`--only race`): the CNN's (a) study with `--scheduler race` against the same study with `--scheduler fifo`
 (fixed budgets: every trial may train the whole cap; both stop a trial at the target), same space, seed, target
@@ -134,6 +135,7 @@ class Run:
     time_to_target: float | None
     samples_to_target: int | None
     wall_s: float = 0.0
+    estimated: float | None = None  # estimated_time_to_target: samples to target / the run's throughput
 
     @property
     def reached(self) -> bool:
@@ -184,6 +186,16 @@ def arm_stats(runs: list[Run], cap: float) -> ArmStats:
     return ArmStats(med, low, high, cover, len(runs), sum(r.reached for r in runs), tuple(times), smed)
 
 
+def estimate_check(runs: list[Run]) -> dict[str, float] | None:
+    """Issue 34 item 3: tuner's estimated time to target (samples / throughput) against the direct wall-clock
+    reading of the same run, as a ratio; over the runs that reached it and recorded both."""
+    ratios = sorted(r.estimated / r.time_to_target for r in runs
+                    if r.estimated is not None and r.time_to_target is not None and r.time_to_target > 0)
+    if not ratios:
+        return None
+    return {"median": median_interval(ratios)[0], "low": ratios[0], "high": ratios[-1], "runs": float(len(ratios))}
+
+
 def inside(runs: list[Run], low: float | None, high: float | None) -> int:
     """How many runs reached the target at a time inside [low, high] (a not-reached run never is)."""
     if low is None or high is None:
@@ -202,7 +214,8 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
     low, high = exported.get("low"), exported.get("high")
     n_in = inside([r for r in runs if r.arm == "a"], low, high)
     per_arm = {arm: asdict(s) for arm, s in stats.items()}
-    d = {**details, "arms": per_arm, "cap_s": cap, "b_over_a": b.median / a.median,
+    est = estimate_check(runs)
+    d = {**details, "arms": per_arm, "cap_s": cap, "b_over_a": b.median / a.median, "estimate_vs_direct": est,
          "c_over_a": c.median / a.median, "exported": exported,
          "runs": [asdict(r) for r in runs]}
 
@@ -214,7 +227,9 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
             f"{cap:g} s): " + "; ".join(arm_text(n, s) for n, s in (("(a) time-to-target pick", a),
                                                                     ("(b) two-objective knee", b),
                                                                     ("(c) baseline", c)))
-            + f". {notes}")
+            + (f". tuner's estimate (samples to target / throughput) over the direct time to target: median "
+               f"{est['median']:.3g} (range {est['low']:.3g}-{est['high']:.3g}) over {est['runs']} runs that reached "
+               f"it" if est else "") + f". {notes}")
     need = "ratio >= 1.5" if need_ratio > 1 else "ratio >= 1"
     rows = [
         BenchResult(f"{key}: time to target of the time-to-target pick vs the knee and the baseline",
@@ -434,9 +449,12 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
                 doc = {"state": f"failed: {type(err).__name__}: {str(err)[:200]}"}
             ttt = result_value(doc, "time_to_target")
             stt = result_value(doc, "samples_to_target")
+            est = result_value(doc, "estimated_time_to_target")
             state = str(doc.get("state"))
-            run = Run(arm, rnd, seed, state, float(ttt) if ttt is not None and state == "complete" else None,
-                      int(stt) if stt is not None and state == "complete" else None, time.perf_counter() - t)
+            done = state == "complete"
+            run = Run(arm, rnd, seed, state, float(ttt) if ttt is not None and done else None,
+                      int(stt) if stt is not None and done else None, time.perf_counter() - t,
+                      float(est) if est is not None and done else None)
             runs.append(run)
             ctx.log(f"{w.key}: round {rnd + 1}/{w.rounds} ({arm}) {state}, time to target "
                     f"{_s(run.time_to_target)}, samples {run.samples_to_target}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.time_to_target import Run, arm_stats, median_interval, race_row, workload_rows
+from benchmarks.time_to_target import Run, arm_stats, estimate_check, median_interval, race_row, workload_rows
 
 
 def _runs(arm: str, times: list[float | None]) -> list[Run]:
@@ -52,3 +52,11 @@ def test_the_race_row_needs_a_saving_and_a_pick_as_good():
     assert race_row(other, fifo, "planted").pass_ is True  # another pick, inside fifo's interval
     assert race_row({**other, "pick_ttt": 3.0}, fifo, "planted").pass_ is False  # another pick, slower
     assert race_row({**other, "search_s": 120.0, "pick_params": {"batch_size": 32}}, fifo, "planted").pass_ is False
+
+
+def test_the_estimate_is_read_against_the_direct_time_of_the_same_runs_that_reached_it():
+    runs = [Run("a", 0, 1000, "complete", 2.0, 200, 5.0, 2.2), Run("a", 1, 1001, "complete", 4.0, 200, 5.0, 3.6),
+            Run("a", 2, 1002, "not reached", None, None, 5.0, None), Run("b", 0, 1000, "complete", 1.0, 50, 5.0, 1.0)]
+    est = estimate_check(runs)
+    assert est == {"median": pytest.approx(1.0), "low": pytest.approx(0.9), "high": pytest.approx(1.1), "runs": 3.0}
+    assert estimate_check(_runs("a", [2.0, None])) is None  # no estimate recorded: nothing to check
