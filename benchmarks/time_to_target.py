@@ -45,7 +45,7 @@ lines go to stderr. The whole run is sized for 20 minutes on 2 quiet CPU cores (
 reduced sizes, said in their notes); --quick (12 minutes at load 15 on 2 cores, seen 2026-11-27; a few on a quiet
 machine) validates the script and writes under the work folder, not benchmarks/results.
 
-Why one module of ~570 lines: the pure part (intervals, rows; tested without training) and the runs it reads are
+Why one module of ~620 lines: the pure part (intervals, rows; tested without training) and the runs it reads are
 one benchmark, read top to bottom.
 """
 
