@@ -94,6 +94,30 @@ def test_search_json_prints_one_document_with_the_front(ray_session, tmp_path, c
     assert doc["front"] and all(t["front"] and t["state"] == "complete" for t in doc["front"])
     assert [o["metric"] for o in doc["objectives"]] == ["throughput", "loss"]
     assert "#0000" in err
+    # the study's notes, printed as `note:` on stderr, are the summary's `notes` (the effective batch kept, ...)
+    printed = [line.removeprefix("note: ") for line in err.splitlines() if line.startswith("note: ")]
+    assert doc["notes"] == printed and any(n.startswith("effective batch kept at") for n in doc["notes"])
+
+
+def test_search_json_lists_the_studys_notes_apart_from_its_warnings(make_study, tmp_path, capsys, monkeypatch):
+    """The study's `note:` lines (the effective batch kept, bf16 not offered here) reach --format json as `notes`:
+    the summary had `warnings` only, so a JSON reader lost them."""
+    import tuner.search
+    from tuner.analysis import Study
+    from tuner.search._runner import SearchSummary
+    from tuner.study import StudyFolder
+
+    study = Study.load(StudyFolder(make_study("done") / "done"))
+    notes = ["effective batch kept at the workload's own 64: ...", "bf16 is not offered on this CPU: ..."]
+    summary = SearchSummary(study, ran=0, total=len(study.records), seconds=1.0, notes=notes,
+                            warnings=["resuming with the domains this study started with: ..."])
+    monkeypatch.setattr(tuner.search, "run_search", lambda opts, console=None, view=None: summary)
+    rc = main(["search", "--space", "amp_loader", "--reports-dir", str(tmp_path / "r"), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["notes"] == notes
+    assert doc["warnings"] == ["resuming with the domains this study started with: ..."]
 
 
 # --- refusals before Ray starts --------------------------------------------------------------------------------

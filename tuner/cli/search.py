@@ -109,6 +109,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
     return {"study": summary.name, "folder": str(summary.study_dir), "trials": summary.total,
             "finished": summary.finished, "ran": summary.ran, "states": summary.states,
             "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "warnings": summary.warnings,
+            "notes": summary.notes,
             "objectives": [o.model_dump() for o in summary.objectives],
             "target": t.model_dump() if (t := summary.study.target) is not None else None,
             "front": [trial_document(summary.study, r) for r in summary.front],

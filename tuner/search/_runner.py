@@ -60,6 +60,8 @@ class SearchSummary:
     seconds: float
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the study's `note:` lines (the effective batch kept, the
+    # budget sized, ...): information, apart from the warnings; `--format json` lists them as `notes`
     exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
     as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
 
@@ -238,6 +240,8 @@ def trial_device(opts: SearchOptions, cluster: Any, plan: SearchPlan) -> Any:
 
 def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
                    stop: StopSignals, make_view: Any = None) -> SearchSummary:
+    from rich.markup import escape
+
     from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray, stop_ray
 
     quiet_ray_environment()
@@ -261,12 +265,11 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
                               confirm_runs=confirm_runs(plan.confirm_trials, plan.confirm_repeats))
         if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
             allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
-    if console is not None:  # the space's default budget raised to what the pre-flight measured; the slowest step
-        from rich.markup import escape
-
-        for line in (objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note):
-            if line:
-                console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
+    # the space's default budget raised to what the pre-flight measured; the slowest step
+    notes = [line for line in (objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note) if line]
+    if console is not None:
+        for line in notes:
+            console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
     shared = shared_fid_cache(plan)
 
     import ray
@@ -277,9 +280,11 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     if started:
         shipped = shipment(plan.workload)
         modules = shipped.paths
-        if opts.address:
-            if console is not None and shipped.note:  # a local Ray's workers import the original file
+        if opts.address and shipped.note:  # a local Ray's workers import the original file
+            notes.append(shipped.note)
+            if console is not None:
                 console.print(f"[yellow]note:[/yellow] {escape(shipped.note)}", soft_wrap=True)
+        if opts.address:
             join_ray(opts.address, verbose=opts.verbose, py_modules=modules)
         else:
             assert cluster is not None
@@ -293,6 +298,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
                        make_view, allowance)
         summary.exit_code = stop.exit_code
+        summary.notes = [*notes, *summary.notes]
         return summary
     finally:
         if started:
@@ -557,7 +563,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     # "as many as fit" (no --trials): no count was asked for; the trials that ran are the total, interrupted or not
     total = len(study.records) if plan.kept_trials else plan.trials
     return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
-                         interrupted=interrupted, warnings=list(prepared.warnings),
+                         interrupted=interrupted, warnings=list(prepared.warnings), notes=list(prepared.notes),
                          as_many_as_fit=bool(plan.kept_trials))
 
 
