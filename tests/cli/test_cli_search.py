@@ -237,7 +237,10 @@ def test_spaces_show_says_what_the_space_becomes_on_this_machine(capsys, monkeyp
     assert main(["spaces", "show", "amp_loader"]) == 0
     out = capsys.readouterr().out
     assert "# on this machine (6 CPUs per trial, cpu" in out
-    assert "#   num_workers          int [0, 6]" in out and "#   precision            one of fp32\n" in out
+    from tuner.device import cpu_native_precisions
+
+    native = ", ".join(cpu_native_precisions())  # fp32, and bf16 where this CPU computes it natively
+    assert "#   num_workers          int [0, 6]" in out and f"#   precision            one of {native}\n" in out
 
 
 @pytest.mark.parametrize("fault, needle, resume", [
