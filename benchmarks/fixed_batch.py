@@ -6,9 +6,10 @@ split; where it has them (BatchNorm), the study must say the split is a learning
 default effective batch (tuner.config.Params: 64 x 1) and its splits 32 x 2, 16 x 4, 8 x 8 for `--steps` optimizer
 steps each, from seed 0 on the same batches (tuner.train.trial.build_training, loading in-process as the parity
 check does), beside 64 x 1 from seed 1 (the seed noise), then scores each on the validation split (equal samples:
-every step is 64 samples). The training split is cut to whole effective batches: tuner's loader drops each epoch's
-incomplete micro-batch, so on digits' 1438 samples 16 x 4 would keep 16 samples 64 x 1 drops and train on other
-batches from the second epoch on (a first run: its trajectory then parted from 64 x 1's as a change of seed does).
+every step is 64 samples). The whole training split is used: tuner's loader drops each epoch's remainder in whole
+effective batches (tuner.data.loader), so on digits' 1438 samples every split trains on the same 1408 each epoch (it
+once dropped only the incomplete micro-batch: 16 x 4 kept 16 samples 64 x 1 dropped, trained on other batches from
+the second epoch on, and its trajectory parted from 64 x 1's as a change of seed does).
 Two models on digits:
 - `cnn, BatchNorm removed`: the built-in CNN with its two BatchNorm2d layers replaced by identities (same weights
   otherwise): no batch statistics, so every split is the same gradient up to rounding;
@@ -51,31 +52,20 @@ EARLY = 10
 EXACT = 1e-4  # the largest gap of a step's loss, relative to 64 x 1's, that still counts as rounding
 INEXACT = 1e-3  # a gap above this is no rounding: the split changed what was computed
 WORKLOADS = '''
-"""The built-in CNN, as shipped or without BatchNorm, on whole effective batches (benchmarks/fixed_batch.py)."""
+"""The built-in CNN, as shipped or without BatchNorm (benchmarks/fixed_batch.py)."""
 from dataclasses import replace
 
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
-from torch.utils.data import Subset
 
 from tuner.builtin.cnn import make as builtin_cnn
 
 
-def _whole(workload, effective):
-    datasets = workload.datasets
-
-    def splits():
-        train, val = datasets()
-        return Subset(train, range(len(train) - len(train) % effective)), val
-
-    return replace(workload, datasets=splits)
+def shipped(dataset="digits"):
+    return builtin_cnn(dataset)
 
 
-def shipped(effective, dataset="digits"):
-    return _whole(builtin_cnn(dataset), effective)
-
-
-def no_batchnorm(effective, dataset="digits"):
+def no_batchnorm(dataset="digits"):
     cnn = builtin_cnn(dataset)
     build = cnn.models["net"]
 
@@ -84,7 +74,7 @@ def no_batchnorm(effective, dataset="digits"):
         model.body = nn.Sequential(*(nn.Identity() if isinstance(m, _BatchNorm) else m for m in model.body))
         return model
 
-    return _whole(replace(cnn, models={"net": net}, name="cnn without BatchNorm"), effective)
+    return replace(cnn, models={"net": net}, name="cnn without BatchNorm")
 '''
 
 
@@ -112,7 +102,7 @@ class CaseParity:
     seed_gap: float | None  # the parity statistic's seed-to-seed gap (the yardstick)
     val_loss: dict[str, float | None]  # every arm's validation loss after the same samples
     layers: list[str]
-    train_size: int  # the training split's samples (cut to a whole number of effective batches)
+    train_size: int  # the training split's samples (the loader keeps whole effective batches of it each epoch)
 
     @property
     def within(self) -> int:
@@ -222,10 +212,9 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
          "note": (f"The built-in CNN with its BatchNorm replaced by identities, {steps} optimizer steps of 64 samples "
                   f"from seed 0 at each split of 64, judged against 64x1 by the parity statistic (seed 1 as the "
                   f"yardstick): {exact_verdicts}. Each step's loss is off 64x1's by at most {gaps(exact)} (rounding "
-                  f"compounds); the target's {EXACT:g} is rounding's allowance. The training split is cut to "
-                  f"{exact.train_size} samples (whole effective batches) so every split sees the same batches: "
-                  f"tuner's loader drops each epoch's incomplete micro-batch, so on the whole split a smaller "
-                  f"micro-batch keeps samples 64x1 drops and trains on other batches from the second epoch on. "
+                  f"compounds); the target's {EXACT:g} is rounding's allowance. On the whole training split "
+                  f"({exact.train_size} samples) every split sees the same batches: tuner's loader drops each "
+                  f"epoch's remainder in whole effective batches. "
                   + val_note(exact)),
          "details": exact_details, **meta},
         {"id": "17b", "benchmark": "fixed_batch",
@@ -354,7 +343,7 @@ def main() -> None:
     labels = [s[0] for s in splits]
     other = f"{labels[0]} seed 1"
     (cache / "fixed_batch_cnn.py").write_text(WORKLOADS)
-    models = {name: {"workload": f"{cache / 'fixed_batch_cnn.py'}:{attr}", "workload_options": {"effective": effective}}
+    models = {name: {"workload": f"{cache / 'fixed_batch_cnn.py'}:{attr}"}
               for name, attr in (("cnn, BatchNorm removed", "no_batchnorm"), ("cnn", "shipped"))}
     cases: dict[str, CaseParity] = {}
     arm_seconds: dict[str, float] = {}
