@@ -228,7 +228,7 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
                                                                     ("(b) two-objective knee", b),
                                                                     ("(c) baseline", c)))
             + (f". tuner's estimate (samples to target / throughput) over the direct time to target: median "
-               f"{est['median']:.3g} (range {est['low']:.3g}-{est['high']:.3g}) over {est['runs']} runs that reached "
+               f"{est['median']:.3g} (range {est['low']:.3g}-{est['high']:.3g}) over {est['runs']:.0f} runs that reached "
                f"it" if est else "") + f". {notes}")
     need = "ratio >= 1.5" if need_ratio > 1 else "ratio >= 1"
     rows = [
