@@ -167,3 +167,33 @@ def test_a_not_reached_rerun_keeps_time_to_target_in_the_confirmed_figures_count
     none = confirmed([Rerun(repeat=0, state="not reached", metrics={"throughput": 1.0})],
                      TrialResult(state="not reached", metrics={"throughput": 1.0}))
     assert "time_to_target" not in none.figures and "throughput" in none.figures
+
+
+def test_a_not_reached_run_counts_at_the_cap_and_one_rerun_gets_a_prediction_interval():
+    """Issue 34: a run that did not reach the target took at least the cap, so it counts against the config there:
+    the centre (4, 5, 3.2 and the 36 s cap: 6.93 s, not the 4 s of the three that reached it) reads `at least`;
+    samples to target counts it at the samples of its last evaluation. Each to-target figure gets where ONE
+    re-run (`--until-target`) should read, wider than the centre's interval. Without a cap: left out, said so."""
+    from tuner.study import TrialResult
+    from tuner.analysis import time_to_target
+
+    trial = TrialResult(state="complete", metrics={"time_to_target": 4.0, "samples_to_target": 3200})
+    reruns = [Rerun(repeat=k, state="complete" if t else "not reached",
+                    quality_curve=[[1600.0, 1.0, 40.0], [9600.0, 36.5, 35.0]],
+                    metrics={"throughput": 100.0, **({"time_to_target": t, "samples_to_target": 3200} if t else {})})
+              for k, t in enumerate([5.0, 3.2, None])]
+    to = time_to_target([trial, *reruns], cap=36.0)
+    assert to.interval.centre == pytest.approx(2304 ** 0.25) and to.at_least and to.censored == 36.0
+    assert to.prediction.low < to.interval.low and to.prediction.high > to.interval.high
+    assert to.text().startswith("at least 6.93 s (95% 1.18-40.8 s, reached by 3 of 4 runs: 1 not reached, counted "
+                                "at the 36 s cap)") and to.rerun_text() == "0.132-364 s"
+    samples = time_to_target([trial, *reruns], "samples_to_target")
+    assert samples.interval.centre == pytest.approx((3200 ** 3 * 9600) ** 0.25) and samples.at_least
+    c = confirmed(reruns, trial, cap=36.0).figures["time_to_target"]
+    assert (c.centre, c.rerun_low, c.rerun_high, c.at_least) == (to.interval.centre, to.prediction.low,
+                                                                 to.prediction.high, True)
+    blind = time_to_target([trial, *reruns])  # no cap known: today's centre, over those that reached it
+    assert blind.interval.centre == pytest.approx(4.0) and not blind.at_least
+    assert "1 not reached, left out (no cap known to count it at)" in blind.text()
+    reached = time_to_target([trial, *reruns[:2]], cap=36.0)  # all reached: no `at least`
+    assert not reached.at_least and not reached.text().startswith("at least") and reached.rerun_text() is not None

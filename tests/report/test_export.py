@@ -349,7 +349,9 @@ def test_the_export_header_sets_the_configs_time_to_target_beside_the_baselines(
 
 def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(make_study):
     """With confirmation re-runs (each another seed), the header's time to target is an interval over the trial
-    and its re-runs that reached the target; a re-run that did not reach it is counted and said, not dropped."""
+    and its re-runs; a re-run that did not reach it counts against the config at the target's cap (36 s), so the
+    centre reads `at least` (4, 5, 3.2 and 36 s: 6.93 s, not the 4 s of the three that reached it), and the
+    header says where one `--until-target` re-run should read (a prediction interval, like throughput's)."""
     from tuner.analysis import read_records, write_record
     from tuner.study import Rerun, StudyFolder
 
@@ -369,8 +371,11 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
                                              metrics={"throughput": 100.0, "fid": 25.0 if t else 35.0,
                                                       **({"time_to_target": t} if t else {})}))
     s = open_study(reports, "gan-demo")
-    line = next(x for x in write_export(s, build_export(s, trial=2)).read_text().splitlines()
-                if x.startswith("# Time to target:"))
-    assert "this config 4 s (95% 2.3-6.96 s, " in line and "reached by 3 of 4 runs: 1 not reached)" in line
+    header = write_export(s, build_export(s, trial=2)).read_text().splitlines()
+    line = next(x for x in header if x.startswith("# Time to target:"))
+    assert "this config at least 6.93 s (95% 1.18-40.8 s, " in line
+    assert "reached by 3 of 4 runs: 1 not reached, counted at the 36 s cap)" in line
     assert "the baseline (trial 0) 12.1 s (95% " in line and "reached by 4 of 4 runs)" in line
-    assert "3.03x sooner" in line and "each re-run another seed" in line
+    assert "1.75x sooner" in line and "each re-run another seed, a not-reached run counted at the cap" in line
+    one = next(x for x in header if x.startswith("# One re-run to the target"))
+    assert "(tuner train --config --until-target) should read 0.132-364 s (95%" in one

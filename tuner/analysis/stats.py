@@ -179,14 +179,15 @@ def noise_floor(groups: list[list[float]]) -> NoiseFloor | None:
     return NoiseFloor(math.expm1(p.sd) if p.log else p.sd, len(repeated), sum(len(g) for g in repeated))
 
 
-def confirmed(reruns: list[Rerun], trial: TrialResult | None = None) -> Confirmed:
+def confirmed(reruns: list[Rerun], trial: TrialResult | None = None, cap: float | None = None) -> Confirmed:
     """A confirmed trial from its re-runs: the values of every metric all complete re-runs measured, and their
     centres; the intervals need the other confirmed trials too (tuner.analysis.study pools the noise) and are filled
     in there. The search's own reading is left out: it was selected for being good, so it is biased upward.
 
     The to-target figures (tuner.study.TO_TARGET) are the exception: a run that did not reach the target lacks them
     by meaning, so they are not dropped for it but read over the trial (`trial`) and its re-runs with the
-    not-reached runs counted, interval and all, by time_to_target: the same numbers as the export's header."""
+    not-reached runs counted, interval and all, by time_to_target (`cap`: the target's cap_seconds, which a
+    not-reached run counts at): the same numbers as the export's header, with its one-run interval (rerun_low/high)."""
     ok = [r for r in reruns if r.complete]
     keys = set.intersection(*(set(k for k, v in r.metrics.items() if finite(v) is not None) for r in ok)) \
         if ok else set()
@@ -200,10 +201,12 @@ def confirmed(reruns: list[Rerun], trial: TrialResult | None = None) -> Confirme
         figures[key] = ConfirmedFigure(values=values, centre=centre_of_rounds(list(by_round.values()),
                                                                               all(v > 0 for v in values)))
     for key in TO_TARGET:
-        to = time_to_target([*([trial] if trial is not None else []), *reruns], key)
+        to = time_to_target([*([trial] if trial is not None else []), *reruns], key, cap)
         if to.interval is not None:  # none reached: no figure (tuner.study.fmt_figure says `not reached`)
+            one = to.prediction or Interval(to.interval.centre, None, None)
             figures[key] = ConfirmedFigure(values=list(to.values), centre=to.interval.centre, low=to.interval.low,
-                                           high=to.interval.high, runs=to.runs)
+                                           high=to.interval.high, rerun_low=one.low, rerun_high=one.high,
+                                           runs=to.runs, at_least=to.at_least)
     return Confirmed(runs=len(reruns), states=[r.state for r in reruns], figures=figures, method=CENTRE_METHOD,
                      rounds=[r.round for r in ok])
 
@@ -211,37 +214,80 @@ def confirmed(reruns: list[Rerun], trial: TrialResult | None = None) -> Confirme
 @dataclass(frozen=True)
 class TimeToTarget:
     """A config's time to target over its runs (issue 34): the trial and its confirmation re-runs, each re-run
-    another seed, so the interval holds seed-to-seed variation. A run that did not reach the target is counted
-    (`runs`), never dropped from the count; the interval is over the runs that reached it."""
+    another seed, so the interval holds seed-to-seed variation. A run that did not reach the target counts against
+    the config, as MLPerf counts a run that never converges: it took at least the cap (the target's cap_seconds,
+    3x the baseline's time to target), so it enters the centre and the intervals at the cap (`censored`), and the
+    centre, then a lower bound, reads `at least`. Without a known cap it is counted in `runs` only and left out
+    of the centre (said in the text)."""
 
     values: tuple[float, ...]  # training seconds to the target of each run that reached it
     runs: int  # complete runs, reached or not
-    interval: Interval | None  # None: no run reached it
+    interval: Interval | None  # the centre and its 95% interval; None: no run reached it
+    prediction: Interval | None = None  # where ONE more run (tuner train --until-target) reads, 95%
+    censored: float | None = None  # the value each not-reached run counts at (the cap); None: left out
 
     @property
     def not_reached(self) -> int:
         return self.runs - len(self.values)
 
-    def text(self) -> str:
-        """`4.1 s (95% 3.2-5.3 s, reached by 3 of 4 runs: 1 not reached)`; one run: `4.1 s` or `not reached`."""
+    @property
+    def at_least(self) -> bool:
+        """The centre counts a not-reached run at the cap, so the true figure is at least it."""
+        return self.not_reached > 0 and self.censored is not None and self.interval is not None
+
+    def text(self, unit: str = "s") -> str:
+        """`at least 6.93 s (95% 2.1-23 s, reached by 3 of 4 runs: 1 not reached, counted at the 36 s cap)`;
+        one run: `4.1 s` or `not reached`."""
         iv = self.interval
         if self.runs <= 1:
-            return f"{iv.centre:.3g} s" if iv is not None else "not reached"
+            return f"{iv.centre:.3g} {unit}" if iv is not None else "not reached"
         if iv is None:
             return f"not reached in any of {self.runs} runs"
-        spread = f"95% {iv.low:.3g}-{iv.high:.3g} s, " if iv.low is not None and iv.high is not None else ""
-        missed = f": {self.not_reached} not reached" if self.not_reached else ""
-        return f"{iv.centre:.3g} s ({spread}reached by {len(self.values)} of {self.runs} runs{missed})"
+        spread = f"95% {iv.low:.3g}-{iv.high:.3g} {unit}, " if iv.low is not None and iv.high is not None else ""
+        missed = ""
+        if self.not_reached:
+            missed = (f": {self.not_reached} not reached, counted at the {self.censored:.3g} {unit} cap"
+                      if self.censored is not None else
+                      f": {self.not_reached} not reached, left out (no cap known to count it at)")
+        return (f"{'at least ' if self.at_least else ''}{iv.centre:.3g} {unit} ({spread}reached by "
+                f"{len(self.values)} of {self.runs} runs{missed})")
+
+    def rerun_text(self, unit: str = "s") -> str | None:
+        """`2.1-23 s`: where one re-run to the target should read; None without an interval (fewer than 2 runs)."""
+        p = self.prediction
+        if p is None or p.low is None or p.high is None:
+            return None
+        return f"{p.low:.3g}-{p.high:.3g} {unit}"
 
 
-def time_to_target(runs: list[TrialResult], key: str = "time_to_target") -> TimeToTarget:
-    """Time to target over `runs` (the trial and its re-runs; failed runs left out): the geometric mean of those
-    that reached it, with a t-interval from their own spread on the log scale (n - 1 df). `key`: another
-    to-target figure (samples_to_target) read the same way."""
+def time_to_target(runs: list[TrialResult], key: str = "time_to_target", cap: float | None = None) -> TimeToTarget:
+    """Time to target over `runs` (the trial and its re-runs; failed runs left out): the geometric mean of every
+    complete run, each not-reached one counted at `cap` (the target's cap_seconds; for samples_to_target, the
+    samples the run had trained at its last evaluation, its own cap in samples), with a t-interval from their
+    own spread on the log scale (n - 1 df) and a one-run prediction interval from the same spread. Without a
+    cap (None) a not-reached run is left out of the centre. `key`: another to-target figure read the same way."""
     done = [r for r in runs if r.complete]
     values = [v for r in done if (v := r.value(key)) is not None and v > 0]
     if not values:
         return TimeToTarget((), len(done), None)
-    p = pool([values])
-    iv = p.interval(values) if p is not None else Interval(centre(values, True), None, None)
-    return TimeToTarget(tuple(values), len(done), iv)
+    missed = [r for r in done if not ((v := r.value(key)) is not None and v > 0)]
+    counts = [_censor(r, key, cap) for r in missed]
+    censored = None
+    if missed and all(c is not None for c in counts):
+        censored = max(counts)  # type: ignore[type-var]
+        counted = [*values, *counts]
+    else:
+        counted = list(values)
+    p = pool([counted])
+    if p is None:
+        return TimeToTarget(tuple(values), len(done), Interval(centre(counted, True), None, None), None, censored)
+    return TimeToTarget(tuple(values), len(done), p.interval(counted), p.prediction(counted), censored)
+
+
+def _censor(run: TrialResult, key: str, cap: float | None) -> float | None:
+    """What a not-reached run counts as in `key`: the cap (seconds); in samples, the samples at its last
+    evaluation (it had not reached the target by then); None: not known."""
+    if key == "samples_to_target":
+        curve = [p for p in run.quality_curve if p and p[0]]
+        return float(curve[-1][0]) if curve else None  # type: ignore[arg-type]
+    return cap if cap is not None and cap > 0 else None

@@ -21,9 +21,11 @@ def read_records(folder: StudyFolder) -> list[TrialRecord]:
     """Every persisted trial, by number, with its derived figures. A file that does not read as a record is a
     StudyError naming it."""
     out = folder.read_trials()
+    target = getattr(folder.read_meta(), "target", None) if folder.meta_path.is_file() else None
+    cap = target.get("cap_seconds") if isinstance(target, dict) else None  # a not-reached run counts at it
     for record, reruns in out:
         if reruns:
-            record.confirmed = confirmed(reruns, record)
+            record.confirmed = confirmed(reruns, record, cap)
     _cached_ceilings(folder, [r for r, _ in out])
     for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
         why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)

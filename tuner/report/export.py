@@ -5,7 +5,7 @@ The file is a TrialConfig (workload, workload_options, dataset, budget, params, 
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.
 
-Over 400 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
+Over 480 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
 rule, parity, target); splitting them would pass that record's pieces between modules.
 """
 
@@ -306,15 +306,25 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     base = next((r for r in study.records if r.trial == n), None) if study.target is not None else None
     if base is None or base.trial == rec.trial:
         return []
-    mine = time_to_target([rec, *study.folder.reruns(rec.trial)])
-    theirs = time_to_target([base, *study.folder.reruns(base.trial)])
+    cap = study.target.cap_seconds  # type: ignore[union-attr]
+    mine = time_to_target([rec, *study.folder.reruns(rec.trial)], cap=cap)
+    theirs = time_to_target([base, *study.folder.reruns(base.trial)], cap=cap)
     line = f"# Time to target: this config {mine.text()}, the baseline (trial {base.trial}) {theirs.text()}"
     if mine.interval is not None and theirs.interval is not None:
         a, b = mine.interval.centre, theirs.interval.centre
         line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
     how = ("one reading each" if mine.runs <= 1 and theirs.runs <= 1 else
-           "over the trial and its confirmation re-runs, each re-run another seed")
-    return [line + f" (training seconds, evaluations left out; {how})."]
+           "geometric mean over the trial and its confirmation re-runs, each re-run another seed, a not-reached "
+           "run counted at the cap")
+    lines = [line + f" (training seconds, evaluations left out; {how})."]
+    one = mine.rerun_text()
+    if one is not None:
+        samples = time_to_target([rec, *study.folder.reruns(rec.trial)], "samples_to_target").prediction
+        more = (f", {samples.low:,.0f}-{samples.high:,.0f} samples" if samples is not None and samples.low is not None
+                and samples.high is not None else "")
+        lines.append(f"# One re-run to the target (tuner train --config --until-target) should read {one}{more} "
+                     f"(95%, from these runs' spread).")
+    return lines
 
 
 def _lr_lines(study: Study, exp: Export) -> list[str]:

@@ -131,7 +131,7 @@ def fmt_figure(record: "TrialRecord", key: str) -> str:
                 if record.confirmed is not None else 1
             return "not reached" if runs <= 1 else f"not reached (0 of {runs} runs)"
         return fmt_metric(key, record.get(key))
-    text = fmt_metric(key, confirmed.centre)
+    text = ("at least " if confirmed.at_least else "") + fmt_metric(key, confirmed.centre)
     inside = [f"{fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)}"] \
         if confirmed.low is not None and confirmed.high is not None else []
     if confirmed.not_reached:

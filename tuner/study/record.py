@@ -139,6 +139,9 @@ class ConfirmedFigure(BaseModel):
     # `values` holds those that reached the target, the other runs did not, and low/high are the interval over
     # them (tuner.analysis.time_to_target, as the export's header). None: every re-run is one of `values`.
     runs: int | None = None
+    # A to-target figure whose not-reached runs are counted at the target's cap: the centre is a lower bound
+    # (the views say `at least`).
+    at_least: bool = False
 
     @property
     def not_reached(self) -> int:
