@@ -65,10 +65,39 @@ def test_the_preflight_estimate_and_the_confirmation_reserve():
 
 
 def test_an_allowance_too_short_for_one_trial_and_the_confirmation_is_refused_naming_what_fits():
-    a = Allowance(20.0, started=0.0, confirm_runs=4, trial_s=6.0)
-    with pytest.raises(BudgetError, match=r"--study-seconds 20 is too short .* give --study-seconds 36 or more"):
+    clock = Clock()
+    a = Allowance(20.0, started=100.0, confirm_runs=4, trial_s=6.0, clock=clock)
+    with pytest.raises(BudgetError, match=r"--study-seconds 20 leaves no room for one trial: 20 s left .*re-runs "
+                                          r"reserve 24 s.* give --study-seconds 48 or more, a shorter budget"):
         a.check_fits()
-    Allowance(30.0, started=0.0, confirm_runs=4, trial_s=6.0).check_fits()
+    Allowance(40.0, started=100.0, confirm_runs=4, trial_s=6.0, clock=clock).check_fits()
+
+
+def test_an_allowance_the_preflight_and_the_start_leave_no_trial_is_refused_at_the_planning_step():
+    """Issue 34's benchmark: 78 s, 9.8 s trials, 6 re-runs reserved (58.8 s). 78 held one trial and the reserve
+    (68.6 s) counted from zero, so the check passed; with the pre-flight spent and Ray still to start, the searcher
+    then started no trial, not even the baseline, and the study exited 0 with nothing to export."""
+    clock = Clock()
+    clock.now = 105.0  # the pre-flight took 5 s
+    a = Allowance(78.0, started=100.0, confirm_runs=6, trial_s=9.8, clock=clock)
+    with pytest.raises(BudgetError, match=r"--study-seconds 78 leaves no room for one trial: 73 s left after the "
+                                          r"pre-flight; the confirmation's 6 re-runs reserve 59 s, one trial takes "
+                                          r"about 10 s and starting Ray about 10 s; give --study-seconds 101 or more"):
+        a.check_fits()
+
+
+def test_an_allowance_without_room_for_one_trial_is_one_line_exit_2_before_ray_nothing_on_disk(tmp_path, capsys):
+    """1 s trials (about 6 s with set-up), the default confirmation's 4 re-runs: 38 s held one trial and the
+    reserve counted from zero, not with Ray's start too. Refused at the planning step: no Ray, no folder."""
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe", "--study-seconds", "38"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "--study-seconds 38 leaves no room for one trial" in err[0] and "re-runs reserve" in err[0]
+    assert "a shorter budget" in err[0] and "fewer confirmation re-runs" in err[0]
+    assert not (reports / "fake").exists()
 
 
 @pytest.mark.parametrize("bad", [0.0, -5.0, math.inf, math.nan, 1e308])
@@ -105,10 +134,11 @@ def test_bad_values_through_the_cli_one_line_exit_2_nothing_on_disk(ray_session,
 
 @pytest.mark.ray
 def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_session, tmp_path, trial_engine):
-    """Half-second trials, 25 s: no --trials, so as many as fit; the study ends the search itself (not an
+    """Half-second trials, 32 s: no --trials, so as many as fit; the study ends the search itself (not an
     interruption), confirms the knee and the baseline, leaves nothing RUNNING in Optuna, records the allowance,
-    and its wall time stays within S + margin."""
-    seconds = 25.0
+    and its wall time stays within S + margin. (At the pre-flight's estimate, about 6 s a trial, 2 re-runs and
+    Ray's start, 25 s leaves no room for one trial and is refused.)"""
+    seconds = 32.0
     summary = fake_engine_study(tmp_path, trial_engine, engine_half_second, SPACE, confirm=1, repeats=1, seed=1,
                                 study_seconds=seconds)
     study = summary.study

@@ -31,6 +31,11 @@ SETUP_S = 5.0
 # it. Stated in README; the tests hold the recorded wall time to S + margin.
 MARGIN_FRACTION = 0.1
 MARGIN_MIN_S = 20.0
+# Between the planning step's check and the first trial: Ray's start, its Tune run's and the loader probes (about
+# 2 s and 7 s of the default study's 16 s before its first trial on 2 cores, benchmarks/results/run-full.json; the
+# rest, the pre-flight, is spent when the check runs). A 78 s allowance with 9.8 s trials and 6 re-runs to reserve
+# passed a check without it and then started no trial, not even the baseline.
+START_S = 10.0
 # At most this many trials when --study-seconds is given without --trials ("as many as fit").
 MAX_TRIALS = 1000
 
@@ -105,13 +110,20 @@ class Allowance:
             self.observed.append(float(run_seconds))
 
     def check_fits(self) -> None:
-        """Refuse an allowance too short for one trial and the confirmation phase, at the pre-flight's estimate."""
-        need = (1 + self.confirm_runs) * self.trial_s
-        if self.seconds < need:
-            runs = f" and {self.confirm_runs} confirmation re-runs" if self.confirm_runs else ""
-            raise BudgetError(f"--study-seconds {self.seconds:g} is too short for one trial{runs} (about "
-                              f"{self.trial_s:.0f} s each by the pre-flight); give --study-seconds "
-                              f"{math.ceil(need * 1.2)} or more, or fewer --confirm/--repeats")
+        """Refuse, at the planning step, an allowance whose time left (the pre-flight is spent by then) cannot hold
+        the start (START_S), one trial and the confirmation's reserve at the pre-flight's estimate: the searcher
+        would start no trial, not even the baseline, and the study would end with nothing to export."""
+        reserve = self.confirm_runs * self.trial_s
+        left = self.left()
+        if left < START_S + self.trial_s + reserve:
+            fits = math.ceil(1.2 * (self.seconds - left + START_S + self.trial_s + reserve))
+            kept = (f"the confirmation's {self.confirm_runs} re-runs reserve {reserve:.0f} s, " if self.confirm_runs
+                    else "")
+            raise BudgetError(f"--study-seconds {self.seconds:g} leaves no room for one trial: {max(0.0, left):.0f} s "
+                              f"left after the pre-flight; {kept}one trial takes about {self.trial_s:.0f} s and "
+                              f"starting Ray about {START_S:.0f} s; give --study-seconds {fits} or more, a shorter "
+                              f"budget (--budget-seconds/--budget-samples), or fewer confirmation re-runs "
+                              f"(--confirm/--repeats)")
 
     def to_json(self, spent: float | None = None) -> dict[str, Any]:
         """What study.json keeps of this invocation's allowance."""
