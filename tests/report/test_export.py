@@ -379,3 +379,19 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     assert "1.75x sooner" in line and "each re-run another seed, a not-reached run counted at the cap" in line
     one = next(x for x in header if x.startswith("# One re-run to the target"))
     assert "(tuner train --config --until-target) should read 0.132-364 s (95%" in one
+
+
+def test_the_quality_pages_example_header_is_what_the_export_writes(make_study):
+    """docs/concepts/quality.md shows the export header's time-to-target lines: they are the lines the export
+    writes for the planted target study (trial 2 against the baseline, one re-run not reached), not a stale
+    "one reading each" from before the confirmation re-runs had seeds and intervals."""
+    from pathlib import Path
+
+    from tests.helpers.studies import target_study
+
+    page = (Path(__file__).resolve().parents[2] / "docs/concepts/quality.md").read_text()
+    shown = [line.strip() for line in page.splitlines()
+             if line.strip().startswith(("# Time to target:", "# One re-run to the target"))]
+    s = open_study(target_study(make_study()).parent, "gan-demo")
+    header = write_export(s, build_export(s, trial=2)).read_text().splitlines()
+    assert len(shown) == 2 and all(line in header for line in shown), (shown, header)
