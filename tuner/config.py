@@ -194,12 +194,14 @@ class Target(_Strict):
     cap_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="training seconds after which "
                                       "a trial that has not met the target ends 'not reached' (3x the baseline's "
                                       "time to target); None: its budget")
+    reference_budget: Budget | None = Field(None, description="a derived target: the budget the baseline trained "
+                                            "to set it (a third of the trials', so the cap is about their budget)")
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: Any) -> dict[str, Any]:
         """A given target's record stays as it was (no derived-only keys)."""
         d = handler(self)
-        return {k: v for k, v in d.items() if v is not None or k not in ("evaluations", "cap_seconds")}
+        return {k: v for k, v in d.items() if v is not None or k not in ("evaluations", "cap_seconds", "reference_budget")}
 
     def met(self, quality: float | None) -> bool:
         """`quality` meets the target (a missing or non-finite reading never does, nor any before it is set)."""

@@ -141,14 +141,14 @@ def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "default").exists()
 
 
-def _derivation(tmp_path, monkeypatch, curve):
+def _derivation(tmp_path, monkeypatch, curve, **options):
     """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._target's
     baseline_curve), its study.json written as the runner writes it before deriving."""
     from tuner.search import _target
     from tuner.search._options import trial_base
     from tuner.study import StudyMeta
 
-    plan = _plan(tmp_path, SPACE, target="baseline")
+    plan = _plan(tmp_path, SPACE, target="baseline", **options)
     ran = []
     monkeypatch.setattr(_target, "baseline_curve", lambda *a: ran.append(a) or
                         {"state": "not reached", "error": None, "curve": curve})
@@ -174,6 +174,7 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     saved = json.loads(plan.folder.meta_path.read_text())["target"]
     assert saved["value"] == pytest.approx(20.0) and saved["source"] == "baseline"  # mean of 30, 14, 16
     assert saved["evaluations"] == planted[-3:] and saved["cap_seconds"] == pytest.approx(9.0)  # 3 x 3 s
+    assert saved["reference_budget"]["samples"] == 85  # a third of the trials' 256 samples
     assert trial_base(plan, 0, "cpu")["target"]["value"] == pytest.approx(20.0)  # what every trial gets
 
     # --resume: study.json's target as it was set, `--target baseline` again accepted, and nothing trains again
@@ -185,6 +186,23 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     again = SimpleNamespace(target=kept, folder=plan.folder)
     kept_plan, kept_meta = _target.derive_study_target(again, meta, None, {}, {}, None, None, in_process=True)
     assert kept_plan is again and kept_meta is meta
+
+
+@pytest.mark.parametrize("option, budget, reference", [("budget_seconds", {"seconds": 8.0}, {"seconds": 8.0 / 3}),
+                                                       ("budget_samples", {"samples": 256}, {"samples": 85})])
+def test_the_baselines_target_run_trains_a_third_of_the_trials_budget(tmp_path, monkeypatch, option, budget,
+                                                                        reference):
+    """Issue 34: the baseline trained the trials' whole budget B, so trial 0 (the same settings) met the target
+    only at the end of B (0 of 5 CNN trials at B = 8 s on a busy machine), and the cap, 3x its time to target
+    (about 3B), never applied. At B/3 the cap is about B; the derivation run costs a third of a trial."""
+    planted = [[32, 1.0, 40.0], [64, 2.0, 30.0], [96, 2.5, 20.0]]
+    plan, meta, ran = _derivation(tmp_path, monkeypatch, planted, **{option: next(iter(budget.values()))})
+    assert plan.budget.model_dump(exclude_none=True) == budget  # the trials keep their budget
+    trained = json.loads(ran[0][0])["budget"]
+    assert {k: v for k, v in trained.items() if v is not None} == pytest.approx(reference)
+    saved = json.loads(plan.folder.meta_path.read_text())["target"]
+    assert {k: v for k, v in saved["reference_budget"].items() if v is not None} == pytest.approx(reference)
+    assert plan.target.reference_budget.model_dump(exclude_none=True) == pytest.approx(reference)
 
 
 def test_a_baseline_that_reads_no_quality_leaves_the_trials_without_a_target(tmp_path, monkeypatch):
@@ -224,6 +242,7 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
     assert target["source"] == "baseline" and 1 <= len(kept) <= 3
     assert target["value"] == pytest.approx(sum(q for _, _, q in kept) / len(kept))
     assert f"target: val_loss <= {target['value']:g} (set by the baseline: the mean of its last {len(kept)}" in out
+    assert target["reference_budget"]["samples"] == 85  # the baseline trained a third of the trials' 256
     for r in load_trials(reports / "tb"):  # every trial ran with the derived target, and stopped at it or the cap
         assert r["config"]["target"]["value"] == target["value"]
         assert r["state"] in ("complete", "not reached") and r["quality_curve"]

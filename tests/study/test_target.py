@@ -3,8 +3,8 @@ never meets it is `not reached`, a state of its own that survives its record's r
 
 import pytest
 
-from tuner.config import Target
-from tuner.study import NOT_REACHED, STATES, CurvePoint, TrialRecord, first_reached, target_metrics
+from tuner.config import Budget, Target
+from tuner.study import NOT_REACHED, STATES, CurvePoint, TrialRecord, first_reached, reference_budget, target_metrics
 
 
 def curve(*qualities):
@@ -83,11 +83,13 @@ def test_a_derived_target_round_trips_through_study_json_and_a_given_one_keeps_i
     from tuner.study import derive_target
 
     derived = derive_target(curve(3.0, 2.0, 1.5, 1.2), _pending())
+    derived = derived.model_copy(update={"reference_budget": reference_budget(Budget(seconds=8.0))})
     folder = StudyFolder(tmp_path / "s")
     folder.path.mkdir()
     folder.write_meta(StudyMeta.model_validate({"name": "s", "target": derived.model_dump()}))
     back = Target.model_validate(folder.read_meta().target)
     assert back == derived and back.evaluations and back.source == "baseline"
+    assert back.reference_budget == Budget(seconds=8.0 / 3)
     given = Target(metric="q", value=1.6, eval_every_samples=100, source="--target")
     assert set(given.model_dump()) == {"metric", "direction", "value", "eval_every_samples", "source"}
 
@@ -102,3 +104,14 @@ def test_the_estimated_time_to_target_is_samples_to_target_over_the_measured_thr
     assert target_metrics(curve(2.4, 1.9), target, 0.25, throughput=120.0)["estimated_time_to_target"] is None
     for speed in (None, 0.0, float("nan")):
         assert target_metrics(curve(1.5), target, 0.0, throughput=speed)["estimated_time_to_target"] is None
+
+
+def test_a_derived_targets_reference_budget_is_a_third_of_the_trials_so_its_cap_is_about_their_budget():
+    """A baseline that needs all of its reference budget to meet its target sets a cap of CAP_FACTOR x that: the
+    trials' budget, not 3x it (which no trial ever reached)."""
+    from tuner.study.target import CAP_FACTOR
+
+    assert reference_budget(Budget(seconds=8.0)) == Budget(seconds=8.0 / 3)
+    assert reference_budget(Budget(samples=256)) == Budget(samples=85)
+    assert reference_budget(Budget(samples=1)) == Budget(samples=1)
+    assert CAP_FACTOR * reference_budget(Budget(seconds=8.0)).seconds == pytest.approx(8.0)

@@ -165,6 +165,7 @@ class Study:
         if t is None:
             return None
         how = (f"set by the baseline: the mean of its last {len(t.evaluations)} evaluations"
+               + (f" after {t.reference_budget.describe()} of training" if t.reference_budget else "")
                if t.source == "baseline" and t.evaluations else t.source or "given")
         head = f"target: {t.describe()} ({how}), evaluated every {t.eval_every_samples:,} samples"
         if record is not None:

@@ -1,7 +1,7 @@
 """A study's target quality (issue 34): from --target or the space's `target:`, on the workload's quality metric,
 with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
-`target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train the
-study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target)."""
+`target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train a third
+of the study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target)."""
 
 from __future__ import annotations
 
@@ -85,23 +85,27 @@ def check_target_objectives(plan: Any, given: bool = False) -> None:
 def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any], base: dict[str, Any],
                         resources: Any, console: Any, in_process: bool) -> tuple[Any, Any]:
     """Set a `baseline` target before the first trial: the baseline's settings (the space's baseline point, the
-    workload's own lr and betas) train the study's whole budget, evaluating every K samples as the trials will, and
-    the target is the mean of their last evaluations (tuner.study.target.derive_target). study.json keeps it, with
-    the evaluations it came from, so --resume never derives it again (a study killed before it was set derives it
+    workload's own lr and betas) train a reference budget, a third of the study's (tuner.study.reference_budget),
+    evaluating every K samples as the trials will, and the target is the mean of their last evaluations
+    (tuner.study.target.derive_target). study.json keeps it, with the evaluations it came from and the reference
+    budget, so --resume never derives it again (a study killed before it was set derives it
     then). Returns the plan with the target the trials get and the study.json written (both unchanged when nothing
     was to derive)."""
     from dataclasses import replace
 
     from tuner.config import dump_config
-    from tuner.study import curve_points, derive_target
+    from tuner.study import curve_points, derive_target, reference_budget
 
     pending = plan.target
     if pending is None or pending.value is not None:
         return plan, meta
+    reference = reference_budget(plan.budget)
     if console is not None:
-        console.print(f"deriving the target from the baseline: its settings train {plan.budget.describe()}, "
-                      f"evaluating {pending.metric} every {pending.eval_every_samples:,} samples ...", soft_wrap=True)
+        console.print(f"deriving the target from the baseline: its settings train {reference.describe()} (a third of "
+                      f"the trials' {plan.budget.describe()}), evaluating {pending.metric} every "
+                      f"{pending.eval_every_samples:,} samples ...", soft_wrap=True)
     cfg = space.trial_config(space.baseline_point(context, own=plan.own), base, source="the baseline's target run")
+    cfg = cfg.model_copy(update={"budget": reference})
     args = (json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.get("score_seconds"))
     if in_process:
         found = baseline_curve(*args)
@@ -117,18 +121,20 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
             console.print(f"the baseline read no {pending.metric} ({found['state']}: {why}): the trials run "
                           f"without a target; give --target VALUE", soft_wrap=True)
         return replace(plan, target=None), meta
+    derived = derived.model_copy(update={"reference_budget": reference})
     plan = replace(plan, target=derived)
     meta = meta.model_copy(update={"target": derived.model_dump()})
     plan.folder.write_meta(meta)
     if console is not None:
         console.print(f"target: {derived.describe()} (the mean of the baseline's last {len(derived.evaluations or [])}"
-                      f" evaluations)", soft_wrap=True)
+                      f" evaluations after {reference.describe()} of training, a third of the trials' budget)",
+                      soft_wrap=True)
     return plan, meta
 
 
 def baseline_curve(cfg_json: str, cache_dir: str, score_reserve_s: float | None) -> dict[str, Any]:
-    """On a trial's resources: the baseline's run with a target not yet set (it trains its whole budget), as plain
-    data (what crosses Ray): its state, error and quality curve."""
+    """On a trial's resources: the baseline's run with a target not yet set (it trains its whole budget, the
+    reference budget derive_study_target gave it), as plain data (what crosses Ray): its state, error and quality curve."""
     from pathlib import Path
 
     from tuner.config import parse_config

@@ -22,7 +22,7 @@ from tuner.study.record import (
     Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
 from tuner.study.target import (
-    CurvePoint, NOT_REACHED, curve_points, derive_target, first_reached, past_cap, target_metrics,
+    CurvePoint, NOT_REACHED, curve_points, derive_target, first_reached, past_cap, reference_budget, target_metrics,
 )
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "curve_points", "derive_target", "finite",
     "first_reached", "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
     "metric",
-    "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "state_hex",
+    "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "reference_budget",
+    "state_hex",
     "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions",
 ]

@@ -6,7 +6,8 @@ the training seconds at the first point that meets the target (evaluation time l
 its samples to target the samples there. A trial whose budget ends before one does ends `not reached`.
 
 A study given no target value but `baseline` derives it (derive_target): the baseline (the workload's own settings)
-trains the study's whole budget with the same evaluations, and the target is the quality it ends at.
+trains a reference budget, a third of the trials' (reference_budget), with the same evaluations, and the target is
+the quality it ends at.
 """
 
 from __future__ import annotations
@@ -15,11 +16,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.config import Target
+from tuner.config import Budget, Target
 
 NOT_REACHED = "not reached"
 SMOOTH_EVALS = 3  # a derived target is the mean of the baseline's last this many evaluations
 CAP_FACTOR = 3.0  # a trial not at the target by this many times the baseline's time to target ends `not reached`
+
+
+def reference_budget(budget: Budget) -> Budget:
+    """What the baseline trains to derive a target: 1/CAP_FACTOR of the trials' budget B. Trained the whole of B,
+    the baseline set a target it met only at the end of B (trial 0, the same settings, missed it on a busy machine:
+    0 of 5 trials of a CNN study at B = 8 s reached it), and its cap (3x that time, about 3B) never applied. At
+    B/3 the cap is about B and a trial's budget gives the baseline's settings 3x the time they needed."""
+    if budget.seconds is not None:
+        return Budget(seconds=budget.seconds / CAP_FACTOR)
+    assert budget.samples is not None
+    return Budget(samples=max(1, round(budget.samples / CAP_FACTOR)))
 
 
 @dataclass(frozen=True)
@@ -67,8 +79,9 @@ def derive_target(curve: list[CurvePoint], pending: Target) -> Target | None:
     Smoothed because a single evaluation is noisy (a GAN's FID moved 30% between seeds of one config): the last
     reading alone would let one lucky (or unlucky) evaluation set how hard the study's target is. The mean, not
     the best of them, so the target is the quality the baseline settles at, not its luckiest moment; and since one
-    of the readings averaged is at least as good as their mean, the baseline itself meets the target within its
-    budget, so its time to target, the figure every trial is compared with, always exists."""
+    of the readings averaged is at least as good as their mean, the baseline itself meets the target within the
+    budget it trained (reference_budget), so its time to target, the figure every trial is compared with, always
+    exists."""
     last = [p for p in curve if p.quality is not None and math.isfinite(p.quality)][-SMOOTH_EVALS:]
     if not last:
         return None
