@@ -2,7 +2,8 @@
 
 `python benchmarks/table.py` prints it; the docs site's Benchmarks page is built from `render_markdown`. A row's
 result is computed here from its figures and its target (a list of conditions that can fail), never copied from a
-stored verdict; a row measured at a commit whose code differs from HEAD says **stale**; an expected row without a
+stored verdict; a row measured at a commit whose code differs from HEAD says **stale** (a stand-alone
+script's change only for its own rows: STANDALONE); an expected row without a
 results file says **not measured**. A results file is a JSON object with a `rows` list, each row:
 
     {"id": "2", "benchmark": "overhead", "name": "...", "figure": 27.0, "unit": "s", "baseline": 276.0,
@@ -31,6 +32,12 @@ SCHEMA = "tuner-benchmark-rows/1"
 # Code whose change makes an earlier measurement stale: what the benchmarks run, not their results or prose.
 CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", ":(exclude)benchmarks/README.md",
         ":(exclude)benchmarks/table.py")
+# Stand-alone benchmark scripts that no other benchmark imports: a change to one of them leaves the other
+# benchmarks' rows current (it cannot change what they measured); shared modules (common.py, run.py and what it
+# runs) count for every row. The benchmark name a row carries maps to its script.
+STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
+              "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
+              "retrain": "benchmarks/retrain.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -223,13 +230,18 @@ def load_rows(repo: Path = REPO) -> list[Row]:
     return rows
 
 
+def code_of(benchmark: str) -> tuple[str, ...]:
+    """The paths whose change makes a row of `benchmark` stale: CODE, less the other stand-alone scripts."""
+    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items() if name != benchmark))
+
+
 def freshness(row: Row, repo: Path = REPO) -> str:
     """'current', 'stale: measured at abc1234', or 'commit unknown': was it measured on the code HEAD has?"""
     if not row.commit:
         return "commit unknown"
     short = row.commit[:7]
     try:
-        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--", *CODE], cwd=repo,
+        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--", *code_of(row.benchmark)], cwd=repo,
                               capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return f"commit unknown ({short})"

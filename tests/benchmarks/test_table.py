@@ -62,6 +62,27 @@ def test_a_row_measured_on_other_code_is_stale(tmp_path):
     assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
 
 
+def test_a_change_to_one_standalone_benchmark_leaves_other_rows_current_and_its_own_stale(tmp_path):
+    repo = _repo(tmp_path, [])
+    (repo / "benchmarks" / "time_to_target.py").write_text("SIZE = 1\n")
+    (repo / "benchmarks" / "common.py").write_text("SHARED = 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "scripts")
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    rows = [_row("2", 0.09, commit=old), _row("15", 0.9, benchmark="parity", commit=old),
+            _row("tt-cnn", 0.9, benchmark="time_to_target", commit=old)]
+    (repo / "benchmarks" / "results" / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": rows}))
+    (repo / "benchmarks" / "time_to_target.py").write_text("SIZE = 2\n")
+    _git(repo, "commit", "-qam", "resize the time-to-target benchmark")
+    md = render_markdown(repo)
+    assert "current" in _line(md, "2") and "current" in _line(md, "15")
+    assert f"stale: measured at {old[:7]}" in _line(md, "tt-cnn")
+    (repo / "benchmarks" / "common.py").write_text("SHARED = 2\n")  # what every benchmark imports
+    _git(repo, "commit", "-qam", "change the shared module")
+    md = render_markdown(repo)
+    assert all(f"stale: measured at {old[:7]}" in _line(md, rid) for rid in ("2", "15", "tt-cnn"))
+
+
 def test_every_expected_row_appears_and_a_missing_one_says_not_measured(tmp_path):
     md = render_markdown(_repo(tmp_path, [_row("2", 0.09)]))
     for e in EXPECTED:
