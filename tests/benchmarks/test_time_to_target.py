@@ -45,6 +45,15 @@ def test_the_rows_pass_and_fail_on_the_planted_times():
     assert inside.figure == 0 and inside.pass_ is False
 
 
+def test_single_reruns_are_checked_against_the_exports_one_run_interval_where_it_gives_one():
+    runs = _runs("a", [2.0, 2.6, 1.5, 2.2, 3.4]) + _runs("b", [3.0] * 5) + _runs("c", [4.0] * 5)
+    centre_only = {"centre": 2.1, "low": 1.95, "high": 2.25}  # the mean's interval: narrower than one run's spread
+    _, inside = workload_rows("cnn", runs, 9.0, 1.5, centre_only, "planted", {})
+    assert inside.figure == 2 and "gave no one-run interval" in inside.note
+    _, inside = workload_rows("cnn", runs, 9.0, 1.5, {**centre_only, "rerun_low": 1.4, "rerun_high": 3.0}, "planted", {})
+    assert inside.figure == 4 and inside.pass_ is True and "one-run interval" in inside.note  # 3.4 s outside
+
+
 def test_the_race_row_needs_a_saving_and_a_pick_as_good():
     fifo = {"search_s": 100.0, "wall_s": 130.0, "pick_params": {"batch_size": 32}, "pick_ttt": 2.0,
             "pick_low": 1.8, "pick_high": 2.4}
