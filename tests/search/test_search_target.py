@@ -53,8 +53,10 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
     small, big = by_batch[8], by_batch[32]
     assert small["state"] == "complete" and 104 <= small["samples_to_target"] < 256
     assert small["time_to_target"] > 0 and small["quality_curve"][-1][2] <= 10
-    assert big["state"] == "not reached" and big["time_to_target"] is None and big["error"] is None
+    assert big["state"] == "not reached" and big["time_to_target"] is None and big["error"] is None, \
+        {k: big.get(k) for k in ("params", "state", "samples_to_target", "quality_curve", "budget", "steps")}
     assert big["quality_curve"] and all(q > 10 for _, _, q in big["quality_curve"])
+    assert big["quality_curve"][-1][0] <= 256  # its budget: an unsettled warm-up once trained 640 samples
 
     # Optuna was told a not-reached trial as a complete trial with its objective values, never a failure
     trials = optuna.load_study(study_name="tt", storage=f"sqlite:///{reports / 'tt' / 'study.db'}").trials
@@ -222,7 +224,7 @@ def test_the_baselines_target_run_trains_its_whole_budget_evaluating_every_k_sam
     found = baseline_curve(json.dumps(dump_config(cfg)), str(plan.cache_dir), None)
     # a target not set yet is never met: every evaluation up to the 256-sample budget, none stopping it
     samples = [int(s) for s, _, _ in found["curve"]]
-    assert len(samples) >= 2 and samples[-1] >= 256 and all(s % 32 == 0 for s in samples), found
+    assert len(samples) >= 2 and samples[-1] == 256 and all(s % 32 == 0 for s in samples), found
     assert all(q is not None and q > 0 for _, _, q in found["curve"])
 
 

@@ -222,6 +222,35 @@ def test_warm_up_stops_early_to_leave_the_budget_its_windows():
     assert all(w.samples >= 20 for w in res.windows)
 
 
+def test_an_unsettled_warm_up_leaves_a_samples_budget_its_windows_and_never_overruns_it():
+    clock = FakeClock()  # 8 steps of 32: 20 unsettled warm-up steps trained 640 samples of a 256-sample budget
+    res = run(FakeStep(clock, itertools.cycle([0.1, 0.2]), batch=32), clock, Budget(samples=256),
+              Measure(warmup_steps=1, warmup_max_steps=20, windows=2, window_min_seconds=0, window_min_steps=3))
+    assert res.samples == 256 and res.warmup_steps == 2 and len(res.windows) == 2
+
+
+def test_warm_up_ends_before_a_targets_sample_point_so_its_evaluation_is_not_late():
+    clock = FakeClock()
+    seen = []
+    res = run(FakeStep(clock, itertools.cycle([0.1, 0.2]), batch=8), clock, Budget(samples=256),
+              Measure(warmup_steps=1, warmup_max_steps=20, windows=2, window_min_seconds=0, window_min_steps=3),
+              sample_points=lambda: [k for k in (32, 64) if k > (seen[-1] if seen else 0)],
+              on_window=lambda w: seen.append(w["samples"]))
+    assert res.warmup_steps == 3  # 24 samples: one more step reaches the point at 32
+    assert seen[0] == 48  # the first window's fewest steps (3) after it, not 20 warm-up steps (160 samples)
+
+
+def test_windows_cut_at_sample_points_never_carry_a_samples_budget_past_its_end():
+    clock = FakeClock()  # evaluations every 32 samples cut 3-step windows: the last window once trained 320 of 256
+    seen = []
+    res = run(FakeStep(clock, itertools.repeat(0.1), batch=32), clock, Budget(samples=256),
+              Measure(warmup_steps=1, windows=2, window_min_seconds=0, window_min_steps=3),
+              sample_points=lambda: [32 * (seen[-1] // 32 + 1) if seen else 32],
+              on_window=lambda w: seen.append(w["samples"]))
+    assert res.samples == 256 and res.tail_steps == 1 and res.skipped_windows == 1
+    assert all(w.samples >= 3 * 32 for w in res.windows)  # the untimed tail is not a reading
+
+
 def test_overall_rate_keeps_the_slow_window_that_the_median_drops():
     from tuner.measure.timing import summarize
 

@@ -66,6 +66,7 @@ class LoopResult:
     compile_steps: int = 0
     skipped_windows: int = 0  # windows not started: at the pace read so far they could not end within the budget
     drained_steps: int = 0  # untimed steps before a window that emptied the prefetch queue a pause had refilled
+    tail_steps: int = 0  # untimed steps that end a samples budget too short for one more window (not a reading)
 
 
 DRAIN_CAP = 2  # draining a refilled prefetch queue takes at most this many times its depth (plus one) batches
@@ -129,7 +130,10 @@ def run_loop(
     `sample_points`: training samples (all ranks) where a window also ends once it holds its minimums, as at a rung
     point, for a target's evaluation every K samples (tuner.train.trial): a window cut there short of its own end
     is not one of the `measure.windows` (the ones after it still share what is left), so evaluations as frequent as
-    the minimums allow leave the budget's windows as they were. Not under DDP, like rung points."""
+    the minimums allow leave the budget's windows as they were; a samples budget still ends where it says (the windows those cuts leave no
+    room for are skipped, and its last samples, too few for a window, trained untimed). Warm-up ends before a
+    sample point, and before a samples budget could no longer hold the fewest windows. Not under DDP, like rung
+    points."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
     meter = WaitMeter(batches, clock)
@@ -225,6 +229,10 @@ def run_loop(
         """Seconds the fewest windows of the least length take at this pace."""
         return min(measure.min_windows, measure.windows) * max(min_steps * step_s, min_s)
 
+    def timed_steps() -> int:
+        """Steps the fewest windows of a samples budget hold at least."""
+        return min(measure.min_windows, measure.windows) * min_steps
+
     def kept(step_s: float | None, samples: int) -> float:
         return reserve(step_s, samples) if reserve is not None and budget.seconds is not None else 0.0
 
@@ -250,6 +258,12 @@ def run_loop(
         force = res.warmup_steps >= high or (budget.seconds is not None and res.warmup_steps >= low
                                              and elapsed + step_s + timed_need(step_s)
                                              > budget.seconds - kept(step_s, step_n))
+        # a samples budget alike (its windows' fewest steps left after one more), and a target's sample point
+        # the next step would pass: evaluated at the end of the first window, not after 20 unsettled steps
+        force = force or (budget.samples is not None and res.warmup_steps >= low
+                          and (res.samples + step_n * (1 + timed_steps())) * agree.world > budget.samples)
+        force = force or (res.warmup_steps >= low and not shared_pace
+                          and any(k <= (res.samples + step_n) * agree.world for k in samples_ahead()))
         force = force or (wall_limit_s is not None and elapsed + 2 * step_s >= wall_limit_s)
         verdict = agree.max(2.0 if force else 0.0 if settled and res.warmup_steps >= low else 1.0)
         if verdict != 1.0:  # 2: some rank must stop; 0: every rank has settled
@@ -318,6 +332,10 @@ def run_loop(
             if clock() + max(min_steps * pace, min_s) > end() + pace:  # within a step of it, as the last window
                 res.skipped_windows = n_windows - i
                 break
+        if budget.samples is not None and read_steps and not shared_pace and (
+                res.samples + (min_steps - 1) * step_n) * agree.world > budget.samples:
+            res.skipped_windows = n_windows - i  # windows cut at sample points took the rest: the budget holds
+            break
         w_used, w_samples = used(), res.samples * agree.world
         if budget.seconds is not None:
             if shared_pace:  # a step count every rank shares, from the slowest rank's pace and clock
@@ -374,5 +392,14 @@ def run_loop(
             break
         if stop is not None and not shared_pace and stop([w.throughput for w in timer.windows]):
             break
+    if budget.samples is not None and res.skipped_windows and not res.capped:
+        # the budget's last samples, too few for a window's fewest steps: trained, untimed, so a samples budget
+        # ends where it says (a target's evaluation due there follows the loop: tuner.train.trial)
+        while res.samples * agree.world < budget.samples and not over_wall():
+            res.samples += step(meter)
+            res.steps += 1
+            res.tail_steps += 1
+        device.synchronize()
+        res.diverged = res.diverged or res.tail_steps > 0 and agree.any(not math.isfinite(step.pop_mean_loss()))
     res.seconds = clock() - start
     return res

@@ -279,6 +279,12 @@ class _Rungs:
         if self.next_eval is not None and not self.finished and self.agree.any(int(w["samples"]) >= self.next_eval):
             self._evaluate_target(int(w["samples"]))
 
+    def at_end(self, samples: int) -> None:
+        """The loop's end: the target's evaluation a samples budget's untimed last steps made due (no window
+        followed them to report it)."""
+        if self.next_eval is not None and not self.finished and self.agree.any(samples >= self.next_eval):
+            self._evaluate_target(samples)
+
     def _evaluate_target(self, samples: int) -> None:
         """The quality at `samples` on the target's metric, a point of the quality curve; reached when it meets
         the target (every rank agrees; rank 0 evaluates). Outside the timed windows and the loop's clock."""
@@ -424,6 +430,8 @@ class _Run:
             return
         finally:
             batches.close()  # stops the loader's worker processes now, not at garbage collection
+        if rungs is not None and cfg.target is not None and loop.tail_steps and not loop.diverged:
+            rungs.at_end(loop.samples * world)
         summary = summarize(loop.windows)
         res = self.result
         if watch is not None:
