@@ -248,31 +248,18 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
 
 
 def run_arm(cfg: Any, steps: int, cache: Path) -> Arm:
-    """`steps` optimizer steps of `cfg`, fresh and seeded, loading in-process (as tuner.train.parity), then scored."""
+    """`steps` optimizer steps of `cfg`, fresh and seeded, loading in-process (tuner.train.parity's own run), then
+    scored."""
     from tuner.device import resolve_device
     from tuner.measure.batch_stats import batch_statistics_layers
-    from tuner.train.parity import FP32, arm_config
-    from tuner.train.trial import build_training, score, trial_scope
+    from tuner.train.parity import FP32, arm_config, trained
+    from tuner.train.trial import score
 
     cfg = arm_config(cfg, dict(FP32))  # fp32, no TF32, no compile; loading in-process
-    device = resolve_device(cfg.params.device)
     t0 = time.perf_counter()
-    losses: list[float] = []
-    with trial_scope(cfg, device, cache, None):
-        training = build_training(cfg, device)
+    with trained(cfg, steps, cache) as (training, losses):
         layers = batch_statistics_layers(*training.models.values())
-        batches = training.batches()
-        try:
-            for _ in range(steps):
-                training.step(batches)
-                losses.append(training.step.pop_mean_loss())
-                if not math.isfinite(losses[-1]):
-                    break
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
-        got = score(training.workload, training.models, training.val_set, device)
+        got = score(training.workload, training.models, training.val_set, resolve_device(cfg.params.device))
     return Arm(losses, got.get("loss"), got.get("accuracy"), time.perf_counter() - t0, len(training.train_set), layers)
 
 

@@ -106,3 +106,24 @@ def test_the_markdown_shows_each_rows_result_and_each_splits_verdict():
     md = markdown(doc)
     assert "| 17c | throughput varies with the split of 64" in md and "| pass |" in md
     assert "| cnn | 8x8 | 8x8: within seed noise" in md and "| 180 |" in md
+
+
+def test_an_arm_trains_the_parity_runs_own_steps_and_is_scored(tmp_path):
+    """run_arm trains through tuner.train.parity (one loop for both): the same losses step by step as a parity
+    trajectory of the same config, then its models' batch-statistics layers and the training set's size."""
+    import sys
+
+    from benchmarks.fixed_batch import run_arm
+    from tests.helpers.userworkloads import GOOD, write
+    from tuner.config import parse_config
+    from tuner.train.parity import FP32, arm_config, trajectory
+
+    text = GOOD.replace("nn.Linear(4, hidden), nn.ReLU()", "nn.Linear(4, hidden), nn.BatchNorm1d(hidden), nn.ReLU()")
+    path = write(tmp_path, text, "fixed_batch_arm.py")
+    sys.modules.pop("fixed_batch_arm", None)
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"samples": 10 ** 6},
+                        "params": {"batch_size": 16, "accumulation_steps": 2, "device": "cpu"}})
+    arm = run_arm(cfg, 6, tmp_path / "cache")
+    assert arm.losses == trajectory(arm_config(cfg, dict(FP32)), 6, tmp_path / "cache")
+    assert len(arm.losses) == 6 and arm.train_size == 64
+    assert arm.batch_stat_layers == ["1 (BatchNorm1d)"]

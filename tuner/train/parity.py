@@ -9,14 +9,18 @@ optimizer step. A loss that stops being finite ends that arm there: the verdict 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.config import Params, TrialConfig
 from tuner.errors import RunFailed
 from tuner.knobs import numerics_knobs, worker_knobs
 from tuner.measure.parity import ParityVerdict, judge
+
+if TYPE_CHECKING:
+    from tuner.train.trial import Training
 
 FP32 = Params.defaults(numerics_knobs())  # the reference: no numerics knob on (fp32, no TF32, no compile)
 STEPS = 200  # optimizer steps per arm by default (docs/concepts/knobs.md: how it was chosen)
@@ -35,6 +39,15 @@ def arm_config(cfg: TrialConfig, update: dict[str, Any]) -> TrialConfig:
 
 def trajectory(cfg: TrialConfig, steps: int, cache_dir: Path) -> list[float]:
     """The mean training loss of each of `steps` optimizer steps of `cfg`, from a fresh seeded build."""
+    with trained(cfg, steps, cache_dir) as (_, losses):
+        return losses
+
+
+@contextmanager
+def trained(cfg: TrialConfig, steps: int, cache_dir: Path) -> Iterator[tuple[Training, list[float]]]:
+    """`cfg` built fresh and seeded and trained `steps` optimizer steps, with the mean training loss of each: the
+    one training loop of a parity run, yielded inside its trial scope so a caller can go on to score the models
+    under the same device and numerics (benchmarks/fixed_batch.py)."""
     from tuner.device import resolve_device
     from tuner.train.trial import build_training, trial_scope
 
@@ -53,7 +66,7 @@ def trajectory(cfg: TrialConfig, steps: int, cache_dir: Path) -> list[float]:
             close = getattr(batches, "close", None)
             if close is not None:
                 close()
-    return losses
+        yield training, losses
 
 
 def check_parity(cfg: TrialConfig, knob_sets: list[dict[str, Any]], steps: int, cache_dir: Path,
