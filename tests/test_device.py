@@ -89,6 +89,19 @@ def test_this_cpu_is_read_from_its_own_flags():
     assert Device("cpu", torch.device("cpu")).supported_precisions() == ["fp32", "bf16", "fp16"]  # forced: runs
 
 
+def test_this_cpu_is_read_once_a_process(monkeypatch, request):
+    """/proc/cpuinfo is read once: every study, trial and report after the first asks the cached answer."""
+    import tuner.device
+
+    reads = []
+    monkeypatch.setattr(tuner.device, "cpu_flags", lambda: reads.append(1) or frozenset({"avx512_bf16"}))
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    tuner.device.cpu_has_bf16.cache_clear()
+    request.addfinalizer(tuner.device.cpu_has_bf16.cache_clear)
+    assert cpu_has_bf16() and cpu_has_bf16() and cpu_native_precisions() == ["fp32", "bf16"]
+    assert len(reads) == 1
+
+
 def test_autocast_casts_matmuls_to_the_asked_dtype():
     dev = Device("cpu", torch.device("cpu"))
     lin = torch.nn.Linear(4, 4)

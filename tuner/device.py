@@ -7,6 +7,7 @@ behind this object, so the logic is exercised on the CPU in tests with a fake th
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,14 +215,11 @@ def cpu_bf16_native(flags: Any = None, machine: str | None = None) -> bool:
     return any(flag in flags for flag in wanted)
 
 
-_CPU_BF16: list[bool] = []  # this process's answer, read once
-
-
+@functools.cache
 def cpu_has_bf16() -> bool:
-    """Whether this machine's CPU computes bf16 natively (cpu_bf16_native of its own flags, read once)."""
-    if not _CPU_BF16:
-        _CPU_BF16.append(cpu_bf16_native())
-    return _CPU_BF16[0]
+    """Whether this machine's CPU computes bf16 natively (cpu_bf16_native of its own flags, read once a process;
+    a test that plants flags calls cpu_has_bf16.cache_clear())."""
+    return cpu_bf16_native()
 
 
 def cpu_native_precisions(flags: Any = None, machine: str | None = None) -> list[str]:

@@ -104,7 +104,7 @@ def test_a_study_prints_the_kept_effective_batch_as_a_note_and_a_changed_domain_
 
 
 
-def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch):
+def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch, request):
     """On a CPU without native bf16 (planted flags) a new study's line on bf16 is information: it printed as
     `warning:` beside the real warnings."""
     import io
@@ -116,7 +116,8 @@ def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch
     from tuner.search._runner import prepare_study
 
     monkeypatch.setattr(tuner.device, "cpu_flags", lambda: frozenset(ZEN3))
-    monkeypatch.setattr(tuner.device, "_CPU_BF16", [])
+    tuner.device.cpu_has_bf16.cache_clear()  # read again from the planted flags, and from the real ones after
+    request.addfinalizer(tuner.device.cpu_has_bf16.cache_clear)
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     cluster = ClusterInfo(2, 0, 1, 2, 0)
     setup = prepare_study(SimpleNamespace(space=load_space("amp_loader"), meta=None), cluster,
