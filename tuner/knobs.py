@@ -82,7 +82,9 @@ def _compile(value: Any) -> str:
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("batch_size", "learned", CEILINGS, "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True)",
+    Knob("batch_size", "learned", CEILINGS,
+         "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True); an epoch keeps whole effective batches "
+         "(batch_size x accumulation_steps)",
          what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",), heavier=True),
     Knob("accumulation_steps", "learned", ("compute",),
          "loss / {value} per micro-batch; optimizer.step() every {value} micro-batches",

@@ -208,6 +208,26 @@ def test_pytorch_settings_spell_the_speed_knobs_from_the_role_table():
     assert plain["channels_last"] is False and "contiguous" in plain["lines"]["channels_last"]
 
 
+def test_the_plain_pytorch_loader_drops_what_tuner_drops_whole_effective_batches():
+    """Tuner ends an epoch at its last whole effective batch (tuner.data.loader): with accumulation, DataLoader's
+    drop_last=True alone keeps micro-batches of a partial optimizer step that the trial never trained on, so a
+    script written from the export trained on other samples. The line says which micro-batches to skip."""
+    from tuner.config import Params, TrialConfig
+    from tuner.data import make_loader
+    from tuner.device import Device
+    import torch
+
+    lines = pytorch_settings(TrialConfig(workload="cnn", params=Params(batch_size=16, accumulation_steps=4)))["lines"]
+    assert "drop_last=True" in lines["batch_size"] and "whole effective batches" in lines["batch_size"]
+    assert "skip each epoch's last (len(dataset) % 64) // 16 micro-batches" in lines["batch_size"]
+    # what it says is what tuner's loader does: 100 samples, 16 x 4: one step of 4 micro-batches, not 6
+    loader = make_loader(list(range(100)), Params(batch_size=16, accumulation_steps=4),
+                         Device("cpu", torch.device("cpu")), drop_last=True)
+    assert len(list(loader)) == 100 // 16 - (100 % 64) // 16 == 4
+    one = pytorch_settings(TrialConfig(workload="cnn", params=Params(batch_size=16)))["lines"]["batch_size"]
+    assert "drop_last=True" in one and "skip" not in one  # no accumulation: drop_last is the whole story
+
+
 def test_a_confirmed_export_says_where_one_retraining_should_read(make_study):
     """`tuner train` on the export is one run: the header gives the prediction interval for one run (wider than
     the confirmed mean's), so a user can tell whether their re-training agrees with the study."""

@@ -100,6 +100,10 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
                     if k.role != "run" and getattr(p, k.name) is not None}
     if used:
         out["lines"].update(_optimizer_lines(p, used))
+    if p.accumulation_steps > 1:  # drop_last drops a partial micro-batch; tuner's loader a partial optimizer step
+        out["lines"]["batch_size"] += (
+            f": skip each epoch's last (len(dataset) % {p.effective_batch}) // {p.batch_size} micro-batches, "
+            f"which drop_last=True keeps (tuner does not train on a partial optimizer step)")
     # The environment the figure was read under: a loop run without it reads differently (OMP_WAIT_POLICY on a
     # shared machine: an independent DCGAN loop read 29-31 samples/s spinning, 245-373 passive, at load 4-5)
     env = run_env(cfg, environment) if environment is not None or cfg.env else dict(TUNER_DEFAULT_ENV)
