@@ -37,7 +37,7 @@ CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", 
 # runs) count for every row. The benchmark name a row carries maps to its script.
 STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
-              "retrain": "benchmarks/retrain.py"}
+              "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -152,6 +152,11 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("tt-int-gan", "time_to_target", "gan: pick's re-runs inside its exported time-to-target interval"),
     ExpectedRow("tt-int-lm", "time_to_target", "lm: pick's re-runs inside its exported time-to-target interval"),
     ExpectedRow("tt-race", "time_to_target", "race vs fixed budgets: study wall time, same pick"),
+    ExpectedRow("ttc-k-evals", "ttt_choices", "default K: evaluations before the baseline's target"),
+    ExpectedRow("ttc-k-cost", "ttt_choices", "default K: evaluation time over training time"),
+    ExpectedRow("ttc-n-spread", "ttt_choices", "default smoothing: seed spread of a derived target vs N=1"),
+    ExpectedRow("ttc-n-luck", "ttt_choices", "default smoothing: other seeds reach a seed's derived target"),
+    ExpectedRow("ttc-runs", "ttt_choices", "runs a config: the fewest that resolve the reported speed-ups"),
 )
 
 

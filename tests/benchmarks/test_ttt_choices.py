@@ -1,0 +1,78 @@
+"""The K / smoothing / runs benchmark's arithmetic (benchmarks/ttt_choices.py) on planted quality curves, no
+training: evaluations every K read every K-th fine point, a lucky last evaluation sets a target other seeds miss
+unless it is smoothed, the evaluation's share of training time, the fewest runs that resolve a speed-up, and the
+rows' verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.table import Row
+from benchmarks.ttt_choices import (Curve, analyse, at_k, claimed, first_samples, point_noise, rows, runs_needed,
+                                    smoothed)
+
+EB = 64
+META = {"commit": None, "dirty": False, "date": "2026-11-27T07:00:00+00:00", "load": [1.0], "machine": "test"}
+
+
+def _curve(seed: int, qs: list[float], key: str = "cnn", step_s: float = 0.1, eval_s: float = 0.05) -> Curve:
+    """A curve evaluated every 5 steps of 64 samples; training `step_s` a step, `eval_s` an evaluation."""
+    pts = [((i + 1) * 5 * EB, (i + 1) * 5 * step_s, q) for i, q in enumerate(qs)]
+    return Curve(key, seed, pts, EB, 5 * len(qs), 5 * len(qs) * step_s, eval_s * len(qs), len(qs))
+
+
+def _verdicts(curves: list[Curve], tt: dict | None = None) -> dict[str, str]:
+    found = analyse(curves, 25, 3)
+    return {r["id"]: Row.from_json(r, "ttt-choices.json").verdict() for r in rows(found, claimed(tt), 25, 3, META)}
+
+
+def test_evaluations_every_k_read_every_kth_fine_point_and_the_first_passing_one_counts():
+    pts = [(i * 320, float(i), 10.0 - i) for i in range(1, 21)]
+    assert [p[0] for p in at_k(pts, 25)] == [1600, 3200, 4800, 6400]  # every 5th point of a 5-step fine K
+    assert first_samples(pts, 5.5) == 1600 and first_samples(at_k(pts, 50), 5.5) == 3200
+    assert first_samples(pts, -100.0) is None
+    assert smoothed(pts, 3) == pytest.approx(-9.0)  # the mean of the last three: -8, -9, -10
+    assert point_noise(pts) == pytest.approx(0.0)  # a straight line does not jump
+
+
+def test_a_lucky_last_evaluation_sets_a_target_other_seeds_miss_unless_smoothed():
+    plateau = [1.6 + 0.004 * (-1) ** (i + 1) for i in range(40)]  # evaluations jump 0.25% either side
+    lucky = plateau[:-1] + [1.59]  # one evaluation 0.6% better than the plateau it sits on
+    curves = [_curve(0, lucky), _curve(1, plateau), _curve(2, [q + 0.0005 for q in plateau])]
+    found = analyse(curves, 25, 3)
+    n = found["cnn"]["n"]
+    assert n["1"]["missed"] == 2 and n["3"]["missed"] == 0  # seeds 1 and 2 never read 1.59; they do its mean of 3
+    assert n["3"]["rel_sd"] < n["1"]["rel_sd"] * 0.5
+    assert found["cnn"]["point_noise"] > 0
+    v = _verdicts(curves)
+    assert v["ttc-n-spread"] == "pass" and v["ttc-n-luck"] == "pass"
+
+
+def test_smoothing_that_does_not_help_misses_its_rows():
+    # seeds differ by a steady offset and every curve is smooth: averaging the last evaluations changes nothing
+    curves = [_curve(s, [2.0 - 0.01 * i + 0.1 * s for i in range(40)]) for s in range(3)]
+    v = _verdicts(curves)
+    assert v["ttc-n-spread"] == "MISSED"
+    assert v["ttc-n-luck"] == "MISSED"  # a better seed's target is missed by the worse ones, at any N
+
+
+def test_the_default_k_needs_ten_evaluations_before_the_target_and_a_cheap_evaluation():
+    short = [_curve(s, [2.0 - 0.01 * i for i in range(20)]) for s in range(3)]  # 100 steps: 4 evaluations at K 25
+    v = _verdicts(short)
+    assert v["ttc-k-evals"] == "MISSED" and v["ttc-k-cost"] == "pass"  # 0.05 s / (25 x 0.1 s) = 2%
+    long = [_curve(s, [2.0 - 0.001 * i for i in range(60)], eval_s=1.0) for s in range(3)]  # 300 steps
+    found = analyse(long, 25, 3)
+    assert found["cnn"]["default_k_evals"] >= 10 and found["cnn"]["default_k_share"] == pytest.approx(0.4)
+    v = _verdicts(long)
+    assert v["ttc-k-evals"] == "pass" and v["ttc-k-cost"] == "MISSED"  # 1 s an evaluation over 2.5 s of training
+
+
+def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
+    assert runs_needed(0.05, 1.5) == 2 and runs_needed(0.3, 1.5) > runs_needed(0.15, 1.5) >= 3
+    assert runs_needed(None, 1.5) is None and runs_needed(0.1, 1.0) is None
+    curves = [_curve(s, [2.0 - 0.01 * i for i in range(40)]) for s in range(3)]
+    tt = {"rows": [{"id": "tt-cnn", "ratio": 1.5, "details": {"arms": {"c": {"times": [4.0, 4.1, 3.9, 4.0, 4.2]}}}}]}
+    assert _verdicts(curves, tt)["ttc-runs"] == "pass"
+    noisy = {"rows": [{"id": "tt-cnn", "ratio": 1.1, "details": {"arms": {"c": {"times": [3.0, 5.0, 4.0, 6.0, 3.5]}}}}]}
+    assert _verdicts(curves, noisy)["ttc-runs"] == "MISSED"
+    assert _verdicts(curves, None)["ttc-runs"] == "not measured"  # no speed-up reported: nothing to resolve
