@@ -86,3 +86,16 @@ def test_an_lr_above_10_is_accepted_like_the_workloads_own(tmp_path):
 def test_an_lr_that_is_not_finite_and_positive_is_refused(tmp_path, lr):
     with pytest.raises(ConfigError, match="params.lr"):
         load_config(write(tmp_path, f"workload: cnn\nparams: {{lr: {lr}}}\n"))
+
+
+def test_a_relative_workload_path_is_read_from_the_config_files_folder(tmp_path, monkeypatch):
+    """Only a relative file path moves: a built-in, an importable `package.module:make` and an absolute path are
+    kept as written (the module is found on sys.path as before, not beside the config)."""
+    folder = tmp_path / "exports"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "work.py").write_text("def make():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    absolute = f"{folder / 'sub' / 'work.py'}:make"
+    for given, read in [("sub/work.py:make", absolute), ("./sub/work.py:make", absolute), (absolute, absolute),
+                        ("cnn", "cnn"), ("mypackage.models:make", "mypackage.models:make")]:
+        assert load_config(write(folder, f"workload: {given!r}\n")).workload == read, given

@@ -286,8 +286,30 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: Path) -> TrialConfig:
-    """Read and validate a config file; errors name the file and the key."""
-    return parse_config(load_yaml(path), str(path))
+    """Read and validate a config file; errors name the file and the key. A relative workload path in it is read
+    from the file's folder, so `tuner train --config exports/best.yaml` finds it from any folder."""
+    cfg = parse_config(load_yaml(path), str(path))
+    workload = workload_beside(cfg.workload, Path(path).parent, str(path))
+    return cfg if workload == cfg.workload else cfg.model_copy(update={"workload": workload})
+
+
+def workload_beside(workload: str, folder: Path, source: str) -> str:
+    """`workload` as named in the file `source`: a relative `path/to/file.py:make` read from `folder` (the file's
+    own) and made absolute; a built-in name, `package.module:make` and an absolute path stay as written (a path
+    on the command line stays relative to the current folder: it goes through tuner.builtin.resolve_workload)."""
+    import os
+
+    where, sep, attr = workload.strip().rpartition(":")
+    if not sep or not where or not (where.endswith(".py") or "/" in where or os.sep in where):
+        return workload
+    given = Path(where).expanduser()
+    if given.is_absolute():
+        return workload
+    path = (folder / given).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{source}: workload {workload!r}: no such file {path}; a relative workload path in a file "
+                          f"is read from that file's folder ({folder.resolve()}): fix the path or make it absolute")
+    return f"{path}:{attr}"
 
 
 def dump_config(cfg: TrialConfig) -> dict[str, Any]:

@@ -258,3 +258,28 @@ def test_until_target_never_met_is_not_reached_not_a_failure(tmp_path, capsys):
     assert rc == 0
     assert re.search(r"state\s+not reached", out)  # the run's state, not only the target's line
     assert "val_loss <= 0.01, evaluated every 200 samples: not reached within the budget" in out  # 25 steps of 8
+
+
+def test_a_config_finds_its_workload_beside_it_from_any_folder(tmp_path, capsys, monkeypatch):
+    """`tuner train --config exports/best.yaml` run from another folder: the config's relative workload path is
+    read from the config's folder (it was read from the current folder: "workload not found")."""
+    from tests.helpers.userworkloads import GOOD as WORK, write as write_work
+
+    exports = tmp_path / "project" / "exports"
+    write_work(exports, WORK, "beside_config.py")
+    config = exports / "best.yaml"
+    config.write_text("workload: beside_config.py:make\nbudget: {samples: 64}\n"
+                      "params: {batch_size: 16, device: cpu}\nmeasure: {warmup_steps: 1, windows: 2}\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    rc = main(["train", "--config", "../project/exports/best.yaml", "--format", "json", "--reports-dir", "r"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["state"] == "complete"
+    # a path that is not there is one line naming the config's folder it was read from, exit 2
+    config.write_text("workload: ../gone.py:make\nbudget: {samples: 64}\n")
+    rc = main(["train", "--config", "../project/exports/best.yaml", "--reports-dir", "r"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"no such file {(tmp_path / 'project' / 'gone.py').resolve()}" in err
+    assert f"read from that file's folder ({exports.resolve()})" in err

@@ -29,3 +29,22 @@ def test_a_space_searching_betas_for_an_sgd_workload_names_the_space_to_copy_wit
     msg = str(err.value)
     assert "--space loader" in msg and f"a copy of {space} without beta1 and beta2" in msg
     assert "\n" not in msg
+
+
+def test_a_spaces_relative_workload_is_read_from_the_spaces_folder_and_the_command_lines_from_here(tmp_path,
+                                                                                                   monkeypatch):
+    """`tuner search --space project/spaces/s.yaml` from another folder finds the space's `../work/mine.py:make`
+    beside the space; a --workload path on the command line is read from the current folder."""
+    work = write(tmp_path / "project" / "work", GOOD, "mine.py")
+    space = tmp_path / "project" / "spaces" / "s.yaml"
+    space.parent.mkdir(parents=True)
+    space.write_text("defaults: {workload: ../work/mine.py:make, budget: {samples: 64}}\n"
+                     "objectives: [{metric: throughput, direction: max}]\n"
+                     "params: {batch_size: {type: int, low: 8, high: 16}}\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    plan = plan_search(SearchOptions(space="../project/spaces/s.yaml", reports_dir=Path("r")))
+    assert plan.workload.file == str(work.resolve())
+    here = write(tmp_path / "elsewhere", GOOD, "here.py")
+    plan = plan_search(SearchOptions(space="../project/spaces/s.yaml", workload="here.py:make", reports_dir=Path("r")))
+    assert plan.workload.file == str(here.resolve())
