@@ -26,6 +26,8 @@ most DRAIN_CAP times its depth; they count in the budget, not in a window.
 Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
 stops together, windows hold a step count fixed at their start (the slowest rank's pace), and the wall cap and a
 non-finite loss are agreed at window ends, so no rank takes a step the others do not.
+
+Over 400 lines because warm-up, windows, drains and the budget's end share one set of counters and clocks.
 """
 
 from __future__ import annotations
