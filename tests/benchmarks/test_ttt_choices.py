@@ -76,3 +76,10 @@ def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
     noisy = {"rows": [{"id": "tt-cnn", "ratio": 1.1, "details": {"arms": {"c": {"times": [3.0, 5.0, 4.0, 6.0, 3.5]}}}}]}
     assert _verdicts(curves, noisy)["ttc-runs"] == "MISSED"
     assert _verdicts(curves, None)["ttc-runs"] == "not measured"  # no speed-up reported: nothing to resolve
+
+
+def test_a_seed_that_never_reads_the_target_counts_at_its_runs_end_not_as_a_quick_one():
+    curves = [_curve(0, [2.0 - 0.01 * i for i in range(60)]), _curve(1, [3.0] * 60), _curve(2, [3.0] * 60)]
+    found = analyse(curves, 25, 3)["cnn"]
+    assert found["k"]["25"]["reached"] == 1 and found["k"]["25"]["evals_before_target"] == 12  # 300 steps / 25
+    assert found["samples_to_target"] == [320, 19200, 19200]  # seed 0 at its first fine reading; the others: the end
