@@ -48,17 +48,17 @@ params:
     assert numerics_candidates(space, LAPTOP) == [{"precision": "bf16"}, {"compile": "default"}]
 
 
-def _plan(tmp_path, resume=False):
-    folder = SimpleNamespace(path=tmp_path / "study", write_file=lambda p, data: p.write_text(data))
+def _plan(tmp_path, resume=False, study="study"):
+    folder = SimpleNamespace(path=tmp_path / study, write_file=lambda p, data: p.write_text(data))
     folder.path.mkdir(exist_ok=True)
     return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache")
 
 
-def _space(tmp_path):
+def _space(tmp_path, precisions="fp32, bf16"):
     path = tmp_path / "s.yaml"
     path.write_text("objectives: [{metric: throughput, direction: max}]\n"
                     "params:\n  batch_size: {type: int, low: 16, high: 32}\n"
-                    "  precision: {type: categorical, choices: [fp32, bf16]}\n")
+                    f"  precision: {{type: categorical, choices: [{precisions}]}}\n")
     return load_space(str(path))
 
 
@@ -77,6 +77,70 @@ def test_a_study_keeps_its_verdicts_and_a_resumed_study_reads_them_again(tmp_pat
     assert again == result  # not run again
     assert result.for_params({"precision": "bf16", "batch_size": 16}) == [v]
     assert result.for_params({"precision": "fp32"}) == []
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """The knob sets each parity check of the test trained (tuner.train.check_parity, counted and run)."""
+    import tuner.train
+
+    real, calls = tuner.train.check_parity, []
+
+    def counted(cfg, knob_sets, *args, **kwargs):
+        calls.append(list(knob_sets))
+        return real(cfg, knob_sets, *args, **kwargs)
+
+    monkeypatch.setattr(tuner.train, "check_parity", counted)
+    return calls
+
+
+def _study(tmp_path, base, name, precisions="fp32, bf16"):
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path, study=name), _space(tmp_path, precisions), LAPTOP, base, None, console,
+                         in_process=True)
+    assert result is not None and result.error is None, result
+    return result, "\n".join(printed)
+
+
+def test_a_second_study_of_the_same_workload_reuses_the_verdict_and_says_so(tmp_path, checks):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    first, said = _study(tmp_path, base, "one")
+    assert checks == [[{"precision": "bf16"}]] and "checking numerics" in said
+    second, said = _study(tmp_path, base, "two")
+    assert checks == [[{"precision": "bf16"}]]  # not trained again
+    [v] = second.verdicts
+    assert (v.state, v.text, v.cached, first.verdicts[0].cached) == (first.verdicts[0].state, first.verdicts[0].text,
+                                                                     True, False)
+    assert "checking numerics" not in said and f"{v.text} (cached from " in said
+    assert f"delete {v.cache_file}" in said and (tmp_path / "cache" / "parity").is_dir()
+    kept = read_parity(tmp_path / "two")  # what the report and the export read
+    assert kept.verdicts[0].cached and any("(cached from " in line for line in kept.lines())
+
+
+def test_a_changed_workload_source_or_a_new_knob_value_is_checked_again(tmp_path, checks):
+    work = write(tmp_path / "w", GOOD)
+    base = {"workload": f"{work}:make", "params": {"device": "cpu"}}
+    _study(tmp_path, base, "one")
+    with open(work, "a") as f:
+        f.write("\n# edited: the model or its data may have changed\n")
+    edited, _ = _study(tmp_path, base, "two")
+    assert checks == [[{"precision": "bf16"}]] * 2 and not edited.verdicts[0].cached
+    both, _ = _study(tmp_path, base, "three", precisions="fp32, bf16, fp16")
+    assert checks[2:] == [[{"precision": "fp16"}]]  # the edited source's bf16 verdict was kept; fp16's is new
+    assert [v.cached for v in both.verdicts] == [True, False]
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"state": "fine", "text": "bf16: fine", "checked_at": "now"}'])
+def test_a_damaged_cache_entry_is_checked_again_and_replaced(tmp_path, checks, damage):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    _study(tmp_path, base, "one")
+    [entry] = (tmp_path / "cache" / "parity").glob("*.json")
+    entry.write_text(damage)
+    again, _ = _study(tmp_path, base, "two")
+    assert len(checks) == 2 and not again.verdicts[0].cached
+    third, _ = _study(tmp_path, base, "three")
+    assert len(checks) == 2 and third.verdicts[0].cached  # the entry was written afresh
 
 
 def test_a_workload_that_fails_in_the_check_is_recorded_and_the_study_goes_on(tmp_path):

@@ -2,20 +2,35 @@
 pick on this device (a precision other than fp32, TF32, a compile mode) trains the same steps as fp32 from the same
 seed and batches, beside fp32 with another seed. The verdicts are kept in the study folder (parity.json, read again
 on --resume), shown at the study's start, in the report and in the export's header: a value within seed noise
-costs nothing a user could see; one that drifts or diverged is named, and its trials' quality is what decides it."""
+costs nothing a user could see; one that drifts or diverged is named, and its trials' quality is what decides it.
+
+A verdict depends on nothing but the workload (its source, options, dataset), the config's params, the knob value,
+the machine's numerics (device, CPU model and flags or GPU), torch and tuner, the steps and seeds, so each is kept
+in the reports' cache too (<reports>/.cache/parity/<key>.json, `verdict_key`): a later study of the same workload
+on the same machine reuses it (the check cost the default study 22 s on a bf16 CPU) and says so (`cached`). A
+workload whose source cannot be told apart is checked every time; a damaged entry is checked again, never an error."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
+from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from tuner.knobs import numerics_knobs
+from tuner.measure.parity import State
 from tuner.space import Space
 from tuner.study import KnobParity, StudyParity, read_parity
 
 STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-ins' verdicts were settled by 50
+CACHE_FOLDER = "parity"  # under the reports' cache folder: one <key>.json per verdict
+RECIPE = 1  # bump when the arms (tuner.train.parity) change: every cached verdict is then checked again
 
 
 def numerics_candidates(space: Space, context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -36,15 +51,166 @@ def numerics_candidates(space: Space, context: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cache_dir: str) -> list[dict[str, Any]]:
-    """On a trial's resources: the verdicts, as plain data (what crosses Ray)."""
+class CachedVerdict(BaseModel):
+    """One verdict as the cache keeps it: the verdict, when it was checked, and what its key was made of (for a
+    person reading the file; the key alone decides)."""
+
+    state: State
+    text: str
+    gap: float | None = None
+    seed_gap: float | None = None
+    from_step: int | None = None
+    checked_at: str  # ISO 8601, UTC
+    parts: dict[str, Any] = {}
+
+
+def _digest(files: list[Path], root: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _importable(folder: Path) -> list[Path]:
+    """The .py files a module in `folder` can import beside it: the folder's own, and its packages' (subfolders
+    with an __init__.py, recursively); never a data folder's."""
+    from tuner.workload import SHIP_EXCLUDES
+
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in SHIP_EXCLUDES and (Path(root) / d / "__init__.py").is_file())
+        out.extend(Path(root) / f for f in files if f.endswith(".py"))
+    return out
+
+
+def workload_identity(text: str) -> dict[str, str] | None:
+    """What tells the source of workload `text` apart: a built-in's name and the digest of tuner's built-in
+    workloads' source; a file's name, function and the digest of the .py files it can import beside it; a
+    package's likewise. None where the source is not found at its path here (it is then checked every time)."""
+    import importlib.util
+
+    from tuner.builtin import resolve_workload
+
+    try:
+        ref = resolve_workload(text)
+        if ref.builtin:
+            import tuner.builtin
+
+            folder = Path(tuner.builtin.__file__).parent
+            return {"builtin": ref.text, "source": _digest(_importable(folder), folder)}
+        if ref.file is not None:
+            path = Path(ref.file)
+            if not path.is_file():  # another node's copy, shipped by Ray (its cache is that node's too)
+                return None
+            return {"file": path.name, "attr": ref.attr, "source": _digest(_importable(path.parent), path.parent)}
+        spec = importlib.util.find_spec(ref.module.split(".")[0])
+        origin = Path(spec.origin) if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+        if origin is None or not origin.is_file():
+            return None
+        root = origin.parent
+        files = _importable(root) if origin.name == "__init__.py" else [origin]
+        return {"module": ref.module, "attr": ref.attr, "source": _digest(files, root)}
+    except Exception:  # noqa: BLE001 - an unreadable source is only a verdict checked again
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Hardware", "CPU part"):
+                    return value.strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def machine_numerics(device: Any) -> dict[str, Any]:
+    """What decides this machine's rounding for a tuner Device: a GPU's name, compute capability, CUDA and cuDNN;
+    a CPU's model, architecture, torch's vector ISA and the digest of its feature flags (bf16 among them)."""
+    import platform
+
+    import torch
+
+    out: dict[str, Any] = {"device": device.describe(), "torch": torch.__version__}
+    if device.is_cuda:
+        idx = device.torch_device.index if device.torch_device.index is not None else torch.cuda.current_device()
+        out.update(capability=list(torch.cuda.get_device_capability(idx)), cuda=torch.version.cuda,
+                   cudnn=torch.backends.cudnn.version())
+    else:
+        from tuner.device import cpu_flags
+
+        out.update(cpu=_cpu_model(), arch=platform.machine(), isa=torch.backends.cpu.get_cpu_capability(),
+                   flags=hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:16])
+    return out
+
+
+def verdict_key(cfg: Any, knobs: dict[str, Any], steps: int, machine: dict[str, Any],
+                identity: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The cache key of the verdict on `knobs` for TrialConfig `cfg` (the fp32 arm's) and what it is made of:
+    the workload's identity, options and dataset, the params (batch size, lr, seed: the second seed is the next),
+    the knob value, the steps, the machine's numerics, tuner's version and the check's recipe (arms and rule)."""
+    import tuner
+    from tuner.measure.parity import TOLERANCE, WINDOWS
+
+    parts = {"recipe": [RECIPE, WINDOWS, TOLERANCE], "tuner": tuner.__version__, "workload": identity,
+             "workload_options": cfg.workload_options, "dataset": cfg.dataset,
+             "params": cfg.params.model_dump(mode="json"), "gpus": cfg.gpus, "env": cfg.env,
+             "knobs": knobs, "steps": steps, "seeds": [cfg.params.seed, cfg.params.seed + 1], "machine": machine}
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24], parts
+
+
+def read_cached(path: Path) -> CachedVerdict | None:
+    """The verdict kept at `path`; None when there is none, or it cannot be read or is damaged (checked again)."""
+    try:
+        return CachedVerdict.model_validate_json(path.read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cache_dir: str,
+                announce: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """On a trial's resources (whose machine the verdicts are of): the verdicts, as plain data (what crosses Ray),
+    each from the cache where it holds one, else checked and kept there. `announce` is told the knob sets about
+    to be checked (none when every verdict was cached)."""
     from tuner.config import parse_config
-    from tuner.train import check_parity
+    from tuner.device import resolve_device
+    from tuner.files import atomic_write
+    from tuner.train import FP32, arm_config, check_parity
 
     cfg = parse_config(json.loads(cfg_json), "parity")
-    verdicts = check_parity(cfg, knob_sets, steps, Path(cache_dir))
-    return [{"state": v.state, "text": v.text(), "gap": v.gap, "seed_gap": v.seed_gap, "from_step": v.from_step}
-            for v in verdicts]
+    identity = workload_identity(cfg.workload)
+    paths: list[Path | None] = [None] * len(knob_sets)
+    found: list[dict[str, Any] | None] = [None] * len(knob_sets)
+    parts: list[dict[str, Any]] = [{}] * len(knob_sets)
+    if identity is not None:
+        machine = machine_numerics(resolve_device(cfg.params.device))
+        for i, knobs in enumerate(knob_sets):
+            key, parts[i] = verdict_key(arm_config(cfg, FP32), knobs, steps, machine, identity)
+            paths[i] = Path(cache_dir) / CACHE_FOLDER / f"{key}.json"
+            kept = read_cached(paths[i])  # type: ignore[arg-type]
+            if kept is not None:
+                found[i] = {**kept.model_dump(exclude={"parts"}), "cached": True, "cache_file": str(paths[i])}
+    missing = [i for i, f in enumerate(found) if f is None]
+    if missing:
+        if announce is not None:
+            announce([knob_sets[i] for i in missing])
+        verdicts = check_parity(cfg, [knob_sets[i] for i in missing], steps, Path(cache_dir))
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for i, v in zip(missing, verdicts):
+            entry = CachedVerdict(state=v.state, text=v.text(), gap=v.gap, seed_gap=v.seed_gap,
+                                  from_step=v.from_step, checked_at=now, parts=parts[i])
+            found[i] = entry.model_dump(exclude={"parts"})
+            if paths[i] is not None:
+                try:
+                    atomic_write(paths[i], entry.model_dump_json(indent=1))  # type: ignore[arg-type]
+                except OSError:
+                    pass  # a cache that cannot be written costs the next study the check, nothing else
+    return found  # type: ignore[return-value]
 
 
 def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str, Any], resources: Any,
@@ -60,17 +226,22 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
     if not knob_sets:
         return None
     baseline = space.baseline_point(context, own=plan.own)
-    if console is not None:
-        which = ", ".join(f"{k}={v}" for s in knob_sets for k, v in s.items())
-        console.print(f"checking numerics against fp32 ({which}): {STUDY_STEPS} steps each, beside fp32 with another "
-                      f"seed ...", soft_wrap=True)
+
+    def announce(sets: list[dict[str, Any]]) -> None:
+        if console is not None:
+            which = ", ".join(f"{k}={v}" for s in sets for k, v in s.items())
+            console.print(f"checking numerics against fp32 ({which}): {STUDY_STEPS} steps each, beside fp32 with "
+                          f"another seed ...", soft_wrap=True)
+
+    if not in_process:  # a Ray task cannot print here: said before it starts, cached or not
+        announce(knob_sets)
     t0 = time.perf_counter()
     try:
         cfg = space.trial_config({k: v for k, v in baseline.items() if k not in numerics_knobs()}, base,
                                  source="parity")
         args = (json.dumps(dump_config(cfg)), knob_sets, STUDY_STEPS, str(plan.cache_dir))
         if in_process:
-            found = parity_task(*args)
+            found = parity_task(*args, announce=announce)
         else:
             import ray
 
@@ -88,4 +259,9 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
 
         for line in result.lines():
             console.print(escape(line), soft_wrap=True)
+        for v in result.verdicts:
+            if v.cached:
+                console.print(escape(f"  (kept from an earlier study on this machine: delete {v.cache_file} to "
+                                     f"check {', '.join(f'{k}={x}' for k, x in v.knobs.items())} again)"),
+                              soft_wrap=True)
     return result

@@ -24,6 +24,13 @@ class KnobParity(BaseModel):
     gap: float | None = None
     seed_gap: float | None = None
     from_step: int | None = None
+    checked_at: str | None = None  # when the check ran (ISO 8601, UTC)
+    cached: bool = False  # reused from the reports' cache: checked by an earlier study of the same workload here
+    cache_file: str | None = None  # that cache entry (delete it to have the next study check again)
+
+    def line(self) -> str:
+        """The verdict's text, saying when it was checked where it was reused from the cache."""
+        return f"{self.text} (cached from {_when(self.checked_at)})" if self.cached else self.text
 
     def matches(self, params: dict[str, Any]) -> bool:
         """Whether a trial with `params` runs this knob value."""
@@ -49,7 +56,17 @@ class StudyParity(BaseModel):
         head = f"numerics parity against fp32 ({self.steps} steps, same seed and batches; another seed for the noise):"
         if self.error:
             return [f"numerics parity could not run: {self.error}"]
-        return [head, *(f"  {v.text}" for v in self.verdicts)]
+        return [head, *(f"  {v.line()}" for v in self.verdicts)]
+
+
+def _when(iso: str | None) -> str:
+    """`2026-11-27 07:12 UTC` from an ISO 8601 time; the text itself where it is not one."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(iso)).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return str(iso or "an earlier study")
 
 
 def read_parity(study_dir: Path) -> StudyParity | None:
