@@ -83,3 +83,39 @@ def test_a_seed_that_never_reads_the_target_counts_at_its_runs_end_not_as_a_quic
     found = analyse(curves, 25, 3)["cnn"]
     assert found["k"]["25"]["reached"] == 1 and found["k"]["25"]["evals_before_target"] == 12  # 300 steps / 25
     assert found["samples_to_target"] == [320, 19200, 19200]  # seed 0 at its first fine reading; the others: the end
+
+
+def test_the_quality_page_quotes_the_results_file():
+    """docs/concepts/quality.md's "How K, the smoothing and the runs were chosen" states the seeded figures of
+    benchmarks/results/ttt-choices.json (those a re-run on the same machine reproduces; the evaluation's cost moves
+    with the load and is not checked): a re-measurement that moves them must move the page too."""
+    import json
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    page = (repo / "docs" / "concepts" / "quality.md").read_text()
+    section = page.split("### How K, the smoothing and the runs were chosen", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    doc = json.loads((repo / "benchmarks" / "results" / "ttt-choices.json").read_text())
+    rows = {r["id"]: r for r in doc["rows"]}
+    work = rows["ttc-k-evals"]["details"]["workloads"]
+    ordinal = {1: "1st", 2: "2nd", 3: "3rd"}
+    quoted = [ordinal.get(int(work[k]["k"]["25"]["evals_before_target"]), f"{work[k]['k']['25']['evals_before_target']:.0f}th")
+              for k in ("cnn", "gan", "lm")]
+    assert f"at its {quoted[0]} (CNN), {quoted[1]} (GAN) and {quoted[2]} (LM) evaluation" in section
+    jumps = ", ".join(f"{work[k]['point_noise']:.1%}" for k in ("cnn", "gan", "lm"))
+    assert f"jumped {jumps.split(', ')[0]}, the GAN's FID {jumps.split(', ')[1]} and the LM's loss " \
+           f"{jumps.split(', ')[2]}" in section
+    for n in ("3", "5"):
+        ratios = [work[k]["n"][n]["rel_sd"] / work[k]["n"]["1"]["rel_sd"] for k in ("cnn", "gan", "lm")]
+        assert f"{ratios[0]:.2f}x, {ratios[1]:.2f}x and {ratios[2]:.2f}x" in section
+    pooled = rows["ttc-n-luck"]["details"]["pooled"]
+    reach = {n: pooled[n]["pairs"] - pooled[n]["missed"] for n in ("1", "3", "5")}
+    assert (f"{reach['3']} of {pooled['3']['pairs']} pairs at N = 3, {reach['1']} at N = 1 and {reach['5']} at "
+            f"N = 5") in section
+    runs = rows["ttc-runs"]["details"]["runs"]
+    assert (f"log SD {runs['cnn']['sigma_times_tt']:.2f} on the CNN, {runs['gan']['sigma_times_tt']:.2f} on the GAN, "
+            f"{runs['lm']['sigma_times_tt']:.2f} on the LM") in section
+    assert (f"CNN ({runs['cnn']['ratio']:.2f}x, {runs['cnn']['runs_needed']} runs a side) and the LM "
+            f"({runs['lm']['ratio']:.2f}x, {runs['lm']['runs_needed']})") in section
+    assert f"the GAN's {runs['gan']['ratio']:.2f}x needs {runs['gan']['runs_needed']}" in section
