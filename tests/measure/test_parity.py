@@ -65,3 +65,14 @@ def test_a_gap_up_to_twice_the_seed_gap_is_noise_and_beyond_it_a_drift():
     ref, seed = _curve(), _seed_run()
     assert judge("compile=default", ref, [x * 1.03 for x in ref], seed).state == "within seed noise"
     assert judge("compile=default", ref, [x * 1.05 for x in ref], seed).state == "drifts"
+
+
+def test_the_seed_noise_is_the_largest_gap_of_every_other_seed():
+    """One yardstick seed that landed close to the reference made a change of seed read as a drift (charlm, 200
+    steps): with a second yardstick the noise is the larger of their gaps."""
+    ref = _curve()
+    close = [v * (1.3 if i < 20 else 1.01) for i, v in enumerate(ref)]  # a seed 1% off once trained
+    another = [v * 1.035 for v in ref]  # a third seed 3.5% off: within twice the wider yardstick
+    assert judge("seed 3 as a knob", ref, another, close).state == "drifts"
+    v = judge("seed 3 as a knob", ref, another, close, _seed_run())
+    assert v.state == "within seed noise" and v.seed_gap == pytest.approx(0.02)

@@ -60,7 +60,10 @@ def test_a_planted_numerics_defect_is_caught(tmp_path, kind, state):
         assert verdict.gap == pytest.approx(0.0, abs=1e-6)
 
 
-def test_the_fp32_arms_are_shared_between_knobs(tmp_path):
+def test_the_fp32_arms_are_shared_between_knobs_and_two_other_seeds_are_the_yardstick(tmp_path):
+    said: list[str] = []
     verdicts = check_parity(_cfg(tmp_path, "immune"), [{"precision": "bf16"}, {"compile": "off"}], 16,
-                            tmp_path / "cache")
+                            tmp_path / "cache", progress=said.append)
     assert [v.knob for v in verdicts] == ["precision=bf16", "compile=off"]
+    assert [s.split(" in ", 1)[1] for s in said] == ["fp32 ...", "precision=bf16 ...", "compile=off ...",
+                                                      "fp32, seed 1 ...", "fp32, seed 2 ..."]

@@ -46,7 +46,7 @@ def parity(
     format: FormatOption = Format.table,
     debug: Debug = False,
 ) -> None:
-    """Train the same steps from the same seed in fp32 and under a numerics knob, beside fp32 with another seed:
+    """Train the same steps from the same seed in fp32 and under a numerics knob, beside fp32 with other seeds:
     the knob is within seed noise, drifts (by how much, from which step) or diverged."""
     from pydantic import ValidationError
 

@@ -1,6 +1,6 @@
 """A study's numerics parity (tuner.train.parity): before the first trial, each numerics knob value the space may
 pick on this device (a precision other than fp32, TF32, a compile mode) trains the same steps as fp32 from the same
-seed and batches, beside fp32 with another seed. The verdicts are kept in the study folder (parity.json, read again
+seed and batches, beside fp32 with other seeds. The verdicts are kept in the study folder (parity.json, read again
 on --resume), shown at the study's start, in the report and in the export's header: a value within seed noise
 costs nothing a user could see; one that drifts or diverged is named, and its trials' quality is what decides it.
 
@@ -24,13 +24,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tuner.knobs import numerics_knobs
-from tuner.measure.parity import State
+from tuner.measure.parity import YARDSTICK_SEEDS, State
 from tuner.space import Space
 from tuner.study import KnobParity, StudyParity, read_parity
 
 STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-ins' verdicts were settled by 50
 CACHE_FOLDER = "parity"  # under the reports' cache folder: one <key>.json per verdict
-RECIPE = 1  # bump when the arms (tuner.train.parity) change: every cached verdict is then checked again
+RECIPE = 2  # bump when the arms (tuner.train.parity) change: every cached verdict is then checked again
 
 
 def numerics_candidates(space: Space, context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,10 +156,10 @@ def verdict_key(cfg: Any, knobs: dict[str, Any], steps: int, machine: dict[str, 
     import tuner
     from tuner.measure.parity import TOLERANCE, WINDOWS
 
-    parts = {"recipe": [RECIPE, WINDOWS, TOLERANCE], "tuner": tuner.__version__, "workload": identity,
+    parts = {"recipe": [RECIPE, WINDOWS, TOLERANCE, YARDSTICK_SEEDS], "tuner": tuner.__version__, "workload": identity,
              "workload_options": cfg.workload_options, "dataset": cfg.dataset,
              "params": cfg.params.model_dump(mode="json"), "gpus": cfg.gpus, "env": cfg.env,
-             "knobs": knobs, "steps": steps, "seeds": [cfg.params.seed, cfg.params.seed + 1], "machine": machine}
+             "knobs": knobs, "steps": steps, "seeds": [cfg.params.seed + i for i in range(YARDSTICK_SEEDS + 1)], "machine": machine}
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24], parts
 
@@ -231,7 +231,7 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
         if console is not None:
             which = ", ".join(f"{k}={v}" for s in sets for k, v in s.items())
             console.print(f"checking numerics against fp32 ({which}): {STUDY_STEPS} steps each, beside fp32 with "
-                          f"another seed ...", soft_wrap=True)
+                          f"{YARDSTICK_SEEDS} other seeds ...", soft_wrap=True)
 
     if not in_process:  # a Ray task cannot print here: said before it starts, cached or not
         announce(knob_sets)

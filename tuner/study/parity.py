@@ -53,7 +53,7 @@ class StudyParity(BaseModel):
 
     def lines(self) -> list[str]:
         """What the study's start, the report and the export say of it."""
-        head = f"numerics parity against fp32 ({self.steps} steps, same seed and batches; another seed for the noise):"
+        head = f"numerics parity against fp32 ({self.steps} steps, same seed and batches; other seeds for the noise):"
         if self.error:
             return [f"numerics parity could not run: {self.error}"]
         return [head, *(f"  {v.line()}" for v in self.verdicts)]

@@ -1,5 +1,5 @@
 """The runs behind a numerics parity verdict (tuner.measure.parity judges them): the same steps from the same seed
-on the same batches in fp32 and under a numerics knob, and once more in fp32 with another seed.
+on the same batches in fp32 and under a numerics knob, and in fp32 with YARDSTICK_SEEDS other seeds (the noise).
 
 Every arm loads in-process (num_workers 0: loader knobs never change the math, and one process keeps the batches
 and their random augmentations in the same order for every arm) and records the mean training loss of each
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import Params, TrialConfig
 from tuner.errors import RunFailed
 from tuner.knobs import numerics_knobs, worker_knobs
-from tuner.measure.parity import ParityVerdict, judge
+from tuner.measure.parity import YARDSTICK_SEEDS, ParityVerdict, judge
 
 if TYPE_CHECKING:
     from tuner.train.trial import Training
@@ -71,19 +71,20 @@ def trained(cfg: TrialConfig, steps: int, cache_dir: Path) -> Iterator[tuple[Tra
 
 def check_parity(cfg: TrialConfig, knob_sets: list[dict[str, Any]], steps: int, cache_dir: Path,
                  progress: Callable[[str], None] | None = None) -> list[ParityVerdict]:
-    """fp32, then each set of numerics knobs, then fp32 with the next seed: `steps` steps each, one verdict per
-    set (the two fp32 arms are shared)."""
+    """fp32, then each set of numerics knobs, then fp32 with each of the next YARDSTICK_SEEDS seeds: `steps`
+    steps each, one verdict per set (the fp32 arms are shared)."""
     named = {", ".join(f"{k}={v}" for k, v in knobs.items()): knobs for knobs in knob_sets}
+    yardsticks = {f"fp32, seed {cfg.params.seed + i}": arm_config(cfg, {**FP32, "seed": cfg.params.seed + i})
+                  for i in range(1, YARDSTICK_SEEDS + 1)}
     arms = {"fp32": arm_config(cfg, FP32),
-            **{name: arm_config(cfg, {**FP32, **knobs}) for name, knobs in named.items()},
-            "fp32, another seed": arm_config(cfg, {**FP32, "seed": cfg.params.seed + 1})}
+            **{name: arm_config(cfg, {**FP32, **knobs}) for name, knobs in named.items()}, **yardsticks}
     runs: dict[str, list[float]] = {}
     for label, arm in arms.items():
         if progress is not None:
             progress(f"parity: {steps} steps in {label} ...")
         runs[label] = trajectory(arm, steps, cache_dir)
-    reference, other = runs["fp32"], runs["fp32, another seed"]
-    if len(reference) < steps or len(other) < steps:
+    reference, others = runs["fp32"], [runs[label] for label in yardsticks]
+    if len(reference) < steps or any(len(o) < steps for o in others):
         raise RunFailed(f"fp32 itself did not train {steps} finite steps (loss {reference[-1:]}): parity needs a "
                         f"reference that trains; lower the lr or check the workload")
-    return [judge(name, reference, runs[name], other) for name in named]
+    return [judge(name, reference, runs[name], *others) for name in named]
