@@ -293,6 +293,34 @@ def prewarm(ctx: Context, workload: str) -> float:
     return time.perf_counter() - t
 
 
+def prewarm_parity(ctx: Context, workload: str) -> float:
+    """Fill the numerics parity cache a first study of this workload on this machine fills (the verdicts tuner
+    keeps per workload and machine, issue 40): a one-trial study of the default space in the same reports folder,
+    its own process. The timed study then reads the verdicts as a user's second study does; its parity.json says
+    whether it did (`parity_cached` in the row's details)."""
+    t = time.perf_counter()
+    args = ["--space", "amp_loader", "--study", f"prewarm-parity-{time.strftime('%Y%m%d-%H%M%S')}",
+            "--reports-dir", str(ctx.work_dir), "--workload", workload, "--trials", "1", "--budget-samples", "256",
+            "--confirm", "0"]
+    proc = subprocess.run([sys.executable, "-m", "tuner", "search", *args], capture_output=True, text=True,
+                          env=_env(), cwd=REPO, timeout=10 * 60)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"the parity cache's warm-up study failed (exit {proc.returncode}): {tail[0]}")
+    return time.perf_counter() - t
+
+
+def parity_read(study_dir: Path) -> dict[str, Any]:
+    """What the study's parity check cost and whether every verdict came from the cache (parity.json)."""
+    path = study_dir / "parity.json"
+    if not path.is_file():
+        return {"parity_s": 0.0, "parity_cached": None}
+    doc = json.loads(path.read_text())
+    verdicts = doc.get("verdicts") or []
+    return {"parity_s": float(doc.get("seconds") or 0.0),
+            "parity_cached": bool(verdicts) and all(v.get("cached") for v in verdicts)}
+
+
 def run_default_study(ctx: Context) -> dict[str, Any]:
     """Run `tuner search --space amp_loader` (plus the mode's extra arguments) in a fresh process; remember it
     for the speedup benchmark. Returns timings."""
@@ -314,7 +342,8 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     args = list(s.default_study_args)
     workload = args[args.index("--workload") + 1] if "--workload" in args else "gan"
     warm_s = prewarm(ctx, workload)
-    ctx.log(f"  caches ready ({warm_s:.1f} s, one-time per machine)")
+    parity_warm_s = prewarm_parity(ctx, workload) if cli_has_search() else 0.0
+    ctx.log(f"  caches ready ({warm_s:.1f} s, parity verdicts {parity_warm_s:.1f} s, one-time per machine)")
     study = f"default-{time.strftime('%Y%m%d-%H%M%S')}"
     full_args = ["--space", "amp_loader", "--study", study, "--reports-dir", str(ctx.work_dir), *args]
     via_cli = cli_has_search()
@@ -332,7 +361,8 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     out = {"study": study, "reports_dir": ctx.work_dir, "workload": workload, "wall_s": wall, "work_s": work,
            "trials": len(records), "reruns": phases["reruns"], "phases": phases, "via_cli": via_cli,
            "launched": launched, "load_average": os.getloadavg(),
-           "args": full_args, "prewarm_s": warm_s,
+           "args": full_args, "prewarm_s": warm_s, "prewarm_parity_s": parity_warm_s,
+           **parity_read(ctx.work_dir / study),
            "states": {st: sum(1 for r in records if r.get("state") == st) for st in {r.get("state") for r in records}}}
     return out
 
@@ -390,7 +420,10 @@ def total_result(ctx: Context) -> BenchResult:
     note = (f"Total overhead of `{what}`: (wall {d['wall_s']:.1f} s - trial work {d['work_s']:.1f} s) / wall, "
             f"{d['trials']} trials ({d['states']}) and {d['reruns']} confirmation re-runs (their training counted as "
             f"work), a fresh process as a user runs it (Python and Ray start-up included; one-time dataset/FID "
-            f"caches built beforehand in {d['prewarm_s']:.0f} s). Of the non-training time: loader probes "
+            f"caches built beforehand in {d['prewarm_s']:.0f} s; the numerics parity verdicts, kept per workload "
+            f"and machine, in {d.get('prewarm_parity_s', 0):.0f} s by a one-trial study: this study's check "
+            f"{'read them from the cache' if d.get('parity_cached') else 'ran again'} in "
+            f"{d.get('parity_s', 0):.1f} s). Of the non-training time: loader probes "
             f"{parts['probes_s']:.1f} s, ceilings {parts['ceilings_search_s']:.1f} s in the search's trials "
             f"({parts['trials_measuring_ceilings']} measured any) and {parts['ceilings_confirm_s']:.1f} s in the "
             f"confirmation re-runs; of_peak (FLOP count, matmul peak) {parts['of_peak_s']:.1f} s; the search "
