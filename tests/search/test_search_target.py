@@ -302,3 +302,20 @@ def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reach
     assert main(["report", "tt", "--reports-dir", str(reports)]) == 0
     table = capsys.readouterr().out
     assert "throughput" in table.lower() and "val_loss" in table
+
+
+def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_path):
+    from tuner.device import resolve_device
+    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.study import default_eval_every
+
+    work = write(tmp_path / "proj", PLANTED_STEPS)
+    space = tmp_path / "s.yaml"
+    space.write_text("defaults: {budget: {seconds: 6}}\nobjectives: [{metric: throughput, direction: max}, "
+                     "{metric: quality}]\nparams: {precision: fp32, num_workers: {type: int, low: 0, high: 1}}\ntarget: 10\n")
+    plan = check_plan(plan_search(SearchOptions(space=str(space), workload=f"{work}:make", reports_dir=tmp_path / "r")),
+                      trial_device=resolve_device("cpu"))
+    pre = plan.preflight
+    pace = pre["step_samples"] / pre["step_seconds"]
+    assert plan.target.eval_every_samples == default_eval_every(64, plan.budget, pace, pre["score_seconds"])
+    assert plan.target.eval_every_samples % 64 == 0

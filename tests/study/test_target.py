@@ -115,3 +115,19 @@ def test_a_derived_targets_reference_budget_is_a_third_of_the_trials_so_its_cap_
     assert reference_budget(Budget(samples=256)) == Budget(samples=85)
     assert reference_budget(Budget(samples=1)) == Budget(samples=1)
     assert CAP_FACTOR * reference_budget(Budget(seconds=8.0)).seconds == pytest.approx(8.0)
+
+
+def test_the_default_k_keeps_evaluations_a_fifth_of_training_and_at_most_twenty_per_reference_run():
+    from tuner.config import Budget
+    from tuner.study import default_eval_every
+
+    # cheap evaluation (charlm-like): the reference run (15 s / 3 at 1000 samples/s) gets 20 evaluations
+    assert default_eval_every(64, Budget(seconds=15), 1000.0, 0.01) == 256  # 5000 / 20 = 250, whole batches of 64
+    # costly evaluation (FID-like, 0.5 s): each evaluation at most a fifth of the training between two
+    assert default_eval_every(64, Budget(seconds=15), 1000.0, 0.5) == 2560  # 0.5 s x 1000/s / 0.2
+    # a samples budget's reference run is a third of it; never less than one optimizer step
+    assert default_eval_every(32, Budget(samples=960), 1e6, 0.0) == 32 and \
+        default_eval_every(8, Budget(samples=9600), 1e6, 0.0) == 160
+    # no measured pace (a cluster's trials, a resume): 25 optimizer steps of the baseline
+    assert default_eval_every(64, Budget(seconds=15), None, None) == 25 * 64
+

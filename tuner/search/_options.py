@@ -460,7 +460,10 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     preflight = sized.preflight
     if preflight:  # study.json keeps them: the report shows the split's role from them
         preflight = {**preflight, "batch_statistics": list(check.batch_statistics)}
-    target = study_target(plan, cfg, check.quality)  # tuner.search._target
+    pace = (check.step_samples / check.step_seconds, check.score_seconds) \
+        if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
+        else None  # measured on the trials' kind of device, or not the trials' pace
+    target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.search._target
     lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "

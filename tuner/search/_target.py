@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tuner.config import EVAL_EVERY_STEPS, Target
+from tuner.config import Target
 from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
 
@@ -16,11 +16,13 @@ BASELINE = "baseline"  # --target baseline / target: baseline: the target the ba
 TARGET_OBJECTIVES = ("time_to_target", "samples_to_target")  # study objectives that need a target (minimized)
 
 
-def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | None:
+def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = None,
+                 pace: tuple[float, float] | None = None) -> Target | None:
     """The study's target: --target, else the space's `target:` (else none), on the workload's quality metric in
-    its direction, evaluated every --eval-every-samples samples, else 25 optimizer steps of the baseline's
-    effective batch (tuner.config.EVAL_EVERY_STEPS), the same K for every trial. On --resume, study.json's; a
-    different one given again is refused."""
+    its direction, evaluated every --eval-every-samples samples, else every K samples from the pre-flight's `pace`
+    (the baseline's samples/s on the trials' device and its scoring seconds) and the trials' `budget`
+    (tuner.study.default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for every
+    trial. On --resume, study.json's; a different one given again is refused."""
     import math
 
     opts = plan.options
@@ -61,8 +63,12 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None) -> Target | Non
     if every is not None and every < 1:
         raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
     check_target_objectives(plan, given=True)
+    if every is None:
+        from tuner.study import default_eval_every
+
+        every = default_eval_every(cfg.params.effective_batch, budget or plan.budget, *(pace or (None, None)))
     return Target(metric=quality.metric, direction=quality.direction or "minimize", value=value,
-                  eval_every_samples=every or cfg.params.effective_batch * EVAL_EVERY_STEPS, source=source)
+                  eval_every_samples=every, source=source)
 
 
 def check_target_objectives(plan: Any, given: bool = False) -> None:

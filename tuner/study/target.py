@@ -23,6 +23,30 @@ SMOOTH_EVALS = 3  # a derived target is the mean of the baseline's last this man
 CAP_FACTOR = 3.0  # a trial not at the target by this many times the baseline's time to target ends `not reached`
 
 
+EVAL_SHARE = 0.2  # a study's default K keeps each evaluation within this share of training's time ...
+EVALS_PER_REFERENCE = 20  # ... and is no finer than this many evaluations over the reference run
+
+
+def default_eval_every(effective_batch: int, budget: Budget, samples_per_s: float | None,
+                       score_s: float | None) -> int:
+    """The samples between a target study's evaluations (K) when none is given, from the pre-flight's measured
+    pace (the baseline's samples/s) and scoring time, in whole optimizer steps of the baseline: the finest K whose
+    evaluation costs at most EVAL_SHARE of the training between two (K >= score_s x samples/s / EVAL_SHARE), and no
+    finer than EVALS_PER_REFERENCE evaluations over the reference run (reference_budget). benchmarks/ttt_choices.py
+    measured the trade: a fixed 25 steps cost 12-13% on the built-in CNN and GAN, 0.5% on charlm, and left 2-6
+    evaluations before the target in short studies. Without a measured pace: EVAL_EVERY_STEPS steps."""
+    import math
+
+    from tuner.config import EVAL_EVERY_STEPS
+
+    if not samples_per_s or samples_per_s <= 0 or score_s is None:
+        return effective_batch * EVAL_EVERY_STEPS
+    ref = reference_budget(budget)
+    reference = ref.samples if ref.samples is not None else (ref.seconds or 0.0) * samples_per_s
+    k = max(score_s * samples_per_s / EVAL_SHARE, reference / EVALS_PER_REFERENCE)
+    return effective_batch * max(1, math.ceil(k / effective_batch - 1e-9))
+
+
 def reference_budget(budget: Budget) -> Budget:
     """What the baseline trains to derive a target: 1/CAP_FACTOR of the trials' budget B. Trained the whole of B,
     the baseline set a target it met only at the end of B (trial 0, the same settings, missed it on a busy machine:
