@@ -1,15 +1,16 @@
 """The K / smoothing / runs benchmark's arithmetic (benchmarks/ttt_choices.py) on planted quality curves, no
-training: evaluations every K read every K-th fine point, a lucky last evaluation sets a target other seeds miss
-unless it is smoothed, the evaluation's share of training time, the fewest runs that resolve a speed-up, and the
-rows' verdicts."""
+training: evaluations every K read every K-th fine point, the default K is the one tuner's rule picks from the
+measured pace and read on a study's reference run, a lucky last evaluation sets a target other seeds miss unless it
+is smoothed, the evaluation's share of training time, the fewest runs that resolve a speed-up, and the rows'
+verdicts."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchmarks.table import Row
-from benchmarks.ttt_choices import (Curve, analyse, at_k, claimed, first_samples, point_noise, rows, runs_needed,
-                                    smoothed)
+from benchmarks.ttt_choices import (Curve, analyse, at_k, claimed, first_samples, on_grid, point_noise, rows,
+                                    runs_needed, smoothed)
 
 EB = 64
 META = {"commit": None, "dirty": False, "date": "2026-11-27T07:00:00+00:00", "load": [1.0], "machine": "test"}
@@ -22,8 +23,8 @@ def _curve(seed: int, qs: list[float], key: str = "cnn", step_s: float = 0.1, ev
 
 
 def _verdicts(curves: list[Curve], tt: dict | None = None) -> dict[str, str]:
-    found = analyse(curves, 25, 3)
-    return {r["id"]: Row.from_json(r, "ttt-choices.json").verdict() for r in rows(found, claimed(tt), 25, 3, META)}
+    found = analyse(curves, 3)
+    return {r["id"]: Row.from_json(r, "ttt-choices.json").verdict() for r in rows(found, claimed(tt), 3, META)}
 
 
 def test_evaluations_every_k_read_every_kth_fine_point_and_the_first_passing_one_counts():
@@ -39,7 +40,7 @@ def test_a_lucky_last_evaluation_sets_a_target_other_seeds_miss_unless_smoothed(
     plateau = [1.6 + 0.004 * (-1) ** (i + 1) for i in range(40)]  # evaluations jump 0.25% either side
     lucky = plateau[:-1] + [1.59]  # one evaluation 0.6% better than the plateau it sits on
     curves = [_curve(0, lucky), _curve(1, plateau), _curve(2, [q + 0.0005 for q in plateau])]
-    found = analyse(curves, 25, 3)
+    found = analyse(curves, 3)
     n = found["cnn"]["n"]
     assert n["1"]["missed"] == 2 and n["3"]["missed"] == 0  # seeds 1 and 2 never read 1.59; they do its mean of 3
     assert n["3"]["rel_sd"] < n["1"]["rel_sd"] * 0.5
@@ -56,15 +57,50 @@ def test_smoothing_that_does_not_help_misses_its_rows():
     assert v["ttc-n-luck"] == "MISSED"  # a better seed's target is missed by the worse ones, at any N
 
 
-def test_the_default_k_needs_ten_evaluations_before_the_target_and_a_cheap_evaluation():
-    short = [_curve(s, [2.0 - 0.01 * i for i in range(20)]) for s in range(3)]  # 100 steps: 4 evaluations at K 25
-    v = _verdicts(short)
-    assert v["ttc-k-evals"] == "MISSED" and v["ttc-k-cost"] == "pass"  # 0.05 s / (25 x 0.1 s) = 2%
-    long = [_curve(s, [2.0 - 0.001 * i for i in range(60)], eval_s=1.0) for s in range(3)]  # 300 steps
-    found = analyse(long, 25, 3)
-    assert found["cnn"]["default_k_evals"] >= 10 and found["cnn"]["default_k_share"] == pytest.approx(0.4)
-    v = _verdicts(long)
-    assert v["ttc-k-evals"] == "pass" and v["ttc-k-cost"] == "MISSED"  # 1 s an evaluation over 2.5 s of training
+def _falling(step_s: float, eval_s: float, n: int = 60) -> list[Curve]:
+    """3 seeds of a steadily falling curve, `n` fine evaluations (5 n steps)."""
+    return [_curve(s, [2.0 - 0.01 * i for i in range(n)], step_s=step_s, eval_s=eval_s) for s in range(3)]
+
+
+def test_the_default_k_rows_judge_tuners_rule_read_on_a_studys_reference_run():
+    # 0.1 s a step of 64, 0.1 s an evaluation: a fifth of training needs K >= 5 steps; a 15 s study's reference run
+    # (5 s, 50 steps) at 20 evaluations asks 2.5: K = 5. A 60 s study's (200 steps) asks 10: K = 10.
+    found = analyse(_falling(0.1, 0.1), 3)["cnn"]
+    at15, at60 = found["rule"]["15"], found["rule"]["60"]
+    assert (at15["rule_k_steps"], at15["k_steps"], at15["rounded"]) == (5, 5, False)
+    assert at15["evals_in_reference"] == 10  # only the 50 steps the reference run trains are read, not all 300
+    assert at15["evals_before_target"] == 9  # the mean of its last 3 readings is met at the middle one
+    assert at15["eval_share"] == pytest.approx(0.2) and found["default_k_share"] == pytest.approx(0.2)
+    assert (at60["k_steps"], at60["evals_in_reference"], at60["evals_before_target"]) == (10, 20, 19)
+    assert at60["covered"] and found["default_k_evals"] == 9  # the row judges the default study's 15 s
+    v = _verdicts(_falling(0.1, 0.1))
+    assert v["ttc-k-evals"] == "MISSED" and v["ttc-k-cost"] == "pass"
+    # a faster step and a cheaper evaluation: 100 steps in the reference run, K 5 steps, 20 evaluations
+    fast = analyse(_falling(0.05, 0.01), 3)["cnn"]["rule"]["15"]
+    assert (fast["k_steps"], fast["evals_in_reference"], fast["evals_before_target"]) == (5, 20, 19)
+    assert _verdicts(_falling(0.05, 0.01))["ttc-k-evals"] == "pass"
+
+
+def test_the_default_k_rows_follow_the_rule_not_a_fixed_k(monkeypatch):
+    """The rows read the K tuner.study.default_eval_every returns: a rule that answered 25 steps would move them."""
+    import tuner.study
+
+    assert analyse(_falling(0.1, 0.1), 3)["cnn"]["rule"]["15"]["k_steps"] == 5
+    monkeypatch.setattr(tuner.study, "default_eval_every", lambda eb, budget, pace, score: eb * 25)
+    found = analyse(_falling(0.1, 0.1), 3)["cnn"]
+    assert found["rule"]["15"]["k_steps"] == 25 and found["default_k_share"] == pytest.approx(0.04)
+    assert found["rule"]["15"]["evals_in_reference"] == 2
+
+
+def test_a_rule_k_off_the_grid_is_read_at_the_nearest_grid_k_and_its_cost_checked():
+    assert [on_grid(k) for k in (1, 3, 7, 8, 17, 18)] == [5, 5, 5, 10, 15, 20]
+    # 0.34 s an evaluation over 0.1 s steps: the rule asks 17 steps, read at 15 (23% of training, within 25%)
+    found = analyse(_falling(0.1, 0.34), 3)["cnn"]["rule"]["15"]
+    assert (found["rule_k_steps"], found["k_steps"], found["rounded"]) == (17, 15, True)
+    assert found["eval_share"] == pytest.approx(0.34 / 1.5) and found["eval_share_at_rule_k"] <= 0.2
+    assert _verdicts(_falling(0.1, 0.34))["ttc-k-cost"] == "pass"
+    # 0.13 s: the rule asks 7 steps, read at 5: 26% of training, past the grid's tolerance
+    assert _verdicts(_falling(0.1, 0.13))["ttc-k-cost"] == "MISSED"
 
 
 def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
@@ -80,7 +116,7 @@ def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
 
 def test_a_seed_that_never_reads_the_target_counts_at_its_runs_end_not_as_a_quick_one():
     curves = [_curve(0, [2.0 - 0.01 * i for i in range(60)]), _curve(1, [3.0] * 60), _curve(2, [3.0] * 60)]
-    found = analyse(curves, 25, 3)["cnn"]
+    found = analyse(curves, 3)["cnn"]
     assert found["k"]["25"]["reached"] == 1 and found["k"]["25"]["evals_before_target"] == 12  # 300 steps / 25
     assert found["samples_to_target"] == [320, 19200, 19200]  # seed 0 at its first fine reading; the others: the end
 
