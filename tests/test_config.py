@@ -88,6 +88,20 @@ def test_an_lr_that_is_not_finite_and_positive_is_refused(tmp_path, lr):
         load_config(write(tmp_path, f"workload: cnn\nparams: {{lr: {lr}}}\n"))
 
 
+def test_a_path_not_beside_the_config_is_read_from_the_current_folder_as_exports_name_it(tmp_path, monkeypatch):
+    """A study run from the repository root exports `workload: examples/charlm.py:make` into reports/NAME/: that
+    path is the current folder's, not the export's (the examples were refused when only the file's folder counted)."""
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "work.py").write_text("def make():\n    pass\n")
+    (tmp_path / "reports" / "s").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write(tmp_path / "reports" / "s", "workload: examples/work.py:make\n"))
+    assert cfg.workload == f"{tmp_path / 'examples' / 'work.py'}:make"
+    monkeypatch.chdir(tmp_path / "reports")
+    with pytest.raises(ConfigError, match="no such file in the file's folder .* or the current one"):
+        load_config(write(tmp_path / "reports" / "s", "workload: examples/work.py:make\n"))
+
+
 def test_a_relative_workload_path_is_read_from_the_config_files_folder(tmp_path, monkeypatch):
     """Only a relative file path moves: a built-in, an importable `package.module:make` and an absolute path are
     kept as written (the module is found on sys.path as before, not beside the config)."""

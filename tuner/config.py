@@ -295,8 +295,9 @@ def load_config(path: Path) -> TrialConfig:
 
 def workload_beside(workload: str, folder: Path, source: str) -> str:
     """`workload` as named in the file `source`: a relative `path/to/file.py:make` read from `folder` (the file's
-    own) and made absolute; a built-in name, `package.module:make` and an absolute path stay as written (a path
-    on the command line stays relative to the current folder: it goes through tuner.builtin.resolve_workload)."""
+    own), else from the current folder (exports and the examples name paths from where the study ran), and made
+    absolute; a built-in name, `package.module:make` and an absolute path stay as written (a path on the command
+    line stays relative to the current folder: it goes through tuner.builtin.resolve_workload)."""
     import os
 
     where, sep, attr = workload.strip().rpartition(":")
@@ -305,10 +306,10 @@ def workload_beside(workload: str, folder: Path, source: str) -> str:
     given = Path(where).expanduser()
     if given.is_absolute():
         return workload
-    path = (folder / given).resolve()
-    if not path.is_file():
-        raise ConfigError(f"{source}: workload {workload!r}: no such file {path}; a relative workload path in a file "
-                          f"is read from that file's folder ({folder.resolve()}): fix the path or make it absolute")
+    path = next((p.resolve() for p in (folder / given, given) if p.is_file()), None)
+    if path is None:
+        raise ConfigError(f"{source}: workload {workload!r}: no such file in the file's folder ({folder.resolve()}) "
+                          f"or the current one ({Path.cwd()}): fix the path or make it absolute")
     return f"{path}:{attr}"
 
 

@@ -24,7 +24,7 @@ def run(capsys, *argv):
 def tiny(tmp_path, name, **changes):
     """The example's own config with a tiny budget and no ceilings."""
     cfg = yaml.safe_load((REPO / "examples" / f"{name}.yaml").read_text())
-    cfg["workload"] = str(REPO / cfg["workload"])
+    cfg["workload"] = str(REPO / "examples" / cfg["workload"])  # read from the example's folder
     cfg["params"].update(changes.pop("params", {}))
     cfg.update(budget={"samples": 64}, measure={"warmup_steps": 1, "windows": 2, "ceiling_seconds": 0}, **changes)
     path = tmp_path / f"{name}.yaml"
