@@ -173,7 +173,8 @@ def test_a_not_reached_run_counts_at_the_cap_and_one_rerun_gets_a_prediction_int
     """Issue 34: a run that did not reach the target took at least the cap, so it counts against the config there:
     the centre (4, 5, 3.2 and the 36 s cap: 6.93 s, not the 4 s of the three that reached it) reads `at least`;
     samples to target counts it at the samples of its last evaluation. Each to-target figure gets where ONE
-    re-run (`--until-target`) should read, wider than the centre's interval. Without a cap: left out, said so."""
+    re-run (`--until-target`) should read, wider than the centre's interval. Without a cap (a given target): at
+    its last evaluation; with no evaluation either: left out, said so."""
     from tuner.study import TrialResult
     from tuner.analysis import time_to_target
 
@@ -192,7 +193,11 @@ def test_a_not_reached_run_counts_at_the_cap_and_one_rerun_gets_a_prediction_int
     c = confirmed(reruns, trial, cap=36.0).figures["time_to_target"]
     assert (c.centre, c.rerun_low, c.rerun_high, c.at_least) == (to.interval.centre, to.prediction.low,
                                                                  to.prediction.high, True)
-    blind = time_to_target([trial, *reruns])  # no cap known: today's centre, over those that reached it
+    given = time_to_target([trial, *reruns])  # a given target has no cap: counted at its last evaluation's 36.5 s
+    assert given.interval.centre == pytest.approx((4 * 5 * 3.2 * 36.5) ** 0.25) and given.at_least
+    assert "1 not reached, counted at 36.5 s, its last evaluation" in given.text()
+    curveless = [*reruns[:2], reruns[2].model_copy(update={"quality_curve": []})]  # nothing to count it at
+    blind = time_to_target([trial, *curveless])
     assert blind.interval.centre == pytest.approx(4.0) and not blind.at_least
     assert "1 not reached, left out (no cap known to count it at)" in blind.text()
     reached = time_to_target([trial, *reruns[:2]], cap=36.0)  # all reached: no `at least`

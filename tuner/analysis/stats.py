@@ -225,6 +225,7 @@ class TimeToTarget:
     interval: Interval | None  # the centre and its 95% interval; None: no run reached it
     prediction: Interval | None = None  # where ONE more run (tuner train --until-target) reads, 95%
     censored: float | None = None  # the value each not-reached run counts at (the cap); None: left out
+    capped: bool = True  # censored is the target's cap (else the latest of the runs' last evaluations)
 
     @property
     def not_reached(self) -> int:
@@ -247,6 +248,8 @@ class TimeToTarget:
         missed = ""
         if self.not_reached:
             missed = (f": {self.not_reached} not reached, counted at the {self.censored:.3g} {unit} cap"
+                      if self.censored is not None and self.capped else
+                      f": {self.not_reached} not reached, counted at {self.censored:.3g} {unit}, its last evaluation"
                       if self.censored is not None else
                       f": {self.not_reached} not reached, left out (no cap known to count it at)")
         return (f"{'at least ' if self.at_least else ''}{iv.centre:.3g} {unit} ({spread}reached by "
@@ -265,7 +268,8 @@ def time_to_target(runs: list[TrialResult], key: str = "time_to_target", cap: fl
     complete run, each not-reached one counted at `cap` (the target's cap_seconds; for samples_to_target, the
     samples the run had trained at its last evaluation, its own cap in samples), with a t-interval from their
     own spread on the log scale (n - 1 df) and a one-run prediction interval from the same spread. Without a
-    cap (None) a not-reached run is left out of the centre. `key`: another to-target figure read the same way."""
+    cap (None: a target given, not derived) a not-reached run counts at the training seconds of its last
+    evaluation, which it had not met the target by. `key`: another to-target figure read the same way."""
     done = [r for r in runs if r.complete]
     values = [v for r in done if (v := r.value(key)) is not None and v > 0]
     if not values:
@@ -279,15 +283,20 @@ def time_to_target(runs: list[TrialResult], key: str = "time_to_target", cap: fl
     else:
         counted = list(values)
     p = pool([counted])
+    capped = cap is not None and cap > 0 and key != "samples_to_target"
     if p is None:
-        return TimeToTarget(tuple(values), len(done), Interval(centre(counted, True), None, None), None, censored)
-    return TimeToTarget(tuple(values), len(done), p.interval(counted), p.prediction(counted), censored)
+        return TimeToTarget(tuple(values), len(done), Interval(centre(counted, True), None, None), None, censored,
+                            capped)
+    return TimeToTarget(tuple(values), len(done), p.interval(counted), p.prediction(counted), censored, capped)
 
 
 def _censor(run: TrialResult, key: str, cap: float | None) -> float | None:
-    """What a not-reached run counts as in `key`: the cap (seconds); in samples, the samples at its last
-    evaluation (it had not reached the target by then); None: not known."""
+    """What a not-reached run counts as in `key`: the cap (seconds), else the training seconds of its last
+    evaluation; in samples, the samples at its last evaluation (it had not reached the target by then); None:
+    not known (no evaluation)."""
+    curve = [p for p in run.quality_curve if p and p[0]]
     if key == "samples_to_target":
-        curve = [p for p in run.quality_curve if p and p[0]]
         return float(curve[-1][0]) if curve else None  # type: ignore[arg-type]
-    return cap if cap is not None and cap > 0 else None
+    if cap is not None and cap > 0:
+        return cap
+    return float(curve[-1][1]) if curve and curve[-1][1] else None  # type: ignore[arg-type]
