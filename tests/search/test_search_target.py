@@ -319,3 +319,18 @@ def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_
     pace = pre["step_samples"] / pre["step_seconds"]
     assert plan.target.eval_every_samples == default_eval_every(64, plan.budget, pace, pre["score_seconds"])
     assert plan.target.eval_every_samples % 64 == 0
+
+
+def test_a_derived_target_read_from_few_evaluations_is_said_at_the_start():
+    """At 15 s the built-in CNN's and GAN's reference runs held one evaluation at the default K
+    (benchmarks/ttt_choices.py): the study says so in one note, naming what to change; a given target or K does not."""
+    from tuner.config import Budget, Target
+    from tuner.search._target import few_evaluations_note
+
+    derived = Target(metric="val_loss", direction="minimize", value=None, eval_every_samples=1600, source="baseline")
+    note = few_evaluations_note(derived, Budget(seconds=15), 500.0, given_k=False)  # 2,500 samples: 1 evaluation
+    assert note is not None and "holds about 1 evaluation at K = 1,600 samples" in note and "--eval-every-samples" in note
+    assert few_evaluations_note(derived, Budget(seconds=60), 500.0, given_k=False) is None  # 10,000: 6 evaluations
+    assert few_evaluations_note(derived, Budget(seconds=15), 500.0, given_k=True) is None
+    given = derived.model_copy(update={"value": 1.6, "source": "--target"})
+    assert few_evaluations_note(given, Budget(seconds=15), 500.0, given_k=False) is None

@@ -20,7 +20,7 @@ from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
-from tuner.search._target import study_target
+from tuner.search._target import few_evaluations_note, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import BY_KEY, LOCK_FILE, METRICS, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
@@ -106,6 +106,7 @@ class SearchPlan:
     sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
     batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
+    eval_note: str | None = None  # the one line saying a derived target will be read from few evaluations
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
     # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.
@@ -464,6 +465,8 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
         else None  # measured on the trials' kind of device, or not the trials' pace
     target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.search._target
+    few = None if plan.resume else few_evaluations_note(target, sized.budget, pace[0] if pace else None,
+                                                         plan.options.eval_every_samples is not None)
     lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
@@ -480,5 +483,6 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     return replace(plan, objectives=objectives, budget=sized.budget, scheduler=sized.scheduler, preflight=preflight,
                    sized=sized.sized, heavy_note=sized.heavy_note, own=check.own, target=target,
                    batch_note=split_learning_note(plan.space, check.batch_statistics),  # issue 40: said at the start
+                   eval_note=few,
                    preflight_s=preflight_trial_s(sized.budget, check.step_seconds, check.step_samples,
                                                  check.score_seconds))

@@ -71,6 +71,26 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
                   eval_every_samples=every, source=source)
 
 
+def few_evaluations_note(target: Target | None, budget: Any, samples_per_s: float | None, given_k: bool) -> str | None:
+    """The one line saying a derived target will be read from few evaluations: the baseline's reference run (a
+    third of the budget, at the pre-flight's pace) holds fewer than SMOOTH_EVALS + 2 of them at the default K
+    (benchmarks/ttt_choices.py: at 15 s the built-in CNN's and GAN's held one). None when there are enough, the
+    target is given, or K is the user's."""
+    from tuner.study import SMOOTH_EVALS, reference_budget
+
+    if target is None or target.source != "baseline" or given_k or not samples_per_s:
+        return None
+    ref = reference_budget(budget)
+    samples = ref.samples if ref.samples is not None else (ref.seconds or 0.0) * samples_per_s
+    n = int(samples // target.eval_every_samples)
+    if n >= SMOOTH_EVALS + 2:
+        return None
+    return (f"the baseline's reference run (a third of the budget, about {samples:,.0f} samples at the pre-flight's "
+            f"pace) holds about {n} evaluation{'s' if n != 1 else ''} at K = {target.eval_every_samples:,} samples "
+            f"(an evaluation costs at most a fifth of the training between two): the target is read from few; give "
+            f"a longer budget, or --eval-every-samples to evaluate more often at more cost")
+
+
 def check_target_objectives(plan: Any, given: bool = False) -> None:
     """`objectives: [time_to_target]` (or samples_to_target) needs the study's target, and is minimized: a trial
     that never reaches the target has no value and is told to Optuna as a failed trial is (penalties, a violated

@@ -22,7 +22,7 @@ from tuner.study.record import (
     Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
 from tuner.study.target import (
-    CurvePoint, NOT_REACHED, curve_points, default_eval_every, derive_target, first_reached, past_cap,
+    CurvePoint, NOT_REACHED, SMOOTH_EVALS, curve_points, default_eval_every, derive_target, first_reached, past_cap,
     reference_budget, target_metrics,
 )
 
@@ -31,7 +31,7 @@ __all__ = [
     "LOCK_FILE", "LoaderChoice", "LoaderPlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
     "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
-    "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "curve_points", "default_eval_every", "derive_target", "finite",
+    "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "curve_points", "default_eval_every", "derive_target", "finite",
     "first_reached", "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
     "metric",
     "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "reference_budget",
