@@ -334,3 +334,50 @@ def test_a_derived_target_read_from_few_evaluations_is_said_at_the_start():
     assert few_evaluations_note(derived, Budget(seconds=15), 500.0, given_k=True) is None
     given = derived.model_copy(update={"value": 1.6, "source": "--target"})
     assert few_evaluations_note(given, Budget(seconds=15), 500.0, given_k=False) is None
+
+
+def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(tmp_path):
+    """kill -9 of a time-to-target study after its first records (real `python -m tuner` processes), then
+    --resume: study.json's target is the one it started with, every record written before the kill is as it was
+    (its quality curve, its time or `not reached`), and every trial after it records its own curve to the same
+    target."""
+    import time
+
+    from tests.helpers.searchproc import finish, search, sigkill
+
+    slow = PER_STEP.replace("    for _ in val_batches:\n", "    import time\n    time.sleep(0.3)\n    for _ in val_batches:\n")
+    assert slow != PER_STEP
+    work = write(tmp_path / "proj", slow)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE.replace("trials: 3", "trials: 6"))
+    reports = tmp_path / "reports"
+    study_dir = reports / "tt"
+    first = search(["--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--target", "10",
+                    "--eval-every-samples", "32", "--confirm", "0", "--no-probe", "--sampler", "random"], reports)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(study_dir.glob("trials/*/result.json"))) < 2:
+            assert first.poll() is None, f"search ended before it could be killed: {first.communicate()}"
+            assert time.monotonic() < deadline, "no 2 trials recorded within 300 s"
+            time.sleep(0.05)
+        sigkill(first)
+    except BaseException:
+        sigkill(first)
+        raise
+    target = json.loads((study_dir / "study.json").read_text())["target"]
+    kept = {p: p.read_text() for p in study_dir.glob("trials/*/result.json")}
+    if len(kept) >= 6:
+        pytest.skip("the study finished before the kill landed")
+
+    second = search(["--study", "tt", "--resume"], reports)
+    out, err = finish(second, timeout=400)
+    assert second.returncode == 0, err
+    assert json.loads((study_dir / "study.json").read_text())["target"] == target
+    for path, text in kept.items():
+        assert path.read_text() == text
+    records = load_trials(study_dir)
+    assert len(records) == 6
+    for r in records:
+        assert r["quality_curve"] and r["state"] in ("complete", "not reached"), r
+        reached = r["state"] == "complete"
+        assert (r["time_to_target"] is not None) == reached and (r["quality_curve"][-1][2] <= 10) == reached
