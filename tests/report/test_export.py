@@ -399,6 +399,16 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     assert "1.75x sooner" in line and "each re-run another seed, a not-reached run counted at the cap" in line
     one = next(x for x in header if x.startswith("# One re-run to the target"))
     assert "(tuner train --config --until-target) should read 0.132-364 s (95%" in one
+    # a given target has no cap: its not-reached run counts at its last evaluation, and the header says so
+    folder.write_meta(folder.read_meta().model_copy(update={"target": {**target, "cap_seconds": None}}))
+    write_rerun(folder, 2, Rerun(repeat=2, seed=3, state="not reached", quality_curve=[[1600.0, 1.0, 40.0],
+                                                                                        [9600.0, 30.0, 35.0]],
+                                 metrics={"throughput": 100.0, "fid": 35.0}))
+    s = open_study(reports, "gan-demo")
+    line = next(x for x in write_export(s, build_export(s, trial=2)).read_text().splitlines()
+                if x.startswith("# Time to target:"))
+    assert "1 not reached, counted at 30 s, its last evaluation)" in line
+    assert "a not-reached run counted at its last evaluation)." in line
 
 
 def test_the_quality_pages_example_header_is_what_the_export_writes(make_study):

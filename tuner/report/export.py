@@ -319,7 +319,7 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
         line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
     how = ("one reading each" if mine.runs <= 1 and theirs.runs <= 1 else
            "geometric mean over the trial and its confirmation re-runs, each re-run another seed, a not-reached "
-           "run counted at the cap")
+           f"run counted at {'the cap' if cap else 'its last evaluation'}")
     lines = [line + f" (training seconds, evaluations left out; {how})."]
     one = mine.rerun_text()
     if one is not None:
