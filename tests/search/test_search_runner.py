@@ -99,12 +99,21 @@ def amp_loader_in_fp32(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path, trial_engine):
+def few_parity_steps(monkeypatch) -> None:
+    """The study's numerics parity check trains the real GAN 100 steps per arm (four arms, or more with fp16 and
+    TF32: 60-150 s of these tests on 2 cores); tests of the search itself need its verdicts, not their precision."""
+    import tuner.search._parity as parity
+
+    monkeypatch.setattr(parity, "STUDY_STEPS", 8)
+
+
+def test_failing_region_is_recorded_and_proposed_less_than_random(ray_session, tmp_path, trial_engine, monkeypatch):
     """precision=bf16 always diverges (1 in 3 under random sampling). After the random start-up trials, the
     sampler has learned the region and proposes it far less; every failure is recorded with its reason and
     told to Optuna with finite values and a violated constraint (never NaN)."""
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
+    few_parity_steps(monkeypatch)
     summary = run_search(SearchOptions(space=amp_loader_with_half_precision(tmp_path), study="fails", trials=24,
                                        startup_trials=8, seed=0, reports_dir=tmp_path, probe=False, confirm=0))
     assert summary.finished == 24 and not summary.interrupted
@@ -172,6 +181,7 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
 
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
+    few_parity_steps(monkeypatch)
     gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
     monkeypatch.setattr(runner, "device_facts_for", lambda resources, cluster: (dict(gpu), []))
     first = run_search(SearchOptions(space="amp_loader", study="fit", trials=8, startup_trials=8, seed=1,
