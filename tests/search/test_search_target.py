@@ -341,9 +341,7 @@ def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(
     --resume: study.json's target is the one it started with, every record written before the kill is as it was
     (its quality curve, its time or `not reached`), and every trial after it records its own curve to the same
     target."""
-    import time
-
-    from tests.helpers.searchproc import finish, search, sigkill
+    from tests.helpers.searchproc import finish, search, sigkill, wait_for_results
 
     slow = PER_STEP.replace("    for _ in val_batches:\n", "    import time\n    time.sleep(0.3)\n    for _ in val_batches:\n")
     assert slow != PER_STEP
@@ -355,11 +353,7 @@ def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(
     first = search(["--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--target", "10",
                     "--eval-every-samples", "32", "--confirm", "0", "--no-probe", "--sampler", "random"], reports)
     try:
-        deadline = time.monotonic() + 300
-        while len(list(study_dir.glob("trials/*/result.json"))) < 2:
-            assert first.poll() is None, f"search ended before it could be killed: {first.communicate()}"
-            assert time.monotonic() < deadline, "no 2 trials recorded within 300 s"
-            time.sleep(0.05)
+        wait_for_results(first, study_dir, 2, timeout=300)
         sigkill(first)
     except BaseException:
         sigkill(first)
