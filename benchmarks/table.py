@@ -37,7 +37,8 @@ CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", 
 # runs) count for every row. The benchmark name a row carries maps to its script.
 STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
-              "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py"}
+              "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
+              "goodput_rank": "benchmarks/goodput_rank.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -157,6 +158,10 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("ttc-n-spread", "ttt_choices", "default smoothing: seed spread of a derived target vs N=1"),
     ExpectedRow("ttc-n-luck", "ttt_choices", "default smoothing: other seeds reach a seed's derived target"),
     ExpectedRow("ttc-runs", "ttt_choices", "runs a config: the fewest that resolve the reported speed-ups"),
+    ExpectedRow("gp-rank", "goodput_rank",
+                "goodput's predicted samples to target ranks 3 effective batches as measured (CNN, digits)"),
+    ExpectedRow("gp-ratio", "goodput_rank",
+                "goodput's predicted samples to target within 2x of measured (CNN, digits)"),
 )
 
 
