@@ -108,21 +108,22 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
     from types import SimpleNamespace
 
     from tuner.errors import StudyError
-    from tuner.search._target import study_target
+    from tuner.search._target import check_resumed_target, study_target
     from tuner.study import StudyMeta
 
     saved = {"metric": "val_loss", "direction": "minimize", "value": 10.0, "eval_every_samples": 32,
              "source": "--target"}
     meta = StudyMeta.model_validate({"name": "tt", "target": saved})  # study.json as written, read back
 
-    def plan(**given):
-        opts = SimpleNamespace(**{"target": None, "eval_every_samples": None, **given})
-        return SimpleNamespace(options=opts, meta=meta, resume=True, study="tt")
+    def opts(**given):
+        return SimpleNamespace(**{"target": None, "eval_every_samples": None, **given})
 
-    assert study_target(plan(), None, None).model_dump() == saved
-    assert study_target(plan(target=10.0), None, None).value == 10.0  # the same one given again
+    assert study_target(SimpleNamespace(options=opts(), meta=meta, resume=True), None, None).model_dump() == saved
+    check_resumed_target(opts(target=10.0, eval_every_samples=32), meta, "tt")  # the same ones given again
     with pytest.raises(StudyError, match="was started with --target 10; resume without --target"):
-        study_target(plan(target=5.0), None, None)
+        check_resumed_target(opts(target=5.0), meta, "tt")
+    with pytest.raises(StudyError, match="was started with --eval-every-samples 32; resume without"):
+        check_resumed_target(opts(eval_every_samples=64), meta, "tt")
 
 
 def test_target_baseline_plans_a_target_the_baseline_sets_and_needs_a_baseline(tmp_path):
@@ -375,3 +376,19 @@ def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(
         assert r["quality_curve"] and r["state"] in ("complete", "not reached"), r
         reached = r["state"] == "complete"
         assert (r["time_to_target"] is not None) == reached and (r["quality_curve"][-1][2] <= 10) == reached
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    (["--target", "1", "--eval-every-samples", "0"], "--eval-every-samples must be >= 1 (got 0)"),
+    (["--target", "nan"], "--target must be a finite number (got nan)"),
+    (["--target", "inf"], "--target must be a finite number (got inf)"),
+])
+def test_a_bad_target_or_k_is_refused_before_the_pre_flight_builds_anything(tmp_path, capsys, given, named):
+    """Bad input changes nothing on disk: the pre-flight would build the reports folder's .cache (the digits PNGs,
+    the FID classifier) before a check of the options alone refused them."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    code = main(["search", "--space", "amp_loader", *given, "--reports-dir", str(reports)])
+    err = capsys.readouterr().err
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+    assert list(reports.iterdir()) == []  # no .cache, no study folder

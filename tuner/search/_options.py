@@ -20,7 +20,7 @@ from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
-from tuner.search._target import few_evaluations_note, study_target
+from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import BY_KEY, LOCK_FILE, METRICS, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
@@ -113,6 +113,7 @@ class SearchPlan:
     kept_trials: int | None = None
     preflight_s: float | None = None  # one trial's wall time as the pre-flight estimates it (check_plan)
     target: Target | None = None  # the study's target (check_plan resolves it; study.json's on --resume)
+    target_ask: TargetAsk | None = None  # a new study's target as asked, checked before the pre-flight (plan_target)
 
     @property
     def optuna_name(self) -> str:
@@ -169,7 +170,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
     objectives = study_objectives(space, ref.text, Objective(metric=QUALITY), opts.objectives)
     _check_quality(space, objectives)
     budget = _budget(opts) or space.defaults.budget
-    return SearchPlan(
+    plan = SearchPlan(
         study=study, folder=folder, reports_dir=reports_dir, storage=storage, space=space,
         objectives=objectives, workload=ref, workload_options=options, dataset=dataset,
         budget=budget, trials=opts.trials or (MAX_TRIALS if opts.study_seconds else space.defaults.trials),
@@ -180,6 +181,8 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget, margin=opts.race_margin,
                                  target=opts.target is not None or space.target is not None),
     )
+    # Before the pre-flight (check_plan) builds the reports folder's .cache: a bad target or K changes nothing on disk.
+    return replace(plan, target_ask=plan_target(plan))
 
 
 def _check_numbers(opts: SearchOptions) -> None:
@@ -325,6 +328,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                                scheduler.margin)
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
+    check_resumed_target(opts, meta, study)  # tuner.search._target: the saved target and K are kept
     check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
     check_study_database(folder, meta, storage)  # last: it opens the database
     return SearchPlan(

@@ -1,11 +1,14 @@
 """A study's target quality (issue 34): from --target or the space's `target:`, on the workload's quality metric,
 with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
 `target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train a third
-of the study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target)."""
+of the study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target).
+What needs no measurement (a finite value, K >= 1, ...) plan_search checks (plan_target, check_resumed_target)
+before the pre-flight builds anything; study_target makes the Target once the pre-flight knows quality and pace."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tuner.config import Target
@@ -16,29 +19,23 @@ BASELINE = "baseline"  # --target baseline / target: baseline: the target the ba
 TARGET_OBJECTIVES = ("time_to_target", "samples_to_target")  # study objectives that need a target (minimized)
 
 
-def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = None,
-                 pace: tuple[float, float] | None = None) -> Target | None:
-    """The study's target: --target, else the space's `target:` (else none), on the workload's quality metric in
-    its direction, evaluated every --eval-every-samples samples, else every K samples from the pre-flight's `pace`
-    (the baseline's samples/s on the trials' device and its scoring seconds) and the trials' `budget`
-    (tuner.study.default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for every
-    trial. On --resume, study.json's; a different one given again is refused."""
+@dataclass(frozen=True)
+class TargetAsk:
+    """The target a new study asks for, checked by plan_search before the pre-flight builds anything (bad input
+    changes nothing on disk, not even the reports folder's .cache): `value` None with source 'baseline' is derived
+    from the baseline's training; study_target makes the Target once the pre-flight knows the quality and pace."""
+
+    value: float | None
+    source: str  # '--target', 'space' or 'baseline'
+
+
+def plan_target(plan: Any) -> TargetAsk | None:
+    """The checks of a new study's target that need no measurement, run by plan_search: --target, else the space's
+    `target:` (else none), finite or 'baseline' (with the baseline trial on), quality scoring on, K >= 1, and target
+    objectives that have a target and are minimized. None: the study has no target."""
     import math
 
     opts = plan.options
-    saved = getattr(plan.meta, "target", None) if plan.meta is not None else None
-    if plan.resume:
-        old = Target.model_validate(saved) if saved else None
-        kept_value = BASELINE if old is not None and old.source == "baseline" else old.value if old else None
-        for option, given, kept in (("--target", opts.target, kept_value),
-                                    ("--eval-every-samples", opts.eval_every_samples,
-                                     old.eval_every_samples if old else None)):
-            if given is not None and given != kept:
-                was = f"{option} {kept:g}" if isinstance(kept, (int, float)) else f"{option} {kept}" \
-                    if kept is not None else f"no {option}"
-                raise StudyError(f"study '{plan.study}' was started with {was}; resume without {option} (or start a "
-                                 f"new study with --study NEW_NAME)")
-        return old
     value, source = (opts.target, "--target") if opts.target is not None else (plan.space.target, "space")
     if value == BASELINE:
         if not plan.space.defaults.baseline:
@@ -56,19 +53,58 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
     if value is not None and not math.isfinite(value):
         raise ConfigError(f"{'--target' if source == '--target' else 'the space: target:'} must be a finite number "
                           f"(got {value:g})")
-    if quality is None or not plan.quality_settings().enabled:
-        raise ConfigError(f"{source}: a target needs a quality to reach: workload {plan.workload.text} declares no "
-                          f"quality metric, or the space has trial.quality.enabled: false")
+    if not plan.quality_settings().enabled:
+        raise _no_quality(plan, source)
     every = opts.eval_every_samples
     if every is not None and every < 1:
         raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
     check_target_objectives(plan, given=True)
+    return TargetAsk(value=value, source=source)
+
+
+def check_resumed_target(opts: Any, meta: Any, study: str) -> None:
+    """On --resume, run by plan_search: the study keeps study.json's target and K; a different one given again is
+    refused."""
+    saved = getattr(meta, "target", None)
+    old = Target.model_validate(saved) if saved else None
+    kept_value = BASELINE if old is not None and old.source == "baseline" else old.value if old else None
+    for option, given, kept in (("--target", opts.target, kept_value),
+                                ("--eval-every-samples", opts.eval_every_samples,
+                                 old.eval_every_samples if old else None)):
+        if given is not None and given != kept:
+            was = f"{option} {kept:g}" if isinstance(kept, (int, float)) else f"{option} {kept}" \
+                if kept is not None else f"no {option}"
+            raise StudyError(f"study '{study}' was started with {was}; resume without {option} (or start a "
+                             f"new study with --study NEW_NAME)")
+
+
+def _no_quality(plan: Any, source: str) -> ConfigError:
+    return ConfigError(f"{source}: a target needs a quality to reach: workload {plan.workload.text} declares no "
+                       f"quality metric, or the space has trial.quality.enabled: false")
+
+
+def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = None,
+                 pace: tuple[float, float] | None = None) -> Target | None:
+    """The study's target, from what plan_search checked (plan.target_ask: plan_target): on the workload's quality
+    metric in its direction, evaluated every --eval-every-samples samples, else every K samples from the
+    pre-flight's `pace` (the baseline's samples/s on the trials' device and its scoring seconds) and the trials'
+    `budget` (tuner.study.default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for
+    every trial. On --resume, study.json's (check_resumed_target refused a different one)."""
+    if plan.resume:
+        saved = getattr(plan.meta, "target", None) if plan.meta is not None else None
+        return Target.model_validate(saved) if saved else None
+    ask = plan.target_ask
+    if ask is None:
+        return None
+    if quality is None:  # the workload's own: known once the pre-flight built it
+        raise _no_quality(plan, ask.source)
+    every = plan.options.eval_every_samples
     if every is None:
         from tuner.study import default_eval_every
 
         every = default_eval_every(cfg.params.effective_batch, budget or plan.budget, *(pace or (None, None)))
-    return Target(metric=quality.metric, direction=quality.direction or "minimize", value=value,
-                  eval_every_samples=every, source=source)
+    return Target(metric=quality.metric, direction=quality.direction or "minimize", value=ask.value,
+                  eval_every_samples=every, source=ask.source)
 
 
 def few_evaluations_note(target: Target | None, budget: Any, samples_per_s: float | None, given_k: bool) -> str | None:
