@@ -11,7 +11,7 @@ from tests.helpers.fakes import FakeCudaDevice
 from tuner.config import Params, TrialConfig
 from tuner.device import Device
 from tuner.errors import DeviceError
-from tuner.knobs import CEILINGS, KNOBS, check_device, ceiling_knobs, dropped_here, probed, readme_table
+from tuner.knobs import CEILINGS, KNOBS, check_device, ceiling_knobs, dropped_here, parity_probed, probed, readme_table
 from tuner.search._probe import LOADER_KNOBS
 from tuner.train.ceilings import ceiling_keys
 
@@ -49,7 +49,8 @@ def test_every_params_field_is_in_the_role_table():
     for k in KNOBS.values():
         assert k.role in ("learned", "numerics", "speed", "run") and set(k.moves) <= set(CEILINGS)
         if k.probe is not None:
-            assert k.role == "speed" and k.probe in k.moves, f"{k.name}: only a speed knob moving that ceiling is probed"
+            assert k.role in ("speed", "numerics") and k.probe in k.moves, \
+                f"{k.name}: only a speed or numerics knob moving that ceiling is probed"
         assert k.spell(other_value(k.name)), k.name
 
 
@@ -71,6 +72,7 @@ def test_the_new_speed_knobs_move_the_compute_ceiling_alone():
     assert {"channels_last", "cudnn_benchmark", "optimizer_impl"} <= set(ceiling_knobs("compute"))
     assert not {"channels_last", "cudnn_benchmark", "optimizer_impl"} & set(ceiling_knobs("input"))
     assert set(probed("compute")) == {"channels_last", "cudnn_benchmark", "optimizer_impl"}
+    assert set(parity_probed()) == {"precision", "tf32"}  # compile's compile time does not fit a probe
     assert LOADER_KNOBS == probed("input") == ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 
 

@@ -40,7 +40,9 @@ class Knob:
     moves: tuple[Ceiling, ...]  # the ceilings whose cache key holds it
     pytorch: str | Callable[[Any], str]  # plain PyTorch, `{value}` filled in (the export's text)
     needs: tuple[Need, ...] = ()
-    probe: Ceiling | None = None  # a speed knob a study decides by probing this ceiling, not by sampling
+    # The ceiling a study probes to decide this knob instead of sampling it: a speed knob always; a numerics knob
+    # only where the study's parity check found every value it may pick within seed noise (tuner.search._probe).
+    probe: Ceiling | None = None
     what: str = ""  # one phrase for the README's table
     counts: tuple[Count, ...] = ()  # of_peak's cached figures whose key holds it (tuner.measure.flops)
     heavier: bool = False  # a step's work grows with its value: the pre-flight times the space's top of each
@@ -97,10 +99,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          needs=("workers",), probe="input", what="workers kept between epochs"),
     Knob("pin_memory", "speed", ("input",), "DataLoader(..., pin_memory={value}); batch.to(device, non_blocking=True)",
          needs=("cuda",), probe="input", what="page-locked host memory for the copy to the GPU"),
-    Knob("precision", "numerics", ("compute",), _precision,
+    Knob("precision", "numerics", ("compute",), _precision, probe="compute",
          what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)", counts=("peak",)),
     Knob("tf32", "numerics", ("compute",),
          "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
+         probe="compute",
          what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)",
          counts=("peak",)),
     Knob("channels_last", "speed", ("compute",), _channels_last, probe="compute",
@@ -149,7 +152,14 @@ def numerics_knobs() -> tuple[str, ...]:
 
 def probed(ceiling: Ceiling) -> tuple[str, ...]:
     """The speed knobs a study decides by probing `ceiling`: `input` the loader knobs, `compute` the others."""
-    return tuple(k.name for k in KNOBS.values() if k.probe == ceiling)
+    return tuple(k.name for k in KNOBS.values() if k.probe == ceiling and k.role == "speed")
+
+
+def parity_probed() -> tuple[str, ...]:
+    """The numerics knobs a study decides by compute probes once its parity check found every value it may pick
+    within seed noise (precision, TF32); the others (compile: its compile time does not fit a probe) stay with
+    the trials."""
+    return tuple(k.name for k in KNOBS.values() if k.probe == "compute" and k.role == "numerics")
 
 
 def heavy_knobs() -> tuple[str, ...]:

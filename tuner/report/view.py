@@ -311,11 +311,13 @@ def study_footer(study: Study) -> list[str]:
         out.append(f"pick: {decide(study, 'knee').text}")
     except StudyError:
         pass
-    from tuner.knobs import probed
+    from tuner.knobs import parity_probed, probed
 
     loaders = study.loader_plan()
     if loaders is not None:
         which = "loader" if set(loaders.knobs) <= set(probed("input")) else "speed"
+        if set(loaders.knobs) & set(parity_probed()):  # a precision or TF32 parity found within seed noise
+            which += " and numerics"
         out.append(f"{which} knobs by probes ({loaders.seconds:.0f} s, before the trials): {loaders.describe()}")
     parity = read_parity(study.dir)
     if parity is not None:

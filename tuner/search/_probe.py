@@ -1,6 +1,9 @@
 """Speed knobs by probes, not by training: the loader knobs by input-ceiling probes, and channels_last,
-cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes.
-Over 450 lines because the candidates, the rule, what is skipped and the probe phase are one decision, read together.
+cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes; and, so that the
+trials are spent only where quality is in question (issue 40 item 5), a precision or TF32 the study's parity check
+found within seed noise (within_noise), and the split of a kept effective batch where it is exact (exact_split).
+Over 550 lines because the candidates, the rules (loader, speed and numerics knobs, the split), what is skipped and
+the probe phase are one decision, read together.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
@@ -51,6 +54,17 @@ reading beats the better default reading by more than SPEED_GAIN, each knob on i
 together are not measured: their gains are assumed to combine). channels_last is not probed where the models
 have no 4-D weight (no 2-D convolution): the inputs alone in NHWC would only add a copy.
 
+Numerics knobs (precision, TF32; not compile, whose compile time does not fit a probe) join the compute-side
+candidates once the parity check, run before the probes, found every value the study may pick within seed noise:
+the rounding then changes nothing a change of seed would not, so only speed is in question, and the same rule
+(SPEED_GAIN over the defaults' reading) decides. A knob with a value that drifts or diverged stays with the trials,
+whose quality decides it. The split of the workload's own effective batch into micro-batch x accumulation is exact
+where the pre-flight found no batch-statistics layer (every split computes the same gradient): then every
+micro-batch of it is probed with its own accumulation (up to MAX_SPLITS) and the one predicted fastest is every
+trial's (choose_split: within TOLERANCE, the workload's own, else the largest). What is left to the sampler changes
+what is learned (betas, lr, an explicit effective batch, a split under BatchNorm); a space left with nothing
+learned runs only its distinct configs (configs_left), so quality is scored on those alone.
+
 Checked on the efficiency benchmark's grid (CNN on digits, 2 cores): at batch 16 the probes gave compute 2005,
 input 6107 / 2384 / 4144 samples/s with 0 / 1 / 2 workers, so 1509 / 1089 / 1351 predicted; the grid measured
 1573 / 923 / 1055 end to end. Counting the workers' loading as overlapped instead would have predicted 2005 for
@@ -66,7 +80,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs import KNOBS, WORKERS, probed
+from tuner.knobs import KNOBS, WORKERS, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
@@ -74,12 +88,14 @@ from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
     from tuner.search._resources import Resources
+    from tuner.study import StudyParity
 
 LOADER_KNOBS = probed("input")  # tuner.knobs: num_workers, prefetch_factor, persistent_workers, pin_memory
 SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, optimizer_impl
 SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
+MAX_SPLITS = 6  # a split the probes decide: all its micro-batches probed, where it has no more than this many
 PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
 # A batch size is not set up at all where the pre-flight's step there is too slow for a reading of this many
 # times the deadline: the pre-flight's step is one noisy step (the faster of two), so a step timed a little too
@@ -87,13 +103,36 @@ PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its ra
 PREFLIGHT_MARGIN = 1.5
 
 
-def probed_knobs(space: Space, reachable: list[str]) -> list[str]:
-    """The speed knobs (loader and compute-side) this space searches (and the study's trials can reach)."""
-    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS) if k in reachable and k in space.searched]
+def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
+    """The knobs the probes decide in this space (those it searches and the study's trials can reach): the speed
+    knobs (loader and compute-side), and the numerics knobs in `numerics` (within_noise: parity passed them)."""
+    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS, *(numerics or {})) if k in reachable and k in space.searched]
 
 
-def candidate_speeds(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
-    """Compute-side speed settings to probe: {} (tuner's defaults), then each other value of each knob alone."""
+def within_noise(parity: "StudyParity | None") -> dict[str, list[Any]]:
+    """The numerics knobs the probes may decide (tuner.knobs.parity_probed: precision, TF32), each with its values
+    other than fp32's, where the study's parity check found every one of them within seed noise: a change of
+    rounding nobody could tell from a change of seed, so only its speed is in question. A knob with a value that
+    drifts or diverged stays with the trials (their quality decides it), as does every knob of a failed check."""
+    if parity is None or parity.error:
+        return {}
+    values: dict[str, list[Any]] = {}
+    drifts: set[str] = set()
+    for v in parity.verdicts:
+        for name, value in v.knobs.items():
+            if name not in parity_probed():
+                continue
+            if v.state != "within seed noise":
+                drifts.add(name)
+            elif value not in values.setdefault(name, []):
+                values[name].append(value)
+    return {name: vs for name, vs in values.items() if name not in drifts}
+
+
+def candidate_speeds(space: Space, knobs: list[str], numerics: dict[str, list[Any]] | None = None,
+                     ) -> list[dict[str, Any]]:
+    """Compute-side settings to probe: {} (tuner's defaults), then each other value of each speed knob alone, then
+    each value of each numerics knob in `numerics` (within_noise) alone."""
     from tuner.config import Params
 
     defaults = Params()
@@ -104,6 +143,9 @@ def candidate_speeds(space: Space, knobs: list[str]) -> list[dict[str, Any]]:
             continue
         values = [False, True] if spec.type == "bool" else list(spec.choices or [])
         out += [{name: v} for v in values if v != getattr(defaults, name)]
+    for name, values in (numerics or {}).items():
+        if name in knobs:
+            out += [{name: v} for v in values if v != getattr(defaults, name)]
     return out
 
 
@@ -118,12 +160,16 @@ def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict
         (name, value), = p.knobs.items()
         if p.compute_ceiling > (1 + SPEED_GAIN) * baseline and p.compute_ceiling > best.get(name, 0.0):
             chosen[name], best[name] = value, p.compute_ceiling
+    if chosen.get("precision", "fp32") != "fp32":  # TF32 rounds fp32 matmuls only: nothing left for it to change
+        chosen.pop("tf32", None)
+        best.pop("tf32", None)
     return chosen, max(best.values(), default=baseline)
 
 
-def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
+def candidate_batches(space: Space, context: dict[str, Any], *, every_split: bool = False) -> list[int]:
     """A few batch sizes the search will use: the domain's ends and its (geometric) middle, or its choices (of a
-    kept effective batch: its split's micro-batches)."""
+    kept effective batch: its split's micro-batches; `every_split`: all of them, up to MAX_SPLITS, where the
+    probes decide the split)."""
     from tuner.config import Params
     from tuner.space import kept_split
 
@@ -133,7 +179,7 @@ def candidate_batches(space: Space, context: dict[str, Any]) -> list[int]:
     split = kept_split(space)  # the micro-batches of a kept effective batch: the only ones its trials run
     if spec.type == "categorical" or split is not None:
         values = split if split is not None else sorted({int(v) for v in spec.choices or []})
-        if len(values) <= MAX_BATCHES:
+        if len(values) <= (MAX_SPLITS if every_split and split is not None else MAX_BATCHES):
             return values
         return [values[0], values[len(values) // 2], values[-1]]
     lo, hi = int(spec.low), int(spec.high)  # type: ignore[arg-type]
@@ -305,6 +351,27 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
     return choice
 
 
+def _rate(choice: LoaderChoice) -> float | None:
+    """What a trial at this choice's micro-batch is predicted to reach: its chosen loader's prediction, else the
+    compute ceiling with its chosen speed knobs."""
+    taken = next((p.predicted for p in choice.probes if p.loader == choice.loader and p.predicted), None)
+    return taken or choice.compute_ceiling
+
+
+def choose_split(choices: list[LoaderChoice], effective: int, own: int | None) -> dict[str, int] | None:
+    """The split of the kept effective batch (micro-batch x accumulation) the probes predict fastest, where the
+    split is exact (no batch statistics: every split computes the same gradient). Among the micro-batches predicted
+    within TOLERANCE of the best: the workload's own (`own`), else the largest (fewest accumulation steps). None
+    where no micro-batch was read (the trials then search the split)."""
+    rated = [(r, c) for c in choices if (r := _rate(c))]
+    if not rated:
+        return None
+    best = max(r for r, _ in rated)
+    good = [c for r, c in rated if r >= (1 - TOLERANCE) * best]
+    pick = next((c for c in good if c.batch_size == own), None) or max(good, key=lambda c: c.batch_size)
+    return {"batch_size": pick.batch_size, "accumulation_steps": effective // pick.batch_size}
+
+
 def preflight_steps(preflight: dict[str, Any]) -> dict[int, float]:
     """The seconds of one micro-batch's step (no accumulation) at the space's largest micro-batch, which the
     pre-flight timed on the trials' device (check_plan: `heaviest`); {} when it timed none (a cluster's trials, a
@@ -348,18 +415,25 @@ def not_set_up(batch: int, loaders: list[dict[str, Any]], speeds: list[dict[str,
 def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knobs: list[str],
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None,
-               on_cpu: bool = False, timed: dict[int, float] | None = None, device: str = "") -> LoaderPlan:
+               on_cpu: bool = False, timed: dict[int, float] | None = None, device: str = "",
+               numerics: dict[str, list[Any]] | None = None, decide_split: bool = False) -> LoaderPlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
     study's ceiling cache, or None. `on_cpu`: the trials compute on a CPU (candidate_loaders). `timed`: the
     pre-flight's step of one micro-batch by batch size (preflight_steps: the largest micro-batch), on `device`: a
-    batch size whose step is too slow for a reading there is not set up (not_set_up)."""
+    batch size whose step is too slow for a reading there is not set up (not_set_up). `numerics`: the numerics
+    knobs parity passed (within_noise), probed like speed knobs. `decide_split`: the kept effective batch's split
+    is exact (no batch statistics), so every micro-batch of it is probed, with the accumulation its trials would
+    run it with, and the fastest chosen (choose_split)."""
     from tuner.config import dump_config
+    from tuner.space import kept_split, own_effective_batch
 
     t0 = time.perf_counter()
     loaders = candidate_loaders(space, knobs, on_cpu=on_cpu)
-    speeds = candidate_speeds(space, knobs)
+    speeds = candidate_speeds(space, knobs, numerics)
+    effective = own_effective_batch(space) if kept_split(space) is not None else None
+    decide_split = decide_split and effective is not None
     probe: Any = probe_batch
     if trial_resources is None and threads is not None:
         probe = lambda *args: _with_threads(threads, *args)  # noqa: E731
@@ -372,8 +446,10 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     baseline = space.baseline_point(context)
     choices: list[LoaderChoice] = []
     image = True  # the models' convolutions, as the last batch size set up found them
-    for batch in candidate_batches(space, context):
+    for batch in candidate_batches(space, context, every_split=decide_split):
         point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
+        if decide_split:  # the split its trials would run, the same effective batch: the comparison is exact
+            point["accumulation_steps"] = effective // batch  # (elsewhere one micro-batch a step: more readings fit)
         cfg = space.trial_config(point, base, source="probe")
         step_s = (timed or {}).get(batch)
         step_s = step_s * cfg.params.accumulation_steps if step_s is not None else None
@@ -390,7 +466,10 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
         choices.append(choice)
         if on_batch is not None:
             on_batch(choice)
-    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device)
+    split = choose_split(choices, effective, baseline.get("batch_size")) if decide_split and effective else None
+    if split is not None:
+        knobs = [*knobs, *(k for k in split if k not in knobs)]
+    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device, split=split)
 
 
 def configs_left(space: Space, context: dict[str, Any], loaders: LoaderPlan,
@@ -437,15 +516,30 @@ def probes_in_process(plan: "SearchPlan", resources: "Resources") -> bool:
     return not plan.options.address and resources.gpus_per_trial <= 0
 
 
+def exact_split(plan: "SearchPlan", space: Space, context: dict[str, Any]) -> bool:
+    """Whether the probes decide how the kept effective batch is split: the space searches the split of the
+    workload's own effective batch, and the pre-flight found no batch-statistics layer in the models (every split
+    then computes the same gradient: a speed knob). Unknown (no pre-flight on the trials' device): the trials
+    search it."""
+    from tuner.space import kept_split
+
+    return ("batch_size" in space.reachable(context) and kept_split(space) is not None
+            and plan.preflight.get("batch_statistics") == [])
+
+
 def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
-                 resources: "Resources", console: Any) -> LoaderPlan | None:
-    """The study's loader probes (tuner.search._probe): run once, before the first trial, and kept in the study
-    folder so a resumed study samples as it began. None when the study does not probe."""
+                 resources: "Resources", console: Any, parity: "StudyParity | None" = None) -> LoaderPlan | None:
+    """The study's probes (tuner.search._probe): run once, before the first trial, and kept in the study folder
+    so a resumed study samples as it began. They decide the speed knobs, the numerics knobs `parity` (the study's
+    check, run before them) found within seed noise, and an exact split of the effective batch, so the trials
+    search only what changes what is learned. None when the study does not probe."""
     folder = plan.folder
     if plan.loaders is not None:
         return plan.loaders
-    knobs = probed_knobs(space, space.reachable(context))
-    if not plan.options.probe or not knobs or plan.resume:
+    numerics = within_noise(parity)
+    knobs = probed_knobs(space, space.reachable(context), numerics)
+    split = exact_split(plan, space, context)
+    if not plan.options.probe or not (knobs or split) or plan.resume:
         return None  # a study begun without probes goes on without them
     if resources.ddp_workers > 1:
         return None  # a DDP trial's loaders are per rank, on several workers: probed by the trials themselves
@@ -454,7 +548,11 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
     if console is not None:
         which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
-        console.print(f"probing {which} knobs ({', '.join(knobs)}) with one trial's resources ...", soft_wrap=True)
+        named = [*knobs, *(["the split of the effective batch"] if split else [])]
+        console.print(f"probing {which} knobs ({', '.join(named)}) with one trial's resources ...", soft_wrap=True)
+        passed = [f"{k} ({', '.join(map(str, vs))} within seed noise)" for k, vs in numerics.items() if k in knobs]
+        if passed:
+            console.print(f"  parity passed {'; '.join(passed)}: probed for speed, not sampled", soft_wrap=True)
 
     def show(choice: Any) -> None:
         if console is not None:
@@ -476,7 +574,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
                              seconds=seconds, on_batch=show,
                              threads=resources.cpus_per_process if here else None,
                              on_cpu=resources.gpus_per_trial <= 0, timed=preflight_steps(plan.preflight),
-                             device=str(plan.preflight.get("device") or ""))
+                             device=str(plan.preflight.get("device") or ""), numerics=numerics,
+                             decide_split=split)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape
 
@@ -487,4 +586,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
                           f"sampler searches the loader knobs itself", soft_wrap=True)
         return None
     folder.write_file(folder.probes_path, loaders.model_dump_json(indent=1))  # never a deleted study's folder
+    if console is not None and loaders.split is not None:
+        b, a = loaders.split["batch_size"], loaders.split["accumulation_steps"]
+        console.print(f"  split: {b} x {a} for every trial (no batch statistics: every split of the effective batch "
+                      f"{b * a} computes the same gradient, so the fastest probed is kept)", soft_wrap=True)
     return loaders

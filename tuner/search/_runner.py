@@ -469,12 +469,15 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
                        driver_host=socket.gethostname())
-    loaders = plan_loaders(plan, space, context, base, resources, console) if remaining > 0 else None
-    if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the first trial (parity.json)
+    parity = None
+    if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the probes (parity.json)
         from tuner.search._parity import plan_parity
         from tuner.search._probe import probes_in_process
 
-        plan_parity(plan, space, context, base, resources, console, in_process=probes_in_process(plan, resources))
+        parity = plan_parity(plan, space, context, base, resources, console,
+                             in_process=probes_in_process(plan, resources))
+    # The probes decide the speed knobs, the numerics parity passed, and an exact split (tuner.search._probe).
+    loaders = plan_loaders(plan, space, context, base, resources, console, parity) if remaining > 0 else None
     if loaders is not None and remaining > 0:
         remaining, meta, plan = _only_distinct(plan, meta, space, context, loaders, len(records), console)
     # Seeded, but shifted by the trials already in the study, so a resumed search does not replay the same draws.

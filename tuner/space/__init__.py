@@ -6,7 +6,7 @@ path finds its file (_load.py), and the domains a study stores when it starts (_
 Ray or Optuna's storage; tuner.search samples from it.
 """
 
-from tuner.space._batch import heaviest_split, kept_split, split_learning_note
+from tuner.space._batch import heaviest_split, kept_split, own_effective_batch, split_learning_note
 from tuner.space._domains import check_resumable_split, check_stored_domains, domains_of, stored_space, study_space
 from tuner.space._load import clamp_notes, knob_notes, list_spaces, load_space, parse_space, resolve_space_path, space_names
 from tuner.space._space import CONTEXT_NAMES, Condition, ParamSpec, Space, check_finite
@@ -26,6 +26,7 @@ __all__ = [
     "knob_notes",
     "list_spaces",
     "load_space",
+    "own_effective_batch",
     "parse_space",
     "resolve_space_path",
     "space_names",

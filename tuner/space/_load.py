@@ -288,6 +288,9 @@ def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
             why = f"the space searches it only when {held}" + ("" if cuda else " (no CUDA device here)")
         if why is not None:
             out.append(f"{name}: dropped, {why}")
+        elif k.probe is not None and k.role == "numerics":
+            out.append(f"{name}: kept, checked against fp32 (parity) first; decided by compute-ceiling probes where "
+                       f"every value is within seed noise, else by the trials' quality")
         elif k.probe is not None:
             by = "the loader probes" if k.probe == "input" else "compute-ceiling probes"
             extra = " (image workloads: not probed for models without 2-D convolutions)" \

@@ -507,8 +507,8 @@ class Space(_Strict):
         split = splits(self)
         drawn: dict[str, Any] = {}
         for name, spec in self.params.items():
-            if split and name in heavy_knobs():  # one effective batch, split (_batch.py)
-                if "batch_size" not in drawn:
+            if split and name in heavy_knobs():  # one effective batch, split (_batch.py), unless decided elsewhere
+                if "batch_size" not in drawn and "batch_size" not in skip:
                     drawn.update(sample_split(self, trial))
                 continue
             if spec.fixed or name in skip:

@@ -1,6 +1,7 @@
 """What a study's probes found, as the study folder keeps it (probes.json): the input ceiling of each probed
 loader, the compute ceiling of each probed setting of the compute-side speed knobs (channels_last, cudnn_benchmark,
-optimizer_impl), and what was chosen at each probed batch size (tuner.search._probe runs them).
+optimizer_impl, and a precision or TF32 the parity check passed), what was chosen at each probed batch size, and
+the split of the effective batch where the probes chose it (tuner.search._probe runs them).
 """
 
 from __future__ import annotations
@@ -59,9 +60,16 @@ class LoaderPlan(BaseModel):
     choices: list[LoaderChoice]
     seconds: float = 0.0  # wall time of the probe phase
     device: str = ""
+    # The split of the kept effective batch the probes chose (batch_size, accumulation_steps), where it is exact
+    # (no batch statistics); None: the trials search it (or the space does not split).
+    split: dict[str, int] | None = None
 
     def loader_for(self, batch_size: int | None) -> dict[str, Any]:
-        """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale)."""
+        """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale); with
+        a split the probes chose, that split and what was chosen at its micro-batch, whatever `batch_size`."""
+        if self.split is not None:
+            batch_size = self.split["batch_size"]
+            return {**self.split, **next((c.knobs() for c in self.choices if c.batch_size == batch_size), {})}
         if not self.choices:
             return {}
         if batch_size is None:
@@ -70,6 +78,10 @@ class LoaderPlan(BaseModel):
         return best.knobs()
 
     def describe(self) -> str:
+        if self.split is not None:  # every trial's: what was chosen at its micro-batch
+            b, a = self.split["batch_size"], self.split["accumulation_steps"]
+            knobs = ", ".join(f"{k} {v}" for k, v in self.loader_for(b).items() if k not in self.split)
+            return f"split {b} x {a} (exact: no batch statistics): {knobs or 'defaults'}"
         parts = []
         for c in self.choices:
             knobs = ", ".join(f"{k} {v}" for k, v in c.knobs().items()) or "defaults"
