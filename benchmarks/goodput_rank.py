@@ -154,6 +154,12 @@ def rows(runs: list[Run], phi: float, cap: int, rule: str, ref: dict[str, Any]) 
     tau, rho = kendall(xs, ys), spearman(xs, ys)
     factors = {m: max(predicted[m] / measured[m], measured[m] / predicted[m]) for m in batches if m != BASE_BATCH}
     worst = max(factors.values()) if factors else None
+    cost = {m: measured[m] / base for m in batches if m != BASE_BATCH}
+    implied = {m: implied_noise_scale(m, c) for m, c in cost.items()}
+    why = "; ".join(f"M={m} measured {c:.2f}x M={BASE_BATCH}'s samples, " + (
+        f"the cost at noise scale {implied[m]:.0f}" if implied[m] is not None else
+        "which no noise scale gives (the model puts it between "
+        f"{min(1.0, m / BASE_BATCH):g}x and {max(1.0, m / BASE_BATCH):g}x)") for m, c in cost.items())
     order_p, order_m = order(batches, predicted), order(batches, measured)
     seeds = sorted({r.seed for r in runs})
     per = "; ".join(f"M={m} (lr {scaled(m, rule, phi):.3g}): measured {measured[m]:,.0f} ({reached[m]}/{n[m]} "
@@ -171,8 +177,9 @@ def rows(runs: list[Run], phi: float, cap: int, rule: str, ref: dict[str, Any]) 
                "sample_cost": {str(m): sample_cost(m, BASE_BATCH, phi) for m in batches},
                "reached": {str(m): reached[m] for m in batches}, "runs_per_batch": {str(m): n[m] for m in batches},
                "kendall_tau": tau, "spearman_rho": rho, "factors": {str(m): f for m, f in factors.items()},
-               "worst_factor": worst, "noise_scale": phi, "rule": rule, "cap_samples": cap, "reference": ref,
-               "runs": [asdict(r) for r in runs]}
+               "worst_factor": worst, "measured_cost": {str(m): c for m, c in cost.items()},
+               "implied_noise_scale": {str(m): v for m, v in implied.items()}, "noise_scale": phi, "rule": rule,
+               "cap_samples": cap, "reference": ref, "runs": [asdict(r) for r in runs]}
     rank_row = {
         "id": "gp-rank", "benchmark": "goodput_rank",
         "name": "goodput's predicted samples to target ranks 3 effective batches as measured (CNN, digits)",
@@ -180,7 +187,7 @@ def rows(runs: list[Run], phi: float, cap: int, rule: str, ref: dict[str, Any]) 
         "target": target("Kendall tau-b = 1 (predicted and measured samples to target in the same order, no ties)",
                          ("figure", ">=", 1.0)).to_json(),
         "note": f"Order by prediction {order_p}; by measurement {order_m} (Kendall tau-b {_f(tau)}, Spearman rho "
-                f"{_f(rho)}). {how}",
+                f"{_f(rho)}). Against the recorded noise scale {phi:.0f}: {why}. {how}",
         "details": details,
     }
     ratio_row = {
@@ -201,6 +208,16 @@ def order(batches: list[int], by: dict[int, float]) -> str:
     """The batch sizes from the fewest samples to the most, ties joined by '='."""
     ms = sorted(batches, key=lambda m: by[m])
     return "".join(("" if i == 0 else " = " if by[m] == by[ms[i - 1]] else " < ") + str(m) for i, m in enumerate(ms))
+
+
+def implied_noise_scale(batch: int, cost: float) -> float | None:
+    """The noise scale phi at which sample_cost(batch, BASE_BATCH, phi) equals the measured `cost` (solving
+    (phi + M) / (phi + M0) = c for phi); None where no phi >= 0 gives it (a smaller batch measured dearer than the
+    base, or a larger one cheaper: outside the model, which puts every cost between 1 and M / M0)."""
+    if cost == 1.0 or batch == BASE_BATCH:
+        return None
+    phi = (batch - BASE_BATCH * cost) / (cost - 1.0)
+    return phi if phi >= 0 else None
 
 
 def scaled(batch: int, rule: str, phi: float) -> float:

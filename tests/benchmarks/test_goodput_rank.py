@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.goodput_rank import BASE_BATCH, Run, kendall, markdown, ranks, rows, spearman
+from benchmarks.goodput_rank import BASE_BATCH, Run, implied_noise_scale, kendall, markdown, ranks, rows, spearman
 from benchmarks.table import Row
 from tuner.analysis.goodput import sample_cost
 
@@ -63,3 +63,12 @@ def test_the_markdown_is_generated_from_the_rows():
     doc = {"rows": found, "date": "2026-11-27T10:00:00+00:00", "machine": "test", "load": [1.0], "seconds": 1.0}
     md = markdown(doc)
     assert "| gp-rank |" in md and "| gp-ratio |" in md and "| 256 |" in md
+
+
+def test_the_note_names_the_noise_scale_a_measured_cost_implies_or_that_none_does():
+    assert implied_noise_scale(256, sample_cost(256, BASE_BATCH, 110.0)) == pytest.approx(110.0)
+    assert implied_noise_scale(16, sample_cost(16, BASE_BATCH, 300.0)) == pytest.approx(300.0)
+    assert implied_noise_scale(16, 1.1) is None  # a smaller batch dearer than the base: outside the model
+    found = rows(_runs({16: [1400], 64: [1300], 256: [2600]}), PHI, CAP, "adascale", REF)[0]
+    assert "M=16 measured 1.08x M=64's samples, which no noise scale gives" in found["note"]
+    assert "M=256 measured 2.00x M=64's samples, the cost at noise scale 128" in found["note"]
