@@ -38,7 +38,7 @@ CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", 
 STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
-              "goodput_rank": "benchmarks/goodput_rank.py"}
+              "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -162,6 +162,10 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "goodput's predicted samples to target ranks 3 effective batches as measured (CNN, digits)"),
     ExpectedRow("gp-ratio", "goodput_rank",
                 "goodput's predicted samples to target within 2x of measured (CNN, digits)"),
+    ExpectedRow("roles-lm", "roles",
+                "speed and numerics knobs without learning knobs (charlm): study wall time, roles / every knob by trials"),
+    ExpectedRow("roles-lm-pick", "roles", "the roles pick's throughput / the best trial's of --no-probe (charlm)"),
+    ExpectedRow("roles-default", "roles", "default study (gan, amp_loader): wall time, roles / every knob by trials"),
 )
 
 

@@ -43,7 +43,7 @@ def search(
     reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
     confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 1: the knee).")] = None,
     repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
-    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide loader knobs (workers, prefetch, pinning) by probing input and compute ceilings before the trials, instead of training trials for them (default: probe).")] = True,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide the speed-only knobs (loader, channels_last, cuDNN, optimizer implementation), a precision or TF32 the parity check finds within seed noise, and an exact split of the effective batch (no batch statistics) by probing ceilings before the trials, so the trials search only what changes what is learned; --no-probe samples and trains every knob as a trial (default: probe).")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
