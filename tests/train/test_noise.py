@@ -79,3 +79,29 @@ def test_a_dataset_smaller_than_the_pass_is_read_again_newly_shuffled():
     found, why = measure_noise_scale(config(), resolve_device("cpu"), workload, data,
                                      {"w": workload.models["w"]()}, seconds=60.0)
     assert why is None and found is not None and found.pairs == 16
+
+
+def ticking(step):
+    t = [0.0]
+
+    def clock():
+        t[0] += step
+        return t[0]
+
+    return clock
+
+
+def test_a_short_cap_still_reads_the_pairs_an_estimate_needs_within_noise_seconds():
+    """A 15 s budget's cap is 0.75 s: a loaded machine read 2 of the 4 pairs there and the baseline recorded no
+    noise scale. The pass goes on to MIN_PAIRS within NOISE_SECONDS, and no further."""
+    from tuner.measure.noise_scale import MIN_PAIRS
+    from tuner.train.noise import NOISE_SECONDS
+
+    workload, data, _ = planted()
+    models = {"w": workload.models["w"]()}
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), workload, data, models, seconds=0.5,
+                                     clock=ticking(0.3))  # a pair every 0.3 s: 1 pair within the cap
+    assert why is None and found is not None and found.pairs == MIN_PAIRS
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), workload, data, models, seconds=0.5,
+                                     clock=ticking(NOISE_SECONDS / 3))  # too slow even so: said, not guessed
+    assert found is None and why.startswith(f"2 of the {MIN_PAIRS} pairs")

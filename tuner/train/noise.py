@@ -6,7 +6,8 @@ reads each trial alike. The pass takes `GROUP` micro-batches of the trial's batc
 (a loader without workers, its own shuffle), computes each one's gradient of the first phase's loss on the trained
 models (unwrapped: eager, no DDP, fp32, no optimizer step, so the weights stay as training left them), and pairs
 their mean squared norm (B_small = batch_size) with the squared norm of their mean (B_big = GROUP x batch_size);
-up to MAX_GROUPS such pairs, within its cap (noise_seconds()). What it took is the record's noise_seconds, after
+up to MAX_GROUPS such pairs, within its cap (noise_seconds()), and at least the MIN_PAIRS an estimate needs where
+NOISE_SECONDS allow them. What it took is the record's noise_seconds, after
 wall_seconds (like of_peak's): outside the timed windows and the budget.
 
 A workload of several phases (a GAN) gets none: its losses chase each other, so there is no one loss whose
@@ -40,10 +41,18 @@ def noise_seconds(cfg: TrialConfig) -> float:
     return cap
 
 
+def _more(spent: float, seconds: float, pairs: int) -> bool:
+    """Whether the pass reads another pair: within its cap, or short of the MIN_PAIRS an estimate needs and within
+    NOISE_SECONDS (a 15 s budget's 5% is 0.75 s: a loaded machine read 2 of the 4 pairs there, and the baseline,
+    whose noise scale every trial's efficiency uses, recorded none)."""
+    return spent < seconds or (pairs < MIN_PAIRS and spent < NOISE_SECONDS)
+
+
 def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_set: Any, models: dict[str, Any],
                         seconds: float, clock: Callable[[], float] = time.perf_counter,
                         ) -> tuple[NoiseScale | None, str | None]:
-    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs or at `seconds`."""
+    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs or at `seconds`, but
+    not before MIN_PAIRS pairs while NOISE_SECONDS allow (_more)."""
     import torch
 
     from tuner.data import make_loader
@@ -73,7 +82,7 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     for m in plain.values():
         m.train()
     try:
-        while est.pairs < MAX_GROUPS and clock() - t0 < seconds:
+        while est.pairs < MAX_GROUPS and _more(clock() - t0, seconds, est.pairs):
             total: list[Any] | None = None
             small = torch.zeros((), dtype=torch.float64, device=device.torch_device)
             batches = [to_device(next(it), device.torch_device) for _ in range(GROUP)]
