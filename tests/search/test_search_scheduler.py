@@ -51,7 +51,10 @@ def evaluate(models, val_batches):
 
 
 def make():
-    return tuner.Workload(models={{"net": lambda: nn.Linear(4, 2)}}, datasets=data, loss=loss, evaluate=evaluate,
+    # BatchNorm: the split of the effective batch changes what is learned (so the sampler searches it, and a
+    # quality that differs with batch_size is what such a model can show)
+    return tuner.Workload(models={{"net": lambda: nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 2))}}, datasets=data,
+                          loss=loss, evaluate=evaluate,
                           quality=("val_loss", "min"))
 '''
 

@@ -80,7 +80,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs import KNOBS, WORKERS, parity_probed, probed
+from tuner.knobs import KNOBS, WORKERS, heavy_knobs, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
@@ -369,7 +369,8 @@ def choose_split(choices: list[LoaderChoice], effective: int, own: int | None) -
     best = max(r for r, _ in rated)
     good = [c for r, c in rated if r >= (1 - TOLERANCE) * best]
     pick = next((c for c in good if c.batch_size == own), None) or max(good, key=lambda c: c.batch_size)
-    return {"batch_size": pick.batch_size, "accumulation_steps": effective // pick.batch_size}
+    batch, accumulation = heavy_knobs()  # tuner.knobs: the effective batch's factors
+    return {batch: pick.batch_size, accumulation: effective // pick.batch_size}
 
 
 def preflight_steps(preflight: dict[str, Any]) -> dict[int, float]:
