@@ -6,9 +6,12 @@ reads each trial alike. The pass takes `GROUP` micro-batches of the trial's batc
 (a loader without workers, its own shuffle), computes each one's gradient of the first phase's loss on the trained
 models (unwrapped: eager, no DDP, fp32, no optimizer step, so the weights stay as training left them), and pairs
 their mean squared norm (B_small = batch_size) with the squared norm of their mean (B_big = GROUP x batch_size);
-up to MAX_GROUPS such pairs, within its cap (noise_seconds()), and at least the MIN_PAIRS an estimate needs where
-NOISE_SECONDS allow them. What it took is the record's noise_seconds, after
-wall_seconds (like of_peak's): outside the timed windows and the budget.
+a fixed number of such pairs (planned_pairs: 4, 8 or 16, the most whose time, judged from the first pair, fits its
+cap noise_seconds(); at least the MIN_PAIRS an estimate needs where NOISE_SECONDS allow them). A fixed count, not
+"as many as fit", so the same trained models read the same batches and give the same estimate on a quiet machine
+and a loaded one (reading until the cap, three identical reference runs of the goodput benchmark gave 358, 218 and
+381). What it took is the record's noise_seconds, after wall_seconds (like of_peak's): outside the timed windows
+and the budget.
 
 A workload of several phases (a GAN) gets none: its losses chase each other, so there is no one loss whose
 gradient noise sets a critical batch (noise_scale_skipped says so).
@@ -41,18 +44,25 @@ def noise_seconds(cfg: TrialConfig) -> float:
     return cap
 
 
-def _more(spent: float, seconds: float, pairs: int) -> bool:
-    """Whether the pass reads another pair: within its cap, or short of the MIN_PAIRS an estimate needs and within
-    NOISE_SECONDS (a 15 s budget's 5% is 0.75 s: a loaded machine read 2 of the 4 pairs there, and the baseline,
-    whose noise scale every trial's efficiency uses, recorded none)."""
-    return spent < seconds or (pairs < MIN_PAIRS and spent < NOISE_SECONDS)
+LEVELS = (MIN_PAIRS, 8, MAX_GROUPS)  # the pair counts a pass may plan: a coarse ladder, so load rarely moves it
+
+
+def planned_pairs(pair_seconds: float, seconds: float) -> int:
+    """How many pairs the pass reads, from its first pair's time: the most of LEVELS that fit its cap `seconds`;
+    else MIN_PAIRS where they fit NOISE_SECONDS (a 15 s budget's 5% is 0.75 s: a loaded machine read 2 of the 4
+    pairs there, and the baseline, whose noise scale every trial's efficiency uses, recorded none); else 1 (the
+    pass stops and says why)."""
+    fits = [n for n in LEVELS if n * pair_seconds <= seconds]
+    if fits:
+        return max(fits)
+    return MIN_PAIRS if MIN_PAIRS * pair_seconds <= NOISE_SECONDS else 1
 
 
 def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_set: Any, models: dict[str, Any],
                         seconds: float, clock: Callable[[], float] = time.perf_counter,
                         ) -> tuple[NoiseScale | None, str | None]:
-    """(the accumulated pairs, None) or (None, why not measured). Stops at MAX_GROUPS pairs or at `seconds`, but
-    not before MIN_PAIRS pairs while NOISE_SECONDS allow (_more)."""
+    """(the accumulated pairs, None) or (None, why not measured). Reads the pairs planned_pairs() gives after the
+    first one; a machine that slows down past twice NOISE_SECONDS ends it early (fewer than MIN_PAIRS: none)."""
     import torch
 
     from tuner.data import make_loader
@@ -81,8 +91,16 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     was = {k: m.training for k, m in plain.items()}
     for m in plain.values():
         m.train()
+    planned, began, first = MAX_GROUPS, 0.0, 0.0
     try:
-        while est.pairs < MAX_GROUPS and _more(clock() - t0, seconds, est.pairs):
+        while est.pairs < planned and (spent := clock() - t0) < 2 * NOISE_SECONDS:
+            if est.pairs == 0:
+                began = spent
+            elif est.pairs == 1:
+                first = spent - began
+                planned = planned_pairs(first, seconds)
+                if planned <= 1:
+                    break
             total: list[Any] | None = None
             small = torch.zeros((), dtype=torch.float64, device=device.torch_device)
             batches = [to_device(next(it), device.torch_device) for _ in range(GROUP)]
@@ -102,5 +120,8 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
         for k, m in plain.items():
             m.train(was[k])
     if est.pairs < MIN_PAIRS:
+        if planned <= 1:
+            return None, (f"a pair of {GROUP} micro-batches took {first:.2g} s: the {MIN_PAIRS} pairs an estimate "
+                          f"needs do not fit {NOISE_SECONDS:g} s")
         return None, f"{est.pairs} of the {MIN_PAIRS} pairs of {GROUP} micro-batches it needs within {seconds:.1f} s"
     return est, None
