@@ -56,6 +56,30 @@ def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_
     assert "shapes do not line up at 32" in shown and str(work) in shown and "raise ValueError" in shown
 
 
+@pytest.mark.ray
+def test_a_probe_that_raises_in_the_users_code_is_said_at_the_start_not_hidden(ray_session, tmp_path, capsys):
+    """Without batch statistics the probes decide the split of the effective batch 64 and read every micro-batch:
+    the user's bug at 32 raises in its probe. The study says so at its start, naming the error and the user's line,
+    and the split is chosen among the micro-batches that ran (no trial runs 32)."""
+    from tuner.study import LoaderPlan
+
+    work = write(tmp_path / "proj", RAISES_AT_32)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--trials", "2", "--study", "bugs",
+                 "--confirm", "0", "--reports-dir", str(reports)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    line = next(ln for ln in err.splitlines() if "batch 32: the probe's step raised" in ln)
+    assert f"ValueError: shapes do not line up at 32 (at {work}:" in line and "chose without this batch size" in line
+    plan = LoaderPlan.model_validate_json((reports / "bugs" / "probes.json").read_text())
+    raised = {c.batch_size: c.raised for c in plan.choices}
+    assert raised[32].startswith("ValueError: shapes do not line up at 32") and raised[16] is None
+    assert plan.split is not None and plan.split["batch_size"] != 32
+    assert all(r["params"]["batch_size"] != 32 for r in load_trials(reports / "bugs"))
+
+
 @pytest.mark.parametrize("body, needle", [
     ("import definitely_not_installed_xyz\n", "ModuleNotFoundError: No module named 'definitely_not_installed_xyz'"),
     (GOOD.replace('quality=("val_loss", "min")', 'quality=("val_acc", "max")'),

@@ -264,7 +264,7 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     """On a trial's resources: the compute ceiling of the config in `cfg_json`, with each compute-side speed
     setting in `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of
     each loader in `loaders`, through the study's ceiling cache (tuner.train.probe_ceilings measures them).
-    Returns {compute, computes: [value per speed setting], image, inputs: [value per loader], device}."""
+    Returns {compute, computes: [value per speed setting], image, inputs: [value per loader], device, raised}."""
     from tuner.config import parse_config
     from tuner.measure.ceiling import CeilingCache
     from tuner.train import probe_ceilings
@@ -339,7 +339,8 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
               speeds: list[dict[str, Any]] | None = None) -> LoaderChoice:
     """The loader and speed knobs chosen at one batch size from what probe_batch found there."""
     probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
-    choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes)
+    choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes,
+                          raised=found.get("raised"))
     speeds = speeds or [{}]
     computes = found.get("computes") or [found["compute"]]
     choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v) for sp, v in zip(speeds, computes)]
@@ -556,6 +557,13 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
             console.print(f"  parity passed {'; '.join(passed)}: probed for speed, not sampled", soft_wrap=True)
 
     def show(choice: Any) -> None:
+        if console is not None and choice.raised:
+            from rich.markup import escape
+
+            console.print(f"  [yellow]warning:[/yellow] batch {choice.batch_size}: the probe's step raised "
+                          f"{escape(choice.raised)}; the probes chose without this batch size (a trial given it "
+                          f"fails the same way, its traceback in the trial's log)", soft_wrap=True)
+            return
         if console is not None:
             timed = (f": one took {choice.preflight_step_s:.3g} s in the pre-flight, so this batch size was not "
                      f"set up" if choice.preflight_step_s is not None else "")

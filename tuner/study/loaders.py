@@ -37,6 +37,9 @@ class LoaderChoice(BaseModel):
     notes: list[str] = Field(default_factory=list)  # why a knob was not probed here ("channels_last: no 4-D inputs")
     # The pre-flight's step at this batch size, where it was too slow for a probe reading: nothing was set up here.
     preflight_step_s: float | None = None
+    # The workload's error where the compute reading raised here (`ValueError: ... (at model.py:12)`): a bug at
+    # this batch size, which the study says at its start rather than leaving a split it then never runs.
+    raised: str | None = None
 
     def knobs(self) -> dict[str, Any]:
         """Everything chosen here: the loader and the speed knobs."""

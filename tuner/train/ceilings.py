@@ -110,12 +110,16 @@ def first_batch(cfg: TrialConfig, device: Device, workload: Workload, train_set:
     return to_device(one, device.torch_device)
 
 
+RAISED = "raised "  # a ceiling's note when its reading raised (not skipped for its deadline, not out of memory)
+
+
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,
                     models: dict[str, nn.Module], seconds: float, world: int = 1, *,
                     step_seconds: float | None = None, notes: dict[str, str] | None = None,
                     clock: Clock = time.perf_counter, stable: float | None = None, batch: Any = None) -> float | None:
     """One ceiling, all ranks together (samples/s summed over ranks), within `seconds` of wall time; None when it
-    could not be measured (the reason in `notes[kind]` when it was skipped for its deadline). The compute ceiling
+    could not be measured (the reason in `notes[kind]` when it was skipped for its deadline or raised: RAISED and
+    the error, at the user's innermost frame). The compute ceiling
     trains `models` with a fresh optimizer: pass models whose weights no longer matter. `step_seconds`, the
     trial's settled step, skips a compute ceiling whose deadline cannot hold enough steps before it starts.
     `batch`: the compute ceiling's first_batch, when the caller took it already (None: taken here)."""
@@ -145,6 +149,10 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
         if is_oom(err):
             gc.collect()
             device.free_memory()
+        elif notes is not None:  # said, not swallowed: a bug in the workload at this config shows here first
+            from tuner.workload.loader import user_error_line
+
+            notes[kind] = f"{RAISED}{user_error_line(err)}"
         return None
     return value * world if value is not None else None
 

@@ -11,7 +11,7 @@ from typing import Any
 from tuner.config import TrialConfig
 from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
-from tuner.train.ceilings import ceilings, first_batch, measure_ceiling
+from tuner.train.ceilings import RAISED, ceilings, first_batch, measure_ceiling
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload import running
 
@@ -27,7 +27,8 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
     reading gives nothing (a step too slow for the deadline), the other speed settings are not read (None: a
     speed knob is kept only against a defaults' reading). `stable`: each reading may end once its rate settled
     (tuner.train.ceilings.compute_ceiling). Returns {compute, computes: [value per speed setting], image,
-    inputs: [value per loader], device}."""
+    inputs: [value per loader], device, raised: the workload's error where the defaults' reading raised, else
+    None}."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
     speeds = speeds or [{}]
@@ -43,9 +44,10 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             one = first_batch(cfg, device, workload, train_set)
         except Exception:  # noqa: BLE001 - each reading takes it itself then, and is None where it fails, as before
             one = None
+        notes: dict[str, str] = {}  # why the defaults' compute reading gave nothing (RAISED: the workload's error)
         if len(speeds) == 1:
             measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable,
-                            batch=one)
+                            batch=one, notes=notes)
         # With speed settings to compare, the defaults are read first and again last, and the better reading
         # counts: a first reading that paid one-time costs gives way to the second, and the alternatives are read
         # after it, warm. So no untimed warm-up there (0.4-0.5 s per probed batch size of the default study).
@@ -66,7 +68,8 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                 here = build_models(workload, device, point.params)
             with device.numerics(point.params):
                 computes.append(ceilings(point, device, workload, train_set, here, seconds, None,
-                                         kinds=("compute",), stable=stable, batch=one)["compute"])
+                                         kinds=("compute",), stable=stable, batch=one,
+                                         notes=notes if not computes else None)["compute"])
             del here
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
             again = computes.pop()
@@ -79,5 +82,6 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                                    kinds=("input",), stable=stable)["input"])
             if enough is not None and enough(computes[0], loaders[: i + 1], inputs, loaders[i + 1:], on_cpu=on_cpu):
                 break
+    raised = notes.get("compute", "")
     return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
-            "device": device.describe()}
+            "device": device.describe(), "raised": raised[len(RAISED):] if raised.startswith(RAISED) else None}
