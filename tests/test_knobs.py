@@ -106,3 +106,15 @@ def test_the_split_of_a_fixed_effective_batch_is_speed_only_without_batch_statis
     assert role_text("batch_size", batch_statistics=False).startswith("speed only")
     assert role_text("accumulation_steps", batch_statistics=True).startswith("what is learned")
     assert role_text("precision", batch_statistics=False) == role_text("precision")
+
+
+def test_tf32_acts_only_beside_fp32_and_every_acts_with_names_a_knob():
+    from tuner.knobs import KNOBS, acts
+
+    assert acts("tf32", {"precision": "fp32"}) and acts("tf32", {})
+    assert not acts("tf32", {"precision": "bf16"}) and not acts("tf32", {"precision": "fp16"})
+    assert acts("channels_last", {"precision": "bf16"})
+    for k in KNOBS.values():
+        for other, value in k.acts_with:
+            assert other in KNOBS and other != k.name
+            assert value == getattr(Params(), other)  # what it acts with is the other knob's default

@@ -47,6 +47,9 @@ class Knob:
     counts: tuple[Count, ...] = ()  # of_peak's cached figures whose key holds it (tuner.measure.flops)
     heavier: bool = False  # a step's work grows with its value: the pre-flight times the space's top of each
     hyperparameter: str | None = None  # the workload's optimizer setting it stands for ("lr", "betas")
+    # Other knobs' values it acts under (TF32 rounds fp32 matmuls only: under fp16/bf16 autocast it changes nothing),
+    # so a choice that sets those otherwise drops it (applies).
+    acts_with: tuple[tuple[str, Any], ...] = ()
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -105,7 +108,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
          probe="compute",
          what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)",
-         counts=("peak",)),
+         counts=("peak",), acts_with=(("precision", "fp32"),)),
     Knob("channels_last", "speed", ("compute",), _channels_last, probe="compute",
          what="NHWC memory format of the models and their 4-D inputs (image workloads)"),
     Knob("cudnn_benchmark", "speed", ("compute",), "torch.backends.cudnn.benchmark = {value}", needs=("cuda",),
@@ -172,6 +175,12 @@ def hyperparameter_knobs() -> tuple[str, ...]:
     """The knobs that stand for the workload's own optimizer settings (lr, lr_scale, the betas): a space may
     search them only where the workload's optimizer takes that setting (`Knob.hyperparameter`)."""
     return tuple(k.name for k in KNOBS.values() if k.hyperparameter is not None)
+
+
+def acts(name: str, values: dict[str, Any]) -> bool:
+    """Whether knob `name` changes anything beside `values` (other knobs' values; one not given is taken as what
+    the knob acts with): False for TF32 beside a chosen bf16, whose autocast leaves no fp32 matmul to round."""
+    return all(values.get(k, v) == v for k, v in KNOBS[name].acts_with)
 
 
 WORKERS = "num_workers"  # the knob the `workers` need names

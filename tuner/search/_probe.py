@@ -80,7 +80,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs import KNOBS, WORKERS, heavy_knobs, parity_probed, probed
+from tuner.knobs import KNOBS, WORKERS, acts, heavy_knobs, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
@@ -160,9 +160,9 @@ def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict
         (name, value), = p.knobs.items()
         if p.compute_ceiling > (1 + SPEED_GAIN) * baseline and p.compute_ceiling > best.get(name, 0.0):
             chosen[name], best[name] = value, p.compute_ceiling
-    if chosen.get("precision", "fp32") != "fp32":  # TF32 rounds fp32 matmuls only: nothing left for it to change
-        chosen.pop("tf32", None)
-        best.pop("tf32", None)
+    for name in [n for n in chosen if not acts(n, chosen)]:  # TF32 beside a chosen bf16: nothing left to change
+        chosen.pop(name)
+        best.pop(name)
     return chosen, max(best.values(), default=baseline)
 
 
