@@ -150,7 +150,7 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
             gc.collect()
             device.free_memory()
         elif notes is not None:  # said, not swallowed: a bug in the workload at this config shows here first
-            from tuner.workload.loader import user_error_line
+            from tuner.workload import user_error_line
 
             notes[kind] = f"{RAISED}{user_error_line(err)}"
         return None
