@@ -15,8 +15,8 @@ from tests.helpers.studies import load_trials
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
 from tuner.search._probe import (
-    LoaderChoice,
-    LoaderPlan,
+    ProbeChoice,
+    ProbePlan,
     LoaderProbe,
     candidate_batches,
     candidate_loaders,
@@ -128,8 +128,8 @@ def test_unmeasured_probes_fall_back_to_the_cheapest_loader():
 
 
 def test_a_plan_gives_the_loader_of_the_nearest_probed_batch_size_on_a_log_scale():
-    plan = LoaderPlan(knobs=["num_workers"], choices=[
-        LoaderChoice(batch_size=16, loader={"num_workers": 2}), LoaderChoice(batch_size=256, loader={"num_workers": 0})])
+    plan = ProbePlan(knobs=["num_workers"], choices=[
+        ProbeChoice(batch_size=16, loader={"num_workers": 2}), ProbeChoice(batch_size=256, loader={"num_workers": 0})])
     assert plan.loader_for(20) == {"num_workers": 2} and plan.loader_for(200) == {"num_workers": 0}
     assert plan.loader_for(63) == {"num_workers": 2} and plan.loader_for(65) == {"num_workers": 0}  # sqrt(16*256)=64
 
@@ -137,7 +137,7 @@ def test_a_plan_gives_the_loader_of_the_nearest_probed_batch_size_on_a_log_scale
 def test_the_sampler_no_longer_draws_loader_knobs_and_the_baseline_keeps_its_own():
     s = space()
     knobs = probed_knobs(s, s.reachable(CPU_CONTEXT))
-    plan = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 1, "prefetch_factor": 4,
+    plan = ProbePlan(knobs=knobs, choices=[ProbeChoice(batch_size=32, loader={"num_workers": 1, "prefetch_factor": 4,
                                                                                 "persistent_workers": True})])
     fn = SpaceFunction(s, CPU_CONTEXT, plan)
     study = optuna.create_study(directions=["maximize"])
@@ -160,9 +160,9 @@ def test_when_the_probes_decide_every_searched_knob_only_the_distinct_configs_ar
     s = parse(LOADER_ONLY)
     knobs = probed_knobs(s, s.reachable(CPU_CONTEXT))
     baseline = s.baseline_point(CPU_CONTEXT)
-    in_process = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 0})])
+    in_process = ProbePlan(knobs=knobs, choices=[ProbeChoice(batch_size=32, loader={"num_workers": 0})])
     assert len(configs_left(s, CPU_CONTEXT, in_process, baseline)) == 1  # the probes picked tuner's defaults
-    workers = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=32, loader={"num_workers": 2,
+    workers = ProbePlan(knobs=knobs, choices=[ProbeChoice(batch_size=32, loader={"num_workers": 2,
                                                                                    "prefetch_factor": 1})])
     left = configs_left(s, CPU_CONTEXT, workers, baseline)
     assert [c["num_workers"] for c in left] == [0, 2]  # the baseline, then the probes' pick
@@ -213,7 +213,7 @@ def test_a_study_probes_first_and_its_trials_use_the_chosen_loaders(ray_session,
                                                                     probes_on_a_ticking_clock):
     reports, err = search_ok(tmp_path, capsys, SPACE, "p")
     assert "probing loader knobs (num_workers, prefetch_factor, persistent_workers)" in err
-    plan = LoaderPlan.model_validate_json((reports / "p" / "probes.json").read_text())
+    plan = ProbePlan.model_validate_json((reports / "p" / "probes.json").read_text())
     assert [c.batch_size for c in plan.choices] == [16, 32, 64]
     # every loader probed (on the CPU each worker count with its smallest prefetch), or only the in-process one
     # where it already feeds the model
@@ -252,8 +252,8 @@ def test_the_report_names_the_loaders_the_probes_chose(make_study):
     root = make_study()
     s = open_study(root, "gan-demo")
     assert s.loader_plan() is None and not any("probes" in line for line in study_footer(s))
-    plan = LoaderPlan(knobs=["num_workers"], seconds=12.0, choices=[
-        LoaderChoice(batch_size=16, loader={"num_workers": 2}), LoaderChoice(batch_size=256, loader={"num_workers": 0})])
+    plan = ProbePlan(knobs=["num_workers"], seconds=12.0, choices=[
+        ProbeChoice(batch_size=16, loader={"num_workers": 2}), ProbeChoice(batch_size=256, loader={"num_workers": 0})])
     s.folder.probes_path.write_text(plan.model_dump_json())
     footer = study_footer(open_study(root, "gan-demo"))
     assert "loader knobs by probes (12 s, before the trials): batch 16: num_workers 2; batch 256: num_workers 0" \
@@ -443,7 +443,7 @@ def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(t
            "pre-flight, so this batch size was not set up; the cheapest loader kept); loader: num_workers 0" \
            in out.getvalue()
     assert found.device == "cpu (x86_64)"
-    stored = LoaderPlan.model_validate_json(plan.folder.probes_path.read_text())
+    stored = ProbePlan.model_validate_json(plan.folder.probes_path.read_text())
     assert stored.choices[-1].preflight_step_s == pytest.approx(0.6)
 
 

@@ -25,7 +25,7 @@ from tuner.search._probe import (
 )
 from tuner.search._searcher import SpaceFunction
 from tuner.space import parse_space
-from tuner.study import KnobParity, LoaderChoice, LoaderPlan, LoaderProbe, StudyParity
+from tuner.study import KnobParity, ProbeChoice, ProbePlan, LoaderProbe, StudyParity
 
 SPACE = """
 description: roles
@@ -76,7 +76,7 @@ def test_the_probes_read_the_passed_values_and_the_sampler_no_longer_draws_them(
     assert probed_knobs(s, s.reachable(H100)) == ["channels_last"]  # without parity's word: only the speed knob
     assert candidate_speeds(s, knobs, numerics) == [{}, {"channels_last": True}, {"precision": "bf16"},
                                                     {"precision": "fp16"}]
-    plan = LoaderPlan(knobs=knobs, choices=[LoaderChoice(batch_size=b, speed={"precision": "bf16"})
+    plan = ProbePlan(knobs=knobs, choices=[ProbeChoice(batch_size=b, speed={"precision": "bf16"})
                                             for b in (16, 32, 64)])
     fn = SpaceFunction(s, H100, plan)
     trial = optuna.create_study().ask()
@@ -94,7 +94,7 @@ def test_a_faster_passed_precision_is_chosen_and_tf32_is_dropped_under_it():
 
 
 def rated(batch, rate):
-    return LoaderChoice(batch_size=batch, compute_ceiling=rate, loader={"num_workers": 0},
+    return ProbeChoice(batch_size=batch, compute_ceiling=rate, loader={"num_workers": 0},
                         probes=[LoaderProbe(loader={"num_workers": 0}, predicted=rate)])
 
 
@@ -110,9 +110,9 @@ def test_an_exact_split_goes_to_the_fastest_micro_batch_the_workloads_own_within
 def test_a_chosen_split_is_every_trials_and_a_space_left_with_nothing_learned_runs_only_distinct_configs():
     s = parse_space(yaml.safe_load(SPACE.replace("  beta1: {type: float, low: 0.0, high: 0.9}\n", "")),
                     source="roles.yaml", name="roles").resolve(H100)
-    plan = LoaderPlan(knobs=["channels_last", "precision", "tf32", "batch_size", "accumulation_steps"],
-                      choices=[LoaderChoice(batch_size=16, speed={"precision": "bf16"}),
-                               LoaderChoice(batch_size=32, speed={"channels_last": True})],
+    plan = ProbePlan(knobs=["channels_last", "precision", "tf32", "batch_size", "accumulation_steps"],
+                      choices=[ProbeChoice(batch_size=16, speed={"precision": "bf16"}),
+                               ProbeChoice(batch_size=32, speed={"channels_last": True})],
                       split={"batch_size": 32, "accumulation_steps": 2})
     assert plan.loader_for(16) == plan.loader_for(None) == {"batch_size": 32, "accumulation_steps": 2,
                                                              "channels_last": True}
@@ -147,7 +147,7 @@ def test_a_study_of_a_model_without_batch_statistics_lets_the_probes_split_its_b
                  str(reports), "--trials", "4", "--budget-samples", "128", "--confirm", "0"])
     err = capsys.readouterr().err
     assert code == 0, err
-    plan = LoaderPlan.model_validate_json((reports / "s" / "probes.json").read_text())
+    plan = ProbePlan.model_validate_json((reports / "s" / "probes.json").read_text())
     assert [c.batch_size for c in plan.choices] == [16, 32, 64]  # every micro-batch of the split
     assert plan.split is not None and plan.split["batch_size"] * plan.split["accumulation_steps"] == 64
     assert f"split: {plan.split['batch_size']} x {plan.split['accumulation_steps']} for every trial" in err

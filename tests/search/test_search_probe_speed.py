@@ -7,7 +7,7 @@ import yaml
 
 from tuner.search._probe import SPEED_GAIN, candidate_speeds, choice_of, probed_knobs
 from tuner.space import load_space, parse_space
-from tuner.study import LoaderPlan
+from tuner.study import ProbePlan
 
 SPACE = """
 description: speed probe test
@@ -49,11 +49,11 @@ def test_channels_last_is_chosen_per_batch_size_where_it_beats_the_defaults():
     large = choice_of(256, LOADERS, found(400.0, 520.0), speeds)  # 1.3x
     assert small.speed == {} and large.speed == {"channels_last": True}
     assert large.compute_ceiling == 520.0 and large.speedups() == ["channels_last True x1.30"]
-    plan = LoaderPlan(knobs=["num_workers", "channels_last"], choices=[small, large])
+    plan = ProbePlan(knobs=["num_workers", "channels_last"], choices=[small, large])
     assert plan.loader_for(16) == {"num_workers": 0}
     assert plan.loader_for(200) == {"num_workers": 0, "channels_last": True}  # what the trial near 256 trains with
     assert "batch 256: num_workers 0, channels_last True" in plan.describe()
-    again = LoaderPlan.model_validate_json(plan.model_dump_json())  # probes.json keeps the readings
+    again = ProbePlan.model_validate_json(plan.model_dump_json())  # probes.json keeps the readings
     assert again.choices[1].speed_probes[1].compute_ceiling == 520.0 and again.loader_for(256) == plan.loader_for(256)
 
 
@@ -105,12 +105,12 @@ def test_the_report_says_speed_knobs_by_probes_and_each_params_role(make_study):
 
     from tuner.report.view import study_footer, trial_panel
     from tuner.analysis import open_study
-    from tuner.study import LoaderChoice
+    from tuner.study import ProbeChoice
 
     root = make_study()
     s = open_study(root, "gan-demo")
-    plan = LoaderPlan(knobs=["num_workers", "channels_last"], seconds=9.0, choices=[
-        LoaderChoice(batch_size=64, loader={"num_workers": 0}, speed={"channels_last": True})])
+    plan = ProbePlan(knobs=["num_workers", "channels_last"], seconds=9.0, choices=[
+        ProbeChoice(batch_size=64, loader={"num_workers": 0}, speed={"channels_last": True})])
     s.folder.probes_path.write_text(plan.model_dump_json())
     s = open_study(root, "gan-demo")
     assert "speed knobs by probes (9 s, before the trials): batch 64: num_workers 0, channels_last True" \
@@ -155,7 +155,7 @@ def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_s
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "probing speed knobs (num_workers, channels_last)" in err and "compute: " in err
-    plan = LoaderPlan.model_validate_json((reports / "s" / "probes.json").read_text())
+    plan = ProbePlan.model_validate_json((reports / "s" / "probes.json").read_text())
     assert all([p.knobs for p in c.speed_probes] == [{}, {"channels_last": True}] for c in plan.choices)
     records = {r["trial"]: r for r in load_trials(reports / "s")}
     assert records[0]["params"].get("channels_last", False) is False  # the baseline: tuner's defaults

@@ -61,7 +61,7 @@ def test_a_probe_that_raises_in_the_users_code_is_said_at_the_start_not_hidden(r
     """Without batch statistics the probes decide the split of the effective batch 64 and read every micro-batch:
     the user's bug at 32 raises in its probe. The study says so at its start, naming the error and the user's line,
     and the split is chosen among the micro-batches that ran (no trial runs 32)."""
-    from tuner.study import LoaderPlan
+    from tuner.study import ProbePlan
 
     work = write(tmp_path / "proj", RAISES_AT_32)
     space = tmp_path / "bs.yaml"
@@ -73,7 +73,7 @@ def test_a_probe_that_raises_in_the_users_code_is_said_at_the_start_not_hidden(r
     assert code == 0, err
     line = next(ln for ln in err.splitlines() if "batch 32: the probe's step raised" in ln)
     assert f"ValueError: shapes do not line up at 32 (at {work}:" in line and "chose without this batch size" in line
-    plan = LoaderPlan.model_validate_json((reports / "bugs" / "probes.json").read_text())
+    plan = ProbePlan.model_validate_json((reports / "bugs" / "probes.json").read_text())
     raised = {c.batch_size: c.raised for c in plan.choices}
     assert raised[32].startswith("ValueError: shapes do not line up at 32") and raised[16] is None
     assert plan.split is not None and plan.split["batch_size"] != 32

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tuner.errors import StudyError
 from tuner.study import (
-    LoaderPlan, Objective, STUDY_META, StudyFolder, StudyMeta, TrialRecord, budget_unit, measured_at_text,
+    ProbePlan, Objective, STUDY_META, StudyFolder, StudyMeta, TrialRecord, budget_unit, measured_at_text,
     param_columns, quality_objective, ranges,
 )
 from tuner.analysis.pareto import Value, pareto_ranks
@@ -106,13 +106,13 @@ class Study:
             return None
         return int(raw)
 
-    def loader_plan(self) -> "LoaderPlan | None":
+    def loader_plan(self) -> "ProbePlan | None":
         """The loader knobs the study's probes chose per batch size (probes.json), when it probed."""
         path = self.folder.probes_path
         if not path.is_file():
             return None
         try:
-            return LoaderPlan.model_validate_json(path.read_text(encoding="utf-8"))
+            return ProbePlan.model_validate_json(path.read_text(encoding="utf-8"))
         except ValueError:
             return None
 

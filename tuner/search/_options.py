@@ -23,7 +23,7 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import BY_KEY, LOCK_FILE, METRICS, LoaderPlan, Objective, QUALITY, StudyFolder, StudyMeta
+from tuner.study import BY_KEY, LOCK_FILE, METRICS, ProbePlan, Objective, QUALITY, StudyFolder, StudyMeta
 from tuner.builtin import resolve_workload
 from tuner.workload import WorkloadRef
 
@@ -98,7 +98,7 @@ class SearchPlan:
     confirm_trials: int = 0
     confirm_repeats: int = 0
     meta: StudyMeta | None = None  # the saved study.json on --resume
-    loaders: LoaderPlan | None = None  # the saved probes.json on --resume (tuner.search._probe)
+    loaders: ProbePlan | None = None  # the saved probes.json on --resume (tuner.search._probe)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
     scheduler: SchedulerPlan = field(default_factory=SchedulerPlan)  # fifo, or asha with its rungs
     # The pre-flight's timings on the trials' device (check_plan; study.json's on --resume): the trials' budget keys.

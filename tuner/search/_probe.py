@@ -8,7 +8,7 @@ the probe phase are one decision, read together.
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
 batches arrive. So before its first trial a study measures, with one trial's resources, the input ceiling of a
 handful of loader configs at a few of the batch sizes it will search, and the compute ceiling of the model at
-those batch sizes. For each probed batch size it keeps the cheapest loader that feeds the model (LoaderPlan); the
+those batch sizes. For each probed batch size it keeps the cheapest loader that feeds the model (ProbePlan); the
 sampler then searches only what changes the model (batch, accumulation, precision, betas), and each trial gets
 the loader chosen for the probed batch size nearest its own. Whole training trials are no longer spent on
 loader settings, and every probe lands in the study's ceiling cache, so trials with a probed loader reuse it.
@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.knobs import KNOBS, WORKERS, acts, heavy_knobs, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
-from tuner.study import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
+from tuner.study import ProbeChoice, ProbePlan, LoaderProbe, SpeedProbe
 
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
@@ -317,7 +317,7 @@ def _in_process_suffices(compute: float | None, done: list[dict[str, Any]], inpu
     return best >= COMPUTE_BOUND_AT * compute
 
 
-def stored_loader_plan(path: Path) -> LoaderPlan | None:
+def stored_loader_plan(path: Path) -> ProbePlan | None:
     """A resumed study's probes.json, checked before anything runs: damaged, it is one line (exit 2) naming the file,
     and nothing is rewritten; missing, the study goes on as it began, without probes."""
     from pydantic import ValidationError
@@ -329,17 +329,17 @@ def stored_loader_plan(path: Path) -> LoaderPlan | None:
         return None
     data = load_json_object(path, "the study's loader probes", StudyError)
     try:
-        return LoaderPlan.model_validate(data)
+        return ProbePlan.model_validate(data)
     except ValidationError as err:
         raise StudyError(f"{path}: not the loader probes tuner wrote ({err.errors()[0]['msg']}); restore it, or "
                          f"delete it to go on without probes (the sampler then searches the loader knobs too)") from None
 
 
 def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
-              speeds: list[dict[str, Any]] | None = None) -> LoaderChoice:
+              speeds: list[dict[str, Any]] | None = None) -> ProbeChoice:
     """The loader and speed knobs chosen at one batch size from what probe_batch found there."""
     probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
-    choice = LoaderChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes,
+    choice = ProbeChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes,
                           raised=found.get("raised"))
     speeds = speeds or [{}]
     computes = found.get("computes") or [found["compute"]]
@@ -352,14 +352,14 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
     return choice
 
 
-def _rate(choice: LoaderChoice) -> float | None:
+def _rate(choice: ProbeChoice) -> float | None:
     """What a trial at this choice's micro-batch is predicted to reach: its chosen loader's prediction, else the
     compute ceiling with its chosen speed knobs."""
     taken = next((p.predicted for p in choice.probes if p.loader == choice.loader and p.predicted), None)
     return taken or choice.compute_ceiling
 
 
-def choose_split(choices: list[LoaderChoice], effective: int, own: int | None) -> dict[str, int] | None:
+def choose_split(choices: list[ProbeChoice], effective: int, own: int | None) -> dict[str, int] | None:
     """The split of the kept effective batch (micro-batch x accumulation) the probes predict fastest, where the
     split is exact (no batch statistics: every split computes the same gradient). Among the micro-batches predicted
     within TOLERANCE of the best: the workload's own (`own`), else the largest (fewest accumulation steps). None
@@ -403,7 +403,7 @@ def too_slow_to_read(step_s: float, seconds: float, measure: Any) -> bool:
 
 
 def not_set_up(batch: int, loaders: list[dict[str, Any]], speeds: list[dict[str, Any]], step_s: float,
-               image: bool, device: str) -> LoaderChoice:
+               image: bool, device: str) -> ProbeChoice:
     """The choice at a batch size whose step the pre-flight timed too slow for a reading: what probing it would
     have concluded (no compute reading, so tuner's defaults and the cheapest loader), without building its models,
     warming it up and reading a step that cannot fit the deadline (2.4 s of the default study's probes for 'model
@@ -418,7 +418,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None,
                on_cpu: bool = False, timed: dict[int, float] | None = None, device: str = "",
-               numerics: dict[str, list[Any]] | None = None, decide_split: bool = False) -> LoaderPlan:
+               numerics: dict[str, list[Any]] | None = None, decide_split: bool = False) -> ProbePlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
@@ -446,7 +446,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
                             num_gpus=trial_resources.get("gpu", 0) or 0)(probe_batch)
         probe = lambda *args: ray.get(remote.remote(*args))  # noqa: E731
     baseline = space.baseline_point(context)
-    choices: list[LoaderChoice] = []
+    choices: list[ProbeChoice] = []
     image = True  # the models' convolutions, as the last batch size set up found them
     for batch in candidate_batches(space, context, every_split=decide_split):
         point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
@@ -471,10 +471,10 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     split = choose_split(choices, effective, baseline.get("batch_size")) if decide_split and effective else None
     if split is not None:
         knobs = [*knobs, *(k for k in split if k not in knobs)]
-    return LoaderPlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device, split=split)
+    return ProbePlan(knobs=knobs, choices=choices, seconds=time.perf_counter() - t0, device=device, split=split)
 
 
-def configs_left(space: Space, context: dict[str, Any], loaders: LoaderPlan,
+def configs_left(space: Space, context: dict[str, Any], loaders: ProbePlan,
                  baseline: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """When the probes decided every knob the space searches (`--space loader` on a CPU): the distinct configs
     left to measure, the baseline's (tuner's defaults) and the probes' pick, one when they agree; None when the
@@ -530,7 +530,7 @@ def exact_split(plan: "SearchPlan", space: Space, context: dict[str, Any]) -> bo
 
 
 def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
-                 resources: "Resources", console: Any, parity: "StudyParity | None" = None) -> LoaderPlan | None:
+                 resources: "Resources", console: Any, parity: "StudyParity | None" = None) -> ProbePlan | None:
     """The study's probes (tuner.search._probe): run once, before the first trial, and kept in the study folder
     so a resumed study samples as it began. They decide the speed knobs, the numerics knobs `parity` (the study's
     check, run before them) found within seed noise, and an exact split of the effective batch, so the trials

@@ -32,7 +32,7 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
-from tuner.study import LoaderPlan, Objective, StudyFolder, TrialRecord
+from tuner.study import ProbePlan, Objective, StudyFolder, TrialRecord
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
@@ -51,7 +51,7 @@ _STOPPED_TELL = "pruned"
 class SpaceFunction:
     """Define-by-run function for OptunaSearch (a picklable object: Ray saves the searcher with it)."""
 
-    def __init__(self, space: Space, context: dict[str, Any], loaders: LoaderPlan | None = None) -> None:
+    def __init__(self, space: Space, context: dict[str, Any], loaders: ProbePlan | None = None) -> None:
         self.space = space
         self.context = dict(context)
         self.loaders = loaders
@@ -94,7 +94,7 @@ class StudySearcher(OptunaSearch):
         train_seconds: list[float] | None = None,
         fixed_wall_limit_s: float | None = None,
         baseline: dict[str, Any] | None = None,
-        loaders: LoaderPlan | None = None,
+        loaders: ProbePlan | None = None,
         study_dir: Path | None = None,
         rungs: list[float] | None = None,
         limits: TrialLimits | None = None,

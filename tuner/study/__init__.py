@@ -10,7 +10,7 @@ from tuner.study.format import (
     STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
     optimizer_text, ranges, state_hex, state_style,
 )
-from tuner.study.loaders import LoaderChoice, LoaderPlan, LoaderProbe, SpeedProbe
+from tuner.study.probes import LoaderProbe, ProbeChoice, ProbePlan, SpeedProbe
 from tuner.study.lock import lock_study
 from tuner.study.metrics import (
     BY_KEY, METRICS, Metric, TARGET_COLUMNS, TO_TARGET, finite, metric, table_columns, unit_suffix,
@@ -28,7 +28,7 @@ from tuner.study.target import (
 
 __all__ = [
     "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "KnobParity",
-    "LOCK_FILE", "LoaderChoice", "LoaderPlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
+    "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
     "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
     "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "curve_points", "default_eval_every", "derive_target", "finite",

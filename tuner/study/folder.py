@@ -253,7 +253,7 @@ class StudyFolder:
 
     @property
     def probes_path(self) -> Path:
-        """The loader probes of the study and the loader chosen per batch size (tuner.search._probe.LoaderPlan)."""
+        """The loader probes of the study and the loader chosen per batch size (tuner.search._probe.ProbePlan)."""
         return self.path / "probes.json"
 
     @property

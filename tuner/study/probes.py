@@ -25,7 +25,7 @@ class SpeedProbe(BaseModel):
     compute_ceiling: float | None = None
 
 
-class LoaderChoice(BaseModel):
+class ProbeChoice(BaseModel):
     """The probes at one batch size and the loader and speed knobs chosen there."""
 
     batch_size: int
@@ -55,12 +55,12 @@ class LoaderChoice(BaseModel):
         return out
 
 
-class LoaderPlan(BaseModel):
+class ProbePlan(BaseModel):
     """What the probes found (probes.json in the study folder): the knobs they decide (loader and compute-side
-    speed knobs), per batch size."""
+    speed knobs, numerics knobs parity passed), per batch size, and an exact split of the effective batch."""
 
     knobs: list[str]
-    choices: list[LoaderChoice]
+    choices: list[ProbeChoice]
     seconds: float = 0.0  # wall time of the probe phase
     device: str = ""
     # The split of the kept effective batch the probes chose (batch_size, accumulation_steps), where it is exact
