@@ -60,7 +60,9 @@ class ParityVerdict:
 def _pct(x: float | None) -> str:
     if x is None:
         return "-"
-    return f"{x * 100:.2g}%" if x < 10 else f"{x:.3g}x"  # a gap of 131x the loss, not 1.3e+04%
+    if x >= 10:
+        return f"{x:.3g}x"  # a gap of 131x the loss, not 1.3e+04%
+    return f"{x * 100:.2g}%" if x < 1 else f"{x * 100:.0f}%"  # 240%, not 2.4e+02%
 
 
 def _window_means(values: Sequence[float], windows: int) -> list[float]:
