@@ -25,7 +25,7 @@ from tuner.search._probe import (
 )
 from tuner.search._searcher import SpaceFunction
 from tuner.space import parse_space
-from tuner.study import KnobParity, ProbeChoice, ProbePlan, LoaderProbe, StudyParity
+from tuner.study import KnobParity, LoaderProbe, ProbeChoice, ProbePlan, StudyParity
 
 SPACE = """
 description: roles
@@ -156,3 +156,29 @@ def test_a_study_of_a_model_without_batch_statistics_lets_the_probes_split_its_b
     picked = [r for r in records if r["trial"] > 0] or records
     assert all({k: r["params"][k] for k in plan.split} == plan.split for r in picked)
     assert json.loads((reports / "s" / "study.json").read_text())["preflight"]["batch_statistics"] == []
+
+
+CPU_BF16 = {"cpus": 2, "gpus": 0, "device": "cpu (x86_64)", "precisions": ["fp32", "bf16"], "tf32_available": False}
+
+
+def test_compute_knobs_no_batch_size_could_read_go_back_to_the_trials(tmp_path):
+    """A model whose every step is too slow for a probe reading (a ResNet-18 at 64x64 on 2 CPUs: 0.4 s a step
+    against a 15 s budget's 0.75 s reading) gives the probes no compute ceiling anywhere: channels_last and a
+    precision parity passed would stay at their defaults untried, so they go back to the sampler, and the loader
+    (the cheapest: no faster one can be predicted) stays the probes'."""
+    from tuner.search._probe import run_probes
+
+    s = parse_space(yaml.safe_load(SPACE), source="roles.yaml", name="roles").resolve(CPU_BF16)
+    numerics = within_noise(parity(verdict({"precision": "bf16"}, "within seed noise")))
+    knobs = probed_knobs(s, s.reachable(CPU_BF16), numerics)
+    assert {"channels_last", "precision"} <= set(knobs)
+    base = {"workload": "cnn", "dataset": "synthetic", "budget": {"seconds": 15}}
+    slow = {16: 2.0, 32: 4.0, 64: 8.0}  # the pre-flight's steps: none fits a 0.75 s reading, nothing is set up
+    plan = run_probes(s, CPU_BF16, base, knobs, None, None, tmp_path, seconds=0.75, on_cpu=True, timed=slow,
+                      numerics=numerics)
+    assert [c.batch_size for c in plan.choices] == [16, 32, 64] and all(c.compute_ceiling is None for c in plan.choices)
+    assert set(plan.unread) == {"channels_last", "precision"}
+    assert not set(plan.unread) & set(plan.knobs)
+    trial = optuna.create_study().ask()
+    SpaceFunction(s, CPU_BF16, plan)(trial)
+    assert {"channels_last", "precision"} <= set(trial.params)  # the trials search them

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tuner.errors import StudyError
 from tuner.study import (
-    ProbePlan, Objective, STUDY_META, StudyFolder, StudyMeta, TrialRecord, budget_unit, measured_at_text,
+    STUDY_META, Objective, ProbePlan, StudyFolder, StudyMeta, TrialRecord, budget_unit, measured_at_text,
     param_columns, quality_objective, ranges,
 )
 from tuner.analysis.pareto import Value, pareto_ranks

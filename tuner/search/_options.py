@@ -23,7 +23,7 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import BY_KEY, LOCK_FILE, METRICS, ProbePlan, Objective, QUALITY, StudyFolder, StudyMeta
+from tuner.study import BY_KEY, LOCK_FILE, METRICS, QUALITY, Objective, ProbePlan, StudyFolder, StudyMeta
 from tuner.builtin import resolve_workload
 from tuner.workload import WorkloadRef
 

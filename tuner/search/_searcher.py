@@ -32,7 +32,7 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.config import Budget
-from tuner.study import ProbePlan, Objective, StudyFolder, TrialRecord
+from tuner.study import Objective, ProbePlan, StudyFolder, TrialRecord
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit

@@ -66,6 +66,8 @@ class ProbePlan(BaseModel):
     # The split of the kept effective batch the probes chose (batch_size, accumulation_steps), where it is exact
     # (no batch statistics); None: the trials search it (or the space does not split).
     split: dict[str, int] | None = None
+    # Compute-side knobs no batch size gave a reading for (steps too slow for one): the trials search them.
+    unread: list[str] = Field(default_factory=list)
 
     def loader_for(self, batch_size: int | None) -> dict[str, Any]:
         """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale); with
