@@ -48,7 +48,7 @@ class Knob:
     heavier: bool = False  # a step's work grows with its value: the pre-flight times the space's top of each
     hyperparameter: str | None = None  # the workload's optimizer setting it stands for ("lr", "betas")
     # Other knobs' values it acts under (TF32 rounds fp32 matmuls only: under fp16/bf16 autocast it changes nothing),
-    # so a choice that sets those otherwise drops it (applies).
+    # so a choice that sets those otherwise drops it (`acts`).
     acts_with: tuple[tuple[str, Any], ...] = ()
 
     def spell(self, value: Any) -> str:

@@ -122,26 +122,47 @@ def test_an_input_ceiling_from_a_slow_loader_stops_at_its_deadline_with_a_reason
     assert clock() <= 0.5 + 0.3
 
 
-def test_a_trial_s_ceilings_record_why_one_was_skipped(tmp_path):
+def _user_ceiling(tmp_path, source, batch_size, step_seconds):
+    """The compute ceiling of a user's workload file at `batch_size`, and the notes it left."""
     import sys
 
+    from tuner.builtin import resolve_workload
     from tuner.config import parse_config
     from tuner.train.ceilings import measure_ceiling
-    from tuner.builtin import resolve_workload
     from tuner.workload.loader import build
-    from tests.helpers.userworkloads import GOOD, write
+    from tests.helpers.userworkloads import write
 
-    path = write(tmp_path, GOOD, "ceil_wl.py")
+    path = write(tmp_path, source, "ceil_wl.py")
     sys.modules.pop("ceil_wl", None)
-    cfg = parse_config({"workload": f"{path}:make", "params": {"batch_size": 8, "device": "cpu"},
+    cfg = parse_config({"workload": f"{path}:make", "params": {"batch_size": batch_size, "device": "cpu"},
                         "measure": {"ceiling_seconds": 0.5}})
     workload = build(resolve_workload(cfg.workload), {}, None)
     train_set, _ = workload.datasets()
     models = {k: f() for k, f in workload.models.items()}
     notes = {}
     value = measure_ceiling("compute", cfg, resolve_device("cpu"), workload, train_set, models, 0.5,
-                            step_seconds=1.0, notes=notes)
-    assert value is None and "one step takes 1 s" in notes["compute"]
+                            step_seconds=step_seconds, notes=notes)
+    return value, notes
+
+
+def test_a_trial_s_ceilings_record_why_one_was_skipped(tmp_path):
+    from tests.helpers.userworkloads import GOOD
+
+    value, notes = _user_ceiling(tmp_path, GOOD, 8, step_seconds=1.0)
+    assert value is None and "one step takes 1 s" in notes["compute"].text and not notes["compute"].raised
+    assert str(notes["compute"]) == notes["compute"].text  # what the trial's ceiling_skipped says
+
+
+def test_a_ceiling_whose_step_raises_in_the_user_s_code_says_so_with_their_line(tmp_path):
+    """Not a deadline: the workload's own bug at this batch size, typed as raised, at the user's line."""
+    from tests.helpers.userworkloads import RAISES_AT_32
+
+    value, notes = _user_ceiling(tmp_path, RAISES_AT_32, 32, step_seconds=None)
+    note = notes["compute"]
+    assert value is None and note.raised and "ValueError" in note.text and "ceil_wl.py:" in note.text
+    assert str(note) == f"raised {note.text}"
+    value, notes = _user_ceiling(tmp_path, RAISES_AT_32, 16, step_seconds=None)
+    assert value is not None or not notes["compute"].raised  # another batch size reads (or its deadline cut it)
 
 
 def test_cache_keys_follow_what_a_ceiling_depends_on():

@@ -48,10 +48,13 @@ params:
     assert numerics_candidates(space, LAPTOP) == [{"precision": "bf16"}, {"compile": "default"}]
 
 
-def _plan(tmp_path, resume=False, study="study"):
+def _plan(tmp_path, resume=False, study="study", step_seconds=None, parity_seconds=None):
+    """A plan as plan_parity reads it: the pre-flight's step time (None: not timed) and --parity-seconds."""
     folder = SimpleNamespace(path=tmp_path / study, write_file=lambda p, data: p.write_text(data))
     folder.path.mkdir(exist_ok=True)
-    return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache")
+    return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache",
+                           preflight={"step_seconds": step_seconds} if step_seconds is not None else {},
+                           options=SimpleNamespace(parity_seconds=parity_seconds))
 
 
 def _space(tmp_path, precisions="fp32, bf16"):
@@ -179,3 +182,63 @@ def test_the_report_and_the_export_of_a_checked_value_say_its_verdict(make_study
     assert f"# Numerics: {drifts.text} (tuner parity)." in render(study, bf16, "yaml", reports / "x.yaml")
     knee = build_export(study)  # fp32: nothing of bf16's verdict applies
     assert "numerics_parity" not in knee.config.provenance
+
+
+def test_a_check_that_fits_its_cap_runs_every_step_and_says_how_long_it_will_take(tmp_path, checks):
+    """A fast step (the built-ins' 20 ms): 100 steps x 4 runs fit 120 s, and the start says the runs' estimate."""
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path, step_seconds=0.02), _space(tmp_path), LAPTOP, base, None, console,
+                         in_process=True)
+    assert (result.steps, result.capped_from, result.skipped) == (100, None, None) and checks
+    said = "\n".join(printed)
+    assert "100 steps each, beside fp32 with 2 other seeds (4 runs, about 8 s at the pre-flight's 0.02 s a step)" in said
+
+
+def test_a_slow_step_gets_fewer_steps_and_the_verdict_says_it_was_capped(tmp_path, checks):
+    """The ResNet-18 at 112x112 on 2 CPUs: 1.18 s a step, so 4 runs fit 25 steps of the 120 s cap (100 had taken
+    about 8 minutes). The steps trained are the capped ones, and every line that shows the verdict says so."""
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path, step_seconds=1.18), _space(tmp_path), LAPTOP, base, None, console,
+                         in_process=True)
+    assert result.error is None and (result.steps, result.capped_from) == (25, 100)
+    [v] = result.verdicts
+    assert v.state in ("within seed noise", "drifts", "diverged")
+    said = "\n".join(printed)
+    assert "25 steps each (capped from 100 by --parity-seconds" in said and "about 2 min" not in said
+    assert "(4 runs, about 118 s at the pre-flight's 1.18 s a step)" in said
+    kept = read_parity(tmp_path / "study")  # what the report and the export show
+    assert kept.lines()[0].startswith("numerics parity against fp32 (25 steps, capped from 100 by "
+                                      "--parity-seconds 120 at 1.18 s a step,")
+
+
+@pytest.mark.parametrize("step_seconds, parity_seconds, why", [
+    (10.0, None, "4 runs of 25 steps at the pre-flight's 10 s a step need about 17 min, over its 120 s cap; the "
+                 "trials' quality decides precision=bf16 (give --parity-seconds 1000 to check it in the study"),
+    (0.02, 0, "--parity-seconds 0: the trials' quality decides precision=bf16"),
+])
+def test_a_check_that_cannot_fit_or_is_turned_off_is_not_run_and_says_what_decides_instead(
+        tmp_path, checks, step_seconds, parity_seconds, why):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path, step_seconds=step_seconds, parity_seconds=parity_seconds),
+                         _space(tmp_path), LAPTOP, base, None, console, in_process=True)
+    assert checks == [] and result.verdicts == [] and why in result.skipped
+    assert printed == [f"numerics parity not run: {result.skipped}"]
+    assert read_parity(tmp_path / "study") == result  # a resumed study does not try again
+    from tuner.search._probe import within_noise
+
+    assert within_noise(result) == {}  # nothing passed: the trials sample precision
+
+
+def test_a_negative_parity_cap_is_refused_in_one_line():
+    from tuner.errors import ConfigError
+    from tuner.search import SearchOptions
+    from tuner.search._options import plan_search
+
+    with pytest.raises(ConfigError, match=r"--parity-seconds must be >= 0 \(got -5\)"):
+        plan_search(SearchOptions(space="amp_loader", parity_seconds=-5))

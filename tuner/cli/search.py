@@ -44,6 +44,7 @@ def search(
     confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 1: the knee).")] = None,
     repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
     probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide the speed-only knobs (loader, channels_last, cuDNN, optimizer implementation), a precision or TF32 the parity check finds within seed noise, and an exact split of the effective batch (no batch statistics) by probing ceilings before the trials, so the trials search only what changes what is learned; --no-probe samples and trains every knob as a trial (default: probe).")] = True,
+    parity_seconds: Annotated[Optional[float], typer.Option(metavar="S", help="The numerics parity check before the trials (a precision, TF32 or compile mode the space may pick, trained beside fp32 and its seed noise), at most this many seconds by the pre-flight's step time: fewer steps where it would take longer (the verdict says so), none where fewer than 25 fit (the trials' quality decides those knobs); 0 skips it (default 120).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
@@ -60,7 +61,8 @@ def search(
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
-        probe=probe, scheduler=scheduler, min_budget=min_budget, eta=eta, study_seconds=study_seconds,
+        probe=probe, parity_seconds=parity_seconds, scheduler=scheduler, min_budget=min_budget, eta=eta,
+        study_seconds=study_seconds,
         target=target_value(target), eval_every_samples=eval_every_samples, race_margin=race_margin,
         objectives=objective_names(objective),
     )

@@ -59,6 +59,7 @@ class SearchOptions:
     confirm: int | None = None  # K: front trials re-run after the search (0: no confirmation)
     repeats: int | None = None  # R: re-runs of each confirmed trial and of the baseline
     probe: bool = True  # decide speed knobs, parity-passed numerics and an exact split by probes (tuner.search._probe)
+    parity_seconds: float | None = None  # the study's numerics parity check, at most (tuner.search._parity; 0: none)
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
     scheduler: str | None = None  # fifo (every trial its whole budget) or asha (tuner.search._rungs); default fifo
@@ -201,6 +202,9 @@ def _check_numbers(opts: SearchOptions) -> None:
         raise ConfigError(f"--confirm must be >= 0 (got {opts.confirm}); 0 turns the confirmation phase off")
     positive("wall_limit_s", opts.wall_limit_s)
     check_seconds(opts.study_seconds)
+    if opts.parity_seconds is not None and not opts.parity_seconds >= 0:
+        raise ConfigError(f"--parity-seconds must be >= 0 (got {opts.parity_seconds:g}); 0 leaves the numerics "
+                          f"knobs to the trials' quality without a parity check")
     if opts.budget_seconds is not None and opts.budget_samples is not None:
         raise ConfigError("give at most one of --budget-seconds and --budget-samples")
     if opts.seed is not None and opts.seed < 0:

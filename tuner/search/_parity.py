@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -29,6 +30,11 @@ from tuner.space import Space
 from tuner.study import KnobParity, StudyParity, read_parity
 
 STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-ins' verdicts were settled by 50
+# A study's check, at most, by the pre-flight's step time (--parity-seconds): a ResNet-18 at 112x112 on 2 CPUs
+# (1.2 s a step) spent 7 of its study's 8 minutes in 4 runs of 100 steps. Longer is cut to fewer steps (the
+# verdict says so), and not run where fewer than MIN_STEPS fit: `tuner parity` checks such a model apart.
+PARITY_SECONDS = 120.0
+MIN_STEPS = 25  # fewer steps tell little (the built-ins' gaps settle after 20-50): the trials' quality decides
 CACHE_FOLDER = "parity"  # under the reports' cache folder: one <key>.json per verdict
 RECIPE = 2  # bump when the arms (tuner.train.parity) change: every cached verdict is then checked again
 
@@ -213,6 +219,37 @@ def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cach
     return found  # type: ignore[return-value]
 
 
+def parity_run(knob_sets: list[dict[str, Any]], step_s: float | None,
+               cap_s: float | None) -> tuple[int, str | None, str | None]:
+    """(steps per run, what capped them, why the check is not run) for a study whose pre-flight took `step_s`
+    seconds an optimizer step (None: not timed on the trials' device, a cluster's: STUDY_STEPS as always) under
+    a cap of `cap_s` seconds (None: PARITY_SECONDS; 0: not run). The runs are fp32, one per knob set and
+    YARDSTICK_SEEDS more fp32 seeds."""
+    cap = PARITY_SECONDS if cap_s is None else cap_s
+    named = ", ".join(f"{k}={v}" for s in knob_sets for k, v in s.items())
+    decides = f"the trials' quality decides {named}"
+    if cap <= 0:
+        return 0, None, f"--parity-seconds 0: {decides}"
+    if not step_s or step_s <= 0:
+        return STUDY_STEPS, None, None
+    runs = len(knob_sets) + 1 + YARDSTICK_SEEDS
+    fit = int(cap / (runs * step_s))
+    if fit >= STUDY_STEPS:
+        return STUDY_STEPS, None, None
+    if fit < MIN_STEPS:
+        need = runs * MIN_STEPS * step_s
+        return 0, None, (f"{runs} runs of {MIN_STEPS} steps at the pre-flight's {step_s:.3g} s a step need about "
+                         f"{_duration(need)}, over its {cap:g} s cap; {decides} (give --parity-seconds "
+                         f"{math.ceil(need / 10) * 10:g} to check it in the study, or check it apart with "
+                         f"`tuner parity`)")
+    return fit, f"--parity-seconds {cap:g} at {step_s:.3g} s a step", None
+
+
+def _duration(seconds: float) -> str:
+    """`50 s`, `17 min`: a planned wall time, in the unit a user reads it in."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str, Any], resources: Any,
                 console: Any, in_process: bool) -> StudyParity | None:
     """Run the study's parity check once (a resumed study reads the one it ran), keep it in the folder, show it."""
@@ -226,12 +263,27 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
     if not knob_sets:
         return None
     baseline = space.baseline_point(context, own=plan.own)
+    step_s = plan.preflight.get("step_seconds")
+    steps, capped, skipped = parity_run(knob_sets, step_s, plan.options.parity_seconds)
+    if skipped:
+        result = StudyParity(steps=0, skipped=skipped)
+        folder.write_file(folder.path / "parity.json", result.model_dump_json(indent=1))
+        if console is not None:
+            from rich.markup import escape
+
+            console.print(escape(result.lines()[0]), soft_wrap=True)
+        return result
 
     def announce(sets: list[dict[str, Any]]) -> None:
         if console is not None:
             which = ", ".join(f"{k}={v}" for s in sets for k, v in s.items())
-            console.print(f"checking numerics against fp32 ({which}): {STUDY_STEPS} steps each, beside fp32 with "
-                          f"{YARDSTICK_SEEDS} other seeds ...", soft_wrap=True)
+            runs = len(sets) + 1 + YARDSTICK_SEEDS
+            took = (f", about {_duration(runs * steps * step_s)} at the pre-flight's {step_s:.3g} s a step"
+                    if step_s else "")
+            cut = (f" (capped from {STUDY_STEPS} by --parity-seconds: `tuner parity` checks longer)" if capped
+                   else "")
+            console.print(f"checking numerics against fp32 ({which}): {steps} steps each{cut}, beside fp32 with "
+                          f"{YARDSTICK_SEEDS} other seeds ({runs} runs{took}) ...", soft_wrap=True)
 
     if not in_process:  # a Ray task cannot print here: said before it starts, cached or not
         announce(knob_sets)
@@ -239,7 +291,7 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
     try:
         cfg = space.trial_config({k: v for k, v in baseline.items() if k not in numerics_knobs()}, base,
                                  source="parity")
-        args = (json.dumps(dump_config(cfg)), knob_sets, STUDY_STEPS, str(plan.cache_dir))
+        args = (json.dumps(dump_config(cfg)), knob_sets, steps, str(plan.cache_dir))
         if in_process:
             found = parity_task(*args, announce=announce)
         else:
@@ -247,12 +299,13 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
 
             task = ray.remote(num_cpus=resources.cpus_per_trial, num_gpus=resources.gpus_per_trial or 0)(parity_task)
             found = ray.get(task.remote(*args))
-        result = StudyParity(steps=STUDY_STEPS, seconds=time.perf_counter() - t0,
-                             verdicts=[KnobParity(knobs=s, **v) for s, v in zip(knob_sets, found)])
+        result = StudyParity(steps=steps, seconds=time.perf_counter() - t0,
+                             verdicts=[KnobParity(knobs=s, **v) for s, v in zip(knob_sets, found)],
+                             capped_from=STUDY_STEPS if capped else None, capped_by=capped)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from tuner.errors import error_line
 
-        result = StudyParity(steps=STUDY_STEPS, seconds=time.perf_counter() - t0, error=error_line(err))
+        result = StudyParity(steps=steps, seconds=time.perf_counter() - t0, error=error_line(err))
     folder.write_file(folder.path / "parity.json", result.model_dump_json(indent=1))
     if console is not None:
         from rich.markup import escape

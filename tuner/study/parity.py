@@ -46,6 +46,11 @@ class StudyParity(BaseModel):
     seconds: float = 0.0
     verdicts: list[KnobParity] = []
     error: str | None = None  # the check could not run (the study went on without it)
+    # Why the study's time cap changed the check (tuner.search._parity.parity_run): `capped_from` the steps it
+    # planned where fewer fit the cap; `skipped` why it did not run at all (the trials' quality decides).
+    capped_from: int | None = None
+    capped_by: str | None = None  # the cap and the step that gave it: "--parity-seconds 120 at 1.18 s a step"
+    skipped: str | None = None
 
     def for_params(self, params: dict[str, Any]) -> list[KnobParity]:
         """The verdicts that apply to a trial's params (its numerics knob values that were checked)."""
@@ -53,9 +58,13 @@ class StudyParity(BaseModel):
 
     def lines(self) -> list[str]:
         """What the study's start, the report and the export say of it."""
-        head = f"numerics parity against fp32 ({self.steps} steps, same seed and batches; other seeds for the noise):"
+        steps = (f"{self.steps} steps, capped from {self.capped_from} by {self.capped_by}" if self.capped_from else
+                 f"{self.steps} steps")
+        head = f"numerics parity against fp32 ({steps}, same seed and batches; other seeds for the noise):"
         if self.error:
             return [f"numerics parity could not run: {self.error}"]
+        if self.skipped:
+            return [f"numerics parity not run: {self.skipped}"]
         return [head, *(f"  {v.line()}" for v in self.verdicts)]
 
 

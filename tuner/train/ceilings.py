@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -110,16 +111,24 @@ def first_batch(cfg: TrialConfig, device: Device, workload: Workload, train_set:
     return to_device(one, device.torch_device)
 
 
-RAISED = "raised "  # a ceiling's note when its reading raised (not skipped for its deadline, not out of memory)
+@dataclass(frozen=True)
+class CeilingNote:
+    """Why a ceiling gave no reading: skipped (its deadline could not hold one, or cut it) or, with `raised`, the
+    workload's own error at its innermost line (not out of memory: that is the config's, and says nothing)."""
+
+    text: str
+    raised: bool = False
+
+    def __str__(self) -> str:
+        return f"raised {self.text}" if self.raised else self.text
 
 
 def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workload, train_set: Any,
                     models: dict[str, nn.Module], seconds: float, world: int = 1, *,
-                    step_seconds: float | None = None, notes: dict[str, str] | None = None,
+                    step_seconds: float | None = None, notes: dict[str, CeilingNote] | None = None,
                     clock: Clock = time.perf_counter, stable: float | None = None, batch: Any = None) -> float | None:
     """One ceiling, all ranks together (samples/s summed over ranks), within `seconds` of wall time; None when it
-    could not be measured (the reason in `notes[kind]` when it was skipped for its deadline or raised: RAISED and
-    the error, at the user's innermost frame). The compute ceiling
+    could not be measured (why in `notes[kind]` when it was skipped for its deadline or raised). The compute ceiling
     trains `models` with a fresh optimizer: pass models whose weights no longer matter. `step_seconds`, the
     trial's settled step, skips a compute ceiling whose deadline cannot hold enough steps before it starts.
     `batch`: the compute ceiling's first_batch, when the caller took it already (None: taken here)."""
@@ -143,7 +152,7 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
                 batches.close()  # the workers stop now
     except CeilingSkipped as why:
         if notes is not None:
-            notes[kind] = str(why)
+            notes[kind] = CeilingNote(str(why))
         return None
     except Exception as err:  # noqa: BLE001 - a ceiling is evidence; whatever it ran beside stands
         if is_oom(err):
@@ -152,7 +161,7 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
         elif notes is not None:  # said, not swallowed: a bug in the workload at this config shows here first
             from tuner.workload import user_error_line
 
-            notes[kind] = f"{RAISED}{user_error_line(err)}"
+            notes[kind] = CeilingNote(user_error_line(err), raised=True)
         return None
     return value * world if value is not None else None
 
@@ -160,7 +169,7 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
 def ceilings(cfg: TrialConfig, device: Device, workload: Workload, train_set: Any, models: dict[str, nn.Module],
              seconds: float, cache: CeilingCache | None = None, *, rank: int = 0, world: int = 1,
              kinds: tuple[str, ...] = KINDS, step_seconds: float | None = None,
-             notes: dict[str, str] | None = None, clock: Clock = time.perf_counter,
+             notes: dict[str, CeilingNote] | None = None, clock: Clock = time.perf_counter,
              stable: float | None = None, batch: Any = None) -> dict[str, float | None]:
     """Each ceiling in `kinds`, from the cache or measured (and then cached), each within `seconds` of wall
     time; why one was skipped goes to `notes`; `stable`: a reading may end once its rate settled (the probes');

@@ -11,7 +11,7 @@ from typing import Any
 from tuner.config import TrialConfig
 from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
-from tuner.train.ceilings import RAISED, ceilings, first_batch, measure_ceiling
+from tuner.train.ceilings import CeilingNote, ceilings, first_batch, measure_ceiling
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload import running
 
@@ -44,7 +44,7 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             one = first_batch(cfg, device, workload, train_set)
         except Exception:  # noqa: BLE001 - each reading takes it itself then, and is None where it fails, as before
             one = None
-        notes: dict[str, str] = {}  # why the defaults' compute reading gave nothing (RAISED: the workload's error)
+        notes: dict[str, CeilingNote] = {}  # why the defaults' compute reading gave nothing
         if len(speeds) == 1:
             measure_ceiling("compute", cfg, device, workload, train_set, models, min(seconds, 0.5), stable=stable,
                             batch=one, notes=notes)
@@ -82,6 +82,6 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                                    kinds=("input",), stable=stable)["input"])
             if enough is not None and enough(computes[0], loaders[: i + 1], inputs, loaders[i + 1:], on_cpu=on_cpu):
                 break
-    raised = notes.get("compute", "")
+    note = notes.get("compute")
     return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
-            "device": device.describe(), "raised": raised[len(RAISED):] if raised.startswith(RAISED) else None}
+            "device": device.describe(), "raised": note.text if note is not None and note.raised else None}

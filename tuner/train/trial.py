@@ -34,7 +34,7 @@ from tuner.measure.timing import summarize
 from tuner.study import CurvePoint, NOT_REACHED, TrialResult, past_cap, target_metrics
 from tuner.analysis import NOT_MEASURED, assess
 from tuner.data import prefetch_depth, to_device
-from tuner.train.ceilings import ceilings, first_batch
+from tuner.train.ceilings import CeilingNote, ceilings, first_batch
 from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit, compile_models, compile_timed_out,
                                   is_compile_error)
 from tuner.train.deadline import GRACE_S, TrialTimeout, setup_deadline, time_limit
@@ -555,7 +555,7 @@ class _Run:
         rank, world = rank_world()
         t0 = self.clock()
         self.step = None  # the training's optimizer state: the compute ceiling builds its own
-        notes: dict[str, str] = {}
+        notes: dict[str, CeilingNote] = {}
         # Each reading ends once its rate is stable (STABLE), as the probes' do: a steady rate needs no more of
         # the deadline, which the confirmation's re-runs paid in full for each confirmed config.
         found = ceilings(cfg, device, self.workload, self.train_set, self.models, seconds, cache,
