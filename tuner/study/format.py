@@ -117,11 +117,16 @@ def ranges(numbers: list[int]) -> str:
     return ", ".join(parts)
 
 
+# An interval wider than this factor (high / low) ranks nothing: two re-runs of a ResNet-18 that read val_loss 0.83
+# and 7.79 gave 1.664e-06-3878705 (geometric, t with 1 degree of freedom), which a user reads as a bug.
+WIDE = 100.0
+
+
 def fmt_figure(record: "TrialRecord", key: str) -> str:
     """A trial's figure as reports show it: the confirmed centre and its interval, `7996 (7185-8897)`, where the
     confirmation phase re-ran the trial; the search's single reading otherwise. A to-target figure (TO_TARGET)
     counts the runs that did not reach the target, `4 (2.3-6.96; 1 of 4 runs not reached)`, and a trial none of
-    whose runs reached it reads `not reached`."""
+    whose runs reached it reads `not reached`. An interval over WIDE says the re-runs disagree instead."""
     from tuner.study.metrics import TO_TARGET
 
     confirmed = record.confirmed.figures.get(key) if record.confirmed is not None else None
@@ -134,6 +139,8 @@ def fmt_figure(record: "TrialRecord", key: str) -> str:
     text = ("at least " if confirmed.at_least else "") + fmt_metric(key, confirmed.centre)
     inside = [f"{fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)}"] \
         if confirmed.low is not None and confirmed.high is not None else []
+    if inside and confirmed.low > 0 and confirmed.high / confirmed.low > WIDE:
+        inside = [f"re-runs disagree: {', '.join(fmt_metric(key, v) for v in confirmed.values)}; no interval"]
     if confirmed.not_reached:
         inside.append(f"{confirmed.not_reached} of {confirmed.runs} runs not reached")
     return text + (f" ({'; '.join(inside)})" if inside else "")

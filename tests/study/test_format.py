@@ -1,0 +1,25 @@
+"""How a confirmed trial's figure reads in the front table and the report."""
+
+from __future__ import annotations
+
+from tuner.study import TrialRecord
+from tuner.study.format import fmt_figure
+from tuner.study.record import Confirmed, ConfirmedFigure
+
+
+def _confirmed(values, low, high, centre):
+    figure = ConfirmedFigure(values=values, centre=centre, low=low, high=high)
+    return TrialRecord(trial=3, state="complete", metrics={"val_loss": values[0]},
+                       confirmed=Confirmed(runs=len(values), states=["complete"] * len(values),
+                                           figures={"val_loss": figure}))
+
+
+def test_a_confirmed_figure_reads_its_centre_and_interval():
+    assert fmt_figure(_confirmed([0.81, 0.86], 0.62, 1.12, 0.834), "val_loss") == "0.834 (0.62-1.12)"
+
+
+def test_re_runs_too_far_apart_for_an_interval_say_so_with_their_values():
+    """A ResNet-18's two re-runs read 0.83 and 7.79: the t-interval with one degree of freedom ran from 1.7e-06 to
+    3.9e+06, which ranks nothing. The figure says the re-runs disagree and shows them."""
+    text = fmt_figure(_confirmed([0.83, 7.79], 1.664e-06, 3878705.0, 2.541), "val_loss")
+    assert text == "2.541 (re-runs disagree: 0.83, 7.79; no interval)"
