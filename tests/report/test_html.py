@@ -187,7 +187,9 @@ def test_knob_roles_follow_the_split_and_the_models_batch_statistics():
     from tuner.report.html import split_batch_statistics
 
     def study(space_def, preflight):
-        return SimpleNamespace(meta=SimpleNamespace(space_def=space_def, preflight=preflight))
+        from tuner.study import Preflight
+
+        return SimpleNamespace(meta=SimpleNamespace(space_def=space_def, preflight=Preflight.model_validate(preflight)))
 
     split = {"params": {"batch_size": {"type": "int", "low": 16, "high": 256}}}
     assert split_batch_statistics(study(split, {"batch_statistics": []})) is False

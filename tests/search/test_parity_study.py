@@ -10,7 +10,7 @@ from tests.helpers.userworkloads import GOOD, RAISES_AT_32, write
 from tuner.errors import StudyError
 from tuner.search._parity import numerics_candidates, plan_parity
 from tuner.space import load_space
-from tuner.study import StudyParity, read_parity
+from tuner.study import Preflight, StudyParity, read_parity
 
 H100 = {"cpus": 16, "gpus": 1, "device": "cuda (H100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
 LAPTOP = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
@@ -53,7 +53,7 @@ def _plan(tmp_path, resume=False, study="study", step_seconds=None, parity_secon
     folder = SimpleNamespace(path=tmp_path / study, write_file=lambda p, data: p.write_text(data))
     folder.path.mkdir(exist_ok=True)
     return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache",
-                           preflight={"step_seconds": step_seconds} if step_seconds is not None else {},
+                           preflight=Preflight(step_seconds=step_seconds),
                            options=SimpleNamespace(parity_seconds=parity_seconds))
 
 

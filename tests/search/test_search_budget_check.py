@@ -55,7 +55,7 @@ def test_a_default_budget_too_short_is_raised_to_the_one_the_step_needs_and_said
     assert plan.budget.seconds == 30
     assert plan.sized is not None and "the space's 5 s budget is too short" in plan.sized
     assert "2 s in the pre-flight" in plan.sized and "30 s instead" in plan.sized and "--budget-seconds" in plan.sized
-    assert plan.preflight["sized"] == {"from": 5, "to": 30} and plan.preflight["step_seconds"] == 2.0
+    assert (plan.preflight.sized.from_, plan.preflight.sized.to) == (5, 30) and plan.preflight.step_seconds == 2.0
 
 
 def test_the_sized_budget_is_a_new_plan_made_once_and_no_plan_changes_after(tmp_path, slow_step):
@@ -66,9 +66,9 @@ def test_the_sized_budget_is_a_new_plan_made_once_and_no_plan_changes_after(tmp_
 
     planned = default_plan(tmp_path, 5, scheduler="asha")
     final = check_plan(planned, FakeCudaDevice())
-    assert planned.budget.seconds == 5 and planned.sized is None and "sized" not in planned.preflight
+    assert planned.budget.seconds == 5 and planned.sized is None and planned.preflight.sized is None
     assert planned.scheduler.rungs[-1] == 5
-    assert final.budget.seconds == 30 and final.scheduler.rungs[-1] == 30 and final.preflight["sized"]["to"] == 30
+    assert final.budget.seconds == 30 and final.scheduler.rungs[-1] == 30 and final.preflight.sized.to == 30
     for plan in (planned, final):
         with pytest.raises(dataclasses.FrozenInstanceError):
             plan.budget = Budget(seconds=60)
@@ -84,7 +84,7 @@ def test_a_sized_asha_study_moves_its_rungs_with_the_budget(tmp_path, slow_step)
 def test_a_default_budget_that_fits_is_kept(tmp_path, slow_step):
     plan = default_plan(tmp_path, 60)
     plan = check_plan(plan, FakeCudaDevice())
-    assert plan.budget.seconds == 60 and plan.sized is None and "sized" not in plan.preflight
+    assert plan.budget.seconds == 60 and plan.sized is None and plan.preflight.sized is None
 
 
 def test_asha_s_rung_evaluations_count_in_the_budget_check(tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_a_budget_that_holds_the_baseline_but_not_the_largest_micro_batch_is_kep
     assert plan.budget.seconds == 5 and plan.sized is None
     assert re.search(r"trials at the space's largest micro-batch, batch 256 x 2 accumulation need about 9 s: .*"
                      r"0\.64 s in the pre-flight.*--budget-seconds 9", plan.heavy_note)
-    assert plan.preflight["heaviest"]["batch_size"] == 256 and plan.preflight["heaviest"]["needs_budget"] == 9
+    assert plan.preflight.heaviest.batch_size == 256 and plan.preflight.heaviest.needs_budget == 9
 
 
 def test_a_default_budget_is_sized_on_the_baseline_s_step_and_the_slowest_step_is_a_note(tmp_path,
@@ -151,14 +151,14 @@ def test_a_default_budget_is_sized_on_the_baseline_s_step_and_the_slowest_step_i
     assert plan.budget.seconds == 2  # 0.08 s x (2 + 3 x 3) steps = 0.88 s, a fifth more, whole seconds
     assert "0.08 s in the pre-flight (batch 64 on" in plan.sized
     assert "batch 256 x 2 accumulation need about 9 s" in plan.heavy_note
-    assert plan.preflight["step_seconds"] == pytest.approx(0.08)
+    assert plan.preflight.step_seconds == pytest.approx(0.08)
 
 
 def test_a_largest_micro_batch_that_fits_the_budget_adds_no_note(tmp_path, step_grows_with_batch):
     plan = plan_search(heavy_space(tmp_path, "{seconds: 30}"))
     plan = check_plan(plan, FakeCudaDevice())
     assert plan.budget.seconds == 30 and plan.heavy_note is None and plan.sized is None
-    assert "needs_budget" not in plan.preflight["heaviest"]
+    assert plan.preflight.heaviest.needs_budget is None
 
 
 def test_a_kept_effective_batch_times_no_heavier_step_than_the_baseline_s(tmp_path, step_grows_with_batch):
@@ -170,7 +170,7 @@ def test_a_kept_effective_batch_times_no_heavier_step_than_the_baseline_s(tmp_pa
     plan = plan_search(options)
     plan = check_plan(plan, FakeCudaDevice())
     assert step_grows_with_batch == [(64, 1)]
-    assert plan.heavy_note is None and "heaviest" not in plan.preflight
+    assert plan.heavy_note is None and plan.preflight.heaviest is None
 
 
 def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state_not_a_refusal(tmp_path,
@@ -185,4 +185,4 @@ def test_a_largest_micro_batch_that_fails_in_the_pre_flight_is_the_trial_s_state
     monkeypatch.setattr(preflight, "_train_steps", step)
     plan = plan_search(heavy_space(tmp_path, "{seconds: 5}"))
     plan = check_plan(plan, FakeCudaDevice())
-    assert plan.budget.seconds == 5 and "heaviest" not in plan.preflight
+    assert plan.budget.seconds == 5 and plan.preflight.heaviest is None

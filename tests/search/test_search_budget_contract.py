@@ -98,7 +98,7 @@ def test_every_trial_of_a_sized_study_keeps_a_grown_scoring_reserve(ray_session,
     from tuner.search._options import SearchOptions, plan_search
 
     plan = plan_search(SearchOptions(study="slowing", resume=True, reports_dir=reports))
-    assert plan.budget.seconds == 2.0 and plan.preflight["score_seconds"] == 1.0
+    assert plan.budget.seconds == 2.0 and plan.preflight.score_seconds == 1.0
 
 
 CLUSTER_SPACE = """

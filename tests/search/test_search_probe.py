@@ -29,6 +29,7 @@ from tuner.search._probe import (
 )
 from tuner.search._searcher import SpaceFunction
 from tuner.space import parse_space
+from tuner.study import Preflight
 
 SPACE = """
 description: probe test
@@ -397,7 +398,7 @@ def _plan_with_preflight(tmp_path, preflight):
     path.write_text(SPACE)
     plan = plan_search(SearchOptions(space=str(path), study="p", reports_dir=tmp_path / "reports"))
     plan.folder.path.mkdir(parents=True)
-    return dataclasses.replace(plan, preflight=preflight)
+    return dataclasses.replace(plan, preflight=Preflight.model_validate(preflight))
 
 
 def _recording_probe(monkeypatch) -> list[int]:
@@ -476,8 +477,8 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
                  Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
     assert probed == [16, 32, 64]
     # nor is a heaviest that only accumulates more at the baseline's batch skipped
-    assert preflight_steps({"batch_size": 32, "heaviest": {"batch_size": 32, "accumulation_steps": 4,
-                                                          "step_seconds": 9.0, "step_samples": 128}}) == {}
+    assert preflight_steps(Preflight.model_validate({"batch_size": 32, "heaviest": {
+        "batch_size": 32, "accumulation_steps": 4, "step_seconds": 9.0, "step_samples": 128}})) == {}
     # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
     assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
 
@@ -523,7 +524,7 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
     plan = check_plan(plan, resolve_device("cpu"))
     steps = preflight_steps(plan.preflight)
     assert steps == pytest.approx({128: 0.128})  # the baseline's batch (64) is probed whatever its step
-    assert plan.preflight["heaviest"]["accumulation_steps"] == 2 and plan.preflight["batch_size"] == 64
+    assert plan.preflight.heaviest.accumulation_steps == 2 and plan.preflight.batch_size == 64
 
 
 @pytest.mark.ray

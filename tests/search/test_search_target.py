@@ -317,8 +317,8 @@ def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_
     plan = check_plan(plan_search(SearchOptions(space=str(space), workload=f"{work}:make", reports_dir=tmp_path / "r")),
                       trial_device=resolve_device("cpu"))
     pre = plan.preflight
-    pace = pre["step_samples"] / pre["step_seconds"]
-    assert plan.target.eval_every_samples == default_eval_every(64, plan.budget, pace, pre["score_seconds"])
+    pace = pre.step_samples / pre.step_seconds
+    assert plan.target.eval_every_samples == default_eval_every(64, plan.budget, pace, pre.score_seconds)
     assert plan.target.eval_every_samples % 64 == 0
 
 

@@ -128,7 +128,7 @@ def split_batch_statistics(study: Study) -> bool | None:
     any other study, or one from before the pre-flight looked."""
     space = study.meta.space_def if isinstance(study.meta.space_def, dict) else {}
     params = space.get("params") if isinstance(space.get("params"), dict) else {}
-    found = (study.meta.preflight or {}).get("batch_statistics")
+    found = study.meta.preflight.batch_statistics if study.meta.preflight is not None else None
     searched = isinstance(params.get("batch_size"), dict) and "type" in params["batch_size"]
     if not searched or "effective_batch" in space or not isinstance(found, list):
         return None

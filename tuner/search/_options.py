@@ -23,7 +23,8 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import BY_KEY, LOCK_FILE, METRICS, QUALITY, Objective, ProbePlan, StudyFolder, StudyMeta
+from tuner.study import (BY_KEY, LOCK_FILE, METRICS, QUALITY, HeavyStep, Objective, Preflight, ProbePlan, SizedBudget,
+                         StudyFolder, StudyMeta)
 from tuner.builtin import resolve_workload
 from tuner.workload import WorkloadRef
 
@@ -103,7 +104,7 @@ class SearchPlan:
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr/betas (check_plan): the baseline's
     scheduler: SchedulerPlan = field(default_factory=SchedulerPlan)  # fifo, or asha with its rungs
     # The pre-flight's timings on the trials' device (check_plan; study.json's on --resume): the trials' budget keys.
-    preflight: dict[str, Any] = field(default_factory=dict)
+    preflight: Preflight = field(default_factory=Preflight)
     sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
     batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
@@ -343,7 +344,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         seed=meta.seed, resume=True, kept_trials=meta.trials if opts.study_seconds and not opts.trials else None,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
-        optuna_study=meta.name, scheduler=scheduler, preflight=dict(meta.preflight or {}),
+        optuna_study=meta.name, scheduler=scheduler, preflight=meta.preflight or Preflight(),
     )
 
 
@@ -365,7 +366,7 @@ class _Sized:
 
     budget: Budget
     scheduler: SchedulerPlan
-    preflight: dict[str, Any]
+    preflight: Preflight
     sized: str | None = None
     heavy_note: str | None = None
 
@@ -382,9 +383,9 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> _Sized
     opts = plan.options
     given = opts.budget_seconds is not None or opts.budget_samples is not None
     budget, scheduler, sized, heavy_note = plan.budget, plan.scheduler, None, None
-    preflight = {"step_seconds": check.step_seconds, "step_samples": check.step_samples,
-                 "score_seconds": check.score_seconds, "device": device,
-                 **{k: getattr(cfg.params, k) for k in heavy_knobs()}}  # batch_size, accumulation_steps
+    preflight = Preflight.model_validate({
+        "step_seconds": check.step_seconds, "step_samples": check.step_samples, "score_seconds": check.score_seconds,
+        "device": device, **{k: getattr(cfg.params, k) for k in heavy_knobs()}})  # batch_size, accumulation_steps
     step_s, heavy = check.step_seconds, check.heavy
     want = needed_budget(cfg, step_s, score_s, rounded=True)
     if want is not None and not given and budget.seconds is not None:
@@ -396,20 +397,20 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> _Sized
         sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
                  f"took {step_s:.3g} s in the pre-flight ({_step_words(cfg, False)} on {device}){scoring}; "
                  f"each trial trains {want:g} s instead (give --budget-seconds to choose)")
-        preflight["sized"] = {"from": old, "to": want}
+        preflight.sized = SizedBudget(from_=old, to=want)
         cfg = cfg.model_copy(update={"budget": budget})
     check_budget(cfg, step_s, device, check.name, score_s)
     if heavy is not None and step_s is not None and heavy["step_seconds"] > step_s:
         # The space's slowest step is told, not imposed: sizing every trial for batch 256 x 4 accumulation would
         # have made the default GAN study's 15 s trials several times longer for the few trials sampled there.
-        preflight["heaviest"] = heavy
+        preflight.heaviest = top_step = HeavyStep.model_validate(heavy)
         top = cfg.model_copy(update={"params": cfg.params.model_copy(
             update={k: heavy[k] for k in heavy_knobs()})})
-        need = needed_budget(top, float(heavy["step_seconds"]), score_s, rounded=True)
+        need = needed_budget(top, top_step.step_seconds, score_s, rounded=True)
         if need is not None:
-            heavy["needs_budget"] = need
+            top_step.needs_budget = need
             heavy_note = (f"trials at {_step_words(top, True)} need about {need:g} s: one of their steps took "
-                          f"{heavy['step_seconds']:.3g} s in the pre-flight, so in the {cfg.budget.seconds:g} s "
+                          f"{top_step.step_seconds:.3g} s in the pre-flight, so in the {cfg.budget.seconds:g} s "
                           f"budget they measure fewer windows than the others and are flagged suspect; give "
                           f"--budget-seconds {need:g} to measure them fully, or narrow batch_size / "
                           f"accumulation_steps in the space")
@@ -464,11 +465,11 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     heaviest = _heaviest(resolved, cfg) if trial_device is not None and plan.budget.seconds is not None else None
     check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"), heaviest=heaviest)
     sized = _check_budget(plan, cfg, check, trial_device.describe()) if trial_device is not None else \
-        _Sized(budget=plan.budget, scheduler=plan.scheduler, preflight=dict(plan.preflight), sized=plan.sized,
+        _Sized(budget=plan.budget, scheduler=plan.scheduler, preflight=plan.preflight, sized=plan.sized,
                heavy_note=plan.heavy_note)
     preflight = sized.preflight
-    if preflight:  # study.json keeps them: the report shows the split's role from them
-        preflight = {**preflight, "batch_statistics": list(check.batch_statistics)}
+    if preflight.timed():  # study.json keeps them: the report shows the split's role from them
+        preflight = preflight.model_copy(update={"batch_statistics": list(check.batch_statistics)})
     pace = (check.step_samples / check.step_seconds, check.score_seconds) \
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
         else None  # measured on the trials' kind of device, or not the trials' pace

@@ -263,7 +263,7 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
     if not knob_sets:
         return None
     baseline = space.baseline_point(context, own=plan.own)
-    step_s = plan.preflight.get("step_seconds")
+    step_s = plan.preflight.step_seconds
     steps, capped, skipped = parity_run(knob_sets, step_s, plan.options.parity_seconds)
     if skipped:
         result = StudyParity(steps=0, skipped=skipped)

@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.knobs import KNOBS, WORKERS, acts, heavy_knobs, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
-from tuner.study import LoaderProbe, ProbeChoice, ProbePlan, SpeedProbe
+from tuner.study import LoaderProbe, Preflight, ProbeChoice, ProbePlan, SpeedProbe
 
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
@@ -374,20 +374,19 @@ def choose_split(choices: list[ProbeChoice], effective: int, own: int | None) ->
     return {batch: pick.batch_size, accumulation: effective // pick.batch_size}
 
 
-def preflight_steps(preflight: dict[str, Any]) -> dict[int, float]:
+def preflight_steps(preflight: Preflight) -> dict[int, float]:
     """The seconds of one micro-batch's step (no accumulation) at the space's largest micro-batch, which the
     pre-flight timed on the trials' device (check_plan: `heaviest`); {} when it timed none (a cluster's trials, a
     resume, a space whose baseline is its heaviest) or when that batch is the baseline's own. The baseline's batch
     is always probed: most trials draw their loader there, and the pre-flight's one step there, taken seconds
     before the probes, can be slowed by a moment's load (a shared 2-core machine timed the GAN's batch-64 step at
     0.5-3.5 s where a quiet one takes 0.06 s) while the probes' reading is not."""
-    heavy = preflight.get("heaviest") or {}
-    batch, acc, step = heavy.get("batch_size"), heavy.get("accumulation_steps"), heavy.get("step_seconds")
-    samples = heavy.get("step_samples")
-    if not (batch and acc and step) or batch == preflight.get("batch_size") or \
-            (samples is not None and samples != batch * acc):  # the batch cut to the dataset's size
-        return {}
-    return {int(batch): float(step) / int(acc)}
+    heavy = preflight.heaviest
+    if heavy is None or not (heavy.batch_size and heavy.accumulation_steps and heavy.step_seconds) or \
+            heavy.batch_size == preflight.batch_size or \
+            (heavy.step_samples is not None and heavy.step_samples != heavy.batch_size * heavy.accumulation_steps):
+        return {}  # not timed, the baseline's own batch, or the batch cut to the dataset's size
+    return {heavy.batch_size: heavy.step_seconds / heavy.accumulation_steps}
 
 
 def too_slow_to_read(step_s: float, seconds: float, measure: Any) -> bool:
@@ -538,7 +537,7 @@ def exact_split(plan: "SearchPlan", space: Space, context: dict[str, Any]) -> bo
     from tuner.space import kept_split
 
     return ("batch_size" in space.reachable(context) and kept_split(space) is not None
-            and plan.preflight.get("batch_statistics") == [])
+            and plan.preflight.batch_statistics == [])
 
 
 def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
@@ -595,7 +594,7 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
                              seconds=seconds, on_batch=show,
                              threads=resources.cpus_per_process if here else None,
                              on_cpu=resources.gpus_per_trial <= 0, timed=preflight_steps(plan.preflight),
-                             device=str(plan.preflight.get("device") or ""), numerics=numerics,
+                             device=plan.preflight.device or "", numerics=numerics,
                              decide_split=split)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape

@@ -162,7 +162,8 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         context=setup.context if setup is not None else None,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
-        scheduler=plan.scheduler.to_json(), preflight=plan.preflight or None, allowance=allowance,
+        scheduler=plan.scheduler.to_json(), preflight=plan.preflight if plan.preflight.timed() else None,
+        allowance=allowance,
         **({"target": plan.target.model_dump()} if plan.target is not None else {}),  # how it was set: source
     )
 

@@ -168,7 +168,7 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
                       f"{pending.eval_every_samples:,} samples ...", soft_wrap=True)
     cfg = space.trial_config(space.baseline_point(context, own=plan.own), base, source="the baseline's target run")
     cfg = cfg.model_copy(update={"budget": reference})
-    args = (json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.get("score_seconds"))
+    args = (json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.score_seconds)
     if in_process:
         found = baseline_curve(*args)
     else:

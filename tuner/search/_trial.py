@@ -33,7 +33,7 @@ from tuner.search._protocol import (FinalReport, PhaseReport, RungReport, TrialL
                                     to_tune)
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import Space, check_finite
-from tuner.study import Objective, StudyFolder, TrialRecord
+from tuner.study import Objective, Preflight, StudyFolder, TrialRecord
 
 # What this process started beside its warm-up and must wait for before a trial's timed work, so nothing of it
 # competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
@@ -49,14 +49,10 @@ def before_timing(wait: Callable[[], None]) -> None:
 Engine = Callable[..., Any]
 
 
-def budget_limits(preflight: dict[str, Any]) -> TrialLimits:
+def budget_limits(preflight: Preflight) -> TrialLimits:
     """The limits every trial of a study gets from its pre-flight (SearchPlan.preflight), so search trials, the
     baseline and the confirmation re-runs keep scoring inside their budget as `tuner train` does."""
-    score = float(preflight["score_seconds"]) if preflight.get("score_seconds") else None
-    pace = None
-    if preflight.get("step_seconds") and preflight.get("step_samples"):
-        pace = float(preflight["step_seconds"]) / float(preflight["step_samples"])
-    return TrialLimits(score_reserve_s=score, preflight_pace_s=pace)
+    return TrialLimits(score_reserve_s=preflight.score_seconds or None, preflight_pace_s=preflight.pace())
 
 
 def learned_reserve(limits: TrialLimits, measured: list[float]) -> TrialLimits:

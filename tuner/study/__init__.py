@@ -3,8 +3,8 @@ record, the one list of metrics, the Objective type, the folder layout and its l
 records (ranks, statistics, suspects, verdicts) is tuner.analysis's: nothing here imports it."""
 
 from tuner.study.folder import (
-    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, StudyFolder, StudyGone, StudyMeta, param_columns,
-    study_record,
+    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, HeavyStep, Preflight, SizedBudget, StudyFolder, StudyGone,
+    StudyMeta, param_columns, study_record,
 )
 from tuner.study.format import (
     STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
@@ -27,10 +27,10 @@ from tuner.study.target import (
 )
 
 __all__ = [
-    "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "KnobParity",
+    "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
     "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
-    "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
-    "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
+    "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
+    "SizedBudget", "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
     "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "curve_points", "default_eval_every", "derive_target", "finite",
     "first_reached", "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
     "metric",

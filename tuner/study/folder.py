@@ -128,10 +128,50 @@ class _ResourcesShape(_Loose):
     asked: _AskedShape | None = None
 
 
-class _PreflightShape(_Loose):
-    step_seconds: float | None = None
-    step_samples: int | None = None
-    score_seconds: float | None = None
+class HeavyStep(_Loose):
+    """The space's heaviest step, timed by the pre-flight after the baseline's (its micro-batch, times its
+    accumulation): where the study says its slowest trials do not fit the budget, and what the probes skip."""
+
+    batch_size: int
+    accumulation_steps: int = 1
+    step_seconds: float
+    step_samples: int | None = None  # under batch_size x accumulation_steps where the dataset is smaller
+    needs_budget: float | None = None  # the budget those trials need, where it is over the study's
+
+
+class SizedBudget(_Loose):
+    """The space's default budget, raised by the pre-flight to one its step fits."""
+
+    model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    from_: float = Field(alias="from")  # study.json's key
+    to: float
+
+
+class Preflight(_Loose):
+    """The pre-flight's timings on the trials' device (study.json's `preflight`): every trial's scoring reserve
+    and pace, the parity check's and the probes' plans, and the report's split role come from them. Empty (every
+    field None) where nothing was timed on the trials' device: a cluster's study."""
+
+    step_seconds: float | None = None  # the baseline's optimizer step, accumulation included (device synced)
+    step_samples: int | None = None  # the samples of that step
+    score_seconds: float | None = None  # a full scoring (evaluate()), estimated
+    device: str | None = None  # the trials' device, as it describes itself
+    batch_size: int | None = None  # the baseline's, which that step was
+    accumulation_steps: int | None = None
+    sized: SizedBudget | None = None
+    heaviest: HeavyStep | None = None
+    # The models' batch-statistics layers (tuner.measure.batch_stats): [] where the micro-batch split of an
+    # effective batch computes the same gradient; None where not looked at.
+    batch_statistics: list[str] | None = None
+
+    def timed(self) -> bool:
+        """Whether the pre-flight timed anything on the trials' device."""
+        return bool(self.model_dump(exclude_none=True))
+
+    def pace(self) -> float | None:
+        """Seconds per training sample of the baseline's step (None: not timed)."""
+        return self.step_seconds / self.step_samples if self.step_seconds and self.step_samples else None
 
 
 class _ContextShape(_Loose):
@@ -150,7 +190,7 @@ class _MetaShape(_Loose):
     baseline: _BaselineShape | None = None
     scheduler: _SchedulerShape | None = None
     resources: _ResourcesShape | None = None
-    preflight: _PreflightShape | None = None
+    preflight: Preflight | None = None
     context: _ContextShape | None = None
     budget: Budget | None = None
     domains: dict[str, dict[str, Any]] | None = None
@@ -192,9 +232,9 @@ class StudyMeta(BaseModel):
     fid_cache: dict[str, str] | None = None
     # The rung scheduler (tuner.search._rungs.SchedulerPlan): name, eta, min_budget, rungs. None: fifo (older studies).
     scheduler: dict[str, Any] | None = None
-    # The pre-flight's timings on the trials' device (step_seconds, step_samples, score_seconds, device) that every
-    # trial's scoring reserve comes from, and `sized` when the study raised the space's default budget to fit them.
-    preflight: dict[str, Any] | None = None
+    # The pre-flight's timings on the trials' device that every trial's scoring reserve comes from, and `sized`
+    # when the study raised the space's default budget to fit them.
+    preflight: Preflight | None = None
     # This invocation's --study-seconds allowance (tuner.search._allowance): seconds, margin, estimates, spent_s.
     allowance: dict[str, Any] | None = None
 
