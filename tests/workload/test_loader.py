@@ -188,3 +188,19 @@ def test_an_error_in_tuner_or_a_library_alone_has_no_user_traceback():
     except RuntimeError as err:
         err.__traceback__ = None  # as raised inside a library with no caller frames
         assert user_traceback(err) is None
+
+
+def test_a_workload_s_importable_sources_are_its_folder_s_and_its_packages_py_files_never_data_or_caches(tmp_path):
+    """What tells a workload's source apart (a parity verdict's cache key): an edit to a module it can import
+    changes it; a data folder's script, a virtualenv's package or a cache does not."""
+    from tuner.workload import importable_sources
+
+    files = {"mine.py": "", "helpers/__init__.py": "", "helpers/nets.py": "", "helpers/deep/__init__.py": "",
+             "helpers/deep/blocks.py": "", "data/prepare.py": "", ".venv/__init__.py": "", ".venv/site.py": "",
+             "helpers/__pycache__/__init__.py": "", "notes.txt": ""}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = sorted(str(p.relative_to(tmp_path)) for p in importable_sources(tmp_path))
+    assert found == ["helpers/__init__.py", "helpers/deep/__init__.py", "helpers/deep/blocks.py", "helpers/nets.py",
+                     "mine.py"]

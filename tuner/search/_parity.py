@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -77,18 +76,6 @@ def _digest(files: list[Path], root: Path) -> str:
     return h.hexdigest()
 
 
-def _importable(folder: Path) -> list[Path]:
-    """The .py files a module in `folder` can import beside it: the folder's own, and its packages' (subfolders
-    with an __init__.py, recursively); never a data folder's."""
-    from tuner.workload import SHIP_EXCLUDES
-
-    out: list[Path] = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in SHIP_EXCLUDES and (Path(root) / d / "__init__.py").is_file())
-        out.extend(Path(root) / f for f in files if f.endswith(".py"))
-    return out
-
-
 def workload_identity(text: str) -> dict[str, str] | None:
     """What tells the source of workload `text` apart: a built-in's name and the digest of tuner's built-in
     workloads' source; a file's name, function and the digest of the .py files it can import beside it; a
@@ -96,6 +83,7 @@ def workload_identity(text: str) -> dict[str, str] | None:
     import importlib.util
 
     from tuner.builtin import resolve_workload
+    from tuner.workload import importable_sources
 
     try:
         ref = resolve_workload(text)
@@ -103,18 +91,18 @@ def workload_identity(text: str) -> dict[str, str] | None:
             import tuner.builtin
 
             folder = Path(tuner.builtin.__file__).parent
-            return {"builtin": ref.text, "source": _digest(_importable(folder), folder)}
+            return {"builtin": ref.text, "source": _digest(importable_sources(folder), folder)}
         if ref.file is not None:
             path = Path(ref.file)
             if not path.is_file():  # another node's copy, shipped by Ray (its cache is that node's too)
                 return None
-            return {"file": path.name, "attr": ref.attr, "source": _digest(_importable(path.parent), path.parent)}
+            return {"file": path.name, "attr": ref.attr, "source": _digest(importable_sources(path.parent), path.parent)}
         spec = importlib.util.find_spec(ref.module.split(".")[0])
         origin = Path(spec.origin) if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
         if origin is None or not origin.is_file():
             return None
         root = origin.parent
-        files = _importable(root) if origin.name == "__init__.py" else [origin]
+        files = importable_sources(root) if origin.name == "__init__.py" else [origin]
         return {"module": ref.module, "attr": ref.attr, "source": _digest(files, root)}
     except Exception:  # noqa: BLE001 - an unreadable source is only a verdict checked again
         return None

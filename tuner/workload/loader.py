@@ -266,6 +266,17 @@ def _excluded(name: str) -> bool:
     return any(name.endswith(pattern[1:]) if pattern.startswith("*") else name == pattern for pattern in SHIP_EXCLUDES)
 
 
+def importable_sources(folder: Path) -> list[Path]:
+    """The .py files a module in `folder` can import beside it: the folder's own, and its packages' (subfolders
+    with an __init__.py, recursively), less what is never shipped (SHIP_EXCLUDES); never a data folder's. What
+    tells a workload's source apart (a parity verdict's cache key, tuner.search._parity)."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not _excluded(d) and (Path(root) / d / "__init__.py").is_file())
+        out.extend(Path(root) / f for f in files if f.endswith(".py") and not _excluded(f))
+    return out
+
+
 def _folder_fits(folder: Path, limit: int) -> bool:
     """Whether the folder's files (less SHIP_EXCLUDES) come to `limit` bytes at most; the walk stops past it, so a
     home folder costs no more than a small one."""
