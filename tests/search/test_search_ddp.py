@@ -31,10 +31,13 @@ CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_
 
 def ddp_setup(tmp_path, samples: int, **measure):
     """One batch-16 CNN trial on synthetic data, run by two gloo workers of half a CPU each (1 CPU for the Tune
-    trial + 2 x 0.5: fits in the test session's 2)."""
+    trial + 2 x 0.5: fits in the test session's 2). Its effective batch is 16 too: without effective_batch the
+    space would keep the CNN's own 64 as 16 x 4 accumulation, and a step of 128 samples over both ranks runs past
+    the rungs' 128 and 384 within its first window."""
     space = parse_space({
         "objectives": {"cnn": [{"metric": "throughput", "direction": "max"}, {"metric": "loss", "direction": "min"}]},
         "params": {"batch_size": {"type": "categorical", "choices": [16]}, "num_workers": 0},
+        "effective_batch": {"type": "int", "low": 16, "high": 16},
     }, source="ddp.yaml", name="ddp")
     base = {"workload": "cnn", "dataset": "synthetic", "budget": {"samples": samples}, "gpus": 2,
             "params": {"device": "cpu"}}
@@ -105,7 +108,9 @@ def asha_study(tmp_path, planted: tuple[float, float]):
     beats let it go on."""
     from tuner.schedule import ParetoASHA, RungEntry
 
-    setup = ddp_setup(tmp_path, 384, warmup_max_steps=2)
+    # Windows of 3 steps whatever their seconds (a 0.25 s minimum holds more steps on a fast machine), so the
+    # first window ends at 160 samples (2 warm-up steps and 3 timed ones of 2 x 16), between the rungs.
+    setup = ddp_setup(tmp_path, 384, warmup_max_steps=2, window_min_seconds=0)
     folder, searcher = ddp_study(tmp_path, setup, 384, rungs=[128.0, 384.0])
     scheduler = ParetoASHA(setup.objectives, [128.0, 384.0], 3.0,
                            entries=[RungEntry(f"p{i}", 0, planted, True) for i in range(2)])
