@@ -126,6 +126,22 @@ def test_a_pick_with_better_quality_than_the_baseline_is_named_too(tmp_path):
         "noise" in v.text and "worse" not in v.text
 
 
+def test_the_verdict_quotes_the_same_quality_centre_as_the_confirmed_figure(tmp_path):
+    """The default study on a quiet machine: the pick's two re-runs read FID 79.44 and 55.12. Its confirmed figure
+    (the table, the export) is their geometric mean, 66.17; the verdict said the arithmetic 67.28 beside it. With
+    these two trials alone it also said, in the same text, that their quality was within the noise of each other
+    (two single readings' noise, where each figure is a mean of two re-runs)."""
+    from tuner.study import fmt_figure
+
+    s = make(tmp_path, {0: ({}, [(870, 166.9), (862, 161.2)]), 1: ({}, [(1161, 79.44), (1162, 55.12)])})
+    v = decide(s)
+    pick = next(r for r in s.records if r.trial == 1)
+    assert v.pick.trial == 1 and fmt_figure(pick, "fid").startswith("66.17 (")
+    assert "fid 66.17 vs 164 (confirmed mean vs confirmed mean)" in v.text
+    # and the verdict does not also say every trial's quality is within the noise of the others'
+    assert "within the noise of each other" not in v.text and v.quality_ranked
+
+
 def test_a_pick_whose_quality_is_within_the_noise_of_the_baseline_is_not_named(tmp_path):
     s = make(tmp_path, {0: ({}, [(100, 50), (101, 40), (99, 60)]), 1: ({}, [(200, 52), (202, 42), (198, 62)])})
     assert "worse than the baseline" not in decide(s).text

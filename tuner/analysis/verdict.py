@@ -205,7 +205,7 @@ def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, 
 def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, quality: Objective) -> str | None:
     """'quality 16% worse than the baseline: fid ...' when the pick's quality is worse beyond the noise, '... better
     ...' when it is better beyond the noise (a trade the user would want to know of either way)."""
-    from tuner.analysis.resolution import worse
+    from tuner.analysis.resolution import mean_of, worse
 
     key = quality.metric
     if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
@@ -217,7 +217,7 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
         if a is None or b is None:
             return None
         mine, theirs, how = [a], [b], "single reading vs single reading"
-    m, t = sum(mine) / len(mine), sum(theirs) / len(theirs)
+    m, t = mean_of(mine), mean_of(theirs)
     frac, which = worse(mine, theirs, quality, study.pooled(key)), "worse"
     if frac is None and worse(theirs, mine, quality, study.pooled(key)) is not None and t != 0:
         frac, which = abs(m - t) / abs(t), "better"  # beyond the noise the other way, as a share of the baseline's
