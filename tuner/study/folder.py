@@ -12,7 +12,7 @@ Layout under `<reports-dir>/<study>/`:
 Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one; in a study
 a search holds (tuner.study.lock), no write creates the study folder again once it was deleted.
 
-Over 450 lines because it is the one place that knows the folder's files: their names, what reads them back, and
+Over 500 lines because it is the one place that knows the folder's files: their names, what reads them back, and
 what may write among them (an export never does: study_record).
 """
 

@@ -7,6 +7,8 @@ carry to other nodes (runtime_env py_modules): the user's file's folder (or the 
 big), or their package's folder.
 
 Errors in the user's code are theirs: `user_traceback` keeps their frames and folds tuner's and libraries'.
+
+Over 400 lines because finding, shipping and naming a user's files share one notion of where their code lives.
 """
 
 from __future__ import annotations
