@@ -118,3 +118,11 @@ def test_tf32_acts_only_beside_fp32_and_every_acts_with_names_a_knob():
         for other, value in k.acts_with:
             assert other in KNOBS and other != k.name
             assert value == getattr(Params(), other)  # what it acts with is the other knob's default
+
+
+def test_the_export_spells_accumulation_of_one_as_no_accumulation():
+    """A pick without accumulation read `loss / 1 per micro-batch; optimizer.step() every 1 micro-batches`."""
+    from tuner.knobs import knob
+
+    assert knob("accumulation_steps").spell(1) == "no accumulation: optimizer.step() after every micro-batch"
+    assert knob("accumulation_steps").spell(4) == "loss / 4 per micro-batch; optimizer.step() every 4 micro-batches"

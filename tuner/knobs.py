@@ -60,6 +60,12 @@ class Knob:
         return ", ".join(NEEDS_TEXT[n] for n in self.needs)
 
 
+def _accumulation(value: Any) -> str:
+    if int(value) == 1:
+        return "no accumulation: optimizer.step() after every micro-batch"
+    return f"loss / {value} per micro-batch; optimizer.step() every {value} micro-batches"
+
+
 def _precision(value: Any) -> str:
     if value == "fp32":
         return "no autocast, no GradScaler"
@@ -91,8 +97,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True); an epoch keeps whole effective batches "
          "(batch_size x accumulation_steps)",
          what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",), heavier=True),
-    Knob("accumulation_steps", "learned", ("compute",),
-         "loss / {value} per micro-batch; optimizer.step() every {value} micro-batches",
+    Knob("accumulation_steps", "learned", ("compute",), _accumulation,
          what="micro-batches per optimizer step", heavier=True),
     Knob("num_workers", "speed", ("input",), "DataLoader(..., num_workers={value})", probe="input",
          what="DataLoader worker processes"),
@@ -246,7 +251,7 @@ def readme_table() -> str:
             continue
         role = role_text(k.name)
         example = {"precision": "bf16", "optimizer_impl": "fused", "channels_last": True,
-                   "compile": "default"}.get(k.name)
+                   "compile": "default", "accumulation_steps": 4}.get(k.name)
         how = k.pytorch if isinstance(k.pytorch, str) else k.spell(example)
         how = how.replace("{value}", "…").replace("|", "\\|")
         rows.append(f"| `{k.name}`: {k.what} | {role} | {k.needs_text or '-'} | "
