@@ -29,15 +29,23 @@ def _readings(record: TrialRecord, key: str) -> int:
     return len(figure.values) if figure is not None and figure.values else 1
 
 
-def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mid: float) -> bool:
-    """Whether two figures, each the centre of n runs, differ beyond the noise: t x sd x sqrt(1/na + 1/nb) on
-    the pooled scale (as `worse` tests a pick against the baseline), else by more than RESOLUTION of `mid`."""
+def _beyond_noise(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, lowest: float) -> bool | None:
+    """Whether two figures, each the centre of n runs, differ by more than t x sd x sqrt(1/na + 1/nb) on the
+    pooled noise's scale; None where that noise cannot judge them (none pooled, no degree of freedom, or a log
+    scale and a reading, `lowest`, at or below 0)."""
+    if pooled is None or pooled.df < 1 or (pooled.log and lowest <= 0):
+        return None
     (va, na), (vb, nb) = a, b
-    if pooled is not None and pooled.df >= 1 and (not pooled.log or min(va, vb) > 0):
-        width = _t(pooled.df, LEVEL) * pooled.sd * math.sqrt(1 / na + 1 / nb)
-        diff = abs(math.log(va) - math.log(vb)) if pooled.log else abs(va - vb)
-        return diff > width
-    return abs(va - vb) / mid > RESOLUTION
+    width = _t(pooled.df, LEVEL) * pooled.sd * math.sqrt(1 / na + 1 / nb)
+    diff = abs(math.log(va) - math.log(vb)) if pooled.log else abs(va - vb)
+    return diff > width
+
+
+def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mid: float) -> bool:
+    """Whether two figures differ beyond the noise (as `worse` tests a pick against the baseline), else by more
+    than RESOLUTION of `mid`."""
+    beyond = _beyond_noise(a, b, pooled, min(a[0], b[0]))
+    return beyond if beyond is not None else abs(a[0] - b[0]) / mid > RESOLUTION
 
 
 def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[TrialRecord, str], float | None],
@@ -77,8 +85,7 @@ def worse(mine: list[float], theirs: list[float], quality: Objective, pooled: Po
     frac = ((a - b) if not quality.maximize else (b - a)) / abs(b)
     if frac <= 0:
         return None
-    if pooled is not None and pooled.df >= 1 and (not pooled.log or min(mine + theirs) > 0):
-        half = _t(pooled.df, LEVEL) * pooled.sd * math.sqrt(1 / len(mine) + 1 / len(theirs))
-        diff = abs(math.log(a) - math.log(b)) if pooled.log else abs(a - b)
-        return frac if diff > half else None
-    return frac if frac > WORSE else None
+    beyond = _beyond_noise((a, len(mine)), (b, len(theirs)), pooled, min(mine + theirs))
+    if beyond is None:
+        return frac if frac > WORSE else None
+    return frac if beyond else None
