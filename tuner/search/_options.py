@@ -23,7 +23,7 @@ from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
-from tuner.study import (BY_KEY, LOCK_FILE, METRICS, QUALITY, HeavyStep, Objective, Preflight, ProbePlan, SizedBudget,
+from tuner.study import (BY_KEY, LOCK_FILE, METRICS, QUALITY, Objective, Preflight, ProbePlan, SizedBudget,
                          StudyFolder, StudyMeta)
 from tuner.builtin import resolve_workload
 from tuner.workload import WorkloadRef
@@ -400,12 +400,12 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> _Sized
         preflight.sized = SizedBudget(from_=old, to=want)
         cfg = cfg.model_copy(update={"budget": budget})
     check_budget(cfg, step_s, device, check.name, score_s)
-    if heavy is not None and step_s is not None and heavy["step_seconds"] > step_s:
+    if heavy is not None and step_s is not None and heavy.step_seconds > step_s:
         # The space's slowest step is told, not imposed: sizing every trial for batch 256 x 4 accumulation would
         # have made the default GAN study's 15 s trials several times longer for the few trials sampled there.
-        preflight.heaviest = top_step = HeavyStep.model_validate(heavy)
+        preflight.heaviest = top_step = heavy
         top = cfg.model_copy(update={"params": cfg.params.model_copy(
-            update={k: heavy[k] for k in heavy_knobs()})})
+            update={k: getattr(heavy, k) for k in heavy_knobs()})})
         need = needed_budget(top, top_step.step_seconds, score_s, rounded=True)
         if need is not None:
             top_step.needs_budget = need

@@ -382,8 +382,7 @@ def preflight_steps(preflight: Preflight) -> dict[int, float]:
     before the probes, can be slowed by a moment's load (a shared 2-core machine timed the GAN's batch-64 step at
     0.5-3.5 s where a quiet one takes 0.06 s) while the probes' reading is not."""
     heavy = preflight.heaviest
-    if heavy is None or not (heavy.batch_size and heavy.accumulation_steps and heavy.step_seconds) or \
-            heavy.batch_size == preflight.batch_size or \
+    if heavy is None or heavy.batch_size == preflight.batch_size or \
             (heavy.step_samples is not None and heavy.step_samples != heavy.batch_size * heavy.accumulation_steps):
         return {}  # not timed, the baseline's own batch, or the batch cut to the dataset's size
     return {heavy.batch_size: heavy.step_seconds / heavy.accumulation_steps}

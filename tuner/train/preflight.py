@@ -24,7 +24,7 @@ from tuner.config import Measure, Params, TrialConfig
 from tuner.device import Device, resolve_device
 from tuner.errors import BudgetError, TunerError, WorkloadError
 from tuner.knobs import check_device, heavy_knobs, probed
-from tuner.study import Objective
+from tuner.study import HeavyStep, Objective
 from tuner.workload import Workload, WorkloadRef, build, probe_import, running, user_error_line
 from tuner.train.deadline import SetupTimeout, setup_deadline
 from tuner.builtin import resolve_workload
@@ -49,7 +49,7 @@ class WorkloadCheck:
     # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
     # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
     # out-of-memory is that trial's state, not a refusal).
-    heavy: dict[str, Any] | None = None
+    heavy: HeavyStep | None = None
     # The models' batch-statistics layers (tuner.measure.batch_stats): where the micro-batch split changes learning.
     batch_statistics: list[str] = field(default_factory=list)
 
@@ -172,7 +172,7 @@ def check_budget(cfg: TrialConfig, step_s: float | None, device: str, name: str,
 
 
 def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg: TrialConfig, device: Device,
-                heaviest: dict[str, Any]) -> dict[str, Any] | None:
+                heaviest: dict[str, Any]) -> HeavyStep | None:
     """The step of `heaviest` (batch_size, accumulation_steps: the space's largest): its micro-batch timed as the
     baseline's step was (two more steps, without accumulation), times its accumulation (a little over: the
     optimizer's update is counted once per micro-batch), so a study's budget holds its slowest step, not only the
@@ -191,8 +191,8 @@ def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg:
     finally:
         device.free_memory()
     batch = min(batch, len(train_set))
-    top["batch_size"] = batch
-    return {**top, "step_seconds": step_s, "step_samples": batch * accumulation}
+    return HeavyStep(batch_size=batch, accumulation_steps=accumulation, step_seconds=step_s,
+                     step_samples=batch * accumulation)
 
 
 def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
