@@ -216,7 +216,7 @@ def test_a_slow_step_gets_fewer_steps_and_the_verdict_says_it_was_capped(tmp_pat
 
 
 @pytest.mark.parametrize("step_seconds, parity_seconds, why", [
-    (10.0, None, "4 runs of 25 steps at the pre-flight's 10 s a step need about 17 min, over its 120 s cap; the "
+    (10.0, None, "4 runs of 25 steps at the pre-flight's 10 s a step need about 17 min, over --parity-seconds 120; the "
                  "trials' quality decides precision=bf16 (give --parity-seconds 1000 to check it in the study"),
     (0.02, 0, "--parity-seconds 0: the trials' quality decides precision=bf16"),
 ])
@@ -242,3 +242,44 @@ def test_a_negative_parity_cap_is_refused_in_one_line():
 
     with pytest.raises(ConfigError, match=r"--parity-seconds must be >= 0 \(got -5\)"):
         plan_search(SearchOptions(space="amp_loader", parity_seconds=-5))
+
+
+def _allowance(seconds, left, trial_s=20.0, confirm_runs=4):
+    """An allowance of `seconds` with `left` of it left now (a clock that stands still)."""
+    from tuner.search._allowance import Allowance
+
+    return Allowance(seconds, started=0.0, confirm_runs=confirm_runs, trial_s=trial_s,
+                     clock=lambda: seconds - left)
+
+
+def test_under_study_seconds_the_check_takes_at_most_half_what_the_trials_do_not_need(tmp_path, checks):
+    """--study-seconds 300 with 208 s left, 20 s trials and 4 re-runs reserved: (208 - 10 - 20 - 80) / 2 = 49 s
+    for the check, not the 120 s --parity-seconds allows, so it cannot eat the trials' and confirmation's time."""
+    allowance = _allowance(300, left=208)
+    assert allowance.parity_share() == 49
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    printed = []
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    result = plan_parity(_plan(tmp_path, step_seconds=0.4), _space(tmp_path), LAPTOP, base, None, console,
+                         in_process=True, allowance=allowance)
+    assert (result.steps, result.capped_from) == (30, 100) and checks  # 49 s / (4 runs x 0.4 s)
+    assert result.capped_by == "--study-seconds 300 (49 s of it) at 0.4 s a step"
+    assert "30 steps each (capped from 100 by --study-seconds 300 (49 s of it) at 0.4 s a step: " in "\n".join(printed)
+
+
+def test_an_allowance_with_no_room_for_the_check_skips_it_and_names_the_allowance_that_would_hold_it(
+        tmp_path, checks):
+    allowance = _allowance(200, left=120)  # (120 - 10 - 20 - 80) / 2 = 5 s: 25 steps x 4 runs x 0.4 s need 40 s
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    result = plan_parity(_plan(tmp_path, step_seconds=0.4), _space(tmp_path), LAPTOP, base, None, None,
+                         in_process=True, allowance=allowance)
+    assert checks == [] and result.verdicts == []
+    assert "need about 40 s, over --study-seconds 200 (5 s of it); the trials' quality decides precision=bf16 " \
+           "(give --study-seconds 270 to check it in the study" in result.skipped
+
+
+def test_an_allowance_with_room_to_spare_leaves_the_parity_cap_in_charge(tmp_path, checks):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    result = plan_parity(_plan(tmp_path, step_seconds=1.18), _space(tmp_path), LAPTOP, base, None, None,
+                         in_process=True, allowance=_allowance(3600, left=3500))
+    assert (result.steps, result.capped_by) == (25, "--parity-seconds 120 at 1.18 s a step")

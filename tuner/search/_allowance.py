@@ -109,6 +109,11 @@ class Allowance:
         if whole and not capped and run_seconds is not None and run_seconds > 0:
             self.observed.append(float(run_seconds))
 
+    def parity_share(self) -> float:
+        """The seconds the study's numerics parity check may take: half of what is left after the probes
+        (START_S), one trial and the confirmation's reserve, so the trials keep the other half."""
+        return max(0.0, (self.left() - START_S - self.trial_estimate() - self.confirm_reserve()) / 2)
+
     def check_fits(self) -> None:
         """Refuse, at the planning step, an allowance whose time left (the pre-flight is spent by then) cannot hold
         the start (START_S), one trial and the confirmation's reserve at the pre-flight's estimate: the searcher

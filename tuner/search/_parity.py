@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from tuner.knobs import numerics_knobs
 from tuner.measure.parity import YARDSTICK_SEEDS, State
 from tuner.space import Space
-from tuner.study import KnobParity, StudyParity, read_parity
+from tuner.study import PARITY_FILE, KnobParity, StudyParity, read_parity
 
 STUDY_STEPS = 100  # per arm in a study (the CLI's default is 200): the built-ins' verdicts were settled by 50
 # A study's check, at most, by the pre-flight's step time (--parity-seconds): a ResNet-18 at 112x112 on 2 CPUs
@@ -207,12 +207,13 @@ def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cach
     return found  # type: ignore[return-value]
 
 
-def parity_run(knob_sets: list[dict[str, Any]], step_s: float | None,
-               cap_s: float | None) -> tuple[int, str | None, str | None]:
+def parity_run(knob_sets: list[dict[str, Any]], step_s: float | None, cap_s: float | None,
+               allowance: tuple[float, float] | None = None) -> tuple[int, str | None, str | None]:
     """(steps per run, what capped them, why the check is not run) for a study whose pre-flight took `step_s`
     seconds an optimizer step (None: not timed on the trials' device, a cluster's: STUDY_STEPS as always) under
-    a cap of `cap_s` seconds (None: PARITY_SECONDS; 0: not run). The runs are fp32, one per knob set and
-    YARDSTICK_SEEDS more fp32 seeds."""
+    a cap of `cap_s` seconds (None: PARITY_SECONDS; 0: not run) and, with --study-seconds T, `allowance` (T, the
+    share of it the check may take: tuner.search._allowance.Allowance.parity_share). The runs are fp32, one per
+    knob set and YARDSTICK_SEEDS more fp32 seeds."""
     cap = PARITY_SECONDS if cap_s is None else cap_s
     named = ", ".join(f"{k}={v}" for s in knob_sets for k, v in s.items())
     decides = f"the trials' quality decides {named}"
@@ -220,17 +221,22 @@ def parity_run(knob_sets: list[dict[str, Any]], step_s: float | None,
         return 0, None, f"--parity-seconds 0: {decides}"
     if not step_s or step_s <= 0:
         return STUDY_STEPS, None, None
+    by, more = f"--parity-seconds {cap:g}", None
+    if allowance is not None and allowance[1] < cap:  # the allowance holds less than the cap: its share decides
+        cap = max(0.0, allowance[1])
+        by, more = f"--study-seconds {allowance[0]:g} ({cap:.0f} s of it)", allowance[0]
     runs = len(knob_sets) + 1 + YARDSTICK_SEEDS
     fit = int(cap / (runs * step_s))
     if fit >= STUDY_STEPS:
         return STUDY_STEPS, None, None
     if fit < MIN_STEPS:
         need = runs * MIN_STEPS * step_s
+        give = (f"give --study-seconds {math.ceil((more + 2 * (need - cap)) / 10) * 10:g}" if more is not None else
+                f"give --parity-seconds {math.ceil(need / 10) * 10:g}")
         return 0, None, (f"{runs} runs of {MIN_STEPS} steps at the pre-flight's {step_s:.3g} s a step need about "
-                         f"{_duration(need)}, over its {cap:g} s cap; {decides} (give --parity-seconds "
-                         f"{math.ceil(need / 10) * 10:g} to check it in the study, or check it apart with "
-                         f"`tuner parity`)")
-    return fit, f"--parity-seconds {cap:g} at {step_s:.3g} s a step", None
+                         f"{_duration(need)}, over {by}; {decides} ({give} to check it in the study, or check "
+                         f"it apart with `tuner parity`)")
+    return fit, f"{by} at {step_s:.3g} s a step", None
 
 
 def _duration(seconds: float) -> str:
@@ -239,8 +245,10 @@ def _duration(seconds: float) -> str:
 
 
 def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str, Any], resources: Any,
-                console: Any, in_process: bool) -> StudyParity | None:
-    """Run the study's parity check once (a resumed study reads the one it ran), keep it in the folder, show it."""
+                console: Any, in_process: bool, allowance: Any = None) -> StudyParity | None:
+    """Run the study's parity check once (a resumed study reads the one it ran), keep it in the folder, show it.
+    Under --study-seconds (`allowance`, tuner.search._allowance.Allowance) it takes at most its share of the time
+    left, so the check cannot spend what the trials and the confirmation were promised."""
     from tuner.config import dump_config
 
     folder = plan.folder
@@ -252,15 +260,10 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
         return None
     baseline = space.baseline_point(context, own=plan.own)
     step_s = plan.preflight.step_seconds
-    steps, capped, skipped = parity_run(knob_sets, step_s, plan.options.parity_seconds)
+    share = (allowance.seconds, allowance.parity_share()) if allowance is not None else None
+    steps, capped, skipped = parity_run(knob_sets, step_s, plan.options.parity_seconds, share)
     if skipped:
-        result = StudyParity(steps=0, skipped=skipped)
-        folder.write_file(folder.path / "parity.json", result.model_dump_json(indent=1))
-        if console is not None:
-            from rich.markup import escape
-
-            console.print(escape(result.lines()[0]), soft_wrap=True)
-        return result
+        return _keep(folder, StudyParity(steps=0, skipped=skipped), console)
 
     def announce(sets: list[dict[str, Any]]) -> None:
         if console is not None:
@@ -268,8 +271,7 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
             runs = len(sets) + 1 + YARDSTICK_SEEDS
             took = (f", about {_duration(runs * steps * step_s)} at the pre-flight's {step_s:.3g} s a step"
                     if step_s else "")
-            cut = (f" (capped from {STUDY_STEPS} by --parity-seconds: `tuner parity` checks longer)" if capped
-                   else "")
+            cut = f" (capped from {STUDY_STEPS} by {capped}: `tuner parity` checks longer)" if capped else ""
             console.print(f"checking numerics against fp32 ({which}): {steps} steps each{cut}, beside fp32 with "
                           f"{YARDSTICK_SEEDS} other seeds ({runs} runs{took}) ...", soft_wrap=True)
 
@@ -294,7 +296,12 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
         from tuner.errors import error_line
 
         result = StudyParity(steps=steps, seconds=time.perf_counter() - t0, error=error_line(err))
-    folder.write_file(folder.path / "parity.json", result.model_dump_json(indent=1))
+    return _keep(folder, result, console)
+
+
+def _keep(folder: Any, result: StudyParity, console: Any) -> StudyParity:
+    """Write the study's parity check into its folder and show it: run, skipped or failed alike."""
+    folder.write_file(folder.path / PARITY_FILE, result.model_dump_json(indent=1))
     if console is not None:
         from rich.markup import escape
 

@@ -476,7 +476,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         from tuner.search._probe import probes_in_process
 
         parity = plan_parity(plan, space, context, base, resources, console,
-                             in_process=probes_in_process(plan, resources))
+                             in_process=probes_in_process(plan, resources), allowance=allowance)
     # The probes decide the speed knobs, the numerics parity passed, and an exact split (tuner.search._probe).
     loaders = plan_loaders(plan, space, context, base, resources, console, parity) if remaining > 0 else None
     if loaders is not None and remaining > 0:

@@ -16,7 +16,7 @@ from tuner.study.metrics import (
     BY_KEY, METRICS, Metric, TARGET_COLUMNS, TO_TARGET, finite, metric, table_columns, unit_suffix,
 )
 from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_objective
-from tuner.study.parity import KnobParity, StudyParity, read_parity
+from tuner.study.parity import PARITY_FILE, KnobParity, StudyParity, read_parity
 from tuner.study.provenance import hardware, versions
 from tuner.study.record import (
     Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
@@ -28,7 +28,7 @@ from tuner.study.target import (
 
 __all__ = [
     "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
-    "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective",
+    "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
     "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SizedBudget", "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
     "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "curve_points", "default_eval_every", "derive_target", "finite",

@@ -29,6 +29,7 @@ from tuner.config import Budget
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
 from tuner.study.metrics import table_columns
+from tuner.study.parity import PARITY_FILE
 from tuner.study.objective import Objective
 from tuner.study.record import Rerun, TrialRecord
 
@@ -46,7 +47,7 @@ LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the s
 # What a study folder keeps of its study (and `tuner search --resume` reads back): nothing else may write here.
 # Beside them, a study folder holds what is made from them (best.yaml, report.html), which may be written again.
 RECORDS = frozenset({STUDY_META, DB_FILE, f"{DB_FILE}-journal", f"{DB_FILE}-wal", f"{DB_FILE}-shm", "storage.url",
-                     TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", "parity.json", "ceilings.json", LOCK_FILE, ".lock"})
+                     TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", PARITY_FILE, "ceilings.json", LOCK_FILE, ".lock"})
 
 
 def study_record(path: Path) -> tuple[Path, str] | None:
