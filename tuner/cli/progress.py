@@ -133,18 +133,26 @@ class SearchView:
                     f"{elapsed // 60}:{elapsed % 60:02d} elapsed{left}", style="dim")
 
 
-def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str) -> Table:
+def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str,
+                pick: TrialRecord | None = None) -> Table:
     """The Pareto front, best first objective first; params that no front trial sets are left out. Confirmed trials
-    (✓) show their re-runs' centre and interval."""
-    params = [p for p in params if any(rec.params.get(p) is not None for rec in front)]
+    (✓) show their re-runs' centre and interval. The `pick` is marked; one off the front (a trial's single reading
+    can dominate the confirmed pick, as the verdict explains) gets a row of its own below, so the table shows what
+    the pick line names."""
+    off = pick is not None and all(rec.trial != pick.trial for rec in front)
+    rows = [*front, pick] if off and pick is not None else front
+    params = [p for p in params if any(rec.params.get(p) is not None for rec in rows)]
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
     for o in objectives:
         table.add_column(f"{o.metric} {o.arrow}", justify="right")
     for p in params:
         table.add_column(p, justify="right")
-    for rec in front:
-        table.add_row(f"{rec.trial}{' ✓' if rec.confirmed is not None else ''}",
+    for rec in rows:
+        if off and rec is pick:
+            table.add_section()
+        table.add_row(f"{rec.trial}{' ✓' if rec.confirmed is not None else ''}"
+                      f"{' pick' if pick is not None and rec.trial == pick.trial else ''}",
                       *[fmt_figure(rec, o.metric) for o in objectives],
                       *[escape(fmt_param(rec, p)) for p in params])
     return table

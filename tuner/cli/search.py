@@ -127,10 +127,12 @@ def _print_summary(summary: Any) -> None:
     count = f"{summary.finished}" if summary.as_many_as_fit else f"{summary.finished}/{summary.total}"
     print(f"study {summary.name}: {count} trials ({states}) in {summary.seconds:.0f} s"
           + (", interrupted" if summary.interrupted and summary.as_many_as_fit else ""))
+    verdict = summary.verdict
     if summary.front:
         title = (f"Pareto front ({len(summary.front)} trials): "
                  + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives))
-        out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title))
+        out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title,
+                              pick=verdict.pick if verdict is not None else None))
     else:
         print("Pareto front: empty (no complete trial yet)")
     if (line := summary.study.target_text()) is not None:
@@ -138,7 +140,6 @@ def _print_summary(summary: Any) -> None:
     noise = summary.study.noise()
     if noise is not None:
         print(f"noise floor: {noise.text()}; ✓ = confirmed: mean of the re-runs (95% interval)")
-    verdict = summary.verdict
     if verdict is not None:
         print(f"pick: {verdict.text}")
     print(f"report: {summary.study.folder.csv_path} (study folder {summary.study_dir}); "
