@@ -97,11 +97,12 @@ def checks(monkeypatch):
     return calls
 
 
-def _study(tmp_path, base, name, precisions="fp32, bf16"):
+def _study(tmp_path, base, name, precisions="fp32, bf16", **timing):
+    """One study's check (`timing`: the pre-flight's step_seconds, --parity-seconds) and what it printed."""
     printed = []
     console = SimpleNamespace(print=lambda text, **_: printed.append(text))
-    result = plan_parity(_plan(tmp_path, study=name), _space(tmp_path, precisions), LAPTOP, base, None, console,
-                         in_process=True)
+    result = plan_parity(_plan(tmp_path, study=name, **timing), _space(tmp_path, precisions), LAPTOP, base, None,
+                         console, in_process=True)
     assert result is not None and result.error is None, result
     return result, "\n".join(printed)
 
@@ -283,3 +284,42 @@ def test_an_allowance_with_room_to_spare_leaves_the_parity_cap_in_charge(tmp_pat
     result = plan_parity(_plan(tmp_path, step_seconds=1.18), _space(tmp_path), LAPTOP, base, None, None,
                          in_process=True, allowance=_allowance(3600, left=3500))
     assert (result.steps, result.capped_by) == (25, "--parity-seconds 120 at 1.18 s a step")
+
+
+def test_a_capped_or_too_slow_check_reuses_an_earlier_studys_verdict_of_the_full_steps(tmp_path, checks):
+    """An uncapped study kept bf16's 100-step verdict; a later study of the same workload whose step read slower
+    (a busy machine) or whose allowance is tighter would check 25 steps, or none: it shows the 100-step verdict
+    instead, free, rather than training a weaker one or leaving bf16 to the trials."""
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    first, _ = _study(tmp_path, base, "one", step_seconds=0.02)
+    assert checks == [[{"precision": "bf16"}]] and first.steps == 100
+    for name, step in (("capped", 1.18), ("too-slow", 10.0)):
+        again, said = _study(tmp_path, base, name, step_seconds=step)
+        assert checks == [[{"precision": "bf16"}]], name  # nothing trained again
+        [v] = again.verdicts
+        assert v.cached and v.text == first.verdicts[0].text and "100 steps" in v.text
+        assert (again.steps, again.capped_from, again.skipped) == (100, None, None)
+        assert "checking numerics" not in said and "not run" not in said
+
+
+def test_a_too_slow_check_shows_the_kept_verdicts_and_says_which_knobs_the_trials_decide(tmp_path, checks):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    _study(tmp_path, base, "one", step_seconds=0.02)  # bf16 checked, fp16 not in that space
+    both, said = _study(tmp_path, base, "two", precisions="fp32, bf16, fp16", step_seconds=10.0)
+    assert checks == [[{"precision": "bf16"}]]
+    assert [(v.knobs, v.cached) for v in both.verdicts] == [({"precision": "bf16"}, True)]
+    assert "the trials' quality decides precision=fp16 " in both.skipped and "bf16" not in both.skipped
+    lines = both.lines()
+    assert lines[0].startswith("numerics parity against fp32 (100 steps") and "(cached from " in lines[1]
+    assert lines[2] == f"  not run for the others: {both.skipped}" and lines[2] in said
+    from tuner.search._probe import within_noise
+
+    assert both.unchecked == [{"precision": "fp16"}]
+    assert within_noise(both) == {}  # fp16 has no verdict, so precision stays with the trials, bf16 with it
+
+
+def test_parity_seconds_0_turns_the_check_off_even_where_a_verdict_is_kept(tmp_path, checks):
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    _study(tmp_path, base, "one", step_seconds=0.02)
+    off, said = _study(tmp_path, base, "two", step_seconds=0.02, parity_seconds=0)
+    assert off.verdicts == [] and off.skipped.startswith("--parity-seconds 0") and len(checks) == 1

@@ -7,11 +7,13 @@ costs nothing a user could see; one that drifts or diverged is named, and its tr
 A verdict depends on nothing but the workload (its source, options, dataset), the config's params, the knob value,
 the machine's numerics (device, CPU model and flags or GPU), torch and tuner, the steps and seeds, so each is kept
 in the reports' cache too (<reports>/.cache/parity/<key>.json, `verdict_key`): a later study of the same workload
-on the same machine reuses it (the check cost the default study 22 s on a bf16 CPU) and says so (`cached`). A
-workload whose source cannot be told apart is checked every time; a damaged entry is checked again, never an error."""
+on the same machine reuses it (the check cost the default study 22 s on a bf16 CPU) and says so (`cached`), a
+verdict of the full STUDY_STEPS even where this study's cap would check fewer steps or none. A workload whose source
+cannot be told apart is checked every time; a damaged entry is checked again, never an error."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -166,11 +168,15 @@ def read_cached(path: Path) -> CachedVerdict | None:
         return None
 
 
-def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cache_dir: str,
-                announce: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """On a trial's resources (whose machine the verdicts are of): the verdicts, as plain data (what crosses Ray),
-    each from the cache where it holds one, else checked and kept there. `announce` is told the knob sets about
-    to be checked (none when every verdict was cached)."""
+Sizer = Callable[[list[dict[str, Any]]], "tuple[int, str | None, str | None]"]  # parity_run with its caps bound
+
+
+def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], cache_dir: str, sized: Sizer, full: int,
+                announce: Callable[[list[dict[str, Any]], int, str | None], None] | None = None) -> StudyParity:
+    """On a trial's resources (whose machine the verdicts are of): the study's check. Each verdict comes from the
+    cache where it holds one of `full` steps (an earlier uncapped study's: it holds whatever this study's cap) or
+    of the steps `sized` gives the rest (parity_run: fewer under a cap, none where too few fit); the rest are
+    checked and kept there. `announce` is told the knob sets about to be checked, their steps and cap."""
     from tuner.config import parse_config
     from tuner.device import resolve_device
     from tuner.files import atomic_write
@@ -178,57 +184,71 @@ def parity_task(cfg_json: str, knob_sets: list[dict[str, Any]], steps: int, cach
 
     cfg = parse_config(json.loads(cfg_json), "parity")
     identity = workload_identity(cfg.workload)
-    paths: list[Path | None] = [None] * len(knob_sets)
-    found: list[dict[str, Any] | None] = [None] * len(knob_sets)
-    parts: list[dict[str, Any]] = [{}] * len(knob_sets)
-    if identity is not None:
-        machine = machine_numerics(resolve_device(cfg.params.device))
+    machine = machine_numerics(resolve_device(cfg.params.device)) if identity is not None else None
+    found: list[KnobParity | None] = [None] * len(knob_sets)
+    entries: list[tuple[Path, dict[str, Any]] | None] = [None] * len(knob_sets)
+
+    def look_up(steps: int) -> None:
+        """Fill `found` from the cache's verdicts of `steps` steps; `entries`: where each missing one goes."""
+        if identity is None:
+            return
         for i, knobs in enumerate(knob_sets):
-            key, parts[i] = verdict_key(arm_config(cfg, FP32), knobs, steps, machine, identity)
-            paths[i] = Path(cache_dir) / CACHE_FOLDER / f"{key}.json"
-            kept = read_cached(paths[i])  # type: ignore[arg-type]
-            if kept is not None:
-                found[i] = {**kept.model_dump(exclude={"parts"}), "cached": True, "cache_file": str(paths[i])}
+            if found[i] is None:
+                key, parts = verdict_key(arm_config(cfg, FP32), knobs, steps, machine or {}, identity)
+                entries[i] = (path := Path(cache_dir) / CACHE_FOLDER / f"{key}.json", parts)
+                if (kept := read_cached(path)) is not None:
+                    found[i] = KnobParity(knobs=knobs, **kept.model_dump(exclude={"parts"}), cached=True,
+                                          cache_file=str(path))
+
+    look_up(full)
     missing = [i for i, f in enumerate(found) if f is None]
-    if missing:
+    steps, capped, skipped = sized([knob_sets[i] for i in missing]) if missing else (full, None, None)
+    if missing and not skipped and steps != full:
+        look_up(steps)
+        missing = [i for i, f in enumerate(found) if f is None]
+    if missing and not skipped:
         if announce is not None:
-            announce([knob_sets[i] for i in missing])
+            announce([knob_sets[i] for i in missing], steps, capped)
         verdicts = check_parity(cfg, [knob_sets[i] for i in missing], steps, Path(cache_dir))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         for i, v in zip(missing, verdicts):
             entry = CachedVerdict(state=v.state, text=v.text(), gap=v.gap, seed_gap=v.seed_gap,
-                                  from_step=v.from_step, checked_at=now, parts=parts[i])
-            found[i] = entry.model_dump(exclude={"parts"})
-            if paths[i] is not None:
+                                  from_step=v.from_step, checked_at=now, parts=(entries[i] or (None, {}))[1])
+            found[i] = KnobParity(knobs=knob_sets[i], **entry.model_dump(exclude={"parts"}))
+            if entries[i] is not None:
                 try:
-                    atomic_write(paths[i], entry.model_dump_json(indent=1))  # type: ignore[arg-type]
+                    atomic_write(entries[i][0], entry.model_dump_json(indent=1))  # type: ignore[index]
                 except OSError:
                     pass  # a cache that cannot be written costs the next study the check, nothing else
-    return found  # type: ignore[return-value]
+    return StudyParity(steps=full if skipped and any(f is not None for f in found) else steps,
+                       verdicts=[f for f in found if f is not None], skipped=skipped,
+                       unchecked=[knob_sets[i] for i in missing] if skipped else [],
+                       capped_from=full if capped else None, capped_by=capped)
 
 
 def parity_run(knob_sets: list[dict[str, Any]], step_s: float | None, cap_s: float | None,
-               allowance: tuple[float, float] | None = None) -> tuple[int, str | None, str | None]:
+               allowance: tuple[float, float] | None = None, full: int | None = None) -> tuple[int, str | None, str | None]:
     """(steps per run, what capped them, why the check is not run) for a study whose pre-flight took `step_s`
-    seconds an optimizer step (None: not timed on the trials' device, a cluster's: STUDY_STEPS as always) under
-    a cap of `cap_s` seconds (None: PARITY_SECONDS; 0: not run) and, with --study-seconds T, `allowance` (T, the
-    share of it the check may take: tuner.search._allowance.Allowance.parity_share). The runs are fp32, one per
-    knob set and YARDSTICK_SEEDS more fp32 seeds."""
+    seconds an optimizer step (None: not timed on the trials' device, a cluster's: `full`, STUDY_STEPS, as always)
+    under a cap of `cap_s` seconds (None: PARITY_SECONDS; 0: not run) and, with --study-seconds T, `allowance` (T,
+    the share of it the check may take: tuner.search._allowance.Allowance.parity_share). The runs are fp32, one
+    per knob set and YARDSTICK_SEEDS more fp32 seeds."""
+    full = STUDY_STEPS if full is None else full
     cap = PARITY_SECONDS if cap_s is None else cap_s
     named = ", ".join(f"{k}={v}" for s in knob_sets for k, v in s.items())
     decides = f"the trials' quality decides {named}"
     if cap <= 0:
         return 0, None, f"--parity-seconds 0: {decides}"
     if not step_s or step_s <= 0:
-        return STUDY_STEPS, None, None
+        return full, None, None
     by, more = f"--parity-seconds {cap:g}", None
     if allowance is not None and allowance[1] < cap:  # the allowance holds less than the cap: its share decides
         cap = max(0.0, allowance[1])
         by, more = f"--study-seconds {allowance[0]:g} ({cap:.0f} s of it)", allowance[0]
     runs = len(knob_sets) + 1 + YARDSTICK_SEEDS
     fit = int(cap / (runs * step_s))
-    if fit >= STUDY_STEPS:
-        return STUDY_STEPS, None, None
+    if fit >= full:
+        return full, None, None
     if fit < MIN_STEPS:
         need = runs * MIN_STEPS * step_s
         give = (f"give --study-seconds {math.ceil((more + 2 * (need - cap)) / 10) * 10:g}" if more is not None else
@@ -261,11 +281,13 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
     baseline = space.baseline_point(context, own=plan.own)
     step_s = plan.preflight.step_seconds
     share = (allowance.seconds, allowance.parity_share()) if allowance is not None else None
-    steps, capped, skipped = parity_run(knob_sets, step_s, plan.options.parity_seconds, share)
-    if skipped:
-        return _keep(folder, StudyParity(steps=0, skipped=skipped), console)
+    sized = functools.partial(parity_run, step_s=step_s, cap_s=plan.options.parity_seconds, allowance=share,
+                              full=STUDY_STEPS)
+    steps, capped, skipped = sized(knob_sets)
+    if steps == 0 and plan.options.parity_seconds == 0:  # turned off: not even the cache decides
+        return _keep(folder, StudyParity(steps=0, skipped=skipped, unchecked=knob_sets), console)
 
-    def announce(sets: list[dict[str, Any]]) -> None:
+    def announce(sets: list[dict[str, Any]], steps: int, capped: str | None) -> None:
         if console is not None:
             which = ", ".join(f"{k}={v}" for s in sets for k, v in s.items())
             runs = len(sets) + 1 + YARDSTICK_SEEDS
@@ -275,23 +297,21 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
             console.print(f"checking numerics against fp32 ({which}): {steps} steps each{cut}, beside fp32 with "
                           f"{YARDSTICK_SEEDS} other seeds ({runs} runs{took}) ...", soft_wrap=True)
 
-    if not in_process:  # a Ray task cannot print here: said before it starts, cached or not
-        announce(knob_sets)
+    if not in_process and not skipped:  # a Ray task cannot print here: said before it starts, cached or not
+        announce(knob_sets, steps, capped)
     t0 = time.perf_counter()
     try:
         cfg = space.trial_config({k: v for k, v in baseline.items() if k not in numerics_knobs()}, base,
                                  source="parity")
-        args = (json.dumps(dump_config(cfg)), knob_sets, steps, str(plan.cache_dir))
+        args = (json.dumps(dump_config(cfg)), knob_sets, str(plan.cache_dir), sized, STUDY_STEPS)
         if in_process:
-            found = parity_task(*args, announce=announce)
+            result = parity_task(*args, announce=announce)
         else:
             import ray
 
             task = ray.remote(num_cpus=resources.cpus_per_trial, num_gpus=resources.gpus_per_trial or 0)(parity_task)
-            found = ray.get(task.remote(*args))
-        result = StudyParity(steps=steps, seconds=time.perf_counter() - t0,
-                             verdicts=[KnobParity(knobs=s, **v) for s, v in zip(knob_sets, found)],
-                             capped_from=STUDY_STEPS if capped else None, capped_by=capped)
+            result = ray.get(task.remote(*args))
+        result.seconds = time.perf_counter() - t0
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from tuner.errors import error_line
 

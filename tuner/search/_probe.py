@@ -113,11 +113,12 @@ def within_noise(parity: "StudyParity | None") -> dict[str, list[Any]]:
     """The numerics knobs the probes may decide (tuner.knobs.parity_probed: precision, TF32), each with its values
     other than fp32's, where the study's parity check found every one of them within seed noise: a change of
     rounding nobody could tell from a change of seed, so only its speed is in question. A knob with a value that
-    drifts or diverged stays with the trials (their quality decides it), as does every knob of a failed check."""
+    drifts or diverged stays with the trials (their quality decides it), as does one with a value the check did not
+    run for (too slow for its cap) and every knob of a failed check."""
     if parity is None or parity.error:
         return {}
     values: dict[str, list[Any]] = {}
-    drifts: set[str] = set()
+    drifts: set[str] = {name for knobs in parity.unchecked for name in knobs}  # a value not checked: the trials'
     for v in parity.verdicts:
         for name, value in v.knobs.items():
             if name not in parity_probed():

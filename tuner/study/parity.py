@@ -47,10 +47,12 @@ class StudyParity(BaseModel):
     verdicts: list[KnobParity] = []
     error: str | None = None  # the check could not run (the study went on without it)
     # Why the study's time cap changed the check (tuner.search._parity.parity_run): `capped_from` the steps it
-    # planned where fewer fit the cap; `skipped` why it did not run at all (the trials' quality decides).
+    # planned where fewer fit the cap; `skipped` why it did not run (the trials' quality decides those knobs; a
+    # verdict of the full steps kept in the cache from an earlier study is still shown).
     capped_from: int | None = None
     capped_by: str | None = None  # the cap and the step that gave it: "--parity-seconds 120 at 1.18 s a step"
     skipped: str | None = None
+    unchecked: list[dict[str, Any]] = []  # the knob values `skipped` left without a verdict (the trials decide)
 
     def for_params(self, params: dict[str, Any]) -> list[KnobParity]:
         """The verdicts that apply to a trial's params (its numerics knob values that were checked)."""
@@ -63,9 +65,10 @@ class StudyParity(BaseModel):
         head = f"numerics parity against fp32 ({steps}, same seed and batches; other seeds for the noise):"
         if self.error:
             return [f"numerics parity could not run: {self.error}"]
-        if self.skipped:
+        if self.skipped and not self.verdicts:
             return [f"numerics parity not run: {self.skipped}"]
-        return [head, *(f"  {v.line()}" for v in self.verdicts)]
+        rest = [f"  not run for the others: {self.skipped}"] if self.skipped else []
+        return [head, *(f"  {v.line()}" for v in self.verdicts), *rest]
 
 
 def _when(iso: str | None) -> str:
