@@ -87,6 +87,14 @@ def test_the_sentence_says_how_far_the_trial_is_from_the_devices_measured_matmul
     assert "peak" not in assess(9200, 10000, 50000, device="cpu").sentence  # unknown: not guessed
 
 
+def test_a_share_over_the_peak_says_what_can_cause_it_instead_of_reading_as_a_bug():
+    """A ResNet-18 at 112x112 on 2 CPUs read 102% of the CPU's measured fp32 matmul peak."""
+    over = assess(9200, 10000, 50000, params={"precision": "fp32"}, device="cpu (x86_64)", of_peak=1.02).sentence
+    assert "102% of this CPU's measured fp32 matmul peak (over 100%: the FLOP counter counts each convolution's " \
+           "direct work" in over and "busy" in over
+    assert "over 100%" not in assess(9200, 10000, 50000, device="cpu", of_peak=0.99).sentence
+
+
 def test_a_record_carries_its_of_peak_into_the_re_derived_sentence():
     record = TrialRecord(trial=1, state="complete", device="cpu (x86_64)", params={"num_workers": 0},
                          metrics={"throughput": 9200, "compute_ceiling": 10000, "input_ceiling": 50000,
