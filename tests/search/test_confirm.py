@@ -37,6 +37,20 @@ def test_which_trials_are_confirmed(tmp_path):
     assert plan_reruns(s, 0) == []
 
 
+def test_a_baseline_at_the_knee_takes_none_of_the_k_front_trials_to_confirm(tmp_path):
+    """A default study under --study-seconds 200: its 4 trials' front was trial 2 (1129.7 samples/s, fid 470) and
+    the baseline (trial 0: 822, fid 176), the knee. K=1 confirmed the baseline alone, and the verdict kept it as the
+    pick beside a 1.37x faster trial it had no re-runs of. Now the next front trial is confirmed beside it."""
+    folder = StudyFolder(tmp_path / "s")
+    folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0}))
+    for n, (thr, fid) in enumerate([(822.0, 176.0), (700.0, 500.0), (1129.7, 470.0), (600.0, 679.0)]):
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "fid": fid}))
+    s = Study.load(folder)
+    assert {r.trial for r in s.front()} == {0, 2}
+    assert plan_reruns(s, 1) == [0, 2]  # the knee (the baseline), then the fastest
+    assert plan_reruns(s, 2) == [0, 2]  # the front has no third trial
+
+
 def pairs(runs):
     return [(r.trial, r.repeat) for r in runs]
 
