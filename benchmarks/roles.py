@@ -150,6 +150,10 @@ def main() -> None:
                            "fastest --no-probe trial": (work / "lm-trials", "lm-trials", t["best_trial"])},
                           budget, t0)
         pick_s, best_s = (statistics.median(v) for v in again.values())
+        mine, theirs = r["pick_params"], t["best_params"]
+        differ = sorted(k for k in set(mine) & set(theirs) if mine[k] != theirs[k])
+        same = ("the same config both ways (a ratio of one config's noise)" if not differ else
+                "configs differ in " + ", ".join(f"{k} {mine[k]} / {theirs[k]}" for k in differ))
         rows.append({**base, "id": "roles-lm", "benchmark": "roles",
                      "name": "speed and numerics knobs without learning knobs (charlm): study wall time, roles / "
                              "every knob by trials",
@@ -166,10 +170,10 @@ def main() -> None:
                      "target": target("ratio >= 0.85", ("ratio", ">=", 0.85)).to_json(),
                      "note": f"both exported and re-run with `tuner train` ({budget} s), {REMEASURE} interleaved "
                              f"rounds, medians (the studies' own readings: {r['pick_throughput']:.0f} and "
-                             f"{t['best_throughput']:.0f}); target from 2026-11-27, when the row stopped comparing "
-                             f"two studies' readings",
+                             f"{t['best_throughput']:.0f}); {same}; target from 2026-11-27, when the row stopped "
+                             f"comparing two studies' readings",
                      "details": {"roles_pick": r["pick_params"], "fastest_trial": t["best_params"],
-                                 "remeasured": again}})
+                                 "differ": differ, "remeasured": again}})
     if "default" in found:
         r, t = found["default"]["roles"], found["default"]["trials"]
         rows.append({**base, "id": "roles-default", "benchmark": "roles",
