@@ -5,6 +5,7 @@ exists (here, one machine; Ray's copy of its folder on another node: tests/workl
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,9 @@ def test_a_study_joined_with_address_runs_on_both_nodes_with_one_fid_cache_and_t
         assert Path(r["module_file"]) == module.resolve(), r["module_file"]
         assert "runtime_resources" in Path(r["tuner_file"]).parts, r["tuner_file"]
     assert any(cluster.nodes.get(r["node"]) == "node_b" for r in records)
+
+    # The trials' CPU facts were asked of the nodes (both this machine here), not taken from the driver's flags.
+    from tuner.search import cpu_facts
+
+    context = json.loads((reports / "gan2" / "study.json").read_text())["context"]
+    assert context["precisions"] == cpu_facts()["precisions"] and context["device"] == cpu_facts()["device"]

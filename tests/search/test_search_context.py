@@ -56,6 +56,18 @@ def test_gpu_nodes_offer_only_what_all_of_them_run_natively():
     assert mixed["device"] == "cuda (NVIDIA H100) + cuda (Tesla V100)"
 
 
+def test_a_clusters_cpu_nodes_offer_bf16_only_where_every_node_runs_it_natively():
+    """Joined with --address from a laptop with native bf16, a study's CPU trials run on the nodes: their CPUs
+    decide, and one node without native bf16 leaves fp32 alone; no answer at all offers fp32 alone too."""
+    from tuner.search._context import FALLBACK_CPU_FACTS
+
+    zen4 = {"device": "cpu (x86_64)", "precisions": cpu_native_precisions(ZEN4, "x86_64"), "tf32_available": False}
+    zen3 = {"device": "cpu (x86_64)", "precisions": cpu_native_precisions(ZEN3, "x86_64"), "tf32_available": False}
+    assert combine_facts([zen4, zen4], FALLBACK_CPU_FACTS)["precisions"] == ["fp32", "bf16"]
+    assert combine_facts([zen4, zen3], FALLBACK_CPU_FACTS) == {**zen3, "precisions": ["fp32"]}
+    assert combine_facts([], FALLBACK_CPU_FACTS)["precisions"] == ["fp32"]
+
+
 H100 = {"cpus": 16, "gpus": 1, "device": "cuda (H100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
 LAPTOP = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
 
@@ -120,7 +132,8 @@ def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch
     request.addfinalizer(tuner.device.cpu_has_bf16.cache_clear)
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     cluster = ClusterInfo(2, 0, 1, 2, 0)
-    setup = prepare_study(SimpleNamespace(space=load_space("amp_loader"), meta=None), cluster,
+    setup = prepare_study(SimpleNamespace(space=load_space("amp_loader"), meta=None,
+                                          options=SimpleNamespace(address=None)), cluster,
                           resolve_resources(SearchOptions(), cluster), None)
     assert setup.warnings == []
     assert [line.split(":")[0] for line in setup.notes] == ["effective batch kept at the workload's own 64",

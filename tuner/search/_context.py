@@ -5,7 +5,8 @@ The sampling context (what `Space.sample` / `baseline_point` and `when:` conditi
 - `device`, `precisions`, `tf32_available`: facts about the trials' device (`tuner.device.device_facts`).
 
 Where the device facts come from. CPU trials: this machine's CPU (fp32, and bf16 where the CPU has native bf16:
-tuner.device.cpu_has_bf16; a CPU without it gets a note saying why bf16 is not offered). GPU trials: a probe, one
+tuner.device.cpu_has_bf16; a CPU without it gets a note saying why bf16 is not offered), or on a cluster joined
+with --address its nodes' CPUs, asked the same way as GPU nodes (bf16 only where every node has it). GPU trials: a probe, one
 tiny Ray task per GPU node (0.01 GPU, no CPU, its worker exits after it) that asks torch on the node itself, and
 the facts every node agrees on (a precision is native only if it is native on every GPU node). The driver may
 have no GPU at all (`--address` from a laptop), and Ray reports GPU counts but not compute capabilities, so
@@ -22,6 +23,7 @@ from tuner.search._resources import ClusterInfo, Resources
 
 PROBE_TIMEOUT_S = 120.0
 FALLBACK_GPU_FACTS = {"device": "cuda (not probed)", "precisions": ["fp32", "fp16"], "tf32_available": False}
+FALLBACK_CPU_FACTS = {"device": "cpu (not probed)", "precisions": ["fp32"], "tf32_available": False}
 ALL_PRECISIONS = ["fp32", "fp16", "bf16"]
 
 
@@ -56,11 +58,38 @@ def cpu_precision_notes(space: Any, context: dict[str, Any], flags: Any = None,
     return [note] if note is not None else []
 
 
-def device_facts_for(resources: Resources, cluster: ClusterInfo) -> tuple[dict[str, Any], list[str]]:
-    """The trials' device facts and warnings: the CPU's for CPU trials, the GPU nodes' (probed) for GPU trials."""
+def device_facts_for(resources: Resources, cluster: ClusterInfo,
+                     remote: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The trials' device facts and warnings: for CPU trials this machine's CPU, or on a cluster joined with
+    --address (`remote`) its nodes' CPUs (probed: the driver may be a laptop with native bf16 the nodes lack);
+    for GPU trials the GPU nodes' (probed)."""
     if resources.gpus_per_trial <= 0:
-        return cpu_facts(), []
+        return probe_cpu_nodes(cluster) if remote else (cpu_facts(), [])
     return probe_gpu_nodes(cluster)
+
+
+def probe_cpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict[str, Any], list[str]]:
+    """Ask torch on each node that can run a CPU trial (a Ray task there, no CPU held) what its CPU runs
+    natively; what every node agrees on. Where a node does not answer: fp32 alone, and a line saying why."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, max_calls=1)(cpu_facts)
+    refs = []
+    for node in cluster.node_infos() or [None]:
+        options: dict[str, Any] = {}
+        if node is not None and node.node_id:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+        refs.append(probe.options(**options).remote())
+    try:
+        answers = ray.get(refs, timeout=timeout_s)
+    except Exception as err:  # noqa: BLE001 - a node that does not answer: offer what every CPU runs
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        return dict(FALLBACK_CPU_FACTS), [f"could not ask the cluster's nodes whether their CPUs run bf16 natively "
+                                          f"({reason}); the trials train in fp32"]
+    return combine_facts(answers, FALLBACK_CPU_FACTS), []
 
 
 def probe_gpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict[str, Any], list[str]]:
@@ -88,10 +117,10 @@ def probe_gpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) ->
     return combine_facts(answers), []
 
 
-def combine_facts(answers: list[dict[str, Any]]) -> dict[str, Any]:
+def combine_facts(answers: list[dict[str, Any]], fallback: dict[str, Any] | None = None) -> dict[str, Any]:
     """What every node agrees on: precisions native everywhere (in the first node's order), TF32 everywhere."""
     if not answers:
-        return dict(FALLBACK_GPU_FACTS)
+        return dict(fallback or FALLBACK_GPU_FACTS)
     precisions = [p for p in answers[0]["precisions"] if all(p in a["precisions"] for a in answers)]
     devices = list(dict.fromkeys(str(a["device"]) for a in answers))
     return {"device": " + ".join(devices), "precisions": precisions,

@@ -331,7 +331,7 @@ def prepare_study(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
     """Resolve the space for the trials' resources and device (stored domains on --resume), and collect the
     warnings the user should see: resources shared, hardware that differs from the study's first run, an FID
     extractor that changed since then, a large cache to ship."""
-    facts, notes = device_facts_for(resources, cluster)
+    facts, notes = device_facts_for(resources, cluster, remote=bool(plan.options.address))
     studied = study_space(plan.space, trial_context(resources, facts), plan.meta)
     space, context = studied.space, studied.context
     # why bf16 is not offered on this CPU: information, a note (it printed as `warning:`)
