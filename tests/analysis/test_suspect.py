@@ -165,3 +165,22 @@ def test_a_reading_from_one_window_is_suspect():
     five = TrialResult(state="complete", windows=[18.0, 18.8, 19.0, 18.5, 18.7],
                        metrics={"throughput": 18.7, "throughput_spread": 0.05})
     assert reason(five) is None
+
+
+def test_re_runs_that_stay_suspect_are_left_out_of_the_studys_noise_and_keep_their_own_disagreement(tmp_path):
+    """A default study under --study-seconds 200 on a busy machine: trial 4's re-runs read 120.9 and 1068.8
+    (windows 6x apart) and made the noise floor 197%, so the baseline, whose re-runs read 790.3 and 818.9, showed
+    `re-runs disagree ... no interval`. The study's noise is the clear re-runs'; the suspect trial's interval keeps
+    its own disagreement."""
+    bad = {"throughput_spread": 2.5, "of_compute_ceiling": 0.6}
+    s = planted(tmp_path, {0: [(790.3, 50.0, STEADY), (818.9, 50.0, STEADY)],
+                           1: [(120.9, 40.0, bad), (1068.8, 40.0, bad)]})
+    assert s.trial(1).confirmed.suspect and s.trial(0).confirmed.suspect is None
+    assert s.noise().text().startswith("one config's throughput varies by 2.5% run to run (2 re-runs of 1 config)")
+    base, wild = s.trial(0).confirmed.figures["throughput"], s.trial(1).confirmed.figures["throughput"]
+    assert 600 < base.low < 790.3 and 818.9 < base.high < 1100  # one degree of freedom, but its own noise
+    assert wild.low < 120.9 and wild.high > 1068.8  # not the clear trials' narrow interval around 359
+    from tuner.study import fmt_figure
+
+    assert "no interval" not in fmt_figure(s.trial(0), "throughput")
+    assert fmt_figure(s.trial(1), "throughput").endswith("(re-runs disagree: 120.9, 1068.8; no interval)")

@@ -23,3 +23,10 @@ def test_re_runs_too_far_apart_for_an_interval_say_so_with_their_values():
     3.9e+06, which ranks nothing. The figure says the re-runs disagree and shows them."""
     text = fmt_figure(_confirmed([0.83, 7.79], 1.664e-06, 3878705.0, 2.541), "val_loss")
     assert text == "2.541 (re-runs disagree: 0.83, 7.79; no interval)"
+
+
+def test_re_runs_that_agree_under_a_wide_pooled_noise_are_not_said_to_disagree():
+    """The interval is the study's pooled noise applied to this trial: where another trial's re-runs make it
+    too wide, this one's own re-runs (790.3 and 818.9) did not disagree, and the figure says what is wide."""
+    text = fmt_figure(_confirmed([790.3, 818.9], 5.0, 9000.0, 804.5), "val_loss")
+    assert text == "804.5 (the study's noise too wide for an interval; re-runs: 790.3, 818.9; no interval)"

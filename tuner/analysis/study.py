@@ -55,20 +55,32 @@ class Study:
 
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None]
         for key in {k for c in confirmed for k in c.figures}:
-            pooled = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
+            clear = pool(self.noise_groups(key))
+            # a trial whose re-runs stay suspect is judged with its own disagreement in the noise, not the clear
+            # ones' alone (which gave re-runs of 120.9 and 1068.8 an interval of 287-451)
+            spread = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
             # across rounds where it was read in several; a to-target figure (runs set) keeps its own interval
             for c in confirmed:
+                pooled = spread if c.suspect is not None else clear
                 if key in c.figures and pooled is not None and c.figures[key].runs is None:
                     iv = pooled.across(c.groups(key))
                     one = pooled.across(c.groups(key), one_more=True)
                     c.figures[key] = c.figures[key].model_copy(update={"low": iv.low, "high": iv.high,
                                                                        "rerun_low": one.low, "rerun_high": one.high})
 
+    def noise_groups(self, metric: str) -> list[list[float]]:
+        """The confirmed trials' re-runs of `metric`, grouped by trial and round: what the study's run-to-run noise
+        is pooled from. Re-runs that did not clear a suspect reading (windows far apart: the machine was disturbed)
+        are left out while others are clear: one such trial (re-runs 120.9 and 1068.8) made a default study's noise
+        floor 197% and left its baseline, whose re-runs read 790.3 and 818.9, without an interval."""
+        confirmed = [r.confirmed for r in self.records if r.confirmed is not None and metric in r.confirmed.figures]
+        clear = [c for c in confirmed if c.suspect is None] or confirmed
+        return [g for c in clear for g in c.groups(metric)]
+
     def pooled(self, metric: str) -> "Pooled | None":
         from tuner.analysis.stats import pool
 
-        return pool([g for r in self.records if r.confirmed is not None and metric in r.confirmed.figures
-                     for g in r.confirmed.groups(metric)])
+        return pool(self.noise_groups(metric))
 
     @property
     def name(self) -> str:
@@ -120,9 +132,7 @@ class Study:
         """The run-to-run variation of one config, from the confirmed trials' re-runs."""
         from tuner.analysis.stats import noise_floor
 
-        groups = [g for r in self.records if r.confirmed is not None and "throughput" in r.confirmed.figures
-                  for g in r.confirmed.groups("throughput")]
-        return noise_floor(groups)
+        return noise_floor(self.noise_groups("throughput"))
 
     def params(self) -> list[str]:
         return param_columns(self.meta, self.records)

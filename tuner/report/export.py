@@ -476,8 +476,7 @@ def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats:
     if values:
         groups = [values]
         if study is not None:
-            groups += [g for r in study.records if r.confirmed is not None and "throughput" in r.confirmed.figures
-                       for g in r.confirmed.groups("throughput")]
+            groups += study.noise_groups("throughput")
         pooled = pool(groups)
         measured = pooled.prediction(values, runs=recorded_runs) if pooled is not None \
             else Interval(values[0], None, None)

@@ -120,6 +120,7 @@ def ranges(numbers: list[int]) -> str:
 # An interval wider than this factor (high / low) ranks nothing: two re-runs of a ResNet-18 that read val_loss 0.83
 # and 7.79 gave 1.664e-06-3878705 (geometric, t with 1 degree of freedom), which a user reads as a bug.
 WIDE = 100.0
+DISAGREE = 2.0  # re-runs this far apart (max / min) disagree themselves; closer, the pooled noise made it wide
 
 
 def fmt_figure(record: "TrialRecord", key: str) -> str:
@@ -140,7 +141,12 @@ def fmt_figure(record: "TrialRecord", key: str) -> str:
     inside = [f"{fmt_metric(key, confirmed.low)}-{fmt_metric(key, confirmed.high)}"] \
         if confirmed.low is not None and confirmed.high is not None else []
     if inside and confirmed.low > 0 and confirmed.high / confirmed.low > WIDE:
-        inside = [f"re-runs disagree: {', '.join(fmt_metric(key, v) for v in confirmed.values)}; no interval"]
+        values = ", ".join(fmt_metric(key, v) for v in confirmed.values)
+        own = [v for v in confirmed.values if v > 0]
+        # its own re-runs may agree where the study's pooled noise is what is wide (another trial's re-runs)
+        why = "re-runs disagree" if len(own) < 2 or max(own) / min(own) > DISAGREE else \
+            "the study's noise too wide for an interval; re-runs"
+        inside = [f"{why}: {values}; no interval"]
     if confirmed.not_reached:
         inside.append(f"{confirmed.not_reached} of {confirmed.runs} runs not reached")
     return text + (f" ({'; '.join(inside)})" if inside else "")
