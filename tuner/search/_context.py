@@ -71,22 +71,8 @@ def device_facts_for(resources: Resources, cluster: ClusterInfo,
 def probe_cpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict[str, Any], list[str]]:
     """Ask torch on each node that can run a CPU trial (a Ray task there, no CPU held) what its CPU runs
     natively; what every node agrees on. Where a node does not answer: fp32 alone, and a line saying why."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    probe = ray.remote(num_cpus=0, max_calls=1)(cpu_facts)
-    refs = []
-    for node in cluster.node_infos() or [None]:
-        options: dict[str, Any] = {}
-        if node is not None and node.node_id:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
-        refs.append(probe.options(**options).remote())
-    try:
-        answers = ray.get(refs, timeout=timeout_s)
-    except Exception as err:  # noqa: BLE001 - a node that does not answer: offer what every CPU runs
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+    answers, reason = _ask_nodes(cpu_facts, cluster.node_infos(), 0, timeout_s)
+    if answers is None:  # a node that does not answer: offer what every CPU runs
         return dict(FALLBACK_CPU_FACTS), [f"could not ask the cluster's nodes whether their CPUs run bf16 natively "
                                           f"({reason}); the trials train in fp32"]
     return combine_facts(answers, FALLBACK_CPU_FACTS), []
@@ -94,27 +80,35 @@ def probe_cpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) ->
 
 def probe_gpu_nodes(cluster: ClusterInfo, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict[str, Any], list[str]]:
     """Ask torch on each GPU node (a Ray task there) what its GPU runs natively; combine the answers."""
+    from tuner.device import cuda_facts
+
+    answers, reason = _ask_nodes(cuda_facts, cluster.gpu_nodes(), 0.01, timeout_s)
+    if answers is None:  # a timeout (GPUs held by others) or a failing node: be conservative
+        return dict(FALLBACK_GPU_FACTS), [f"could not ask the GPU nodes which precisions they run natively ({reason}); "
+                                          f"native choices are fp32 and fp16, and TF32 is not searched"]
+    return combine_facts(answers), []
+
+
+def _ask_nodes(facts: Any, nodes: list[Any], gpus: float,
+               timeout_s: float) -> tuple[list[dict[str, Any]] | None, str]:
+    """`facts()` run once on each of `nodes` (a tiny Ray task pinned there, whose worker exits after it; no node
+    listed: anywhere): the answers, or None and why not."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from tuner.device import cuda_facts
-
-    probe = ray.remote(num_cpus=0, num_gpus=0.01, max_calls=1)(cuda_facts)
+    probe = ray.remote(num_cpus=0, num_gpus=gpus, max_calls=1)(facts)
     refs = []
-    for node in cluster.gpu_nodes() or [None]:
+    for node in nodes or [None]:
         options: dict[str, Any] = {}
         if node is not None and node.node_id:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
         refs.append(probe.options(**options).remote())
     try:
-        answers = ray.get(refs, timeout=timeout_s)
-    except Exception as err:  # noqa: BLE001 - a timeout (GPUs held by others) or a failing node: be conservative
+        return ray.get(refs, timeout=timeout_s), ""
+    except Exception as err:  # noqa: BLE001 - the caller says what it offers instead
         for ref in refs:
             ray.cancel(ref, force=True)
-        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
-        return dict(FALLBACK_GPU_FACTS), [f"could not ask the GPU nodes which precisions they run natively ({reason}); "
-                                          f"native choices are fp32 and fp16, and TF32 is not searched"]
-    return combine_facts(answers), []
+        return None, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
 
 
 def combine_facts(answers: list[dict[str, Any]], fallback: dict[str, Any] | None = None) -> dict[str, Any]:
