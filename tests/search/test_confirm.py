@@ -306,6 +306,33 @@ def test_a_rival_whose_single_reading_is_within_one_more_run_of_the_pick_is_not_
     assert next_knee(far, 1) == 3
 
 
+def test_a_rival_is_re_run_where_the_pick_s_spread_has_one_degree_of_freedom(tmp_path):
+    """Only the knee was re-run (no baseline trial): its two re-runs give the spread one degree of freedom, and
+    t = 12.7 would put trial 2's single reading (130 samples/s against the pick's 95-105, a better FID) within
+    "one more run" of it, so the rival was never re-run. Too little spread to call it noise: it is re-run; once
+    a second config's re-runs pool in (two degrees of freedom), the same reading is within the noise again."""
+    def study(path, reruns):
+        folder = StudyFolder(path / "m")
+        folder.write_meta(StudyMeta(name="m", objectives=OBJ))
+        for n, (thr, fid) in {1: (150.0, 20.0), 2: (130.0, 20.2), 3: (90.0, 30.0)}.items():
+            cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
+            write_record(folder, TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
+                                            config=dump_config(cfg),
+                                            metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+        for n, runs in reruns.items():
+            for k, (thr, fid) in enumerate(runs):
+                write_rerun(folder, n, Rerun(repeat=k, state="complete",
+                                            metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+        return Study.load(folder)
+
+    one = study(tmp_path / "one", {1: [(95.0, 20.0), (105.0, 21.0)]})
+    assert one.pooled("throughput").df == 1 and next_knee(one, 1) == 2
+    assert "trial 2 ranks higher on a single, unconfirmed reading (the confirmation stopped" in decide(one).text
+    two = study(tmp_path / "two", {1: [(95.0, 20.0), (105.0, 21.0)], 3: [(86.0, 29.0), (94.0, 31.0)]})
+    assert two.pooled("throughput").df == 2 and next_knee(two, 1) is None
+    assert "trial 2 ranks higher on a single, unconfirmed reading, within what one more run" in decide(two).text
+
+
 def test_a_rival_is_judged_against_the_pick_as_ratios_to_the_baseline_read_in_the_same_phase(tmp_path):
     """The search ran on a machine twice as fast as the confirmation: the baseline read 200 in the search and
     99-101 in its re-runs. Trial 3's single reading of 310 is 1.55x the baseline's beside it, as the pick (trial

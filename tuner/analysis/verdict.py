@@ -260,6 +260,9 @@ def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
     return rival.trial
 
 
+_MIN_DF = 2  # degrees of freedom the pooled spread needs before a rival's reading is called within the noise
+
+
 def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule: Pick) -> bool:
     """Whether the rival's single reading lies, on every objective the rule ranks by, within where one more run of
     the confirmed pick would read (its 95% prediction interval from the pooled re-run spread), or on the worse
@@ -267,7 +270,8 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
     being high), and re-running it on a noisy machine chased the knee through three rounds to "no difference
     beyond the noise". Throughput is compared as each one's ratio to the baseline read in the same phase (the
     machine drifts between the search and the confirmation: tuner.analysis.rounds.beyond_one_more_run) where the
-    readings allow. False where the pick has no prediction interval (too few re-runs)."""
+    readings allow. False where the pick has no prediction interval, or one from a spread of a single degree of
+    freedom (one config's two re-runs: t = 12.7 puts almost any reading inside it), so the rival is re-run."""
     try:
         pick = choose(pool, study.objectives, rule, None, study=study.name, value=_value(study))
     except StudyError:
@@ -276,6 +280,10 @@ def _within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rul
         return False
     ranked = [o for o in study.objectives if rule != "throughput" or o.metric == THROUGHPUT]
     baseline = next((r for r in study.records if r.trial == study.baseline_trial), None)
+    for o in ranked:
+        fig = pick.confirmed.figures.get(o.metric)
+        if fig is not None and fig.runs is None and ((p := study.pooled(o.metric)) is None or p.df < _MIN_DF):
+            return False
     for o in ranked:
         if o.metric == THROUGHPUT and (beyond := rival_beyond(rival, pick, baseline, study.pooled(THROUGHPUT),
                                                               o.mode == "max")) is not None:
