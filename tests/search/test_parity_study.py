@@ -54,7 +54,7 @@ def _plan(tmp_path, resume=False, study="study", step_seconds=None, parity_secon
     folder.path.mkdir(exist_ok=True)
     return SimpleNamespace(folder=folder, resume=resume, own={}, cache_dir=tmp_path / "cache",
                            preflight=Preflight(step_seconds=step_seconds),
-                           options=SimpleNamespace(parity_seconds=parity_seconds))
+                           options=SimpleNamespace(parity_seconds=parity_seconds, address=None))
 
 
 def _space(tmp_path, precisions="fp32, bf16"):
@@ -234,6 +234,22 @@ def test_a_check_that_cannot_fit_or_is_turned_off_is_not_run_and_says_what_decid
     from tuner.search._probe import within_noise
 
     assert within_noise(result) == {}  # nothing passed: the trials sample precision
+
+
+def test_a_skipped_check_of_gpu_trials_starts_no_ray_task_where_the_cache_is_empty(tmp_path, checks, monkeypatch):
+    """GPU trials read the cache in a Ray task on the trials' device; a check too slow to run, on a machine whose
+    cache holds no verdict at all, would start that task (a worker and CUDA) only to find nothing. It does not."""
+    import ray
+
+    started = []
+    monkeypatch.setattr(ray, "remote", lambda *a, **k: started.append(k) or (_ for _ in ()).throw(AssertionError))
+    base = {"workload": f"{write(tmp_path / 'w', GOOD)}:make", "params": {"device": "cpu"}}
+    result = plan_parity(_plan(tmp_path, step_seconds=10.0), _space(tmp_path), LAPTOP, base, None, None,
+                         in_process=False)
+    assert started == [] and checks == [] and result.error is None
+    assert "the trials' quality decides precision=bf16" in result.skipped
+    assert result.unchecked == [{"precision": "bf16"}]
+    assert read_parity(tmp_path / "study") == result
 
 
 def test_a_negative_parity_cap_is_refused_in_one_line():

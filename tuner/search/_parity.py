@@ -297,6 +297,9 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
             console.print(f"checking numerics against fp32 ({which}): {steps} steps each{cut}, beside fp32 with "
                           f"{YARDSTICK_SEEDS} other seeds ({runs} runs{took}) ...", soft_wrap=True)
 
+    if skipped and not in_process and not plan.options.address and not _holds_verdicts(plan.cache_dir):
+        # the task would only read an empty cache: a worker's start (and CUDA's) for nothing
+        return _keep(folder, StudyParity(steps=0, skipped=skipped, unchecked=knob_sets), console)
     if not in_process and not skipped:  # a Ray task cannot print here: said before it starts, cached or not
         announce(knob_sets, steps, capped)
     t0 = time.perf_counter()
@@ -317,6 +320,15 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
 
         result = StudyParity(steps=steps, seconds=time.perf_counter() - t0, error=error_line(err))
     return _keep(folder, result, console)
+
+
+def _holds_verdicts(cache_dir: Path) -> bool:
+    """Whether this machine's parity cache holds any verdict (a cluster's nodes may each hold their own: asked
+    only of a local study)."""
+    try:
+        return any((Path(cache_dir) / CACHE_FOLDER).glob("*.json"))
+    except OSError:
+        return True  # cannot tell: let the task look
 
 
 def _keep(folder: Any, result: StudyParity, console: Any) -> StudyParity:
