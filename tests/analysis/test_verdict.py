@@ -126,6 +126,20 @@ def test_a_pick_with_better_quality_than_the_baseline_is_named_too(tmp_path):
         "noise" in v.text and "worse" not in v.text
 
 
+def test_without_re_runs_a_quality_difference_is_called_by_tuner_s_threshold_not_the_noise(tmp_path):
+    """A study run with --confirm 0 has no re-runs, so no measured noise: a quality 20% better is past the 10%
+    tuner calls a difference, and the verdict says that, not "beyond the noise" it never measured."""
+    folder = StudyFolder(tmp_path / "c0")
+    folder.write_meta(StudyMeta(name="c0", objectives=OBJ, baseline={"trial": 0}))
+    write_record(folder, TrialRecord(trial=0, state="complete", metrics={"throughput": 100.0, "fid": 50.0}))
+    write_record(folder, TrialRecord(trial=1, state="complete", metrics={"throughput": 300.0, "fid": 40.0}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1
+    assert "quality 20% better than the baseline: fid 40 vs 50 (single reading vs single reading), more than the " \
+        "10% tuner calls a difference where no re-runs measured the noise" in v.text
+    assert "beyond the noise" not in v.text
+
+
 def test_the_verdict_quotes_the_same_quality_centre_as_the_confirmed_figure(tmp_path):
     """The default study on a quiet machine: the pick's two re-runs read FID 79.44 and 55.12. Its confirmed figure
     (the table, the export) is their geometric mean, 66.17; the verdict said the arithmetic 67.28 beside it. With

@@ -41,6 +41,12 @@ def _beyond_noise(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | N
     return diff > width
 
 
+def by_noise(mine: list[float], theirs: list[float], pooled: Pooled | None) -> bool:
+    """Whether `worse` judges these two by the pooled noise (False: no re-runs to judge by, so by WORSE)."""
+    return bool(mine and theirs) and _beyond_noise((mean_of(mine), len(mine)), (mean_of(theirs), len(theirs)),
+                                                   pooled, min(mine + theirs)) is not None
+
+
 def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mid: float) -> bool:
     """Whether two figures differ beyond the noise (as `worse` tests a pick against the baseline), else by more
     than RESOLUTION of `mid`."""

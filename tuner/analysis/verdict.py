@@ -205,7 +205,7 @@ def _throughput_ratio(study: Study, chosen: TrialRecord, baseline: TrialRecord, 
 def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, quality: Objective) -> str | None:
     """'quality 16% worse than the baseline: fid ...' when the pick's quality is worse beyond the noise, '... better
     ...' when it is better beyond the noise (a trade the user would want to know of either way)."""
-    from tuner.analysis.resolution import mean_of, worse
+    from tuner.analysis.resolution import WORSE, by_noise, mean_of, worse
 
     key = quality.metric
     if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
@@ -223,8 +223,10 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
         frac, which = abs(m - t) / abs(t), "better"  # beyond the noise the other way, as a share of the baseline's
     if frac is None:
         return None
+    beyond = "beyond the noise" if by_noise(mine, theirs, study.pooled(key)) else \
+        f"more than the {WORSE:.0%} tuner calls a difference where no re-runs measured the noise"
     return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
-            f"{fmt_metric(key, t)} ({how}), beyond the noise")
+            f"{fmt_metric(key, t)} ({how}), {beyond}")
 
 
 def _unconfirmed_rival(study: Study, pool: list[TrialRecord], rule: Pick,
