@@ -71,8 +71,11 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     label = metric(key).label
     lo, hi = fmt_metric(key, min(values)), fmt_metric(key, max(values))
     figure = lo if lo == hi else f"{lo}-{hi}"
-    return (f"{label} {figure} in every trial, within the noise of each other: too little training to rank "
-            f"quality, so the pick goes by throughput alone; raise the budget")
+    measured = _beyond_noise((values[0], 1), (values[0], 1), pooled, min(values)) is not None
+    within = "within the noise of each other" if measured else \
+        f"within {RESOLUTION:.0%} of each other (no re-runs measured the noise)"
+    return (f"{label} {figure} in every trial, {within}: too little training to rank quality, so the pick goes "
+            f"by throughput alone; raise the budget")
 
 
 def mean_of(values: list[float]) -> float:
