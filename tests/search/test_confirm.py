@@ -88,10 +88,11 @@ def test_a_study_confirms_its_front_interleaved_and_records_every_rerun(ray_sess
                (__import__("json").loads(p.read_text()) for p in (tmp_path / "fake" / "trials").glob("*/result.json")))
 
 
-def _planted(tmp_path, reads, reruns):
-    """reads: {trial: (throughput, fid)} single readings; reruns: {trial: [(throughput, fid), ...]}."""
+def _planted(tmp_path, reads, reruns, baseline=True):
+    """reads: {trial: (throughput, fid)} single readings; reruns: {trial: [(throughput, fid), ...]}; baseline:
+    trial 0 ran tuner's default knobs (False: the study has no baseline trial)."""
     folder = StudyFolder(tmp_path / "m")
-    folder.write_meta(StudyMeta(name="m", objectives=OBJ, baseline={"trial": 0}))
+    folder.write_meta(StudyMeta(name="m", objectives=OBJ, baseline={"trial": 0} if baseline else None))
     for n, (thr, fid) in reads.items():
         cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
         write_record(folder, TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
@@ -312,18 +313,7 @@ def test_a_rival_is_re_run_where_the_pick_s_spread_has_one_degree_of_freedom(tmp
     "one more run" of it, so the rival was never re-run. Too little spread to call it noise: it is re-run; once
     a second config's re-runs pool in (two degrees of freedom), the same reading is within the noise again."""
     def study(path, reruns):
-        folder = StudyFolder(path / "m")
-        folder.write_meta(StudyMeta(name="m", objectives=OBJ))
-        for n, (thr, fid) in {1: (150.0, 20.0), 2: (130.0, 20.2), 3: (90.0, 30.0)}.items():
-            cfg = TrialConfig(workload="cnn", budget=Budget(samples=64), params=Params(batch_size=16 * (n + 1)))
-            write_record(folder, TrialRecord(trial=n, state="complete", params={"batch_size": 16 * (n + 1)},
-                                            config=dump_config(cfg),
-                                            metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
-        for n, runs in reruns.items():
-            for k, (thr, fid) in enumerate(runs):
-                write_rerun(folder, n, Rerun(repeat=k, state="complete",
-                                            metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
-        return Study.load(folder)
+        return _planted(path, {1: (150.0, 20.0), 2: (130.0, 20.2), 3: (90.0, 30.0)}, reruns, baseline=False)
 
     one = study(tmp_path / "one", {1: [(95.0, 20.0), (105.0, 21.0)]})
     assert one.pooled("throughput").df == 1 and next_knee(one, 1) == 2
