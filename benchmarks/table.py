@@ -30,8 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path("benchmarks") / "results"
 SCHEMA = "tuner-benchmark-rows/1"
 # Code whose change makes an earlier measurement stale: what the benchmarks run, not their results or prose.
+# The GPU proof (issue 38: gpu.sh runs gpu.py on a GPU machine, with its workloads, space and plain loop) is imported
+# by no row's benchmark, and its own results file carries its commit: a change to it leaves every row current.
+GPU_PROOF = ("benchmarks/gpu.py", "benchmarks/gpu.sh", "benchmarks/gpu_plain.py", "benchmarks/gpu_space.yaml",
+             "benchmarks/gpu_workloads.py", "benchmarks/GPU.md")
 CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", ":(exclude)benchmarks/README.md",
-        ":(exclude)benchmarks/table.py")
+        ":(exclude)benchmarks/table.py", *(f":(exclude){path}" for path in GPU_PROOF))
 # Stand-alone benchmark scripts that no other benchmark imports: a change to one of them leaves the other
 # benchmarks' rows current (it cannot change what they measured); shared modules (common.py, run.py and what it
 # runs) count for every row. The benchmark name a row carries maps to its script.

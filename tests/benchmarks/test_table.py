@@ -83,6 +83,27 @@ def test_a_change_to_one_standalone_benchmark_leaves_other_rows_current_and_its_
     assert all(f"stale: measured at {old[:7]}" in _line(md, rid) for rid in ("2", "15", "tt-cnn"))
 
 
+def test_a_change_to_the_gpu_proof_leaves_every_row_current(tmp_path):
+    """The GPU proof's script and workloads run only on a GPU machine and no row imports them (a dry-run trim of
+    benchmarks/gpu.py once staled every CPU row)."""
+    repo = _repo(tmp_path, [])
+    for path in ("benchmarks/gpu.py", "benchmarks/gpu_workloads.py", "benchmarks/run.py"):
+        (repo / path).write_text("SIZE = 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "scripts")
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    rows = [_row("2", 0.09, commit=old), _row("tt-cnn", 0.9, benchmark="time_to_target", commit=old)]
+    (repo / "benchmarks" / "results" / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": rows}))
+    for path in ("benchmarks/gpu.py", "benchmarks/gpu_workloads.py"):
+        (repo / path).write_text("SIZE = 2\n")
+    _git(repo, "commit", "-qam", "trim the GPU proof's dry run")
+    md = render_markdown(repo)
+    assert "current" in _line(md, "2") and "current" in _line(md, "tt-cnn")
+    (repo / "benchmarks" / "run.py").write_text("SIZE = 2\n")  # a benchmark's own script: its rows are stale
+    _git(repo, "commit", "-qam", "change run.py")
+    assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
+
+
 def test_every_expected_row_appears_and_a_missing_one_says_not_measured(tmp_path):
     md = render_markdown(_repo(tmp_path, [_row("2", 0.09)]))
     for e in EXPECTED:
