@@ -87,6 +87,7 @@ class Sizes:
     parity_steps: int  # `tuner parity --steps`: optimizer steps of each of its three runs
     limits: dict[str, float]
     probe: bool
+    parity_seconds: float | None = None  # the study's --parity-seconds (None: its own cap, or its --study-seconds share)
 
 
 # On the GPU: 470 s in all (the call's 10 minutes hold the payload's set-up too), the CUDA tests first (at most
@@ -98,7 +99,7 @@ GPU = Sizes(allowance=470, budget={"seconds": 5}, trials=12, study_seconds=40, p
             probe=True)
 DRY = Sizes(allowance=900, budget={"samples": 96}, trials=2, study_seconds=None, plain_seconds=1, parity_steps=8,
             limits={"cuda_tests": 120, "own": 90, "study": 200, "export": 60, "tuned": 90, "plain": 90,
-                    "parity": 90}, probe=False)
+                    "parity": 90}, probe=False, parity_seconds=0)  # the studies' own check: tests/search
 
 
 @dataclass
@@ -243,6 +244,8 @@ class Proof:
         argv += ["--budget-seconds", str(b["seconds"])] if "seconds" in b else ["--budget-samples", str(b["samples"])]
         if self.sizes.study_seconds:
             argv += ["--study-seconds", str(self.sizes.study_seconds)]
+        if self.sizes.parity_seconds is not None:
+            argv += ["--parity-seconds", f"{self.sizes.parity_seconds:g}"]
         part = Part(f"{key}/study", unit="trials complete")
         self.run(part, argv, "study")
         part.details = study_summary(self.work / study)

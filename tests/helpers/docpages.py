@@ -25,8 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/getting-started.md", "docs/own-model.md")
 # A study small enough for a test, whatever the page asks: two trials of a fixed sample count (not seconds, which
-# the pre-flight would judge against this machine's speed), no confirmation re-runs.
-FIT = "--trials 2 --budget-samples 640 --confirm 0"
+# the pre-flight would judge against this machine's speed), no confirmation re-runs, no numerics parity check (four
+# runs of 100 steps: half the default study's minute on a bf16 CPU; tests/search checks it inside real studies).
+FIT = "--trials 2 --budget-samples 640 --confirm 0 --parity-seconds 0"
 FIT_TRAIN = "--budget-samples 640"  # `tuner train` of a config: its own budget is seconds a test need not spend
 
 _FENCE = re.compile(r"^(\s*)```\s*([A-Za-z0-9_+-]*)\s*$")
