@@ -34,11 +34,14 @@ taken at least that long; a run that errors counts the same way), and an order-s
 reported beside (median over the runs that reached it), and tuner's estimated_time_to_target (samples to target /
 the run's throughput, issue 34 item 3) over the direct reading of the same run (`estimate_check`).
 
-Race (`--only race`): the CNN's (a) study with `--scheduler race` against the same study with `--scheduler fifo`
-(fixed budgets: every trial may train the whole cap; both stop a trial at the target), same space, seed, target
-and trials; the fifo arm is the CNN part's (a) study when that part runs (parts run in the order cnn, race, gan,
-lm), else its own study. Figure: the race's search-phase wall time over fifo's; and whether the pick is the same
-config, or as good (its confirmed time to target at or below the top of the fifo pick's interval).
+Race (`--only race`): the CNN's time-to-target study with `--scheduler race` against the same study with
+`--scheduler fifo` (fixed budgets: every trial may train the whole cap; both stop a trial at the target), same
+space, seed, target and trials, fifo first. Its space is (a)'s with lr_scale from RACE_LR_LOW (0.05x) and
+RACE_TRIALS trials: a race saves only what laggards would have spent, and (a)'s space (0.5-4x, 5 trials) held
+none, so two runs stopped no trial and the row passed on the pair's load drift alone (48 vs 51 s, 2026-11-27).
+The CNN part's target is reused when that part runs (parts run in the order cnn, race, gan, lm). Figure: the race's
+search-phase wall time over fifo's, the trials it stopped, and whether the pick is the same config, or as good (its
+confirmed time to target at or below the top of the fifo pick's interval).
 
 Rows (benchmarks/table.py schema) go to <out>/time-to-target.json, a short table to time-to-target.md. Progress
 lines go to stderr. The whole run is sized for 20 minutes on 2 quiet CPU cores (SIZES below; the GAN and the LM at
@@ -109,6 +112,11 @@ SIZES: dict[str, dict[str, Workload]] = {
     },
 }
 PARTS = ("cnn", "race", "gan", "lm")
+# The race's space: (a)'s with slow learning rates in it, the laggards a race exists to stop (a user's space with a
+# wide lr range has them; Adam at 0.05x of the CNN's 1e-3 does not reach the baseline's quality within the cap).
+RACE_LR_LOW = 0.05
+RACE_TRIALS = {"full": 8, "quick": 3}
+RACE_SAVING = 0.8  # the race's search phase under this share of fifo's: beyond the pair's load drift (8-20%)
 SPACE = {
     "effective_batch": {"type": "int", "low": 16, "high": 128, "log": True},
     "params": {"batch_size": {"type": "int", "low": 16, "high": 128, "log": True},
@@ -256,7 +264,8 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
 
 
 def race_row(race: dict[str, Any], fifo: dict[str, Any], notes: str) -> Any:
-    """The race against fixed budgets: search-phase wall time ratio, and whether the pick is the same or as good."""
+    """The race against fixed budgets: search-phase wall time ratio, the trials it stopped (a saving without one is
+    the pair's drift), and whether the pick is the same or as good."""
     from benchmarks.common import BenchResult
     from benchmarks.table import target
 
@@ -265,7 +274,7 @@ def race_row(race: dict[str, Any], fifo: dict[str, Any], notes: str) -> Any:
     as_good = same or (r_ttt is not None and f_high is not None and r_ttt <= f_high)
     ratio = race["search_s"] / fifo["search_s"] if race.get("search_s") and fifo.get("search_s") else None
     d = {"race": race, "fifo": fifo, "same_pick": same, "pick_as_good": 1.0 if as_good else 0.0,
-         "saving": None if ratio is None else 1.0 - ratio}
+         "saving": None if ratio is None else 1.0 - ratio, "stopped": race.get("stopped")}
     other = "" if same else (f" (its time to target {_s(r_ttt)} vs the fifo pick's interval "
                              f"{_iv(fifo.get('pick_low'), f_high)})")
     text = (f"Search phase {race.get('search_s')} s with --scheduler race vs {fifo.get('search_s')} s with fifo "
@@ -274,8 +283,14 @@ def race_row(race: dict[str, Any], fifo: dict[str, Any], notes: str) -> Any:
             f"{notes}")
     return BenchResult("race vs fixed budgets: study wall time, same pick", "time_to_target",
                        race.get("search_s"), "s", fifo.get("search_s"), ratio, "", None, note=text, details=d,
-                       row="tt-race", rule=target("ratio < 1 (saves time) and the pick as good (pick_as_good >= 1)",
-                                                  ("ratio", "<", 1.0), ("pick_as_good", ">=", 1.0)))
+                       row="tt-race",
+                       rule=target(f"ratio < {RACE_SAVING:g} (saves beyond the drift), stopped >= 1 (by stopping "
+                                   f"laggards), pick as good (pick_as_good >= 1)", ("ratio", "<", RACE_SAVING),
+                                   ("stopped", ">=", 1.0), ("pick_as_good", ">=", 1.0)),
+                       target_history=[{"was": "ratio < 1 (saves time) and the pick as good (pick_as_good >= 1)",
+                                        "why": "2026-11-28: the run of 2026-11-27 passed at 0.94 with no trial "
+                                               "stopped, on the pair's load drift (8-20% here): a saving must "
+                                               "exceed that and come from stopped trials"}])
 
 
 def _s(v: float | None) -> str:
@@ -372,9 +387,13 @@ def derive_target(ctx: Ctx, w: Workload) -> dict[str, Any]:
 
 
 def space_file(ctx: Ctx, w: Workload, kind: str, cap: float) -> Path:
+    """(a) scored on time to target, (b) on throughput and quality, `race`: (a) with RACE_LR_LOW and RACE_TRIALS."""
     doc: dict[str, Any] = {"description": f"time-to-target benchmark, {w.key}, {kind}",
                            "defaults": {"budget": {"seconds": cap}, "trials": w.trials},
-                           "objectives": ["time_to_target"] if kind == "a" else TWO_OBJECTIVES, **SPACE}
+                           "objectives": TWO_OBJECTIVES if kind == "b" else ["time_to_target"], **SPACE}
+    if kind == "race":
+        doc["defaults"]["trials"] = RACE_TRIALS[ctx.mode]
+        doc["params"] = {**SPACE["params"], "lr_scale": {**SPACE["params"]["lr_scale"], "low": RACE_LR_LOW}}
     path = ctx.work / f"{w.key}-{kind}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -488,12 +507,12 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
                "b": {"study_wall_s": b_wall, "trials": len(b_records), "pick": picked(b_cfg)},
                "c": {"params": c_cfg["params"]}}
     rows = workload_rows(w.key, runs, cap, w.need_ratio, exported, notes, details)
-    return rows, {"value": value, "eval_every": w.eval_every, "cap": cap, "study": a_study, "wall": a_wall,
-                  "export": ctx.work / f"{w.key}-a.yaml"}
+    return rows, {"value": value, "eval_every": w.eval_every, "cap": cap}  # the race's target, where it runs
 
 
 def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
-    """The CNN's (a) study with --scheduler race and with fifo, the same target, seed and trials."""
+    """The CNN's time-to-target study of the race's space with --scheduler fifo, then race: the same target, seed
+    and trials."""
     from benchmarks.common import phase_times
 
     w = SIZES[ctx.mode]["cnn"]
@@ -505,19 +524,15 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
         ctx.log("race: reference run of the CNN baseline ...")
         tgt = derive_target(ctx, w)
         value, cap, how = tgt["value"], tgt["cap_s"], tgt["how"]
-    trials = w.trials
+    trials = RACE_TRIALS[ctx.mode]
+    space = space_file(ctx, w, "race", cap)
     out: dict[str, dict[str, Any]] = {}
     for sched in ("fifo", "race"):
-        if sched == "fifo" and "cnn" in targets:  # the CNN part's (a) study is this arm: fifo, same everything
-            study, wall = targets["cnn"]["study"], targets["cnn"]["wall"]
-            cfg = yaml.safe_load(Path(targets["cnn"]["export"]).read_text())
-            ctx.log(f"race: the fifo arm is the CNN part's (a) study {study}")
-        else:
-            study = f"tt-race-{sched}"
-            ctx.log(f"race: the CNN's time-to-target study with --scheduler {sched}, {trials} trials ...")
-            _, wall = tuner_cli(ctx, *search_args(w, space_file(ctx, w, "a", cap), study, reports), "--target",
-                                repr(value), "--eval-every-samples", str(w.eval_every), "--scheduler", sched)
-            cfg = export(ctx, study, reports, ctx.work / f"race-{sched}.yaml")
+        study = f"tt-race-{sched}"
+        ctx.log(f"race: the CNN's time-to-target study with --scheduler {sched}, {trials} trials ...")
+        _, wall = tuner_cli(ctx, *search_args(w, space, study, reports), "--target", repr(value),
+                            "--eval-every-samples", str(w.eval_every), "--scheduler", sched)
+        cfg = export(ctx, study, reports, ctx.work / f"race-{sched}.yaml")
         phases = phase_times(reports / study)
         records = read_records(reports / study)
         iv = ttt_interval(cfg)
@@ -529,10 +544,11 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
                       "pick_ttt": iv["centre"], "pick_low": iv["low"], "pick_high": iv["high"]}
         ctx.log(f"race: {sched} took {wall:.0f} s (search {phases.get('search_s')} s), pick trial "
                 f"{out[sched]['pick_trial']}, time to target {iv}")
-    notes = (f"CNN on digits, {trials} trials, cap {cap:g} s, target {value:.4g} ({how}), seed 0, "
-             f"confirmation K=1 R=2 in both; fifo ran first (the CNN part's (a) study when the CNN part ran, its "
-             f"re-runs between the two), then the race (one pair: load drift between them is not averaged out); "
-             f"the search phase is read from the study folders (one-second timestamps).")
+    notes = (f"CNN on digits, {trials} trials of (a)'s space with lr_scale {RACE_LR_LOW:g}-"
+             f"{SPACE['params']['lr_scale']['high']:g}x, cap {cap:g} s, target {value:.4g} ({how}), seed 0, "
+             f"confirmation K=1 R=2 in both; fifo ran first, then the race (one pair: load drift between them is "
+             f"not averaged out, so the saving must pass {1 - RACE_SAVING:.0%}); the search phase is read from the "
+             f"study folders (one-second timestamps).")
     return [race_row(out["race"], out["fifo"], notes)]
 
 

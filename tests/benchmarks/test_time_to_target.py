@@ -54,13 +54,17 @@ def test_single_reruns_are_checked_against_the_exports_one_run_interval_where_it
     assert inside.figure == 4 and inside.pass_ is True and "one-run interval" in inside.note  # 3.4 s outside
 
 
-def test_the_race_row_needs_a_saving_and_a_pick_as_good():
+def test_the_race_row_needs_a_saving_beyond_the_drift_from_stopped_trials_and_a_pick_as_good():
     fifo = {"search_s": 100.0, "wall_s": 130.0, "pick_params": {"batch_size": 32}, "pick_ttt": 2.0,
             "pick_low": 1.8, "pick_high": 2.4}
-    other = {"search_s": 70.0, "wall_s": 100.0, "pick_params": {"batch_size": 16}, "pick_ttt": 2.3}
+    other = {"search_s": 70.0, "wall_s": 100.0, "pick_params": {"batch_size": 16}, "pick_ttt": 2.3, "stopped": 2}
     assert race_row(other, fifo, "planted").pass_ is True  # another pick, inside fifo's interval
     assert race_row({**other, "pick_ttt": 3.0}, fifo, "planted").pass_ is False  # another pick, slower
     assert race_row({**other, "search_s": 120.0, "pick_params": {"batch_size": 32}}, fifo, "planted").pass_ is False
+    # the run of 2026-11-27: 48 s against 51 s with no trial stopped passed "ratio < 1" on the pair's drift
+    drift = race_row({**other, "search_s": 48.0, "stopped": 0}, {**fifo, "search_s": 51.0}, "planted")
+    assert drift.pass_ is False and drift.target_history
+    assert race_row({**other, "search_s": 85.0}, fifo, "planted").pass_ is False  # 15%: inside the drift
 
 
 def test_the_estimate_is_read_against_the_direct_time_of_the_same_runs_that_reached_it():
