@@ -39,6 +39,9 @@ Race (`--only race`): the CNN's time-to-target study with `--scheduler race` aga
 space, seed, target and trials, fifo first. Its space is (a)'s with lr_scale from RACE_LR_LOW (0.05x) and
 RACE_TRIALS trials: a race saves only what laggards would have spent, and (a)'s space (0.5-4x, 5 trials) held
 none, so two runs stopped no trial and the row passed on the pair's load drift alone (48 vs 51 s, 2026-11-27).
+Both arms sample at random (seed 0), so they try the same configs and the row tests the race's own claim, that it
+stops laggards and never the winner: under TPE the arms proposed from different histories after its start-up
+trials, and fifo's pick was never tried in the race arm (2026-11-28 02:06; benchmarks/results/lab-notes.md).
 The CNN part's target is reused when that part runs (parts run in the order cnn, race, gan, lm). Figure: the race's
 search-phase wall time over fifo's, the trials it stopped, and whether the pick is the same config, or as good (its
 confirmed time to target at or below the top of the fifo pick's interval).
@@ -512,7 +515,7 @@ def run_workload(ctx: Ctx, w: Workload) -> tuple[list[Any], dict[str, Any]]:
 
 def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
     """The CNN's time-to-target study of the race's space with --scheduler fifo, then race: the same target, seed
-    and trials."""
+    and trials, sampled at random so both arms try the same configs."""
     from benchmarks.common import phase_times
 
     w = SIZES[ctx.mode]["cnn"]
@@ -531,7 +534,7 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
         study = f"tt-race-{sched}"
         ctx.log(f"race: the CNN's time-to-target study with --scheduler {sched}, {trials} trials ...")
         _, wall = tuner_cli(ctx, *search_args(w, space, study, reports), "--target", repr(value),
-                            "--eval-every-samples", str(w.eval_every), "--scheduler", sched)
+                            "--eval-every-samples", str(w.eval_every), "--scheduler", sched, "--sampler", "random")
         cfg = export(ctx, study, reports, ctx.work / f"race-{sched}.yaml")
         phases = phase_times(reports / study)
         records = read_records(reports / study)
@@ -545,10 +548,10 @@ def run_race(ctx: Ctx, targets: dict[str, Any]) -> list[Any]:
         ctx.log(f"race: {sched} took {wall:.0f} s (search {phases.get('search_s')} s), pick trial "
                 f"{out[sched]['pick_trial']}, time to target {iv}")
     notes = (f"CNN on digits, {trials} trials of (a)'s space with lr_scale {RACE_LR_LOW:g}-"
-             f"{SPACE['params']['lr_scale']['high']:g}x, cap {cap:g} s, target {value:.4g} ({how}), seed 0, "
-             f"confirmation K=1 R=2 in both; fifo ran first, then the race (one pair: load drift between them is "
-             f"not averaged out, so the saving must pass {1 - RACE_SAVING:.0%}); the search phase is read from the "
-             f"study folders (one-second timestamps).")
+             f"{SPACE['params']['lr_scale']['high']:g}x sampled at random (the same configs in both arms), cap "
+             f"{cap:g} s, target {value:.4g} ({how}), seed 0, confirmation K=1 R=2 in both; fifo ran first, then "
+             f"the race (one pair: load drift between them is not averaged out, so the saving must pass "
+             f"{1 - RACE_SAVING:.0%}); the search phase is read from the study folders (one-second timestamps).")
     return [race_row(out["race"], out["fifo"], notes)]
 
 
