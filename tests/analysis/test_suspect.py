@@ -184,3 +184,44 @@ def test_re_runs_that_stay_suspect_are_left_out_of_the_studys_noise_and_keep_the
 
     assert "no interval" not in fmt_figure(s.trial(0), "throughput")
     assert fmt_figure(s.trial(1), "throughput").endswith("(re-runs disagree: 120.9, 1068.8; no interval)")
+
+
+def _to_target(tmp_path, objectives):
+    """A time-to-target study on examples/resnet.py (2026-11-28): trial 4 reached the target in 1.1 s against the
+    baseline's 5.9 s, so it stopped after one timed window, and so did its re-runs (0.91 s each)."""
+    folder = StudyFolder(tmp_path / "t")
+    folder.write_meta(StudyMeta(name="t", objectives=objectives, baseline={"trial": 0}))
+    steady = [440.0, 452.0, 447.0, 460.0, 455.0]
+    rows = {0: (steady, 5.9, [(steady, 4.9), (steady, 7.0)]), 1: (steady, 6.4, []),
+            4: ([364.0], 1.1, [([366.3], 0.914), ([368.4], 0.91)])}
+    for n, (windows, ttt, reruns) in rows.items():
+        cfg = TrialConfig(workload="cnn", budget=Budget(seconds=20), params=Params(batch_size=16 * (n + 1)))
+        metrics = {"throughput": windows[len(windows) // 2], "of_compute_ceiling": 0.5, "time_to_target": ttt}
+        write_record(folder, TrialRecord(trial=n, state="complete", config=dump_config(cfg), windows=windows,
+                                        metrics=metrics))
+        for k, (w, t) in enumerate(reruns):
+            write_rerun(folder, n, Rerun(repeat=k, state="complete", windows=w,
+                                         metrics={"throughput": w[0], "of_compute_ceiling": 0.5, "time_to_target": t}))
+    return Study.load(folder)
+
+
+def test_a_study_ranking_time_to_target_alone_does_not_pass_over_a_trial_that_stopped_at_its_target(tmp_path):
+    """Its objective is read from the evaluations, not the windows: the trial that reached the target 6x sooner
+    was passed over for its one window (and its re-runs', stopped at the target too), and the baseline picked."""
+    s = _to_target(tmp_path, [Objective(metric="time_to_target", direction="min")])
+    assert s.trial(4).get("suspect") == "one timed window"  # its throughput reading still says so
+    assert "one timed window" in render(study_table(s))
+    v = decide(s)
+    assert v.pick.trial == 4 and "passed over" not in v.text and "suspect" not in v.text
+    # said as what it is, not as a "quality 84% better"
+    assert "reaches the target 6.05x sooner than the baseline: time_to_target 0.971 vs 5.87" in v.text
+    # its re-runs' times to target are part of the study's run-to-run noise on that figure
+    assert [1.1, 0.914, 0.91] in s.noise_groups("time_to_target")
+    assert [364.0, 366.3, 368.4] not in s.noise_groups("throughput")
+
+
+def test_a_study_ranking_throughput_still_passes_over_a_one_window_reading(tmp_path):
+    s = _to_target(tmp_path, [Objective(metric="throughput", direction="max"),
+                              Objective(metric="time_to_target", direction="min")])
+    v = decide(s)
+    assert v.pick.trial != 4 and "suspect re-runs of trial 4 passed over" in v.text

@@ -215,3 +215,23 @@ def test_a_tie_in_speed_goes_to_quality_when_the_quality_difference_is_beyond_th
     assert f3.high > f2.low  # the intervals overlap
     v = decide(s, "throughput")
     assert v.tied == [2, 3] and v.pick.trial == 3 and v.tie_reason == "quality"
+
+
+def test_times_to_target_within_the_noise_say_so_and_suggest_what_would_separate_them(tmp_path):
+    """A budget raised does not separate trials that reach the target alike; the note named it for a loss."""
+    obj = [Objective(metric="time_to_target", direction="min")]
+    folder = StudyFolder(tmp_path / "t")
+    folder.write_meta(StudyMeta(name="t", objectives=obj, baseline={"trial": 0}))
+    for n, (thr, ttt) in enumerate([(100.0, 4.0), (300.0, 4.02), (150.0, 3.98)]):
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr,
+                                                                            "time_to_target": ttt}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 2 and not v.quality_ranked  # the lowest, as nothing else is ranked; and it says so
+    assert "to target s 3.98-4.02 in every trial, within 2% of each other (no re-runs measured the noise): they " \
+           "reach the target alike, so the pick's lead on it is within the noise; a stricter target or more " \
+           "re-runs (--confirm) would tell them apart" in v.text and "raise the budget" not in v.text
+    # a study that ranks throughput beside it goes by throughput
+    obj.insert(0, Objective(metric="throughput", direction="max"))
+    folder.write_meta(StudyMeta(name="t", objectives=obj, baseline={"trial": 0}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and "they reach the target alike, so the pick goes by throughput alone" in v.text

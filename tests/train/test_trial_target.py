@@ -29,6 +29,19 @@ def test_a_trial_stops_at_the_first_evaluation_that_meets_the_target(tmp_path):
     assert res.metrics["val_loss"] == curve[-1][2]  # its quality is the evaluation that met the target
 
 
+def test_a_trial_that_meets_the_target_before_its_fewest_windows_reads_them_before_it_stops(tmp_path):
+    """Stopped at one window, its throughput was suspect, and so were its re-runs': a study ranking throughput
+    passed over the config that reached the target soonest (resnet, 2026-11-28)."""
+    path = write(tmp_path, PLANTED_CURVE)
+    quick = cfg(path, 40.0)  # met at the first evaluation: 1000 / (1 + 32) <= 40
+    quick.measure = quick.measure.model_copy(update={"windows": 5, "min_windows": 3})
+    res = run_trial(quick, cache_dir=tmp_path / "cache")
+    assert res.state == "complete" and len(res.windows) == 3  # the fewest a reading has, not one
+    assert len(res.quality_curve) == 1  # no evaluation after the one that met it
+    assert res.metrics["samples_to_target"] == res.quality_curve[0][0] < res.metrics["samples"] < 400
+    assert res.metrics["time_to_target"] == res.quality_curve[0][1]
+
+
 def test_a_trial_whose_budget_ends_first_is_not_reached_with_its_curve_and_figures(tmp_path):
     path = write(tmp_path, PLANTED_CURVE)
     res = run_trial(cfg(path, 0.5), cache_dir=tmp_path / "cache")

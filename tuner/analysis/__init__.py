@@ -14,7 +14,7 @@ from tuner.analysis.rounds import beyond_one_more_run
 from tuner.analysis.stats import (Interval, NoiseFloor, Pooled, TimeToTarget, confirmed, differ, noise_floor, pool,
                                   ratio_interval, time_to_target)
 from tuner.analysis.study import Study, known_studies, open_study
-from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, reason, window_noise
+from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, ranks_windows, reason, window_noise
 from tuner.analysis.trials import read_records, write_csv, write_csv_row, write_record, write_rerun
 from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirmed, next_to_confirm
 
@@ -26,7 +26,7 @@ __all__ = [
     "beyond_one_more_run", "bound_label", "break_even_seconds", "break_even_text", "cache_key",
     "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
     "fill_from_cache", "gain", "is_confirmed", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
-    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ratio_interval",
-    "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "time_to_target",
+    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",
+    "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "time_to_target",
     "window_noise", "write_csv", "write_csv_row", "write_record", "write_rerun",
 ]

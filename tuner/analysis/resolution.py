@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from itertools import combinations
 
-from tuner.study import Objective, TrialRecord, fmt_metric, metric
+from tuner.study import TARGET_COLUMNS, Objective, TrialRecord, fmt_metric, metric
 from tuner.analysis.stats import LEVEL, Pooled, _t, centre
 
 RESOLUTION = 0.02  # without re-runs: quality figures within 2% of each other are one figure
@@ -55,11 +55,12 @@ def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mi
 
 
 def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[TrialRecord, str], float | None],
-               pooled: Pooled | None) -> str | None:
+               pooled: Pooled | None, by_throughput: bool = True) -> str | None:
     """A sentence when every one of these trials' quality is within the noise of the others' (None: it ranks).
     Each pair is tested with the runs behind its two figures, so a confirmed pick and baseline that `worse` finds
     apart are apart here too: the default study's verdict once said both "quality 59% better than the baseline,
-    beyond the noise" and "FID 66.17-164 in every trial, within the noise of each other"."""
+    beyond the noise" and "FID 66.17-164 in every trial, within the noise of each other". `by_throughput`: the
+    study ranks throughput too, which the pick then goes by (else it stands on a lead within the noise)."""
     key = quality.metric
     points = [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None]
     if len(points) < 2:
@@ -74,6 +75,10 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     measured = _beyond_noise((values[0], 1), (values[0], 1), pooled, min(values)) is not None
     within = "within the noise of each other" if measured else \
         f"within {RESOLUTION:.0%} of each other (no re-runs measured the noise)"
+    if key in TARGET_COLUMNS:  # a budget raised changes nothing here: the trials reach the target alike
+        then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
+        return (f"{label} {figure} in every trial, {within}: they reach the target alike, so {then}; a stricter "
+                f"target or more re-runs (--confirm) would tell them apart")
     return (f"{label} {figure} in every trial, {within}: too little training to rank quality, so the pick goes "
             f"by throughput alone; raise the budget")
 

@@ -17,6 +17,7 @@ from tuner.study import (
 from tuner.analysis.pareto import Value, pareto_ranks
 from tuner.analysis.trials import read_records
 from tuner.analysis.stats import NoiseFloor, Pooled
+from tuner.analysis.suspect import reads_windows
 
 if TYPE_CHECKING:
     from tuner.config import Target
@@ -61,7 +62,7 @@ class Study:
             spread = pool([g for c in confirmed if key in c.figures for g in c.groups(key)])
             # across rounds where it was read in several; a to-target figure (runs set) keeps its own interval
             for c in confirmed:
-                pooled = spread if c.suspect is not None else clear
+                pooled = spread if c.suspect is not None and reads_windows(key) else clear
                 if key in c.figures and pooled is not None and c.figures[key].runs is None:
                     iv = pooled.across(c.groups(key))
                     one = pooled.across(c.groups(key), one_more=True)
@@ -71,10 +72,10 @@ class Study:
     def noise_groups(self, metric: str) -> list[list[float]]:
         """The confirmed trials' re-runs of `metric`, grouped by trial and round: what the study's run-to-run noise
         is pooled from. Re-runs that did not clear a suspect reading (windows far apart: the machine was disturbed)
-        are left out while others are clear: one such trial (re-runs 120.9 and 1068.8) made a default study's noise
+        are left out of a figure read from the windows while others are clear: one such trial (re-runs 120.9 and 1068.8) made a default study's noise
         floor 197% and left its baseline, whose re-runs read 790.3 and 818.9, without an interval."""
         confirmed = [r.confirmed for r in self.records if r.confirmed is not None and metric in r.confirmed.figures]
-        clear = [c for c in confirmed if c.suspect is None] or confirmed
+        clear = [c for c in confirmed if c.suspect is None or not reads_windows(metric)] or confirmed
         return [g for c in clear for g in c.groups(metric)]
 
     def pooled(self, metric: str) -> "Pooled | None":

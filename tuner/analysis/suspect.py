@@ -14,7 +14,9 @@ A reading is suspect when
     the device): no loop runs faster than its model allows, so one of the two readings is wrong.
 The flag is derived when a study is read (it needs the study's noise floor), so every view shows it, and a suspect
 trial cannot win the study on its own: the pick (tuner.analysis.verdict) passes it over unless its confirmation
-re-runs cleared it.
+re-runs cleared it. That holds where the pick ranks a figure read from the windows (`ranks_windows`): a study that
+ranks time to target alone stops each trial at its target, so its fastest trials have one window, and their
+re-runs too; it passed them over for a throughput it does not rank.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tuner.study import TrialResult, finite
+from tuner.study import Objective, TrialResult, finite, metric
 
 KEY = "suspect"
 MIN_SPREAD = 0.5  # windows of one config that differ by more than half their median, whatever the noise
@@ -97,6 +99,18 @@ def allowed_ratio(noise: WindowNoise, windows: int) -> float:
     """How far apart (fastest / slowest) `windows` windows of a steady reading may be: the range of their logs,
     like the noise's, at the 99th percentile; never under 1 + MIN_SPREAD."""
     return max(1 + MIN_SPREAD, math.exp(range_quantile(windows, noise.df) * noise.sd))
+
+
+def reads_windows(key: str) -> bool:
+    """Whether a figure is read from the timed windows (the speed group of tuner.study.metrics: throughput, its
+    spread, the data wait), so that a suspect reading says nothing about it."""
+    return metric(key).group == "speed"
+
+
+def ranks_windows(objectives: Iterable[Objective]) -> bool:
+    """Whether a pick on these objectives rests on a figure read from the windows, so a suspect reading is passed
+    over (a time to target, a loss or FID is read from evaluations, whatever the windows did)."""
+    return any(reads_windows(o.metric) for o in objectives)
 
 
 def reason(result: TrialResult, noise: WindowNoise | None = None) -> str | None:

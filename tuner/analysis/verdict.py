@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tuner.errors import StudyError
-from tuner.study import Objective, THROUGHPUT, TrialRecord, fmt_metric, quality_objective
+from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric, quality_objective
 from tuner.analysis.pareto import Pick, Value, choose, rankable
 from tuner.analysis.rounds import in_baseline_units, rival_beyond, side_by_side
 from tuner.analysis.stats import RATIO_METHOD, Interval, differ, ratio_interval
 from tuner.analysis.study import Study
+from tuner.analysis.suspect import ranks_windows
 
 
 @dataclass
@@ -133,9 +134,12 @@ def is_confirmed(record: TrialRecord) -> bool:
 def eligible(study: Study, records: list[TrialRecord]) -> tuple[list[TrialRecord], list[str]]:
     """The trials a pick is made among, and what the verdict says about the ones left out: where any trial was
     confirmed, only confirmed trials (their re-runs not suspect); otherwise the trials whose reading is not
-    suspect. When every candidate is suspect they all stay, and the verdict says so."""
+    suspect. When every candidate is suspect they all stay, and the verdict says so. A study whose objectives are
+    not read from the timed windows (time to target alone) passes no trial over for them (ranks_windows)."""
     ranked = [r for r in records if rankable(r, study.objectives, study.value)]
     confirmed = [r for r in ranked if is_confirmed(r)]
+    if not ranks_windows(study.objectives):
+        return (confirmed or ranked), []
     if confirmed:
         clear = [r for r in confirmed if r.confirmed is not None and r.confirmed.suspect is None]
         if not clear:
@@ -225,6 +229,12 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
         return None
     beyond = "beyond the noise" if by_noise(mine, theirs, study.pooled(key)) else \
         f"more than the {WORSE:.0%} tuner calls a difference where no re-runs measured the noise"
+    if key in TARGET_COLUMNS and m > 0 and t > 0:  # a time or samples to target: how many times sooner, not "quality"
+        x, sooner = max(m, t) / min(m, t), which == "better"
+        how_much = (f"{x:.2f}x {'sooner' if sooner else 'later'}" if key == "time_to_target" else
+                    f"in {x:.2f}x {'fewer' if sooner else 'more'} samples")
+        return (f"reaches the target {how_much} than the baseline: {key} {fmt_metric(key, m)} vs "
+                f"{fmt_metric(key, t)} ({how}), {beyond}")
     return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
             f"{fmt_metric(key, t)} ({how}), {beyond}")
 
@@ -317,7 +327,8 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     rule: Pick = pick
     q_note = None
     if quality is not None:
-        q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric))
+        q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric),
+                            by_throughput=any(o.metric == THROUGHPUT for o in study.objectives))
         if q_note is not None and pick != "throughput":
             rule = "throughput"
     widened = False
@@ -328,7 +339,8 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
         if min_quality is None or not any(is_confirmed(r) for r in pool):
             raise
         # no confirmed trial meets the user's --min-quality: the unconfirmed ones may, and say so
-        pool = [r for r in _complete(study) if not r.get("suspect")] or _complete(study)
+        pool = [r for r in _complete(study) if not (r.get("suspect") and ranks_windows(study.objectives))] \
+            or _complete(study)
         first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=_value(study))
         notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
         widened = True

@@ -19,7 +19,7 @@ from ray.tune.search import Searcher
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
     pending, rerun_configs
 from tuner.study import StudyFolder, fmt_metric
-from tuner.analysis import Study
+from tuner.analysis import Study, ranks_windows
 
 
 class RerunSearcher(Searcher):
@@ -101,7 +101,7 @@ class RerunSearcher(Searcher):
             self.view.console.print(f"trial {trial}'s re-run holds it as the pick" +
                                     (f": confirming it{again}" if more else ""), soft_wrap=True)
             return
-        if record.confirmed is not None and record.confirmed.suspect:
+        if record.confirmed is not None and record.confirmed.suspect and ranks_windows(study.objectives):
             self.view.console.print(f"trial {trial}'s re-run is suspect ({record.confirmed.suspect}), so it cannot "
                                     f"be the pick: not re-run again", soft_wrap=True)
             return

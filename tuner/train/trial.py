@@ -243,15 +243,25 @@ class _Rungs:
         self.reached = False
         self.over_cap = False  # past the target's cap without meeting it: ends `not reached` (tuner.study.target)
         self.last_quality: dict[str, Any] | None = None  # the last evaluation's metrics (rank 0)
+        self.fewest = min(run.cfg.measure.min_windows, run.cfg.measure.windows)
 
     @property
     def finished(self) -> bool:
         """No more evaluations: the target was met, or its cap passed without meeting it."""
         return self.reached or self.over_cap
 
+    @property
+    def done(self) -> bool:
+        """The trial may stop: no more evaluations, and its throughput read from the fewest windows a reading
+        has (measure.min_windows). A trial that met the target before them goes on to them, windows cut every K
+        samples as before, unevaluated: stopped at one window, its throughput was suspect (tuner.analysis.suspect)
+        and so were its re-runs', so a study ranking throughput passed over the configs that reach it soonest."""
+        return self.finished and len(self.rates) >= self.fewest
+
     def sample_points(self) -> list[int]:
-        """Where the loop ends a window for the target's next evaluation (tuner.train.loop's sample_points)."""
-        return [self.next_eval] if self.next_eval is not None and not self.finished else []
+        """Where the loop ends a window for the target's next evaluation, or after it the next window the reading
+        still needs (tuner.train.loop's sample_points)."""
+        return [self.next_eval] if self.next_eval is not None and not self.done else []
 
     def train_points(self) -> list[float]:
         return [b * self.scale for b in self.points]
@@ -421,7 +431,7 @@ class _Run:
                             rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
                             reserve=reserve, prefetched=prefetch_depth(cfg.params),
                             sample_points=rungs.sample_points if rungs is not None and cfg.target else None,
-                            stop=(lambda _rates: rungs.finished) if rungs is not None and cfg.target else None)
+                            stop=(lambda _rates: rungs.done) if rungs is not None and cfg.target else None)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
