@@ -116,6 +116,22 @@ def test_a_trial_the_race_stops_ends_not_reached_with_the_race_as_its_reason() -
     assert isinstance(report, FinalReport) and not report.feasible  # told to Optuna with penalties
 
 
+def test_the_race_leaves_a_trial_that_met_the_target_to_read_its_last_windows() -> None:
+    """A trial that meets the target before its fewest windows trains on to them (tuner.train.trial): its window
+    reports past the race's line say when it met the target, and the race does not call it not reached."""
+    from ray.tune.schedulers import TrialScheduler
+
+    adapter = TuneScheduler(Race(margin=1.5), [THR, LOSS])
+    final = to_tune(FinalReport(values={"throughput": 100.0, "loss": 0.5}, feasible=True,
+                                record=TrialRecord(trial=0, state="complete", metrics={"time_to_target": 4.0})))
+    adapter.on_trial_result(None, FakeTrial(0, trial_id="a"), final)
+    late = to_tune(WindowReport(budget_used=7.0, window=3, samples=700, throughput=100.0, train_seconds=7.0,
+                                time_to_target=5.5))  # met at 5.5 s (inside 1.5 x 4 s), its third window at 7 s
+    assert from_tune(late).time_to_target == 5.5
+    assert adapter.on_trial_result(None, FakeTrial(1, trial_id="b"), late) == TrialScheduler.CONTINUE
+    assert adapter.on_trial_result(None, FakeTrial(2, trial_id="c"), window(7.0)) == TrialScheduler.STOP
+
+
 # --- through Ray Tune --------------------------------------------------------------------------------------------
 
 PLANTED = {  # trial number -> (throughput, loss) at every rung

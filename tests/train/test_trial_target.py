@@ -35,11 +35,26 @@ def test_a_trial_that_meets_the_target_before_its_fewest_windows_reads_them_befo
     path = write(tmp_path, PLANTED_CURVE)
     quick = cfg(path, 40.0)  # met at the first evaluation: 1000 / (1 + 32) <= 40
     quick.measure = quick.measure.model_copy(update={"windows": 5, "min_windows": 3})
-    res = run_trial(quick, cache_dir=tmp_path / "cache")
+    reports = _Collect(rungs=[300])  # a rung past the target: none closes there
+    res = run_trial(quick, cache_dir=tmp_path / "cache", reporter=reports)
     assert res.state == "complete" and len(res.windows) == 3  # the fewest a reading has, not one
     assert len(res.quality_curve) == 1  # no evaluation after the one that met it
     assert res.metrics["samples_to_target"] == res.quality_curve[0][0] < res.metrics["samples"] < 400
-    assert res.metrics["time_to_target"] == res.quality_curve[0][1]
+    ttt = res.metrics["time_to_target"]
+    assert ttt == res.quality_curve[0][1]
+    # the windows after it say when it met the target, so the race (tuner.schedule.race) does not stop them
+    assert [w.time_to_target for w in reports.windows] == [None, ttt, ttt] and not reports.rung_reports
+
+
+class _Collect:
+    def __init__(self, rungs):
+        self.rungs, self.windows, self.rung_reports = rungs, [], []
+
+    def window(self, report):
+        self.windows.append(report)
+
+    def rung(self, report):
+        self.rung_reports.append(report)
 
 
 def test_a_trial_whose_budget_ends_first_is_not_reached_with_its_curve_and_figures(tmp_path):

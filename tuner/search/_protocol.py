@@ -117,6 +117,7 @@ class WindowReport:
     throughput_spread: float | None = None
     train_loss: float | None = None
     train_seconds: float | None = None  # the training loop's seconds so far (evaluations excluded): the race's
+    time_to_target: float | None = None  # the trial met the target then, and reads its last windows: not raced
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def to_tune(report: TrialReport) -> dict[str, Any]:
         return {_KIND: "window", _BUDGET: float(report.budget_used), "window": report.window,
                 "samples": report.samples, "throughput": report.throughput,
                 "throughput_spread": report.throughput_spread, "train_loss": report.train_loss,
-                "train_seconds": report.train_seconds}
+                "train_seconds": report.train_seconds, "time_to_target": report.time_to_target}
     if isinstance(report, PhaseReport):
         return {_KIND: "phase", _BUDGET: 0.0, _PHASE: report.phase, _LIMIT: float(report.limit_s)}
     out: dict[str, Any] = {f"{_OBJECTIVE}{m}": float(v) for m, v in report.values.items()}
@@ -188,7 +189,7 @@ def from_tune(result: dict[str, Any] | None) -> TrialReport | None:
         return WindowReport(budget_used=float(result[_BUDGET]), window=result.get("window"),
                             samples=result.get("samples"), throughput=result.get("throughput"),
                             throughput_spread=result.get("throughput_spread"), train_loss=result.get("train_loss"),
-                            train_seconds=result.get("train_seconds"))
+                            train_seconds=result.get("train_seconds"), time_to_target=result.get("time_to_target"))
     if kind == "phase":
         return PhaseReport(phase=str(result[_PHASE]), limit_s=float(result[_LIMIT]))
     values = {k[len(_OBJECTIVE):]: float(v) for k, v in result.items() if k.startswith(_OBJECTIVE)}

@@ -46,7 +46,8 @@ class TuneScheduler(FIFOScheduler):
                             time_to_target=closed.record.value("time_to_target"))
         report = from_tune(result)
         if isinstance(report, WindowReport):
-            return Progress(trial=key, budget_used=float(report.budget_used), train_seconds=report.train_seconds)
+            return Progress(trial=key, budget_used=float(report.budget_used), train_seconds=report.train_seconds,
+                            time_to_target=report.time_to_target)
         if isinstance(report, FinalReport):
             return Progress(trial=key, budget_used=float(report.budget_used or 0.0), final=True,
                             values=tuple(report.values.get(o.metric, float("nan")) for o in self.objectives),

@@ -170,7 +170,8 @@ class TrialReports:
         self._send(to_tune(WindowReport(budget_used=float(report.budget_used), window=report.window,
                                         samples=report.samples, throughput=report.throughput,
                                         throughput_spread=report.throughput_spread, train_loss=report.train_loss,
-                                        train_seconds=report.train_seconds)))
+                                        train_seconds=report.train_seconds,
+                                        time_to_target=report.time_to_target)))
 
     def phase(self, report: Any) -> None:
         self._send(to_tune(PhaseReport(phase=report.phase, limit_s=float(report.limit_s))))

@@ -32,6 +32,7 @@ class WindowReport:
     throughput_spread: float | None  # (max - min) / median of the windows so far
     train_loss: float | None  # mean training loss over the window
     train_seconds: float | None = None  # the loop's training seconds so far, its evaluations excluded (the race's)
+    time_to_target: float | None = None  # met the target at these training seconds (it reads its last windows)
 
 
 @dataclass(frozen=True)

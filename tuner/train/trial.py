@@ -282,8 +282,12 @@ class _Rungs:
         self.reported = max(self.reported, used / self.scale)
         self.reporter.window(WindowReport(window=int(w["window"]), budget_used=self.reported,
                                           samples=int(w["samples"]), throughput=med, throughput_spread=spread,
-                                          train_loss=loss, train_seconds=self.clock() - self.start))
-        due = self.closed < len(self.points) and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
+                                          train_loss=loss, train_seconds=self.clock() - self.start,
+                                          time_to_target=self.curve[-1].seconds if self.reached else None))
+        # past the target the trial only reads its last windows (done): no rung closes there, and the race
+        # (tuner.schedule.race) leaves a window that says it reached the target alone
+        due = not self.finished and self.closed < len(self.points) \
+            and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
             self._close(used, int(w["samples"]), med, spread)
         if self.next_eval is not None and not self.finished and self.agree.any(int(w["samples"]) >= self.next_eval):
