@@ -71,9 +71,29 @@ def test_a_knob_that_moves_a_ceiling_never_shares_its_cached_ceiling(name):
 def test_the_new_speed_knobs_move_the_compute_ceiling_alone():
     assert {"channels_last", "cudnn_benchmark", "optimizer_impl"} <= set(ceiling_knobs("compute"))
     assert not {"channels_last", "cudnn_benchmark", "optimizer_impl"} & set(ceiling_knobs("input"))
-    assert set(probed("compute")) == {"channels_last", "cudnn_benchmark", "optimizer_impl"}
+    assert set(probed("compute")) == {"channels_last", "cudnn_benchmark", "optimizer_impl", "threads",
+                                      "omp_wait_policy"}
     assert set(parity_probed()) == {"precision", "tf32"}  # compile's compile time does not fit a probe
     assert LOADER_KNOBS == probed("input") == ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+
+
+def test_the_cpu_threading_knobs_are_probed_speed_knobs_and_the_wait_policy_goes_through_the_environment():
+    """Issue 58: the thread count and the OpenMP wait policy are speed knobs a study probes (not constants tuner
+    sets): both move both ceilings' keys, the wait policy is applied through the environment before torch loads
+    (probed in fresh processes), and the default sets nothing at all."""
+    from tuner.knobs import env_knobs, knob, knob_env
+
+    for name in ("threads", "omp_wait_policy"):
+        k = knob(name)
+        assert (k.role, k.probe, set(k.moves)) == ("speed", "compute", set(CEILINGS))
+    assert env_knobs() == ("omp_wait_policy",)
+    assert knob_env(Params()) == {}  # tuner's default: the user's environment, untouched
+    assert knob_env(Params(omp_wait_policy="passive")) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert knob("omp_wait_policy").spell("ACTIVE").startswith("OMP_WAIT_POLICY=ACTIVE python train.py")
+    assert "environment as you have it" in knob("omp_wait_policy").spell("default")
+    assert knob("threads").spell(1).startswith("torch.set_num_threads(1)")
+    with pytest.raises(ValueError):
+        Params(omp_wait_policy="sometimes")
 
 
 @pytest.mark.parametrize("name", ["pin_memory", "cudnn_benchmark"])

@@ -18,6 +18,7 @@ DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
 CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 OptimizerImpl = Literal["default", "foreach", "fused"]
+WaitPolicy = Literal["default", "PASSIVE", "ACTIVE"]
 
 
 class _Strict(BaseModel):
@@ -46,6 +47,8 @@ class Params(_Strict):
     beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     beta2: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
     threads: int | None = Field(None, ge=1, le=1024, description="torch CPU compute threads (default: torch's)")
+    omp_wait_policy: WaitPolicy = Field("default", description="OMP_WAIT_POLICY for torch's OpenMP threads, set "
+                                        "before torch loads (default: the environment as the user has it)")
     compile: CompileMode = Field("off", description="torch.compile(model, mode=...) on each of the workload's "
                                  "models; reduce-overhead and max-autotune only with CUDA")
     seed: int = Field(0, ge=0)
@@ -56,6 +59,12 @@ class Params(_Strict):
     def _compile_off(cls, value: Any) -> Any:
         """YAML 1.1 reads a bare `off` (and `false`) as False: that is compile off, not an error."""
         return "off" if value is False else value
+
+    @field_validator("omp_wait_policy", mode="before")
+    @classmethod
+    def _policy_case(cls, value: Any) -> Any:
+        """OpenMP reads the variable case-insensitively: `passive` is PASSIVE."""
+        return value.upper() if isinstance(value, str) and value.lower() in ("passive", "active") else value
 
     @model_validator(mode="after")
     def _loader_combinations(self) -> "Params":

@@ -50,6 +50,9 @@ class Knob:
     # Other knobs' values it acts under (TF32 rounds fp32 matmuls only: under fp16/bf16 autocast it changes nothing),
     # so a choice that sets those otherwise drops it (`acts`).
     acts_with: tuple[tuple[str, Any], ...] = ()
+    # The environment variable the knob is applied through, before torch loads (libgomp reads it once): a value
+    # other than `default` is set in a trial's process, and probed in fresh processes, never in a loaded one.
+    env: str | None = None
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -84,6 +87,16 @@ def _optimizer_impl(value: Any) -> str:
     if value == "default":
         return "the optimizer as the workload builds it (tuner's own Adam: fused=True on CUDA)"
     return f"torch.optim.Adam(params, ..., {value}=True)  # any torch.optim optimizer that takes {value}="
+
+
+def _wait_policy(value: Any) -> str:
+    if value in ("default", None):
+        return "the environment as you have it (libgomp's default when unset: spin a while, then sleep)"
+    return f"OMP_WAIT_POLICY={value} python train.py  # set before torch loads; libgomp reads it once"
+
+
+def _threads(value: Any) -> str:
+    return f"torch.set_num_threads({value})  # or OMP_NUM_THREADS={value} before torch loads"
 
 
 def _compile(value: Any) -> str:
@@ -131,12 +144,34 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          hyperparameter="lr"),
     Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1", hyperparameter="betas"),
     Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2", hyperparameter="betas"),
-    Knob("threads", "speed", CEILINGS, "torch.set_num_threads({value})", what="torch's CPU compute threads",
+    # The CPU's threading: how many threads torch computes with and how they wait at a barrier. Their best values
+    # depend on the machine and on what else runs on it (a spinning wait took 44x longer beside other work, a
+    # passive one 1.4-1.7x longer on a quiet CPU), so a CPU study probes them rather than setting either.
+    Knob("threads", "speed", CEILINGS, _threads, probe="compute", what="torch's CPU compute threads",
          counts=("peak",)),
+    Knob("omp_wait_policy", "speed", CEILINGS, _wait_policy, probe="compute", env="OMP_WAIT_POLICY",
+         what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
+              "(spin); set before torch loads", counts=("peak",)),
     Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
     # The ceiling keys hold the resolved device (`cuda (NVIDIA H100)`), not this spelling (`auto`).
     Knob("device", "run", (), "device = torch.device({value!r})", what="auto, cpu or cuda"),
 )}
+
+
+def knob_env(params: Any) -> dict[str, str]:
+    """The environment variables `params`' knobs set (those applied through the environment, `Knob.env`): what a
+    process must have before torch loads to run them. {} for defaults: tuner sets nothing of its own."""
+    out: dict[str, str] = {}
+    for k in KNOBS.values():
+        value = getattr(params, k.name, None) if k.env else None
+        if value not in (None, "default"):
+            out[str(k.env)] = str(value)
+    return out
+
+
+def env_knobs() -> tuple[str, ...]:
+    """The knobs applied through the environment before torch loads: probed in fresh processes only."""
+    return tuple(k.name for k in KNOBS.values() if k.env)
 
 
 def knob(name: str) -> Knob:

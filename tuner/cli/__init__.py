@@ -16,7 +16,7 @@ from tuner.cli import profile  # noqa: F401, I001
 from tuner.cli import parity  # noqa: F401, I001
 from tuner.cli import search  # noqa: F401, I001
 from tuner.cli import report  # noqa: F401, I001
-from tuner.cli.app import CliState, app, quiet_openmp
+from tuner.cli.app import CliState, app
 from tuner.errors import TunerError
 from tuner.files import storage_error
 
@@ -49,7 +49,6 @@ def _renamed(args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point. User errors: one line on stderr, exit 2. `--debug` (or TUNER_DEBUG=1) shows tracebacks."""
     state = CliState()
-    quiet_openmp()  # before a command imports torch
     try:
         args = _renamed(list(sys.argv[1:] if argv is None else argv))
         rv = app(args=args, prog_name="tuner", standalone_mode=False, obj=state)

@@ -111,32 +111,14 @@ def user_output() -> Any:
     return contextlib.redirect_stdout(sys.stderr)
 
 
-OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-OPENMP_OWN = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")  # a user who set any of these keeps theirs
-
-
-def quiet_openmp(env: Any = None) -> None:
-    """torch's OpenMP threads sleep at a barrier instead of spinning, unless the user chose a wait policy: on a
-    machine other work shares, two spinning threads waiting for each other took 6.0 s a GAN step against 0.77 s
-    passive (README, "Shared machines"). libgomp reads this once, when torch loads: call it before any torch
-    import. Ray workers a search starts inherit it."""
-    env = os.environ if env is None else env
-    if not any(k in env for k in OPENMP_OWN):
-        env.update(OPENMP_ENV)
-        if env is os.environ:
-            _SET_BY_TUNER.update(OPENMP_ENV)
-
-
-_SET_BY_TUNER: dict[str, str] = {}  # what quiet_openmp set, which a config's env replaces without a note
-
-
 def apply_run_env(run_env: dict[str, str] | None, env: Any = None) -> None:
     """A config's `env` (the variables its trial ran under, tuner.config.SPEED_ENV), set before torch loads so
-    the run reads what the trial read. A different value this shell had gives way, with a note naming both."""
+    the run reads what the trial read. A different value this shell had gives way, with a note naming both. tuner
+    itself sets nothing else: a command runs in the environment the user's own training runs in."""
     env = os.environ if env is None else env
     for key, value in (run_env or {}).items():
         had = env.get(key)
-        if had is not None and had != value and _SET_BY_TUNER.get(key) != had:
+        if had is not None and had != value:
             note(f"{key}={value} from the config's env: (its trial ran under it), not {had} as set here; drop "
                  f"{key} from env: to keep yours")
         env[key] = value
@@ -148,4 +130,4 @@ def note(text: str) -> None:
 
 
 __all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "apply_run_env", "json", "note", "print_json",
-           "quiet_openmp", "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]
+           "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]

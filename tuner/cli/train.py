@@ -32,8 +32,12 @@ def train(
     """Train one configuration and measure throughput (median of timed windows) and quality."""
     from tuner.config import budget_from_options, load_config
 
+    from tuner.knobs import knob_env
+
     cfg = load_config(config)
-    apply_run_env(cfg.env)  # the environment its trial ran under, before torch loads (libgomp reads it once)
+    # The environment its trial ran under and what its knobs set (omp_wait_policy), before torch loads (libgomp
+    # reads it once); nothing else: the run trains in the environment the user's own training runs in.
+    apply_run_env({**(cfg.env or {}), **knob_env(cfg.params)})
 
     from tuner.files import check_writable
     from tuner.train import preflight, run_trial

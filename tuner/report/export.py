@@ -37,9 +37,12 @@ def run_env(cfg: TrialConfig, environment: RunEnvironment | None) -> dict[str, s
     """The environment variables a trial's figure was read under, for the exported config's `env`: those its process
     had (tuner.config.SPEED_ENV), and its torch thread count as OMP_NUM_THREADS where no knob set it (a search's
     trial: the CPUs Ray gave it; `tuner train`: torch's default, every core)."""
+    from tuner.knobs import knob_env
+
     if environment is None:
         return dict(cfg.env or {})
-    env = dict(environment.variables)
+    # A variable a knob set (omp_wait_policy) is the knob's, in params: env keeps what the user's shell had
+    env = {k: v for k, v in environment.variables.items() if k not in knob_env(cfg.params)}
     if cfg.params.threads is None and environment.torch_threads and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(environment.torch_threads)
     return env
@@ -186,6 +189,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "noise_floor": noise.to_json() if noise is not None else None,
         # its numerics knob values against fp32 (tuner.measure.parity), as the study checked them
         "numerics_parity": [v.text for v in checked] or None,
+        # the environment knobs the study's probe chose (OMP_WAIT_POLICY), with the figure that chose them
+        "environment_probe": _env_probe(study, cfg),
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "target": ({**t.model_dump(), **{k: record.get(k) for k in ("time_to_target", "samples_to_target")}}
                    if (t := study.target) is not None else None),
@@ -209,6 +214,17 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
     if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.analysis.goodput)
         out["pytorch"]["lr_rule"] = advice.to_json()
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _env_probe(study: Study, cfg: TrialConfig) -> dict[str, Any] | None:
+    """What the study's environment probe read and chose (probes.json), where the config runs under its choice."""
+    plan = study.loader_plan()
+    probe = plan.environment if plan is not None else None
+    if probe is None:
+        return None
+    value = getattr(cfg.params, probe.knob, None)
+    return {"knob": probe.knob, "value": value, "chosen": probe.chosen, "why": probe.why,
+            "readings": probe.readings}
 
 
 def study_lr_advice(study: Study, record: TrialRecord) -> "LrAdvice | None":
@@ -355,8 +371,17 @@ def _env_lines(exp: Export) -> list[str]:
     threads = env.get("torch.set_num_threads")
     where = ("the environment the trial ran under (env:, which `tuner train --config` sets)" if env.get("recorded")
              else "tuner's own default (this trial's study did not record its environment)")
-    return [f"# Your own loop reads this figure in {where}:",
-            f"#   {env['command']}" + (f"   with torch.set_num_threads({threads}) in it" if threads else "")]
+    from tuner.config import env_command
+    from tuner.knobs import knob_env
+
+    chosen = knob_env(exp.config.params)  # what the study's probe chose, set before torch loads
+    command = env_command({**env.get("variables", {}), **chosen}) if chosen else env["command"]
+    lines = [f"# Your own loop reads this figure in {where}:",
+             f"#   {command}" + (f"   with torch.set_num_threads({threads}) in it" if threads else "")]
+    probe = exp.config.provenance.get("environment_probe") if exp.config.provenance else None
+    if probe and probe.get("why"):
+        lines.append(f"# {probe['knob']}: {probe['why']}")
+    return lines
 
 
 def render(study: Study, exp: Export, fmt: str, path: Path) -> str:

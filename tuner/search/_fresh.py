@@ -28,19 +28,61 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tuner.knobs import KNOBS, env_knobs, knob_env
 from tuner.search._protocol import TrialOrder, to_tune
 from tuner.search._trial import Engine, TrialSetup, _now, final_report, ray_node_id, run_one
 from tuner.study import TrialRecord
 
 
-def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine) -> dict[str, Any]:
-    """Run one re-run (`config`: the trial's own config with its repeat) in a fresh child process; return the
-    payload run_one would have returned in this one. A child that dies without one becomes an error record."""
+# The environment-knob variables (tuner.knobs.env_knobs: OMP_WAIT_POLICY) as the user's environment had them when
+# this process started, and as torch was loaded under in it (None: not yet): libgomp reads them once, at load.
+_ENV_VARS = tuple(str(KNOBS[k].env) for k in env_knobs())
+_USER_ENV: dict[str, str | None] = {var: os.environ.get(var) for var in _ENV_VARS}
+_LOADED: dict[str, str | None] | None = None
+
+
+def wanted_env(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | None]:
+    """The environment-knob variables a trial must train under: the user's own, with what its knobs set (an
+    OMP_WAIT_POLICY the study chose); tuner sets nothing else."""
+    order = TrialOrder.from_config(config)
+    params = setup.space.trial_config(order.searched, setup.base).params
+    return _USER_ENV | knob_env(params)
+
+
+def place_trial(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | None] | None:
+    """Where a trial trains: None, in this process (before torch loads here, its environment is set first, so
+    later trials that want the same run here too); else the environment of the fresh interpreter it needs,
+    since torch here was loaded under another (a baseline at the user's wait policy beside a study's choice)."""
+    global _LOADED
+    want = wanted_env(config, setup)
+    if _LOADED is None:
+        if "torch" in sys.modules:
+            _LOADED = {var: os.environ.get(var) for var in _ENV_VARS}
+        else:
+            for var, value in want.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+            _LOADED = dict(want)
+    return None if want == _LOADED else want
+
+
+def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine,
+              env: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """Run one re-run (`config`: the trial's own config with its repeat), or a trial whose environment differs from
+    the one torch was loaded under here (`env`, place_trial), in a fresh child process; return the payload run_one
+    would have returned in this one. A child that dies without one becomes an error record."""
     node = ray_node_id()  # the child runs on this node but outside Ray
+    if env is None and not TrialOrder.from_config(config).rerun:
+        env = place_trial(config, setup)
+    elif env is None:
+        want = wanted_env(config, setup)
+        env = None if want == (_LOADED if _LOADED is not None else _USER_ENV) else want
     with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
         job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
         job.write_bytes(_dumps((config, setup, engine, node)))
-        code = _server().run(job, out) if forkable() else _interpreter(job, out)
+        code = _server().run(job, out) if forkable() and env is None else _interpreter(job, out, env)
         if out.is_file():
             return json.loads(out.read_text())
     order = TrialOrder.from_config(config)
@@ -63,10 +105,17 @@ def forkable() -> bool:
     return not any(glob.glob(pattern) for pattern in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"))
 
 
-def _interpreter(job: Path, out: Path) -> int:
-    """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`)."""
+def _interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None) -> int:
+    """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`), under `env`'s
+    environment-knob variables where given (None: unset)."""
+    child_env = _child_env()
+    for var, value in (env or {}).items():
+        if value is None:
+            child_env.pop(var, None)
+        else:
+            child_env[var] = value
     child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
-                             env=_child_env(), stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
+                             env=child_env, stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
     try:
         return child.wait()
     finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial

@@ -2,7 +2,7 @@
 cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes; and, so that the
 trials are spent only where quality is in question (issue 40 item 5), a precision or TF32 the study's parity check
 found within seed noise (within_noise), and the split of a kept effective batch where it is exact (exact_split).
-Over 550 lines because the candidates, the rules (loader, speed and numerics knobs, the split), what is skipped and
+Over 600 lines because the candidates, the rules (loader, speed and numerics knobs, the split), what is skipped and
 the probe phase are one decision, read together.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
@@ -80,7 +80,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs import KNOBS, WORKERS, acts, heavy_knobs, parity_probed, probed
+from tuner.knobs import KNOBS, WORKERS, acts, env_knobs, heavy_knobs, parity_probed, probed
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
 from tuner.space import Space
 from tuner.study import LoaderProbe, Preflight, ProbeChoice, ProbePlan, SpeedProbe
@@ -91,7 +91,9 @@ if TYPE_CHECKING:
     from tuner.study import StudyParity
 
 LOADER_KNOBS = probed("input")  # tuner.knobs: num_workers, prefetch_factor, persistent_workers, pin_memory
-SPEED_KNOBS = probed("compute")  # tuner.knobs: channels_last, cudnn_benchmark, optimizer_impl
+# tuner.knobs: channels_last, cudnn_benchmark, optimizer_impl, threads; not those set through the environment
+# before torch loads (the OpenMP wait policy), which fresh processes read (tuner.search._env_probe)
+SPEED_KNOBS = tuple(k for k in probed("compute") if k not in env_knobs())
 SPEED_GAIN = 0.05  # a speed knob's value is kept only where it beats the defaults' compute ceiling by 5%
 TOLERANCE = 0.05  # loaders predicted within 5% of the best are equally good: take the cheapest
 MAX_BATCHES = 3
@@ -106,7 +108,8 @@ PREFLIGHT_MARGIN = 1.5
 def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
     """The knobs the probes decide in this space (those it searches and the study's trials can reach): the speed
     knobs (loader and compute-side), and the numerics knobs in `numerics` (within_noise: parity passed them)."""
-    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS, *(numerics or {})) if k in reachable and k in space.searched]
+    return [k for k in (*LOADER_KNOBS, *SPEED_KNOBS, *env_knobs(), *(numerics or {}))
+            if k in reachable and k in space.searched]
 
 
 def within_noise(parity: "StudyParity | None") -> dict[str, list[Any]]:
@@ -142,12 +145,22 @@ def candidate_speeds(space: Space, knobs: list[str], numerics: dict[str, list[An
         spec = space.params.get(name)
         if name not in knobs or spec is None:
             continue
-        values = [False, True] if spec.type == "bool" else list(spec.choices or [])
-        out += [{name: v} for v in values if v != getattr(defaults, name)]
+        out += [{name: v} for v in _values(spec) if v != getattr(defaults, name)]
     for name, values in (numerics or {}).items():
         if name in knobs:
             out += [{name: v} for v in values if v != getattr(defaults, name)]
     return out
+
+
+def _values(spec: Any) -> list[Any]:
+    """A speed knob's values to probe: both of a bool, every choice, and of an int range (the thread count) its
+    powers of two below its top (the top is the trial's CPUs: torch's default there, the defaults' reading)."""
+    if spec.type == "bool":
+        return [False, True]
+    if spec.type == "int":
+        lo, hi = int(spec.low), int(spec.high)
+        return sorted({n for n in (1, 2, 4, 8, 16, 32, 64, 128) if lo <= n < hi} | ({lo} if lo < hi else set()))
+    return list(spec.choices or [])
 
 
 def choose_speed(baseline: float | None, probes: list[SpeedProbe]) -> tuple[dict[str, Any], float | None]:
@@ -605,6 +618,9 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
             console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the "
                           f"sampler searches the loader knobs itself", soft_wrap=True)
         return None
+    from tuner.search._env_probe import probe_environment
+
+    loaders = probe_environment(loaders, plan, space, context, base, resources, console, here, seconds)
     folder.write_file(folder.probes_path, loaders.model_dump_json(indent=1))  # never a deleted study's folder
     if console is not None and loaders.unread:
         console.print(f"  {', '.join(loaders.unread)}: not read at any batch size (steps too slow for a {seconds:g} s "
@@ -615,3 +631,4 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         console.print(f"  split: {b} x {a} for every trial (no batch statistics: every split of the effective batch "
                       f"{b * a} computes the same gradient, so the fastest probed is kept)", soft_wrap=True)
     return loaders
+

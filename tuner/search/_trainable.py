@@ -20,6 +20,13 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
 
             tune.report(run_fresh(config, setup, engine))
             return
+    if setup.ddp_workers <= 1:  # a trial whose wait policy differs from the one torch loaded under here
+        from tuner.search._fresh import place_trial, run_fresh
+
+        env = place_trial(config, setup)
+        if env is not None:
+            tune.report(run_fresh(config, setup, engine, env=env))
+            return
     if setup.reruns and setup.ddp_workers <= 1 and engine is train_trial:
         from tuner.search._fresh import start_server
 

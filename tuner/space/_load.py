@@ -291,6 +291,9 @@ def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
         elif k.probe is not None and k.role == "numerics":
             out.append(f"{name}: kept, checked against fp32 (parity) first; decided by compute-ceiling probes where "
                        f"every value is within seed noise, else by the trials' quality")
+        elif k.probe is not None and k.env:
+            out.append(f"{name}: kept, decided by compute-ceiling probes at the baseline's batch, each value in a "
+                       f"fresh process ({k.env} is read once, when torch loads); one you set yourself is kept")
         elif k.probe is not None:
             by = "the loader probes" if k.probe == "input" else "compute-ceiling probes"
             extra = " (image workloads: not probed for models without 2-D convolutions)" \

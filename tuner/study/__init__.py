@@ -10,7 +10,7 @@ from tuner.study.format import (
     STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
     optimizer_text, ranges, state_hex, state_style,
 )
-from tuner.study.probes import LoaderProbe, ProbeChoice, ProbePlan, SpeedProbe
+from tuner.study.probes import EnvProbe, LoaderProbe, ProbeChoice, ProbePlan, SpeedProbe
 from tuner.study.lock import lock_study
 from tuner.study.metrics import (
     BY_KEY, METRICS, Metric, TARGET_COLUMNS, TO_TARGET, finite, metric, table_columns, unit_suffix,
@@ -19,7 +19,7 @@ from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_object
 from tuner.study.parity import PARITY_FILE, KnobParity, StudyParity, read_parity
 from tuner.study.provenance import hardware, versions
 from tuner.study.record import (
-    Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
+    BUSY_SHARE, Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
 from tuner.study.target import (
     CurvePoint, NOT_REACHED, SMOOTH_EVALS, curve_points, default_eval_every, derive_target, first_reached, past_cap,
@@ -27,8 +27,8 @@ from tuner.study.target import (
 )
 
 __all__ = [
-    "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
-    "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
+    "BUSY_SHARE", "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
+    "EnvProbe", "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
     "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SizedBudget", "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
     "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "curve_points", "default_eval_every", "derive_target", "finite",

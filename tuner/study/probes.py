@@ -55,6 +55,24 @@ class ProbeChoice(BaseModel):
         return out
 
 
+class EnvProbe(BaseModel):
+    """The knobs applied through the environment (the OpenMP wait policy), each value read in fresh processes at
+    one config (the baseline's batch with the speed knobs chosen there), interleaved: `readings` per value in the
+    order read, `chosen` what every trial but the baseline runs under ({}: the user's environment, nothing set)."""
+
+    knob: str
+    batch_size: int
+    readings: dict[str, list[float | None]] = Field(default_factory=dict)
+    chosen: dict[str, Any] = Field(default_factory=dict)
+    why: str = ""  # the figure that chose it: `ACTIVE 1742 vs default 1311 samples/s (x1.33)`
+    seconds: float = 0.0
+
+    def best(self, value: str) -> float | None:
+        """A value's reading: the best of its readings (a moment's load only ever slows one)."""
+        read = [v for v in self.readings.get(value, []) if v]
+        return max(read) if read else None
+
+
 class ProbePlan(BaseModel):
     """What the probes found (probes.json in the study folder): the knobs they decide (loader and compute-side
     speed knobs, numerics knobs parity passed), per batch size, and an exact split of the effective batch."""
@@ -68,19 +86,21 @@ class ProbePlan(BaseModel):
     split: dict[str, int] | None = None
     # Compute-side knobs no batch size gave a reading for (steps too slow for one): the trials search them.
     unread: list[str] = Field(default_factory=list)
+    environment: EnvProbe | None = None  # the wait policy, read in fresh processes (tuner.search._env_probe)
 
     def loader_for(self, batch_size: int | None) -> dict[str, Any]:
         """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale); with
         a split the probes chose, that split and what was chosen at its micro-batch, whatever `batch_size`."""
+        env = dict(self.environment.chosen) if self.environment is not None else {}
         if self.split is not None:
             batch_size = self.split["batch_size"]
-            return {**self.split, **next((c.knobs() for c in self.choices if c.batch_size == batch_size), {})}
+            return {**self.split, **next((c.knobs() for c in self.choices if c.batch_size == batch_size), {}), **env}
         if not self.choices:
-            return {}
+            return env
         if batch_size is None:
-            return self.choices[0].knobs()
+            return {**self.choices[0].knobs(), **env}
         best = min(self.choices, key=lambda c: abs(math.log(c.batch_size) - math.log(max(1, batch_size))))
-        return best.knobs()
+        return {**best.knobs(), **env}
 
     def describe(self) -> str:
         if self.split is not None:  # every trial's: what was chosen at its micro-batch
@@ -91,4 +111,7 @@ class ProbePlan(BaseModel):
         for c in self.choices:
             knobs = ", ".join(f"{k} {v}" for k, v in c.knobs().items()) or "defaults"
             parts.append(f"batch {c.batch_size}: {knobs}")
+        if self.environment is not None:
+            parts.append(", ".join(f"{k} {v}" for k, v in self.environment.chosen.items()) or
+                         f"{self.environment.knob} default (yours)")
         return "; ".join(parts)

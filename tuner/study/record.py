@@ -24,6 +24,9 @@ FAILED_STATES: tuple[str, ...] = ("oom", "diverged", "error", "compile_timeout")
 MetricValue = float | int | str | bool | None
 
 
+BUSY_SHARE = 0.20  # others took 20% of a run's CPUs or more: its figures move with the machine's load
+
+
 class RunEnvironment(BaseModel):
     """What a trial's process ran under besides its config, which changes what it reads: the environment variables
     that change torch's speed (tuner.config.SPEED_ENV, those set) and torch's CPU thread counts. A user's own loop
@@ -34,6 +37,15 @@ class RunEnvironment(BaseModel):
     variables: dict[str, str] = Field(default_factory=dict)
     torch_threads: int | None = None  # torch.get_num_threads() while it trained
     interop_threads: int | None = None  # torch.get_num_interop_threads()
+    # While it trained: the share of its CPUs other processes took (tuner.measure.load), the CPUs others kept busy
+    # and the 1-minute load average at its end. A share of BUSY_SHARE or more: its figures move with that load.
+    others_share: float | None = None
+    others_cpus: float | None = None
+    load1: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.others_share is not None and self.others_share >= BUSY_SHARE
 
 
 class TrialResult(BaseModel):

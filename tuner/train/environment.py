@@ -4,7 +4,12 @@ re-run, or a user's own loop, reads what the trial read."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tuner.study import RunEnvironment
+
+if TYPE_CHECKING:
+    from tuner.measure.load import CpuShare
 
 
 def run_environment() -> RunEnvironment:
@@ -24,3 +29,10 @@ def env_threads(env: dict[str, str] | None) -> int | None:
     a run in a process where torch is loaded already (`tuner export --verify`) applies it as set_num_threads."""
     value = (env or {}).get("OMP_NUM_THREADS", "")
     return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def record_others(environment: RunEnvironment, share: "CpuShare | None") -> None:
+    """What other processes took of the run's CPUs while it trained (tuner.measure.load), into its environment."""
+    if share is not None:
+        environment.others_share, environment.others_cpus, environment.load1 = share.share, share.others_cpus, \
+            share.load1

@@ -66,7 +66,7 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             here = models  # another memory format: models built in it, as a trial builds them (build_models)
             if point.params.channels_last != cfg.params.channels_last:
                 here = build_models(workload, device, point.params)
-            with device.numerics(point.params):
+            with device.numerics(point.params), torch_threads(point.params.threads):  # threads: a probed knob
                 computes.append(ceilings(point, device, workload, train_set, here, seconds, None,
                                          kinds=("compute",), stable=stable, batch=one,
                                          notes=notes if not computes else None)["compute"])

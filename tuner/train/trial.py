@@ -39,7 +39,8 @@ from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit
                                   is_compile_error)
 from tuner.train.deadline import GRACE_S, TrialTimeout, setup_deadline, time_limit
 from tuner.train.distributed import Agreement, rank_world, unwrap, wrap_ddp
-from tuner.train.environment import env_threads, run_environment
+from tuner.measure.load import OthersMeter
+from tuner.train.environment import env_threads, record_others, run_environment
 from tuner.train.loop import forever, run_loop
 from tuner.train.reports import PhaseReport, RungReport, StopTrial, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep, set_memory_format
@@ -803,8 +804,12 @@ def run_trial(
     stopped = False
     with trial_scope(cfg, device, cache_dir, out_dir):
         run.result.environment = run_environment()
+        meter = OthersMeter(1 if device.is_cuda else run.result.environment.torch_threads)
         try:
-            run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s, preflight_pace_s)
+            try:
+                run.train(wall_limit_s, on_window, eager_throughput, score_reserve_s, preflight_pace_s)
+            finally:  # what other processes took of its CPUs while it trained (a stopped trial's too)
+                record_others(run.result.environment, meter.read())
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's

@@ -1,0 +1,174 @@
+"""The knobs applied through the environment (tuner.knobs.env_knobs: the OpenMP wait policy), probed in fresh
+processes.
+
+libgomp reads OMP_WAIT_POLICY once, when torch loads, so a value cannot be tried in a process that loaded torch:
+each value is read in a fresh interpreter of its own (`python -m tuner.search._env_probe`), one at a time, at one
+config (the baseline's batch with the speed knobs the other probes chose there), with one trial's threads. The
+value's best reading counts (a moment's load only ever slows one). Values are read interleaved: every value once,
+then, where two or more read within NOISE of the best, those again in reverse order, so drift does not decide
+between them. A value other than `default` (the user's environment, nothing set) is kept only where it beats
+default's reading by more than SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
+
+Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
+slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
+the user's machine, with what else runs on it, is the one that decides (issue 58).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from tuner.knobs import KNOBS
+from tuner.space import Space
+from tuner.study import EnvProbe, ProbePlan
+
+if TYPE_CHECKING:
+    from tuner.search._options import SearchPlan
+    from tuner.search._resources import Resources
+
+NOISE = 0.10  # values read within 10% of the best are read again, in reverse order
+SPEED_GAIN = 0.05  # as tuner.search._probe: a value is kept only where it beats default's reading by 5%
+CHILD_TIMEOUT_S = 180.0  # one fresh process: imports, the workload's set-up, a warm-up and one reading
+READ_SECONDS = 1.5  # at least: a fresh process reads its one value cold, where the study's probes read theirs warm
+
+
+def user_set(knob: str, environ: Any = None) -> str | None:
+    """The value the user set for the knob's variable (or a variable that decides the same, GOMP_SPINCOUNT and
+    KMP_BLOCKTIME for the wait policy): then it is theirs, kept and not probed."""
+    environ = os.environ if environ is None else environ
+    var = KNOBS[knob].env
+    for key in (var, *(("GOMP_SPINCOUNT", "KMP_BLOCKTIME") if var == "OMP_WAIT_POLICY" else ())):
+        if key in environ:
+            return f"{key}={environ[key]}"
+    return None
+
+
+def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: str, threads: int | None) -> float | None:
+    """The compute ceiling (samples/s) of `cfg_json` in a fresh interpreter whose environment sets the knob's
+    variable to `value` (`default`: as this process's environment has it). None where the child failed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    var = str(KNOBS[knob].env)
+    if value != "default":
+        env[var] = value
+    job = json.dumps({"config": cfg_json, "seconds": max(seconds, READ_SECONDS), "cache_dir": cache_dir, "threads": threads})
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tuner.search._env_probe"], input=job, env=env,
+                              capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return None
+    found = json.loads(lines[-1]).get("compute")
+    return float(found) if found else None
+
+
+def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
+              threads: int | None, reader: Any = read_value) -> EnvProbe:
+    """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
+    one: a real reading needs fresh processes and seconds each)."""
+    t0 = time.perf_counter()
+    values = ["default", *(v for v in values if v != "default")]
+    probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
+
+    def read(value: str) -> None:
+        probe.readings[value].append(reader(knob, value, cfg_json, seconds, cache_dir, threads))
+
+    for value in values:
+        read(value)
+    best = max((probe.best(v) or 0.0 for v in values), default=0.0)
+    close = [v for v in values if best and (probe.best(v) or 0.0) >= (1 - NOISE) * best]
+    if len(close) > 1:
+        for value in reversed(close):
+            read(value)
+    choose(probe)
+    probe.seconds = round(time.perf_counter() - t0, 2)
+    return probe
+
+
+def choose(probe: EnvProbe) -> None:
+    """Set `chosen` and `why`: the fastest value that beats default's reading by more than SPEED_GAIN, else none
+    (the user's environment stays as it is)."""
+    base = probe.best("default")
+    rated = [(probe.best(v), v) for v in probe.readings if v != "default" and probe.best(v)]
+    if base is None:
+        probe.chosen, probe.why = {}, "default not read: the environment left as it is"
+        return
+    better = [(r, v) for r, v in rated if r > (1 + SPEED_GAIN) * base]
+    shown = "; ".join(f"{v} {probe.best(v):.0f}" for v in probe.readings if probe.best(v)) + " samples/s"
+    if not better:
+        probe.chosen = {}
+        probe.why = f"default (yours) kept: {shown}, none more than {SPEED_GAIN:.0%} faster than default"
+        return
+    rate, value = max(better)
+    probe.chosen = {probe.knob: value}
+    probe.why = f"{value} chosen: {shown} (x{rate / base:.2f} over default, batch {probe.batch_size})"
+
+
+def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any],
+                       base: dict[str, Any], resources: "Resources", console: Any, here: bool,
+                       seconds: float) -> ProbePlan:
+    """The knobs set through the environment (the OpenMP wait policy), read in fresh processes at the baseline's
+    batch with the speed knobs chosen there (tuner.search._env_probe). A value the user set is theirs: kept, not
+    probed. Where the probes run elsewhere (a cluster's nodes), the trials search it, each in the environment it
+    draws (tuner.search._fresh.place_trial)."""
+    from tuner.config import dump_config
+    from tuner.knobs import env_knobs
+
+    for name in [k for k in loaders.knobs if k in env_knobs()]:
+        if not here:
+            loaders.knobs.remove(name)
+            continue
+        mine = user_set(name)
+        if mine is not None:
+            if console is not None:
+                console.print(f"  {name}: yours ({mine}) kept, not probed", soft_wrap=True)
+            continue
+        values = [str(v) for v in (space.params[name].choices or [])]
+        baseline = space.baseline_point(context)
+        batch = loaders.split["batch_size"] if loaders.split else baseline.get("batch_size")
+        chosen = {k: v for k, v in loaders.loader_for(batch).items() if k not in env_knobs()}
+        point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
+        cfg = space.trial_config(point, base, source="probe")
+        if console is not None:
+            console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
+                          f"batch {cfg.params.batch_size}, each in a fresh process (read once, when torch loads) ...",
+                          soft_wrap=True)
+        loaders.environment = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
+                                        str(plan.cache_dir), resources.cpus_per_process)
+        if console is not None:
+            console.print(f"  {loaders.environment.why} ({loaders.environment.seconds:.0f} s)", soft_wrap=True)
+    return loaders
+
+
+def _main() -> None:
+    """A fresh process's reading: the job on stdin, {"compute": samples/s} as the last line on stdout."""
+    job = json.loads(sys.stdin.read())
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what the workload prints stays off the answer's line
+    from pathlib import Path
+
+    import torch
+
+    from tuner.config import parse_config
+    from tuner.train import probe_ceilings
+
+    if job.get("threads"):
+        torch.set_num_threads(int(job["threads"]))
+    cfg = parse_config(json.loads(job["config"]), "probe")
+    found = probe_ceilings(cfg, [], float(job["seconds"]), None, Path(job["cache_dir"]), speeds=[{}])
+    out.write(json.dumps({"compute": found.get("compute")}) + "\n")
+    out.flush()
+    from tuner.files import fast_exit
+
+    fast_exit(0)
+
+
+if __name__ == "__main__":
+    _main()
