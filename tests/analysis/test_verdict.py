@@ -235,3 +235,33 @@ def test_times_to_target_within_the_noise_say_so_and_suggest_what_would_separate
     folder.write_meta(StudyMeta(name="t", objectives=obj, baseline={"trial": 0}))
     v = decide(Study.load(folder))
     assert v.pick.trial == 1 and "they reach the target alike, so the pick goes by throughput alone" in v.text
+
+
+def test_a_busy_machine_is_said_with_the_figures_it_touches_not_read_as_too_little_training(tmp_path):
+    """Issue 58: the default study beside another job read every trial at chance quality and said 'raise the
+    budget'. Where other processes took BUSY_SHARE or more of the trials' CPUs, the verdict says the machine was
+    busy, names the runs, and asks for no larger budget."""
+    from tuner.study import BUSY_SHARE, RunEnvironment
+
+    obj = [Objective(metric="throughput", direction="max"), Objective(metric="loss", direction="min")]
+    folder = StudyFolder(tmp_path / "busy")
+    folder.write_meta(StudyMeta(name="busy", objectives=obj, baseline={"trial": 0}))
+    shares = [0.62, 0.05, 0.4, None]  # trial 3: a record from before the share was kept
+    for n, ((thr, loss), share) in enumerate(zip([(100.0, 2.305), (300.0, 2.303), (150.0, 2.296), (250.0, 2.302)],
+                                                 shares)):
+        env = RunEnvironment(others_share=share, others_cpus=1.2 if share else 0.1) if share is not None else None
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss},
+                                         environment=env))
+    write_rerun(folder, 1, Rerun(repeat=0, state="complete", metrics={"throughput": 290.0, "loss": 2.30},
+                                 environment=RunEnvironment(others_share=BUSY_SHARE)))
+    v = decide(Study.load(folder))
+    assert v.busy is not None and v.to_json()["machine_busy"] == v.busy
+    assert ("the machine was busy: other processes took up to 62% of the CPUs of trials 0 and 2 and 1 re-run of "
+            "trial 1 (3 of 4 runs") in v.text
+    assert "raise the budget" not in v.text and "does not rank them on this busy machine" in v.text
+    quiet = StudyFolder(tmp_path / "quiet")  # the same study on a quiet machine: nothing said
+    quiet.write_meta(StudyMeta(name="quiet", objectives=obj, baseline={"trial": 0}))
+    for n in range(2):
+        write_record(quiet, TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0 + n, "loss": 2.3},
+                                        environment=RunEnvironment(others_share=0.05)))
+    assert decide(Study.load(quiet)).busy is None

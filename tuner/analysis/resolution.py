@@ -55,12 +55,14 @@ def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mi
 
 
 def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[TrialRecord, str], float | None],
-               pooled: Pooled | None, by_throughput: bool = True) -> str | None:
+               pooled: Pooled | None, by_throughput: bool = True, busy: bool = False) -> str | None:
     """A sentence when every one of these trials' quality is within the noise of the others' (None: it ranks).
     Each pair is tested with the runs behind its two figures, so a confirmed pick and baseline that `worse` finds
     apart are apart here too: the default study's verdict once said both "quality 59% better than the baseline,
     beyond the noise" and "FID 66.17-164 in every trial, within the noise of each other". `by_throughput`: the
-    study ranks throughput too, which the pick then goes by (else it stands on a lead within the noise)."""
+    study ranks throughput too, which the pick then goes by (else it stands on a lead within the noise). `busy`:
+    other work took a share of the trials' CPUs (tuner.analysis.busy), which the sentence says instead of asking
+    for a larger budget."""
     key = quality.metric
     points = [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None]
     if len(points) < 2:
@@ -79,6 +81,9 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
         then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
         return (f"{label} {figure} in every trial, {within}: they reach the target alike, so {then}; a stricter "
                 f"target or more re-runs (--confirm) would tell them apart")
+    if busy:  # trials that other work slowed trained fewer steps: that, not the budget, is what to change
+        return (f"{label} {figure} in every trial, {within}: quality does not rank them on this busy machine, so "
+                f"the pick goes by throughput alone")
     return (f"{label} {figure} in every trial, {within}: too little training to rank quality, so the pick goes "
             f"by throughput alone; raise the budget")
 

@@ -40,6 +40,7 @@ class Verdict:
     statistic: str = ""  # what the ratio compares: "confirmed" means or "single" readings
     quality_ranked: bool = True  # False: quality could not tell the trials apart, the pick went by throughput
     notes: list[str] = field(default_factory=list)  # what was left out of the pick and why
+    busy: str | None = None  # other work took a share of the trials' CPUs: which figures that touches
 
     def to_json(self) -> dict[str, object]:
         return {"trial": self.pick.trial, "rule": self.rule, "text": self.text,
@@ -47,7 +48,7 @@ class Verdict:
                 "ratio": None if self.ratio is None else
                 {"centre": self.ratio.centre, "low": self.ratio.low, "high": self.ratio.high, "method": self.method},
                 "tied": self.tied, "tie_reason": self.tie_reason, "statistic": self.statistic or None,
-                "quality_ranked": self.quality_ranked, "notes": self.notes}
+                "quality_ranked": self.quality_ranked, "notes": self.notes, "machine_busy": self.busy}
 
 
 def _value(study: Study) -> Value:
@@ -322,13 +323,16 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
     from tuner.analysis.resolution import unresolved
 
+    from tuner.analysis.busy import busy_runs
+
     quality = quality_objective(study.objectives)
     pool, notes = eligible(study, study.records)
+    busy = busy_runs(study.records, study.folder)
     rule: Pick = pick
     q_note = None
     if quality is not None:
         q_note = unresolved(_complete(study), quality, study.value, study.pooled(quality.metric),
-                            by_throughput=any(o.metric == THROUGHPUT for o in study.objectives))
+                            by_throughput=any(o.metric == THROUGHPUT for o in study.objectives), busy=bool(busy))
         if q_note is not None and pick != "throughput":
             rule = "throughput"
     widened = False
@@ -367,6 +371,9 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     if q_note is not None:
         notes.insert(0, q_note)
         verdict.quality_ranked = False
+    if busy:  # first: every figure above moves with it
+        notes.insert(0, busy.text())
+        verdict.busy = busy.text()
     for note in notes:
         text += f"; {note}"
     verdict.notes = notes

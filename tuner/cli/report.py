@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from tuner.cli.app import Debug, Format, app, apply_run_env, note, print_json, stdout_console
+from tuner.cli.train import busy_line
 from tuner.errors import ConfigError
 
 REPORTS_DIR_HELP = "Folder that holds the studies (as given to `tuner search`)."
@@ -178,6 +179,8 @@ def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, form
     fig = rec.confirmed.figures.get("throughput") if rec.confirmed is not None else None
     v = verify_config(cfg, recorded, reports_dir, repeats=repeats, study=s,
                       recorded_runs=len(fig.values) if fig is not None else 1)
+    for said in {busy_line(e) for e in v.environments} - {None}:  # beside its figures: they move with the load
+        note(str(said))
     if not v.complete:
         bad = next((st for st in v.states if st != "complete"), "without a throughput")
         raise VerifyFailed(f"verify: a rerun of trial {rec.trial}'s config ended {bad}"

@@ -45,6 +45,8 @@ def search(
     repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
     probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide the speed-only knobs (loader, channels_last, cuDNN, optimizer implementation), a precision or TF32 the parity check finds within seed noise, and an exact split of the effective batch (no batch statistics) by probing ceilings before the trials, so the trials search only what changes what is learned; --no-probe samples and trains every knob as a trial (default: probe).")] = True,
     parity_seconds: Annotated[Optional[float], typer.Option(metavar="S", help="The numerics parity check before the trials (a precision, TF32 or compile mode the space may pick, trained beside fp32 and its seed noise), at most this many seconds by the pre-flight's step time: fewer steps where it would take longer (the verdict says so), none where fewer than 25 fit (the trials' quality decides those knobs); under --study-seconds, at most half the time left after one trial and the confirmation's reserve; 0 skips it (default 120).")] = None,
+    busy: Annotated[str, typer.Option(metavar="note|wait|refuse", help="On a machine other work shares (other processes take 20% or more of the CPUs in a 1 s sample before the study): note says so and measures on (each trial records the share others took; the verdict says which figures it touches), wait waits for a quiet machine before the study and before each trial and re-run (at most --busy-wait-seconds each), refuse stops before anything is written (default note).")] = "note",
+    busy_wait_seconds: Annotated[float, typer.Option(metavar="S", help="With --busy wait: the longest wait for a quiet machine, each time (default 120).")] = 120.0,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
@@ -62,7 +64,7 @@ def search(
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
         probe=probe, parity_seconds=parity_seconds, scheduler=scheduler, min_budget=min_budget, eta=eta,
-        study_seconds=study_seconds,
+        study_seconds=study_seconds, busy=busy, busy_wait_seconds=busy_wait_seconds,
         target=target_value(target), eval_every_samples=eval_every_samples, race_margin=race_margin,
         objectives=objective_names(objective),
     )

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -456,6 +456,7 @@ class Verification:
     # geometric mean of the re-runs and where a figure of the recorded one's runs should read beside it (95%,
     # two-sample: the recorded figure has noise of its own; see verify)
     measured: Interval | None
+    environments: list[Any] = field(default_factory=list)  # each re-run's (RunEnvironment: others' share of its CPUs)
 
     @property
     def ratio(self) -> float | None:
@@ -489,10 +490,11 @@ def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats:
         from tuner.train import run_trial as run
 
         preflight(cfg, Path(reports_dir) / ".cache")  # this process's one-time costs, before anything is timed
-    states, errors, values = [], [], []
+    states, errors, values, environments = [], [], [], []
     for _ in range(repeats):
         result = run(cfg, cache_dir=Path(reports_dir) / ".cache")
         states.append(result.state)
+        environments.append(getattr(result, "environment", None))
         if result.error:
             errors.append(result.error)
         if result.complete and result.throughput:  # a re-run short of the study's target still measured its speed
@@ -505,4 +507,4 @@ def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats:
         pooled = pool(groups)
         measured = pooled.prediction(values, runs=recorded_runs) if pooled is not None \
             else Interval(values[0], None, None)
-    return Verification(states, errors, values, recorded, measured)
+    return Verification(states, errors, values, recorded, measured, environments)

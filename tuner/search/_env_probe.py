@@ -70,10 +70,11 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
-              threads: int | None, reader: Any = read_value) -> EnvProbe:
+              threads: int | None, reader: Any = None) -> EnvProbe:
     """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
     one: a real reading needs fresh processes and seconds each)."""
     t0 = time.perf_counter()
+    reader = reader or read_value
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
 

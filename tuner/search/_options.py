@@ -34,6 +34,9 @@ CACHE_DIR = ".cache"
 RESOURCE_OPTIONS = ("concurrency", "cpus_per_trial", "gpus_per_trial")  # kept by --resume (resources.asked)
 
 
+BUSY_CHOICES = ("note", "wait", "refuse")
+
+
 @dataclass
 class SearchOptions:
     """What `tuner search` accepts. None means "not given": the space's defaults (or the saved study's, on
@@ -67,6 +70,10 @@ class SearchOptions:
     min_budget: float | None = None  # asha's first rung, in the budget's unit (default: budget / eta^2)
     eta: float | None = None  # asha keeps 1/eta of the trials at each rung (default 3)
     study_seconds: float | None = None  # this invocation's wall-time allowance (tuner.search._allowance)
+    # A busy machine (tuner.search._busy): note it (say so, measure on), wait for it to be quiet before the study and
+    # each trial (at most busy_wait_seconds each), or refuse to start
+    busy: str = "note"
+    busy_wait_seconds: float = 120.0
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
     eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: 25 steps)
     race_margin: float | None = None  # --scheduler race's factor over the best time to target (default 1.5)
@@ -203,6 +210,11 @@ def _check_numbers(opts: SearchOptions) -> None:
         raise ConfigError(f"--confirm must be >= 0 (got {opts.confirm}); 0 turns the confirmation phase off")
     positive("wall_limit_s", opts.wall_limit_s)
     check_seconds(opts.study_seconds)
+    if opts.busy not in BUSY_CHOICES:
+        raise ConfigError(f"--busy must be one of {', '.join(BUSY_CHOICES)} (got {opts.busy!r}): note says so and "
+                          f"measures on, wait waits for a quiet machine, refuse stops before the study")
+    if not opts.busy_wait_seconds > 0:
+        raise ConfigError(f"--busy-wait-seconds must be > 0 (got {opts.busy_wait_seconds:g})")
     if opts.parity_seconds is not None and not opts.parity_seconds >= 0:
         raise ConfigError(f"--parity-seconds must be >= 0 (got {opts.parity_seconds:g}); 0 leaves the numerics "
                           f"knobs to the trials' quality without a parity check")

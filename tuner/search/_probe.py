@@ -495,7 +495,7 @@ def given_back(knobs: list[str], choices: list[ProbeChoice]) -> list[str]:
     budget's 0.75 s). Kept by the probes, they would stay at their defaults untried; the trials measure them."""
     if any(c.compute_ceiling is not None for c in choices):
         return []
-    return [k for k in knobs if KNOBS[k].probe == "compute"]
+    return [k for k in knobs if KNOBS[k].probe == "compute" and not KNOBS[k].env]  # env: read in fresh processes
 
 
 def configs_left(space: Space, context: dict[str, Any], loaders: ProbePlan,

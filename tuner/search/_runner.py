@@ -35,6 +35,7 @@ from tuner.space import Space, domains_of, study_space
 from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, objective_note, \
     plan_search, trial_base
 from tuner.search._outcome import wall_limit
+from tuner.search._busy import check_machine
 from tuner.search._probe import plan_loaders, stored_loader_plan
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search._shared_cache import WARN_BYTES, SharedFiles
@@ -188,6 +189,8 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
+    # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts
+    check_machine(opts.busy, opts.busy_wait_seconds, console, local=not opts.address)
     check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
     stop = StopSignals()
     stop.install()
@@ -469,7 +472,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
-                       driver_host=socket.gethostname())
+                       driver_host=socket.gethostname(), cpus=int(resources.cpus_per_process),
+                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None)
     parity = None
     if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the probes (parity.json)
         from tuner.search._parity import plan_parity

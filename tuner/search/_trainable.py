@@ -14,6 +14,9 @@ def trainable(config: dict[str, Any], setup: TrialSetup, engine: Engine = train_
     with a function that passes one)."""
     from ray import tune
 
+    from tuner.search._busy import wait_before_trial
+
+    wait_before_trial(setup.busy_wait_s, setup.cpus)  # --busy wait: before anything of it is timed
     if TrialOrder.from_config(config).rerun:  # a confirmation re-run: the trial's own params, as the search ran it
         if setup.ddp_workers <= 1:  # in a fresh process of its own (a DDP trial's workers are fresh already)
             from tuner.search._fresh import run_fresh

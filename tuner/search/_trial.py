@@ -96,6 +96,8 @@ class TrialSetup:
     shared_files: SharedFiles | None = None  # the driver's FID cache, installed on the trial's node before it runs
     reruns: bool = False  # the study confirms its front: a trial process readies its re-runs' fork server early
     driver_host: str | None = None  # where the study folder is: there a trial never makes a deleted one again
+    busy_wait_s: float | None = None  # --busy wait: before its timed work, a trial waits this long at most for quiet
+    cpus: int | None = None  # the CPUs of a trial's process, whose share others take (tuner.measure.load)
 
 
 def make_out_dir(setup: TrialSetup, out_dir: Path) -> Path | None:

@@ -1,0 +1,57 @@
+"""A busy machine before the study (issue 58): said in one line, waited out with --busy wait, or refused with
+--busy refuse before anything is written. The sample is planted: no test depends on this machine's load."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.cli import main
+from tuner.measure.load import CpuShare
+from tuner.search import _busy
+
+BUSY = CpuShare(seconds=1.0, others_cpus=1.8, share=0.9, load1=3.4, cpus=2)
+QUIET = CpuShare(seconds=1.0, others_cpus=0.05, share=0.02, load1=0.1, cpus=2)
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """machine(*samples): the samples the check reads, in turn (the last repeats)."""
+    def plant(*samples):
+        seq = list(samples)
+        monkeypatch.setattr(_busy, "sample", lambda *a, **k: seq.pop(0) if len(seq) > 1 else seq[0])
+        monkeypatch.setattr(_busy, "wait_quiet", lambda *a, **k: seq.pop(0) if len(seq) > 1 else seq[0])
+    return plant
+
+
+def test_refuse_stops_in_one_line_before_anything_is_written(tmp_path, capsys, machine):
+    machine(BUSY)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", "amp_loader", "--study", "b", "--reports-dir", str(reports), "--busy", "refuse",
+                 "--trials", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("tuner: error: the machine is busy: other processes took 90% of 2 CPUs")
+    assert "--busy wait" in err[0] and not reports.exists()
+
+
+def test_note_says_so_and_wait_waits_for_a_quiet_machine(capsys, machine):
+    from rich.console import Console
+
+    console = Console(stderr=True, width=200)
+    machine(BUSY)
+    assert _busy.check_machine("note", 5.0, console) is BUSY
+    assert "warning: the machine is busy: other processes took 90% of 2 CPUs" in capsys.readouterr().err
+    machine(BUSY, QUIET)
+    assert _busy.check_machine("wait", 5.0, console) is QUIET
+    err = capsys.readouterr().err
+    assert "waiting up to 5 s for it to be quiet" in err and "warning" not in err
+    machine(QUIET)
+    assert _busy.check_machine("refuse", 5.0, console) is QUIET and capsys.readouterr().err == ""
+
+
+def test_an_unknown_busy_choice_is_one_line(tmp_path, capsys):
+    assert main(["search", "--space", "amp_loader", "--study", "b", "--reports-dir", str(tmp_path / "r"), "--busy",
+                 "sometimes"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--busy must be one of note, wait, refuse" in err[0]
+    assert not (tmp_path / "r").exists()

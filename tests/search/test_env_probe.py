@@ -1,0 +1,125 @@
+"""The OpenMP wait policy as a probed speed knob (issue 58): each value read in a fresh process (libgomp reads the
+variable once, when torch loads), the rule that keeps a value only where it beats the user's own environment, a
+policy the user set kept as theirs, and a study whose trials train under what the probe chose while its baseline
+trains in the user's environment."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.helpers.studies import load_trials
+from tests.helpers.userworkloads import write
+from tuner.cli import main
+from tuner.search import _env_probe
+from tuner.search._env_probe import probe_env, read_value, user_set
+
+
+def planted(rates):
+    """A reader that returns `rates[value]` in turn (a list: one per reading), recording the order read."""
+    order = []
+
+    def reader(knob, value, cfg_json, seconds, cache_dir, threads):
+        order.append(value)
+        got = rates[value]
+        return got.pop(0) if isinstance(got, list) else got
+    return reader, order
+
+
+def test_a_policy_is_kept_only_where_it_beats_the_users_own_environment_and_close_ones_are_read_again():
+    reader, order = planted({"default": [1000.0, 1010.0], "PASSIVE": 700.0, "ACTIVE": [1400.0, 1380.0]})
+    probe = probe_env("omp_wait_policy", ["default", "PASSIVE", "ACTIVE"], 64, "{}", 0.75, "c", 2, reader=reader)
+    assert probe.chosen == {"omp_wait_policy": "ACTIVE"}
+    assert order == ["default", "PASSIVE", "ACTIVE"]  # read once each; ACTIVE alone within 10% of the best
+    assert "ACTIVE chosen" in probe.why and "x1.40 over default" in probe.why
+
+    reader, order = planted({"default": [1000.0, 1030.0], "PASSIVE": 600.0, "ACTIVE": [1040.0, 1000.0]})
+    probe = probe_env("omp_wait_policy", ["default", "PASSIVE", "ACTIVE"], 64, "{}", 0.75, "c", 2, reader=reader)
+    assert order == ["default", "PASSIVE", "ACTIVE", "ACTIVE", "default"]  # the close two again, reversed
+    assert probe.chosen == {} and probe.why.startswith("default (yours) kept")  # 1040 vs 1030: within 5%
+    assert probe.readings["default"] == [1000.0, 1030.0]
+
+
+def test_an_unread_default_sets_nothing():
+    reader, _ = planted({"default": None, "PASSIVE": 900.0, "ACTIVE": 1200.0})
+    probe = probe_env("omp_wait_policy", ["PASSIVE", "ACTIVE"], 32, "{}", 0.75, "c", 1, reader=reader)
+    assert probe.chosen == {} and "not read" in probe.why
+
+
+def test_a_wait_policy_the_user_set_is_theirs():
+    assert user_set("omp_wait_policy", {"OMP_WAIT_POLICY": "passive"}) == "OMP_WAIT_POLICY=passive"
+    assert user_set("omp_wait_policy", {"GOMP_SPINCOUNT": "0"}) == "GOMP_SPINCOUNT=0"
+    assert user_set("omp_wait_policy", {"PATH": "/bin"}) is None
+
+
+SEES_POLICY = '''
+import os
+from pathlib import Path
+
+import tuner
+
+
+def make():
+    Path(os.environ["TUNER_TEST_SEEN"]).write_text(os.environ.get("OMP_WAIT_POLICY", "unset"))
+    raise RuntimeError("seen")
+'''
+
+
+def test_each_value_is_read_in_a_fresh_process_under_that_environment(tmp_path, monkeypatch):
+    path = write(tmp_path, SEES_POLICY, name="seespolicy.py")
+    seen = tmp_path / "seen.txt"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    cfg = '{"workload": "%s:make", "params": {"device": "cpu"}}' % path
+    assert read_value("omp_wait_policy", "PASSIVE", cfg, 0.5, str(tmp_path / "c"), 1) is None  # its make() raised
+    assert seen.read_text() == "PASSIVE"
+    read_value("omp_wait_policy", "default", cfg, 0.5, str(tmp_path / "c"), 1)
+    assert seen.read_text() == "unset"  # default: the environment as the user has it, nothing set
+
+
+def test_a_trial_runs_where_torch_loaded_under_its_policy_else_in_a_fresh_interpreter(monkeypatch):
+    from tuner.search import _fresh
+
+    monkeypatch.setattr(_fresh, "_USER_ENV", {"OMP_WAIT_POLICY": None})
+    monkeypatch.setattr(_fresh, "_LOADED", None)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    wants = {}
+    monkeypatch.setattr(_fresh, "wanted_env", lambda config, setup: wants)
+    wants.update({"OMP_WAIT_POLICY": None})
+    assert _fresh.place_trial({}, None) is None  # torch loaded here under the user's (unset): runs here
+    wants.update({"OMP_WAIT_POLICY": "ACTIVE"})
+    assert _fresh.place_trial({}, None) == {"OMP_WAIT_POLICY": "ACTIVE"}  # a fresh interpreter under ACTIVE
+
+
+SPACE = """
+description: env probe study
+defaults: {workload: cnn, dataset: synthetic, workload_options: {image_size: 16}, budget: {samples: 96}, trials: 2}
+objectives: [{metric: throughput, direction: max}]
+params:
+  batch_size: 32
+  omp_wait_policy: {type: categorical, choices: [default, PASSIVE, ACTIVE], when: {gpus: "==0"}}
+trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}, quality: {enabled: false}}
+"""
+
+
+@pytest.mark.parametrize("faster", ["ACTIVE"])
+def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_chose(
+        ray_session, tmp_path, capsys, monkeypatch, faster):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0}
+    monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a: rates[value])
+    path = tmp_path / "env.yaml"
+    path.write_text(SPACE)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(path), "--study", "e", "--reports-dir", str(reports), "--confirm", "0",
+                 "--parity-seconds", "0"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "probing omp_wait_policy (default, PASSIVE, ACTIVE)" in err and f"{faster} chosen" in err
+    records = {r["trial"]: r for r in load_trials(reports / "e")}
+    assert records[0]["params"].get("omp_wait_policy", "default") == "default"
+    assert "OMP_WAIT_POLICY" not in records[0]["environment"]["variables"]  # the baseline: the user's environment
+    assert records[1]["params"]["omp_wait_policy"] == faster
+    assert records[1]["environment"]["variables"]["OMP_WAIT_POLICY"] == faster  # set before its torch loaded
+    assert "OMP_WAIT_POLICY" not in os.environ  # the driver's own environment: untouched
