@@ -40,7 +40,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (a shared machine's spinning threads)
 
 from benchmarks.table import SCHEMA, target  # noqa: E402
 

@@ -46,7 +46,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (a shared machine's spinning threads)
 
 UNREACHABLE = -1e30  # the CNN's loss is minimized: a target no run meets
 BASE_BATCH = 64  # the CNN's own effective batch (tuner.config.Params: batch_size 64 x 1)

@@ -129,7 +129,6 @@ class Proof:
         self.parts: list[Part] = []
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        self.env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's own commands start (README)
         self.env["PYTHONUNBUFFERED"] = "1"
 
     def left(self) -> float:

@@ -27,7 +27,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (a shared machine's spinning threads)
 
 CASES = {
     "cnn": {"workload": "cnn", "dataset": "digits", "params": {"batch_size": 64, "device": "cpu"}},

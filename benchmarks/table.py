@@ -42,7 +42,8 @@ CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", 
 STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
-              "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py"}
+              "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
+              "environment": "benchmarks/environment.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -170,6 +171,12 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "speed and numerics knobs without learning knobs (charlm): study wall time, roles / every knob by trials"),
     ExpectedRow("roles-lm-pick", "roles", "the roles pick's throughput / the best trial's of --no-probe (charlm)"),
     ExpectedRow("roles-default", "roles", "default study (gan, amp_loader): wall time, roles / every knob by trials"),
+    ExpectedRow("env-policy", "environment",
+                "the study's wait policy vs the fastest policy for its pick (tuner train, interleaved)"),
+    ExpectedRow("env-fidelity", "environment",
+                "tuner train vs an independent plain loop, each a fresh process with nothing set"),
+    ExpectedRow("env-busy", "environment",
+                "a study beside a CPU-bound process: said busy; its pick re-measured quietly vs its baseline"),
 )
 
 

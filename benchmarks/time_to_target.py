@@ -75,7 +75,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (a shared machine's spinning threads)
 
 UNREACHABLE = -1e30  # every quality here is minimized (loss, fid, val loss): a target no run meets
 

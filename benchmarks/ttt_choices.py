@@ -51,7 +51,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tuner's commands run (a shared machine's spinning threads)
 
 FINE_STEPS = 5  # the fine evaluation interval, in optimizer steps of the baseline's effective batch
 KS = (5, 10, 25, 50, 100)  # candidate K, in steps (multiples of FINE_STEPS)
