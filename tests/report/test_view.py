@@ -215,3 +215,17 @@ def test_trial_and_json_show_the_estimated_time_to_target_beside_the_measured_on
     assert doc["estimated_time_to_target"] == 3200 / 700 and doc["time_to_target"] == 4.0
     est = doc["to_target"]["estimated_time_to_target"]
     assert (est["runs"], est["reached"]) == (4, 3) and est["low"] < est["centre"] < est["high"]
+
+
+def test_a_trial_shows_the_share_of_its_cpus_other_processes_took(make_study):
+    """Issue 58: what other work took of a trial's CPUs while it trained is shown beside its figures."""
+    from tuner.study import RunEnvironment
+
+    s = open_study(make_study(), "gan-demo")
+    record = s.trial(2)
+    record.environment = RunEnvironment(others_share=0.48, others_cpus=0.96, load1=3.2)
+    text = render(*trial_panel(s, record))
+    assert "other processes" in text and "48% of its CPUs (1.0 CPUs, load average 3.2)" in text
+    assert "busy: its throughput moves with that load" in text
+    record.environment = RunEnvironment(others_share=0.02, others_cpus=0.04)
+    assert "what others took while it trained" in render(*trial_panel(s, record))

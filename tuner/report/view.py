@@ -226,6 +226,12 @@ def trial_panel(study: Study, record: TrialRecord) -> list[Any]:
     if record.confirmed is not None and (record.get("suspect") or record.confirmed.suspect):
         metrics.add_row("suspect (re-runs)", escape(record.confirmed.suspect or "no: the re-runs clear it"),
                         "what the confirmation re-runs say (tuner.analysis.suspect)")
+    env = record.environment
+    if env is not None and env.others_share is not None:  # issue 58: a busy machine, said beside the figures
+        load = f", load average {env.load1:.1f}" if env.load1 is not None else ""
+        metrics.add_row("other processes", f"{env.others_share:.0%} of its CPUs ({env.others_cpus or 0:.1f} CPUs"
+                        f"{load})", "busy: its throughput moves with that load" if env.busy else
+                        "what others took while it trained")
     for key in ("capped", "device"):
         metrics.add_row(key, escape(fmt(record.get(key))), "")
     for key in ("host", "node"):  # where it ran (a Ray cluster has several nodes)
