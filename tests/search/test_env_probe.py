@@ -123,3 +123,23 @@ def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_
     assert records[1]["params"]["omp_wait_policy"] == faster
     assert records[1]["environment"]["variables"]["OMP_WAIT_POLICY"] == faster  # set before its torch loaded
     assert "OMP_WAIT_POLICY" not in os.environ  # the driver's own environment: untouched
+
+
+def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_the_trials_search_it(monkeypatch):
+    """A step too slow for a probe reading (a ResNet on 2 busy cores) read nothing in three fresh processes (51 s):
+    now none is started, and the trials search the knob, as they do a speed knob no batch size could read."""
+    from types import SimpleNamespace
+
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+    import yaml
+
+    space = parse_space(yaml.safe_load(SPACE), source="env.yaml", name="env")
+    started = []
+    monkeypatch.setattr(_env_probe, "read_value", lambda *a: started.append(a) or 1000.0)
+    plan = ProbePlan(knobs=["omp_wait_policy"], choices=[ProbeChoice(batch_size=32, compute_ceiling=None)])
+    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+                            {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
+    assert started == [] and out.environment is None
+    assert "omp_wait_policy" in out.unread and "omp_wait_policy" not in out.knobs
