@@ -5,10 +5,12 @@ trains in the user's environment."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import write
 from tuner.cli import main
@@ -107,6 +109,8 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}, quality: {e
 def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_chose(
         ray_session, tmp_path, capsys, monkeypatch, faster):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")  # a speed variable of the user's own: recorded in study.json
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")  # a compute reading at any load
     rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0}
     monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a: rates[value])
     path = tmp_path / "env.yaml"
@@ -123,6 +127,8 @@ def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_
     assert records[1]["params"]["omp_wait_policy"] == faster
     assert records[1]["environment"]["variables"]["OMP_WAIT_POLICY"] == faster  # set before its torch loaded
     assert "OMP_WAIT_POLICY" not in os.environ  # the driver's own environment: untouched
+    meta = json.loads((reports / "e" / "study.json").read_text())
+    assert meta["machine"]["environment"] == {"MKL_NUM_THREADS": "2"} and "others_share" in meta["machine"]
 
 
 def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_the_trials_search_it(monkeypatch):

@@ -134,11 +134,13 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
         values = [str(v) for v in (space.params[name].choices or [])]
         baseline = space.baseline_point(context)
         batch = loaders.split["batch_size"] if loaders.split else baseline.get("batch_size")
-        there = next((c for c in loaders.choices if c.batch_size == batch), None)
+        there = next((c for c in loaders.choices if c.batch_size == batch), None) if batch is not None else \
+            (loaders.choices[0] if len(loaders.choices) == 1 else None)  # a fixed batch: the one probed
         if there is None or there.compute_ceiling is None:  # a step too slow for a reading: fresh processes
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
+        batch = there.batch_size
         chosen = {k: v for k, v in loaders.loader_for(batch).items() if k not in env_knobs()}
         point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
         cfg = space.trial_config(point, base, source="probe")

@@ -18,6 +18,7 @@ searcher, trainable, confirm).
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 import uuid
@@ -189,14 +190,16 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
 
     t0 = time.perf_counter()
     plan = plan_search(opts)
-    # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts
-    check_machine(opts.busy, opts.busy_wait_seconds, console, local=not opts.address)
+    # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
+    # sample and the user's own speed environment go into study.json (`machine`)
+    machine = check_machine(opts.busy, opts.busy_wait_seconds, console, local=not opts.address)
     check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
     stop = StopSignals()
     stop.install()
     lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
     try:
-        return _locked_search(plan, plan.options, console, t0, stop, view)  # on --resume, with its kept options
+        # on --resume, with its kept options
+        return _locked_search(plan, plan.options, console, t0, stop, view, machine)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if lock.lost():
             raise study_gone(plan, lock) from None
@@ -243,7 +246,7 @@ def trial_device(opts: SearchOptions, cluster: Any, plan: SearchPlan) -> Any:
 
 
 def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: float,
-                   stop: StopSignals, make_view: Any = None) -> SearchSummary:
+                   stop: StopSignals, make_view: Any = None, machine: Any = None) -> SearchSummary:
     from rich.markup import escape
 
     from tuner.search._ray_env import join_ray, quiet_ray_environment, start_local_ray, stop_ray
@@ -301,7 +304,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         assert cluster is not None
         resources = resolve_resources(opts, cluster)
         summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
-                       make_view, allowance)
+                       make_view, allowance, machine)
         summary.exit_code = stop.exit_code
         summary.notes = [*notes, *summary.notes]
         return summary
@@ -387,6 +390,20 @@ def _resume_without_work(plan: SearchPlan, console: Any, t0: float) -> SearchSum
     return SearchSummary(study, ran=0, total=plan.trials, seconds=time.perf_counter() - t0)
 
 
+def _machine_record(plan: SearchPlan, meta: StudyMeta, machine: Any) -> StudyMeta:
+    """study.json's `machine`: the user's own speed environment (tuner.config.SPEED_ENV, kept as it was) and what
+    other processes took of the machine in the sample before this invocation (tuner.search._busy)."""
+    from tuner.config import speed_env
+
+    record: dict[str, Any] = {"environment": speed_env(os.environ)}
+    if machine is not None:
+        record.update(others_share=machine.share, others_cpus=machine.others_cpus, load1=machine.load1,
+                      cpus=machine.cpus, sampled_s=machine.seconds)
+    meta = meta.model_copy(update={"machine": record})
+    plan.folder.write_meta(meta)
+    return meta
+
+
 def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
                 baseline: dict[str, Any] | None, setup: StudySetup, storage: Any,
                 allowance: dict[str, Any] | None = None) -> StudyMeta:
@@ -421,7 +438,7 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
 
 
 def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared: StudySetup, console: Any,
-         t0: float, make_view: Any = None, allowance: Any = None) -> SearchSummary:
+         t0: float, make_view: Any = None, allowance: Any = None, machine: Any = None) -> SearchSummary:
     import optuna
     from ray import tune
     from rich.markup import escape
@@ -445,6 +462,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     storage = open_storage(plan.storage)
     meta = _write_meta(plan, cluster, resources, baseline, prepared, storage,
                        allowance.to_json() if allowance is not None else None)
+    meta = _machine_record(plan, meta, machine)
     n_before = reconcile_study(plan.folder, storage, plan.optuna_name)
     # The baseline stays pending until it has a record: a kill during it, or an interrupt before it started,
     # leaves it to --resume, which runs it before any sampled trial (enqueued again unless Optuna still holds it).

@@ -238,6 +238,9 @@ class StudyMeta(BaseModel):
     preflight: Preflight | None = None
     # This invocation's --study-seconds allowance (tuner.search._allowance): seconds, margin, estimates, spent_s.
     allowance: dict[str, Any] | None = None
+    # The machine the study was started on: the user's own speed environment variables (kept as they were: tuner
+    # sets none of its own) and what other processes took of its CPUs in the sample before the study (issue 58).
+    machine: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on
