@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from tuner.errors import StudyError
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric, quality_objective
 from tuner.analysis.pareto import Pick, Value, choose, rankable
-from tuner.analysis.rounds import in_baseline_units, rival_beyond, side_by_side
+from tuner.analysis.rounds import rival_beyond, side_by_side
 from tuner.analysis.stats import RATIO_METHOD, Interval, differ, ratio_interval
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
@@ -51,10 +51,10 @@ class Verdict:
 
 
 def _value(study: Study) -> Value:
-    """The figures the pick ranks by: the study's, with a confirmed throughput read in a later round rescaled by
-    the baseline's drift between rounds (tuner.analysis.rounds), so confirmed trials compare by their ratio to the
-    baseline read beside them, not across a drift."""
-    return in_baseline_units(study.records, study.baseline_trial, study.value)
+    """The figures the pick ranks by: the study's (Study.value), with a confirmed throughput read in a later round
+    rescaled by the baseline's drift between rounds (tuner.analysis.rounds), so confirmed trials compare by their
+    ratio to the baseline read beside them, not across a drift; the views rank and show the same figures."""
+    return study.value
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
