@@ -6,7 +6,8 @@ measured, on which hardware and library versions, and the same settings spelled 
 users who will copy them into their own loop instead of running tuner.
 
 Over 540 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
-rule, parity, target, the baseline --verify re-measures beside it); splitting them would pass that record's pieces between modules.
+rule, parity, target, the baseline --verify re-measures beside it); splitting them would pass that record's pieces
+between modules.
 """
 
 from __future__ import annotations
