@@ -85,3 +85,17 @@ def test_a_study_read_in_one_phase_shows_its_figures_as_read(tmp_path):
     study = Study.load(folder)
     assert not study.drift_adjusted("throughput")
     assert "the baseline;" not in table_text(study) and "drift" not in study.ranked_on()["throughput"]
+
+
+def test_the_search_summary_s_front_shows_the_figures_it_is_ranked_by(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from tuner.cli.search import _print_summary
+
+    study = planted(tmp_path, quality=True)
+    summary = SimpleNamespace(name="drift", finished=3, total=3, as_many_as_fit=False, states={"complete": 3},
+                              seconds=1.0, interrupted=False, verdict=decide(study), front=study.front(),
+                              objectives=study.objectives, study=study, study_dir=study.dir)
+    _print_summary(summary)
+    out = capsys.readouterr().out
+    assert "1.51x the baseline" in out and "Pareto front (1 trials)" in out
