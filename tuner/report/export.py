@@ -500,7 +500,10 @@ def baseline_beside(study: Study, record: TrialRecord) -> Beside | None:
     mine, theirs = study.value(record, "throughput"), study.value(base, "throughput")
     if not mine or not theirs or mine <= 0 or theirs <= 0:
         return None
-    cfg = trial_config(study, base)
+    try:
+        cfg = trial_config(study, base)
+    except StudyError:  # its config was not recorded: verified alone, as a study without a baseline
+        return None
     cfg.env = run_env(cfg, base.environment) or None
     fig = base.confirmed.figures.get("throughput") if base.confirmed is not None else None
     if fig is not None and record.confirmed is not None:
