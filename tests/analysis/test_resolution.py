@@ -81,3 +81,11 @@ def test_a_spread_of_one_degree_of_freedom_calls_fid_73_against_400_rankable(tmp
     assert study.pooled("fid").df == 1
     v = decide(study)
     assert v.quality_ranked and "raise the budget" not in v.text and "within the noise" not in v.text
+
+
+def test_figures_within_the_resolution_on_one_degree_of_freedom_say_why_the_noise_did_not_judge():
+    records = [TrialRecord(trial=n, state="complete", metrics={"fid": fid}) for n, fid in enumerate((50.0, 50.5))]
+    pooled = pool([[40.0, 60.0]])
+    assert pooled.df == 1
+    note = unresolved(records, FID, confirmed_or_measured, pooled)
+    assert "within 2% of each other (the re-runs' spread has 1 degree of freedom, too few to judge by)" in note

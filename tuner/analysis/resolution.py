@@ -106,8 +106,9 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     label = metric(key).label
     lo, hi = fmt_metric(key, min(values)), fmt_metric(key, max(values))
     figure = lo if lo == hi else f"{lo}-{hi}"
-    within = "within the noise of each other" if measured else \
-        f"within {RESOLUTION:.0%} of each other (no re-runs measured the noise)"
+    why = "no re-runs measured the noise" if pooled is None or pooled.df < 1 else \
+        f"the re-runs' spread has {pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom, too few to judge by"
+    within = "within the noise of each other" if measured else f"within {RESOLUTION:.0%} of each other ({why})"
     if key in TARGET_COLUMNS:  # a budget raised changes nothing here: the trials reach the target alike
         then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
         return (f"{label} {figure} in every trial, {within}: they reach the target alike, so {then}; a stricter "
