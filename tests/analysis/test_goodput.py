@@ -22,6 +22,22 @@ def test_each_trial_is_judged_against_the_baseline_noise_scale_and_effective_bat
     assert all(r.metrics["baseline_noise_scale"] == 900.0 for r in records.values())
 
 
+def test_a_confirmed_trial_s_goodput_is_made_of_its_confirmed_throughput(tmp_path):
+    """Trial 1 read 2600 samples/s in the search and 2000 in its re-runs: the table shows 2000, and its goodput
+    said 2600 x efficiency beside it (issue 52)."""
+    from tuner.analysis import write_rerun
+    from tuner.study import Rerun
+
+    folder = StudyFolder(goodput_study(tmp_path))
+    for k, thr in enumerate((1990.0, 2010.0)):
+        write_rerun(folder, 1, Rerun(repeat=k, state="complete", metrics={"throughput": thr}))
+    records = {r.trial: r for r in read_records(folder)}
+    centre = records[1].confirmed.figures["throughput"].centre
+    assert centre == pytest.approx(2000.0, rel=1e-3)
+    assert records[1].metrics["goodput"] == pytest.approx(centre * 964 / 1156)
+    assert records[2].metrics["goodput"] == pytest.approx(900 * 964 / 932)  # never re-run: its one reading
+
+
 def test_without_the_baselines_noise_scale_there_is_no_efficiency_nor_goodput(tmp_path):
     records = read_records(StudyFolder(goodput_study(tmp_path, noise_scale=None)))
     assert not any(k in r.metrics for r in records for k in ("efficiency", "goodput", "baseline_noise_scale"))

@@ -101,7 +101,8 @@ def test_export_verify(make_study, capsys, monkeypatch):
                         lambda cfg, *, cache_dir, **_: TrialResult(state="complete", throughput=next(readings)))
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
     assert code == 0, err
-    assert "over 3 runs, interval" in out and "vs recorded 700.0 (one reading): within the interval" in out
+    assert "over 3 runs, interval" in out and "vs recorded 700.0 (one reading); no baseline re-measured beside " \
+        "it: the machine's drift since the study is in this comparison: within the interval" in out
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
     assert code == 3 and "recorded figure lies outside the re-measured interval" in err
 
@@ -109,6 +110,36 @@ def test_export_verify(make_study, capsys, monkeypatch):
                         lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
     assert code == 3 and "ended oom: OutOfMemoryError: boom" in err
+
+
+def test_export_verify_re_measures_the_baseline_beside_the_config_and_judges_the_ratio(make_study, capsys,
+                                                                                         monkeypatch):
+    """The machine reads 20% slower than in the study: the config (700 recorded) reads 560, outside its interval
+    alone, but so does the baseline beside it (400 -> 320): 1.75x both times, within the noise, and it says so."""
+    from tuner.study import StudyFolder
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    folder.write_meta(folder.read_meta().model_copy(update={"baseline": {"trial": 0, "params": {}}}))
+    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    runs = []
+
+    def run_trial(cfg, *, cache_dir, **_):
+        runs.append(cfg.params.batch_size)
+        speed = 700.0 if cfg.params.batch_size == 128 else 400.0
+        return TrialResult(state="complete", throughput=0.8 * speed * (1.0 + 0.01 * (len(runs) % 3 - 1)))
+
+    monkeypatch.setattr("tuner.train.run_trial", run_trial)
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify", "--format", "json")
+    assert code == 0, err
+    assert runs == [128, 64, 64, 128, 128, 64]  # interleaved
+    assert "beside the baseline's (trial 0), interleaved" in err
+    verify = json.loads(out)["verify"]
+    assert verify["judged"] == "ratio to the baseline" and verify["agrees"] is True
+    assert verify["recorded_ratio"] == pytest.approx(1.75) and verify["drift"] == pytest.approx(0.8, rel=0.02)
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--verify")
+    assert code == 0 and "x the baseline (trial 0) re-measured beside it, interleaved, 3 runs each" in out
+    assert "vs 1.75x recorded (one reading)" in out and "the machine reading 0.80x what it did in the study" in out
 
 
 def test_export_options(make_study, capsys, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from tuner.device import Device
@@ -32,6 +34,37 @@ class FakeClock:
 
     def advance(self, dt: float) -> None:
         self.t += dt
+
+
+class PrefetchingLoader:
+    """A loader-bound input pipeline on a fake clock: workers make a batch every `make_s` seconds into a queue of
+    `depth` (num_workers x prefetch_factor) and stop while it is full; next() takes a ready batch at once or waits
+    (the clock advances) for the one being made. It hands out `batches` in turn (None without them)."""
+
+    def __init__(self, clock, make_s, depth, batches=None):
+        from collections import deque
+
+        self.clock, self.make_s, self.depth = clock, make_s, depth
+        self.queue, self.busy_until = deque(), clock() + make_s
+        self.batches = itertools.cycle(batches) if batches is not None else itertools.repeat(None)
+
+    def _catch_up(self, t):
+        while self.busy_until is not None and self.busy_until <= t:
+            self.queue.append(self.busy_until)
+            self.busy_until = self.busy_until + self.make_s if len(self.queue) < self.depth else None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._catch_up(self.clock())
+        if not self.queue:
+            self.clock.advance(self.busy_until - self.clock())
+            self._catch_up(self.clock())
+        self.queue.popleft()
+        if self.busy_until is None:  # a slot freed: the workers start the next batch now
+            self.busy_until = self.clock() + self.make_s
+        return next(self.batches)
 
 
 class TickingClock:

@@ -1,6 +1,7 @@
 """`tuner export`: the chosen trial's config in the format `tuner train --config` reads, with provenance."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -188,6 +189,62 @@ def test_verify_fails_an_unchanged_config_about_5_percent_of_the_time(tmp_path):
             v = verify(cfg, figure, tmp_path, repeats=3, run=fake_run, **kwargs)
             fails += v.agrees is False
         assert 0.03 <= fails / 2000 <= 0.07, (recorded_runs, fails / 2000)
+
+
+def _drift_rate(drift, beside, cases=1000, change=1.0):
+    """How often --verify fails the pick (true 1.4x the baseline's 500 samples/s, recorded from one reading each in
+    the study) when the machine reads `drift` times what it did in the study, and the pick now runs `change` times
+    its old speed; `beside`: the baseline re-measured beside it."""
+    import random
+
+    from tuner.config import Params, TrialConfig
+    from tuner.report.export import Beside
+
+    rng = random.Random(52)
+    pick, base = TrialConfig(workload="cnn", params=Params(batch_size=128)), TrialConfig(workload="cnn")
+
+    def fake_run(cfg, *, cache_dir):
+        speed = 700.0 * change if cfg.params.batch_size == 128 else 500.0
+        return TrialResult(state="complete", throughput=speed * drift * rng.lognormvariate(0.0, 0.05))
+
+    fails = 0
+    for _ in range(cases):
+        recorded, recorded_base = 700.0 * rng.lognormvariate(0.0, 0.05), 500.0 * rng.lognormvariate(0.0, 0.05)
+        b = Beside(0, base, recorded_base, recorded / recorded_base, 1) if beside else None
+        fails += verify(pick, recorded, Path("/nonexistent"), repeats=3, run=fake_run, beside=b).agrees is False
+    return fails / cases
+
+
+@pytest.mark.parametrize("drift", [1.1, 0.9])
+def test_verify_beside_the_baseline_leaves_the_machine_s_drift_since_the_study_out(drift):
+    """Judged alone, an unchanged config failed 11% of the time at 5% drift between sessions and 27% at 10%;
+    judged as a ratio to the baseline re-measured beside it, interleaved, about 1 in 20 whatever the drift."""
+    assert _drift_rate(drift, beside=False) > 0.15
+    assert _drift_rate(drift, beside=True) <= 0.08
+
+
+def test_verify_beside_the_baseline_still_fails_a_config_that_got_slower():
+    """40% slower than the study read it, against one reading each in the study: failed 9 times in 10 or more
+    (the ratio carries four samples' noise: the price of leaving the drift out)."""
+    assert _drift_rate(1.0, beside=True, cases=200, change=0.6) >= 0.9
+
+
+def test_verify_runs_the_config_and_its_baseline_interleaved(make_study):
+    from tuner.config import Params, TrialConfig
+    from tuner.report.export import Beside
+
+    order = []
+
+    def fake_run(cfg, *, cache_dir):
+        order.append("M" if cfg.params.batch_size == 128 else "B")
+        wobble = 1.01 if len(order) % 3 else 0.99
+        return TrialResult(state="complete", throughput=(700.0 if order[-1] == "M" else 500.0) * wobble)
+
+    pick, base = TrialConfig(workload="cnn", params=Params(batch_size=128)), TrialConfig(workload="cnn")
+    v = verify(pick, 700.0, Path("/nonexistent"), repeats=4, run=fake_run, beside=Beside(0, base, 250.0, 1.4, 2))
+    assert "".join(order) == "MBBMMBBM"  # a steady drift moves both sides alike
+    assert v.measured_ratio.centre == pytest.approx(1.4, rel=0.03) and v.drift == pytest.approx(2.0, rel=0.03)
+    assert v.agrees is True  # the machine reads twice as fast as in the study: the ratio holds
 
 
 def test_pytorch_settings_spell_the_speed_knobs_from_the_role_table():

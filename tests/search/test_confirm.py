@@ -12,7 +12,7 @@ from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
 from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, rerun_configs, schedule
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
-from tuner.analysis import Study, decide, is_confirmed, write_record, write_rerun
+from tuner.analysis import Study, against_baseline, decide, is_confirmed, write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
@@ -446,6 +446,30 @@ def test_with_one_re_run_per_trial_a_moved_pick_that_holds_is_confirmed_by_its_s
     first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0), repeats=1)
     assert first == [(3, 0, 1), None] and after == Searcher.FINISHED
     assert lines[-1].endswith("trial 3's re-run holds it as the pick") and decide(study).pick.trial == 3
+
+
+def test_with_one_re_run_per_trial_a_moved_pick_s_round_reads_the_baseline_beside_it(tmp_path):
+    """--repeats 1: the moved pick's round read no baseline, so its re-run, in a round the machine ran 2x faster,
+    was compared with the baseline read in round 0: a config as fast as the baseline read "2.00x the baseline" and
+    was the pick. The baseline is read once after it (M B), and the pick goes back to trial 2 (1.5x)."""
+    assert moved_round(3, 1, 1, 0, {}) == [(3, 0, 1), (0, 1, 1)]
+    reads = {0: (100.0, 50.0), 2: (300.0, 20.0), 3: (260.0, 19.0)}
+    s = _planted(tmp_path, reads, {2: [(150.0, 20.0)], 0: [(100.0, 50.0)]})
+    for n in (0, 2):
+        for rerun in s.folder.reruns(n):
+            write_rerun(s.folder, n, rerun.model_copy(update={"round": 0}))
+    assert next_knee(Study.load(s.folder), 1) == 3
+    write_rerun(s.folder, 3, Rerun(repeat=0, round=1, state="complete",  # the screen: 1.0x, in a 2x faster round
+                                  metrics={"throughput": 200.0, "fid": 19.0, "throughput_spread": 0.05}))
+    s = Study.load(s.folder)
+    assert decide(s).pick.trial == 3 and pending(s, 1, 1) == [(0, 1, 1)]  # it holds: the baseline beside it
+    write_rerun(s.folder, 0, Rerun(repeat=1, round=1, state="complete",
+                                  metrics={"throughput": 200.0, "fid": 50.0, "throughput_spread": 0.05}))
+    s = Study.load(s.folder)
+    assert pending(s, 1, 1) == []
+    v = decide(s, "throughput")
+    assert v.pick.trial == 2 and v.ratio.centre == pytest.approx(1.5)
+    assert against_baseline(s, s.trial(3)).ratio.centre == pytest.approx(1.0)
 
 
 def test_a_moved_pick_whose_re_run_is_suspect_is_not_re_run_again_and_the_view_says_why(tmp_path):

@@ -9,7 +9,7 @@ import torch
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.train.loop import run_loop
-from tests.helpers.fakes import FakeClock, FakeCudaDevice
+from tests.helpers.fakes import FakeClock, FakeCudaDevice, PrefetchingLoader
 
 
 class FakeStep:
@@ -260,36 +260,6 @@ def test_overall_rate_keeps_the_slow_window_that_the_median_drops():
     s = summarize(res.windows)
     assert math.isclose(s.throughput, 1000.0)
     assert s.overall < 0.9 * s.throughput
-
-
-class PrefetchingLoader:
-    """A loader-bound input pipeline on a fake clock: workers make a batch every `make_s` seconds into a queue of
-    `depth` (num_workers x prefetch_factor) and stop while it is full; next() takes a ready batch at once or waits
-    (the clock advances) for the one being made."""
-
-    def __init__(self, clock, make_s, depth):
-        from collections import deque
-
-        self.clock, self.make_s, self.depth = clock, make_s, depth
-        self.queue, self.busy_until = deque(), make_s
-
-    def _catch_up(self, t):
-        while self.busy_until is not None and self.busy_until <= t:
-            self.queue.append(self.busy_until)
-            self.busy_until = self.busy_until + self.make_s if len(self.queue) < self.depth else None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        self._catch_up(self.clock())
-        if not self.queue:
-            self.clock.advance(self.busy_until - self.clock())
-            self._catch_up(self.clock())
-        self.queue.popleft()
-        if self.busy_until is None:  # a slot freed: the workers start the next batch now
-            self.busy_until = self.clock() + self.make_s
-        return None
 
 
 @pytest.mark.parametrize("budget", [Budget(seconds=20), Budget(samples=1000)])

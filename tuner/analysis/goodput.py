@@ -91,7 +91,8 @@ def base_point(base: TrialRecord | None) -> tuple[float, float] | None:
 
 def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
     """Set `efficiency`, `goodput` and `baseline_noise_scale` on every record with an effective batch, against
-    `base`; drop stale ones where there is no baseline figure (never NaN: the views show "-")."""
+    `base`; drop stale ones where there is no baseline figure (never NaN: the views show "-"). Goodput is the
+    confirmed throughput x efficiency where the trial was re-run."""
     point = base_point(base)
     for r in records:
         for key in (*DERIVED, "baseline_noise_scale"):
@@ -103,9 +104,17 @@ def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
         eff = efficiency(m, m0, phi)
         r.metrics["efficiency"] = eff
         r.metrics["baseline_noise_scale"] = phi
-        thr = r.value("throughput")
+        thr = _throughput(r)
         if thr is not None:
             r.metrics["goodput"] = thr * eff
+
+
+def _throughput(record: TrialRecord) -> float | None:
+    """The throughput goodput is made of: the confirmed centre where the confirmation re-ran the trial (the table's
+    figure: the search's one reading beside it made a confirmed trial's goodput disagree with its throughput),
+    the search's reading otherwise."""
+    fig = record.confirmed.figures.get("throughput") if record.confirmed is not None else None
+    return fig.centre if fig is not None and fig.centre > 0 else record.value("throughput")
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,23 @@ every trial), a GAN's FID all alike. Ranking on such figures ranks noise, so whe
 lies within the noise of every other's, the study says so and the pick goes by throughput alone.
 
 The noise of a quality figure is the run-to-run spread the confirmation re-runs measured (pooled over the confirmed
-trials, tuner.analysis.stats): two single readings of one config differ by up to t x sd x sqrt(2). Without re-runs,
-RESOLUTION (relative) stands for it.
+trials, tuner.analysis.stats). Whether the trials differ at all is one test over all of them (`spread_beyond_noise`,
+a one-way analysis of variance on that noise), not a test of every pair: of 6-24 trials of equal quality, some pair
+was 5% apart by chance in 15-55% of studies, and the study called its quality rankable. On a spread of fewer than two
+degrees of freedom the noise is not known well enough to call anything within it (one config's two re-runs called
+FID 73 against 400 within the noise), and without re-runs RESOLUTION (relative) stands for it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from itertools import combinations
 
 from tuner.study import TARGET_COLUMNS, Objective, TrialRecord, fmt_metric, metric
 from tuner.analysis.stats import LEVEL, Pooled, _t, centre
 
 RESOLUTION = 0.02  # without re-runs: quality figures within 2% of each other are one figure
+MIN_DF = 2  # the fewest degrees of freedom of the pooled noise that may call a spread within it (as a rival's)
 WORSE = 0.10  # without re-runs: a single reading of quality worse by more than 10% is worse beyond the noise
 
 
@@ -47,11 +50,38 @@ def by_noise(mine: list[float], theirs: list[float], pooled: Pooled | None) -> b
                                                    pooled, min(mine + theirs)) is not None
 
 
-def _apart(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | None, mid: float) -> bool:
-    """Whether two figures differ beyond the noise (as `worse` tests a pick against the baseline), else by more
-    than RESOLUTION of `mid`."""
-    beyond = _beyond_noise(a, b, pooled, min(a[0], b[0]))
-    return beyond if beyond is not None else abs(a[0] - b[0]) / mid > RESOLUTION
+def spread_beyond_noise(points: list[tuple[float, int]], pooled: Pooled | None,
+                        level: float = LEVEL) -> bool | None:
+    """Whether figures (each the centre of n runs) differ among themselves beyond the pooled noise, on the log
+    scale where the noise is: one question over all k figures (two: the two-sample test), asked two ways at half the false-alarm rate each
+    (a union, so at most 1 - level together): a one-way analysis of variance with the noise known from the re-runs
+    (F = sum n_i (x_i - mean)^2 / (k - 1) / sd^2 against F(k - 1, df): differences spread over many trials), and
+    each figure against the mean of the others, Bonferroni over the k (t against t(df) at 1 - alpha / 2k: one trial
+    apart from the rest, which the F test dilutes among 24). A study whose trials are all alike is then called apart
+    at most 1 - level of the time whatever its size (pairs tested one by one: 15-55% at 6-24 trials). None where the
+    noise cannot judge: none pooled, fewer than MIN_DF degrees of freedom, a log scale and a figure at or below 0."""
+    if pooled is None or pooled.df < MIN_DF or len(points) < 2 or (pooled.log and min(v for v, _ in points) <= 0):
+        return None
+    xs = [(math.log(v) if pooled.log else v, n) for v, n in points]
+    k, total = len(xs), sum(n for _, n in xs)
+    mean = sum(x * n for x, n in xs) / total
+    between = sum(n * (x - mean) ** 2 for x, n in xs) / (k - 1)
+    if pooled.sd <= 0:
+        return between > 0
+    if k == 2:  # no multiplicity: the two-sample test `worse` judges a pick against its baseline by
+        return _beyond_noise(points[0], points[1], pooled, min(v for v, _ in points))
+    from scipy.special import fdtri, stdtrit
+
+    alpha = (1 - level) / 2
+    if between / pooled.sd ** 2 > float(fdtri(k - 1, pooled.df, 1 - alpha)):
+        return True
+    t = float(stdtrit(pooled.df, 1 - alpha / (2 * k)))
+    for x, n in xs:
+        rest = total - n
+        others = (mean * total - x * n) / rest
+        if abs(x - others) > t * pooled.sd * math.sqrt(1 / n + 1 / rest):
+            return True
+    return False
 
 
 def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[TrialRecord, str], float | None],
@@ -67,16 +97,20 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     points = [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None]
     if len(points) < 2:
         return None
-    mid = max(abs(v) for v, _ in points) or 1.0
-    if any(_apart(a, b, pooled, mid) for a, b in combinations(points, 2)):
-        return None
     values = [v for v, _ in points]
+    beyond = spread_beyond_noise(points, pooled)
+    measured = beyond is not None
+    if beyond is None:  # no noise to judge by: the resolution does
+        mid = max(abs(v) for v in values) or 1.0
+        beyond = (max(values) - min(values)) / mid > RESOLUTION
+    if beyond:
+        return None
     label = metric(key).label
     lo, hi = fmt_metric(key, min(values)), fmt_metric(key, max(values))
     figure = lo if lo == hi else f"{lo}-{hi}"
-    measured = _beyond_noise((values[0], 1), (values[0], 1), pooled, min(values)) is not None
-    within = "within the noise of each other" if measured else \
-        f"within {RESOLUTION:.0%} of each other (no re-runs measured the noise)"
+    why = "no re-runs measured the noise" if pooled is None or pooled.df < 1 else \
+        f"the re-runs' spread has {pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom, too few to judge by"
+    within = "within the noise of each other" if measured else f"within {RESOLUTION:.0%} of each other ({why})"
     if key in TARGET_COLUMNS:  # a budget raised changes nothing here: the trials reach the target alike
         then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
         return (f"{label} {figure} in every trial, {within}: they reach the target alike, so {then}; a stricter "

@@ -131,14 +131,18 @@ def pool(groups: list[list[float]]) -> Pooled | None:
     return Pooled(math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in xs if len(g) > 1) / df), df, log)
 
 
-def ratio_interval(a: list[float], b: list[float], pooled: Pooled | None, level: float = LEVEL) -> Interval | None:
-    """a / b as a ratio of geometric means, with an interval from the pooled log spread; None without it."""
+def ratio_interval(a: list[float], b: list[float], pooled: Pooled | None, level: float = LEVEL,
+                   against: tuple[int, int] | None = None) -> Interval | None:
+    """a / b as a ratio of geometric means, with an interval from the pooled log spread; None without it.
+    `against`: the runs behind another such ratio (its numerator's, its denominator's) the interval is to hold
+    (a two-sample interval: that ratio's noise counts too)."""
     if not a or not b or any(v <= 0 for v in a + b):
         return None
     ratio = centre(a, True) / centre(b, True)
     if pooled is None or not pooled.log or pooled.df < 1:
         return Interval(ratio, None, None)
-    half = _t(pooled.df, level) * pooled.sd * math.sqrt(1 / len(a) + 1 / len(b))
+    more = sum(1 / max(n, 1) for n in against) if against is not None else 0.0
+    half = _t(pooled.df, level) * pooled.sd * math.sqrt(1 / len(a) + 1 / len(b) + more)
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
 
 

@@ -15,6 +15,7 @@ from tuner.study import (
     param_columns, quality_objective, ranges,
 )
 from tuner.analysis.pareto import Value, pareto_ranks
+from tuner.analysis.rounds import in_baseline_units
 from tuner.analysis.trials import read_records
 from tuner.analysis.stats import NoiseFloor, Pooled
 from tuner.analysis.suspect import reads_windows
@@ -101,9 +102,40 @@ class Study:
 
     @property
     def value(self) -> Value:
-        """The figure trials are ranked and picked by: the confirmed centre where the confirmation phase re-ran the
-        trial, what it measured otherwise."""
-        return confirmed_or_measured
+        """The figure trials are ranked, drawn and picked by: the confirmed centre where the confirmation phase
+        re-ran the trial, what it measured otherwise; a throughput read in another phase than the baseline's first
+        confirmation round rescaled by the baseline's drift between the two (tuner.analysis.rounds), so the table,
+        the front and the pick all compare each trial by its ratio to the baseline read beside it (a 2x drift
+        between rounds had the table rank a 1.0x trial over the pick's 1.51x)."""
+        return in_baseline_units(self.records, self.baseline_trial, confirmed_or_measured)
+
+    def drift_adjusted(self, metric: str) -> bool:
+        """Whether `value` moved some trial's `metric` off the figure it read: the views then show both, and say
+        which one ranks."""
+        value = self.value
+        for r in self.records:
+            a, b = value(r, metric), confirmed_or_measured(r, metric)
+            if a is not None and b is not None and not math.isclose(a, b, rel_tol=1e-9):
+                return True
+        return False
+
+    def ranked_on(self) -> dict[str, str]:
+        """What each objective's ranked figure is, in words: the table's caption, the HTML's and the JSON's."""
+        out: dict[str, str] = {}
+        for o in self.objectives:
+            if self.drift_adjusted(o.metric):
+                out[o.metric] = (f"{o.metric} adjusted for the machine's drift between phases: each trial's reading "
+                                 f"over the baseline's (trial {self.baseline_trial}) read in the same round, in the "
+                                 f"baseline's first confirmation round's units (the figure the pick ranks by; "
+                                 f"'read' is the raw figure)")
+            else:
+                out[o.metric] = f"{o.metric}: the mean of the re-runs where confirmed, the search's reading otherwise"
+        return out
+
+    def baseline_value(self, metric: str) -> float | None:
+        """The baseline's ranked figure (None without a baseline): what a trial's ratio in the views is against."""
+        base = next((r for r in self.records if r.trial == self.baseline_trial), None)
+        return self.value(base, metric) if base is not None else None
 
     @property
     def baseline_trial(self) -> int | None:

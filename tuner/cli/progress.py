@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -134,11 +135,13 @@ class SearchView:
 
 
 def front_table(front: list[TrialRecord], objectives: list[Objective], params: list[str], title: str,
-                pick: TrialRecord | None = None) -> Table:
+                pick: TrialRecord | None = None, figure: Callable[[TrialRecord, str], str] | None = None) -> Table:
     """The Pareto front, best first objective first; params that no front trial sets are left out. Confirmed trials
-    (✓) show their re-runs' centre and interval. The `pick` is marked; one off the front (a trial's single reading
+    (✓) show their re-runs' centre and interval, or `figure`'s text (the report's, where drift between rounds
+    moved the figures the front is ranked by). The `pick` is marked; one off the front (a trial's single reading
     can dominate the confirmed pick, as the verdict explains) gets a row of its own below, so the table shows what
     the pick line names."""
+    shown = figure or fmt_figure
     off = pick is not None and all(rec.trial != pick.trial for rec in front)
     rows = [*front, pick] if off and pick is not None else front
     params = [p for p in params if any(rec.params.get(p) is not None for rec in rows)]
@@ -153,6 +156,6 @@ def front_table(front: list[TrialRecord], objectives: list[Objective], params: l
             table.add_section()
         table.add_row(f"{rec.trial}{' ✓' if rec.confirmed is not None else ''}"
                       f"{' pick' if pick is not None and rec.trial == pick.trial else ''}",
-                      *[fmt_figure(rec, o.metric) for o in objectives],
+                      *[shown(rec, o.metric) for o in objectives],
                       *[escape(fmt_param(rec, p)) for p in params])
     return table

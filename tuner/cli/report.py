@@ -169,32 +169,49 @@ def _knob_env(cfg) -> None:  # noqa: ANN001
 
 def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, format: Format) -> None:  # noqa: ANN001
     from tuner.config import load_config
-    from tuner.report.export import VerifyFailed, verify as verify_config
+    from tuner.report.export import VerifyFailed, baseline_beside, verify as verify_config
 
     rec = exp.record
     cfg = load_config(path)  # the written file itself, so the check also proves it loads back
-    recorded = s.value(rec, "throughput")
     _knob_env(cfg)
-    note(f"verifying: rerunning the exported config {repeats} times ...")
     fig = rec.confirmed.figures.get("throughput") if rec.confirmed is not None else None
+    recorded = fig.centre if fig is not None else rec.throughput  # as read (the table's `read` figure)
+    beside = baseline_beside(s, rec)
+    runs = f"{repeats} times" if beside is None else \
+        f"{repeats} times beside the baseline's (trial {beside.trial}), interleaved"
+    note(f"verifying: rerunning the exported config {runs} ...")
     v = verify_config(cfg, recorded, reports_dir, repeats=repeats, study=s,
-                      recorded_runs=len(fig.values) if fig is not None else 1)
+                      recorded_runs=len(fig.values) if fig is not None else 1, beside=beside)
     for said in {busy_line(e) for e in v.environments} - {None}:  # beside its figures: they move with the load
         note(str(said))
     if not v.complete:
         bad = next((st for st in v.states if st != "complete"), "without a throughput")
-        raise VerifyFailed(f"verify: a rerun of trial {rec.trial}'s config ended {bad}"
-                           + (f": {v.errors[0]}" if v.errors else "") + " (the recorded run completed)")
+        raise VerifyFailed(f"verify: a rerun of trial {rec.trial}'s config or its baseline's ended {bad}"
+                           + (f": {v.errors[0]}" if v.errors else "") + " (the recorded runs completed)")
     m = v.measured
     assert m is not None
     interval = f", interval {m.low:.1f}-{m.high:.1f}" if m.low is not None and m.high is not None else ""
     source = "confirmed" if rec.confirmed is not None else "one reading"
     doc["verify"] = {"runs": v.values, "measured": m.centre, "low": m.low, "high": m.high,
-                     "recorded": v.recorded, "recorded_from": source, "ratio": v.ratio, "agrees": v.agrees}
+                     "recorded": v.recorded, "recorded_from": source, "ratio": v.ratio, "agrees": v.agrees,
+                     "judged": "ratio to the baseline" if v.measured_ratio is not None else "throughput"}
     line = (f"verify: measured {m.centre:.1f} samples/s over {len(v.values)} runs{interval} vs recorded "
             f"{v.recorded or 0.0:.1f} ({source})")
+    r = v.measured_ratio
+    if r is not None:
+        doc["verify"].update(baseline=v.baseline, baseline_runs=v.baseline_values, drift=v.drift,
+                             measured_ratio=r.centre, ratio_low=r.low, ratio_high=r.high,
+                             recorded_ratio=v.recorded_ratio)
+        ratio_iv = f", interval {r.low:.2f}-{r.high:.2f}x" if r.low is not None and r.high is not None else ""
+        line = (f"verify: {r.centre:.2f}x the baseline (trial {v.baseline}) re-measured beside it, interleaved, "
+                f"{len(v.values)} runs each{ratio_iv}, vs {v.recorded_ratio or 0.0:.2f}x recorded ({source}); "
+                f"{m.centre:.1f} samples/s against {v.recorded or 0.0:.1f} recorded, the machine reading "
+                f"{v.drift or 0.0:.2f}x what it did in the study (the baseline), which the ratio leaves out")
+    else:
+        line += "; no baseline re-measured beside it: the machine's drift since the study is in this comparison"
     if v.agrees is False:
-        raise VerifyFailed(line + ": the recorded figure lies outside the re-measured interval")
+        what = "ratio" if r is not None else "figure"
+        raise VerifyFailed(line + f": the recorded {what} lies outside the re-measured interval")
     if format is Format.table:
         verdict = "within the interval" if v.agrees else "no interval with a single run"
         print(f"{line}: {verdict}")

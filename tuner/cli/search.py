@@ -133,8 +133,12 @@ def _print_summary(summary: Any) -> None:
     if summary.front:
         title = (f"Pareto front ({len(summary.front)} trials): "
                  + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives))
+        from tuner.report.view import adjusted_metrics, figure_text
+
+        adjusted = adjusted_metrics(summary.study)  # the figures the front and the pick rank by, as the report
         out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title,
-                              pick=verdict.pick if verdict is not None else None))
+                              pick=verdict.pick if verdict is not None else None,
+                              figure=lambda r, key: figure_text(summary.study, r, key, adjusted)))
     else:
         print("Pareto front: empty (no complete trial yet)")
     if (line := summary.study.target_text()) is not None:

@@ -26,7 +26,7 @@ from tuner.study import (
     metric, read_parity, unit_suffix,
 )
 from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
-from tuner.report.view import FRONT_MARK, rank_cell
+from tuner.report.view import FRONT_MARK, adjusted_metrics, figure_text, rank_cell
 from tuner.knobs import role_text
 
 REPORT_FILE = "report.html"
@@ -114,8 +114,11 @@ def _metric_text(key: str, value: Any, unit: bool = False) -> str:
     return f"{text} {m.unit}" if unit and m.unit and finite(value) is not None else text
 
 
-def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
+def _metric_cell(record: TrialRecord, key: str, study: Study | None = None,
+                 adjusted: set[str] | None = None) -> dict[str, str]:
     value = record.get(key)
+    if study is not None and adjusted and key in adjusted:  # the figure the front and the pick rank by
+        return {"text": figure_text(study, record, key, adjusted), "bound": ""}
     if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted (as the table)
         return {"text": fmt_figure(record, key), "bound": ""}
     return {"text": _metric_text(key, value) + unit_suffix(key, record),
@@ -150,6 +153,7 @@ def trials_table(study: Study) -> dict[str, Any]:
         columns.insert(0, {"label": "measured at", "title": "the rung and the budget used when the trial's figures "
                            "were taken; only complete trials (the top rung) are ranked"})
     rows = []
+    adjusted = adjusted_metrics(study)
     for r in study.sorted_records():
         rank = study.rank(r)
         rows.append({
@@ -161,10 +165,12 @@ def trials_table(study: Study) -> dict[str, Any]:
             "note": f" (rung {r.rung})" if r.state == "stopped" and r.rung is not None else "",
             "capped": r.capped,
             "cells": ([{"text": study.measured_at(r) or "-", "bound": ""}] if scheduled else [])
-            + [_metric_cell(r, k) for k in keys] + [{"text": fmt_param(r, p), "bound": ""} for p in params],
+            + [_metric_cell(r, k, study, adjusted) for k in keys] + [{"text": fmt_param(r, p), "bound": ""} for p in params],
             "error": r.error or "",
         })
-    return {"columns": columns, "rows": rows}
+    ranked_on = study.ranked_on()
+    notes = [ranked_on[k] for k in sorted(adjusted)]
+    return {"columns": columns, "rows": rows, "notes": notes}
 
 
 def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
@@ -247,6 +253,7 @@ def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
     from tuner.analysis import decide
 
     cards = []
+    adjusted = adjusted_metrics(study)
     knee_trial, verdict = None, ""
     q = study.quality
     for pick, label in PICKS:
@@ -261,7 +268,8 @@ def _picks(study: Study) -> tuple[list[dict[str, Any]], int | None, str]:
         quality = f", {metric(q.metric).label} {fmt_figure(r, q.metric)}" if q is not None else ""
         mark = " (confirmed)" if r.confirmed is not None else ""
         cards.append({"label": label, "error": "", "trial": r.trial,
-                      "text": f"{fmt_figure(r, 'throughput')} {metric('throughput').unit}{quality}{mark}",
+                      "text": f"{figure_text(study, r, 'throughput', adjusted)} {metric('throughput').unit}"
+                              f"{quality}{mark}",
                       "command": f"tuner export {study.name} --pick {pick}"})
     return cards, knee_trial, verdict
 

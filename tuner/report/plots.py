@@ -207,7 +207,9 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
         x, y, marks = x_of(r), y_of(r), []
         f = r.confirmed.figures.get("throughput")
         if f is not None and f.low is not None and f.high is not None and f.low > 0:
-            lo, hi = min(max(sx(f.low), x0), x1), min(max(sx(f.high), x0), x1)
+            # around the dot: scaled as the ranked figure was for drift between rounds (Study.value)
+            k = (val(r, "throughput") or f.centre) / f.centre if f.centre else 1.0
+            lo, hi = min(max(sx(k * f.low), x0), x1), min(max(sx(k * f.high), x0), x1)
             marks.append(f'<path class="interval" d="M{lo:.1f},{y:.1f}H{hi:.1f}M{lo:.1f},{y - 4:.1f}V{y + 4:.1f}'
                          f'M{hi:.1f},{y - 4:.1f}V{y + 4:.1f}" stroke="{COLORS["text"]}" stroke-width="1.2"/>')
         q = r.confirmed.figures.get(quality.metric) if quality is not None else None

@@ -32,12 +32,32 @@ def sparkline(values: list[float]) -> str:
     return "".join(out)
 
 
+def adjusted_metrics(study: Study) -> set[str]:
+    """The objectives whose ranked figure is not the one read (Study.drift_adjusted): the views show both."""
+    return {o.metric for o in study.objectives if study.drift_adjusted(o.metric)}
+
+
+def figure_text(study: Study, record: TrialRecord, key: str, adjusted: set[str]) -> str:
+    """An objective's cell: the figure the front and the pick rank by where it is adjusted for drift between
+    rounds, with its ratio to the baseline and the figure read beside it (`100.4 (1.00x the baseline; read 201.1
+    (196-206))`); the confirmed or search figure otherwise (fmt_figure)."""
+    value = study.value(record, key) if key in adjusted else None
+    if value is None:
+        return fmt_figure(record, key)
+    base = study.baseline_value(key)
+    ratio = f"{value / base:.2f}x the baseline; " if base else ""
+    return f"{fmt_metric(key, value)} ({ratio}read {fmt_figure(record, key)})"
+
+
 def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
-    """A trial record plus what the report derives: Pareto rank, front membership, bottleneck, grid path."""
+    """A trial record plus what the report derives: Pareto rank, front membership, the figures it is ranked by
+    (`ranked`: Study.value, adjusted for drift between rounds where the study's `ranked_on` says so), bottleneck,
+    grid path."""
     doc = record.to_json()
     rank = study.rank(record)
     doc["rank"] = rank
     doc["front"] = rank == 0
+    doc["ranked"] = {o.metric: study.value(record, o.metric) for o in study.objectives}
     doc["bound"] = record_bound(record) or None
     if study.scheduled:  # the budget its figures were taken at, in the budget's unit (seconds or samples)
         doc["measured_at_unit"] = study.budget_unit or None
@@ -91,6 +111,7 @@ def study_document(study: Study) -> dict[str, Any]:
         "target": t.model_dump() if (t := study.target) is not None else None,
         "baseline": study.baseline_trial,
         "front": sorted(r.trial for r in study.front()),
+        "ranked_on": study.ranked_on(),  # what each trial's `ranked` figures are: the front's and the pick's
         "noise_floor": noise.to_json() if noise is not None else None,
         "verdict": verdict,
         "numerics_parity": parity.model_dump() if (parity := read_parity(study.dir)) is not None else None,
@@ -142,6 +163,9 @@ def study_table(study: Study) -> Any:
     caption = f"objectives: {directions}; rank 0 = Pareto front"
     if any(r.confirmed is not None for r in study.records):
         caption += "; ✓ confirmed: mean of the re-runs (95% interval)"
+    adjusted = adjusted_metrics(study)
+    for key in sorted(adjusted):
+        caption += f"; ranked on {study.ranked_on()[key]}"
     scheduled = study.scheduled
     if any(r.get("goodput") is not None for r in study.records):
         caption += "; goodput: samples/s x efficiency (x...) against the baseline's effective batch"
@@ -165,7 +189,7 @@ def study_table(study: Study) -> Any:
         rank = study.rank(r)
         table.add_row(rank_cell(rank), f"{r.trial}{' ✓' if r.confirmed is not None else ''}", _state_cell(r),
                       *([study.measured_at(r) or "-"] if scheduled else []),
-                      *[fmt_figure(r, o.metric) for o in objectives],
+                      *[figure_text(study, r, o.metric, adjusted) for o in objectives],
                       *[_measured_cell(r, m.key) for m in measured],
                       *[escape(fmt_param(r, p)) for p in params], escape(str(r.error or "")),
                       style="bold" if rank == 0 else None)

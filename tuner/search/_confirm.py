@@ -96,11 +96,13 @@ def moved_round(moved: int, round_: int, repeats: int, baseline: int | None,
                 done: dict[int, set[int]]) -> list[Run]:
     """A moved pick's round: its R re-runs with the baseline read again between each two of them (R - 1 times,
     repeats round_ x R on), M B M: a drift that is linear over the round weighs on both alike, so the verdict can
-    compare the two on readings taken side by side, for R - 1 more re-runs rather than R."""
+    compare the two on readings taken side by side, for R - 1 more re-runs rather than R. With one re-run each
+    (--repeats 1) the baseline is read once after it, M B: without it no baseline was read in the round, and a
+    1.0x trial re-run in a round 2x faster than the baseline's read "2.00x the baseline"."""
     out: list[Run] = []
     for i in range(repeats):
         out.append(Run(moved, i, round_))
-        if baseline is not None and baseline != moved and i < repeats - 1:
+        if baseline is not None and baseline != moved and (i < repeats - 1 or repeats == 1):
             out.append(Run(baseline, round_ * repeats + i, round_))
     return [run for run in out if run.repeat not in done.get(run.trial, set())]
 

@@ -111,6 +111,7 @@ def run_loop(
     stop: Callable[[list[float]], bool] | None = None,
     prefetched: int = 0,
     sample_points: Callable[[], list[int]] | None = None,
+    pause_clock: Clock | None = None,
 ) -> LoopResult:
     """`rung_points`: budgets (the budget's unit, from the loop's start) where a window also ends, once it holds
     its minimum steps and seconds, so a rung's evaluation reads the model at its budget (not under DDP, whose
@@ -127,7 +128,9 @@ def run_loop(
     probe whose rate has settled; not under DDP, whose ranks end together).
 
     `prefetched`: how many batches the loader's workers hold ready (num_workers x prefetch_factor; 0 without
-    workers): what a pause between windows refills, drained untimed before the next window.
+    workers): what a pause between windows refills, drained untimed before the next window. `pause_clock` reads
+    that pause: the wall clock, where `clock` leaves out what runs between windows (a trial's rung and target
+    evaluations, tuner.train.trial), since the workers fill the queue during them all the same (`clock` if None).
 
     `sample_points`: training samples (all ranks) where a window also ends once it holds its minimums, as at a rung
     point, for a target's evaluation every K samples (tuner.train.trial): a window cut there short of its own end
@@ -138,6 +141,7 @@ def run_loop(
     points."""
     agree = agree or Agreement()
     shared_pace = agree.world > 1
+    wall = pause_clock or clock
     meter = WaitMeter(batches, clock)
     timer = WindowTimer(device, meter, clock)
     res = LoopResult(windows=timer.windows)
@@ -305,7 +309,7 @@ def run_loop(
         (between two windows without an evaluation: a report, the loss read)."""
         if prefetched <= 0:
             return
-        made = (clock() - closed_at) * last_batches / last.seconds if last.seconds > 0 else 0.0
+        made = (wall() - closed_at) * last_batches / last.seconds if last.seconds > 0 else 0.0
         if not agree.any(made >= 1.0):
             return
         steady = last.wait_seconds / last_batches if last_batches else 0.0
@@ -324,7 +328,7 @@ def run_loop(
     w_batches, closed_at = 0, 0.0
     i, extra, w_target = 0, 0, 0.0
     while i < n_windows:
-        if i and timer.windows:
+        if timer.windows:  # after every window read, one cut at a sample point too (i stays)
             drain(timer.windows[-1], w_batches, closed_at)
         if budget.seconds is None and not has_points:  # what is left over the windows left (drains took some)
             window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
@@ -367,8 +371,9 @@ def run_loop(
                 res.capped = True
                 break
         timer.close()
-        w_batches, closed_at = meter.batches - b_start, clock()  # synced by close(): the pause starts here
-        w_len = closed_at - w_start
+        w_end = clock()  # synced by close(): the pause starts here
+        w_batches, closed_at = meter.batches - b_start, w_end if pause_clock is None else wall()
+        w_len = w_end - w_start
         # cut at a sample point short of its own end (read before on_window moves the next point): not a window of n
         cut = sample_points is not None and not shared_pace and at_sample_point() and (
             w_len < w_target if budget.seconds is not None

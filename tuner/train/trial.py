@@ -436,7 +436,10 @@ class _Run:
                             rung_points=rungs.train_points if rungs is not None else None, compiling=watch,
                             reserve=reserve, prefetched=prefetch_depth(cfg.params),
                             sample_points=rungs.sample_points if rungs is not None and cfg.target else None,
-                            stop=(lambda _rates: rungs.done) if rungs is not None and cfg.target else None)
+                            stop=(lambda _rates: rungs.done) if rungs is not None and cfg.target else None,
+                            # the pause before a drain on the wall clock: the loader's workers refill their queue
+                            # during the evaluations loop_clock leaves out (a rung's, a target's)
+                            pause_clock=self.clock)
         except _DivergedAtRung as err:
             self.result.state, self.result.error = "diverged", str(err)
             self.result.windows = list(rungs.rates) if rungs is not None else []
