@@ -59,3 +59,11 @@ def _a_fast_preflight_step(monkeypatch):
     monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: (real(*a, **k), 0.001)[1])
     real_score = preflight._score_timed  # scoring's estimate too: evaluate() still runs (its metrics are checked)
     monkeypatch.setattr(preflight, "_score_timed", lambda *a, **k: (real_score(*a, **k)[0], 0.0))
+
+
+@pytest.fixture(autouse=True)
+def _no_busy_machine_sample(monkeypatch):
+    """The sample of the machine's load before a study (tuner.search._busy) is not taken: a test's stderr must not
+    depend on what else this machine runs (a warning line on a busy CI host). Its own tests plant samples, and
+    tests/measure/test_load.py measures real ones."""
+    monkeypatch.setenv("TUNER_BUSY_SAMPLE_S", "0")

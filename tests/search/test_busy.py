@@ -16,6 +16,8 @@ QUIET = CpuShare(seconds=1.0, others_cpus=0.05, share=0.02, load1=0.1, cpus=2)
 @pytest.fixture
 def machine(monkeypatch):
     """machine(*samples): the samples the check reads, in turn (the last repeats)."""
+    monkeypatch.setenv("TUNER_BUSY_SAMPLE_S", "1")  # the check runs (conftest turns it off elsewhere)
+
     def plant(*samples):
         seq = list(samples)
         monkeypatch.setattr(_busy, "sample", lambda *a, **k: seq.pop(0) if len(seq) > 1 else seq[0])

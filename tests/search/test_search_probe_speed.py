@@ -200,9 +200,41 @@ def test_the_compute_readings_at_one_batch_size_step_on_one_batch_taken_once(tmp
     speeds = [{}, {"channels_last": True}]
     found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), speeds)
     assert found["computes"] == [1000.0, 1000.0]
-    assert len(taken) == 1 and len(stepped) == 3  # defaults, channels_last, defaults again
+    # defaults, channels_last, defaults again; channels_last read equal to the defaults (within CLOSE): it and the
+    # defaults once more (issue 52 item 5)
+    assert len(taken) == 1 and len(stepped) == 5
     assert all(b is stepped[0] for b in stepped)
     taken.clear(), stepped.clear()
     found = probe_batch(json.dumps(cfg), [{"num_workers": 0}], 0.5, None, str(tmp_path / "cache"), [{}])
     assert found["computes"] == [1000.0]
     assert len(taken) == 1 and len(stepped) == 2  # the untimed warm-up, then the defaults' one reading
+
+
+def test_a_speed_setting_read_close_to_the_defaults_is_read_again_interleaved_and_keeps_its_best(monkeypatch, tmp_path):
+    """Issue 52 item 5: one reading per setting under load chose by a moment's load. A setting within 10% of the
+    defaults is read again in reverse order with the defaults once more; probes.json keeps every reading."""
+    import json
+
+    from tuner.search._probe import probe_batch
+    import tuner.train.probe as probe
+
+    planted = {"channels_last": [1040.0, 1100.0], "threads": [700.0], "default": [1000.0, 980.0, 990.0]}
+    order = []
+
+    def fake(point, *a, **k):
+        p = point.params
+        key = "channels_last" if p.channels_last else "threads" if p.threads == 1 else "default"
+        order.append(key)
+        return {"compute": planted[key].pop(0)}
+
+    monkeypatch.setattr(probe, "ceilings", fake)
+    cfg = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 8}, "budget": {"samples": 64},
+           "params": {"batch_size": 16, "device": "cpu"}, "quality": {"enabled": False}}
+    speeds = [{}, {"channels_last": True}, {"threads": 1}]
+    found = probe_batch(json.dumps(cfg), [], 0.5, None, str(tmp_path), speeds)
+    assert order == ["default", "channels_last", "threads", "default", "channels_last", "default"]
+    assert found["computes"] == [1000.0, 1100.0, 700.0]  # each its best reading; threads 1 (0.7x) not read again
+    choice = choice_of(16, [], {**found, "inputs": []}, speeds)
+    assert choice.speed == {"channels_last": True}  # 1.10x once read again: 1.04x on one reading was no gain
+    assert choice.speed_probes[1].readings == [1040.0, 1100.0] and choice.speed_probes[1].spread == 0.0545
+    assert "channels_last True x1.10 (best of 2, spread 5%)" in choice.speedups()

@@ -11,7 +11,7 @@ from typing import Any
 from tuner.errors import UserError
 from tuner.measure.load import CpuShare, sample, wait_quiet
 
-SAMPLE_S = 1.0  # the sample before the study
+SAMPLE_S = 1.0  # the sample before the study (TUNER_BUSY_SAMPLE_S: another length; 0 takes none)
 
 
 class BusyMachine(UserError):
@@ -20,13 +20,16 @@ class BusyMachine(UserError):
 
 def check_machine(busy: str, wait_s: float, console: Any = None, local: bool = True) -> CpuShare | None:
     """The machine before the study: sampled, said where busy, and handled as `busy` asks."""
-    if not local:
+    import os
+
+    seconds = float(os.environ.get("TUNER_BUSY_SAMPLE_S", SAMPLE_S) or 0)
+    if not local or seconds <= 0:
         return None
-    got = sample(SAMPLE_S)
+    got = sample(seconds)
     if got is None or not got.busy:
         return got
     if busy == "refuse":
-        raise BusyMachine(f"the machine is busy: {got.describe()} in a {SAMPLE_S:g} s sample; its figures would move "
+        raise BusyMachine(f"the machine is busy: {got.describe()} in a {seconds:g} s sample; its figures would move "
                           f"with that load: wait for it to end, or run with --busy wait (waits for a quiet machine) "
                           f"or --busy note (measures on and says so)")
     if busy == "wait":

@@ -49,7 +49,10 @@ the trial's minimum steps, agree within 3%) or at PROBE_SECONDS: a quiet machine
 
 The compute-side speed knobs change how fast the model computes, never what it learns, so at each probed batch size
 the compute ceiling is read with tuner's defaults, then with each other value of each knob alone, then with the
-defaults again (drift between the readings then counts against the alternatives); a value is kept only where its
+defaults again (drift between the readings then counts against the alternatives); a setting read within 10% of the
+defaults (tuner.train.probe.CLOSE: one reading's noise on a shared machine) is read again, in reverse order, with the
+defaults once more, and each keeps its best reading (probes.json keeps every reading and their spread: on a busy
+machine one reading per setting decided by a moment's load, issue 52 item 5); a value is kept only where its
 reading beats the better default reading by more than SPEED_GAIN, each knob on its own (the readings of two knobs
 together are not measured: their gains are assumed to combine). channels_last is not probed where the models
 have no 4-D weight (no 2-D convolution): the inputs alone in NHWC would only add a copy.
@@ -357,7 +360,9 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
                           raised=found.get("raised"))
     speeds = speeds or [{}]
     computes = found.get("computes") or [found["compute"]]
-    choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v) for sp, v in zip(speeds, computes)]
+    read = found.get("readings") or [[v] for v in computes]
+    choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v, readings=list(r))
+                           for sp, v, r in zip(speeds, computes, read)]
     if any("channels_last" in sp for sp in speeds) and not found.get("image", True):
         choice.notes.append("channels_last: not probed, the models have no 4-D weights")
     choice.speed, choice.compute_ceiling = choose_speed(found["compute"], choice.speed_probes)

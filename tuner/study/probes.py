@@ -22,7 +22,14 @@ class SpeedProbe(BaseModel):
     """The compute ceiling with one setting of the compute-side speed knobs ({} : their defaults)."""
 
     knobs: dict[str, Any]
-    compute_ceiling: float | None = None
+    compute_ceiling: float | None = None  # the best of its readings
+    readings: list[float | None] = Field(default_factory=list)  # each reading, in the order read (issue 52 item 5)
+
+    @property
+    def spread(self) -> float | None:
+        """(max - min) / max of its readings, where it was read more than once: the probe's own noise."""
+        read = [v for v in self.readings if v]
+        return round((max(read) - min(read)) / max(read), 4) if len(read) > 1 else None
 
 
 class ProbeChoice(BaseModel):
@@ -51,7 +58,9 @@ class ProbeChoice(BaseModel):
         out = []
         for p in self.speed_probes:
             if p.knobs and base and p.compute_ceiling:
-                out.append(", ".join(f"{k} {v}" for k, v in p.knobs.items()) + f" x{p.compute_ceiling / base:.2f}")
+                again = f" (best of {len(p.readings)}, spread {p.spread:.0%})" if p.spread is not None else ""
+                out.append(", ".join(f"{k} {v}" for k, v in p.knobs.items()) + f" x{p.compute_ceiling / base:.2f}"
+                           + again)
         return out
 
 

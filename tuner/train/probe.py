@@ -15,6 +15,8 @@ from tuner.train.ceilings import CeilingNote, ceilings, first_batch, measure_cei
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload import running
 
+CLOSE = 0.10  # a speed setting read within 10% of the defaults is read again (a reading's noise on a shared machine)
+
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
                    cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
@@ -55,25 +57,41 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
         # knobs here; a trial's own compute ceiling is measured after its training, as long as its ceilings are
         # allowed.
         computes: list[float | None] = []
-        for speed in [*speeds, {}] if len(speeds) > 1 else speeds:
-            if computes and computes[0] is None:  # no defaults' reading to beat: the rest cannot be chosen
-                computes.append(None)
-                continue
-            if "channels_last" in speed and not image:
-                computes.append(None)
-                continue
+        readings: list[list[float | None]] = [[] for _ in speeds]
+
+        def read(i: int) -> None:
+            speed = speeds[i]
+            if (computes and computes[0] is None) or ("channels_last" in speed and not image):
+                readings[i].append(None)  # no defaults' reading to beat / nothing for channels_last to change
+                return
             point = cfg.model_copy(update={"params": cfg.params.model_copy(update=speed)})
             here = models  # another memory format: models built in it, as a trial builds them (build_models)
             if point.params.channels_last != cfg.params.channels_last:
                 here = build_models(workload, device, point.params)
             with device.numerics(point.params), torch_threads(point.params.threads):  # threads: a probed knob
-                computes.append(ceilings(point, device, workload, train_set, here, seconds, None,
-                                         kinds=("compute",), stable=stable, batch=one,
-                                         notes=notes if not computes else None)["compute"])
-            del here
+                readings[i].append(ceilings(point, device, workload, train_set, here, seconds, None,
+                                            kinds=("compute",), stable=stable, batch=one,
+                                            notes=notes if not computes else None)["compute"])
+
+        def best(i: int) -> float | None:
+            return max((v for v in readings[i] if v is not None), default=None)
+
+        for i in range(len(speeds)):
+            read(i)
+            computes.append(best(i))
         if len(speeds) > 1:  # the defaults read twice, before and after the others: the better reading counts
-            again = computes.pop()
-            computes[0] = max((v for v in (computes[0], again) if v is not None), default=None)
+            read(0)
+            computes[0] = best(0)
+            # Settings read within CLOSE of the defaults are read again, in reverse order, and the defaults once
+            # more: on a busy machine one reading per setting decided by a moment's load (issue 52 item 5)
+            base = computes[0]
+            close = [i for i in range(1, len(speeds)) if base and computes[i] and abs(computes[i] / base - 1) <= CLOSE]
+            for i in reversed(close):
+                read(i)
+                computes[i] = best(i)
+            if close:
+                read(0)
+                computes[0] = best(0)
         inputs = []
         on_cpu = not device.describe().startswith("cuda")
         for i, loader in enumerate(loaders):
@@ -83,5 +101,5 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             if enough is not None and enough(computes[0], loaders[: i + 1], inputs, loaders[i + 1:], on_cpu=on_cpu):
                 break
     note = notes.get("compute")
-    return {"compute": computes[0], "computes": computes, "image": bool(image), "inputs": inputs,
+    return {"compute": computes[0], "computes": computes, "readings": readings, "image": bool(image), "inputs": inputs,
             "device": device.describe(), "raised": note.text if note is not None and note.raised else None}
