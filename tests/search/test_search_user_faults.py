@@ -121,3 +121,40 @@ def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_tr
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
     assert str(work) in record["error"]
     assert "no further trial started" in out.out + out.err
+
+
+# Keeps a thread pool alive for the whole process (a library's, torch.compile's inductor's): in the driver (its
+# pre-flight builds the workload) and in each confirmation re-run's child.
+KEEPS_A_POOL = HEADER + '''
+
+import concurrent.futures
+
+POOL = concurrent.futures.ThreadPoolExecutor(2)
+
+
+def make():
+    POOL.submit(lambda: 1).result()
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+def test_a_study_of_a_workload_that_keeps_a_thread_pool_ends_with_its_reruns(tmp_path):
+    """The driver and each re-run's child end through tuner.files.fast_exit, which joined the pool's idle workers
+    before Python's exit callbacks that tell them to stop: the re-runs waited until the driver's cap, and the
+    driver forever after its summary (issue 57)."""
+    work = write(tmp_path / "proj", KEEPS_A_POOL, "pooled.py")
+    space = tmp_path / "one.yaml"
+    space.write_text(SPACE.replace("trials: 1", "trials: 2"))
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "tuner", "search", "--space", str(space), "--workload",
+                           f"{work}:make", "--study", "pooled", "--confirm", "1", "--repeats", "1", "--no-probe",
+                           "--parity-seconds", "0", "--format", "json", "--reports-dir", str(reports)],
+                          cwd=REPO, env=tuner_env(), capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["study"] == "pooled" and doc["states"] == {"complete": 2}
+    reruns = sorted((reports / "pooled" / "trials").glob("*/confirm/*.json"))
+    assert reruns and all(json.loads(p.read_text())["state"] == "complete" for p in reruns)
+    assert "not waiting for thread" not in proc.stderr
