@@ -121,6 +121,8 @@ def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_tr
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
     assert str(work) in record["error"]
     assert "no further trial started" in out.out + out.err
+    # the line names the factory and the seconds it waited, not only the setting
+    assert "trial 0: the workload factory make() did not return within 2 s" in out.out + out.err
 
 
 # Keeps a thread pool alive for the whole process (a library's, torch.compile's inductor's): in the driver (its
@@ -158,3 +160,40 @@ def test_a_study_of_a_workload_that_keeps_a_thread_pool_ends_with_its_reruns(tmp
     reruns = sorted((reports / "pooled" / "trials").glob("*/confirm/*.json"))
     assert reruns and all(json.loads(p.read_text())["state"] == "complete" for p in reruns)
     assert "not waiting for thread" not in proc.stderr
+
+
+# Blocks outside the pre-flight (the probes, the trials) for two minutes: long past the 2 s set-up timeout, yet
+# finite, so a regression fails instead of hanging the suite.
+BLOCKS_OUTSIDE_THE_PREFLIGHT = HEADER + '''
+
+def make():
+    import time
+    end = time.monotonic() + 120
+    while not tuner.trial_context().preflight and time.monotonic() < end:
+        time.sleep(0.05)
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path, capsys):
+    """The probes called the factory with no set-up timeout: a factory that blocks only outside the pre-flight held
+    a study at 'probing loader knobs' for 15 minutes (issue 57). It is bounded there as in a trial, and the first
+    time the bound runs out the study ends, with one line naming the factory and the seconds it waited."""
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_PREFLIGHT, "blocks.py")
+    space = tmp_path / "probed.yaml"
+    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2")
+                     .replace("num_workers: 0", "num_workers: {type: categorical, choices: [0, 1]}"))
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "probed", "--confirm", "0",
+                 "--parity-seconds", "0", "--reports-dir", str(reports)])
+    out = capsys.readouterr()
+    assert "probing loader knobs" in out.err  # the probes ran, and met the hang
+    assert code == 2, out.err
+    (line,) = [ln for ln in out.err.splitlines() if ln.startswith("tuner: error:")]
+    assert "the workload factory make() did not return within 2 s (setup_timeout_s" in line
+    assert "in the loader probes: the study ends here" in line
+    assert load_trials(reports / "probed") == []  # no trial waited on the same hang

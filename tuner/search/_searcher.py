@@ -219,9 +219,12 @@ class StudySearcher(OptunaSearch):
             self._train_seconds.append(seconds)
         self._score_seconds.extend(scored([record]))
         if record.state == "error" and is_setup_timeout(record.error):
-            self.hung = (f"trial {record.trial}'s set-up did not return within setup_timeout_s: no further trial "
-                         f"started (each would wait as long on the same hang); fix the workload's factory or "
-                         f"datasets(), or raise setup_timeout_s, and --resume")
+            from tuner.search._hang import setup_timeout_text
+
+            what = setup_timeout_text(record.error) or "its set-up did not return within setup_timeout_s"
+            self.hung = (f"trial {record.trial}: {what}: no further trial started (each would wait as long on the "
+                         f"same hang); fix the workload's factory or datasets(), or raise setup_timeout_s, and "
+                         f"--resume")
         return record
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:
