@@ -46,6 +46,7 @@ from tuner.search._storage import (
     open_optuna_study,
     open_storage,
     reconcile_study,
+    storage_failure,
     stored_storage,
 )
 from tuner.study import Objective, StudyMeta, TrialRecord, hardware, versions
@@ -203,9 +204,12 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
         return SearchSummary(study, ran=0, total=len(study.records) if plan.kept_trials else plan.trials,
                              seconds=time.perf_counter() - t0, interrupted=True, exit_code=stop.exit_code,
                              as_many_as_fit=bool(plan.kept_trials))
-    except Exception:  # whatever failed first (Optuna's database, a write, a read), a deleted study is the cause
+    except Exception as err:  # whatever failed first (Optuna's database, a write, a read), a deleted study is the cause
         if lock.lost():
             raise study_gone(plan, lock) from None
+        full = storage_failure(err, plan.study_dir)  # a full disk: one line naming the folder, not a traceback
+        if full is not None:
+            raise full from None
         raise
     finally:
         stop.restore()
@@ -548,6 +552,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         dropped = searcher.unfinished() if remaining > 0 else []
         if remaining > 0:
             searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
+    if remaining > 0 and searcher.storage_failed is not None:  # Optuna was not told a trial: never a clean end
+        raise searcher.storage_failed
     ran = len(recorder.recorded)
     if allowance is not None and allowance.ended and console is not None and not phases.confirm_started:
         console.print(allowance.ending(), soft_wrap=True)
