@@ -560,6 +560,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     if remaining > 0 and searcher.hung and console is not None and not phases.confirm_started:
         console.print(escape(searcher.hung), soft_wrap=True)
     study = Study.load(plan.folder)
+    if remaining > 0 and not dropped and not study.records and allowance is not None and allowance.ended:
+        from tuner.errors import BudgetError
+
+        # the pre-flight's check passed, but what came after it (the probes, the parity check) left no trial room
+        raise BudgetError(f"no trial started: {allowance.ending()}; give a longer --study-seconds with --resume")
     interrupted = bool(dropped) or _cut_short(study, plan, allowance, searcher if remaining > 0 else None)
     if not interrupted:
         interrupted = not confirmation.finished(phases)
