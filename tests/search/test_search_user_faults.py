@@ -197,3 +197,40 @@ def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in line
     assert "in the loader probes: the study ends here" in line
     assert load_trials(reports / "probed") == []  # no trial waited on the same hang
+
+
+# Blocks only in a confirmation re-run's process (forked from tuner.search._fresh's server), for two minutes.
+BLOCKS_IN_RERUNS = HEADER + '''
+
+def make():
+    import os
+    import time
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        in_rerun = b"tuner.search._fresh" in f.read()
+    end = time.monotonic() + 120
+    while in_rerun and time.monotonic() < end:
+        time.sleep(0.05)
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the planted factory reads /proc")
+def test_a_set_up_timeout_in_a_rerun_starts_no_further_rerun(ray_session, tmp_path, capsys):
+    """Each re-run waited the whole setup_timeout_s on the same hang; the first one ends the confirmation, with the
+    line naming the factory and the seconds, and --resume runs the re-runs left."""
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", BLOCKS_IN_RERUNS, "reruns.py")
+    space = tmp_path / "two.yaml"
+    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2"))
+    reports = tmp_path / "reports"
+    main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "reruns", "--confirm", "1",
+          "--repeats", "2", "--no-probe", "--parity-seconds", "0", "--reports-dir", str(reports)])
+    out = capsys.readouterr()
+    reruns = sorted((reports / "reruns" / "trials").glob("*/confirm/*.json"))
+    assert len(reruns) == 1, out.err  # not every re-run waiting as long
+    assert "the workload factory make() did not return within 2 s" in json.loads(reruns[0].read_text())["error"]
+    assert "re-run: the workload factory make() did not return within 2 s" in out.out + out.err
+    assert "no further re-run started" in out.out + out.err
