@@ -177,25 +177,33 @@ def make():
 
 
 @pytest.mark.ray
-def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path, capsys):
+@pytest.mark.parametrize("where", ["the loader probes", "the numerics parity check"])
+def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path, capsys,
+                                                                                   where):
     """The probes called the factory with no set-up timeout: a factory that blocks only outside the pre-flight held
-    a study at 'probing loader knobs' for 15 minutes (issue 57). It is bounded there as in a trial, and the first
-    time the bound runs out the study ends, with one line naming the factory and the seconds it waited."""
+    a study at 'probing loader knobs' for 15 minutes (issue 57). It is bounded there as in a trial (and in the
+    parity check), and the first time the bound runs out the study ends, with one line naming the factory and the
+    seconds it waited."""
     from tuner.cli import main
 
     work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_PREFLIGHT, "blocks.py")
     space = tmp_path / "probed.yaml"
-    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2")
-                     .replace("num_workers: 0", "num_workers: {type: categorical, choices: [0, 1]}"))
+    text = SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2")
+    if where == "the loader probes":
+        text, more = text.replace("num_workers: 0", "num_workers: {type: categorical, choices: [0, 1]}"), \
+            ["--parity-seconds", "0"]
+    else:
+        text, more = text.replace("precision: fp32", "precision: {type: categorical, choices: [fp32, bf16]}"), \
+            ["--no-probe"]
+    space.write_text(text)
     reports = tmp_path / "reports"
     code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "probed", "--confirm", "0",
-                 "--parity-seconds", "0", "--reports-dir", str(reports)])
+                 "--reports-dir", str(reports), *more])
     out = capsys.readouterr()
-    assert "probing loader knobs" in out.err  # the probes ran, and met the hang
     assert code == 2, out.err
     (line,) = [ln for ln in out.err.splitlines() if ln.startswith("tuner: error:")]
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in line
-    assert "in the loader probes: the study ends here" in line
+    assert f"in {where}: the study ends here" in line
     assert load_trials(reports / "probed") == []  # no trial waited on the same hang
 
 
