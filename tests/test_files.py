@@ -198,3 +198,31 @@ def test_fast_exit_keeps_the_exit_code_the_exit_handlers_and_buffered_output(tmp
     assert done.returncode == 3, done.stderr
     assert done.stdout == "every line"
     assert marker.read_text() == "ran" and worker.read_text() == "done"
+
+
+def _ends(script: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+
+def test_fast_exit_ends_a_process_that_keeps_a_live_thread_pool():
+    """A live ThreadPoolExecutor (torch.compile's inductor keeps one, as do many libraries) has idle workers that
+    end only when Python's threading exit callbacks tell them to; joined before those, the exit never returned
+    (issue 57: the three lines below hung forever)."""
+    done = _ends("import concurrent.futures as f; pool = f.ThreadPoolExecutor(2); pool.submit(lambda: 1).result()\n"
+                 "from tuner.files import fast_exit; fast_exit(5)\n")
+    assert done.returncode == 5, done.stderr
+    assert done.stderr == ""  # every thread ended: nothing left to name
+
+
+def test_fast_exit_waits_a_bounded_time_for_a_thread_that_never_ends_and_names_it():
+    """A thread the command does not own (a user's, a pool task that never returns) does not hold the exit."""
+    done = _ends("import threading, time\n"
+                 "import tuner.files as files; files.THREADS_WAIT_S = 0.5\n"
+                 "threading.Thread(target=lambda: time.sleep(600), name='user-forever').start()\n"
+                 "print('result', end='')\n"
+                 "files.fast_exit(4)\n")
+    assert done.returncode == 4 and done.stdout == "result"
+    assert "not waiting for thread(s) 'user-forever' still running 0.5 s" in done.stderr

@@ -13,7 +13,8 @@ One copy of each, used by the study folder, the dataset and FID caches, the expo
 - `check_writable` probes, before anything starts, a folder tuner will write into, and `storage_error` turns an
   OSError of the file system (full, read-only, a file in the way) into one line;
 - `fast_exit` ends a process whose work is written without Python's teardown of its modules (~2 s once torch is
-  imported), after the exit handlers and with the standard streams flushed.
+  imported), after the exit handlers and with the standard streams flushed; it tells thread pools to stop before
+  it joins the threads, and waits for those at most THREADS_WAIT_S (end_threads).
 """
 
 from __future__ import annotations
@@ -289,21 +290,59 @@ def dump_json(value: Any, indent: int | None = 2) -> str:
     return json.dumps(json_safe(value), indent=indent, allow_nan=False)
 
 
+THREADS_WAIT_S = 30.0  # how long an exit waits for the threads still running once the thread pools are told to stop
+
+
 def fast_exit(code: int) -> NoReturn:
     """End this process with `code` the way Python would, minus its teardown of every module's objects: in a
     process that imported torch and torchvision that teardown took ~2 s on a 2-core host (a confirmation re-run's
     child, `tuner search`'s driver at its end) and frees nothing that outlives the process. What an exit must
-    still do is done: non-daemon threads are joined, the exit handlers run (atexit: logging's flush, weakref
-    finalizers, Ray's and torch's own), and stdout and stderr are flushed."""
+    still do is done, in Python's order: the thread pools are told to stop and the non-daemon threads joined
+    (end_threads), the exit handlers run (atexit: logging's flush, weakref finalizers, Ray's and torch's own), and
+    stdout and stderr are flushed."""
     import atexit
     import sys
-    import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    end_threads(THREADS_WAIT_S)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or broken stream: nothing more to say
             stream.flush()
     os._exit(code)
+
+
+def end_threads(wait_s: float) -> bool:
+    """What Python's exit does before its exit handlers (threading._shutdown), within `wait_s`: threading's own exit
+    callbacks first (threading._register_atexit: concurrent.futures' tells each ThreadPoolExecutor's idle workers to
+    stop; torch.compile's inductor and many libraries keep such a pool), then a join of every non-daemon thread.
+    Joined before those callbacks, a live pool's workers never end (issue 57: `tuner train` of a compiled config
+    waited 256 s after printing its result). A thread still running at `wait_s` (a user's thread that never ends,
+    a pool's task that does not return) is named on stderr and left: no command waits forever on a thread it does
+    not own. Returns whether every thread ended."""
+    import sys
+    import threading
+
+    def shutdown() -> None:
+        threading._SHUTTING_DOWN = True  # type: ignore[attr-defined]  # no pool takes new work, as at Python's exit
+        for call in reversed(list(getattr(threading, "_threading_atexits", []))):
+            with contextlib.suppress(Exception):  # one failing callback does not keep the others from running
+                call()
+        while True:  # a thread may start another while it ends: join until none is left
+            left = [t for t in threading.enumerate()
+                    if t is not threading.main_thread() and t is not threading.current_thread() and not t.daemon]
+            if not left:
+                return
+            for thread in left:
+                thread.join()
+
+    ender = threading.Thread(target=shutdown, name="tuner-exit", daemon=True)
+    ender.start()
+    ender.join(wait_s)
+    if not ender.is_alive():
+        return True
+    names = ", ".join(repr(t.name) for t in threading.enumerate()
+                      if t is not threading.main_thread() and t is not ender and not t.daemon and t.is_alive())
+    with contextlib.suppress(Exception):
+        print(f"tuner: not waiting for thread(s) {names or '(a thread pool)'} still running {wait_s:g} s after the "
+              f"work ended", file=sys.stderr, flush=True)
+    return False

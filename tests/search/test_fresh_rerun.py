@@ -92,6 +92,36 @@ def test_reruns_run_from_ray_tunes_per_trial_threads_are_children_of_one_lasting
     assert parent0 == parent1 != str(os.getpid())  # both forked from the one server, which is not this process
 
 
+def engine_pool(cfg, *, out_dir=None, **_):
+    """Fake: leaves a live thread pool behind, as torch.compile's inductor or a user's workload does (held to the
+    end of the process, as a library that shuts its pool down at exit holds it)."""
+    import atexit
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    pool.submit(lambda: 1).result()
+    atexit.register(pool.shutdown)
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "interpreter"])
+def test_a_rerun_that_leaves_a_live_thread_pool_ends_when_its_work_is_done(tmp_path, no_server, monkeypatch, fork):
+    """Its child ends through fast_exit: a pool's idle workers kept it waiting until the driver's cap (issue 57)."""
+    import threading
+
+    from tuner.search import _fresh
+
+    monkeypatch.setattr(_fresh, "forkable", lambda: fork)
+    box = {}
+    runner = threading.Thread(target=lambda: box.update(payload=run_fresh(
+        TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_pool)), daemon=True)
+    runner.start()
+    runner.join(90)  # a hang fails here rather than holding the suite
+    assert not runner.is_alive(), "the re-run's child never ended"
+    record = record_of(box["payload"])
+    assert record is not None and record.state == "complete" and record.get("throughput") == 1.0
+
+
 def engine_imports(cfg, *, out_dir=None, **_):
     """Fake: writes whether the modules every optimizer's constructor imports were there before it ran."""
     (Path(out_dir) / "imports").write_text(" ".join(str(m in sys.modules) for m in ("torch", "torch._dynamo")))

@@ -205,3 +205,33 @@ def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_s
     assert rc == 130, err
     assert f"of {MAX_TRIALS}" not in out + err and f"/{MAX_TRIALS}" not in out + err
     assert "search stopped after 0 trials, interrupted" in err
+
+
+@pytest.mark.ray
+def test_a_study_whose_allowance_starts_no_trial_does_not_exit_0(ray_session, tmp_path, trial_engine, capsys,
+                                                                  monkeypatch):
+    """The pre-flight's check passed, but what came after it (planted: the probes or the parity check took the
+    time, so the first trial no longer fits) left no room: the study ended with no trial and exit 0 (issue 57). It
+    is one line, exit 2, and the study is kept for --resume."""
+    import sys
+
+    import ray.cloudpickle
+
+    from tuner.search._allowance import Allowance
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    trial_engine(engine_half_second)
+    space = tmp_path / "fake.yaml"
+    space.write_text(SPACE)
+
+    def spent(self):
+        self.ended = True
+        return False
+
+    monkeypatch.setattr(Allowance, "may_start", spent)
+    rc = main(["search", "--space", str(space), "--study", "fake", "--reports-dir", str(tmp_path), "--no-probe",
+               "--confirm", "0", "--study-seconds", "600"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tuner: ")]
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("tuner: error: no trial started: --study-seconds 600") and "--resume" in err[0]
+    assert (tmp_path / "fake" / "study.json").is_file()

@@ -83,3 +83,43 @@ def test_a_trial_makes_its_folder_but_never_a_deleted_study_folder_where_the_dri
         assert seen["out_dir"] is None and list((tmp_path / "reports").iterdir()) == []
     else:
         assert seen["out_dir"] == study / "trials" / "0003" and seen["out_dir"].is_dir()
+
+
+@pytest.mark.parametrize("where", ["driver", "another node"])
+def test_a_trials_ceilings_and_flops_never_make_a_deleted_study_folder_again_where_the_driver_is(tmp_path, where):
+    """A running trial wrote flops.json (beside ceilings.json) into a new folder of the deleted study's name, and
+    the name was stuck: 'not empty, add --resume', then 'no study to resume' (issue 57). On the driver's host the
+    study's caches keep nothing once the folder is gone; on another node, its own disk, they are made as before."""
+    from tuner.measure.flops import FLOPS_FILE
+    from tuner.search._trial import TrialSetup, study_ceilings
+    from tuner.space import parse_space
+
+    study = tmp_path / "reports" / "gone"
+    space = parse_space({"objectives": [{"metric": "throughput", "direction": "max"}],
+                         "params": {"batch_size": {"type": "categorical", "choices": [16, 32]}}}, source="test",
+                        name="test")
+    setup = TrialSetup(space=space, base={}, objectives=[], study_dir=str(study), cache_dir=str(tmp_path / "cache"),
+                       driver_host=socket.gethostname() if where == "driver" else "elsewhere.invalid")
+    study.mkdir(parents=True)
+    cache = study_ceilings(setup)  # what the trial holds, made before the folder was deleted
+    shutil.rmtree(study)
+    cache.put("compute", 100.0, {"kind": "compute"})
+    cache.sibling(FLOPS_FILE).put("flops", 1e6, {"kind": "flops"})
+    if where == "driver":
+        assert list((tmp_path / "reports").iterdir()) == []
+    else:
+        assert (study / FLOPS_FILE).is_file() and (study / "ceilings.json").is_file()
+
+
+def test_what_a_lost_study_left_behind_its_flops_json_included_is_cleared_so_the_name_is_free(tmp_path):
+    """Whatever a trial still wrote where the deleted study was (a flops.json among them) is the study's own and is
+    removed when the search ends, so the name starts a new study."""
+    from tuner.study import lock_study
+
+    study = tmp_path / "reports" / "gone"
+    lock = lock_study(study, "gone", new=True)
+    shutil.rmtree(study)
+    study.mkdir()
+    (study / "flops.json").write_text("{}")  # a trial's, after the deletion
+    assert lock.lost()
+    assert lock.clear_lost() == [] and not study.exists()

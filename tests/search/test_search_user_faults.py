@@ -121,3 +121,124 @@ def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_tr
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
     assert str(work) in record["error"]
     assert "no further trial started" in out.out + out.err
+    # the line names the factory and the seconds it waited, not only the setting
+    assert "trial 0: the workload factory make() did not return within 2 s" in out.out + out.err
+
+
+# Keeps a thread pool alive for the whole process (a library's, torch.compile's inductor's): in the driver (its
+# pre-flight builds the workload) and in each confirmation re-run's child.
+KEEPS_A_POOL = HEADER + '''
+
+import concurrent.futures
+
+POOL = concurrent.futures.ThreadPoolExecutor(2)
+
+
+def make():
+    POOL.submit(lambda: 1).result()
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+def test_a_study_of_a_workload_that_keeps_a_thread_pool_ends_with_its_reruns(tmp_path):
+    """The driver and each re-run's child end through tuner.files.fast_exit, which joined the pool's idle workers
+    before Python's exit callbacks that tell them to stop: the re-runs waited until the driver's cap, and the
+    driver forever after its summary (issue 57)."""
+    work = write(tmp_path / "proj", KEEPS_A_POOL, "pooled.py")
+    space = tmp_path / "one.yaml"
+    space.write_text(SPACE.replace("trials: 1", "trials: 2"))
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "tuner", "search", "--space", str(space), "--workload",
+                           f"{work}:make", "--study", "pooled", "--confirm", "1", "--repeats", "1", "--no-probe",
+                           "--parity-seconds", "0", "--format", "json", "--reports-dir", str(reports)],
+                          cwd=REPO, env=tuner_env(), capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["study"] == "pooled" and doc["states"] == {"complete": 2}
+    reruns = sorted((reports / "pooled" / "trials").glob("*/confirm/*.json"))
+    assert reruns and all(json.loads(p.read_text())["state"] == "complete" for p in reruns)
+    assert "not waiting for thread" not in proc.stderr
+
+
+# Blocks outside the pre-flight (the probes, the trials) for two minutes: long past the 2 s set-up timeout, yet
+# finite, so a regression fails instead of hanging the suite.
+BLOCKS_OUTSIDE_THE_PREFLIGHT = HEADER + '''
+
+def make():
+    import time
+    end = time.monotonic() + 120
+    while not tuner.trial_context().preflight and time.monotonic() < end:
+        time.sleep(0.05)
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("where", ["the loader probes", "the numerics parity check"])
+def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path, capsys,
+                                                                                   where):
+    """The probes called the factory with no set-up timeout: a factory that blocks only outside the pre-flight held
+    a study at 'probing loader knobs' for 15 minutes (issue 57). It is bounded there as in a trial (and in the
+    parity check), and the first time the bound runs out the study ends, with one line naming the factory and the
+    seconds it waited."""
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_PREFLIGHT, "blocks.py")
+    space = tmp_path / "probed.yaml"
+    text = SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2")
+    if where == "the loader probes":
+        text, more = text.replace("num_workers: 0", "num_workers: {type: categorical, choices: [0, 1]}"), \
+            ["--parity-seconds", "0"]
+    else:
+        text, more = text.replace("precision: fp32", "precision: {type: categorical, choices: [fp32, bf16]}"), \
+            ["--no-probe"]
+    space.write_text(text)
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "probed", "--confirm", "0",
+                 "--reports-dir", str(reports), *more])
+    out = capsys.readouterr()
+    assert code == 2, out.err
+    (line,) = [ln for ln in out.err.splitlines() if ln.startswith("tuner: error:")]
+    assert "the workload factory make() did not return within 2 s (setup_timeout_s" in line
+    assert f"in {where}: the study ends here" in line
+    assert load_trials(reports / "probed") == []  # no trial waited on the same hang
+
+
+# Blocks only in a confirmation re-run's process (forked from tuner.search._fresh's server), for two minutes.
+BLOCKS_IN_RERUNS = HEADER + '''
+
+def make():
+    import os
+    import time
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        in_rerun = b"tuner.search._fresh" in f.read()
+    end = time.monotonic() + 120
+    while in_rerun and time.monotonic() < end:
+        time.sleep(0.05)
+    return tuner.Workload(models={"net": lambda: nn.Linear(4, 2)}, datasets=data,
+                          loss=lambda m, b: F.cross_entropy(m["net"](b[0]), b[1]))
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the planted factory reads /proc")
+def test_a_set_up_timeout_in_a_rerun_starts_no_further_rerun(ray_session, tmp_path, capsys):
+    """Each re-run waited the whole setup_timeout_s on the same hang; the first one ends the confirmation, with the
+    line naming the factory and the seconds, and --resume runs the re-runs left."""
+    from tuner.cli import main
+
+    work = write(tmp_path / "proj", BLOCKS_IN_RERUNS, "reruns.py")
+    space = tmp_path / "two.yaml"
+    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2"))
+    reports = tmp_path / "reports"
+    main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "reruns", "--confirm", "1",
+          "--repeats", "2", "--no-probe", "--parity-seconds", "0", "--reports-dir", str(reports)])
+    out = capsys.readouterr()
+    reruns = sorted((reports / "reruns" / "trials").glob("*/confirm/*.json"))
+    assert len(reruns) == 1, out.err  # not every re-run waiting as long
+    assert "the workload factory make() did not return within 2 s" in json.loads(reruns[0].read_text())["error"]
+    assert "re-run: the workload factory make() did not return within 2 s" in out.out + out.err
+    assert "no further re-run started" in out.out + out.err

@@ -75,8 +75,13 @@ class CeilingCache:
     """Ceilings measured in a study, by key, in one JSON file of the study folder. Trials on other processes
     and nodes of the same study read and add to it; a lost race costs one extra measurement, never a wrong one."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = Path(path)
+        self.create = create  # False: a missing folder is not made (a study folder deleted while trials run)
+
+    def sibling(self, name: str) -> "CeilingCache":
+        """The cache file `name` beside this one (flops.json beside ceilings.json), made or not as this one is."""
+        return CeilingCache(self.path.with_name(name), create=self.create)
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -98,7 +103,12 @@ class CeilingCache:
     def put(self, key: str, value: float, what: dict[str, Any]) -> None:
         from tuner.files import atomic_write, locked
 
-        with locked(self.path.parent):
-            data = self._read()
-            data[key] = {"value": value, **what}
-            atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True, default=str))
+        try:
+            with locked(self.path.parent, create=self.create):
+                data = self._read()
+                data[key] = {"value": value, **what}
+                atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True, default=str), parents=self.create)
+        except FileNotFoundError:
+            if self.create:
+                raise
+            # the folder is gone (a deleted study): the reading is not kept, and the folder is not made again

@@ -317,6 +317,9 @@ def plan_parity(plan: Any, space: Space, context: dict[str, Any], base: dict[str
         result.seconds = time.perf_counter() - t0
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from tuner.errors import error_line
+        from tuner.search._hang import end_on_setup_timeout
+
+        end_on_setup_timeout(err, "the numerics parity check")  # not once more in the probes and every trial
 
         result = StudyParity(steps=steps, seconds=time.perf_counter() - t0, error=error_line(err))
     return _keep(folder, result, console)

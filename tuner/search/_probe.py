@@ -618,6 +618,9 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
         from rich.markup import escape
 
         from tuner.errors import error_line
+        from tuner.search._hang import end_on_setup_timeout
+
+        end_on_setup_timeout(err, "the loader probes")  # not once more in every trial
 
         if console is not None:
             console.print(f"[yellow]warning:[/yellow] the loader probes failed ({escape(error_line(err))}); the "

@@ -39,6 +39,7 @@ class RerunSearcher(Searcher):
         self.issued = 0
         self.screening: int | None = None  # the moved pick whose first re-run is out (a screen)
         self.done = False  # True once no re-run is left to hand out: the phase ran to its end
+        self.hung: str | None = None  # a re-run's set-up timed out: no re-run more (each would wait as long)
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles the tune config; the live view stays here
         return {**self.__dict__, "view": None}
@@ -47,6 +48,8 @@ class RerunSearcher(Searcher):
         return True
 
     def suggest(self, trial_id: str) -> dict | None:
+        if self.hung is not None:
+            return Searcher.FINISHED  # not done: --resume runs the re-runs left
         if not self.queue:
             if self.running:  # the next round depends on these re-runs' figures
                 return None
@@ -59,6 +62,22 @@ class RerunSearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.running = max(0, self.running - 1)
+        from tuner.search._hang import setup_timeout_text
+        from tuner.search._protocol import record_of
+
+        record = record_of(result) if result else None
+        if record is None or record.state != "error" or self.hung is not None:
+            return
+        what = setup_timeout_text(record.error)
+        if what is not None:
+            self.hung = (f"trial {record.trial}'s re-run: {what}: no further re-run started (each would wait as "
+                         f"long on the same hang); fix the workload's factory or datasets(), or raise "
+                         f"setup_timeout_s, and --resume")
+            self.queue = []
+            if self.view is not None:
+                from rich.markup import escape
+
+                self.view.console.print(escape(self.hung), soft_wrap=True)
 
     def _next_round(self) -> bool:
         study = Study.load(self.folder)

@@ -48,6 +48,7 @@ from tuner.search._storage import (
     open_optuna_study,
     open_storage,
     reconcile_study,
+    storage_failure,
     stored_storage,
 )
 from tuner.study import Objective, StudyMeta, TrialRecord, hardware, versions
@@ -209,9 +210,12 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
         return SearchSummary(study, ran=0, total=len(study.records) if plan.kept_trials else plan.trials,
                              seconds=time.perf_counter() - t0, interrupted=True, exit_code=stop.exit_code,
                              as_many_as_fit=bool(plan.kept_trials))
-    except Exception:  # whatever failed first (Optuna's database, a write, a read), a deleted study is the cause
+    except Exception as err:  # whatever failed first (Optuna's database, a write, a read), a deleted study is the cause
         if lock.lost():
             raise study_gone(plan, lock) from None
+        full = storage_failure(err, plan.study_dir)  # a full disk: one line naming the folder, not a traceback
+        if full is not None:
+            raise full from None
         raise
     finally:
         stop.restore()
@@ -570,12 +574,19 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         dropped = searcher.unfinished() if remaining > 0 else []
         if remaining > 0:
             searcher.fail_unfinished()  # stopped by Ctrl-C before reporting: FAIL, rerun on --resume
+    if remaining > 0 and searcher.storage_failed is not None:  # Optuna was not told a trial: never a clean end
+        raise searcher.storage_failed
     ran = len(recorder.recorded)
     if allowance is not None and allowance.ended and console is not None and not phases.confirm_started:
         console.print(allowance.ending(), soft_wrap=True)
     if remaining > 0 and searcher.hung and console is not None and not phases.confirm_started:
         console.print(escape(searcher.hung), soft_wrap=True)
     study = Study.load(plan.folder)
+    if remaining > 0 and not dropped and not study.records and allowance is not None and allowance.ended:
+        from tuner.errors import BudgetError
+
+        # the pre-flight's check passed, but what came after it (the probes, the parity check) left no trial room
+        raise BudgetError(f"no trial started: {allowance.ending()}; give a longer --study-seconds with --resume")
     interrupted = bool(dropped) or _cut_short(study, plan, allowance, searcher if remaining > 0 else None)
     if not interrupted:
         interrupted = not confirmation.finished(phases)

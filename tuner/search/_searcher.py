@@ -34,7 +34,7 @@ from ray.tune.search.optuna import OptunaSearch
 from tuner.config import Budget
 from tuner.study import Objective, ProbePlan, StudyFolder, TrialRecord
 from tuner.space import Space
-from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record
+from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record, storage_failure
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
 from tuner.search._protocol import FinalReport, RungReport, TrialLimits, TrialOrder, from_tune, objective_key
 from tuner.search._trial import learned_reserve, scored
@@ -112,6 +112,7 @@ class StudySearcher(OptunaSearch):
         self._score_seconds = list(score_seconds or [])  # complete trials' measured scoring (quality_seconds)
         self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
         self.hung: str | None = None  # a trial's set-up timed out: what the live view says, and no trial more
+        self.storage_failed: BaseException | None = None  # telling Optuna failed (a full disk): no trial more
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -145,6 +146,10 @@ class StudySearcher(OptunaSearch):
             from ray.tune.search import Searcher
 
             return Searcher.FINISHED  # the time left is the confirmation's: start nothing more, kill nothing
+        if self.storage_failed is not None:
+            from ray.tune.search import Searcher
+
+            return Searcher.FINISHED  # the study cannot be written: the search ends with that error (tuner.search._runner)
         if self.hung is not None:
             from ray.tune.search import Searcher
 
@@ -219,9 +224,12 @@ class StudySearcher(OptunaSearch):
             self._train_seconds.append(seconds)
         self._score_seconds.extend(scored([record]))
         if record.state == "error" and is_setup_timeout(record.error):
-            self.hung = (f"trial {record.trial}'s set-up did not return within setup_timeout_s: no further trial "
-                         f"started (each would wait as long on the same hang); fix the workload's factory or "
-                         f"datasets(), or raise setup_timeout_s, and --resume")
+            from tuner.search._hang import setup_timeout_text
+
+            what = setup_timeout_text(record.error) or "its set-up did not return within setup_timeout_s"
+            self.hung = (f"trial {record.trial}: {what}: no further trial started (each would wait as long on the "
+                         f"same hang); fix the workload's factory or datasets(), or raise setup_timeout_s, and "
+                         f"--resume")
         return record
 
     def _tell(self, ot_trial: Any, values: list[float] | None, *, state: str) -> None:
@@ -235,6 +243,9 @@ class StudySearcher(OptunaSearch):
             else:
                 tell_trial(self._ot_study, ot_trial, self._objectives, values)
         except Exception as exc:  # e.g. already finished by a previous run
+            if storage_failure(exc, Path(".")) is not None:  # the storage cannot be written (a full disk)
+                self.storage_failed = self.storage_failed or exc
+                return
             logger.warning("could not tell Optuna about trial %s: %s", ot_trial.number, exc)
 
     def unfinished(self) -> list[int]:

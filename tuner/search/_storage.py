@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError, StudyError
+from tuner.errors import ConfigError, StorageError, StudyError
 from tuner.study import DB_FILE, Rerun, STUDY_META, StudyFolder, StudyMeta, TrialRecord
 from tuner.analysis import read_records, write_record, write_rerun
 
@@ -330,6 +330,38 @@ def keep_record(folder: StudyFolder, record: TrialRecord) -> Path:
     it after Optuna has the record (the database is what --resume trusts), reconcile_study for a file a kill lost;
     a Tune run without the study's searcher records nothing."""
     return write_record(folder, record)
+
+
+FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")  # how sqlite and the OS say it
+
+
+def storage_failure(err: BaseException, folder: Path) -> StorageError | None:
+    """One line for a failure to write the study (Optuna's database or a file in the folder) that the file system
+    caused, naming the folder: a full disk said "no space left on device" through Optuna as "StorageInternalError:
+    An exception is raised during the commit" and 8 lines of traceback (issue 57); None for any other error.
+    The study stays resumable: --resume marks a trial the failure left RUNNING as FAIL (reconcile_study)."""
+    import errno
+
+    from tuner.files import STORAGE_ERRNOS
+
+    seen: list[BaseException] = []
+    link: BaseException | None = err
+    while link is not None and link not in seen and len(seen) < 20:  # the chain: Optuna's, SQLAlchemy's, sqlite's
+        seen.append(link)
+        link = link.__cause__ or link.__context__ or getattr(link, "orig", None)
+    for link in seen:
+        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT) or \
+                any(word in str(link).lower() for word in FULL):
+            return StorageError(f"{folder}: cannot write the study: no space left on device; free some space and "
+                                f"run the same search with --resume")
+    for link in seen:
+        if isinstance(link, OSError) and link.errno in STORAGE_ERRNOS:
+            return StorageError(f"{folder}: cannot write the study: {link.strerror or link}; fix it and run the "
+                                f"same search with --resume")
+    if any(type(link).__name__ == "StorageInternalError" for link in seen):
+        return StorageError(f"{folder}: cannot write the study's Optuna storage ({str(err).splitlines()[0]}); fix it "
+                            f"and run the same search with --resume")
+    return None
 
 
 def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:

@@ -176,6 +176,9 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
 
         task = ray.remote(num_cpus=resources.cpus_per_trial, num_gpus=resources.gpus_per_trial or 0)(baseline_curve)
         found = ray.get(task.remote(*args))
+    from tuner.search._hang import end_on_setup_timeout
+
+    end_on_setup_timeout(found["error"], "the baseline's target run")  # not once more in every trial
     derived = derive_target(curve_points(found["curve"]), pending)
     if derived is None:
         if console is not None:

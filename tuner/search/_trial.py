@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import error_line
 from tuner.search._outcome import penalty
@@ -34,6 +34,9 @@ from tuner.search._protocol import (FinalReport, PhaseReport, RungReport, TrialL
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import Space, check_finite
 from tuner.study import Objective, Preflight, StudyFolder, TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.measure.ceiling import CeilingCache
 
 # What this process started beside its warm-up and must wait for before a trial's timed work, so nothing of it
 # competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
@@ -117,6 +120,16 @@ def make_out_dir(setup: TrialSetup, out_dir: Path) -> Path | None:
     return out_dir
 
 
+def study_ceilings(setup: TrialSetup) -> CeilingCache:
+    """The study's ceiling cache (and flops.json beside it: CeilingCache.sibling) as a trial writes it: on the
+    driver's host it never makes a deleted study folder again (a trial's flops.json did, and the name was stuck:
+    "not empty, add --resume" and "no study to resume"; issue 57); on another node the folders are made."""
+    from tuner.measure.ceiling import CeilingCache
+
+    here = setup.driver_host is not None and setup.driver_host == socket.gethostname()
+    return CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path, create=not here)
+
+
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
                 setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True,
                 score_reserve_s: float | None = None, preflight_pace_s: float | None = None) -> Any:
@@ -140,7 +153,7 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
     while _BEFORE_TIMING:
         _BEFORE_TIMING.pop()()
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
-                     ceilings=CeilingCache(StudyFolder(Path(setup.study_dir)).ceilings_path), reporter=reporter,
+                     ceilings=study_ceilings(setup), reporter=reporter,
                      measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,
                      preflight_pace_s=preflight_pace_s)
 

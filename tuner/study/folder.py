@@ -47,7 +47,8 @@ LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the s
 # What a study folder keeps of its study (and `tuner search --resume` reads back): nothing else may write here.
 # Beside them, a study folder holds what is made from them (best.yaml, report.html), which may be written again.
 RECORDS = frozenset({STUDY_META, DB_FILE, f"{DB_FILE}-journal", f"{DB_FILE}-wal", f"{DB_FILE}-shm", "storage.url",
-                     TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", PARITY_FILE, "ceilings.json", LOCK_FILE, ".lock"})
+                     TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", PARITY_FILE, "ceilings.json", "flops.json",
+                     LOCK_FILE, ".lock"})
 
 
 def study_record(path: Path) -> tuple[Path, str] | None:

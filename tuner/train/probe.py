@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuner.builtin import resolve_workload
 from tuner.config import TrialConfig
 from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.train.ceilings import CeilingNote, ceilings, first_batch, measure_ceiling
+from tuner.train.deadline import setup_deadline
 from tuner.train.trial import build_models, build_workload, make_context, torch_threads
 from tuner.workload import running
 
@@ -35,8 +37,10 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
     context = make_context(cfg, device, cache_dir, None)
     speeds = speeds or [{}]
     with torch_threads(cfg.params.threads), device.numerics(cfg.params), running(context):
-        workload = build_workload(cfg)
-        train_set, _ = workload.datasets()
+        with setup_deadline(cfg.setup_timeout_s, f"the workload factory {resolve_workload(cfg.workload).attr}()"):
+            workload = build_workload(cfg)  # bounded as a trial's is: a factory that blocks here held a study
+        with setup_deadline(cfg.setup_timeout_s, "the workload's datasets()"):
+            train_set, _ = workload.datasets()
         models = build_models(workload, device, cfg.params)
         image = any(p.dim() == 4 for m in models.values() for p in m.parameters())  # convolutions: what it changes
         # A fresh process: the first steps pay one-time costs (kernels chosen, memory allocated) that the trials'

@@ -682,7 +682,7 @@ class _Run:
         cfg, p = self.cfg, self.cfg.params
         assert self.workload is not None and self.models is not None
         key, any_key = flops_key(cfg), flops_key(cfg, any_batch=True)
-        cache = CeilingCache(cache.path.with_name(FLOPS_FILE)) if cache is not None else None  # beside ceilings.json
+        cache = cache.sibling(FLOPS_FILE) if cache is not None else None  # beside ceilings.json
         if cache is not None:
             value = cache.get(any_key) or cache.get(key)
             if value is not None:
