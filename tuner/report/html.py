@@ -116,7 +116,7 @@ def _metric_text(key: str, value: Any, unit: bool = False) -> str:
 
 def _metric_cell(record: TrialRecord, key: str) -> dict[str, str]:
     value = record.get(key)
-    if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted (as the table)
+    if key in TO_TARGET:  # confirmed over the re-runs, not-reached runs counted (as the table)
         return {"text": fmt_figure(record, key), "bound": ""}
     return {"text": _metric_text(key, value) + unit_suffix(key, record),
             "bound": record_bound(record) if key == "data_wait" else ""}
@@ -180,7 +180,7 @@ def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
         m = metric(key)
         text = (_metric_text(key, value) + unit_suffix(key, r)) if unit_suffix(key, r) else \
             _metric_text(key, value, unit=True)
-        if to_target:  # confirmed over the trial and its re-runs, not-reached runs counted; or `not reached`
+        if to_target:  # confirmed over the re-runs, not-reached runs counted; or `not reached`
             text = fmt_figure(r, key)  # the label says the unit (`to target s`)
         out.append({"key": m.label + arrows.get(key, ""), "text": text,
                     "title": m.help, "bound": record_bound(r) if key == "data_wait" else "", "code": False})
