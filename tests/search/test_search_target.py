@@ -51,7 +51,8 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
     by_batch = {r["params"]["batch_size"] * r["params"].get("accumulation_steps", 1): r for r in records}
     assert set(by_batch) == {8, 32}, [r["params"] for r in records]
     small, big = by_batch[8], by_batch[32]
-    assert small["state"] == "complete" and 104 <= small["samples_to_target"] < 256
+    # read between the evaluations at 96 and 128 samples around the crossing (issue 51): 100, the curve's 99
+    assert small["state"] == "complete" and 96 < small["samples_to_target"] <= 128
     assert small["time_to_target"] > 0 and small["quality_curve"][-1][2] <= 10
     assert big["state"] == "not reached" and big["time_to_target"] is None and big["error"] is None, \
         {k: big.get(k) for k in ("params", "state", "samples_to_target", "quality_curve", "budget", "steps")}
