@@ -470,9 +470,10 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     preflight = sized.preflight
     if preflight.timed():  # study.json keeps them: the report shows the split's role from them
         preflight = preflight.model_copy(update={"batch_statistics": list(check.batch_statistics)})
-    pace = (check.step_samples / check.step_seconds, check.score_seconds) \
+    pace = (check.step_samples / check.step_seconds, check.target_score_seconds) \
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
-        else None  # measured on the trials' kind of device, or not the trials' pace
+        else None  # measured on the trials' kind of device, or not the trials' pace; an evaluation during training
+    # costs the subset's scoring where the workload asks for one (target_eval_samples)
     target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.search._target
     few = None
     if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused

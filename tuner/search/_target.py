@@ -150,8 +150,8 @@ def check_target_evaluations(target: Target | None, budget: Any, samples_per_s: 
     if adapted < 1 or adapted < k_min - 1e-9:
         cost = f"one evaluation takes about {eval_s:.2g} s, " if eval_s else ""
         raise ConfigError(f"{held}, and {cost}more than {MAX_EVAL_SHARE:.0%} of the training between two at a K "
-                          f"that holds them: give {longer}, a cheaper evaluation (score a fixed subset of the "
-                          f"validation split while training: docs/concepts/quality.md), or --target VALUE")
+                          f"that holds them: give {longer}, a cheaper evaluation (Workload(target_eval_samples=N) "
+                          f"scores a fixed subset of the validation split while training), or --target VALUE")
     share = eval_s * samples_per_s / adapted
     return (target.model_copy(update={"eval_every_samples": adapted}),
             f"K lowered from {k:,} to {adapted:,} samples so the baseline's reference run holds {MIN_TARGET_EVALS} "
