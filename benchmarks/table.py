@@ -158,6 +158,7 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("tt-int-gan", "time_to_target", "gan: pick's re-runs inside its exported time-to-target interval"),
     ExpectedRow("tt-int-lm", "time_to_target", "lm: pick's re-runs inside its exported time-to-target interval"),
     ExpectedRow("tt-race", "time_to_target", "race vs fixed budgets: study wall time, same pick"),
+    ExpectedRow("tt-race-tpe", "time_to_target", "race vs fixed budgets: study wall time, same pick (TPE)"),
     ExpectedRow("ttc-k-evals", "ttt_choices", "default K: evaluations before the baseline's target"),
     ExpectedRow("ttc-k-cost", "ttt_choices", "default K: evaluation time over training time"),
     ExpectedRow("ttc-n-spread", "ttt_choices", "default smoothing: seed spread of a derived target vs N=1"),

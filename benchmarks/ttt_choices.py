@@ -275,7 +275,7 @@ def claimed(tt_doc: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for r in (tt_doc or {}).get("rows", []):
         rid = str(r.get("id", ""))
-        if not rid.startswith("tt-") or rid.startswith("tt-int") or rid == "tt-race":
+        if not rid.startswith("tt-") or rid.startswith("tt-int") or rid.startswith("tt-race"):
             continue
         arm = ((r.get("details") or {}).get("arms") or {}).get("c") or {}
         found[rid[3:]] = {"ratio": r.get("ratio"), "baseline_times": list(arm.get("times") or []),

@@ -157,15 +157,16 @@ def test_a_not_reached_rerun_keeps_time_to_target_in_the_confirmed_figures_count
     reruns = [Rerun(repeat=k, state="complete" if t else "not reached",
                     metrics={"throughput": 100.0 + k, **({"time_to_target": t} if t else {})})
               for k, t in enumerate([5.0, 3.2, None])]
-    c = confirmed(reruns, trial)
+    c = confirmed(reruns)
     ttt = c.figures["time_to_target"]
-    want = time_to_target([trial, *reruns])
-    assert (ttt.values, ttt.runs, ttt.not_reached) == ([4.0, 5.0, 3.2], 4, 1)
+    want = time_to_target(reruns)
+    # the search's selected reading (4.0) is left out, as throughput's is (issue 51: it read equal configs 4-9%
+    # sooner)
+    assert (ttt.values, ttt.runs, ttt.not_reached) == ([5.0, 3.2], 3, 1)
     assert (ttt.centre, ttt.low, ttt.high) == (want.interval.centre, want.interval.low, want.interval.high)
     assert math.isclose(ttt.centre, 4.0) and ttt.low < 3.2 and ttt.high > 5.0
     assert c.figures["throughput"].values == [100.0, 101.0, 102.0] and c.figures["throughput"].runs is None
-    none = confirmed([Rerun(repeat=0, state="not reached", metrics={"throughput": 1.0})],
-                     TrialResult(state="not reached", metrics={"throughput": 1.0}))
+    none = confirmed([Rerun(repeat=0, state="not reached", metrics={"throughput": 1.0})])
     assert "time_to_target" not in none.figures and "throughput" in none.figures
 
 
@@ -190,9 +191,10 @@ def test_a_not_reached_run_counts_at_the_cap_and_one_rerun_gets_a_prediction_int
                                 "at the 36 s cap)") and to.rerun_text() == "0.132-364 s"
     samples = time_to_target([trial, *reruns], "samples_to_target")
     assert samples.interval.centre == pytest.approx((3200 ** 3 * 9600) ** 0.25) and samples.at_least
-    c = confirmed(reruns, trial, cap=36.0).figures["time_to_target"]
-    assert (c.centre, c.rerun_low, c.rerun_high, c.at_least) == (to.interval.centre, to.prediction.low,
-                                                                 to.prediction.high, True)
+    c = confirmed(reruns, cap=36.0).figures["time_to_target"]
+    over = time_to_target(reruns, cap=36.0)  # the re-runs alone: the trial's reading was selected
+    assert (c.centre, c.rerun_low, c.rerun_high, c.at_least) == (over.interval.centre, over.prediction.low,
+                                                                 over.prediction.high, True)
     given = time_to_target([trial, *reruns])  # a given target has no cap: counted at its last evaluation's 36.5 s
     assert given.interval.centre == pytest.approx((4 * 5 * 3.2 * 36.5) ** 0.25) and given.at_least
     assert "1 not reached, counted at 36.5 s, its last evaluation" in given.text()

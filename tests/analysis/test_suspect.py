@@ -214,9 +214,10 @@ def test_a_study_ranking_time_to_target_alone_does_not_pass_over_a_trial_that_st
     v = decide(s)
     assert v.pick.trial == 4 and "passed over" not in v.text and "suspect" not in v.text
     # said as what it is, not as a "quality 84% better"
-    assert "reaches the target 6.05x sooner than the baseline: time_to_target 0.971 vs 5.87" in v.text
+    # (over the re-runs: the search's 1.1 s reading was selected, so left out as throughput's is, issue 51)
+    assert "reaches the target 6.42x sooner than the baseline: time_to_target 0.912 vs 5.86" in v.text
     # its re-runs' times to target are part of the study's run-to-run noise on that figure
-    assert [1.1, 0.914, 0.91] in s.noise_groups("time_to_target")
+    assert [0.914, 0.91] in s.noise_groups("time_to_target")
     assert [364.0, 366.3, 368.4] not in s.noise_groups("throughput")
 
 

@@ -65,6 +65,9 @@ def test_the_race_row_needs_a_saving_beyond_the_drift_from_stopped_trials_and_a_
     drift = race_row({**other, "search_s": 48.0, "stopped": 0}, {**fifo, "search_s": 51.0}, "planted")
     assert drift.pass_ is False and drift.target_history
     assert race_row({**other, "search_s": 85.0}, fifo, "planted").pass_ is False  # 15%: inside the drift
+    # the same pair under TPE, the default sampler (issue 51), is a row of its own with the same target
+    tpe = race_row(other, fifo, "planted", sampler="tpe")
+    assert tpe.row == "tt-race-tpe" and tpe.pass_ is True and race_row(other, fifo, "planted").row == "tt-race"
 
 
 def test_the_estimate_is_read_against_the_direct_time_of_the_same_runs_that_reached_it():

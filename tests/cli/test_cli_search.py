@@ -329,3 +329,35 @@ def test_race_margin_and_objective_reach_the_plan_and_study_json_and_the_cli_say
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--objective time_to_target needs a target: give --target" in err[0], err
     assert not (tmp_path / "r" / "bs").exists()
+
+
+def test_a_study_whose_objective_no_trial_read_says_so_not_no_complete_trial_yet(make_study, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """Issue 51: 8 complete trials, none with a time to target, ended "Pareto front: empty (no complete trial
+    yet)" and "target: val_loss <= (the baseline's, not set yet)". The summary says which objective none read, and
+    that the target was never set."""
+    import tuner.search
+    from tuner.analysis import Study
+    from tuner.search._runner import SearchSummary
+    from tuner.study import StudyFolder
+
+    folder = StudyFolder(make_study("tt") / "tt")
+    from tuner.study import StudyMeta
+
+    meta = folder.read_meta()
+    folder.write_meta(StudyMeta.model_validate({**meta.model_dump(), **{
+        "objectives": [{"metric": "throughput", "direction": "maximize"},
+                       {"metric": "time_to_target", "direction": "minimize"}],
+        "target": {"metric": "fid", "direction": "minimize", "value": None, "eval_every_samples": 1600,
+                   "source": "baseline"}}}))
+    study = Study.load(folder)
+    done = sum(1 for r in study.records if r.complete)
+    assert done > 0
+    summary = SearchSummary(study, ran=len(study.records), total=len(study.records), seconds=1.0)
+    monkeypatch.setattr(tuner.search, "run_search", lambda opts, console=None, view=None: summary)
+    rc = main(["search", "--space", "amp_loader", "--reports-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"Pareto front: empty ({done} complete trials, none with a finite time_to_target)" in out
+    assert "no complete trial yet" not in out and "not set yet" not in out
+    assert "target: not set (the baseline's reference run read no fid)" in out

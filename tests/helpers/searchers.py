@@ -9,9 +9,9 @@ from typing import Any
 CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
 
 
-def tiny_searcher(path: Path, rungs: list[float] | None = None) -> tuple[Any, Any, list[Any]]:
+def tiny_searcher(path: Path, rungs: list[float] | None = None, sampler: Any = None) -> tuple[Any, Any, list[Any]]:
     """(StudySearcher, its StudyFolder at `path`, the objectives: throughput max, loss min) on tiny_space(4), with
-    a RandomSampler and the study's SQLite database in the folder."""
+    a RandomSampler (or `sampler`) and the study's SQLite database in the folder."""
     import optuna
     import yaml
 
@@ -28,7 +28,7 @@ def tiny_searcher(path: Path, rungs: list[float] | None = None) -> tuple[Any, An
     folder.path.mkdir(parents=True)
     folder.write_meta(StudyMeta(name="s", objectives=objectives, params=["batch_size", "beta1"]))
     searcher = StudySearcher(space, objectives, context=CONTEXT, budget=Budget(samples=480),
-                             sampler=optuna.samplers.RandomSampler(seed=0),
+                             sampler=sampler or optuna.samplers.RandomSampler(seed=0),
                              storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="s",
                              study_dir=folder.path, rungs=rungs)
     return searcher, folder, objectives

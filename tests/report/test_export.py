@@ -425,10 +425,11 @@ def test_the_export_header_sets_the_configs_time_to_target_beside_the_baselines(
 
 
 def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(make_study):
-    """With confirmation re-runs (each another seed), the header's time to target is an interval over the trial
-    and its re-runs; a re-run that did not reach it counts against the config at the target's cap (36 s), so the
-    centre reads `at least` (4, 5, 3.2 and 36 s: 6.93 s, not the 4 s of the three that reached it), and the
-    header says where one `--until-target` re-run should read (a prediction interval, like throughput's)."""
+    """With confirmation re-runs (each another seed), the header's time to target is an interval over the re-runs
+    (the search's selected reading left out, as the confirmed figures leave it: issue 51); a re-run that did not
+    reach it counts against the config at the target's cap (36 s), so the centre reads `at least` (5, 3.2 and
+    36 s: 8.32 s, not the 4 s of the two that reached it), and the header says where one `--until-target` re-run
+    should read, in samples to target (seconds move with the machine's load), the seconds beside it."""
     from tuner.analysis import read_records, write_record
     from tuner.study import Rerun, StudyFolder
 
@@ -445,17 +446,21 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     for trial, times in {2: [5.0, 3.2, None], 0: [11.0, 13.0, 12.5]}.items():
         for k, t in enumerate(times):
             write_rerun(folder, trial, Rerun(repeat=k, seed=1 + k, state="complete" if t else "not reached",
+                                             quality_curve=[] if t else [[8000.0, 34.0, 36.0], [9600.0, 36.0, 35.0]],
                                              metrics={"throughput": 100.0, "fid": 25.0 if t else 35.0,
-                                                      **({"time_to_target": t} if t else {})}))
+                                                      **({"time_to_target": t, "samples_to_target": 3200 + 1600 * k}
+                                                         if t else {})}))
     s = open_study(reports, "gan-demo")
     header = write_export(s, build_export(s, trial=2)).read_text().splitlines()
     line = next(x for x in header if x.startswith("# Time to target:"))
-    assert "this config at least 6.93 s (95% 1.18-40.8 s, " in line
-    assert "reached by 3 of 4 runs: 1 not reached, counted at the 36 s cap)" in line
-    assert "the baseline (trial 0) 12.1 s (95% " in line and "reached by 4 of 4 runs)" in line
-    assert "1.75x sooner" in line and "each re-run another seed, a not-reached run counted at the cap" in line
+    assert "this config at least 8.32 s (95% " in line
+    assert "reached by 2 of 3 runs: 1 not reached, counted at the 36 s cap)" in line
+    assert "the baseline (trial 0) 12.1 s (95% " in line and "reached by 3 of 3 runs)" in line
+    assert "1.46x sooner" in line and "over the confirmation re-runs, each another seed, a not-reached run counted " \
+        "at the cap" in line
     one = next(x for x in header if x.startswith("# One re-run to the target"))
-    assert "(tuner train --config --until-target) should read 0.132-364 s (95%" in one
+    assert "(tuner train --config --until-target) should read " in one and " samples (95%, " in one
+    assert "s at the load these runs were read at (seconds move with the machine's load)" in one
     # a given target has no cap: its not-reached run counts at its last evaluation, and the header says so
     folder.write_meta(folder.read_meta().model_copy(update={"target": {**target, "cap_seconds": None}}))
     write_rerun(folder, 2, Rerun(repeat=2, seed=3, state="not reached", quality_curve=[[1600.0, 1.0, 40.0],

@@ -171,9 +171,10 @@ def test_the_table_leaves_out_columns_empty_for_every_trial_and_the_csv_keeps_th
 
 
 def test_the_table_trial_panel_and_json_show_confirmed_time_to_target_with_not_reached_runs(make_study):
-    """Issue 34: a confirmed trial's time to target in the table, --trial and JSON is the interval over the trial
-    and its re-runs (the export header's), its not-reached run counted at the target's cap (so `at least`); a trial
-    none of whose runs reached the target says `not reached`, with how many runs."""
+    """Issue 34: a confirmed trial's time to target in the table, --trial and JSON is the interval over its re-runs
+    (the export header's; the search's selected reading left out, issue 51), its not-reached run counted at the
+    target's cap (so `at least`); a trial none of whose runs reached the target says `not reached`, with how many
+    runs."""
     from tests.helpers.studies import target_study
 
     s = open_study(target_study(make_study()).parent, "gan-demo")
@@ -181,16 +182,16 @@ def test_the_table_trial_panel_and_json_show_confirmed_time_to_target_with_not_r
     Console(file=buf, width=600, color_system=None).print(study_table(s))  # the cells unwrapped
     table = buf.getvalue()
     row = {l.split("│")[2].strip().rstrip(" ✓"): l for l in table.splitlines() if l.count("│") > 3}
-    assert "at least 6.93 (1.18-40.8; 1 of 4 runs not reached)" in row["2"]
-    assert "not reached (0 of 4 runs)" in row["1"]
+    assert "at least 8.32 (" in row["2"] and "re-runs: 5, 3.2; no interval; 1 of 3 runs not reached)" in row["2"]
+    assert "not reached (0 of 4 runs)" in row["1"]  # none of its 4 runs, the trial with them
     panel = render(*trial_panel(s, s.trial(2)))
-    assert "time_to_target confirmed" in panel and "at least 6.93 (1.18-40.8; 1 of 4 runs not reached)" in panel
+    assert "time_to_target confirmed" in panel and "at least 8.32 (" in panel
     assert "samples_to_target confirmed" in panel
     assert "not reached (0 of 4 runs)" in render(*trial_panel(s, s.trial(1)))
     docs = {d["trial"]: d for d in study_json(s)}
-    two = docs[2]["to_target"]["time_to_target"]
-    assert (two["runs"], two["reached"]) == (4, 3) and 6.92 < two["centre"] < 6.93 and 1.17 < two["low"] < 1.19
-    assert docs[2]["confirmed"]["figures"]["time_to_target"]["runs"] == 4
+    two = docs[2]["to_target"]["time_to_target"]  # (5 x 3.2 x 36)^(1/3)
+    assert (two["runs"], two["reached"]) == (3, 2) and 8.32 < two["centre"] < 8.33 and two["low"] < 3.2
+    assert docs[2]["confirmed"]["figures"]["time_to_target"]["runs"] == 3
     one = docs[1]["to_target"]["time_to_target"]
     assert (one["runs"], one["reached"], one["centre"], one["text"]) == (4, 0, None, "not reached (0 of 4 runs)")
 
@@ -204,17 +205,17 @@ def test_trial_and_json_show_the_estimated_time_to_target_beside_the_measured_on
     s = open_study(target_study(make_study()).parent, "gan-demo")
     panel = render(*trial_panel(s, s.trial(2)))
     rows = {c[1].strip(): c[2].strip() for l in panel.splitlines() if (c := l.split("│")) and len(c) > 3}
-    keys = list(rows)
+    keys = [k for k in rows if k]  # a long figure wraps onto a row with no key
     at = keys.index("time_to_target")
     assert keys[at:at + 6] == ["time_to_target", "time_to_target confirmed", "samples_to_target",
                                "samples_to_target confirmed", "estimated_time_to_target",
                                "estimated_time_to_target confirmed"]
     assert rows["estimated_time_to_target"] == "4.57" and rows["time_to_target"] == "4"
-    assert rows["estimated_time_to_target confirmed"].endswith("; 1 of 4 runs not reached)")
+    assert rows["estimated_time_to_target confirmed"].endswith("; 1 of 3 runs not reached)")
     doc = {d["trial"]: d for d in study_json(s)}[2]
     assert doc["estimated_time_to_target"] == 3200 / 700 and doc["time_to_target"] == 4.0
     est = doc["to_target"]["estimated_time_to_target"]
-    assert (est["runs"], est["reached"]) == (4, 3) and est["low"] < est["centre"] < est["high"]
+    assert (est["runs"], est["reached"]) == (3, 2) and est["low"] < est["centre"] < est["high"]
 
 
 def test_a_trial_shows_the_share_of_its_cpus_other_processes_took(make_study):

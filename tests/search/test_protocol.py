@@ -39,6 +39,8 @@ def test_an_order_goes_into_tune_s_config_as_plain_data_under_one_key_and_comes_
     FinalReport(values={"throughput": 90.0, "loss": 2.5}, feasible=True, record=TrialRecord(trial=3, state="complete"),
                 rung=1, budget_used=32.0),
     FinalReport(values={"throughput": 0.0, "loss": 1e9}, feasible=False, record=TrialRecord(trial=3, state="oom")),
+    FinalReport(values={"throughput": 0.0, "loss": 1e9}, feasible=False, stopped=True,  # the race's
+                record=TrialRecord(trial=3, state="not reached", error="stopped by the race")),
 ], ids=lambda r: type(r).__name__)
 def test_every_report_survives_tune_s_dict_and_tune_s_own_keys(report):
     result = to_tune(report) | {"training_iteration": 3, "trial_id": "abc", "config": {}}  # what Tune adds

@@ -113,7 +113,7 @@ def test_a_trial_the_race_stops_ends_not_reached_with_the_race_as_its_reason() -
     assert record.error and "race" in record.error and "4 s" in record.error
     assert record.params == {"batch_size": 8} and record.get("train_seconds") == 6.5
     report = from_tune(slow.last_result)
-    assert isinstance(report, FinalReport) and not report.feasible  # told to Optuna with penalties
+    assert isinstance(report, FinalReport) and not report.feasible and report.stopped  # told to Optuna PRUNED
 
 
 def test_the_race_leaves_a_trial_that_met_the_target_to_read_its_last_windows() -> None:

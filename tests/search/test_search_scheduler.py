@@ -320,3 +320,45 @@ def test_asha_with_two_trials_at_once_records_consistently_and_resumes(ray_sessi
     for n in set(records) - set(first):  # the resumed scheduler holds them: every new batch-32 trial is beaten
         if records[n]["params"]["batch_size"] == 32:
             assert records[n]["state"] == "stopped" and records[n]["rung"] == 0, records[n]
+
+
+def test_a_trial_the_race_stops_under_tpe_reaches_optuna_pruned_not_as_a_failure(tmp_path):
+    """Issue 51: the race told Optuna that a trial it stopped failed (penalties and a violated constraint), which
+    steered the default TPE sampler away from a region left only for being slower than the best so far (it picked
+    3.72 s against FIFO's 2.47 s). Under TPE, as the study makes it, the stopped trial is PRUNED and feasible;
+    its record still ends `not reached` with the race as its reason."""
+    from types import SimpleNamespace
+
+    from tuner.schedule import Race
+    from tuner.search._protocol import FinalReport, TrialOrder, WindowReport, to_tune
+    from tuner.search._runner import make_sampler
+    from tuner.search._scheduler import TuneScheduler
+    from tuner.study import NOT_REACHED, TrialRecord
+
+    searcher, folder, objectives = tiny_searcher_tpe(tmp_path, make_sampler("tpe", 0, 8, None))
+    winner_cfg, slow_cfg = searcher.suggest("t1"), searcher.suggest("t2")
+    adapter = TuneScheduler(Race(margin=1.5), objectives)
+    winner = SimpleNamespace(config=winner_cfg, trial_id="t1", last_result={})
+    won = to_tune(FinalReport(values={"throughput": 100.0, "loss": 0.5}, feasible=True,
+                              record=TrialRecord(trial=TrialOrder.from_config(winner_cfg).trial, state="complete",
+                                                 metrics={"time_to_target": 4.0, "throughput": 100.0, "loss": 0.5})))
+    adapter.on_trial_result(None, winner, won)
+    slow = SimpleNamespace(config=slow_cfg, trial_id="t2", last_result={})
+    for t in (2.0, 4.0, 6.0, 6.5):
+        slow.last_result = to_tune(WindowReport(budget_used=t, window=int(t), samples=int(100 * t),
+                                                throughput=50.0, train_seconds=t))
+        adapter.on_trial_result(None, slow, slow.last_result)
+    adapter.on_trial_complete(None, slow, slow.last_result)  # the race's final report, as Ray hands it on
+    searcher.on_trial_complete("t2", result=slow.last_result)
+    number = TrialOrder.from_config(slow_cfg).trial
+    trial = searcher.study.trials[number]
+    assert trial.state.name == "PRUNED" and trial.values is None  # not a failure TPE learns to avoid
+    assert trial.constraints["failed"] <= 0 and trial.user_attrs["state"] == NOT_REACHED
+    record = next(r for r in read_records(folder) if r.trial == number)
+    assert record.state == NOT_REACHED and "race" in (record.error or "")
+
+
+def tiny_searcher_tpe(tmp_path, sampler):
+    from tests.helpers.searchers import tiny_searcher
+
+    return tiny_searcher(tmp_path / "s", sampler=sampler)

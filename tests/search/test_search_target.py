@@ -51,7 +51,8 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
     by_batch = {r["params"]["batch_size"] * r["params"].get("accumulation_steps", 1): r for r in records}
     assert set(by_batch) == {8, 32}, [r["params"] for r in records]
     small, big = by_batch[8], by_batch[32]
-    assert small["state"] == "complete" and 104 <= small["samples_to_target"] < 256
+    # read between the evaluations at 96 and 128 samples around the crossing (issue 51): 100, the curve's 99
+    assert small["state"] == "complete" and 96 < small["samples_to_target"] <= 128
     assert small["time_to_target"] > 0 and small["quality_curve"][-1][2] <= 10
     assert big["state"] == "not reached" and big["time_to_target"] is None and big["error"] is None, \
         {k: big.get(k) for k in ("params", "state", "samples_to_target", "quality_curve", "budget", "steps")}
@@ -146,7 +147,7 @@ def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
 
 def _derivation(tmp_path, monkeypatch, curve, **options):
     """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._target's
-    baseline_curve), its study.json written as the runner writes it before deriving."""
+    baseline_curve), and the study.json the runner then writes with its target."""
     from tuner.search import _target
     from tuner.search._options import trial_base
     from tuner.study import StudyMeta
@@ -155,13 +156,12 @@ def _derivation(tmp_path, monkeypatch, curve, **options):
     ran = []
     monkeypatch.setattr(_target, "baseline_curve", lambda *a: ran.append(a) or
                         {"state": "not reached", "error": None, "curve": curve})
-    plan.folder.path.mkdir(parents=True)
-    meta = StudyMeta.model_validate({"name": plan.study, "target": plan.target.model_dump()})
-    plan.folder.write_meta(meta)
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
     space = plan.space.resolve(context, strict=False)
-    plan, meta = _target.derive_study_target(plan, meta, space, context, trial_base(plan, 0, "cpu"), None, None,
-                                             in_process=True)
+    plan = _target.derive_study_target(plan, space, context, trial_base(plan, 0, "cpu"), None, None,
+                                       in_process=True)
+    assert not plan.folder.path.exists()  # derived before the runner writes study.json (with it)
+    meta = StudyMeta.model_validate({"name": plan.study, "target": plan.target.model_dump()})
     return plan, meta, ran
 
 
@@ -174,7 +174,7 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     planted = [[64, 1.0, 40.0], [128, 2.0, 30.0], [192, 3.0, 14.0], [256, 4.0, 16.0]]
     plan, meta, ran = _derivation(tmp_path, monkeypatch, planted)
     assert len(ran) == 1 and json.loads(ran[0][0])["target"].get("value") is None  # trained with the target unset
-    saved = json.loads(plan.folder.meta_path.read_text())["target"]
+    saved = meta.target
     assert saved["value"] == pytest.approx(20.0) and saved["source"] == "baseline"  # mean of 30, 14, 16
     assert saved["evaluations"] == planted[-3:] and saved["cap_seconds"] == pytest.approx(9.0)  # 3 x 3 s
     assert saved["reference_budget"]["samples"] == 85  # a third of the trials' 256 samples
@@ -187,8 +187,7 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:]
     monkeypatch.setattr(_target, "baseline_curve", lambda *a: pytest.fail("a resumed study derived again"))
     again = SimpleNamespace(target=kept, folder=plan.folder)
-    kept_plan, kept_meta = _target.derive_study_target(again, meta, None, {}, {}, None, None, in_process=True)
-    assert kept_plan is again and kept_meta is meta
+    assert _target.derive_study_target(again, None, {}, {}, None, None, in_process=True) is again
 
 
 @pytest.mark.parametrize("option, budget, reference", [("budget_seconds", {"seconds": 8.0}, {"seconds": 8.0 / 3}),
@@ -203,14 +202,22 @@ def test_the_baselines_target_run_trains_a_third_of_the_trials_budget(tmp_path, 
     assert plan.budget.model_dump(exclude_none=True) == budget  # the trials keep their budget
     trained = json.loads(ran[0][0])["budget"]
     assert {k: v for k, v in trained.items() if v is not None} == pytest.approx(reference)
-    saved = json.loads(plan.folder.meta_path.read_text())["target"]
+    saved = meta.target
     assert {k: v for k, v in saved["reference_budget"].items() if v is not None} == pytest.approx(reference)
     assert plan.target.reference_budget.model_dump(exclude_none=True) == pytest.approx(reference)
 
 
-def test_a_baseline_that_reads_no_quality_leaves_the_trials_without_a_target(tmp_path, monkeypatch):
-    plan, meta, _ = _derivation(tmp_path, monkeypatch, [[64, 1.0, None]])
-    assert plan.target is None and meta.target["value"] is None
+def test_a_baseline_that_reads_no_quality_stops_the_study_before_its_folder_holds_anything(tmp_path, monkeypatch):
+    """Issue 51: a nanoGPT study's baseline read no val_loss and its 8 trials ran without a target, ranking
+    nothing. Now: one line naming what to change (exit 2 through ConfigError), and no study.json written."""
+    from tuner.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _derivation(tmp_path, monkeypatch, [[64, 1.0, None]])
+    line = str(err.value)
+    assert "read no val_loss" in line and "--target VALUE" in line and "longer budget" in line
+    assert "cheaper evaluation" in line and "\n" not in line
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").glob("*/study.json"))
 
 
 def test_the_baselines_target_run_trains_its_whole_budget_evaluating_every_k_samples(tmp_path):
@@ -322,19 +329,40 @@ def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_
     assert plan.target.eval_every_samples % 64 == 0
 
 
-def test_a_derived_target_read_from_few_evaluations_is_said_at_the_start():
-    """At 15 s the built-in CNN's and GAN's reference runs held one evaluation at the default K
-    (benchmarks/ttt_choices.py): the study says so in one note, naming what to change; a given target or K does not."""
+def test_a_k_that_leaves_few_evaluations_before_a_derived_target_is_lowered_or_refused():
+    """Issue 51: at 15 s the built-in CNN's and GAN's reference runs held one evaluation at the default K, a
+    nanoGPT's none. The default K is lowered to hold 5 while an evaluation stays within half the training between
+    two; past that, or with the user's K, one line naming what to change (a budget, K, a cheaper evaluation,
+    --target VALUE). A given target, or enough evaluations, passes as it is."""
     from tuner.config import Budget, Target
-    from tuner.search._target import few_evaluations_note
+    from tuner.errors import ConfigError
+    from tuner.search._target import MIN_TARGET_EVALS, check_target_evaluations
 
     derived = Target(metric="val_loss", direction="minimize", value=None, eval_every_samples=1600, source="baseline")
-    note = few_evaluations_note(derived, Budget(seconds=15), 500.0, given_k=False)  # 2,500 samples: 1 evaluation
-    assert note is not None and "holds about 1 evaluation at K = 1,600 samples" in note and "--eval-every-samples" in note
-    assert few_evaluations_note(derived, Budget(seconds=60), 500.0, given_k=False) is None  # 10,000: 6 evaluations
-    assert few_evaluations_note(derived, Budget(seconds=15), 500.0, given_k=True) is None
+    # 15 s: a reference run of 5 s, 2,500 samples at 500 samples/s: 1 evaluation at K = 1,600
+    target, note = check_target_evaluations(derived, Budget(seconds=15), 500.0, 0.1, False, 16)
+    assert target.eval_every_samples == 496 and 2500 // 496 >= MIN_TARGET_EVALS  # whole steps of 16
+    assert note is not None and "K lowered from 1,600 to 496" in note
+    kept = check_target_evaluations(derived, Budget(seconds=60), 500.0, 0.1, False, 16)  # 10,000: 6 evaluations
+    assert kept == (derived, None)
     given = derived.model_copy(update={"value": 1.6, "source": "--target"})
-    assert few_evaluations_note(given, Budget(seconds=15), 500.0, given_k=False) is None
+    assert check_target_evaluations(given, Budget(seconds=15), 500.0, 5.0, False, 16) == (given, None)
+
+    # the user's K: refused, naming the K that holds 5
+    with pytest.raises(ConfigError) as err:
+        check_target_evaluations(derived, Budget(seconds=15), 500.0, 0.1, True, 16)
+    assert "holds about 1 evaluation at K = 1,600 samples" in str(err.value)
+    assert "--eval-every-samples 500 or less" in str(err.value) and "--target VALUE" in str(err.value)
+
+    # an evaluation (2 s) that costs more than the whole reference run (5 s of training would hold 2.5)
+    nano = derived.model_copy(update={"eval_every_samples": 18_240})
+    with pytest.raises(ConfigError) as err:
+        check_target_evaluations(nano, Budget(seconds=15), 500.0, 2.0, False, 16)
+    line = str(err.value)
+    assert "holds about 0 evaluations" in line and "one evaluation takes about 2 s" in line
+    assert "--budget-seconds 60 or more" in line and "cheaper evaluation" in line and "--target VALUE" in line
+    with pytest.raises(ConfigError, match="--budget-samples 30,000 or more"):
+        check_target_evaluations(nano, Budget(samples=6000), 500.0, 2.0, False, 16)
 
 
 def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(tmp_path):
@@ -392,3 +420,37 @@ def test_a_bad_target_or_k_is_refused_before_the_pre_flight_builds_anything(tmp_
     err = capsys.readouterr().err
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
     assert list(reports.iterdir()) == []  # no .cache, no study folder
+
+
+def test_an_evaluation_that_costs_more_than_the_reference_run_stops_the_study_before_it_starts(tmp_path, capsys,
+                                                                                                monkeypatch):
+    """Issue 51, as a user meets it: a workload whose evaluate() scores slowly (a planted 1.5 s a scoring, the
+    pre-flight's measurement planted as tests/conftest.py plants a fast one) and `--target baseline` on short trials:
+    the study stops after the pre-flight, one line naming what to change, exit 2, and no study folder left that
+    blocks the name."""
+    import sys
+
+    import tuner.train.preflight  # noqa: F401 - the module
+
+    preflight = sys.modules["tuner.train.preflight"]
+    real_step, real_score = preflight._train_steps, preflight._score_timed
+    monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: (real_step(*a, **k), 0.064)[1])  # 1,000 samples/s
+    monkeypatch.setattr(preflight, "_score_timed", lambda *a, **k: (real_score(*a, **k)[0], 1.5))
+    work = write(tmp_path / "proj", PLANTED_STEPS)
+    space = tmp_path / "s.yaml"
+    space.write_text("defaults: {budget: {seconds: 6}, trials: 2}\nobjectives: [{metric: throughput, direction: max}, "
+                     "{metric: quality}]\nparams: {precision: fp32, num_workers: {type: int, low: 0, high: 1}}\n"
+                     "target: baseline\n")
+    reports = tmp_path / "r"
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "nano",
+                 "--reports-dir", str(reports)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("note:")]
+    assert code == 2 and len(lines) == 1, err
+    assert "fewer than the 5 a target is read from" in lines[0] and "--budget-seconds" in lines[0]
+    assert "cheaper evaluation" in lines[0] and "--target VALUE" in lines[0]
+    assert not (reports / "nano").exists()
+    # the same study with a K the user gives is refused naming K; with a cheap evaluation it plans a K that holds 5
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "nano",
+                 "--reports-dir", str(reports), "--eval-every-samples", "100000"])
+    assert code == 2 and "--eval-every-samples" in capsys.readouterr().err and not (reports / "nano").exists()

@@ -175,3 +175,20 @@ def test_a_process_warm_up_takes_one_step_of_one_micro_batch_and_one_scoring(tmp
     check_workload(config, tmp_path / "cache", CPU, warm_only=warm_only)
     calls = sys.modules["counting"].CALLS
     assert calls == ({"loss": 1, "evaluate": 1} if warm_only else {"loss": 6, "evaluate": 2})
+
+
+def test_a_workload_that_scores_a_subset_while_training_has_k_chosen_from_the_subsets_cost():
+    """Issue 51: a time-to-target evaluation of a workload with target_eval_samples costs its subset's batches,
+    not the whole split's: the pre-flight's target_score_seconds, which K is chosen from."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    import tuner
+    from tuner.train.preflight import _subset_share
+
+    val = TensorDataset(torch.zeros(1000, 1))  # 4 batches of 256
+    make = lambda n: tuner.Workload(models={"m": lambda: torch.nn.Linear(1, 1)}, datasets=lambda: (val, val),  # noqa: E731
+                                    loss=lambda m, b: b[0].sum(), target_eval_samples=n)
+    assert _subset_share(make(256), val, 2.0) == 0.5  # 1 batch of 4
+    assert _subset_share(make(None), val, 2.0) == 2.0 and _subset_share(make(5000), val, 2.0) == 2.0
+    assert _subset_share(make(256), val, None) is None

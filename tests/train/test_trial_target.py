@@ -21,8 +21,10 @@ def test_a_trial_stops_at_the_first_evaluation_that_meets_the_target(tmp_path):
     curve = res.quality_curve
     assert curve and all(abs(q - 1000 / (1 + s)) < 1e-9 for s, _, q in curve)  # read at the samples it says
     assert curve[-1][2] <= 10.0 and all(q > 10.0 for _, _, q in curve[:-1])  # the first one that meets it ...
-    assert res.metrics["samples_to_target"] == curve[-1][0] == res.metrics["samples"] < 400  # ... ends training
-    assert res.metrics["time_to_target"] == curve[-1][1] > 0
+    assert curve[-1][0] == res.metrics["samples"] < 400  # ... ends training, and the figure is read between the
+    # two evaluations around the crossing (issue 51): 99 samples on the curve, 100 read linearly, not 128
+    assert curve[-2][0] < res.metrics["samples_to_target"] <= curve[-1][0] and res.metrics["samples_to_target"] < 110
+    assert curve[-2][1] < res.metrics["time_to_target"] <= curve[-1][1]
     # and the estimate from its measured speed beside it: samples to target / median samples/s of the windows
     assert res.metrics["estimated_time_to_target"] == res.metrics["samples_to_target"] / res.throughput
     assert res.metrics["target_eval_seconds"] >= 0
@@ -89,3 +91,43 @@ def test_the_cap_counts_only_evaluations_that_miss_the_target_at_or_past_it():
     assert past_cap(CurvePoint(200, 9.0, 2.0), target)  # at it, still above the target
     assert not past_cap(CurvePoint(200, 12.0, 1.5), target)  # met: reached, whatever the time
     assert not past_cap(CurvePoint(200, 99.0, 2.0), target.model_copy(update={"cap_seconds": None}))  # the budget
+
+
+# Scores its validation batches; its loss is the curve's only on an 8-sample subset, 1000 higher on the whole split
+# (32 samples), so only evaluations of the subset can meet a target of 10.
+SUBSET = PLANTED_CURVE.replace('''def evaluate(models, val_batches):
+    for _ in val_batches:
+        pass
+    return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen))}''', '''def evaluate(models, val_batches):
+    n = sum(len(b[0]) for b in val_batches)
+    return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen)) + (0.0 if n == 8 else 1000.0), "scored": float(n)}''').replace(
+    '''quality=("val_loss", "min"))''', '''quality=("val_loss", "min"), target_eval_samples=8)''')
+
+
+def test_a_workload_can_evaluate_a_fixed_subset_while_training_and_the_whole_split_at_the_end(tmp_path):
+    """Issue 2 of #51: a workload's `target_eval_samples` makes the time-to-target evaluations score a fixed,
+    seeded subset of the validation split (cheap, as nanoGPT's estimate_loss), and the trial's quality at the end
+    the whole split."""
+    assert SUBSET.count("target_eval_samples=8") == 1 and "n == 8" in SUBSET
+    path = write(tmp_path, SUBSET)
+    res = run_trial(cfg(path, 10.0), cache_dir=tmp_path / "cache")
+    assert res.state == "complete" and res.metrics["samples_to_target"] is not None  # met on the subset ...
+    assert all(q < 1000 for _, _, q in res.quality_curve)  # every evaluation while training scored the 8
+    assert res.metrics["scored"] == 32 and res.metrics["val_loss"] > 1000  # ... the quality is the whole split's
+
+
+def test_the_subset_is_the_same_for_every_trial():
+    import torch
+    from torch.utils.data import TensorDataset
+
+    import tuner
+    from tuner.train.trial import target_subset
+
+    val = TensorDataset(torch.arange(100).float())
+    work = tuner.Workload(models={"m": lambda: torch.nn.Linear(1, 1)}, datasets=lambda: (val, val),
+                          loss=lambda m, b: b[0].sum(), target_eval_samples=10)
+    a, b = target_subset(work, val), target_subset(work, val)
+    assert len(a) == 10 and a.indices == b.indices and a.indices != list(range(10))
+    whole = tuner.Workload(models={"m": lambda: torch.nn.Linear(1, 1)}, datasets=lambda: (val, val),
+                           loss=lambda m, b: b[0].sum())
+    assert target_subset(whole, val) is val

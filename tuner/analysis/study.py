@@ -210,6 +210,9 @@ class Study:
         how = (f"set by the baseline: the mean of its last {len(t.evaluations)} evaluations"
                + (f" after {t.reference_budget.describe()} of training" if t.reference_budget else "")
                if t.source == "baseline" and t.evaluations else t.source or "given")
+        if t.value is None:  # a derivation cut short (issue 51: "not set yet" after the study had ended)
+            return (f"target: not set (the baseline's reference run read no {t.metric}), so no trial has a time to "
+                    f"target; give --target VALUE")
         head = f"target: {t.describe()} ({how}), evaluated every {t.eval_every_samples:,} samples"
         if record is not None:
             ttt, n = record.value("time_to_target"), record.value("samples_to_target")

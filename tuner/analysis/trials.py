@@ -25,7 +25,7 @@ def read_records(folder: StudyFolder) -> list[TrialRecord]:
     cap = target.get("cap_seconds") if isinstance(target, dict) else None  # a not-reached run counts at it
     for record, reruns in out:
         if reruns:
-            record.confirmed = confirmed(reruns, record, cap)
+            record.confirmed = confirmed(reruns, cap)
     _cached_ceilings(folder, [r for r, _ in out])
     for record, reruns in out:  # a confirmed trial's re-runs did measure: their reason stands for the note
         why = next((rr.get("ceiling_skipped") for rr in reruns if rr.get("ceiling_skipped")), None)

@@ -219,6 +219,10 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
     from tuner.analysis.resolution import WORSE, by_noise, mean_of, worse
 
     key = quality.metric
+    if key in TARGET_COLUMNS:  # counted as the export counts it, read at its evaluation step (issue 51)
+        from tuner.analysis.to_target import versus_baseline
+
+        return versus_baseline(study, chosen, baseline, key)
     if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
             and key in baseline.confirmed.figures:
         mine, theirs = chosen.confirmed.figures[key].values, baseline.confirmed.beside(chosen.confirmed, key)
@@ -236,12 +240,6 @@ def _quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecor
         return None
     beyond = "beyond the noise" if by_noise(mine, theirs, study.pooled(key)) else \
         f"more than the {WORSE:.0%} tuner calls a difference where no re-runs measured the noise"
-    if key in TARGET_COLUMNS and m > 0 and t > 0:  # a time or samples to target: how many times sooner, not "quality"
-        x, sooner = max(m, t) / min(m, t), which == "better"
-        how_much = (f"{x:.2f}x {'sooner' if sooner else 'later'}" if key == "time_to_target" else
-                    f"in {x:.2f}x {'fewer' if sooner else 'more'} samples")
-        return (f"reaches the target {how_much} than the baseline: {key} {fmt_metric(key, m)} vs "
-                f"{fmt_metric(key, t)} ({how}), {beyond}")
     return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
             f"{fmt_metric(key, t)} ({how}), {beyond}")
 

@@ -140,7 +140,7 @@ def _print_summary(summary: Any) -> None:
                               pick=verdict.pick if verdict is not None else None,
                               figure=lambda r, key: figure_text(summary.study, r, key, adjusted)))
     else:
-        print("Pareto front: empty (no complete trial yet)")
+        print(f"Pareto front: empty ({_why_no_front(summary)})")
     if (line := summary.study.target_text()) is not None:
         print(line)
     noise = summary.study.noise()
@@ -150,6 +150,18 @@ def _print_summary(summary: Any) -> None:
         print(f"pick: {verdict.text}")
     print(f"report: {summary.study.folder.csv_path} (study folder {summary.study_dir}); "
           f"`tuner report {summary.name}` for every trial")
+
+
+def _why_no_front(summary: Any) -> str:
+    """Why the front is empty: no trial completed, or (issue 51: "no complete trial yet" under 8 complete trials)
+    none of those that did has a finite value for every objective."""
+    done = [r for r in summary.study.records if r.complete]
+    if not done:
+        return "no complete trial yet"
+    lacking = [o.metric for o in summary.objectives
+               if all(r.value(o.metric) is None for r in done)]
+    what = f"a finite {' or '.join(lacking)}" if lacking else "finite values for every objective"
+    return f"{len(done)} complete trial{'s' if len(done) != 1 else ''}, none with {what}"
 
 
 def _machine_context() -> dict[str, Any] | None:

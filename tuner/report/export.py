@@ -321,7 +321,10 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
 def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     """The header's time to target beside the baseline's and their ratio (issue 34), where the study has a target
     and a baseline trial other than this one. With confirmation re-runs (each another seed), each side is the
-    interval over the trial and its re-runs that reached the target, its not-reached runs counted."""
+    interval over its re-runs (the search's reading left out, as the confirmed figures leave it: selected for
+    being good, issue 51), its not-reached runs counted; without, the trial's one reading. The one-run prediction is
+    in samples to target, which do not move with the machine's load; seconds do (issue 51: two re-runs at another
+    load read outside the seconds interval, inside the samples one)."""
     from tuner.analysis import time_to_target
 
     n = study.baseline_trial
@@ -329,23 +332,28 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     if base is None or base.trial == rec.trial:
         return []
     cap = study.target.cap_seconds  # type: ignore[union-attr]
-    mine = time_to_target([rec, *study.folder.reruns(rec.trial)], cap=cap)
-    theirs = time_to_target([base, *study.folder.reruns(base.trial)], cap=cap)
+    runs = study.folder.reruns(rec.trial) or [rec]
+    mine = time_to_target(runs, cap=cap)
+    theirs = time_to_target(study.folder.reruns(base.trial) or [base], cap=cap)
     line = f"# Time to target: this config {mine.text()}, the baseline (trial {base.trial}) {theirs.text()}"
     if mine.interval is not None and theirs.interval is not None:
         a, b = mine.interval.centre, theirs.interval.centre
-        line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
+        step = max((s for s in (mine.step, theirs.step) if s is not None), default=None)
+        if step is not None and abs(a - b) <= step:
+            line += f": within one evaluation step ({step:.3g} s), cannot tell apart at this K"
+        else:
+            line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
     how = ("one reading each" if mine.runs <= 1 and theirs.runs <= 1 else
-           "geometric mean over the trial and its confirmation re-runs, each re-run another seed, a not-reached "
-           f"run counted at {'the cap' if cap else 'its last evaluation'}")
+           "geometric mean over the confirmation re-runs, each another seed, a not-reached run counted at "
+           f"{'the cap' if cap else 'its last evaluation'}")
     lines = [line + f" (training seconds, evaluations left out; {how})."]
-    one = mine.rerun_text()
-    if one is not None:
-        samples = time_to_target([rec, *study.folder.reruns(rec.trial)], "samples_to_target").prediction
-        more = (f", {samples.low:,.0f}-{samples.high:,.0f} samples" if samples is not None and samples.low is not None
-                and samples.high is not None else "")
-        lines.append(f"# One re-run to the target (tuner train --config --until-target) should read {one}{more} "
-                     f"(95%, from these runs' spread).")
+    samples = time_to_target(runs, "samples_to_target").prediction
+    if samples is not None and samples.low is not None and samples.high is not None:
+        seconds = mine.rerun_text()
+        lines.append(f"# One re-run to the target (tuner train --config --until-target) should read "
+                     f"{samples.low:,.0f}-{samples.high:,.0f} samples (95%, from these runs' spread)"
+                     + (f"; {seconds} at the load these runs were read at (seconds move with the machine's load)"
+                        if seconds is not None else "") + ".")
     return lines
 
 

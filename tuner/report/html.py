@@ -119,7 +119,7 @@ def _metric_cell(record: TrialRecord, key: str, study: Study | None = None,
     value = record.get(key)
     if study is not None and adjusted and key in adjusted:  # the figure the front and the pick rank by
         return {"text": figure_text(study, record, key, adjusted), "bound": ""}
-    if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted (as the table)
+    if key in TO_TARGET:  # confirmed over the re-runs, not-reached runs counted (as the table)
         return {"text": fmt_figure(record, key), "bound": ""}
     return {"text": _metric_text(key, value) + unit_suffix(key, record),
             "bound": record_bound(record) if key == "data_wait" else ""}
@@ -186,7 +186,7 @@ def _measured(study: Study, r: TrialRecord) -> list[dict[str, Any]]:
         m = metric(key)
         text = (_metric_text(key, value) + unit_suffix(key, r)) if unit_suffix(key, r) else \
             _metric_text(key, value, unit=True)
-        if to_target:  # confirmed over the trial and its re-runs, not-reached runs counted; or `not reached`
+        if to_target:  # confirmed over the re-runs, not-reached runs counted; or `not reached`
             text = fmt_figure(r, key)  # the label says the unit (`to target s`)
         out.append({"key": m.label + arrows.get(key, ""), "text": text,
                     "title": m.help, "bound": record_bound(r) if key == "data_wait" else "", "code": False})

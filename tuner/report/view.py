@@ -70,7 +70,7 @@ def trial_document(study: Study, record: TrialRecord) -> dict[str, Any]:
 
 
 def to_target_document(record: TrialRecord) -> dict[str, Any]:
-    """The trial's to-target figures as the views show them (issue 34): confirmed, over the trial and its re-runs
+    """The trial's to-target figures as the views show them (issue 34): confirmed, over its re-runs
     with the not-reached runs counted (the export header's numbers); one reading otherwise. `centre` None: not
     reached by any run; `text` what the table and --trial print."""
     out: dict[str, Any] = {}
@@ -140,7 +140,7 @@ def _measured_cell(record: TrialRecord, key: str) -> str:
         return f"re-runs: {c.suspect}" if c.suspect else f"{fmt_metric(key, record.get(key))} (re-runs clear it)"
     if key == "goodput" and record.get(key) is not None and record.get("efficiency") is not None:
         return f"{fmt_metric(key, record.get(key))} (x{fmt_metric('efficiency', record.get('efficiency'))})"
-    if key in TO_TARGET:  # confirmed over the trial and its re-runs, not-reached runs counted
+    if key in TO_TARGET:  # confirmed over the re-runs, not-reached runs counted
         return fmt_figure(record, key)
     return fmt_metric(key, record.get(key)) + unit_suffix(key, record)
 
@@ -297,7 +297,7 @@ def _confirmed_row(record: TrialRecord, key: str) -> tuple[str, str, str]:
     values = " ".join(fmt_metric(key, v) for v in fig.values) if fig is not None else ""
     if key in TO_TARGET:
         runs = fig.runs if fig is not None else None
-        note = (f"the trial and its re-runs (each another seed), 95% interval over those that reached it: "
+        note = (f"its re-runs (each another seed; the search's reading left out), 95% interval over them: "
                 f"{values or 'none'}" + (f", {fig.not_reached} of {runs} not reached" if fig and fig.not_reached
                                          else ""))
     else:

@@ -20,7 +20,7 @@ from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
 from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
-from tuner.search._target import TargetAsk, check_resumed_target, few_evaluations_note, plan_target, study_target
+from tuner.search._target import TargetAsk, check_resumed_target, check_target_evaluations, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import (BY_KEY, LOCK_FILE, METRICS, QUALITY, Objective, Preflight, ProbePlan, SizedBudget,
@@ -115,7 +115,7 @@ class SearchPlan:
     sized: str | None = None  # the one line saying check_plan raised the space's default budget (None: it did not)
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
     batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
-    eval_note: str | None = None  # the one line saying a derived target will be read from few evaluations
+    eval_note: str | None = None  # the one line saying K was lowered so a derived target is read from enough evaluations
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
     # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.
@@ -482,12 +482,15 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     preflight = sized.preflight
     if preflight.timed():  # study.json keeps them: the report shows the split's role from them
         preflight = preflight.model_copy(update={"batch_statistics": list(check.batch_statistics)})
-    pace = (check.step_samples / check.step_seconds, check.score_seconds) \
+    pace = (check.step_samples / check.step_seconds, check.target_score_seconds) \
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
-        else None  # measured on the trials' kind of device, or not the trials' pace
+        else None  # measured on the trials' kind of device, or not the trials' pace; an evaluation during training
+    # costs the subset's scoring where the workload asks for one (target_eval_samples)
     target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.search._target
-    few = None if plan.resume else few_evaluations_note(target, sized.budget, pace[0] if pace else None,
-                                                         plan.options.eval_every_samples is not None)
+    few = None
+    if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused
+        target, few = check_target_evaluations(target, sized.budget, pace[0], pace[1],
+                                               plan.options.eval_every_samples is not None, cfg.params.effective_batch)
     lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "

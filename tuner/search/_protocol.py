@@ -26,6 +26,7 @@ _RECORD = "tuner_record"
 _PHASE = "tuner_phase"
 _LIMIT = "tuner_limit_s"
 _OBJECTIVE = "objective_"
+_STOPPED = "tuner_stopped"  # a final report a scheduler made for a trial it stopped (the race): told as PRUNED
 _WORKERS = "tuner_ddp_workers"  # the hex id of a DDP trial's workers' placement group, beside each of its reports
 
 
@@ -151,6 +152,7 @@ class FinalReport:
     record: TrialRecord
     rung: int | None = None
     budget_used: float | None = None
+    stopped: bool = False  # a scheduler stopped it (the race, with a state of its own): told to Optuna as PRUNED
 
 
 TrialReport = Union[StartReport, WindowReport, PhaseReport, RungReport, FinalReport]
@@ -173,6 +175,8 @@ def to_tune(report: TrialReport) -> dict[str, Any]:
         out.update({_KIND: "rung", _RUNG: int(report.rung), _BUDGET: float(report.budget_used)})
         return out
     out.update({_KIND: "final", _STATE: report.record.state})
+    if report.stopped:
+        out[_STOPPED] = True
     if report.rung is not None:
         out.update({_RUNG: int(report.rung), _BUDGET: float(report.budget_used or 0.0)})
     return out
@@ -202,7 +206,8 @@ def from_tune(result: dict[str, Any] | None) -> TrialReport | None:
         rung = result.get(_RUNG)
         return FinalReport(values=values, feasible=feasible, record=record,
                            rung=None if rung is None else int(rung),
-                           budget_used=None if rung is None else float(result[_BUDGET]))
+                           budget_used=None if rung is None else float(result[_BUDGET]),
+                           stopped=bool(result.get(_STOPPED)))
     raise ValueError(f"unknown trial report kind {kind!r}")
 
 

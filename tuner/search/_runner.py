@@ -429,6 +429,8 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "resumed": [*plan.meta.resumed, _now()],
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
                                   "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}
+        if plan.target is not None and plan.meta.target != plan.target.model_dump():  # set on this resume
+            update["target"] = plan.target.model_dump()
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on
             update.update(context=setup.context, domains=domains_of(setup.space))
         keep_secret(plan.folder.path, plan.storage)  # a study.json once written with the password in clear: now masked
@@ -463,6 +465,17 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     if not plan.resume and space.defaults.baseline:
         baseline = space.baseline_point(context, own=plan.own) or None
     optuna.logging.set_verbosity(optuna.logging.INFO if opts.verbose else optuna.logging.WARNING)
+    # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
+    # recorded config stays portable.
+    device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
+    base = trial_base(plan, trial_context(resources, None)["gpus"], device)
+    if plan.target is not None and plan.target.value is None:  # --target baseline: set before study.json is
+        from tuner.search._probe import probes_in_process  # written, so a target it cannot set leaves no study
+        from tuner.search._target import derive_study_target
+
+        plan = derive_study_target(plan, space, context, base, resources, console,
+                                   in_process=probes_in_process(plan, resources))
+        base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     storage = open_storage(plan.storage)
     meta = _write_meta(plan, cluster, resources, baseline, prepared, storage,
                        allowance.to_json() if allowance is not None else None)
@@ -478,17 +491,6 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     remaining = plan.trials - len(records)
     train_seconds = trained(records)
 
-    # A CPU trial on a GPU machine must say cpu (Ray does not hide GPUs from 0-GPU trials); elsewhere the
-    # recorded config stays portable.
-    device = "cuda" if gpus_in_trial > 0 else ("cpu" if cluster.gpus > 0 else "auto")
-    base = trial_base(plan, trial_context(resources, None)["gpus"], device)
-    if plan.target is not None and plan.target.value is None:  # --target baseline: set before the first trial
-        from tuner.search._probe import probes_in_process
-        from tuner.search._target import derive_study_target
-
-        plan, meta = derive_study_target(plan, meta, space, context, base, resources, console,
-                                         in_process=probes_in_process(plan, resources))
-        base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     setup = TrialSetup(space=space, base=base, objectives=plan.objectives, study_dir=str(plan.study_dir),
                        cache_dir=str(plan.cache_dir),
                        ddp_workers=resources.ddp_workers, ddp_use_gpu=gpus_in_trial > 0,

@@ -96,7 +96,9 @@ class TuneScheduler(FIFOScheduler):
 
     def final_report(self, trial: Any, decision: Decision, last: dict[str, Any]) -> dict[str, Any]:
         """The final report of a trial this scheduler stopped with a state of its own: what its last window
-        measured, no objective values (penalties: the sampler learns it as infeasible) and the reason."""
+        measured, no objective values and the reason, marked `stopped` so Optuna is told PRUNED (issue 51: told as
+        infeasible, a stopped trial steered TPE away from its region, which it had left only for being slower
+        than the best so far: a pick of 3.72 s against FIFO's 2.47 s)."""
         from tuner.search._outcome import penalty
 
         order = order_of(trial.config)
@@ -109,7 +111,7 @@ class TuneScheduler(FIFOScheduler):
                              error=decision.reason, params=order.searched if order is not None else {},
                              wall_limit_s=order.limits.wall_limit_s if order is not None else None, metrics=metrics)
         return to_tune(FinalReport(values={o.metric: penalty(o) for o in self.objectives}, feasible=False,
-                                   record=record))
+                                   record=record, stopped=True))
 
     def debug_string(self) -> str:
         return f"{type(self.scheduler).__name__}: {len(self.stopped)} trial(s) stopped."

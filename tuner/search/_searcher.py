@@ -13,7 +13,7 @@
    --study-seconds, no trial started that cannot finish in the time left (tuner.search._allowance).
 5. One place records a finished trial (`_record`): its Optuna attributes, the tell, then its result.json and
    trials.csv row (through tuner.search._storage.keep_record, the folder's one writer of a trial's record). A trial a rung scheduler stopped is recorded `stopped` from its last rung report and told to
-   Optuna as PRUNED (see _STOPPED_TELL); an errored trial waits for the recorder callback, which has Ray's error
+   Optuna as PRUNED (see _STOPPED_TELL), and so is one the race stopped (`not reached`, FinalReport.stopped); an errored trial waits for the recorder callback, which has Ray's error
    text, and is recorded through `record_error`.
 6. A trial whose set-up (the workload's factory or datasets()) ran past setup_timeout_s ends the search: each
    further trial would wait the whole timeout on the same hang (300 s by default; issue 37). `hung` says why.
@@ -197,7 +197,7 @@ class StudySearcher(OptunaSearch):
         --resume trusts), then result.json and its trials.csv row (rewritten from the attributes by --resume if a
         kill comes between)."""
         ot_trial = self._ot_trials[trial_id]
-        stopped = record.state == "stopped"
+        stopped = record.state == "stopped" or (isinstance(report, FinalReport) and report.stopped)  # the race's
         feasible = bool(report is not None and report.feasible) and (record.complete or stopped)  # not reached too
         values = None  # a failed trial: penalties and a violated constraint (tell_trial)
         if feasible:

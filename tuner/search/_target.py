@@ -107,24 +107,56 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
                   eval_every_samples=every, source=ask.source)
 
 
-def few_evaluations_note(target: Target | None, budget: Any, samples_per_s: float | None, given_k: bool) -> str | None:
-    """The one line saying a derived target will be read from few evaluations: the baseline's reference run (a
-    third of the budget, at the pre-flight's pace) holds fewer than SMOOTH_EVALS + 2 of them at the default K
-    (benchmarks/ttt_choices.py: at 15 s the built-in CNN's and GAN's held one). None when there are enough, the
-    target is given, or K is the user's."""
-    from tuner.study import SMOOTH_EVALS, reference_budget
+MIN_TARGET_EVALS = 5  # a derived target is read from at least this many evaluations of the reference run
+MAX_EVAL_SHARE = 0.5  # K is lowered to hold them only while an evaluation costs at most this share of the
+# training between two; past it the study stops before it starts (an evaluation that costs more than the run)
 
-    if target is None or target.source != "baseline" or given_k or not samples_per_s:
-        return None
+
+def check_target_evaluations(target: Target | None, budget: Any, samples_per_s: float | None,
+                             score_s: float | None, given_k: bool, effective_batch: int) -> tuple[Target | None,
+                                                                                                  str | None]:
+    """Never a study whose objective cannot be read (issue 51): a derived target is the mean of the baseline's last
+    evaluations in its reference run (a third of the budget), and a K that leaves it fewer than MIN_TARGET_EVALS
+    of them read the target from one or none (a nanoGPT study at 30 s held 0 and ran 8 trials that ranked nothing).
+    The default K is lowered to hold MIN_TARGET_EVALS while an evaluation costs at most MAX_EVAL_SHARE of the
+    training between two (said in the note returned); otherwise, or with the user's K, the study stops here, before
+    anything is written, with one line naming what to change. Returns the target the trials get and the note."""
+    import math
+
+    from tuner.study import reference_budget
+
+    if target is None or target.source != "baseline" or not samples_per_s:
+        return target, None
     ref = reference_budget(budget)
     samples = ref.samples if ref.samples is not None else (ref.seconds or 0.0) * samples_per_s
-    n = int(samples // target.eval_every_samples)
-    if n >= SMOOTH_EVALS + 2:
-        return None
-    return (f"the baseline's reference run (a third of the budget, about {samples:,.0f} samples at the pre-flight's "
-            f"pace) holds about {n} evaluation{'s' if n != 1 else ''} at K = {target.eval_every_samples:,} samples "
-            f"(an evaluation costs at most a fifth of the training between two): the target is read from few; give "
-            f"a longer budget, or --eval-every-samples to evaluate more often at more cost")
+    k = target.eval_every_samples
+    n = int(samples // k)
+    if n >= MIN_TARGET_EVALS:
+        return target, None
+    held = (f"the baseline's reference run (a third of the budget, {ref.describe()}, about {samples:,.0f} samples at "
+            f"the pre-flight's pace) holds about {n} evaluation{'s' if n != 1 else ''} at K = {k:,} samples, fewer "
+            f"than the {MIN_TARGET_EVALS} a target is read from")
+    eval_s = score_s or 0.0
+    # the finest K whose evaluation costs at most MAX_EVAL_SHARE of the training between two, and the budget that
+    # holds MIN_TARGET_EVALS of them in its reference run (a third of it)
+    k_min = max(effective_batch, eval_s * samples_per_s / MAX_EVAL_SHARE)
+    needed = 3 * MIN_TARGET_EVALS * k_min
+    longer = (f"a longer budget (--budget-seconds {math.ceil(needed / samples_per_s):g} or more)"
+              if budget.seconds is not None else f"a longer budget (--budget-samples {math.ceil(needed):,} or more)")
+    if given_k:
+        finest = int(samples // MIN_TARGET_EVALS)
+        raise ConfigError(f"{held}: give --eval-every-samples {finest:,} or less, {longer}, or --target VALUE")
+    adapted = effective_batch * int(samples // MIN_TARGET_EVALS // effective_batch)
+    if adapted < 1 or adapted < k_min - 1e-9:
+        cost = f"one evaluation takes about {eval_s:.2g} s, " if eval_s else ""
+        raise ConfigError(f"{held}, and {cost}more than {MAX_EVAL_SHARE:.0%} of the training between two at a K "
+                          f"that holds them: give {longer}, a cheaper evaluation (Workload(target_eval_samples=N) "
+                          f"scores a fixed subset of the validation split while training), or --target VALUE")
+    share = eval_s * samples_per_s / adapted
+    return (target.model_copy(update={"eval_every_samples": adapted}),
+            f"K lowered from {k:,} to {adapted:,} samples so the baseline's reference run holds {MIN_TARGET_EVALS} "
+            f"evaluations to read the target from; each evaluation costs about {share:.0%} of the training between "
+            f"two (give --eval-every-samples, a cheaper evaluation or --target VALUE to choose otherwise)")
 
 
 def check_target_objectives(plan: Any, given: bool = False) -> None:
@@ -144,15 +176,17 @@ def check_target_objectives(plan: Any, given: bool = False) -> None:
                               f"min or leave the direction out")
 
 
-def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any], base: dict[str, Any],
-                        resources: Any, console: Any, in_process: bool) -> tuple[Any, Any]:
-    """Set a `baseline` target before the first trial: the baseline's settings (the space's baseline point, the
-    workload's own lr and betas) train a reference budget, a third of the study's (tuner.study.reference_budget),
-    evaluating every K samples as the trials will, and the target is the mean of their last evaluations
+def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: dict[str, Any], resources: Any,
+                        console: Any, in_process: bool) -> Any:
+    """Set a `baseline` target before the first trial, and before the study's folder holds anything (the runner
+    writes study.json with it): the baseline's settings (the space's baseline point, the workload's own lr and
+    betas) train a reference budget, a third of the study's (tuner.study.reference_budget), evaluating every K
+    samples as the trials will, and the target is the mean of their last evaluations
     (tuner.study.target.derive_target). study.json keeps it, with the evaluations it came from and the reference
-    budget, so --resume never derives it again (a study killed before it was set derives it
-    then). Returns the plan with the target the trials get and the study.json written (both unchanged when nothing
-    was to derive)."""
+    budget, so --resume never derives it again (a study killed before it was set derives it then). A baseline that
+    reads no evaluation stops the study here, one line and exit 2, with nothing left that blocks the name (issue 51:
+    its trials ran without a target, 8 of them ranking nothing). Returns the plan with the target the trials get
+    (unchanged when nothing was to derive)."""
     from dataclasses import replace
 
     from tuner.config import dump_config
@@ -160,7 +194,7 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
 
     pending = plan.target
     if pending is None or pending.value is not None:
-        return plan, meta
+        return plan
     reference = reference_budget(plan.budget)
     if console is not None:
         console.print(f"deriving the target from the baseline: its settings train {reference.describe()} (a third of "
@@ -181,20 +215,18 @@ def derive_study_target(plan: Any, meta: Any, space: Any, context: dict[str, Any
     end_on_setup_timeout(found["error"], "the baseline's target run")  # not once more in every trial
     derived = derive_target(curve_points(found["curve"]), pending)
     if derived is None:
-        if console is not None:
-            why = found["error"] or "no finite evaluation"
-            console.print(f"the baseline read no {pending.metric} ({found['state']}: {why}): the trials run "
-                          f"without a target; give --target VALUE", soft_wrap=True)
-        return replace(plan, target=None), meta
+        why = found["error"] or f"{len(found['curve'])} evaluation{'s' if len(found['curve']) != 1 else ''} " \
+                                f"at K = {pending.eval_every_samples:,} samples, none finite"
+        raise ConfigError(f"the baseline's reference run ({reference.describe()}) read no {pending.metric} "
+                          f"({found['state']}: {why}), so no target can be set and no trial's time to target "
+                          f"read: give --target VALUE, a longer budget, a smaller --eval-every-samples, or a "
+                          f"cheaper evaluation")
     derived = derived.model_copy(update={"reference_budget": reference})
-    plan = replace(plan, target=derived)
-    meta = meta.model_copy(update={"target": derived.model_dump()})
-    plan.folder.write_meta(meta)
     if console is not None:
         console.print(f"target: {derived.describe()} (the mean of the baseline's last {len(derived.evaluations or [])}"
                       f" evaluations after {reference.describe()} of training, a third of the trials' budget)",
                       soft_wrap=True)
-    return plan, meta
+    return replace(plan, target=derived)
 
 
 def baseline_curve(cfg_json: str, cache_dir: str, score_reserve_s: float | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tuner.study.record import (
 )
 from tuner.study.target import (
     CurvePoint, NOT_REACHED, SMOOTH_EVALS, curve_points, default_eval_every, derive_target, first_reached, past_cap,
-    reference_budget, target_metrics,
+    reference_budget, target_metrics, eval_step,
 )
 
 __all__ = [
@@ -36,5 +36,5 @@ __all__ = [
     "metric",
     "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_parity", "reference_budget",
     "state_hex",
-    "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions",
+    "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions", "eval_step",
 ]

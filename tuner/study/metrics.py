@@ -157,7 +157,7 @@ METRICS: tuple[Metric, ...] = (
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 TARGET_COLUMNS = ("time_to_target", "samples_to_target")  # a study's tables show them when it has a target
 # Figures a run that did not reach the target lacks by meaning (not reached), not because it failed to measure:
-# confirmed over the trial and its re-runs with the not-reached runs counted (tuner.analysis.stats.confirmed).
+# confirmed over the re-runs with the not-reached runs counted (tuner.analysis.stats.confirmed).
 TO_TARGET: tuple[str, ...] = (*TARGET_COLUMNS, "estimated_time_to_target")
 OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.key for m in METRICS if m.direction is not None)
 

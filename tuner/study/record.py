@@ -147,17 +147,24 @@ class ConfirmedFigure(BaseModel):
     # prediction interval (wider than the mean's by sqrt(1 + n)); drift between sessions is not in it.
     rerun_low: float | None = None
     rerun_high: float | None = None
-    # A to-target figure (tuner.study.TO_TARGET): the runs counted, the trial and its re-runs, reached or not;
+    # A to-target figure (tuner.study.TO_TARGET): the runs counted, the re-runs, reached or not;
     # `values` holds those that reached the target, the other runs did not, and low/high are the interval over
     # them (tuner.analysis.time_to_target, as the export's header). None: every re-run is one of `values`.
     runs: int | None = None
     # A to-target figure whose not-reached runs are counted at the target's cap: the centre is a lower bound
     # (the views say `at least`).
     at_least: bool = False
+    censored: float | None = None  # a to-target figure: what each not-reached run counts at (None: left out)
+    step: float | None = None  # a to-target figure: one evaluation step (seconds or samples) its runs were read at
 
     @property
     def not_reached(self) -> int:
         return (self.runs - len(self.values)) if self.runs is not None else 0
+
+    def counted(self) -> list[float]:
+        """The values the centre is read from: a to-target figure's not-reached runs at what they count as (the
+        verdict compares these, as the export's header does: issue 51), else `values`."""
+        return [*self.values, *[self.censored] * self.not_reached] if self.censored is not None else self.values
 
 
 class Confirmed(BaseModel):

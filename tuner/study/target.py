@@ -81,19 +81,51 @@ def first_reached(curve: list[CurvePoint], target: Target) -> CurvePoint | None:
     return next((p for p in curve if target.met(p.quality)), None)
 
 
+def crossing(curve: list[CurvePoint], target: Target) -> CurvePoint | None:
+    """Where the curve crosses the target (issue 51: a stated resolution): read between the evaluation before the
+    first one that meets it and that one, linearly in quality, so a config that meets it just after an evaluation
+    is not rounded up a whole evaluation step and one that meets it just before is not rounded down. The first
+    evaluation, or one after a missing reading, has no bracket and reads as it is (an upper bound). None: not
+    reached."""
+    hit = first_reached(curve, target)
+    if hit is None:
+        return None
+    i = curve.index(hit)
+    before = curve[i - 1] if i > 0 else None
+    if before is None or before.quality is None or not math.isfinite(before.quality) or hit.quality is None \
+            or target.value is None or before.quality == hit.quality:
+        return hit
+    frac = min(1.0, max(0.0, (before.quality - target.value) / (before.quality - hit.quality)))
+    return CurvePoint(round(before.samples + frac * (hit.samples - before.samples)),
+                      before.seconds + frac * (hit.seconds - before.seconds), hit.quality)
+
+
 def target_metrics(curve: list[CurvePoint], target: Target, eval_seconds: float,
                    throughput: float | None = None) -> dict[str, float | int | None]:
-    """time_to_target, samples_to_target (None: not reached), target_eval_seconds (the evaluations' wall time,
-    up to the first passing one, or all of them) and estimated_time_to_target: samples_to_target / `throughput`
-    (the median samples/s of the trial's timed windows). A median window moves less with a shared machine's load
-    than the wall clock from the start to one evaluation does, so the estimate compares configs read at different
-    moments more fairly (None: not reached, or no throughput measured)."""
-    hit = first_reached(curve, target)
+    """time_to_target, samples_to_target (None: not reached; read at the crossing between the two evaluations
+    around it), target_eval_seconds (the evaluations' wall time, up to the first passing one, or all of them) and
+    estimated_time_to_target: samples_to_target / `throughput` (the median samples/s of the trial's timed
+    windows). A median window moves less with a shared machine's load than the wall clock from the start to one
+    evaluation does, so the estimate compares configs read at different moments more fairly (None: not reached,
+    or no throughput measured)."""
+    hit = crossing(curve, target)
     speed = throughput if throughput is not None and math.isfinite(throughput) and throughput > 0 else None
     return {"time_to_target": hit.seconds if hit is not None else None,
             "samples_to_target": hit.samples if hit is not None else None,
             "target_eval_seconds": eval_seconds,
             "estimated_time_to_target": hit.samples / speed if hit is not None and speed is not None else None}
+
+
+def eval_step(curves: list[list[list[Any]]], key: str) -> float | None:
+    """One evaluation step of these runs' quality curves: the median training seconds (key time_to_target) or
+    samples (samples_to_target) between two evaluations; the resolution a time to target is read at (None: no
+    two evaluations)."""
+    import statistics
+
+    col = 0 if key == "samples_to_target" else 1
+    gaps = [float(b[col]) - float(a[col]) for c in curves for a, b in zip(c, c[1:])
+            if a[col] is not None and b[col] is not None and float(b[col]) > float(a[col])]
+    return statistics.median(gaps) if gaps else None
 
 
 def derive_target(curve: list[CurvePoint], pending: Target) -> Target | None:

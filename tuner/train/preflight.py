@@ -45,6 +45,9 @@ class WorkloadCheck:
     step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
     step_samples: int | None = None  # samples of one of those steps
     score_seconds: float | None = None  # a full scoring's wall time, estimated from the check's (None: no evaluate)
+    # A time-to-target evaluation's wall time: the whole split's, or its share for the subset the workload's
+    # target_eval_samples asks for (issue 51: K is chosen from what the evaluations during training cost)
+    target_score_seconds: float | None = None
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
     # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
     # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
@@ -124,6 +127,16 @@ def _score_timed(workload: Workload, models: dict[str, Any], val_set: Any, devic
     seconds = clock() - start
     full = max(1, math.ceil(len(val_set) / workload.eval_batch_size))
     return metrics, seconds * full / min(full, PREFLIGHT_VAL_BATCHES)
+
+
+def _subset_share(workload: Workload, val_set: Any, score_s: float | None) -> float | None:
+    """A time-to-target evaluation's seconds: `score_s` (the whole split's) scaled to the batches of the subset
+    the workload's target_eval_samples asks for (tuner.train.trial.target_subset)."""
+    n = workload.target_eval_samples
+    if score_s is None or n is None or n >= len(val_set):
+        return score_s
+    full = max(1, math.ceil(len(val_set) / workload.eval_batch_size))
+    return score_s * math.ceil(n / workload.eval_batch_size) / full
 
 
 def budget_need(measure: Measure, step_s: float) -> float:
@@ -268,7 +281,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
                                 f"{_short(value)} ({type(value).__name__}), not a number; return a float")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
+                         info=dict(workload.info), step_seconds=step_s, score_seconds=score_s,
+                         target_score_seconds=_subset_share(workload, val_set, score_s), own=own_params(workload),
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
                          heavy=heavy, batch_statistics=batch_stats)
 

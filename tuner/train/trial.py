@@ -173,6 +173,19 @@ def val_batches(workload: Workload, val_set: Any, device: Device, limit: int | N
         yield to_device(batch, device.torch_device)
 
 
+def target_subset(workload: Workload, val_set: Any) -> Any:
+    """What the time-to-target evaluations score (issue 51): a fixed, seeded subset of the validation split,
+    workload.target_eval_samples of it, the same for every trial; the whole split without one (or when it asks
+    for as many or more)."""
+    n = workload.target_eval_samples
+    if n is None or n >= len(val_set):
+        return val_set
+    from torch.utils.data import Subset
+
+    picked = torch.randperm(len(val_set), generator=torch.Generator().manual_seed(0))[:n]
+    return Subset(val_set, sorted(int(i) for i in picked))
+
+
 def score(workload: Workload, models: dict[str, nn.Module], val_set: Any, device: Device,
           limit: int | None = None) -> dict[str, Any]:
     """evaluate() in eval mode, as {metric: number or text}; quality_seconds is its wall time unless it says."""
@@ -311,7 +324,8 @@ class _Rungs:
         value: float | None = None
         workload = self.training.workload
         if rank == 0 and workload.evaluate is not None:
-            quality = score(workload, self.training.models, self.training.val_set, run.device)
+            quality = score(workload, self.training.models, target_subset(workload, self.training.val_set),
+                            run.device)  # a subset where the workload asks (issue 51); its end scores the whole
             quality.pop("sample_grid", None)
             self.last_quality = quality
             v = quality.get(target.metric)
@@ -493,7 +507,7 @@ class _Run:
             res.state, res.error = "diverged", "non-finite training loss"
             return
         reached_at_end = rungs is not None and rungs.reached and rungs.last_quality is not None \
-            and rungs.curve[-1].samples == loop.samples * world
+            and rungs.curve[-1].samples == loop.samples * world and workload.target_eval_samples is None
         if rank == 0 and cfg.quality.enabled and workload.evaluate is not None:
             # stopped at the target: the evaluation that met it is the trial's quality (no second scoring)
             quality = dict(rungs.last_quality) if reached_at_end else score(workload, self.models, val_set, device)

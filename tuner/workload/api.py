@@ -122,6 +122,10 @@ class Workload:
         `<unit>/s` is reported beside samples/s.
     collate: optional `collate_fn` for the training and validation DataLoaders.
     eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
+    target_eval_samples: optional, for a study with a target: its evaluations during training (every K samples,
+        the time to target's) score a fixed, seeded subset of this many validation samples, the same for every
+        trial, as nanoGPT's estimate_loss(eval_iters) does; the trial's quality at the end is the whole split's.
+        The pre-flight chooses K from the subset's cost. None (default): every evaluation scores the whole split.
     name: shown in reports (default: the import path).
     """
 
@@ -134,6 +138,7 @@ class Workload:
     optimizer: OptimizerFactory | None = None
     collate: Callable[[list[Any]], Any] | None = None
     eval_batch_size: int = 256
+    target_eval_samples: int | None = None
     name: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)  # free text for reports (e.g. the model's size)
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
@@ -178,6 +183,10 @@ class Workload:
             raise TypeError("Workload.evaluate must be callable (models, val_batches) -> {metric: value}")
         if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
             raise TypeError("Workload.eval_batch_size must be a positive int")
+        if self.target_eval_samples is not None and (isinstance(self.target_eval_samples, bool) or not isinstance(
+                self.target_eval_samples, int) or self.target_eval_samples < 1):
+            raise TypeError("Workload.target_eval_samples must be a positive int: the validation samples the "
+                            "time-to-target evaluations score (or None: the whole split)")
         object.__setattr__(self, "phases", tuple(self.phases))
         object.__setattr__(self, "hyperparameters", _check_hyperparameters(self.hyperparameters, "Workload"))
         if self.optimizer is not None and not callable(self.optimizer):
