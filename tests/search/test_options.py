@@ -48,3 +48,18 @@ def test_a_spaces_relative_workload_is_read_from_the_spaces_folder_and_the_comma
     here = write(tmp_path / "elsewhere", GOOD, "here.py")
     plan = plan_search(SearchOptions(space="../project/spaces/s.yaml", workload="here.py:make", reports_dir=Path("r")))
     assert plan.workload.file == str(here.resolve())
+
+
+def test_a_study_with_a_target_confirms_with_three_re_runs_by_default(tmp_path):
+    """Issue 51: a confirmed time to target stands on its re-runs alone (the search's selected reading is left
+    out), and two gave its interval one degree of freedom (0.34-204 s in the docs' example): three by default where
+    the study has a target; --repeats still decides, and a study without a target keeps two."""
+    from tuner.search import SearchOptions
+    from tuner.search._options import plan_search
+
+    def repeats(**kw):
+        return plan_search(SearchOptions(space="amp_loader", study="r", reports_dir=tmp_path, **kw)).confirm_repeats
+
+    assert repeats() == 2
+    assert repeats(target=100.0) == 3
+    assert repeats(target=100.0, repeats=2) == 2

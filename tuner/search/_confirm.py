@@ -28,6 +28,8 @@ from tuner.analysis import Study, knee_distances, measured, pareto_ranks
 # (K=2 made 6, about half of the search's training again). Larger studies or K, R given on the command line
 # confirm more of the front.
 DEFAULT_TRIALS = 1  # K: front trials confirmed (the knee; plus the baseline)
+DEFAULT_TARGET_REPEATS = 3  # R where the study has a target: a confirmed time to target stands on its re-runs
+# alone (the search's reading was selected), and 2 gave its interval one degree of freedom (0.34-204 s); 3 give two
 DEFAULT_REPEATS = 2  # R: re-runs of each
 # When the confirmed figures move the knee to a trial that was never re-run, that trial is confirmed too, and so
 # on: at most this many trials beyond the K planned ones (K + 3 knees). Past the bound the export takes the best
@@ -212,6 +214,6 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
             for run in runs]
 
 
-__all__ = ["DEFAULT_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
+__all__ = ["DEFAULT_REPEATS", "DEFAULT_TARGET_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
            "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded",
            "rerun_configs", "rerun_seed", "schedule", "trial_seed"]

@@ -17,7 +17,7 @@ from tuner.config import Budget, Quality, Target, budget_from_options
 from tuner.errors import ConfigError, StudyError
 from tuner.knobs import heavy_knobs, hyperparameter_knobs, knob
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
-from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TRIALS
+from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TARGET_REPEATS, DEFAULT_TRIALS
 from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
 from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, check_target_evaluations, plan_target, study_target
@@ -185,8 +185,9 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         budget=budget, trials=opts.trials or (MAX_TRIALS if opts.study_seconds else space.defaults.trials),
         kept_trials=space.defaults.trials if opts.study_seconds and not opts.trials else None,
         sampler=opts.sampler or "tpe", seed=opts.seed if opts.seed is not None else 0, resume=False, options=opts,
-        confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS), confirm_repeats=_pick(opts.repeats, None,
-                                                                                         DEFAULT_REPEATS),
+        confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS),
+        confirm_repeats=_pick(opts.repeats, None, DEFAULT_TARGET_REPEATS if opts.target is not None or
+                              space.target is not None else DEFAULT_REPEATS),
         scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget, margin=opts.race_margin,
                                  target=opts.target is not None or space.target is not None),
     )
