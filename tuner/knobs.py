@@ -53,6 +53,9 @@ class Knob:
     # The environment variable the knob is applied through, before torch loads (libgomp reads it once): a value
     # other than `default` is set in a trial's process, and probed in fresh processes, never in a loaded one.
     env: str | None = None
+    # The sampling context's name its None default stands for in a space (torch's default thread count is the
+    # trial's CPUs): the baseline trial takes that value, not a draw.
+    default_from: str | None = None
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -148,7 +151,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     # depend on the machine and on what else runs on it (a spinning wait took 44x longer beside other work, a
     # passive one 1.4-1.7x longer on a quiet CPU), so a CPU study probes them rather than setting either.
     Knob("threads", "speed", CEILINGS, _threads, probe="compute", what="torch's CPU compute threads",
-         counts=("peak",)),
+         counts=("peak",), default_from="cpus"),
     Knob("omp_wait_policy", "speed", CEILINGS, _wait_policy, probe="compute", env="OMP_WAIT_POLICY",
          what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
               "(spin); set before torch loads", counts=("peak",)),

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.config import Budget, Params, TrialConfig, parse_config
 from tuner.errors import ConfigError
-from tuner.knobs import heavy_knobs
+from tuner.knobs import KNOBS, heavy_knobs
 from tuner.space._expr import describe_resources, is_expression, parse_expr
 from tuner.study import Objective, QUALITY
 
@@ -536,6 +536,8 @@ class Space(_Strict):
             value = getattr(defaults, name)
             if value is None:
                 value = own.get(name)
+            if value is None and name in KNOBS and KNOBS[name].default_from:  # torch's threads: the trial's CPUs
+                value = context.get(str(KNOBS[name].default_from))
             if spec.contains(value):
                 point[name] = value
         from tuner.space._batch import baseline_split, splits
