@@ -75,7 +75,7 @@ class SearchOptions:
     busy: str = "note"
     busy_wait_seconds: float = 120.0
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
-    eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: 25 steps)
+    eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: from the pace)
     race_margin: float | None = None  # --scheduler race's factor over the best time to target (default 1.5)
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
 
