@@ -250,7 +250,8 @@ class TrialConfig(_Strict):
                                        "ran under, so a re-run reads what the trial read")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
     target: Target | None = Field(None, description="train until this quality, evaluating every K samples, and "
-                                  "report the time to it (issue 34); None: train the whole budget")
+                                  "report the time to it (an export of a study with a target carries it); none: "
+                                  "train the whole budget")
 
     @field_validator("env", mode="before")
     @classmethod
