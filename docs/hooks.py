@@ -4,7 +4,10 @@ A page asks for a generated block with a marker line:
 - `<!-- generated: cli -->`: every `tuner` command, its usage and its options, read from the typer app itself;
 - `<!-- generated: benchmarks -->`: the benchmark table, from the results files under benchmarks/results/
   (`benchmarks.table.render_markdown`);
-- `<!-- generated: knobs -->`: the knob table (`tuner.knobs.readme_table`), the same one the README shows.
+- `<!-- generated: knobs -->`: the knob table (`tuner.knobs.readme_table`), the same one the README shows;
+- `<!-- generated: metrics -->`: the metrics a trial records (`tuner.study.metrics.METRICS`);
+- `<!-- generated: config-KEY -->`: the keys of a config file's part (`top`, `params`, `budget`, `measure`,
+  `quality`, `target`), read from the pydantic models of `tuner.config` with their defaults and bounds.
 """
 
 from __future__ import annotations
@@ -78,7 +81,75 @@ def knob_table() -> str:
     return readme_table()
 
 
-GENERATORS = {"cli": cli_reference, "benchmarks": benchmark_table, "knobs": knob_table}
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def metrics_table() -> str:
+    """Every metric a trial can record, its column heading in `tuner report` and what it is."""
+    from tuner.study.metrics import METRICS
+
+    rows = [f"| `{m.key}` | {_cell(m.label)} | {_cell(m.help)} |" for m in METRICS]
+    return "\n".join(["| key | column | what it is |", "| --- | --- | --- |", *rows]) + "\n"
+
+
+def _default(field) -> str:  # noqa: ANN001 - a pydantic FieldInfo
+    from pydantic import BaseModel
+
+    value = field.default_factory() if field.default_factory is not None else field.default
+    if isinstance(value, BaseModel):
+        dumped = value.model_dump(exclude_none=True)
+        return "see below" if len(dumped) > 2 else "`{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}"
+                                                                   for k, v in dumped.items()) + "}`"
+    if value == "":
+        return '`""`'
+    if value is None or value == {}:
+        return "none" if value is None else "`{}`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if value.__class__.__name__ == "PydanticUndefinedType":
+        return "required"
+    return f"`{value}`"
+
+
+def _allowed(field) -> str:  # noqa: ANN001 - a pydantic FieldInfo
+    import typing
+
+    import annotated_types as at
+
+    parts = []
+    args = (field.annotation,) if typing.get_origin(field.annotation) is typing.Literal else \
+        typing.get_args(field.annotation)  # a Literal, or an Optional one
+    choices = [a for arg in args if typing.get_origin(arg) is typing.Literal for a in typing.get_args(arg)]
+    if choices:
+        parts.append(", ".join(f"`{c}`" for c in choices))
+    for m in field.metadata:
+        for cls, attr, op in ((at.Ge, "ge", ">="), (at.Gt, "gt", ">"), (at.Le, "le", "<="), (at.Lt, "lt", "<")):
+            if isinstance(m, cls):
+                bound = getattr(m, attr)
+                parts.append(f"{op} {bound:g}" if isinstance(bound, float) or bound >= 10**6 else f"{op} {bound}")
+    return ", ".join(parts)
+
+
+CONFIG_PARTS = {"top": "TrialConfig", "params": "Params", "budget": "Budget", "measure": "Measure",
+                "quality": "Quality", "target": "Target"}
+
+
+def config_table(part: str) -> str:
+    """One part of a config file: each key, its default, what it admits and what it is, from `tuner.config`."""
+    import tuner.config as config
+
+    model = getattr(config, CONFIG_PARTS[part])
+    rows = []
+    for name, field in model.model_fields.items():
+        what = _cell(field.description or "")
+        allowed = _allowed(field)
+        rows.append(f"| `{name}` | {_default(field)} | {allowed} | {what} |")
+    return "\n".join(["| key | default | allowed | what it is |", "| --- | --- | --- | --- |", *rows]) + "\n"
+
+
+GENERATORS = {"cli": cli_reference, "benchmarks": benchmark_table, "knobs": knob_table, "metrics": metrics_table,
+              **{f"config-{part}": (lambda part=part: config_table(part)) for part in CONFIG_PARTS}}
 
 
 def expand(markdown: str) -> str:

@@ -30,11 +30,12 @@ class Params(_Strict):
 
     batch_size: int = Field(64, ge=1, le=65536, description="micro-batch size per step")
     accumulation_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
-    num_workers: int = Field(0, ge=0, le=128)
+    num_workers: int = Field(0, ge=0, le=128, description="DataLoader worker processes (0: load in the training "
+                             "process)")
     prefetch_factor: int | None = Field(None, ge=1, le=64, description="only with num_workers > 0")
     pin_memory: bool = Field(False, description="only with CUDA")
     persistent_workers: bool = Field(False, description="only with num_workers > 0")
-    precision: Precision = "fp32"
+    precision: Precision = Field("fp32", description="autocast dtype (GradScaler for fp16); the device must support it")
     tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
     channels_last: bool = Field(False, description="the models and 4-D inputs in channels_last memory format")
     cudnn_benchmark: bool = Field(False, description="torch.backends.cudnn.benchmark (CUDA only)")
@@ -51,8 +52,8 @@ class Params(_Strict):
                                         "before torch loads (default: the environment as the user has it)")
     compile: CompileMode = Field("off", description="torch.compile(model, mode=...) on each of the workload's "
                                  "models; reduce-overhead and max-autotune only with CUDA")
-    seed: int = Field(0, ge=0)
-    device: DeviceKind = "auto"
+    seed: int = Field(0, ge=0, description="the same initial weights for every knob")
+    device: DeviceKind = Field("auto", description="auto: CUDA when there is one")
 
     @field_validator("compile", mode="before")
     @classmethod
@@ -94,8 +95,10 @@ class Budget(_Strict):
     """How long a trial trains: by wall seconds or by training samples, exactly one."""
 
     # Finite only: an infinite budget never ends, and a NaN one compares false with everything.
-    seconds: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    samples: int | None = Field(None, gt=0, le=MAX_SAMPLES)
+    seconds: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                  description="wall seconds of training")
+    samples: int | None = Field(None, gt=0, le=MAX_SAMPLES,
+                                description="training samples (the same work on any machine)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Budget":
@@ -155,8 +158,8 @@ class Measure(_Strict):
 class Quality(_Strict):
     """How the trained model is scored. FID settings must be equal across the trials of a study."""
 
-    enabled: bool = True
-    fid_features: FidFeatures = "classifier"
+    enabled: bool = Field(True, description="false: throughput only (the `loader` space turns it off)")
+    fid_features: FidFeatures = Field("classifier", description="the FID's feature extractor")
     fid_weights: Path | None = Field(None, description="Inception weights file for fid_features=inception")
     fid_samples: int = Field(1000, ge=16, le=100000, description="generated images per FID (same N in a study)")
     fid_seed: int = Field(1234, ge=0, description="latent seed of the generated images")
@@ -192,14 +195,15 @@ class Target(_Strict):
     so batch sizes compare at equal samples. `source` says how the value was set (--target, the space, ...)."""
 
     metric: str = Field(min_length=1, description="the study's quality metric, as the workload's evaluate() names it")
-    direction: Literal["minimize", "maximize"] = "minimize"
+    direction: Literal["minimize", "maximize"] = Field("minimize", description="the metric's better side")
     value: float | None = Field(None, allow_inf_nan=False, description="reached at the first evaluation at or past it; "
                                 "None: to be set from the baseline's evaluations (source 'baseline'), which then "
                                 "trains its whole budget")
     eval_every_samples: int = Field(ge=1, le=10**15, description="training samples between two evaluations")
     source: str = Field("", description="how the value was set: '--target', 'space', '--until-target', 'baseline'")
     # A derived target (source 'baseline'): the baseline's evaluations it came from, [samples, seconds, quality].
-    evaluations: list[list[float | None]] | None = None
+    evaluations: list[list[float | None]] | None = Field(None, description="a target the baseline set: its last "
+                                                         "3 evaluations, [samples, seconds, quality]")
     cap_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="training seconds after which "
                                       "a trial that has not met the target ends 'not reached' (3x the baseline's "
                                       "time to target); None: its budget")
@@ -232,10 +236,11 @@ class TrialConfig(_Strict):
     workload: str = Field("gan", min_length=1, description="gan, cnn, package.module:make or path/to/file.py:make")
     workload_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
     dataset: str | None = Field(None, description="passed to the workload factory as dataset= when set")
-    budget: Budget = Field(default_factory=lambda: Budget(seconds=20))
-    params: Params = Field(default_factory=Params)
-    measure: Measure = Field(default_factory=Measure)
-    quality: Quality = Field(default_factory=Quality)
+    budget: Budget = Field(default_factory=lambda: Budget(seconds=20), description="how long the run trains: "
+                           "exactly one of seconds or samples")
+    params: Params = Field(default_factory=Params, description="the knobs")
+    measure: Measure = Field(default_factory=Measure, description="how throughput is measured")
+    quality: Quality = Field(default_factory=Quality, description="how the trained model is scored")
     gpus: int = Field(1, ge=0, le=1024, description="GPUs for this trial; > 1 runs DDP through Ray Train")
     setup_timeout_s: float = Field(300.0, gt=0, le=86400, description="at most this long for each of the "
                                    "workload's factory and its datasets() (the budget covers only training)")
@@ -245,7 +250,8 @@ class TrialConfig(_Strict):
                                        "ran under, so a re-run reads what the trial read")
     provenance: dict[str, Any] | None = Field(None, description="written by `tuner export`; ignored by training")
     target: Target | None = Field(None, description="train until this quality, evaluating every K samples, and "
-                                  "report the time to it (issue 34); None: train the whole budget")
+                                  "report the time to it (an export of a study with a target carries it); none: "
+                                  "train the whole budget")
 
     @field_validator("env", mode="before")
     @classmethod

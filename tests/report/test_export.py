@@ -85,6 +85,18 @@ def test_the_header_runs_and_re_measures_from_anywhere(make_study, tmp_path, mon
     assert f"# Run it:      tuner train --config {reports / 'gan-demo' / 'best.yaml'}\n" in text
 
 
+def test_the_re_measure_hint_rewrites_the_file_it_was_written_to(make_study, tmp_path):
+    """An export written with `--trial 4 --out rival.yaml` hinted a re-measure without --out, which would have
+    overwritten best.yaml (the pick's export) instead of rival.yaml; the default file's hint needs none."""
+    s = open_study(make_study(), "gan-demo")
+    rival = tmp_path / "rival.yaml"
+    text = write_export(s, build_export(s, trial=4), out=rival).read_text()
+    hint = next(line for line in text.splitlines() if line.startswith("# Re-measure:"))
+    assert hint.endswith(f" --out {rival.resolve()}") and "--trial 4 --verify" in hint
+    default = write_export(s, build_export(s, trial=4)).read_text()
+    assert "--out" not in next(line for line in default.splitlines() if line.startswith("# Re-measure:"))
+
+
 def test_a_named_trial_exports_with_the_provenance_of_a_pick(make_study):
     """build_export(trial=N): that trial's config, its provenance and header as a pick's, compared with the
     baseline like the pick is; a trial that did not complete is one line (StudyError)."""

@@ -308,7 +308,7 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),
         f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",
         f"# Re-measure:  tuner export {shlex.quote(study.name)} {exp.command_args} --verify "
-        f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}",
+        f"--reports-dir {shlex.quote(str(study.dir.parent.resolve()))}{_out_args(study, path)}",
         "# Without tuner: provenance.pytorch holds the same settings as DataLoader / autocast / GradScaler /",
         "# optimizer / memory-format / cuDNN arguments, and each knob as one line of code (provenance.pytorch.lines).",
         *_lr_lines(study, exp),
@@ -316,6 +316,15 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         "# Training ignores the provenance block.",
         "",
     ])
+
+
+def _out_args(study: Study, path: Path) -> str:
+    """` --out PATH` where the export was written elsewhere than its default, so the re-measure hint rewrites this
+    file and not best.yaml (an export written with `--trial 4 --out rival.yaml` would else overwrite the pick's)."""
+    path = Path(path).resolve()
+    if path == (study.dir / ("best.json" if path.suffix == ".json" else "best.yaml")).resolve():
+        return ""
+    return f" --out {shlex.quote(str(path))}"
 
 
 def _target_lines(study: Study, rec: TrialRecord) -> list[str]:

@@ -39,8 +39,46 @@ BUSY_CHOICES = ("note", "wait", "refuse")
 
 @dataclass
 class SearchOptions:
-    """What `tuner search` accepts. None means "not given": the space's defaults (or the saved study's, on
-    --resume) apply."""
+    """What `tuner search` accepts, one field per option (`budget_seconds` is `--budget-seconds`; `tuner search
+    --help` says each in full). None means "not given": the space's defaults (or the saved study's, on --resume)
+    apply.
+
+    Attributes:
+        space: a bundled space's name (`amp_loader`) or a space file's path; needed unless `resume` with `study`.
+        study: the study's name, its folder under `reports_dir` (default: the space's name).
+        trials: how many trials, the baseline (trial 0) included.
+        workload: `gan`, `cnn`, `package.module:make` or `path/to/file.py:make` (default: the space's).
+        dataset: the workload's dataset (`digits`, `folder:DIR`, ...).
+        workload_options: keyword arguments of the workload's factory (`--option KEY=VALUE`).
+        budget_seconds: each trial's training budget in seconds (at most one of this and `budget_samples`).
+        budget_samples: each trial's training budget in samples.
+        sampler: `tpe`, `nsga2` or `random`.
+        seed: the sampler's seed.
+        concurrency: trials run at once.
+        cpus_per_trial: CPUs each trial gets.
+        gpus_per_trial: GPUs each trial gets.
+        storage: an Optuna storage URL (PostgreSQL); default: SQLite in the study folder.
+        address: a Ray cluster's address.
+        reports_dir: where study folders live.
+        resume: continue the study `study` names.
+        verbose: show Ray's own output.
+        confirm: K, the front trials re-run after the search (0: no confirmation).
+        repeats: R, the re-runs of each confirmed trial and of the baseline.
+        probe: decide speed-only knobs by probes before the trials.
+        parity_seconds: the numerics parity check's time, at most (0: none).
+        startup_trials: random trials before TPE models the results.
+        wall_limit_s: a fixed per-trial wall-time cap (default: from the budget).
+        scheduler: `fifo`, `asha` or `race`.
+        min_budget: asha's first rung, in the budget's unit.
+        eta: asha keeps 1/eta of the trials at each rung.
+        study_seconds: this call's wall-time allowance for the whole study.
+        busy: a busy machine: `note` it, `wait` for a quiet one, or `refuse` to start.
+        busy_wait_seconds: the longest `busy="wait"` waits each time.
+        target: time to this quality, or `"baseline"`.
+        eval_every_samples: with a target, the samples between evaluations (default: from the measured pace).
+        race_margin: the race's factor over the best time to target so far (default 1.5).
+        objectives: the study's objectives (`--objective`), over the space's.
+    """
 
     space: str | None = None
     study: str | None = None
@@ -75,7 +113,7 @@ class SearchOptions:
     busy: str = "note"
     busy_wait_seconds: float = 120.0
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
-    eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: 25 steps)
+    eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: from the pace)
     race_margin: float | None = None  # --scheduler race's factor over the best time to target (default 1.5)
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
 
@@ -141,7 +179,18 @@ class SearchPlan:
 
 
 def plan_search(opts: SearchOptions) -> SearchPlan:
-    """Validate everything that can be validated without Ray or side effects."""
+    """Validate everything that can be validated without Ray or side effects.
+
+    Args:
+        opts: what `tuner search` was given.
+
+    Returns:
+        The resolved plan: the space, workload, budget, objectives and study folder the search would use.
+
+    Raises:
+        tuner.errors.ConfigError: an option, the space or the workload is not usable (the message is one line).
+        tuner.errors.StudyError: the study exists and `resume` was not given, or cannot be resumed as asked.
+    """
     reports_dir = Path(opts.reports_dir).expanduser().resolve()
     _check_numbers(opts)
     if opts.sampler is not None and opts.sampler not in SAMPLERS:

@@ -57,6 +57,20 @@ from tuner.analysis import Study, Verdict, read_records
 
 @dataclass
 class SearchSummary:
+    """What `run_search` returns: the study as it stands, and what this call did.
+
+    Attributes:
+        study: the study (its records, objectives, front), as read back from its folder.
+        ran: trials recorded by this call.
+        total: trials asked for (with `study_seconds` and no count: what ran).
+        seconds: this call's wall time.
+        interrupted: a signal stopped it; `exit_code` is 128 + the signal.
+        warnings: what the search warned about (also printed on `console`).
+        notes: the study's `note:` lines (the effective batch kept, the budget sized, ...).
+        exit_code: the exit status `tuner search` gives an interrupted search.
+        as_many_as_fit: `study_seconds` without a trial count.
+    """
+
     study: Study  # the study as it stands at the end of the call
     ran: int  # trials recorded by this call
     total: int  # trials asked for
@@ -182,11 +196,41 @@ def _now() -> str:
 
 
 def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> SearchSummary:
-    """Plan, check resources, create or reconcile the study, run the trials, and summarize.
+    """Run a study as `tuner search` does: plan, check resources, create or resume the study, probe, run the
+    trials, confirm the pick, and summarize.
 
-    `console` (a rich Console) gets the warnings and `view(console, trials, done, objectives, params)` builds the
-    live view on it (the CLI's tuner.cli.progress.SearchView); None runs silently. The study's lock
-    (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search._stop)."""
+    The study's lock is held throughout, so a second search of the same study is refused; SIGINT and SIGTERM stop
+    it the same way (`interrupted` in the summary, the finished trials kept for `resume`). Everything the study
+    produces is in `summary.study_dir` (see Files a study writes).
+
+    Args:
+        opts: the search's options, as `tuner search` takes them.
+        console: a rich Console that gets the warnings and notes; None runs silently.
+        view: with `console`, `view(console, trials, done, objectives, params)` builds the live view on it (the
+            CLI's tuner.cli.progress.SearchView); None shows none.
+
+    Returns:
+        The study as it stands at the end of the call, with what this call ran and the verdict on the pick.
+
+    Raises:
+        tuner.errors.UserError: bad input (an option, the space, the workload, a study that exists), found
+            before anything is written; its subclasses map to `tuner`'s exit statuses.
+        tuner.errors.Interrupted: interrupted before the study started (nothing was kept).
+
+    Example:
+        ```python
+        from pathlib import Path
+
+        from tuner.search import SearchOptions, run_search
+
+        summary = run_search(SearchOptions(space="amp_loader", trials=4, budget_samples=640, confirm=0,
+                                           reports_dir=Path("reports")))
+        print(summary.complete, "of", summary.total, "trials complete in", round(summary.seconds), "s")
+        verdict = summary.verdict  # None when no trial completed
+        if verdict is not None:
+            print(verdict.text)  # "pick: trial 3 (knee): 1.21x faster than the baseline ..."
+        ```
+    """
     from tuner.study import lock_study
 
     t0 = time.perf_counter()

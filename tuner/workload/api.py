@@ -48,11 +48,16 @@ class Phase:
     """One optimizer of a multi-optimizer step (a GAN's D step, then its G step).
 
     Phases run in order; each runs over all micro-batches of the step, then steps its own optimizer, so a later
-    phase sees the models a former one just updated. `loss(models, batch, shared)` returns that micro-batch's
-    loss. `models` names the models this phase updates: they get its optimizer (and GradScaler), and only their
-    gradients are computed and, under DDP, synchronized; the other models are handed to `loss` as plain modules.
-    `optimizer` and `hyperparameters` override the workload's for this phase (the hyperparameters are merged over
-    the workload's).
+    phase sees the models a former one just updated.
+
+    Attributes:
+        name: the phase's name, shown in reports (`"D"`, `"G"`).
+        loss: `loss(models, batch, shared) -> tensor`, that micro-batch's loss; `shared` is a `tuner.Shared`.
+        models: the names of the models this phase updates: they get its optimizer (and GradScaler), and only their
+            gradients are computed and, under DDP, synchronized; the other models are handed to `loss` as plain
+            modules.
+        optimizer: overrides the workload's optimizer factory for this phase.
+        hyperparameters: merged over the workload's for this phase.
     """
 
     name: str
@@ -97,36 +102,62 @@ def _is_module(obj: Any) -> bool:
 
 @dataclass(frozen=True)
 class Workload:
-    """What to train and how to score it. See README, "Tune your own model".
+    """What to train and how to score it: the one thing you write to tune your own model.
 
-    models: name -> zero-argument factory of a fresh nn.Module (called once per trial, seeded).
-    datasets: zero-argument callable returning (train, validation) map-style datasets.
-    loss: `loss(models, batch) -> tensor` for one micro-batch: the single-optimizer form. Or:
-    phases: a list of `tuner.Phase` for several optimizers (exactly one of loss / phases).
-    evaluate: optional `evaluate(models, val_batches) -> {name: value}`, called after training in eval mode under
-        no_grad; `val_batches` yields the validation split's batches already on the trial's device. Numbers are
-        metrics; strings are kept as information (a `sample_grid` string is a path to an image of samples).
-    quality: `(metric, "min" | "max")`: the evaluate() metric that is the study's quality objective.
-    optimizer: optional factory of the optimizer the workload trains with, called with the `hyperparameters` as
-        keyword arguments: `optimizer(params, **hyperparameters)`, or, when its first parameter is named `models`,
-        `optimizer(models, **hyperparameters)` with the models it updates ({name: nn.Module}; parameter groups
-        as nanoGPT's configure_optimizers builds them). Default: torch.optim.Adam (fused on CUDA).
-    hyperparameters: the optimizer's own settings, e.g. {"lr": 1e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}:
-        the baseline trains with exactly these; params.lr / beta1 / beta2 / lr_scale of a trial override them.
-        Default: torch.optim.Adam's (lr 1e-3, betas (0.9, 0.999)).
-    grad_clip: optional max gradient norm, clipped per phase before its optimizer steps (after unscaling).
-    lr_schedule: optional `lr_schedule(step) -> factor`, the lr multiplier at optimizer step `step` (0-based),
-        as torch's LambdaLR takes it.
-    sample_unit / sample_size: what a sample is worth to the user, e.g. sample_unit="tokens",
-        sample_size=lambda batch: batch[0].numel(): the units in one batch (from shapes; no device reads), so
-        `<unit>/s` is reported beside samples/s.
-    collate: optional `collate_fn` for the training and validation DataLoaders.
-    eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
-    target_eval_samples: optional, for a study with a target: its evaluations during training (every K samples,
-        the time to target's) score a fixed, seeded subset of this many validation samples, the same for every
-        trial, as nanoGPT's estimate_loss(eval_iters) does; the trial's quality at the end is the whole split's.
-        The pre-flight chooses K from the subset's cost. None (default): every evaluation scores the whole split.
-    name: shown in reports (default: the import path).
+    A module-level factory returning one (`path/to/file.py:make`) is what `tuner search --workload` and a config's
+    `workload:` name. A wrong field is a TypeError naming it, raised when the Workload is built.
+
+    Attributes:
+        models: name -> zero-argument factory of a fresh nn.Module (called once per trial, seeded).
+        datasets: zero-argument callable returning (train, validation) map-style datasets.
+        loss: `loss(models, batch) -> tensor` for one micro-batch: the single-optimizer form. Give exactly one of
+            `loss` and `phases`.
+        phases: a list of `tuner.Phase` for several optimizers (a GAN's D and G steps).
+        evaluate: optional `evaluate(models, val_batches) -> {name: value}`, called after training in eval mode
+            under no_grad; `val_batches` yields the validation split's batches already on the trial's device.
+            Numbers are metrics; strings are kept as information (a `sample_grid` string is a path to an image of
+            samples).
+        quality: `(metric, "min" | "max")`: the evaluate() metric that is the study's quality objective.
+        optimizer: optional factory of the optimizer the workload trains with, called with the `hyperparameters`
+            as keyword arguments: `optimizer(params, **hyperparameters)`, or, when its first parameter is named
+            `models`, `optimizer(models, **hyperparameters)` with the models it updates ({name: nn.Module};
+            parameter groups as nanoGPT's configure_optimizers builds them). Default: torch.optim.Adam (fused on
+            CUDA).
+        hyperparameters: the optimizer's own settings, e.g. `{"lr": 1e-3, "betas": (0.9, 0.99)}`: the
+            baseline trains with exactly these; params.lr / beta1 / beta2 / lr_scale of a trial override them.
+            Default: torch.optim.Adam's (lr 1e-3, betas (0.9, 0.999)).
+        grad_clip: optional max gradient norm, clipped per phase before its optimizer steps (after unscaling).
+        lr_schedule: optional `lr_schedule(step) -> factor`, the lr multiplier at optimizer step `step`
+            (0-based), as torch's LambdaLR takes it.
+        sample_unit: what a sample is worth to the user (`"tokens"`), so `<unit>/s` is reported beside
+            samples/s; with `sample_size`.
+        sample_size: `sample_size(batch) -> int`, the units in one batch, e.g. `lambda batch: batch[0].numel()`
+            (from shapes; no device reads).
+        collate: optional `collate_fn` for the training and validation DataLoaders.
+        eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
+        target_eval_samples: optional, for a study with a target: its evaluations during training (every K
+            samples, the time to target's) score a fixed, seeded subset of this many validation samples, the same
+            for every trial, as nanoGPT's estimate_loss(eval_iters) does; the trial's quality at the end is the
+            whole split's. The pre-flight chooses K from the subset's cost. None (default): every evaluation
+            scores the whole split.
+        name: shown in reports (default: the import path).
+        info: free text for reports (e.g. the model's size).
+
+    Example:
+        ```python
+        import tuner
+        from torch import nn
+        from torch.nn import functional as F
+
+        def make(hidden: int = 64) -> tuner.Workload:
+            return tuner.Workload(
+                models={"net": lambda: nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))},
+                datasets=datasets,  # () -> (train, validation)
+                loss=lambda models, batch: F.cross_entropy(models["net"](batch[0]), batch[1]),
+                evaluate=evaluate,  # (models, val_batches) -> {"val_loss": ...}
+                quality=("val_loss", "min"),
+            )
+        ```
     """
 
     models: Mapping[str, Callable[[], Any]]

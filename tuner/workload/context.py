@@ -22,17 +22,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TrialContext:
-    """The running trial, as a workload sees it.
+    """The running trial, as a workload sees it (through `tuner.trial_context()`).
 
-    device: the torch device the models train on.
-    cache_dir: a folder for caches shared by the trials of a study (tuner keeps its dataset and FID caches here).
-    out_dir: this trial's own folder for artifacts (e.g. a sample grid), or None when nothing is kept.
-    seed: the trial's seed (tuner has already seeded torch with it, and with seed + rank after DDP wrapping).
-    rank, world_size: the DDP rank and number of processes (0 and 1 without DDP).
-    params: the trial's knobs (batch size, precision, ...), read-only.
-    quality: the config's quality settings (FID sample count and extractor for the built-in GAN).
-    preflight: True while tuner checks the workload before a run (one evaluate() call on a few validation
-        batches): keep expensive scoring cheap then, the result is only checked for its keys.
+    Attributes:
+        device: the torch device the models train on.
+        cache_dir: a folder for caches shared by the trials of a study (tuner keeps its dataset and FID caches
+            here).
+        out_dir: this trial's own folder for artifacts (e.g. a sample grid), or None when nothing is kept.
+        seed: the trial's seed (tuner has already seeded torch with it, and with seed + rank after DDP wrapping).
+        rank: the DDP rank (0 without DDP).
+        world_size: the number of DDP processes (1 without DDP).
+        params: the trial's knobs (batch size, precision, ...), read-only.
+        quality: the config's quality settings (FID sample count and extractor for the built-in GAN).
+        preflight: True while tuner checks the workload before a run (one evaluate() call on a few validation
+            batches): keep expensive scoring cheap then, the result is only checked for its keys.
+        extra: free-form entries tuner may add; not part of the contract.
     """
 
     device: "torch.device"
@@ -54,7 +58,22 @@ _CURRENT: contextvars.ContextVar[TrialContext | None] = contextvars.ContextVar("
 
 
 def trial_context() -> TrialContext:
-    """The trial the calling code runs in. Raises RuntimeError outside a trial."""
+    """The trial the calling code runs in, for a workload's factory, datasets, loss or evaluate to read.
+
+    Returns:
+        The running trial's `TrialContext`.
+
+    Raises:
+        RuntimeError: outside a trial (tuner sets it while it runs your workload's code).
+
+    Example:
+        ```python
+        def evaluate(models, val_batches):
+            ctx = tuner.trial_context()
+            n = 64 if ctx.preflight else 1000  # the pre-flight only checks the keys: keep it cheap
+            ...
+        ```
+    """
     ctx = _CURRENT.get()
     if ctx is None:
         raise RuntimeError("tuner.trial_context() is only available while tuner runs a trial (inside the workload's "
