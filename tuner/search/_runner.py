@@ -495,7 +495,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
                        driver_host=socket.gethostname(), cpus=int(resources.cpus_per_process),
-                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None)
+                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None,
+                       baseline_trial=None if meta.baseline is None else int(meta.baseline.get("trial", 0)))
     parity = None
     if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the probes (parity.json)
         from tuner.search._parity import plan_parity
