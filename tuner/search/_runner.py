@@ -67,6 +67,14 @@ class SearchSummary:
     # budget sized, ...): information, apart from the warnings; `--format json` lists them as `notes`
     exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
     as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
+    started: float | None = None  # the call's start, epoch seconds: what `shares` counts as this call's
+
+    @property
+    def shares(self) -> Any:
+        """Where this call's wall time went (probes, trials, confirmation, overhead), from the study folder."""
+        from tuner.analysis import wall_shares
+
+        return None if self.started is None else wall_shares(self.study.folder, self.seconds, self.started)
 
     @property
     def name(self) -> str:
@@ -189,7 +197,7 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     (tuner.study.lock) is held throughout; SIGINT and SIGTERM stop it the same way (tuner.search._stop)."""
     from tuner.study import lock_study
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     plan = plan_search(opts)
     # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
     # sample and the user's own speed environment go into study.json (`machine`)
@@ -200,7 +208,9 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
     try:
         # on --resume, with its kept options
-        return _locked_search(plan, plan.options, console, t0, stop, view, machine)
+        summary = _locked_search(plan, plan.options, console, t0, stop, view, machine)
+        summary.started = started
+        return summary
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if lock.lost():
             raise study_gone(plan, lock) from None
