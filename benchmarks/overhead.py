@@ -20,6 +20,12 @@ b) Total overhead of a default `tuner search --space amp_loader`, run as a user 
    CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
    confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the
    remainder: start-up, per-trial set-up, recording). Target (issue 20): 10% or less.
+d) Scale (row 1b): a study of 100 tiny CNN trials (a samples budget of about 0.5 s of training each) at
+   --concurrency 2, run_search in-process after Ray is up, against bare Ray Tune + OptunaSearch at the same
+   concurrency whose trials each sleep the tuner trials' mean work: the span from the first trial's work to the last
+   one's end, tuner / bare. Target: at most 1.3x. The turnover per trial (the span less the work over the
+   concurrency, per trial) of the first and the second half of the trials says whether the cost grows with their
+   number (database, files). Run alone: python -m benchmarks.run --only overhead (rows 1-3 and 1b).
 c) The same study's confirmation phase against its search phase, in wall time, from the timestamps its folder
    records (tuner search's defaults: K=2 front trials and the baseline re-run R=2 times). Target: <= 0.35.
 """
@@ -48,6 +54,9 @@ TARGET_CONFIRM = "ratio <= 0.35"
 MARGIN_S = 0.1
 MAX_FRACTION = 0.10
 MAX_CONFIRM = 0.35  # the confirmation phase may add about a third to the default study
+TARGET_SCALE = "ratio <= 1.3"
+MAX_SCALE = 1.3
+SCALE_CONCURRENCY = 2
 
 
 # --- timestamps from inside the trials (a timed workload and a trivial trainable) ----------------------------
@@ -90,6 +99,17 @@ def trivial_trainable(config: dict[str, Any], times_dir: str) -> None:
     start = time.time()
     value = float(config.get("batch_size", 1))
     _stamp(times_dir, start, time.time())
+    tune.report({"objective_throughput": value, "objective_loss": 1.0 / value})
+
+
+def sleeping_trainable(config: dict[str, Any], times_dir: str, seconds: float) -> None:
+    """The scale row's bare trial: `seconds` of work (a sleep: the tuner trials' mean work), then one report."""
+    from ray import tune
+
+    start = time.time()
+    time.sleep(seconds)
+    _stamp(times_dir, start, time.time())
+    value = float(config.get("batch_size", 1))
     tune.report({"objective_throughput": value, "objective_loss": 1.0 / value})
 
 
@@ -136,8 +156,10 @@ def _space_file(ctx: Context) -> Path:
     return path
 
 
-def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path, times_dir: Path) -> dict:
-    """Ray Tune + OptunaSearch over a trivial function: the floor any Ray-based tuner pays per trial."""
+def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path, times_dir: Path,
+               sleep_s: float | None = None) -> dict:
+    """Ray Tune + OptunaSearch over a trivial function (or one sleeping `sleep_s`): the floor any Ray-based tuner
+    pays per trial."""
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
@@ -146,8 +168,9 @@ def bare_study(n: int, cpus: float, gpus: float, concurrency: int, storage: Path
     times_dir.mkdir(parents=True, exist_ok=True)
     searcher = OptunaSearch(space=bare_space, metric=["objective_throughput", "objective_loss"], mode=["max", "min"],
                             sampler=make_sampler("tpe", 0, n, None))
-    fn = tune.with_resources(tune.with_parameters(trivial_trainable, times_dir=str(times_dir)),
-                             {"cpu": cpus, "gpu": gpus})
+    body = (tune.with_parameters(trivial_trainable, times_dir=str(times_dir)) if sleep_s is None else
+            tune.with_parameters(sleeping_trainable, times_dir=str(times_dir), seconds=sleep_s))
+    fn = tune.with_resources(body, {"cpu": cpus, "gpu": gpus})
     tuner = tune.Tuner(fn, tune_config=tune.TuneConfig(search_alg=searcher, num_samples=n,
                                                        max_concurrent_trials=concurrency, reuse_actors=True),
                        run_config=tune.RunConfig(name=f"bare-{uuid.uuid4().hex[:8]}", storage_path=str(storage),
@@ -171,13 +194,14 @@ def trial_work(records: list[dict[str, Any]]) -> float:
     return total
 
 
-def tuner_study(ctx: Context, name: str, times_dir: Path) -> dict:
+def tuner_study(ctx: Context, name: str, times_dir: Path, trials: int | None = None,
+                concurrency: int | None = None) -> dict:
     from tuner.search import SearchOptions, run_search
 
     times_dir.mkdir(parents=True, exist_ok=True)
     # confirm=0: this figure is the search's per-trial cost; the confirmation phase is timed on the default study
     opts = SearchOptions(space=str(_space_file(ctx)), study=name, reports_dir=ctx.work_dir, seed=0, confirm=0,
-                         workload="benchmarks.overhead:timed_cnn",
+                         workload="benchmarks.overhead:timed_cnn", trials=trials, concurrency=concurrency,
                          workload_options={"times_dir": str(times_dir), "dataset": "synthetic"})
     start = time.time()
     summary = run_search(opts)
@@ -265,6 +289,69 @@ def per_trial_result(ctx: Context) -> BenchResult:
                        rule=target(TARGET_PER_TRIAL, ("details.excess_s", "<=", MARGIN_S)),
                        details={"tuner": tuned, "bare": bare, "ray_init_s": init_s, "trials": n,
                                 "excess_s": fig - base})
+
+
+# --- d) scale: many tiny trials at --concurrency 2 ---------------------------------------------------------------
+
+
+def turnover(stamps: list[dict[str, float]], concurrency: int) -> dict[str, float]:
+    """The span from the first trial's work to the last one's end, and the time per trial beyond the work (the span
+    less the work over the concurrency, per trial), over all the trials and over each half of them (in start
+    order): a per-trial cost that grows with the number of trials shows as a second half dearer than the first."""
+    def part(items: list[dict[str, float]]) -> float:
+        if not items:
+            return 0.0
+        span = max(s["end"] for s in items) - min(s["start"] for s in items)
+        work = sum(s["end"] - s["start"] for s in items)
+        return (span - work / concurrency) / len(items)
+
+    ordered = sorted(stamps, key=lambda s: s["start"])
+    half = len(ordered) // 2
+    span = max(s["end"] for s in ordered) - ordered[0]["start"] if ordered else 0.0
+    return {"span_s": span, "work_s": sum(s["end"] - s["start"] for s in ordered), "n": len(ordered),
+            "per_trial_s": part(ordered), "first_half_per_trial_s": part(ordered[:half]),
+            "second_half_per_trial_s": part(ordered[half:])}
+
+
+def scale_result(ctx: Context) -> BenchResult:
+    import ray
+
+    from tuner.search import SearchOptions, ray_cluster, resolve_resources
+
+    n, c = ctx.settings.scale_trials, SCALE_CONCURRENCY
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    start_ray()
+    try:
+        res = resolve_resources(SearchOptions(concurrency=c), ray_cluster())
+        name = f"scale-{stamp}"
+        tuned = tuner_study(ctx, name, ctx.work_dir / f"{name}-times", trials=n, concurrency=c)
+        mine = turnover(read_stamps(ctx.work_dir / f"{name}-times"), c)
+        ctx.log(f"  scale: tuner {n} trials at concurrency {c}: span {mine['span_s']:.1f} s, wall "
+                f"{tuned['wall_s']:.1f} s")
+        sleep_s = mine["work_s"] / max(mine["n"], 1)
+        bare = bare_study(n, res.cpus_per_trial, res.gpus_per_trial, c, ctx.work_dir / f"bare-{name}",
+                          ctx.work_dir / f"bare-{name}-times", sleep_s=sleep_s)
+        theirs = turnover(read_stamps(ctx.work_dir / f"bare-{name}-times"), c)
+        ctx.log(f"  scale: bare Ray Tune span {theirs['span_s']:.1f} s ({sleep_s:.2f} s a trial)")
+    finally:
+        ray.shutdown()
+    ratio = mine["span_s"] / theirs["span_s"] if theirs["span_s"] > 0 else None
+    passed = ratio is not None and ratio <= MAX_SCALE
+    note = (f"{n} tiny CNN trials ({sleep_s:.2f} s of work each on average) at --concurrency {c}: the span from the "
+            f"first trial's work to the last one's end, tuner {mine['span_s']:.1f} s against bare Ray Tune + "
+            f"OptunaSearch {theirs['span_s']:.1f} s over as many trials of the same mean work (a sleep), the same "
+            f"concurrency and resources. Beyond the work, per trial: tuner {mine['per_trial_s']:.2f} s (first half "
+            f"{mine['first_half_per_trial_s']:.2f} s, second half {mine['second_half_per_trial_s']:.2f} s: a cost "
+            f"that grew with the trials would show there), bare {theirs['per_trial_s']:.2f} s. The tuner study's "
+            f"whole call took {tuned['wall_s']:.1f} s (start-up {tuned['startup_s']:.1f} s: pre-flight, probes).")
+    if ctx.settings.mode == "quick":
+        note += f" Quick mode: {n} trials, not 100."
+    return BenchResult(name="100 tiny trials at --concurrency 2: study span vs bare Ray Tune", benchmark="overhead",
+                       figure=mine["span_s"], unit="s", baseline=theirs["span_s"], ratio=ratio, target=TARGET_SCALE,
+                       pass_=passed, row="1b", rule=target(TARGET_SCALE, ("ratio", "<=", MAX_SCALE)), note=note,
+                       details={"tuner": {**mine, "wall_s": tuned["wall_s"], "startup_s": tuned["startup_s"],
+                                          "states": tuned["states"]}, "bare": theirs, "trials": n,
+                                "concurrency": c, "sleep_s": sleep_s})
 
 
 # --- b) the default study, as a user runs it --------------------------------------------------------------------
@@ -505,7 +592,9 @@ def run(ctx: Context) -> list[BenchResult]:
     out = []
     for fn, name, text in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
                            (total_result, "default amp_loader study: total overhead", TARGET_TOTAL),
-                           (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM)):
+                           (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM),
+                           (scale_result, "100 tiny trials at --concurrency 2: study span vs bare Ray Tune",
+                            TARGET_SCALE)):
         try:
             out.append(fn(ctx))
         except Exception as err:  # one figure failing must not lose the other
