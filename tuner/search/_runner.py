@@ -33,6 +33,7 @@ from tuner.errors import Interrupted
 from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import Space, domains_of, study_space
+from tuner.search._caches import built_note, cache_entries
 from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, objective_note, \
     plan_search, trial_base
 from tuner.search._outcome import wall_limit
@@ -276,7 +277,10 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if early is not None:
             return early
     device = trial_device(opts, cluster, plan)
+    cached, t_check = cache_entries(plan.cache_dir), time.perf_counter()
     plan = check_plan(plan, device)  # a bad workload: one line on stderr; the budget the trials run
+    # a first study on this machine: what the pre-flight built for it (the FID cache, a dataset), said as it starts
+    built = built_note(cached, cache_entries(plan.cache_dir), time.perf_counter() - t_check, plan.cache_dir)
     allowance = None
     if opts.study_seconds is not None:
         from tuner.search._allowance import Allowance, confirm_runs
@@ -287,8 +291,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
             allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
     # the space's default budget raised to what the pre-flight measured; the slowest step
-    notes = [line for line in (objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note, plan.eval_note)
-             if line]
+    notes = [line for line in (built, objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note,
+                               plan.eval_note) if line]
     if console is not None:
         for line in notes:
             console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
