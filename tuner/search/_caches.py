@@ -42,9 +42,7 @@ def _what(entry: str) -> str | None:
             return f"the real images' FID statistics ({parts[1]})"
     if parts[0] == "datasets" and len(parts) == 2:
         return f"the {parts[1]} dataset's files"
-    if len(parts) == 1:
-        return parts[0]
-    return None
+    return None  # anything else a pre-flight leaves (a lock, a small record) is no minute to explain
 
 
 def built_note(before: set[str], after: set[str], seconds: float, cache_dir: Path) -> str | None:
