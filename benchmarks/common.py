@@ -154,6 +154,8 @@ class Settings:
     levers_rounds: int = 3
     levers_budget_s: float = 2.5
     levers_batch: int = 64
+    # 1b. scale: a study of this many tiny trials at --concurrency 2 against bare Ray Tune over the same trials
+    scale_trials: int = 100
 
     @property
     def grid_size(self) -> int:
@@ -186,7 +188,7 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             grid_axes=grid, grid_budget_s=1.5, search_trials=4, search_seeds=5, probe_seconds=0.4,
             speedup_repeats=2, stability_seeds=2, stability_trials=6, stability_budget_s=1.0, stability_confirm=1,
             stability_repeats=2, stability_top=2, stability_remeasure=2, deadline_s=270.0,
-            levers_rounds=3, levers_budget_s=2.5, levers_batch=64 * k,
+            levers_rounds=3, levers_budget_s=2.5, levers_batch=64 * k, scale_trials=20,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
             ("precision", ("fp32", "bf16")))

@@ -132,6 +132,7 @@ class ExpectedRow:
 # The rows the benchmarks publish, in the table's order. A new figure lands here and in its benchmark's code.
 EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("1", "overhead", "per-trial overhead vs bare Ray Tune"),
+    ExpectedRow("1b", "overhead", "100 tiny trials at --concurrency 2: study span vs bare Ray Tune"),
     ExpectedRow("2", "overhead", "default amp_loader study: total overhead"),
     ExpectedRow("3", "overhead", "default study: confirmation phase / search phase"),
     ExpectedRow("4", "fidelity", "reported vs independent throughput"),

@@ -94,6 +94,35 @@ def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypat
     assert seen == [False, True]
 
 
+def test_only_the_baselines_search_run_reads_its_noise_scale(tmp_path, monkeypatch):
+    """Issue 55: efficiency is against the baseline's noise scale alone, so the baseline's search run reads it and
+    no other search trial, nor a re-run, nor any trial of a study without a baseline."""
+    seen = []
+
+    def engine(cfg, **kwargs):
+        seen.append(kwargs.get("measure_noise"))
+        from tuner.study import TrialResult
+
+        return TrialResult(state="error", error="planted")
+
+    import tuner.train
+
+    monkeypatch.setattr(tuner.train, "run_trial", engine)
+    monkeypatch.setattr(tr, "warm_process", lambda *a: None)
+    from tuner.search._protocol import TrialOrder
+    from tuner.space import Space
+
+    space = Space.model_validate({"objectives": [], "params": {"batch_size": 8}})
+    kw = dict(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
+                                 "params": {"device": "cpu"}},
+              objectives=[], study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
+    with_base = tr.TrialSetup(**kw, baseline_trial=0)
+    for order in (TrialOrder(trial=0), TrialOrder(trial=1), TrialOrder(trial=0, repeat=1)):
+        tr.run_one(order.to_config(), with_base)
+    tr.run_one(TrialOrder(trial=0).to_config(), tr.TrialSetup(**kw))
+    assert seen == [True, False, False, False]
+
+
 def test_a_confirmed_trial_says_why_its_reruns_have_no_ceiling(make_study):
     from tuner.study import Rerun
 

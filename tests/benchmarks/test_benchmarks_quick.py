@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.common import (BenchResult, error_result, make_settings, phase_times, write_results)
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
-from benchmarks.overhead import overhead_parts, per_trial, trial_work
+from benchmarks.overhead import overhead_parts, per_trial, trial_work, turnover
 from benchmarks.stability import judge, params_key, top_configs
 from tuner.analysis import read_records, write_record, write_rerun
 
@@ -69,6 +69,22 @@ def test_per_trial_overhead_subtracts_start_up_and_work() -> None:
     moved = per_trial(100.0, 111.0, stamps, work=4.0, n=2, first_setup_s=1.0)
     assert moved["startup_s"] == pytest.approx(6.0) and moved["per_trial_s"] == pytest.approx(0.5)
     assert moved["per_trial_s_counting_first_setup"] == pytest.approx(1.0)
+
+
+def test_the_scale_rows_turnover_is_the_span_beyond_the_work_and_a_dearer_second_half_shows() -> None:
+    """Row 1b (issue 55): 8 trials of 1 s, two at a time; the first four turn over in 0.1 s each, the last four in
+    0.5 s: the span, and each half's time beyond its work over the concurrency, per trial."""
+    stamps, t = [], 0.0
+    for i in range(0, 8, 2):
+        for _ in range(2):
+            stamps.append({"start": t, "end": t + 1.0})
+        t += 1.0 + (0.1 if i < 4 else 0.5)
+    out = turnover(stamps, 2)
+    assert out["n"] == 8 and out["work_s"] == pytest.approx(8.0)
+    assert out["span_s"] == pytest.approx(4.0 + 0.1 + 0.1 + 0.5)
+    assert out["first_half_per_trial_s"] == pytest.approx(0.1 / 4)  # 2.1 s for 2 s of work over 2 lanes
+    assert out["second_half_per_trial_s"] == pytest.approx(0.5 / 4)
+    assert out["second_half_per_trial_s"] > out["first_half_per_trial_s"]
 
 
 def test_overhead_parts_name_the_probes_and_the_ceilings_of_trials_and_reruns(make_study) -> None:

@@ -72,6 +72,21 @@ def test_a_trial_records_its_effective_batch_and_noise_scale_or_why_not(tmp_path
     assert (res.metrics.get("noise_scale") or 0) > 0 or res.metrics.get("noise_scale_skipped")
 
 
+def test_a_search_trial_without_the_pass_keeps_its_effective_batch_and_says_why(tmp_path):
+    """Issue 55: a study's search trials other than the baseline leave the pass out (their own noise scale went
+    unread); the effective batch, which their efficiency needs, stays."""
+    from tuner.train.noise import NOT_READ
+
+    cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 16},
+                        "budget": {"samples": 160}, "params": {"batch_size": 8, "accumulation_steps": 2},
+                        "measure": {"warmup_steps": 1, "windows": 3, "ceiling_seconds": 0.5},
+                        "quality": {"enabled": False}})
+    res = run_trial(cfg, cache_dir=tmp_path, measure_noise=False)
+    assert res.state == "complete" and res.metrics["effective_batch"] == 16
+    assert "noise_scale" not in res.metrics and "noise_seconds" not in res.metrics
+    assert res.metrics["noise_scale_skipped"] == NOT_READ
+
+
 def test_a_dataset_smaller_than_the_pass_is_read_again_newly_shuffled():
     """200 samples hold 12 batches of 16, three pairs' worth: the pass goes on into further epochs (digits' training
     split holds 22 batches of 64: one epoch gave a trial 5 pairs, not 16)."""

@@ -17,16 +17,17 @@ from tuner.analysis.study import Study, known_studies, open_study
 from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, ranks_windows, reason, window_noise
 from tuner.analysis.trials import read_records, write_csv, write_csv_row, write_record, write_rerun
 from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirmed, next_to_confirm
+from tuner.analysis.wall import WallShares, wall_shares
 
 __all__ = [
     "BOUND_EXPLANATION", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
     "INPUT_SHORT_OF", "Interval", "LrAdvice", "MIN_SPREAD", "NOT_MEASURED", "NoiseFloor", "Pick", "Pooled", "Study",
-    "TimeToTarget", "Value", "Verdict", "WindowNoise", "against_baseline", "allowed_spread", "assess",
+    "TimeToTarget", "Value", "Verdict", "WallShares", "WindowNoise", "against_baseline", "allowed_spread", "assess",
     "baseline_record",
     "beyond_one_more_run", "bound_label", "break_even_seconds", "break_even_text", "cache_key",
     "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
     "fill_from_cache", "gain", "is_confirmed", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
     "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",
-    "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "time_to_target",
+    "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "time_to_target", "wall_shares",
     "window_noise", "write_csv", "write_csv_row", "write_record", "write_rerun",
 ]

@@ -118,7 +118,8 @@ def _summary_json(summary: Any) -> dict[str, Any]:
             "target": t.model_dump() if (t := summary.study.target) is not None else None,
             "front": [trial_document(summary.study, r) for r in summary.front],
             "verdict": verdict.to_json() if verdict is not None else None,
-            "noise": None if noise is None else noise.to_json()}
+            "noise": None if noise is None else noise.to_json(),
+            "time": None if (shares := summary.shares) is None else shares.to_json()}
 
 
 def _print_summary(summary: Any) -> None:
@@ -129,6 +130,8 @@ def _print_summary(summary: Any) -> None:
     count = f"{summary.finished}" if summary.as_many_as_fit else f"{summary.finished}/{summary.total}"
     print(f"study {summary.name}: {count} trials ({states}) in {summary.seconds:.0f} s"
           + (", interrupted" if summary.interrupted and summary.as_many_as_fit else ""))
+    if (shares := summary.shares) is not None:
+        print(shares.text())
     verdict = summary.verdict
     if summary.front:
         title = (f"Pareto front ({len(summary.front)} trials): "

@@ -33,6 +33,7 @@ from tuner.errors import Interrupted
 from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import Space, domains_of, study_space
+from tuner.search._caches import built_note, cache_entries
 from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, objective_note, \
     plan_search, trial_base
 from tuner.search._outcome import wall_limit
@@ -81,6 +82,14 @@ class SearchSummary:
     # budget sized, ...): information, apart from the warnings; `--format json` lists them as `notes`
     exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
     as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
+    started: float | None = None  # the call's start, epoch seconds: what `shares` counts as this call's
+
+    @property
+    def shares(self) -> Any:
+        """Where this call's wall time went (probes, trials, confirmation, overhead), from the study folder."""
+        from tuner.analysis import wall_shares
+
+        return None if self.started is None else wall_shares(self.study.folder, self.seconds, self.started)
 
     @property
     def name(self) -> str:
@@ -233,7 +242,7 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     """
     from tuner.study import lock_study
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     plan = plan_search(opts)
     # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
     # sample and the user's own speed environment go into study.json (`machine`)
@@ -244,7 +253,9 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     lock = lock_study(plan.study_dir, plan.study, new=not plan.resume)  # held until the search ends
     try:
         # on --resume, with its kept options
-        return _locked_search(plan, plan.options, console, t0, stop, view, machine)
+        summary = _locked_search(plan, plan.options, console, t0, stop, view, machine)
+        summary.started = started
+        return summary
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Tune's loop (the probes, the pre-flight)
         if lock.lost():
             raise study_gone(plan, lock) from None
@@ -310,7 +321,10 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if early is not None:
             return early
     device = trial_device(opts, cluster, plan)
+    cached, t_check = cache_entries(plan.cache_dir), time.perf_counter()
     plan = check_plan(plan, device)  # a bad workload: one line on stderr; the budget the trials run
+    # a first study on this machine: what the pre-flight built for it (the FID cache, a dataset), said as it starts
+    built = built_note(cached, cache_entries(plan.cache_dir), time.perf_counter() - t_check, plan.cache_dir)
     allowance = None
     if opts.study_seconds is not None:
         from tuner.search._allowance import Allowance, confirm_runs
@@ -321,8 +335,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
             allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
     # the space's default budget raised to what the pre-flight measured; the slowest step
-    notes = [line for line in (objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note, plan.eval_note)
-             if line]
+    notes = [line for line in (built, objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note,
+                               plan.eval_note) if line]
     if console is not None:
         for line in notes:
             console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
@@ -541,7 +555,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
                        reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
                        driver_host=socket.gethostname(), cpus=int(resources.cpus_per_process),
-                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None)
+                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None,
+                       baseline_trial=None if meta.baseline is None else int(meta.baseline.get("trial", 0)))
     parity = None
     if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the probes (parity.json)
         from tuner.search._parity import plan_parity

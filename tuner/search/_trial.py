@@ -101,6 +101,7 @@ class TrialSetup:
     driver_host: str | None = None  # where the study folder is: there a trial never makes a deleted one again
     busy_wait_s: float | None = None  # --busy wait: before its timed work, a trial waits this long at most for quiet
     cpus: int | None = None  # the CPUs of a trial's process, whose share others take (tuner.measure.load)
+    baseline_trial: int | None = None  # the study's baseline: the one search trial that reads its noise scale
 
 
 def make_out_dir(setup: TrialSetup, out_dir: Path) -> Path | None:
@@ -132,7 +133,8 @@ def study_ceilings(setup: TrialSetup) -> CeilingCache:
 
 def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s: float | None,
                 setup: TrialSetup, reporter: Any = None, measure_ceilings: bool = True,
-                score_reserve_s: float | None = None, preflight_pace_s: float | None = None) -> Any:
+                score_reserve_s: float | None = None, preflight_pace_s: float | None = None,
+                measure_noise: bool = True) -> Any:
     """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
     study's ceiling cache."""
     from tuner.config import dump_config
@@ -155,7 +157,7 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
                      ceilings=study_ceilings(setup), reporter=reporter,
                      measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,
-                     preflight_pace_s=preflight_pace_s)
+                     preflight_pace_s=preflight_pace_s, measure_noise=measure_noise)
 
 
 class TrialReports:
@@ -239,11 +241,14 @@ def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine:
         # Ceilings only where a verdict is read: the confirmation re-runs (the front), not every search trial
         # (they were a tenth of the default study's wall time); the report fills others from the cache.
         measure_ceilings = order.rerun
+        # The noise scale only where it is read: the baseline's search run (efficiency is against its noise scale);
+        # in every search trial the pass cost more than a short trial's training (tuner.train.noise.NOT_READ).
+        measure_noise = not order.rerun and setup.baseline_trial is not None and number == setup.baseline_trial
         # What the workload prints goes to the worker's stderr: a driver that shows worker output (--verbose)
         # writes their stdout to its own, which holds `--format json`'s one document.
         with contextlib.redirect_stdout(sys.stderr):
             result = engine(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=where["wall_limit_s"], setup=setup,
-                            reporter=reporter, measure_ceilings=measure_ceilings,
+                            reporter=reporter, measure_ceilings=measure_ceilings, measure_noise=measure_noise,
                             score_reserve_s=limits.score_reserve_s, preflight_pace_s=limits.preflight_pace_s)
         record = TrialRecord.of(result, **where)
         rebuilt = setup.shared_files.changed(cache_dir) if setup.shared_files is not None else []

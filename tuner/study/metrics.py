@@ -105,14 +105,16 @@ METRICS: tuple[Metric, ...] = (
            "(the terminal table shows it in the goodput cell)", "number", group="info", column=True),
     Metric("noise_scale", "noise scale", "gradient noise scale B_simple = tr(Sigma) / |G|^2 of the trained model "
            "(McCandlish et al. 2018): squared gradient norms at the batch size and 4x it, in an untimed pass after "
-           "training (tuner.train.noise); about the effective batch beyond which a larger one buys little",
+           "training (tuner.train.noise; in a study, the baseline's alone); about the effective batch beyond which a "
+           "larger one buys little",
            "number", group="info"),
     Metric("baseline_noise_scale", "baseline noise scale", "the baseline trial's noise scale that efficiency is "
            "computed from", "number", group="info"),
     Metric("effective_batch", "effective batch", "batch_size x accumulation_steps x ranks: the samples of one "
            "optimizer step", "count", group="info"),
     Metric("noise_scale_skipped", "noise scale skipped", "why the noise scale is missing: a workload of several "
-           "phases (a GAN), too few pairs within its seconds, or a true gradient swamped by noise", "text",
+           "phases (a GAN), too few pairs within its seconds, a true gradient swamped by noise, or a search trial "
+           "(efficiency reads the baseline's alone)", "text",
            group="info"),
     Metric("noise_seconds", "noise s", "seconds of the noise scale's untimed pass (after wall_seconds, like "
            "of_peak's)", "seconds", group="cost", unit="s"),

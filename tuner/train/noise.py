@@ -33,6 +33,10 @@ MAX_GROUPS = 16
 NOISE_SECONDS = 3.0  # the pass's wall-time cap ...
 NOISE_SHARE = 0.05  # ... and at most this share of a seconds budget
 MULTI_PHASE = "several optimizer phases (a GAN): no single loss whose gradient noise sets a critical batch"
+# A study's search trials leave the pass out: efficiency and the lr advice read the baseline's noise scale alone
+# (tuner.analysis.goodput), and the pass cost a short trial more than its training (0.5-1.5 s after 0.2-0.3 s of
+# training in benchmarks/overhead.py's 20 trials: most of the per-trial overhead against bare Ray Tune).
+NOT_READ = "not read in a search trial: efficiency uses the baseline's noise scale alone"
 
 
 def noise_seconds(cfg: TrialConfig) -> float:

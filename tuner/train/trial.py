@@ -652,17 +652,21 @@ class _Run:
         res.metrics["of_peak"] = of_peak(res.throughput, per_sample, peak, world)
         self.verdict()
 
-    def noise_scale(self) -> None:
+    def noise_scale(self, measure: bool = True) -> None:
         """The trial's effective batch (all ranks) and its gradient noise scale (tuner.train.noise): rank 0 of a
         complete trial alone, its cost in noise_seconds. A pass that fails or cannot read enough pairs leaves the
-        noise scale out with the reason in noise_scale_skipped; the trial stands."""
-        from tuner.train.noise import measure_noise_scale, noise_seconds
+        noise scale out with the reason in noise_scale_skipped; the trial stands. Without `measure` (a study's
+        search trial other than its baseline) the pass is left out and the record says why."""
+        from tuner.train.noise import NOT_READ, measure_noise_scale, noise_seconds
 
         res, cfg = self.result, self.cfg
         rank, world = rank_world()
         if not res.complete:
             return
         res.metrics["effective_batch"] = cfg.params.effective_batch * world
+        if not measure:
+            res.metrics["noise_scale_skipped"] = NOT_READ
+            return
         if self.workload is None or self.models is None or rank != 0 or cfg.measure.ceiling_seconds <= 0:
             return
         t0 = self.clock()
@@ -796,6 +800,7 @@ def run_trial(
     eager_throughput: float | None = None,
     score_reserve_s: float | None = None,
     preflight_pace_s: float | None = None,
+    measure_noise: bool = True,
 ) -> TrialResult:
     """Run `cfg`; oom / diverged / error come back as states. Bad input (device, precision, dataset) raises.
     A complete trial then measures its compute and input ceilings (looked up in `ceilings` first, a study's
@@ -810,7 +815,8 @@ def run_trial(
     (samples/s of the same config in eager mode) also gets its compile break-even. `score_reserve_s` (the
     pre-flight's estimate of scoring) is kept out of training's share of the budget, so scoring fits too, once
     per rung evaluation besides, grown by how much slower a sample's step is than `preflight_pace_s` (the
-    pre-flight's seconds per sample)."""
+    pre-flight's seconds per sample). Without `measure_noise` the noise-scale pass is left out (a study's search
+    trials: efficiency reads the baseline's noise scale alone)."""
     p = cfg.params
     device = device or resolve_device(p.device)
     device.check_precision(p.precision)
@@ -830,7 +836,7 @@ def run_trial(
             run.ceilings(ceilings, measure_ceilings)
             run.result.metrics["wall_seconds"] = clock() - run.t0
             run.of_peak(ceilings, cache_dir)  # one-time costs after the trial's wall time, like set-up's
-            run.noise_scale()  # an untimed pass after the trial's wall time too (tuner.train.noise)
+            run.noise_scale(measure_noise)  # an untimed pass after the trial's wall time too (tuner.train.noise)
         except (TunerError, KeyboardInterrupt):
             raise
         except StopTrial:
