@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from tuner.config import Budget
 from tuner.errors import ConfigError
-from tuner.study import Objective, StudyFolder
+from tuner.study import FinalReport, Objective, RungReport, StudyFolder, TrialReport, WindowReport
 
 Action = Literal["continue", "pause", "stop"]
 
@@ -62,6 +62,19 @@ class Progress:
     train_seconds: float | None = None
     final: bool = False
     time_to_target: float | None = None
+
+    @classmethod
+    def of(cls, trial: str, report: TrialReport | None, objectives: list[Objective]) -> "Progress | None":
+        """What a trial's report (tuner.study.reports: a window, a rung, the final one) tells a scheduler; None
+        for a report no scheduler reads (a start, a phase). The one place a report's fields become a Progress."""
+        if isinstance(report, WindowReport):
+            return cls(trial=trial, budget_used=float(report.budget_used), train_seconds=report.train_seconds,
+                       time_to_target=report.time_to_target)
+        if isinstance(report, (RungReport, FinalReport)):
+            return cls(trial=trial, budget_used=float(report.budget_used or 0.0), rung=report.rung,
+                       values=tuple(report.values.get(o.metric, float("nan")) for o in objectives),
+                       final=isinstance(report, FinalReport), time_to_target=report.record.value("time_to_target"))
+        return None
 
 
 @dataclass(frozen=True)
