@@ -68,7 +68,7 @@ def test_a_scheduler_registered_in_one_line_is_driven_through_the_adapter_by_pla
     from tuner.config import Budget
     from tuner.schedule import build_scheduler, plan_scheduler
 
-    plan = plan_scheduler("planted", None, None, Budget(seconds=9))
+    plan = plan_scheduler("planted", Budget(seconds=9))
     inner = build_scheduler(plan, [THR, LOSS], None)
     assert isinstance(inner, Planted) and plan.describe() == "planted"
     inner.answers = [CONTINUE, PAUSE, STOP]
