@@ -20,7 +20,7 @@ import math
 from tuner.errors import ConfigError
 from tuner.schedule._base import (CONTINUE, Decision, PlanRequest, Progress, Scheduler, SchedulerOption,
                                   SchedulerPlan)
-from tuner.study import NOT_REACHED, Objective, StudyFolder, TrialRecord
+from tuner.study import NOT_REACHED, Objective, StudyFolder
 
 DEFAULT_MARGIN = 1.5
 
@@ -83,13 +83,12 @@ class Race(Scheduler):
 
 
 def recorded_times(folder: StudyFolder) -> list[float]:
-    """The time to target of every trial the folder recorded (result.json); --resume checked they read."""
+    """The time to target of every trial the folder recorded (its record, read through the folder); --resume
+    checked they read."""
     out = []
-    for _, trial_dir in folder.trial_dirs():
-        path = trial_dir / "result.json"
-        try:
-            record = TrialRecord.model_validate_json(path.read_text())
-        except (OSError, ValueError):
+    for number, _ in folder.trial_dirs():
+        record = folder.read_record(number)
+        if record is None:
             continue
         t = record.value("time_to_target")
         if t is not None:
