@@ -351,3 +351,27 @@ def test_every_package_names_its_public_face():
                if "__all__" not in {t.id for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Assign)
                                     for t in n.targets if isinstance(t, ast.Name)}]
     assert not missing, f"packages without __all__: {missing}"
+
+
+RECORD_FILES = ("result.json",)  # a trial's record: only tuner/study spells it (StudyFolder reads and writes it)
+
+
+def record_file_names(root: Path = ROOT) -> list[str]:
+    """`module:line` for each string constant outside tuner/study that names a record file."""
+    found = []
+    for name, path in modules(root).items():
+        if name == "tuner.study" or name.startswith("tuner.study."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in RECORD_FILES:
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_only_the_study_names_the_record_files(tmp_path):
+    """The record is read and written through tuner/study (issue 53 item 4): a scheduler that read result.json by
+    its name would break on the next layout change. A planted one is found."""
+    assert record_file_names() == []
+    root = _tree(tmp_path, {"tuner/schedule/x.py": 'path = "result.json"\n',
+                            "tuner/study/folder.py": 'RESULT_FILE = "result.json"\n'})
+    assert record_file_names(root) == ["tuner.schedule.x:1"]

@@ -146,3 +146,30 @@ def test_the_export_spells_accumulation_of_one_as_no_accumulation():
 
     assert knob("accumulation_steps").spell(1) == "no accumulation: optimizer.step() after every micro-batch"
     assert knob("accumulation_steps").spell(4) == "loss / 4 per micro-batch; optimizer.step() every 4 micro-batches"
+
+
+def test_every_params_default_and_its_knob_entry_agree():
+    """Params (tuner.config) holds each knob's default and domain, KNOBS its role and reason (issue 53 item 3): where
+    both say something they must agree, so a knob edited in one place and not the other fails here. A default
+    config runs on a CPU (its knobs need no CUDA), sets no environment, spells in plain PyTorch, and the precision
+    domain is the one the dtype map knows."""
+    from tuner.knobs import PRECISION_DTYPES, knob_env
+
+    defaults = Params()
+    check_device(defaults, CPU)  # a knob whose default needs CUDA would refuse every CPU run
+    assert knob_env(defaults) == {}, "a knob applied through the environment sets nothing at its default"
+    for k in KNOBS.values():
+        default = Params.model_fields[k.name].default
+        if "workers" in k.needs and not defaults.num_workers:
+            assert default in (None, False), f"{k.name} needs workers, and the default loads without them"
+        if k.heavier:
+            assert isinstance(default, int) and not isinstance(default, bool), f"{k.name}: the pre-flight times its top"
+        if default is not None:
+            assert k.spell(default), f"{k.name}: its default has no plain-PyTorch line"
+        for other, value in k.acts_with:
+            Params(**{other: value})  # a value the other knob's domain holds
+    precisions = [a for arg in get_args(Params.model_fields["precision"].annotation) for a in (get_args(arg) or (arg,))]
+    assert set(precisions) == set(PRECISION_DTYPES)
+    from tuner.device import dtype_of
+
+    assert [str(dtype_of(p)) for p in precisions] == [PRECISION_DTYPES[p] for p in precisions]

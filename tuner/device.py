@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from tuner.errors import DeviceError
+from tuner.knobs import PRECISION_DTYPES
 
-_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MEMORY_SAMPLE_S = 0.5  # the least time between two CPU memory samples at window ends (Device.sample_memory)
 
 
@@ -71,7 +71,7 @@ class Device:
         """Autocast context for the forward pass; fp32 is a no-op so the loop has no precision branches."""
         if precision == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(device_type=self.torch_device.type, dtype=_DTYPES[precision])
+        return torch.autocast(device_type=self.torch_device.type, dtype=dtype_of(precision))
 
     def grad_scaler(self, precision: str) -> torch.amp.GradScaler:
         """GradScaler only for fp16 (bf16 has fp32's exponent range and needs none)."""
@@ -164,6 +164,11 @@ class Device:
 
     def describe(self) -> str:
         return f"{self.kind} ({self.name})" if self.name else self.kind
+
+
+def dtype_of(precision: str) -> torch.dtype:
+    """The torch dtype of a precision knob's value (tuner.knobs.PRECISION_DTYPES names it)."""
+    return getattr(torch, PRECISION_DTYPES[precision].removeprefix("torch."))
 
 
 def cuda_bf16_native(device: torch.device) -> bool:

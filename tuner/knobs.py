@@ -28,7 +28,9 @@ CEILINGS: tuple[Ceiling, ...] = ("compute", "input")
 Count = Literal["flops", "peak"]  # of_peak's two cached figures: FLOPs per sample, the device's matmul peak
 
 NEEDS_TEXT = {"cuda": "CUDA only", "ampere": "CUDA, Ampere or newer", "workers": "num_workers > 0"}
-_DTYPES = {"fp32": "torch.float32 (no autocast)", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
+# The one precision -> dtype map, as torch spells the dtype (no torch here: tuner.device.dtype_of makes the dtype;
+# export and the knob lines print the name).
+PRECISION_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def _precision(value: Any) -> str:
     if value == "fp32":
         return "no autocast, no GradScaler"
     scaler = "; scaler = torch.amp.GradScaler(device_type) (fp16 only)" if value == "fp16" else ""
-    return f"with torch.autocast(device_type, dtype={_DTYPES[value]}): loss = ...{scaler}"
+    return f"with torch.autocast(device_type, dtype={PRECISION_DTYPES[value]}): loss = ...{scaler}"
 
 
 def _channels_last(value: Any) -> str:

@@ -75,16 +75,16 @@ def test_without_a_finished_trial_nothing_is_stopped_and_a_not_reached_trial_set
 
 def test_the_race_needs_a_target_and_keeps_its_margin_in_the_plan() -> None:
     with pytest.raises(ConfigError, match="--scheduler race races trials to a target: give --target"):
-        plan_scheduler("race", None, None, Budget(seconds=20))
+        plan_scheduler("race", Budget(seconds=20))
     with pytest.raises(ConfigError, match="--min-budget and --eta"):
-        plan_scheduler("race", 2.0, None, Budget(seconds=20), target=True)
+        plan_scheduler("race", Budget(seconds=20), {"min_budget": 2.0}, target=True)
     for low in (0.5, 1.0):  # at 1 a trial as fast as the best, read at a busier moment, would be stopped
         with pytest.raises(ConfigError, match=r"--race-margin must be > 1 \(got "):
-            Race.plan("race", PlanRequest(budget=Budget(seconds=20), margin=low, target=True))
+            Race.plan("race", PlanRequest(budget=Budget(seconds=20), given={"margin": low}, target=True))
     with pytest.raises(ConfigError, match="--race-margin sets the margin of --scheduler race"):
-        plan_scheduler("fifo", None, None, Budget(seconds=20), margin=2.0, target=True)
-    assert plan_scheduler("race", None, None, Budget(seconds=20), margin=2.0, target=True).margin == 2.0
-    plan = plan_scheduler("race", None, None, Budget(seconds=20), target=True)
+        plan_scheduler("fifo", Budget(seconds=20), {"margin": 2.0}, target=True)
+    assert plan_scheduler("race", Budget(seconds=20), {"margin": 2.0}, target=True).margin == 2.0
+    plan = plan_scheduler("race", Budget(seconds=20), target=True)
     assert plan.to_json()["margin"] == 1.5 and saved_scheduler(plan.to_json()) == plan
     assert "1.5 x the best time to target" in plan.describe()
 
@@ -96,5 +96,5 @@ def test_a_resumed_race_starts_from_the_best_time_to_target_the_folder_recorded(
         metrics = {"time_to_target": ttt} if ttt is not None else {}
         record = TrialRecord(trial=n, state="complete" if ttt else NOT_REACHED, metrics=metrics)
         folder.write_file(folder.trial_dir(n) / "result.json", json.dumps(record.to_json()))
-    race = build_scheduler(plan_scheduler("race", None, None, Budget(seconds=20), target=True), [], folder)
+    race = build_scheduler(plan_scheduler("race", Budget(seconds=20), target=True), [], folder)
     assert isinstance(race, Race) and race.best == 8.0 and race.limit == 12.0

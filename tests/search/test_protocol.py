@@ -35,7 +35,7 @@ def test_an_order_goes_into_tune_s_config_as_plain_data_under_one_key_and_comes_
     WindowReport(budget_used=8.0, window=1, samples=8, throughput=100.0, throughput_spread=0.1, train_loss=2.0),
     PhaseReport(phase="compile", limit_s=200.0),
     RungReport(rung=0, budget_used=16.0, values={"throughput": 90.0, "loss": 2.5}, feasible=True,
-               record=TrialRecord(trial=3, state="stopped", rung=0, measured_at=16.0)),
+               result=TrialRecord(trial=3, state="stopped", rung=0, measured_at=16.0)),
     FinalReport(values={"throughput": 90.0, "loss": 2.5}, feasible=True, record=TrialRecord(trial=3, state="complete"),
                 rung=1, budget_used=32.0),
     FinalReport(values={"throughput": 0.0, "loss": 1e9}, feasible=False, record=TrialRecord(trial=3, state="oom")),
@@ -49,7 +49,7 @@ def test_every_report_survives_tune_s_dict_and_tune_s_own_keys(report):
 
 def test_objective_values_sit_under_tune_s_metric_keys():
     report = RungReport(rung=0, budget_used=1.0, values={"throughput": 5.0, "loss": 1.0}, feasible=True,
-                        record=TrialRecord(trial=0, state="stopped"))
+                        result=TrialRecord(trial=0, state="stopped"))
     assert {"objective_throughput": 5.0, "objective_loss": 1.0}.items() <= to_tune(report).items()
 
 

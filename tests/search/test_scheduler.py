@@ -68,14 +68,14 @@ def test_a_scheduler_registered_in_one_line_is_driven_through_the_adapter_by_pla
     from tuner.config import Budget
     from tuner.schedule import build_scheduler, plan_scheduler
 
-    plan = plan_scheduler("planted", None, None, Budget(seconds=9))
+    plan = plan_scheduler("planted", Budget(seconds=9))
     inner = build_scheduler(plan, [THR, LOSS], None)
     assert isinstance(inner, Planted) and plan.describe() == "planted"
     inner.answers = [CONTINUE, PAUSE, STOP]
     adapter = TuneScheduler(inner, [THR, LOSS])
     trial = FakeTrial(0)
     rung = to_tune(RungReport(rung=0, budget_used=1.0, values={"throughput": 120.0, "loss": 0.5}, feasible=True,
-                              record=TrialRecord(trial=0, state="stopped")))
+                              result=TrialRecord(trial=0, state="stopped")))
     answers = [adapter.on_trial_result(None, trial, r) for r in (window(0.5), rung, window(1.5))]
     assert answers == [TrialScheduler.CONTINUE, TrialScheduler.PAUSE, TrialScheduler.STOP]
     assert inner.seen == [Progress(trial="0", budget_used=0.5, train_seconds=0.5),
@@ -150,7 +150,7 @@ def planted_trainable(config: dict) -> None:
     for rung, budget in enumerate([1.0, 3.0, 9.0]):  # a window: no rung, no decision
         tune.report(to_tune(WindowReport(budget_used=budget - 0.5, window=rung, samples=1, throughput=thr)))
         tune.report(to_tune(RungReport(rung=rung, budget_used=budget, values={"throughput": thr, "loss": loss},
-                                       feasible=True, record=TrialRecord(trial=number, state="stopped"))))
+                                       feasible=True, result=TrialRecord(trial=number, state="stopped"))))
 
 
 @pytest.mark.ray

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -10,12 +11,30 @@ import typer
 from tuner.cli.app import (Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console,
                            user_output)
 from tuner.schedule import scheduler_help
+from tuner.schedule import scheduler_options as registered_options
 
 spaces_app = typer.Typer(help="List and show the bundled search spaces.", no_args_is_help=False)
 app.add_typer(spaces_app, name="spaces")
 
 
+def with_scheduler_options(func: Any) -> Any:
+    """`func`'s signature with each registered scheduler's options (tuner.schedule: `Scheduler.options`) as typer
+    options after --scheduler, in place of its `**scheduler_options`: a scheduler's flag, help and metavar are
+    declared once, in its own module."""
+    sig = inspect.signature(func, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    at = next(i for i, p in enumerate(params) if p.name == "scheduler") + 1
+    flags = [inspect.Parameter(o.param, inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=Annotated[Optional[float], typer.Option(o.flag, metavar=o.metavar,
+                                                                                  help=o.help)])
+             for o in registered_options()]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[:at] + flags + params[at:]]
+    func.__signature__ = sig.replace(parameters=params)
+    return func
+
+
 @app.command()
+@with_scheduler_options
 def search(
     space: Annotated[Optional[str], typer.Option(help="Search space: a bundled name (see `tuner spaces`) or a YAML path.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name (default: the space's name).")] = None,
@@ -28,12 +47,9 @@ def search(
     sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed (default 0).")] = None,
     scheduler: Annotated[Optional[str], typer.Option(help=scheduler_help())] = None,
-    min_budget: Annotated[Optional[float], typer.Option(help="With --scheduler asha: the first rung, in the budget's unit (seconds or samples; default: budget / eta^2, three rungs).")] = None,
-    eta: Annotated[Optional[float], typer.Option(help="With --scheduler asha: each rung keeps the best 1/eta of the trials that reach it; rungs at min_budget * eta^k (default 3).")] = None,
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
     target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in a third of the budget, the mean of their last 3 evaluations, so the cap of 3x their time to it is about the budget; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
     eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: from the pre-flight's measured pace, in whole optimizer steps of the baseline: the finest K whose evaluation costs at most a fifth of the training between two, and at most 20 evaluations over the baseline's reference run; 25 steps where no pace was measured).")] = None,
-    race_margin: Annotated[Optional[float], typer.Option(metavar="X", help="With --scheduler race: a trial stops once its training time passes this many times the best time to target so far (> 1; default 1.5). Recorded in study.json.")] = None,
     objective: Annotated[Optional[list[str]], typer.Option(metavar="METRIC", help="What the study optimizes, over the space's objectives: (repeat, or comma-separate, for several): time_to_target or samples_to_target (need a target), or the default pair throughput and quality (the workload's own), or another metric tuner measures to optimize (peak_mem_mb, ...).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
@@ -51,6 +67,7 @@ def search(
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
     format: FormatOption = Format.table,
     debug: Debug = False,
+    **scheduler_options: Optional[float],  # each registered scheduler's own flags (with_scheduler_options)
 ) -> None:
     """Search a space with Ray Tune + Optuna, scoring every trial on throughput and quality."""
     from tuner.cli.app import stdout_to_stderr
@@ -63,10 +80,11 @@ def search(
         budget_samples=budget_samples, sampler=sampler, seed=seed, concurrency=concurrency,
         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, storage=storage, address=address,
         reports_dir=reports_dir, resume=resume, verbose=verbose, confirm=confirm, repeats=repeats,
-        probe=probe, parity_seconds=parity_seconds, scheduler=scheduler, min_budget=min_budget, eta=eta,
+        probe=probe, parity_seconds=parity_seconds, scheduler=scheduler,
         study_seconds=study_seconds, busy=busy, busy_wait_seconds=busy_wait_seconds,
-        target=target_value(target), eval_every_samples=eval_every_samples, race_margin=race_margin,
+        target=target_value(target), eval_every_samples=eval_every_samples,
         objectives=objective_names(objective),
+        scheduler_options={o.key: scheduler_options.get(o.param) for o in registered_options()},
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format

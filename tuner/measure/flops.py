@@ -35,7 +35,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any
 
-from tuner.device import Device
+from tuner.device import Device, dtype_of
 from tuner.measure.ceiling import CeilingCache, cache_key
 from tuner.measure.timing import Clock
 
@@ -150,7 +150,7 @@ def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
     product. The device is synced before each clock read."""
     import torch
 
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = dtype_of(precision)
     dev = device.torch_device
     sizes = CUDA_SIZES if dev.type == "cuda" else CPU_SIZES
     deadline = clock() + seconds

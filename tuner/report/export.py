@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import Params, TrialConfig, dump_config, env_command, parse_config
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
+from tuner.knobs import PRECISION_DTYPES
 from tuner.analysis import (Interval, Pick, Study, Verdict, against_baseline, decide, pool, ratio_interval,
                             record_bound)
 from tuner.study import RunEnvironment, TrialRecord, read_parity
 
 if TYPE_CHECKING:
     from tuner.analysis import LrAdvice
-_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 # What tuner's commands run under unless the user set a wait policy of their own (tuner.cli.app.quiet_openmp): what a
 # trial recorded before trials kept their environment ran under, as far as tuner set it.
 TUNER_DEFAULT_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -87,7 +87,7 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
         optimizer["applies_to"] = "generator and discriminator, one Adam each"
     out: dict[str, Any] = {
         "dataloader": loader,
-        "autocast": {"enabled": p.precision != "fp32", "dtype": _DTYPES.get(p.precision, "torch.float32")},
+        "autocast": {"enabled": p.precision != "fp32", "dtype": PRECISION_DTYPES.get(p.precision, "torch.float32")},
         "grad_scaler": p.precision == "fp16",
     }
     # TF32 for fp32 matmuls/convolutions, set explicitly either way (PyTorch's defaults differ between the two)

@@ -8,18 +8,21 @@ answer back into Ray's, so a scheduler is tested, replayed by a benchmark or wri
 of rungs (`ladder`), and say what the study folder keeps beside a trial so --resume rebuilds it (`kept`).
 
 Schedulers are registered by name (`register("fifo", FIFO)`): the registry is the one list `--scheduler`'s
-validation and help, the plan and study.json read.
+validation and help, the plan and study.json read. A scheduler declares its own options (`options`: asha's
+--min-budget and --eta, the race's --race-margin), and the CLI's flags, SearchOptions, the plan, study.json and
+--resume's check read them from the registry: a new scheduler with an option is its module and its `register` line.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from tuner.config import Budget
 from tuner.errors import ConfigError
-from tuner.study import Objective, StudyFolder
+from tuner.study import FinalReport, Objective, RungReport, StudyFolder, TrialReport, WindowReport
 
 Action = Literal["continue", "pause", "stop"]
 
@@ -63,36 +66,88 @@ class Progress:
     final: bool = False
     time_to_target: float | None = None
 
+    @classmethod
+    def of(cls, trial: str, report: TrialReport | None, objectives: list[Objective]) -> "Progress | None":
+        """What a trial's report (tuner.study.reports: a window, a rung, the final one) tells a scheduler; None
+        for a report no scheduler reads (a start, a phase). The one place a report's fields become a Progress."""
+        if isinstance(report, WindowReport):
+            return cls(trial=trial, budget_used=float(report.budget_used), train_seconds=report.train_seconds,
+                       time_to_target=report.time_to_target)
+        if isinstance(report, (RungReport, FinalReport)):
+            return cls(trial=trial, budget_used=float(report.budget_used or 0.0), rung=report.rung,
+                       values=tuple(report.values.get(o.metric, float("nan")) for o in objectives),
+                       final=isinstance(report, FinalReport), time_to_target=report.record.value("time_to_target"))
+        return None
+
+
+@dataclass(frozen=True)
+class SchedulerOption:
+    """One option a scheduler declares: `key` names it in the plan, study.json and SearchOptions.scheduler_options;
+    `flag` is `tuner search`'s (its parameter name the flag's, dashes as underscores); `what` says what the
+    scheduler's options set, for the line that refuses them under another scheduler; `null_kept`: study.json
+    writes it (null) for every scheduler, as asha's entries did before the race came."""
+
+    key: str
+    flag: str
+    help: str
+    what: str
+    metavar: str | None = None
+    null_kept: bool = False
+
+    @property
+    def param(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _option_keys() -> set[str]:
+    return {o.key for o in scheduler_options()}
+
 
 @dataclass(frozen=True)
 class SchedulerPlan:
-    """The scheduler a study runs with, as study.json keeps it (`scheduler`): its name and its settings."""
+    """The scheduler a study runs with, as study.json keeps it (`scheduler`): its name, its rungs and the values of
+    its own options (`settings`, read as attributes: `plan.eta`, `plan.margin`; None where not set)."""
 
     name: str = "fifo"
-    eta: float | None = None
-    min_budget: float | None = None  # the first rung, in the budget's unit
     rungs: tuple[float, ...] = ()  # the rung budgets; the last is the trial's whole budget
-    margin: float | None = None  # the race's factor over the best time to target so far
+    settings: tuple[tuple[str, float], ...] = ()  # (key, value) of the options set, by key (`of` makes it)
+
+    @classmethod
+    def of(cls, name: str, rungs: Any = (), **settings: Any) -> "SchedulerPlan":
+        return cls(name=name, rungs=tuple(float(b) for b in rungs),
+                   settings=tuple(sorted((k, v) for k, v in settings.items() if v is not None)))
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key not in _option_keys():
+            raise AttributeError(key)
+        return dict(self.settings).get(key)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"name": self.name, "eta": self.eta, "min_budget": self.min_budget, "rungs": list(self.rungs)}
-        if self.margin is not None:  # the fifo and asha entries read as they always did
-            out["margin"] = self.margin
+        """The entry study.json keeps: the null-kept options always (fifo and asha entries read as they always
+        did), the others where set."""
+        out: dict[str, Any] = {"name": self.name}
+        out.update({o.key: getattr(self, o.key) for o in scheduler_options() if o.null_kept})
+        out["rungs"] = list(self.rungs)
+        out.update({k: v for k, v in self.settings if k not in out})
         return out
 
     def describe(self) -> str:
         return kind_of(self.name).describe(self)
 
 
-@dataclass(frozen=True)
 class PlanRequest:
-    """What the user asked for (None: not given) and what the study has, for a scheduler to plan from."""
+    """What the user asked for (`given`: the scheduler options given, by key; read as attributes, None where not
+    given) and what the study has, for a scheduler to plan from."""
 
-    budget: Budget
-    min_budget: float | None = None
-    eta: float | None = None
-    margin: float | None = None
-    target: bool = False  # the study has a target quality
+    def __init__(self, budget: Budget, given: Mapping[str, Any] | None = None, target: bool = False) -> None:
+        self.budget = budget
+        self.given = {k: v for k, v in (given or {}).items() if v is not None}
+        self.target = target  # the study has a target quality
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key not in _option_keys():
+            raise AttributeError(key)
+        return self.__dict__.get("given", {}).get(key)
 
 
 class Scheduler(ABC):
@@ -100,7 +155,7 @@ class Scheduler(ABC):
     planned from the options (`plan`), built for a study (`build`) and described (`describe`)."""
 
     help: ClassVar[str] = ""  # one phrase for --scheduler's help
-    takes_margin: ClassVar[bool] = False  # --race-margin is its option (the race)
+    options: ClassVar[tuple[SchedulerOption, ...]] = ()  # its own options (their flags, help and plan keys)
     decides: ClassVar[bool] = True  # False: it never stops a trial, so the runner's default order does as well
 
     @abstractmethod
@@ -128,10 +183,8 @@ class Scheduler(ABC):
 
     @classmethod
     def plan(cls, name: str, ask: PlanRequest) -> SchedulerPlan:
-        """Validate the options (one ConfigError line each); the default takes none of them."""
-        if ask.min_budget is not None or ask.eta is not None:
-            raise ConfigError("--min-budget and --eta set the rungs of --scheduler asha; add --scheduler asha or "
-                              "drop them")
+        """Validate its own options (one ConfigError line each; another scheduler's were refused before this);
+        the default takes none."""
         return SchedulerPlan(name=name)
 
     @classmethod
@@ -174,25 +227,42 @@ def scheduler_help() -> str:
     return "; ".join(f"{n}: {k.help}" for n, k in _REGISTRY.items()) + f" (default {DEFAULT_SCHEDULER})"
 
 
-def plan_scheduler(name: str | None, min_budget: float | None, eta: float | None, budget: Budget, *,
-                   margin: float | None = None, target: bool = False) -> SchedulerPlan:
-    """Validate the scheduler options against the trial budget (and the study's target)."""
+def scheduler_options() -> tuple[SchedulerOption, ...]:
+    """Every registered scheduler's options, in the registry's order (one per key): `tuner search`'s flags and
+    SearchOptions.scheduler_options read them."""
+    seen: dict[str, SchedulerOption] = {}
+    for kind in _REGISTRY.values():
+        for o in kind.options:
+            seen.setdefault(o.key, o)
+    return tuple(seen.values())
+
+
+def plan_scheduler(name: str | None, budget: Budget, given: Mapping[str, Any] | None = None, *,
+                   target: bool = False) -> SchedulerPlan:
+    """Validate the scheduler options `given` (by key; None: not given) against the scheduler, the trial budget
+    and the study's target. An option of another scheduler is refused in one line naming its owner."""
     name = name or DEFAULT_SCHEDULER
-    if margin is not None and not kind_of(name).takes_margin:
-        raise ConfigError(f"--race-margin sets the margin of --scheduler race (this study's scheduler: {name}); add "
-                          f"--scheduler race or drop --race-margin")
-    return kind_of(name).plan(name, PlanRequest(budget=budget, min_budget=min_budget, eta=eta, margin=margin,
-                                                target=target))
+    kind = kind_of(name)
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    own = {o.key for o in kind.options}
+    for owner_name, owner in _REGISTRY.items():
+        if owner_name == name or not any(o.key in given and o.key not in own for o in owner.options):
+            continue
+        flags = [o.flag for o in owner.options]
+        many = len(flags) > 1
+        raise ConfigError(f"{' and '.join(flags)} {'set' if many else 'sets'} {owner.options[0].what} of --scheduler "
+                          f"{owner_name} (this study's scheduler: {name}); add --scheduler {owner_name} or drop "
+                          f"{'them' if many else flags[0]}")
+    return kind.plan(name, PlanRequest(budget=budget, given=given, target=target))
 
 
 def saved_scheduler(meta_value: dict[str, Any] | None) -> SchedulerPlan:
     """study.json's `scheduler` (a study from before schedulers ran fifo)."""
     if not meta_value:
         return SchedulerPlan()
-    return SchedulerPlan(name=str(meta_value.get("name", DEFAULT_SCHEDULER)), eta=meta_value.get("eta"),
-                         min_budget=meta_value.get("min_budget"),
-                         rungs=tuple(float(b) for b in meta_value.get("rungs") or ()),
-                         margin=meta_value.get("margin"))
+    settings = {k: v for k, v in meta_value.items() if k not in ("name", "rungs")}
+    return SchedulerPlan.of(str(meta_value.get("name", DEFAULT_SCHEDULER)), meta_value.get("rungs") or (),
+                            **settings)
 
 
 def build_scheduler(plan: SchedulerPlan, objectives: list[Objective], folder: StudyFolder | None) -> Scheduler:
@@ -200,5 +270,5 @@ def build_scheduler(plan: SchedulerPlan, objectives: list[Objective], folder: St
 
 
 __all__ = ["CONTINUE", "DEFAULT_SCHEDULER", "PAUSE", "STOP", "Decision", "PlanRequest", "Progress", "Scheduler",
-           "SchedulerPlan", "build_scheduler", "kind_of", "names", "plan_scheduler", "register", "saved_scheduler",
-           "scheduler_help", "unregister"]
+           "SchedulerOption", "SchedulerPlan", "build_scheduler", "kind_of", "names", "plan_scheduler", "register",
+           "saved_scheduler", "scheduler_help", "scheduler_options", "unregister"]

@@ -27,11 +27,11 @@ def kept_entries(folder: StudyFolder, *, prune: bool) -> list[tuple[Path, list[d
     those of a trial with no record (running at a kill); without it (a check before anything runs) nothing on
     disk changes."""
     out = []
-    for _, trial_dir in folder.trial_dirs():  # the study's own trial folders (not a user's copy of one)
+    for number, trial_dir in folder.trial_dirs():  # the study's own trial folders (not a user's copy of one)
         path = trial_dir / RUNGS_FILE
         if not path.is_file():
             continue
-        if not (trial_dir / "result.json").is_file():
+        if not folder.has_record(number):
             if prune:
                 path.unlink(missing_ok=True)
             continue

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError
-from tuner.schedule._base import CONTINUE, STOP, Decision, PlanRequest, Progress, Scheduler, SchedulerPlan
+from tuner.schedule._base import (CONTINUE, STOP, Decision, PlanRequest, Progress, Scheduler, SchedulerOption,
+                                  SchedulerPlan)
 from tuner.schedule._kept import kept_entries, kept_error
 from tuner.study import Objective, StudyFolder
 
@@ -174,6 +175,12 @@ class ParetoASHA(Scheduler):
     """
 
     help = "trials report at rungs and the dominated ones stop early (--min-budget, --eta)"
+    options = (
+        SchedulerOption("min_budget", "--min-budget", "With --scheduler asha: the first rung, in the budget's unit "
+                        "(seconds or samples; default: budget / eta^2, three rungs).", "the rungs", null_kept=True),
+        SchedulerOption("eta", "--eta", "With --scheduler asha: each rung keeps the best 1/eta of the trials that "
+                        "reach it; rungs at min_budget * eta^k (default 3).", "the rungs", null_kept=True),
+    )
 
     def __init__(self, objectives: list[Objective], rungs: list[float], eta: float,
                  entries: Iterable[RungEntry] = ()) -> None:
@@ -213,8 +220,8 @@ class ParetoASHA(Scheduler):
         if not 0 < min_budget < whole:
             raise ConfigError(f"--min-budget must be > 0 and below the trial budget ({whole:g} {unit}; got "
                               f"{min_budget:g}): it is the first rung's budget, in {unit}")
-        return SchedulerPlan(name=name, eta=eta, min_budget=float(min_budget),
-                             rungs=tuple(rung_budgets(float(min_budget), eta, whole)))
+        return SchedulerPlan.of(name, rung_budgets(float(min_budget), eta, whole), eta=eta,
+                                min_budget=float(min_budget))
 
     @classmethod
     def build(cls, plan: SchedulerPlan, objectives: list[Objective], folder: StudyFolder | None) -> "ParetoASHA":

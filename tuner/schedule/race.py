@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 
 from tuner.errors import ConfigError
-from tuner.schedule._base import CONTINUE, Decision, PlanRequest, Progress, Scheduler, SchedulerPlan
-from tuner.study import NOT_REACHED, Objective, StudyFolder, TrialRecord
+from tuner.schedule._base import (CONTINUE, Decision, PlanRequest, Progress, Scheduler, SchedulerOption,
+                                  SchedulerPlan)
+from tuner.study import NOT_REACHED, Objective, StudyFolder
 
 DEFAULT_MARGIN = 1.5
 
@@ -29,7 +30,9 @@ class Race(Scheduler):
 
     help = ("with a target: a trial stops once its training time passes the best time to target so far x "
             "--race-margin (1.5)")
-    takes_margin = True
+    options = (SchedulerOption("margin", "--race-margin", "With --scheduler race: a trial stops once its training time "
+                               "passes this many times the best time to target so far (> 1; default 1.5). Recorded "
+                               "in study.json.", "the margin", metavar="X"),)
 
     def __init__(self, margin: float = DEFAULT_MARGIN, best: float | None = None) -> None:
         if not margin >= 1:
@@ -62,14 +65,11 @@ class Race(Scheduler):
         if not ask.target:
             raise ConfigError("--scheduler race races trials to a target: give --target VALUE (or target: in the "
                               "space), or use another --scheduler")
-        if ask.min_budget is not None or ask.eta is not None:
-            raise ConfigError("--min-budget and --eta set the rungs of --scheduler asha; the race has no rungs: drop "
-                              "them")
         margin = DEFAULT_MARGIN if ask.margin is None else float(ask.margin)
         if not margin > 1:  # at 1 a trial as fast as the best, read on a busier moment, would be stopped
             raise ConfigError(f"--race-margin must be > 1 (got {margin:g}): a trial stops once its training time "
                               f"passes margin x the best time to target so far (default {DEFAULT_MARGIN:g})")
-        return SchedulerPlan(name=name, margin=margin)
+        return SchedulerPlan.of(name, margin=margin)
 
     @classmethod
     def build(cls, plan: SchedulerPlan, objectives: list[Objective], folder: StudyFolder | None) -> "Race":
@@ -83,13 +83,12 @@ class Race(Scheduler):
 
 
 def recorded_times(folder: StudyFolder) -> list[float]:
-    """The time to target of every trial the folder recorded (result.json); --resume checked they read."""
+    """The time to target of every trial the folder recorded (its record, read through the folder); --resume
+    checked they read."""
     out = []
-    for _, trial_dir in folder.trial_dirs():
-        path = trial_dir / "result.json"
-        try:
-            record = TrialRecord.model_validate_json(path.read_text())
-        except (OSError, ValueError):
+    for number, _ in folder.trial_dirs():
+        record = folder.read_record(number)
+        if record is None:
             continue
         t = record.value("time_to_target")
         if t is not None:

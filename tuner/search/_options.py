@@ -18,7 +18,7 @@ from tuner.errors import ConfigError, StudyError
 from tuner.knobs import heavy_knobs, hyperparameter_knobs, knob
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TARGET_REPEATS, DEFAULT_TRIALS
-from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler
+from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler, scheduler_options
 from tuner.space import Space, load_space, parse_space
 from tuner.search._target import TargetAsk, check_resumed_target, check_target_evaluations, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
@@ -69,14 +69,13 @@ class SearchOptions:
         startup_trials: random trials before TPE models the results.
         wall_limit_s: a fixed per-trial wall-time cap (default: from the budget).
         scheduler: `fifo`, `asha` or `race`.
-        min_budget: asha's first rung, in the budget's unit.
-        eta: asha keeps 1/eta of the trials at each rung.
+        scheduler_options: the scheduler's own options by key (asha's `min_budget` and `eta`, the race's
+            `margin`; each scheduler declares its own, tuner.schedule.scheduler_options).
         study_seconds: this call's wall-time allowance for the whole study.
         busy: a busy machine: `note` it, `wait` for a quiet one, or `refuse` to start.
         busy_wait_seconds: the longest `busy="wait"` waits each time.
         target: time to this quality, or `"baseline"`.
         eval_every_samples: with a target, the samples between evaluations (default: from the measured pace).
-        race_margin: the race's factor over the best time to target so far (default 1.5).
         objectives: the study's objectives (`--objective`), over the space's.
     """
 
@@ -105,8 +104,9 @@ class SearchOptions:
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
     scheduler: str | None = None  # fifo (every trial its whole budget) or asha (tuner.search._rungs); default fifo
-    min_budget: float | None = None  # asha's first rung, in the budget's unit (default: budget / eta^2)
-    eta: float | None = None  # asha keeps 1/eta of the trials at each rung (default 3)
+    # The scheduler's own options by key (tuner.schedule.scheduler_options: asha's min_budget and eta, the race's
+    # margin; each scheduler declares its own), None or absent where not given
+    scheduler_options: dict[str, float | None] = field(default_factory=dict)
     study_seconds: float | None = None  # this invocation's wall-time allowance (tuner.search._allowance)
     # A busy machine (tuner.search._busy): note it (say so, measure on), wait for it to be quiet before the study and
     # each trial (at most busy_wait_seconds each), or refuse to start
@@ -114,7 +114,6 @@ class SearchOptions:
     busy_wait_seconds: float = 120.0
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
     eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: from the pace)
-    race_margin: float | None = None  # --scheduler race's factor over the best time to target (default 1.5)
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
 
 
@@ -237,7 +236,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
         confirm_trials=_pick(opts.confirm, None, DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, None, DEFAULT_TARGET_REPEATS if opts.target is not None or
                               space.target is not None else DEFAULT_REPEATS),
-        scheduler=plan_scheduler(opts.scheduler, opts.min_budget, opts.eta, budget, margin=opts.race_margin,
+        scheduler=plan_scheduler(opts.scheduler, budget, opts.scheduler_options,
                                  target=opts.target is not None or space.target is not None),
     )
     # Before the pre-flight (check_plan) builds the reports folder's .cache: a bad target or K changes nothing on disk.
@@ -385,14 +384,13 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                                                               opts.objectives)] != [o.metric for o in meta.objectives]:
         same("--objective", " ".join(opts.objectives), " ".join(o.metric for o in meta.objectives))
     scheduler = saved_scheduler(meta.scheduler)
-    if (opts.scheduler, opts.min_budget, opts.eta, opts.race_margin) != (None, None, None, None):
+    asked = {k: v for k, v in opts.scheduler_options.items() if v is not None}
+    if opts.scheduler is not None or asked:
         name = opts.scheduler or scheduler.name
         kept = name == scheduler.name  # what is not given again stays as saved
-        given = plan_scheduler(name, opts.min_budget if opts.min_budget is not None or not kept else
-                               scheduler.min_budget, opts.eta if opts.eta is not None or not kept else scheduler.eta,
-                               saved_budget, target=bool(getattr(meta, "target", None)),
-                               margin=opts.race_margin if opts.race_margin is not None or not kept else
-                               scheduler.margin)
+        given = plan_scheduler(name, saved_budget, {o.key: asked.get(o.key) if o.key in asked or not kept else
+                                                    getattr(scheduler, o.key) for o in scheduler_options()},
+                               target=bool(getattr(meta, "target", None)))
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
     check_resumed_target(opts, meta, study)  # tuner.search._target: the saved target and K are kept
@@ -454,7 +452,7 @@ def _check_budget(plan: SearchPlan, cfg: Any, check: Any, device: str) -> _Sized
         old = budget.seconds
         budget = budget.model_copy(update={"seconds": want})
         if scheduler.rungs:  # the rungs are fractions of the budget
-            scheduler = plan_scheduler(scheduler.name, opts.min_budget, opts.eta, budget)
+            scheduler = plan_scheduler(scheduler.name, budget, opts.scheduler_options)
         scoring = f" and scoring about {score_s:.3g} s" if score_s else ""
         sized = (f"the space's {old:g} s budget is too short for workload {check.name}: one training step "
                  f"took {step_s:.3g} s in the pre-flight ({_step_words(cfg, False)} on {device}){scoring}; "

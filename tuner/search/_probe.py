@@ -252,9 +252,11 @@ def predicted(compute: float | None, inp: float | None, workers: int, on_cpu: bo
     return min(compute, inp) if workers > 0 and not on_cpu else 1.0 / (1.0 / compute + 1.0 / inp)
 
 
-def _cost(loader: dict[str, Any]) -> tuple[int, int, int]:
-    return (int(loader.get("num_workers") or 0), int(loader.get("prefetch_factor") or 0),
-            int(bool(loader.get("pin_memory"))))
+def _cost(loader: dict[str, Any]) -> tuple[int, ...]:
+    """What a loader costs, compared in the knob table's order (tuner.knobs, probed "input": workers, then
+    prefetch, persistent workers and pinning; persistent_workers is on exactly where there are workers among the
+    candidates, so it orders them as the workers already do)."""
+    return tuple(int(loader.get(name) or 0) for name in LOADER_KNOBS)
 
 
 def choose(compute: float | None, probes: list[LoaderProbe], *, on_cpu: bool) -> dict[str, Any]:

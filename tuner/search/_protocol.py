@@ -1,7 +1,8 @@
 """The typed protocol between a trial process and the study's driver, across Ray.
 
 What a trial is told is one `TrialOrder` (its number, sampled params, time limits and, for a confirmation re-run,
-its repeat and round); what it tells is a `TrialReport` (a window, a phase, a rung, its final outcome). Ray Tune
+its repeat and round); what it tells is a `TrialReport` (a window, a phase, a rung, its final outcome: the one set
+of report types, tuner.study.reports, that the engine makes and a scheduler reads). Ray Tune
 carries plain data only: an order travels in Tune's config under ORDER_KEY (`to_config` / `from_config`), a report
 as Tune's result dict (`to_tune` / `from_tune`). These two pairs are the only code that knows the keys, so the rest
 of the search reads and writes typed objects; an objective's value sits under Tune's metric key
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Union
+from typing import Any
 
-from tuner.study import Objective, TrialRecord
+from tuner.study import (FinalReport, Objective, PhaseReport, RungReport, StartReport, TrialRecord, TrialReport,
+                         WindowReport)
 
 ORDER_KEY = "tuner_order"  # the TrialOrder in Tune's config
 _KIND = "tuner_report"  # which report a Tune result is
@@ -101,63 +103,6 @@ def order_of(config: dict[str, Any] | None) -> TrialOrder | None:
     return TrialOrder.from_config(config) if config and ORDER_KEY in config else None
 
 
-@dataclass(frozen=True)
-class StartReport:
-    """A DDP trial's first report, before its workload builds: it names the workers' placement group
-    (tuner.search._ddp) so a trial ended then still gives them back."""
-
-
-@dataclass(frozen=True)
-class WindowReport:
-    """A timed window closed (tuner.train.reports.WindowReport): the budget used and the throughput so far."""
-
-    budget_used: float
-    window: int
-    samples: int
-    throughput: float | None = None
-    throughput_spread: float | None = None
-    train_loss: float | None = None
-    train_seconds: float | None = None  # the training loop's seconds so far (evaluations excluded): the race's
-    time_to_target: float | None = None  # the trial met the target then, and reads its last windows: not raced
-
-
-@dataclass(frozen=True)
-class PhaseReport:
-    """The trial starts a phase ("compile", "train") that its driver lets take `limit_s` seconds from now
-    (tuner.search._watch)."""
-
-    phase: str
-    limit_s: float
-
-
-@dataclass(frozen=True)
-class RungReport:
-    """A rung closed: the objective values there (penalties where one is not finite) and the `stopped` record the
-    driver keeps if the scheduler stops the trial there."""
-
-    rung: int
-    budget_used: float
-    values: dict[str, float]
-    feasible: bool
-    record: TrialRecord
-
-
-@dataclass(frozen=True)
-class FinalReport:
-    """The trial's outcome: finite objective values (penalties unless feasible) and its record; a trial that
-    trained its whole budget under a rung scheduler also closes the top rung (`rung`, `budget_used`)."""
-
-    values: dict[str, float]
-    feasible: bool
-    record: TrialRecord
-    rung: int | None = None
-    budget_used: float | None = None
-    stopped: bool = False  # a scheduler stopped it (the race, with a state of its own): told to Optuna as PRUNED
-
-
-TrialReport = Union[StartReport, WindowReport, PhaseReport, RungReport, FinalReport]
-
-
 def to_tune(report: TrialReport) -> dict[str, Any]:
     """The plain dict Tune takes (tune.report / ray.train.report)."""
     if isinstance(report, StartReport):
@@ -200,8 +145,8 @@ def from_tune(result: dict[str, Any] | None) -> TrialReport | None:
     record = TrialRecord.model_validate(json.loads(result[_RECORD]))
     feasible = bool(result.get(_FEASIBLE))
     if kind == "rung":
-        return RungReport(rung=int(result[_RUNG]), budget_used=float(result[_BUDGET]), values=values,
-                          feasible=feasible, record=record)
+        return RungReport(rung=int(result[_RUNG]), budget_used=float(result[_BUDGET]), result=record,
+                          values=values, feasible=feasible)
     if kind == "final":
         rung = result.get(_RUNG)
         return FinalReport(values=values, feasible=feasible, record=record,

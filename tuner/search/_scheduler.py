@@ -1,7 +1,7 @@
 """The one adapter between tuner's schedulers (tuner.schedule, Ray-free) and Ray Tune.
 
-Each Tune result becomes a `Progress` (tuner.search._protocol's reports: a window, a rung, the final one) and the
-scheduler's `Decision` becomes Tune's CONTINUE / PAUSE / STOP. Trials run in submission order (FIFO). Besides
+Each Tune result becomes a `Progress` (`Progress.of` the report tuner.search._protocol reads from it: a window, a rung,
+the final one) and the scheduler's `Decision` becomes Tune's CONTINUE / PAUSE / STOP. Trials run in submission order (FIFO). Besides
 deciding, the adapter gives each trial the ladder its scheduler chose for it (`ladder`, set in the trial's order
 before it starts) and, for a trial it stopped with a state of its own (the race's `not reached`), makes that
 trial's final report: Ray calls the scheduler's on_trial_complete first, with the trial whose last result the
@@ -18,7 +18,7 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tuner.schedule import Decision, Progress, Scheduler
-from tuner.search._protocol import FinalReport, WindowReport, from_tune, order_of, rung_closed, to_tune
+from tuner.search._protocol import FinalReport, WindowReport, from_tune, order_of, to_tune
 from tuner.study import Objective, TrialRecord
 
 _TUNE = {"continue": TrialScheduler.CONTINUE, "pause": TrialScheduler.PAUSE, "stop": TrialScheduler.STOP}
@@ -37,22 +37,7 @@ class TuneScheduler(FIFOScheduler):
 
     def progress(self, trial: Any, result: dict[str, Any]) -> Progress | None:
         """The report a Tune result carries, as the scheduler reads it (None: not a trial's report)."""
-        key = _key(trial)
-        closed = rung_closed(result)
-        if closed is not None:
-            return Progress(trial=key, budget_used=float(closed.budget_used or 0.0), rung=int(closed.rung or 0),
-                            values=tuple(closed.values.get(o.metric, float("nan")) for o in self.objectives),
-                            final=isinstance(closed, FinalReport),
-                            time_to_target=closed.record.value("time_to_target"))
-        report = from_tune(result)
-        if isinstance(report, WindowReport):
-            return Progress(trial=key, budget_used=float(report.budget_used), train_seconds=report.train_seconds,
-                            time_to_target=report.time_to_target)
-        if isinstance(report, FinalReport):
-            return Progress(trial=key, budget_used=float(report.budget_used or 0.0), final=True,
-                            values=tuple(report.values.get(o.metric, float("nan")) for o in self.objectives),
-                            time_to_target=report.record.value("time_to_target"))
-        return None
+        return Progress.of(_key(trial), from_tune(result), self.objectives)
 
     # Ray Tune's side ------------------------------------------------------------------------------------------
 

@@ -183,17 +183,13 @@ class TrialReports:
 
             raise StopTrial() from None
 
-    def window(self, report: Any) -> None:
-        self._send(to_tune(WindowReport(budget_used=float(report.budget_used), window=report.window,
-                                        samples=report.samples, throughput=report.throughput,
-                                        throughput_spread=report.throughput_spread, train_loss=report.train_loss,
-                                        train_seconds=report.train_seconds,
-                                        time_to_target=report.time_to_target)))
+    def window(self, report: WindowReport) -> None:
+        self._send(to_tune(report))  # the engine's report is the protocol's (tuner.study.reports): no copy
 
-    def phase(self, report: Any) -> None:
-        self._send(to_tune(PhaseReport(phase=report.phase, limit_s=float(report.limit_s))))
+    def phase(self, report: PhaseReport) -> None:
+        self._send(to_tune(report))
 
-    def rung(self, report: Any) -> None:
+    def rung(self, report: RungReport) -> None:
         record = TrialRecord.of(report.result, **self.where)
         record.run_seconds = round(time.perf_counter() - self.t0, 3)
         record.ended = _now()
@@ -205,9 +201,9 @@ def rung_report(record: TrialRecord, objectives: list[Objective]) -> RungReport:
     ranks it last), the budget used and the `stopped` record."""
     values = [record.get(o.metric) for o in objectives]
     feasible = check_finite(values)
-    return RungReport(rung=int(record.rung or 0), budget_used=float(record.measured_at or 0.0),
+    return RungReport(rung=int(record.rung or 0), budget_used=float(record.measured_at or 0.0), result=record,
                       values={o.metric: float(v) if feasible else penalty(o) for o, v in zip(objectives, values)},
-                      feasible=bool(feasible), record=record)
+                      feasible=bool(feasible))
 
 
 def run_one(config: dict[str, Any], setup: TrialSetup, *, rank: int = 0, engine: Engine = train_trial,

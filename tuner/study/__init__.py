@@ -18,6 +18,7 @@ from tuner.study.metrics import (
 from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_objective
 from tuner.study.parity import PARITY_FILE, KnobParity, StudyParity, read_parity
 from tuner.study.provenance import hardware, versions
+from tuner.study.reports import FinalReport, PhaseReport, RungReport, StartReport, TrialReport, WindowReport
 from tuner.study.record import (
     BUSY_SHARE, Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
@@ -27,7 +28,7 @@ from tuner.study.target import (
 )
 
 __all__ = [
-    "BUSY_SHARE", "BY_KEY", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
+    "BUSY_SHARE", "BY_KEY", "FinalReport", "PhaseReport", "RungReport", "StartReport", "TrialReport", "WindowReport", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
     "EnvProbe", "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
     "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SizedBudget", "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
