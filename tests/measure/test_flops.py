@@ -158,7 +158,7 @@ def test_a_study_counts_the_flops_of_a_batch_size_once(tmp_path, planted_peak, m
 
 
 def knobs(precision: str) -> dict:
-    return {"precision": precision, "tf32": False, "threads": 2}
+    return {"precision": precision, "tf32": False, "threads": 2, "omp_wait_policy": "default"}
 
 
 def test_the_peak_is_measured_once_per_machine_and_precision_and_cached_on_disk(tmp_path):
@@ -215,7 +215,8 @@ def test_the_flop_and_peak_cache_keys_hold_the_knobs_the_role_table_names(tmp_pa
     other = lambda **kw: cfg.model_copy(update={"params": cfg.params.model_copy(update=kw)})  # noqa: E731
     assert flops.flops_key(other(batch_size=cfg.params.batch_size * 2)) != flops.flops_key(cfg)
     assert flops.flops_key(other(precision="bf16")) == flops.flops_key(cfg)  # precision does not change the count
-    assert flops.peak_knobs(cfg.params, device, 3) == {"precision": "fp32", "tf32": False, "threads": 3}
+    assert flops.peak_knobs(cfg.params, device, 3) == {"precision": "fp32", "tf32": False, "threads": 3,
+                                                      "omp_wait_policy": "default"}
     assert flops.peak_knobs(cfg.params.model_copy(update={"tf32": True}), device, 3)["tf32"] is False  # a CPU
     assert flops.peak_key(device, knobs("fp32")) != flops.peak_key(device, {**knobs("fp32"), "threads": 4})
     planted = dataclasses.replace(knob_table.KNOBS["channels_last"], counts=("flops", "peak"))
