@@ -10,6 +10,8 @@ from tests.helpers.docpages import REPO
 from tests.helpers.glossary import TERMS, link_first_uses, unlinked
 
 CONCEPTS = sorted(p.name for p in (REPO / "docs" / "concepts").glob("*.md") if p.name != "glossary.md")
+PAGES = sorted(str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")
+               if p.name != "glossary.md" and p.parent.name != "concepts")
 
 
 def _readme_section() -> str:
@@ -39,6 +41,13 @@ def test_the_horizon_entry_says_whether_the_check_exists():
 def test_each_concept_page_links_each_term_at_its_first_use(page):
     text = (REPO / "docs" / "concepts" / page).read_text()
     assert not unlinked(text), f"docs/concepts/{page}: first use not linked to glossary.md: {unlinked(text)}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_other_page_links_each_term_at_its_first_use(page):
+    """How-to, reference, the FAQ and the rest too: a newcomer may land on any page first (issue 54 item 1)."""
+    text = (REPO / "docs" / page).read_text()
+    assert not unlinked(text), f"docs/{page}: first use not linked to glossary.md: {unlinked(text)}"
 
 
 def test_the_readmes_what_it_does_links_each_term_at_its_first_use():
