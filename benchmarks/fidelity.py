@@ -64,8 +64,9 @@ def independent_throughput(data: Any, workload: str, params: dict[str, Any], dev
         return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
     if workload == "gan":
-        netG = Generator(channels=data.channels, image_size=image_size).to(device)
-        netD = Discriminator(channels=data.channels, image_size=image_size).to(device)
+        fmt = torch.channels_last if params.get("channels_last") else torch.contiguous_format
+        netG = Generator(channels=data.channels, image_size=image_size).to(device, memory_format=fmt)
+        netD = Discriminator(channels=data.channels, image_size=image_size).to(device, memory_format=fmt)
         optG = torch.optim.Adam(netG.parameters(), lr=lr, betas=betas)
         optD = torch.optim.Adam(netD.parameters(), lr=lr, betas=betas)
         scalerD = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
@@ -77,8 +78,8 @@ def independent_throughput(data: Any, workload: str, params: dict[str, Any], dev
             optD.zero_grad()
             fakes = []
             for _ in range(acc):
-                real = next(batches)[0].to(device)
-                noise = torch.randn(real.size(0), netG.nz, 1, 1, device=device)
+                real = next(batches)[0].to(device).contiguous(memory_format=fmt)
+                noise = torch.randn(real.size(0), netG.nz, 1, 1, device=device).contiguous(memory_format=fmt)
                 with autocast():
                     fake = netG(noise)
                     out_real = netD(real)
