@@ -68,27 +68,33 @@ def test_only_complete_records_are_filled_and_measured_ones_kept(make_study):
     assert own.value("compute_ceiling") == 5.0  # measured by the trial itself: kept
 
 
-def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypatch):
-    seen = []
+def _engine_seeing(monkeypatch, key: str, tmp_path) -> tuple[list, dict]:
+    """A planted engine in place of run_trial that records what `run_one` passes it as `key`; and the keyword
+    arguments of a tiny TrialSetup."""
+    import tuner.train
+    from tuner.space import Space
+    from tuner.study import TrialResult
+
+    seen: list = []
 
     def engine(cfg, **kwargs):
-        seen.append(kwargs.get("measure_ceilings"))
-        from tuner.study import TrialResult
-
+        seen.append(kwargs.get(key))
         return TrialResult(state="error", error="planted")
-
-    import tuner.train
 
     monkeypatch.setattr(tuner.train, "run_trial", engine)
     monkeypatch.setattr(tr, "warm_process", lambda *a: None)
-    from tuner.space import Space
-
     space = Space.model_validate({"objectives": [], "params": {"batch_size": 8}})
-    setup = tr.TrialSetup(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
-                                             "params": {"device": "cpu"}},
-                          objectives=[], study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
+    kw = dict(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
+                                 "params": {"device": "cpu"}},
+              objectives=[], study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
+    return seen, kw
+
+
+def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypatch):
     from tuner.search._protocol import TrialOrder
 
+    seen, kw = _engine_seeing(monkeypatch, "measure_ceilings", tmp_path)
+    setup = tr.TrialSetup(**kw)
     tr.run_one(TrialOrder(trial=0).to_config(), setup)
     tr.run_one(TrialOrder(trial=0, repeat=1).to_config(), setup)
     assert seen == [False, True]
@@ -97,25 +103,9 @@ def test_search_trials_skip_ceilings_and_reruns_measure_them(tmp_path, monkeypat
 def test_only_the_baselines_search_run_reads_its_noise_scale(tmp_path, monkeypatch):
     """Issue 55: efficiency is against the baseline's noise scale alone, so the baseline's search run reads it and
     no other search trial, nor a re-run, nor any trial of a study without a baseline."""
-    seen = []
-
-    def engine(cfg, **kwargs):
-        seen.append(kwargs.get("measure_noise"))
-        from tuner.study import TrialResult
-
-        return TrialResult(state="error", error="planted")
-
-    import tuner.train
-
-    monkeypatch.setattr(tuner.train, "run_trial", engine)
-    monkeypatch.setattr(tr, "warm_process", lambda *a: None)
     from tuner.search._protocol import TrialOrder
-    from tuner.space import Space
 
-    space = Space.model_validate({"objectives": [], "params": {"batch_size": 8}})
-    kw = dict(space=space, base={"workload": "cnn", "dataset": "synthetic", "budget": {"samples": 64},
-                                 "params": {"device": "cpu"}},
-              objectives=[], study_dir=str(tmp_path / "s"), cache_dir=str(tmp_path / "c"))
+    seen, kw = _engine_seeing(monkeypatch, "measure_noise", tmp_path)
     with_base = tr.TrialSetup(**kw, baseline_trial=0)
     for order in (TrialOrder(trial=0), TrialOrder(trial=1), TrialOrder(trial=0, repeat=1)):
         tr.run_one(order.to_config(), with_base)
