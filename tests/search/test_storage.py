@@ -68,25 +68,3 @@ def test_a_record_a_kill_lost_comes_back_from_optuna_through_the_keeper(tmp_path
     [back] = read_records(folder)
     assert (back.trial, back.state, back.throughput) == (order.trial, "complete", 100.0)
     assert folder.csv_path.is_file()
-
-
-def test_the_study_database_is_written_ahead_and_a_second_opening_reads_every_trial(tmp_path):
-    """Issue 55: the study's SQLite file runs in write-ahead mode with syncs at checkpoints (each commit synced the
-    file before, a tenth of a second a trial), and what one opening committed the next reads, as --resume does."""
-    import sqlite3
-
-    import optuna
-
-    from tuner.search._storage import open_storage
-
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    study = optuna.create_study(study_name="s", storage=open_storage(url), directions=["maximize", "minimize"])
-    for x in (1.0, 2.0, 3.0):
-        trial = study.ask()
-        trial.suggest_float("x", 0.0, 4.0)
-        study.tell(trial, [x, -x])
-    with sqlite3.connect(tmp_path / "study.db") as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    again = optuna.load_study(study_name="s", storage=open_storage(url))
-    assert [t.values for t in again.trials] == [[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in again.trials)

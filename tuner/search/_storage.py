@@ -5,8 +5,6 @@ are marked FAIL (the samplers ignore them), and a complete trial whose result fi
 the record kept in its user attributes. `keep_record` is the one writer of a search trial's record in the study
 folder: the searcher hands it each trial after telling Optuna, reconcile_study each one a kill lost
 (tests/search/test_storage.py fails on any other caller of tuner.analysis.write_record).
-
-Over 400 lines because the URL checks, the resume checks and the reconciling after a kill read one database.
 """
 
 from __future__ import annotations
@@ -236,31 +234,10 @@ def open_storage(url: str) -> Any:
 
     resolved = engine_url(url)
     try:
-        storage = optuna.storages.RDBStorage(resolved)
+        return optuna.storages.RDBStorage(resolved)
     except Exception as err:  # a bad URL or an unreachable server: the user's to fix
         raise ConfigError(f"--storage {shown_url(url)}: cannot open the database: {type(err).__name__}: "
                           f"{scrub(_first_line(err), url)}") from None
-    if sqlite_path(url) is not None:
-        _write_ahead(storage.engine)
-    return storage
-
-
-def _write_ahead(engine: Any) -> None:
-    """SQLite in write-ahead mode, synced at checkpoints (SQLite's advice for an application's database): each of
-    a trial's ~17 commits (its ask, params, attributes, tell) fsynced the file in the default mode, 4-16 ms each on
-    this machine's disk, 0.07-0.27 s a trial (issue 55); now ~0.02 ms. A killed study loses no committed trial;
-    a power cut may lose the last ones, as it may the study folder's files (tuner.files.atomic_write syncs none),
-    but leaves the file whole. study.db-wal and -shm lie beside it while the study runs."""
-    from sqlalchemy import event
-
-    def pragmas(conn: Any, _record: Any) -> None:
-        cursor = conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    event.listen(engine, "connect", pragmas)
-    engine.dispose()  # the connections opened while Optuna made its tables: the next ones get the pragmas
 
 
 def _first_line(err: BaseException) -> str:
