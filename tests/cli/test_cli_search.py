@@ -3,7 +3,6 @@ starts, and an existing study left untouched."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -13,7 +12,7 @@ import optuna
 import pytest
 
 from tests.helpers.spaces_for_tests import tiny_space
-from tests.helpers.studies import load_trials, read_meta
+from tests.helpers.studies import load_trials, read_meta, disk_state
 from tuner.cli import main
 from tuner.config import TrialConfig
 from tuner.search._resources import ClusterInfo
@@ -22,8 +21,7 @@ TINY_SPACE = tiny_space(trials=3)
 
 
 def snapshot(folder: Path) -> dict[str, tuple[str, int]]:
-    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return disk_state(folder)
 
 
 def optuna_trials(study_dir: Path, name: str):

@@ -219,3 +219,13 @@ def target_study(reports: Path, name: str = "gan-demo") -> Path:
                                                           "estimated_time_to_target": (3200 + 1600 * k) / (100.0 + k)}
                                                          if t else {})}))
     return folder.path
+
+
+def disk_state(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file below `folder` with its sha256 and mtime: what 'nothing on disk changed' compares. SQLite's
+    shared-memory index of a write-ahead database (`*.db-shm`) is left out: any connection rewrites it, it holds
+    none of the study's data, and SQLite rebuilds it from the database and its log."""
+    import hashlib
+
+    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith("-shm")}

@@ -4,7 +4,6 @@ baseline leaves it to --resume, and SIGTERM stops a search as Ctrl-C does."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ import pytest
 
 from tests.helpers.searchproc import finish, search, sigkill, wait_for_results
 from tests.helpers.spaces_for_tests import tiny_space
-from tests.helpers.studies import load_trials, read_meta
+from tests.helpers.studies import load_trials, read_meta, disk_state
 from tuner.cli import main
 from tuner.search import SearchOptions, run_search
 from tuner.study import LOCK_FILE
@@ -28,8 +27,7 @@ TINY_SPACE = tiny_space(trials=2)
 
 
 def hashes(folder: Path) -> dict[str, tuple[str, int]]:
-    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return disk_state(folder)
 
 
 def no_ray(monkeypatch) -> None:
