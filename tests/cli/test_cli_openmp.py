@@ -30,8 +30,11 @@ def run_train(tmp_path, capsys, params: str = "device: cpu", extra: str = "") ->
 
 @pytest.fixture
 def no_policy(monkeypatch):
+    """None of the keys set, and each put back as it was afterwards: `tuner train` sets a config's env in this
+    process's os.environ, which must not leak into later tests (a GOMP_SPINCOUNT left set reads as the user's)."""
     for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
-        monkeypatch.delenv(key, raising=False)
+        monkeypatch.setenv(key, "placeholder")
+        monkeypatch.delenv(key)
 
 
 def test_the_workload_runs_in_the_users_environment_with_nothing_set(tmp_path, capsys, no_policy):

@@ -95,7 +95,7 @@ def test_the_search_summary_s_front_shows_the_figures_it_is_ranked_by(tmp_path, 
     study = planted(tmp_path, quality=True)
     summary = SimpleNamespace(name="drift", finished=3, total=3, as_many_as_fit=False, states={"complete": 3},
                               seconds=1.0, interrupted=False, verdict=decide(study), front=study.front(),
-                              objectives=study.objectives, study=study, study_dir=study.dir)
+                              objectives=study.objectives, study=study, study_dir=study.dir, shares=None)
     _print_summary(summary)
     out = capsys.readouterr().out
     assert "1.51x the baseline" in out and "Pareto front (1 trials)" in out

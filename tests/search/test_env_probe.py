@@ -18,6 +18,14 @@ from tuner.search import _env_probe
 from tuner.search._env_probe import probe_env, read_value, user_set
 
 
+@pytest.fixture
+def no_policy(monkeypatch):
+    """No wait policy of the user's in this process (one would be kept, not probed)."""
+    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+        monkeypatch.setenv(key, "placeholder")
+        monkeypatch.delenv(key)
+
+
 def planted(rates):
     """A reader that returns `rates[value]` in turn (a list: one per reading), recording the order read."""
     order = []
@@ -107,8 +115,7 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}, quality: {e
 
 @pytest.mark.parametrize("faster", ["ACTIVE"])
 def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_chose(
-        ray_session, tmp_path, capsys, monkeypatch, faster):
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+        ray_session, tmp_path, capsys, monkeypatch, faster, no_policy):
     monkeypatch.setenv("MKL_NUM_THREADS", "2")  # a speed variable of the user's own: recorded in study.json
     ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")  # a compute reading at any load
     rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0}
@@ -131,7 +138,8 @@ def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_
     assert meta["machine"]["environment"] == {"MKL_NUM_THREADS": "2"}
 
 
-def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_the_trials_search_it(monkeypatch):
+def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_the_trials_search_it(monkeypatch,
+                                                                                                   no_policy):
     """A step too slow for a probe reading (a ResNet on 2 busy cores) read nothing in three fresh processes (51 s):
     now none is started, and the trials search the knob, as they do a speed knob no batch size could read."""
     from types import SimpleNamespace

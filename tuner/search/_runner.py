@@ -11,7 +11,7 @@ Resume does not replay Ray's experiment state: Ray checkpoints it periodically, 
 behind trials that already finished. The Optuna database is written at every tell, so it is the source of truth,
 and a new Ray experiment runs the remaining trials against the same study, so the sampler sees all before it.
 
-Over 650 lines because it is the one place that orders a study's phases (probes, search, confirmation) and their
+Over 750 lines because it is the one place that orders a study's phases (probes, search, confirmation) and their
 Ray experiments; each phase's own logic lives in its module (options, resources, context, storage, probe,
 searcher, trainable, confirm).
 """
@@ -65,6 +65,7 @@ class SearchSummary:
         ran: trials recorded by this call.
         total: trials asked for (with `study_seconds` and no count: what ran).
         seconds: this call's wall time.
+        started: the call's start (epoch seconds): what `shares` counts as this call's.
         interrupted: a signal stopped it; `exit_code` is 128 + the signal.
         warnings: what the search warned about (also printed on `console`).
         notes: the study's `note:` lines (the effective batch kept, the budget sized, ...).
