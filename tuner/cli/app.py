@@ -124,10 +124,22 @@ def apply_run_env(run_env: dict[str, str] | None, env: Any = None) -> None:
         env[key] = value
 
 
+def busy_line(environment: Any) -> str | None:
+    """What other processes took of the run's CPUs while it trained, where that reached BUSY_SHARE (issue 58):
+    said beside its figures, since they move with that load."""
+    if environment is None or not environment.busy:
+        return None
+    load = f", load average {environment.load1:.1f}" if environment.load1 is not None else ""
+    return (f"note: the machine was busy: other processes took {environment.others_share:.0%} of this run's CPUs "
+            f"while it trained ({environment.others_cpus:.1f} CPUs busy with their work{load}); its throughput "
+            f"moves with that load")
+
+
 def note(text: str) -> None:
     """Progress and hints: stderr, so stdout stays the result."""
     print(text, file=sys.stderr)
 
 
-__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "apply_run_env", "json", "note", "print_json",
+__all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "apply_run_env", "busy_line", "json", "note",
+           "print_json",
            "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]

@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, app, apply_run_env, note, print_json, stdout_console
-from tuner.cli.train import busy_line
+from tuner.cli.app import Debug, Format, app, apply_run_env, busy_line, note, print_json, stdout_console
 from tuner.errors import ConfigError
 
 REPORTS_DIR_HELP = "Folder that holds the studies (as given to `tuner search`)."

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import (Debug, Format, FormatOption, app, apply_run_env, note, print_json, stdout_console,
-                           user_output)
+from tuner.cli.app import (Debug, Format, FormatOption, app, apply_run_env, busy_line, note, print_json,
+                           stdout_console, user_output)
 from tuner.errors import RunFailed
 
 
@@ -87,17 +87,6 @@ def train(
         note(said)
     if result.state not in ("complete", "not reached"):  # not reached: an answer (slower or worse), not a failure
         raise RunFailed(f"the run did not complete: {result.state} ({result.error})")
-
-
-def busy_line(environment: Any) -> str | None:
-    """What other processes took of the run's CPUs while it trained, where that reached BUSY_SHARE (issue 58):
-    said beside its figures, since they move with that load."""
-    if environment is None or not environment.busy:
-        return None
-    load = f", load average {environment.load1:.1f}" if environment.load1 is not None else ""
-    return (f"note: the machine was busy: other processes took {environment.others_share:.0%} of this run's CPUs "
-            f"while it trained ({environment.others_cpus:.1f} CPUs busy with their work{load}); its throughput "
-            f"moves with that load")
 
 
 def until(cfg: Any, quality: Any, value: float | None, every: int | None) -> Any:
