@@ -67,3 +67,21 @@ def _no_busy_machine_sample(monkeypatch):
     depend on what else this machine runs (a warning line on a busy CI host). Its own tests plant samples, and
     tests/measure/test_load.py measures real ones."""
     monkeypatch.setenv("TUNER_BUSY_SAMPLE_S", "0")
+
+
+@pytest.fixture(autouse=True)
+def _speed_env_put_back():
+    """`tuner train` run in-process (main([...])) sets a config's env in os.environ, as it does in its own process:
+    each speed variable (tuner.config.SPEED_ENV) is put back as it was after every test, so one test's
+    OMP_NUM_THREADS does not read as the user's own in a later one."""
+    import os
+
+    from tuner.config import SPEED_ENV
+
+    had = {key: os.environ.get(key) for key in SPEED_ENV}
+    yield
+    for key, value in had.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
