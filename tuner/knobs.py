@@ -58,6 +58,9 @@ class Knob:
     # The sampling context's name its None default stands for in a space (torch's default thread count is the
     # trial's CPUs): the baseline trial takes that value, not a draw.
     default_from: str | None = None
+    # Its best value moves with what else the machine runs (spinning threads win alone, lose beside other work): a
+    # value a study chose while the machine was busy is not exported in place of the user's own (tuner.report.export).
+    load_sensitive: bool = False
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -153,10 +156,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     # depend on the machine and on what else runs on it (a spinning wait took 44x longer beside other work, a
     # passive one 1.4-1.7x longer on a quiet CPU), so a CPU study probes them rather than setting either.
     Knob("threads", "speed", CEILINGS, _threads, probe="compute", what="torch's CPU compute threads",
-         counts=("peak",), default_from="cpus"),
+         counts=("peak",), default_from="cpus", load_sensitive=True),
     Knob("omp_wait_policy", "speed", CEILINGS, _wait_policy, probe="compute", env="OMP_WAIT_POLICY",
          what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
-              "(spin); set before torch loads", counts=("peak",)),
+              "(spin); set before torch loads", counts=("peak",), load_sensitive=True),
     Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
     # The ceiling keys hold the resolved device (`cuda (NVIDIA H100)`), not this spelling (`auto`).
     Knob("device", "run", (), "device = torch.device({value!r})", what="auto, cpu or cuda"),
@@ -177,6 +180,11 @@ def knob_env(params: Any) -> dict[str, str]:
 def env_knobs() -> tuple[str, ...]:
     """The knobs applied through the environment before torch loads: probed in fresh processes only."""
     return tuple(k.name for k in KNOBS.values() if k.env)
+
+
+def load_knobs() -> tuple[str, ...]:
+    """The knobs whose best value moves with the machine's other work (`Knob.load_sensitive`): threads, wait policy."""
+    return tuple(k.name for k in KNOBS.values() if k.load_sensitive)
 
 
 def knob(name: str) -> Knob:

@@ -499,3 +499,52 @@ def test_the_quality_pages_example_header_is_what_the_export_writes(make_study):
     s = open_study(target_study(make_study()).parent, "gan-demo")
     header = write_export(s, build_export(s, trial=2)).read_text().splitlines()
     assert len(shown) == 2 and all(line in header for line in shown), (shown, header)
+
+
+def _with_load_knobs(reports, trial, share):
+    """Trial `trial` chose 1 thread and PASSIVE (what won beside a spinning neighbour), read while others took
+    `share` of its CPUs."""
+    from tuner.study import StudyFolder
+
+    path = StudyFolder(reports / "gan-demo").trial_dir(trial) / "result.json"
+    rec = json.loads(path.read_text())
+    rec["config"]["params"].update(threads=1, omp_wait_policy="PASSIVE")
+    rec["params"].update(threads=1, omp_wait_policy="PASSIVE")
+    rec["environment"] = {"variables": {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1", "KMP_BLOCKTIME": "0"},
+                          "torch_threads": 1, "others_share": share, "others_cpus": 2 * share}
+    path.write_text(json.dumps(rec))
+
+
+def test_a_busy_studys_export_keeps_the_users_threads_and_wait_policy(make_study):
+    """Issue 58's env-busy row: beside one spinning process a study picked 1 thread and PASSIVE, right under that
+    load and 0.63x its baseline once the machine was quiet. A study other work slowed exports the pick with the
+    user's own threads and wait policy (env and plain-PyTorch lines too), says which it left out and why, and
+    keeps them only when asked (--keep-load-knobs)."""
+    reports = make_study()
+    s = open_study(reports, "gan-demo")
+    pick = build_export(s).record.trial
+    _with_load_knobs(reports, pick, share=0.5)
+    s = open_study(reports, "gan-demo")
+    exp = build_export(s)
+    assert exp.record.trial == pick
+    text = write_export(s, exp).read_text()
+    cfg = load_config(s.dir / "best.yaml")
+    assert cfg.params.threads is None and cfg.params.omp_wait_policy == "default"
+    assert cfg.env == {"KMP_BLOCKTIME": "0"}  # the shell's own variable stays; the knobs' go
+    assert "threads" not in cfg.provenance["pytorch"]["lines"]
+    assert cfg.provenance["held_for_load"]["knobs"] == {"threads": 1, "omp_wait_policy": "PASSIVE"}
+    assert "# Left at your own: threads 1, omp_wait_policy PASSIVE, chosen while other processes took up to 50%" \
+        in text and "--keep-load-knobs" in text
+    kept = build_export(s, keep_load_knobs=True)  # asked: the load is the user's normal
+    assert kept.config.params.threads == 1 and kept.config.params.omp_wait_policy == "PASSIVE"
+    assert "held_for_load" not in kept.config.provenance
+
+
+def test_a_quiet_studys_export_keeps_the_threads_and_wait_policy_it_chose(make_study):
+    reports = make_study()
+    s = open_study(reports, "gan-demo")
+    pick = build_export(s).record.trial
+    _with_load_knobs(reports, pick, share=0.05)
+    exp = build_export(open_study(reports, "gan-demo"))
+    assert exp.config.params.threads == 1 and exp.config.params.omp_wait_policy == "PASSIVE"
+    assert "held_for_load" not in exp.config.provenance

@@ -3,6 +3,7 @@ their uncertainty, suspect readings, headroom against the ceilings, goodput, the
 Study view that reports start from, and trials.csv's derived columns. Above the record, beneath everything that
 shows or acts on a judgement."""
 
+from tuner.analysis.busy import Busy, busy_runs
 from tuner.analysis.compile_cost import break_even_seconds, break_even_text, eager_reference, study_payback
 from tuner.analysis.goodput import LrAdvice, baseline_record, efficiency, gain, lr_advice, sample_cost, scaled_lr
 from tuner.analysis.headroom import (
@@ -20,11 +21,11 @@ from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirm
 from tuner.analysis.wall import WallShares, wall_shares
 
 __all__ = [
-    "BOUND_EXPLANATION", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
+    "BOUND_EXPLANATION", "Busy", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
     "INPUT_SHORT_OF", "Interval", "LrAdvice", "MIN_SPREAD", "NOT_MEASURED", "NoiseFloor", "Pick", "Pooled", "Study",
     "TimeToTarget", "Value", "Verdict", "WallShares", "WindowNoise", "against_baseline", "allowed_spread", "assess",
     "baseline_record",
-    "beyond_one_more_run", "bound_label", "break_even_seconds", "break_even_text", "cache_key",
+    "beyond_one_more_run", "bound_label", "break_even_seconds", "busy_runs", "break_even_text", "cache_key",
     "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
     "fill_from_cache", "gain", "is_confirmed", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
     "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",

@@ -91,6 +91,10 @@ def export(
     verify: Annotated[bool, typer.Option("--verify", help="Rerun the exported config --repeats times and check the "
                                          "recorded throughput lies in the re-measured interval.")] = False,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.")] = 3,
+    keep_load_knobs: Annotated[bool, typer.Option(
+        "--keep-load-knobs", help="On a study other work slowed (the verdict says the machine was busy): keep the "
+        "threads and wait policy chosen under that load. By default they go back to your own, since what wins "
+        "beside other work can lose on a quiet machine.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file that is not a config tuner "
                                         "exported (a study's own files are never replaced).")] = False,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
@@ -111,7 +115,7 @@ def export(
     s = open_study(reports_dir, study)
     if (stray := s.strays_note()) is not None:
         note(f"tuner: note: {stray}")
-    exp = build_export(s, rule.value, min_quality, trial=trial)
+    exp = build_export(s, rule.value, min_quality, trial=trial, keep_load_knobs=keep_load_knobs)
     path = write_export(s, exp, out, as_.value if as_ is not None else None, force=force)
     rec = exp.record
     q = s.quality
@@ -124,6 +128,11 @@ def export(
         print(f"wrote {path}: trial {rec.trial} ({exp.command_args}), "
               f"{fmt_figure(rec, 'throughput')} samples/s{qtext} ({how})")
         print(f"run it with: tuner train --config {path}")
+    held = (exp.config.provenance or {}).get("held_for_load")
+    if held:
+        doc["held_for_load"] = held
+        note(f"note: left at your own: {', '.join(f'{n} {v}' for n, v in held['knobs'].items())}, {held['why']} "
+             f"(--keep-load-knobs keeps them)")
     if exp.verdict is not None:
         doc["verdict"] = exp.verdict.to_json()
         if printed is Format.table:

@@ -5,8 +5,8 @@ The file is a TrialConfig (workload, workload_options, dataset, budget, params, 
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.
 
-Over 540 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
-rule, parity, target, the baseline --verify re-measures beside it); splitting them would pass that record's pieces
+Over 640 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
+rule, parity, target, the knobs held for a busy machine, the baseline --verify re-measures beside it); splitting them would pass that record's pieces
 between modules.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +155,10 @@ def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
 
 
 def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
-               min_quality: float | None, verdict: Verdict | None = None) -> dict[str, Any]:
+               min_quality: float | None, verdict: Verdict | None = None,
+               environment: RunEnvironment | None = None) -> dict[str, Any]:
+    """Where the config came from and what it read. `environment`: what its env and plain-PyTorch lines name (the
+    trial's recorded one unless build_export held knobs back from it)."""
     rule: dict[str, Any] = {"pick": pick, "rank": study.rank(record), "front_size": len(study.front())}
     if verdict is not None:
         rule["verdict"] = verdict.text
@@ -210,7 +214,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "trial_started": record.started,
         "trial_ended": record.ended,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "pytorch": pytorch_settings(cfg, record.optimizer, record.environment),
+        "pytorch": pytorch_settings(cfg, record.optimizer,
+                                    environment if environment is not None else record.environment),
     }
     advice = study_lr_advice(study, record)
     if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.analysis.goodput)
@@ -248,9 +253,11 @@ class Export:
 
 
 def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = None,
-                 trial: int | None = None) -> Export:
+                 trial: int | None = None, keep_load_knobs: bool = False) -> Export:
     """The chosen trial's config (tuner.analysis.verdict: the pick, ties within the noise broken by quality and
-    cost), or trial `trial`'s (which must be complete), with its provenance."""
+    cost), or trial `trial`'s (which must be complete), with its provenance. On a study the machine's other work
+    slowed, the knobs whose best value moves with that work (threads, the wait policy) keep the user's own values
+    unless `keep_load_knobs` (held_for_load)."""
     study.require_complete()
     if trial is None:
         verdict = decide(study, pick, min_quality)
@@ -261,8 +268,12 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
         rule, args = "trial", f"--trial {trial}"
     record = verdict.pick
     cfg = trial_config(study, record)
-    cfg.env = run_env(cfg, record.environment) or None  # `tuner train --config` sets them before torch loads
-    cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict)
+    held = None if keep_load_knobs else held_for_load(study, cfg)
+    environment = _without_held(record.environment, held)
+    cfg.env = run_env(cfg, environment) or None  # `tuner train --config` sets them before torch loads
+    cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict, environment)
+    if held is not None:
+        cfg.provenance["held_for_load"] = held
     doc = dump_config(cfg)
     if record.get("fid") is None and (study.quality is None or study.quality.metric != "fid"):
         # the FID settings are the GAN's: a workload scored by its own metric (a language model's loss) never
@@ -270,6 +281,43 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
         doc["quality"] = {k: v for k, v in doc.get("quality", {}).items() if not k.startswith("fid_")}
     doc["provenance"] = json_safe(cfg.provenance)  # plain types for YAML
     return Export(record, cfg, doc, args, verdict)
+
+
+def held_for_load(study: Study, cfg: TrialConfig) -> dict[str, Any] | None:
+    """Where other work took a share of the study's CPUs (tuner.analysis.busy), the config's load-sensitive knobs
+    (tuner.knobs.load_knobs: threads, the wait policy) go back to the user's own, in place (their env variables
+    too), and what they were is returned: a thread count or wait policy that won beside a spinning neighbour
+    (1 thread, PASSIVE) read 0.63x the baseline once the machine was quiet (benchmarks env-busy), so a busy study
+    does not hand it over as the user's new default. None where the study was quiet or the knobs were already
+    the user's."""
+    from tuner.analysis import busy_runs
+    from tuner.knobs import KNOBS, load_knobs
+
+    busy = busy_runs(study.records, study.folder)
+    if not busy:
+        return None
+    chosen = {name: getattr(cfg.params, name) for name in load_knobs()
+              if getattr(cfg.params, name) != Params.model_fields[name].default}
+    if not chosen:
+        return None
+    cfg.params = cfg.params.model_copy(update={n: Params.model_fields[n].default for n in chosen})
+    return {"knobs": chosen, "worst_share": round(busy.worst, 3),
+            "why": f"chosen while other processes took up to {busy.worst:.0%} of the study's CPUs"}
+
+
+def _without_held(environment: RunEnvironment | None, held: dict[str, Any] | None) -> RunEnvironment | None:
+    """The trial's recorded environment less what the held knobs set in it (their variables; torch's thread count
+    where `threads` is held): the export's env and plain-PyTorch lines then name the user's own."""
+    if environment is None or not held:
+        return environment
+    from tuner.knobs import KNOBS
+
+    drop = {str(KNOBS[n].env) for n in held["knobs"] if KNOBS[n].env}
+    update: dict[str, Any] = {"variables": {k: v for k, v in environment.variables.items() if k not in drop}}
+    if "threads" in held["knobs"]:
+        update["torch_threads"] = None
+        update["variables"].pop("OMP_NUM_THREADS", None)
+    return environment.model_copy(update=update)
 
 
 def _complete_trial(study: Study, number: int) -> TrialRecord:
@@ -400,6 +448,16 @@ def _env_lines(exp: Export) -> list[str]:
     probe = exp.config.provenance.get("environment_probe") if exp.config.provenance else None
     if probe and probe.get("why"):
         lines.append(f"# {probe['knob']}: {probe['why']}")
+    held = exp.config.provenance.get("held_for_load") if exp.config.provenance else None
+    if held:
+        from tuner.knobs import KNOBS
+
+        spelled = "; ".join(KNOBS[n].spell(v) for n, v in held["knobs"].items())
+        lines += [f"# {line}" for line in textwrap.wrap(
+            f"Left at your own: {', '.join(f'{n} {v}' for n, v in held['knobs'].items())}, {held['why']} (the "
+            f"figures above were read with them, under that load; beside no other work they can be slower than "
+            f"your own). Where that load is your machine's normal, add them ({spelled}) or export with "
+            f"--keep-load-knobs; check either with --verify.", 116)]
     return lines
 
 
