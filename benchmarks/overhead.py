@@ -471,6 +471,8 @@ def _run_default_study(ctx: Context) -> dict[str, Any]:
     start, launched = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=25 * 60)
     wall = time.perf_counter() - start
+    # what the user saw (stderr: progress; stdout: the summary), kept beside the study for the docs' tour
+    (ctx.work_dir / f"{study}.log").write_text(proc.stderr + proc.stdout)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"default study failed (exit {proc.returncode}): {tail[0]}")
