@@ -28,11 +28,10 @@ from tuner.config import Params, TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
 from tuner.knobs import check_device
-from tuner.measure.ceiling import STABLE, CeilingCache
+from tuner.measure.ceiling import NOT_MEASURED, STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
-from tuner.study import CurvePoint, NOT_REACHED, TrialResult, past_cap, target_metrics
-from tuner.analysis import NOT_MEASURED, assess
+from tuner.study import CurvePoint, NOT_REACHED, TrialResult, assess, break_even_seconds, past_cap, target_metrics
 from tuner.data import prefetch_depth, to_device
 from tuner.train.ceilings import CeilingNote, ceilings, first_batch
 from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit, compile_models, compile_timed_out,
@@ -495,8 +494,6 @@ class _Run:
                          f"the step is too slow for this budget (raise --budget-seconds)")
             return
         if watch is not None and eager_throughput is not None and summary.throughput is not None:
-            from tuner.analysis import break_even_seconds
-
             res.metrics["eager_throughput"] = eager_throughput
             res.metrics["compile_break_even_s"] = break_even_seconds(
                 loop.compile_seconds or 0.0, summary.throughput * world, eager_throughput)
