@@ -18,8 +18,8 @@ MAX_LINES = 400
 SIZE_TOLERANCE = 0.15  # a size reason's N may be this far (a fraction of the real count) from the real count
 # Low to high, as ARCHITECTURE.md lists them: a module may import its own package and the ones before it. The root
 # module `tuner` (the public face: the Workload contract and __version__) stands with `workload`.
-LAYERS = ["errors", "files", "knobs", "device", "config", "workload", "study", "analysis", "data", "models",
-          "measure", "builtin", "train", "space", "schedule", "search", "report", "cli"]
+LAYERS = ["errors", "files", "knobs", "device", "config", "workload", "study", "data", "models", "measure", "builtin",
+          "train", "analysis", "space", "schedule", "search", "report", "cli"]
 # Imports across packages that reach past the package's public names, each with why it cannot go through them.
 # (module imported, the module that imports it) -> why. Keep it short: fixing the import is the usual answer.
 ALLOWED_INTERNAL: dict[tuple[str, str], str] = {}
@@ -375,3 +375,36 @@ def test_only_the_study_names_the_record_files(tmp_path):
     root = _tree(tmp_path, {"tuner/schedule/x.py": 'path = "result.json"\n',
                             "tuner/study/folder.py": 'RESULT_FILE = "result.json"\n'})
     assert record_file_names(root) == ["tuner.schedule.x:1"]
+
+
+PRODUCERS = ("measure", "train")  # what makes a trial's figures; the judge (tuner.analysis) reads them
+JUDGE = "analysis"
+
+
+def producer_imports_of_judge(g: dict[str, set[str]]) -> list[str]:
+    """Each import (a function's own and one written as a string included: `graph` reads them) from a producer
+    package into tuner.analysis. The order already puts analysis above them; this names the rule itself, so a
+    reordering that put the judge back below would not let a producer reach it again."""
+    return [f"{src} imports {dst}" for src, dsts in g.items() for dst in sorted(dsts)
+            if src.split(".")[1:2] and src.split(".")[1] in PRODUCERS
+            and dst.split(".")[1:2] == [JUDGE]]
+
+
+def test_producers_never_import_the_judge(tmp_path):
+    """The producers (tuner.measure, tuner.train) know nothing of tuner.analysis (issue 53 item 4): what they share
+    with it (the ceiling cache's keys, the readings a trial stores) lives below both. A planted import, at the top
+    or inside a function, is found."""
+    found = producer_imports_of_judge(graph())
+    assert not found, "a producer imports the judge (see ARCHITECTURE.md):\n" + "\n".join(found)
+    root = _tree(tmp_path, {
+        "tuner/__init__.py": "",
+        "tuner/analysis/__init__.py": "__all__ = []\n",
+        "tuner/analysis/headroom.py": "def assess():\n    pass\n",
+        "tuner/measure/__init__.py": "__all__ = []\n",
+        "tuner/measure/ceiling.py": "from tuner.analysis import headroom\n",
+        "tuner/train/__init__.py": "__all__ = []\n",
+        "tuner/train/trial.py": "def verdict():\n    from tuner.analysis.headroom import assess\n    return assess()\n",
+        "tuner/train/ok.py": "from tuner.measure import ceiling\n",
+    })
+    assert producer_imports_of_judge(graph(root)) == ["tuner.measure.ceiling imports tuner.analysis.headroom",
+                                                      "tuner.train.trial imports tuner.analysis.headroom"]

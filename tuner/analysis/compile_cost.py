@@ -9,23 +9,15 @@ loader workers).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
 from tuner.knobs import heavy_knobs, numerics_knobs
+from tuner.study import break_even_seconds  # the trial stores it too: one function, below both
 
 # What eager must share to compare (tuner.knobs): the step's work and its rounding, all but compile itself
 SAME_CONFIG = heavy_knobs() + tuple(n for n in numerics_knobs() if n != "compile")
-
-
-def break_even_seconds(compile_s: float, compiled: float, eager: float) -> float | None:
-    """Wall seconds of training after which the compiled run is ahead of eager (compile included); None: never
-    (compiled no faster than eager), or a speed that is missing."""
-    if not (compiled > 0 and eager > 0) or not math.isfinite(compile_s) or compiled <= eager:
-        return None
-    return max(compile_s, 0.0) / (1.0 - eager / compiled)
 
 
 def _duration(seconds: float) -> str:

@@ -6,8 +6,8 @@
 Each keeps a wall-time deadline (warm-up included) and holds windows of the trial's minimum steps, or is skipped
 with its reason (CeilingSkipped): a model whose step is too slow for the deadline gets no ceiling rather than a
 one-step reading. This module holds their timing rules and the study's cache; the loops that drive a step or a loader for them
-are tuner.train.ceilings' (compute_ceiling, input_ceiling), since they run training code. Each takes a second or two; `tuner.analysis.headroom` turns them into a verdict. A study caches them by the knobs
-they depend on (CeilingCache): loader knobs do not change the compute ceiling, batch and precision do not change
+are tuner.train.ceilings' (compute_ceiling, input_ceiling), since they run training code. Each takes a second or two; tuner.study.readings.assess turns them into a verdict. A study caches them by the knobs
+they depend on (CeilingCache, keyed by ceiling_cache_keys; torch-free, so `tuner report` reads the cache too): loader knobs do not change the compute ceiling, batch and precision do not change
 what a loader of a given batch size delivers.
 """
 
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import Measure
-from tuner.analysis import cache_key  # noqa: F401 - torch-free, so `tuner report` reads the cache too
 
 WINDOWS = 3  # the median of three windows: one slow window (an epoch boundary, a neighbour) does not decide
 MIN_WINDOWS = 2  # a deadline too short for three windows of enough steps takes two, never one-step windows
@@ -112,3 +111,32 @@ class CeilingCache:
             if self.create:
                 raise
             # the folder is gone (a deleted study): the reading is not kept, and the folder is not made again
+
+
+# --- the study's ceiling cache's keys, read without torch (a study measures ceilings only for the trials whose
+# verdict someone reads; every other trial that shares their knobs gets them from here: tuner.analysis.headroom) ---
+
+NOT_MEASURED = ("not measured: ceilings are measured for the trials whose verdict is read (the confirmed front, "
+                "`tuner train`, `tuner profile`), not after every search trial")
+
+
+def cache_key(kind: str, parts: dict[str, Any]) -> str:
+    """A short stable key for `parts` (what the ceiling depends on)."""
+    import hashlib
+    import json
+
+    text = json.dumps({"kind": kind, **parts}, sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def ceiling_cache_keys(cfg: Any, device: str, world: int = 1) -> dict[str, str]:
+    """The cache key of each ceiling of TrialConfig `cfg` on `device` (its description): what it depends on and
+    nothing else (loader knobs do not move the compute ceiling; accumulation, precision and the optimizer do not
+    move the input ceiling): the knobs each ceiling moves come from the role table (tuner.knobs)."""
+    from tuner.knobs import CEILINGS, ceiling_knobs
+
+    p = cfg.params
+    shared = {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
+              "device": device, "world": world}
+    return {kind: cache_key(kind, {**shared, **{name: getattr(p, name) for name in ceiling_knobs(kind)}})
+            for kind in CEILINGS}

@@ -1,6 +1,9 @@
 """The record of a study, beneath `search/` (which writes it) and `report/` (which reads it): the typed trial
 record, the one list of metrics, the Objective type, the folder layout and its lock. What is judged from the
-records (ranks, statistics, suspects, verdicts) is tuner.analysis's: nothing here imports it."""
+records (ranks, statistics, suspects, verdicts) is tuner.analysis's: nothing here imports it. The two readings a
+trial stores beside its figures (its headroom against its ceilings, its compile break-even: study/readings.py) are
+functions of those figures alone, here so that the trial writing them and the analysis re-deriving them share one
+function without a producer importing the judge."""
 
 from tuner.study.folder import (
     CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, HeavyStep, Preflight, SizedBudget, StudyFolder, StudyGone,
@@ -18,6 +21,10 @@ from tuner.study.metrics import (
 from tuner.study.objective import Objective, QUALITY, THROUGHPUT, quality_objective
 from tuner.study.parity import PARITY_FILE, KnobParity, StudyParity, read_parity
 from tuner.study.provenance import hardware, versions
+from tuner.study.readings import (
+    BOUND_EXPLANATION, COMPUTE_BOUND_AT, COMPUTE_BOUND_BELOW, INPUT_BOUND_ABOVE, INPUT_SHORT_OF, LOW_OF_PEAK, Bound,
+    Headroom, assess, bound_label, break_even_seconds, peak_clause, rate,
+)
 from tuner.study.reports import FinalReport, PhaseReport, RungReport, StartReport, TrialReport, WindowReport
 from tuner.study.record import (
     BUSY_SHARE, Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
@@ -28,6 +35,8 @@ from tuner.study.target import (
 )
 
 __all__ = [
+    "BOUND_EXPLANATION", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "INPUT_BOUND_ABOVE", "INPUT_SHORT_OF", "LOW_OF_PEAK",
+    "Bound", "Headroom", "assess", "bound_label", "break_even_seconds", "peak_clause", "rate",
     "BUSY_SHARE", "BY_KEY", "FinalReport", "PhaseReport", "RungReport", "StartReport", "TrialReport", "WindowReport", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "KnobParity",
     "EnvProbe", "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
     "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",

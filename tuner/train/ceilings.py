@@ -15,11 +15,10 @@ from torch import nn
 from tuner.config import Budget, Measure, Params, TrialConfig
 from tuner.device import Device, is_oom
 from tuner.knobs import probed
-from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ceiling_measure,
+from tuner.measure.ceiling import (MIN_WINDOWS, CeilingCache, CeilingSkipped, ceiling_cache_keys, ceiling_measure,
                                    check_fits, settled, stable_measure)
 from tuner.measure.timing import Clock, WaitMeter, WindowTimer, summarize
 from tuner.data import batch_len, to_device
-from tuner.analysis import ceiling_cache_keys
 from tuner.train.distributed import Agreement
 from tuner.train.loop import forever, run_loop
 from tuner.train.step import PhaseStep
@@ -95,7 +94,7 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:
-    """The cache key of each ceiling (tuner.analysis.headroom.ceiling_cache_keys, which reports read too)."""
+    """The cache key of each ceiling (tuner.measure.ceiling.ceiling_cache_keys, which reports read too)."""
     return ceiling_cache_keys(cfg, device.describe(), world)
 
 

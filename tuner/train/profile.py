@@ -11,7 +11,7 @@ The config's workload, loader and models are built as a trial builds them (tuner
    its ends (tuner.measure.profile.PhaseClock): the Chrome trace, the operator table and each part's share of the
    step's wall time;
 4. the compute and input ceilings (tuner.train.ceilings, as a trial measures them, `measure.ceiling_seconds` each)
-   and tuner.analysis.headroom.assess: the same sentence `tuner train` and `tuner report` print.
+   and tuner.study.readings.assess: the same sentence `tuner train` and `tuner report` print.
 
 One process, one device: a config with `gpus` > 1 is profiled on one GPU, without DDP.
 """
@@ -31,7 +31,7 @@ from tuner.errors import ConfigError, RunFailed, TunerError, UserError, error_li
 from tuner.knobs import check_device
 from tuner.measure.profile import PhaseClock, activities, top_operators
 from tuner.measure.timing import WaitMeter, WindowTimer, summarize
-from tuner.analysis import Headroom, assess
+from tuner.study import Headroom, assess
 from tuner.train.ceilings import ceilings
 from tuner.train.trial import Training, build_training, trial_scope
 from tuner.workload import user_error_line

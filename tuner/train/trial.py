@@ -28,11 +28,10 @@ from tuner.config import Params, TrialConfig
 from tuner.device import Device, is_oom, resolve_device
 from tuner.errors import TunerError, error_line
 from tuner.knobs import check_device
-from tuner.measure.ceiling import STABLE, CeilingCache
+from tuner.measure.ceiling import NOT_MEASURED, STABLE, CeilingCache
 from tuner.measure.quality import eval_mode
 from tuner.measure.timing import summarize
-from tuner.study import CurvePoint, NOT_REACHED, TrialResult, past_cap, target_metrics
-from tuner.analysis import NOT_MEASURED, assess
+from tuner.study import CurvePoint, NOT_REACHED, TrialResult, assess, break_even_seconds, past_cap, target_metrics
 from tuner.data import prefetch_depth, to_device
 from tuner.train.ceilings import CeilingNote, ceilings, first_batch
 from tuner.train.compile import (CompileWatch, compile_error_line, compile_limit, compile_models, compile_timed_out,
@@ -383,6 +382,12 @@ class _Rungs:
                                   f"rung {rung} (the model's outputs are not)")
 
 
+@dataclass
+class _Evidence:
+    """What `_Run._evidence` saw of its block: `failed` when the block raised (the record says why)."""
+    failed: bool = False
+
+
 class _Run:
     """One trial's state, so a failure handler can read what was measured and then drop every big tensor."""
 
@@ -495,8 +500,6 @@ class _Run:
                          f"the step is too slow for this budget (raise --budget-seconds)")
             return
         if watch is not None and eager_throughput is not None and summary.throughput is not None:
-            from tuner.analysis import break_even_seconds
-
             res.metrics["eager_throughput"] = eager_throughput
             res.metrics["compile_break_even_s"] = break_even_seconds(
                 loop.compile_seconds or 0.0, summary.throughput * world, eager_throughput)
@@ -621,33 +624,23 @@ class _Run:
                 or cfg.measure.ceiling_seconds <= 0 or res.throughput is None:
             return
         t0 = self.clock()
-        try:
-            per_sample = self._flops_per_sample(cache)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # noqa: BLE001 - a user model the counter cannot follow still trained
-            self._drop_after(err)
-            res.metrics["of_peak_skipped"] = f"FLOPs not counted: {error_line(err)}"
+        per_sample = 0.0
+        with self._evidence("of_peak_skipped", "FLOPs not counted", "of_peak_seconds", t0) as counted:
+            per_sample = self._flops_per_sample(cache)  # a user model the counter cannot follow still trained
+        if counted.failed:
             return
-        finally:
-            res.metrics["of_peak_seconds"] = self.clock() - t0
         res.metrics["flops_per_sample"] = per_sample
         if not per_sample:
             res.metrics["of_peak_skipped"] = ("no matmul, convolution or attention FLOPs counted in the step "
                                               "(elementwise work is not counted)")
             return
-        try:
+        peak = None
+        with self._evidence("of_peak_skipped", "peak not measured", "of_peak_seconds", t0) as measured:
             peak, _ = peak_flops(self.device, peak_knobs(p, self.device, torch.get_num_threads()), cache_dir,
                                  min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
                                  at_least=res.throughput * per_sample / world)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
-            self._drop_after(err)
-            res.metrics["of_peak_skipped"] = f"peak not measured: {error_line(err)}"
+        if measured.failed:
             return
-        finally:
-            res.metrics["of_peak_seconds"] = self.clock() - t0
         res.metrics["peak_flops"] = peak or None
         res.metrics["of_peak"] = of_peak(res.throughput, per_sample, peak, world)
         self.verdict()
@@ -670,17 +663,12 @@ class _Run:
         if self.workload is None or self.models is None or rank != 0 or cfg.measure.ceiling_seconds <= 0:
             return
         t0 = self.clock()
-        try:
+        found, why = None, None
+        with self._evidence("noise_scale_skipped", "not measured", "noise_seconds", t0) as read:
             found, why = measure_noise_scale(cfg, self.device, self.workload, self.train_set, self.models,
                                              noise_seconds(cfg), clock=self.clock)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
-            self._drop_after(err)
-            res.metrics["noise_scale_skipped"] = f"not measured: {error_line(err)}"
+        if read.failed:
             return
-        finally:
-            res.metrics["noise_seconds"] = self.clock() - t0
         value = found.value() if found is not None else None
         if value is None:
             res.metrics["noise_scale_skipped"] = why or (
@@ -762,6 +750,24 @@ class _Run:
         if not same_per_sample(counts):
             return 0.0, {"batch_independent": False, "sizes": sizes, "flops_per_sample": per_sample}
         return per_sample[0], {"batch_independent": True, "sizes": sizes}
+
+    @contextlib.contextmanager
+    def _evidence(self, skipped: str, why: str, seconds: str, t0: float) -> Iterator[_Evidence]:
+        """A measurement after training that is evidence, never the trial's failure (FLOPs, the matmul peak, the
+        noise scale): an exception in the block (KeyboardInterrupt aside) is dropped, its memory freed after an
+        OOM, and the record says why in `skipped` ("<why>: <error line>"); the block's time since `t0` goes in
+        `seconds` either way. The caller reads `failed` and stops there."""
+        outcome = _Evidence()
+        try:
+            yield outcome
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - evidence, never the trial's failure
+            self._drop_after(err)
+            self.result.metrics[skipped] = f"{why}: {error_line(err)}"
+            outcome.failed = True
+        finally:
+            self.result.metrics[seconds] = self.clock() - t0
 
     def _drop_after(self, err: BaseException) -> None:
         if is_oom(err):
