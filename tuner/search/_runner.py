@@ -314,6 +314,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     quiet_ray_environment()
     cluster = None
     if not opts.address:
+        _end_stale_ray(console)
         cluster = local_cluster()
         check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
@@ -374,6 +375,17 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     finally:
         if started:
             stop_ray(local=not opts.address)
+
+
+def _end_stale_ray(console: Any) -> None:
+    """End what a killed study's local Ray left running (its agents and workers outlived a kill -9 of the driver by
+    about 275 s, holding memory and CPU the next study measures beside), before this study counts the machine."""
+    from tuner.search._ray_env import end_stale_sessions
+
+    ended = end_stale_sessions()
+    if ended and console is not None:
+        console.print(f"[yellow]note:[/yellow] ended {len(ended)} Ray process{'es' if len(ended) != 1 else ''} a "
+                      f"killed study's local Ray left running", soft_wrap=True)
 
 
 def check_space_fits(plan: SearchPlan, resources: Resources) -> None:
