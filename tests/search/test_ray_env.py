@@ -87,9 +87,8 @@ def test_the_next_study_ends_what_a_killed_studys_local_ray_left_running():
     assert out.returncode == -9, out.stderr[-2000:]
     session = Path(out.stdout.strip().splitlines()[-1])
     assert (session / SESSION_MARK).exists()
-    left = holding(session)
-    assert left, "nothing of the killed driver's Ray was left to end"
-    assert set(left) <= set(end_stale_sessions(session.parent))
+    assert holding(session), "nothing of the killed driver's Ray was left to end"
+    assert end_stale_sessions(session.parent)  # the agents at least (a worker may end on its own meanwhile)
     assert holding(session) == [] and not (session / SESSION_MARK).exists()
 
 

@@ -1,4 +1,5 @@
-"""Ray for a study: the quiet environment, starting a local Ray or joining a cluster, and Ray's loggers.
+"""Ray for a study: the quiet environment, starting a local Ray or joining a cluster, ending what a killed study's
+local Ray left running, and Ray's loggers.
 
 One copy of these settings, used by `tuner search`, the tests' shared Ray session and the benchmarks.
 """
