@@ -219,7 +219,10 @@ def end_stale_sessions(root: Path | None = None) -> list[int]:
             except psutil.Error:
                 pass
         psutil.wait_procs(left, timeout=5)
-        mark.unlink(missing_ok=True)
+        try:
+            mark.unlink(missing_ok=True)
+        except OSError:
+            pass  # another user's session in a shared temp folder: theirs to end
     return ended
 
 
