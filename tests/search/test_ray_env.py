@@ -45,3 +45,78 @@ def test_a_local_ray_starts_without_the_head_processes_a_study_never_uses_and_st
     verbose = start_and_stop("verbose")
     assert "log_monitor" in verbose["started"] and "monitor" not in verbose["started"]
     assert verbose["answer"] == 42 and verbose["alive"] == {}
+
+
+# Starts a study's local Ray, runs a task (a worker beside the raylet's agents), then dies as a kill -9 would.
+KILLED_DRIVER = """
+import os, signal
+import ray
+from tuner.search._ray_env import start_local_ray
+from ray._private import worker
+
+start_local_ray(1, 0)
+ray.get(ray.remote(lambda: 1).remote())
+print(worker._global_node.get_session_dir_path(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def holding(folder) -> list[int]:
+    """Processes with a file open under `folder` (how end_stale_sessions finds a session's processes)."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if any(f.path.startswith(str(folder) + "/") for f in proc.open_files()):
+                out.append(proc.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_the_next_study_ends_what_a_killed_studys_local_ray_left_running():
+    """kill -9 of `tuner search` left the raylet's agents and its workers running about 275 s (issue 57). The next
+    study (end_stale_sessions, before it starts its own Ray) ends every process of a session tuner marked whose
+    driver is gone."""
+    from pathlib import Path
+
+    from tuner.search._ray_env import SESSION_MARK, end_stale_sessions
+
+    out = subprocess.run([sys.executable, "-c", KILLED_DRIVER], capture_output=True, text=True, timeout=120)
+    assert out.returncode == -9, out.stderr[-2000:]
+    session = Path(out.stdout.strip().splitlines()[-1])
+    assert (session / SESSION_MARK).exists()
+    assert holding(session), "nothing of the killed driver's Ray was left to end"
+    assert end_stale_sessions(session.parent)  # the agents at least (a worker may end on its own meanwhile)
+    assert holding(session) == [] and not (session / SESSION_MARK).exists()
+
+
+def test_a_session_whose_driver_lives_or_that_tuner_did_not_start_is_never_touched(tmp_path):
+    """A running study's Ray (its driver alive) and the user's own Ray (no mark) keep every process."""
+    import os
+
+    import psutil
+
+    from tuner.search._ray_env import SESSION_MARK, end_stale_sessions
+
+    live, own = tmp_path / "session_live", tmp_path / "session_own"
+    for folder in (live, own):
+        (folder / "logs").mkdir(parents=True)
+    (live / SESSION_MARK).write_text(json.dumps({"pid": os.getpid(), "started": None}))
+    holders = [subprocess.Popen([sys.executable, "-c", f"import time; f = open({str(f / 'logs' / 'x.log')!r}, 'w'); "
+                                 "print(flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+               for f in (live, own)]
+    try:
+        for proc in holders:
+            proc.stdout.readline()  # its file is open
+        assert end_stale_sessions(tmp_path) == []
+        assert all(proc.poll() is None for proc in holders)
+        (live / SESSION_MARK).write_text(json.dumps({"pid": 2**22 + 12345, "started": 0.0}))  # no such process
+        assert end_stale_sessions(tmp_path) == [holders[0].pid]
+        holders[0].wait(timeout=10)
+        assert not psutil.pid_exists(holders[0].pid) and holders[1].poll() is None
+    finally:
+        for proc in holders:
+            proc.kill()
+            proc.wait()

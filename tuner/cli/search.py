@@ -100,6 +100,10 @@ def search(
         note(f"tuner: search stopped after {done}; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
         raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM
+    if summary.ended is not None:  # a set-up timeout ended it: its one line, as in the probes (exit 2)
+        from tuner.errors import WorkloadError
+
+        raise WorkloadError(summary.ended)
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
     noise = summary.study.noise()
     return {"study": summary.name, "folder": str(summary.study_dir), "trials": summary.total,
             "finished": summary.finished, "ran": summary.ran, "states": summary.states,
-            "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "warnings": summary.warnings,
+            "seconds": round(summary.seconds, 1), "interrupted": summary.interrupted, "ended": summary.ended, "warnings": summary.warnings,
             "notes": summary.notes,
             "objectives": [o.model_dump() for o in summary.objectives],
             "target": t.model_dump() if (t := summary.study.target) is not None else None,

@@ -71,6 +71,8 @@ class SearchSummary:
         notes: the study's `note:` lines (the effective batch kept, the budget sized, ...).
         exit_code: the exit status `tuner search` gives an interrupted search.
         as_many_as_fit: `study_seconds` without a trial count.
+        ended: the line of a set-up timeout that ended the search or its confirmation (no trial or re-run more:
+            each would wait as long); `tuner search` ends with it as a WorkloadError (exit 2), not as interrupted.
     """
 
     study: Study  # the study as it stands at the end of the call
@@ -84,6 +86,7 @@ class SearchSummary:
     exit_code: int = 130  # when interrupted: 128 + the signal that stopped it (tuner.search._stop)
     as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
     started: float | None = None  # the call's start, epoch seconds: what `shares` counts as this call's
+    ended: str | None = None  # a set-up timeout's line that ended the search or the confirmation (exit 2)
 
     @property
     def shares(self) -> Any:
@@ -314,6 +317,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     quiet_ray_environment()
     cluster = None
     if not opts.address:
+        _end_stale_ray(console)
         cluster = local_cluster()
         check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
@@ -374,6 +378,17 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     finally:
         if started:
             stop_ray(local=not opts.address)
+
+
+def _end_stale_ray(console: Any) -> None:
+    """End what a killed study's local Ray left running (its agents and workers outlived a kill -9 of the driver by
+    about 275 s, holding memory and CPU the next study measures beside), before this study counts the machine."""
+    from tuner.search._ray_env import end_stale_sessions
+
+    ended = end_stale_sessions()
+    if ended and console is not None:
+        console.print(f"[yellow]note:[/yellow] ended {len(ended)} Ray process{'es' if len(ended) != 1 else ''} a "
+                      f"killed study's local Ray left running", soft_wrap=True)
 
 
 def check_space_fits(plan: SearchPlan, resources: Resources) -> None:
@@ -650,8 +665,9 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         # the pre-flight's check passed, but what came after it (the probes, the parity check) left no trial room
         raise BudgetError(f"no trial started: {allowance.ending()}; give a longer --study-seconds with --resume")
     interrupted = bool(dropped) or _cut_short(study, plan, allowance, searcher if remaining > 0 else None)
-    if not interrupted:
-        interrupted = not confirmation.finished(phases)
+    reruns_hung = getattr(confirmation.reruns, "hung", None)
+    if not interrupted:  # a re-run's set-up timeout ended the confirmation (reruns_hung): not a signal
+        interrupted = not reruns_hung and not confirmation.finished(phases)
         noise = study.noise()
         if noise is not None:  # the study's own noise floor, kept with the study
             plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
@@ -664,7 +680,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     total = len(study.records) if plan.kept_trials else plan.trials
     return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
                          interrupted=interrupted, warnings=list(prepared.warnings), notes=list(prepared.notes),
-                         as_many_as_fit=bool(plan.kept_trials))
+                         as_many_as_fit=bool(plan.kept_trials),
+                         ended=reruns_hung or (searcher.hung if remaining > 0 else None))
 
 
 def _waiting_trials(storage: Any, name: str) -> list[int]:
