@@ -250,6 +250,8 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     plan = plan_search(opts)
     # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
     # sample and the user's own speed environment go into study.json (`machine`)
+    if not opts.address:
+        _end_stale_ray(console)  # a killed study's leftover agents: ended before the machine's load is sampled
     machine = check_machine(opts.busy, opts.busy_wait_seconds, console, local=not opts.address)
     check_writable(plan.study_dir, "the study folder")  # a full disk or a read-only folder: one line, before Ray
     stop = StopSignals()
@@ -317,7 +319,6 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     quiet_ray_environment()
     cluster = None
     if not opts.address:
-        _end_stale_ray(console)
         cluster = local_cluster()
         check_space_fits(plan, resolve_resources(opts, cluster))  # impossible asks are refused before Ray starts
     if plan.resume:
