@@ -4,9 +4,8 @@ baseline's runs set at the horizon."""
 
 import pytest
 
-from tuner.analysis import Interval
-from tuner.analysis.horizon import HOLDS, REVERSES, SHRINKS, horizon_ratio, horizon_target, judge, study_ratio, \
-    to_target
+from tuner.analysis import (HOLDS, REVERSES, SHRINKS, Interval, horizon_ratio, horizon_target, judge, study_ratio,
+                            to_target)
 from tuner.config import Target
 
 STUDY = Interval(1.5, 1.3, 1.8)  # the study read the pick 1.5x sooner, 1.3-1.8x

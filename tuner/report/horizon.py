@@ -18,9 +18,8 @@ from typing import Any
 
 from tuner.config import Budget, Target, TrialConfig
 from tuner.errors import ConfigError, StudyError
-from tuner.analysis import Study
-from tuner.analysis.horizon import horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio, \
-    to_target
+from tuner.analysis import (Study, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio,
+                            to_target)
 from tuner.study import HorizonCheck, HorizonRun, TrialRecord, eval_step
 
 DEFAULT_SEEDS = 3
