@@ -131,3 +131,22 @@ def test_the_record_is_one_of_the_study_s_own_files(make_study, capsys, monkeypa
                          "--force")
     assert_one_line_error(code, err, "horizon.json of the study")
     assert disk_state(reports) == before
+
+
+@pytest.mark.parametrize("text, budget", [("120s", {"seconds": 120.0}), ("2m", {"seconds": 120.0}),
+                                          ("1.5h", {"seconds": 5400.0}), ("50000samples", {"samples": 50000}),
+                                          ("2 min", {"seconds": 120.0})])
+def test_the_horizon_s_units_are_a_budget_s(text, budget):
+    from tuner.report.horizon import parse_horizon
+
+    assert parse_horizon(text).model_dump(exclude_none=True) == budget
+
+
+def test_a_run_that_fails_records_nothing_and_exits_3(make_study, capsys, monkeypatch):
+    reports, folder = target_study(make_study)
+    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    monkeypatch.setattr("tuner.train.run_trial",
+                        lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))
+    code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--horizon", "1m")
+    assert code == 3 and "horizon: a run of the pick (trial 2) ended oom: OutOfMemoryError: boom" in err
+    assert not (folder.path / HORIZON_FILE).exists()
