@@ -32,7 +32,7 @@ def test_the_horizon_entry_says_whether_the_check_exists():
 
     from tuner.cli import app
 
-    help_text = CliRunner().invoke(app, ["search", "--help"], terminal_width=200).output
+    help_text = CliRunner().invoke(app, ["export", "--help"], terminal_width=200).output
     entry = (REPO / "docs" / "concepts" / "glossary.md").read_text().split("## Horizon", 1)[1].split("\n## ", 1)[0]
     assert ("--horizon" in help_text) != ("Not built yet" in entry)
 

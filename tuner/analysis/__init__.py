@@ -10,6 +10,9 @@ from tuner.analysis.headroom import (
     BOUND_EXPLANATION, COMPUTE_BOUND_AT, COMPUTE_BOUND_BELOW, Headroom, INPUT_BOUND_ABOVE, INPUT_SHORT_OF,
     NOT_MEASURED, assess, bound_label, cache_key, ceiling_cache_keys, fill_from_cache, of_record, rate, record_bound,
 )
+from tuner.analysis.horizon import (
+    HOLDS, REVERSES, SHRINKS, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio, to_target,
+)
 from tuner.analysis.pareto import Pick, Value, choose, knee, knee_distances, measured, pareto_ranks
 from tuner.analysis.rounds import beyond_one_more_run
 from tuner.analysis.stats import (Interval, NoiseFloor, Pooled, TimeToTarget, confirmed, differ, noise_floor, pool,
@@ -22,13 +25,14 @@ from tuner.analysis.wall import WallShares, wall_shares
 
 __all__ = [
     "BOUND_EXPLANATION", "Busy", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
-    "INPUT_SHORT_OF", "Interval", "LrAdvice", "MIN_SPREAD", "NOT_MEASURED", "NoiseFloor", "Pick", "Pooled", "Study",
+    "HOLDS", "INPUT_SHORT_OF", "Interval", "REVERSES", "SHRINKS", "LrAdvice", "MIN_SPREAD", "NOT_MEASURED", "NoiseFloor",
+    "Pick", "Pooled", "Study",
     "TimeToTarget", "Value", "Verdict", "WallShares", "WindowNoise", "against_baseline", "allowed_spread", "assess",
     "baseline_record",
     "beyond_one_more_run", "bound_label", "break_even_seconds", "busy_runs", "break_even_text", "cache_key",
     "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
-    "fill_from_cache", "gain", "is_confirmed", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
+    "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
     "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",
-    "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "study_payback", "time_to_target", "wall_shares",
+    "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "settled_quality", "study_payback", "study_ratio", "time_to_target", "to_target", "wall_shares",
     "window_noise", "write_csv", "write_csv_row", "write_record", "write_rerun",
 ]

@@ -95,6 +95,17 @@ def export(
         "--keep-load-knobs", help="On a study other work slowed (the verdict says the machine was busy): keep the "
         "threads and wait policy chosen under that load. By default they go back to your own, since what wins "
         "beside other work can lose on a quiet machine.")] = False,
+    horizon: Annotated[Optional[str], typer.Option(
+        "--horizon", metavar="DURATION", help="Re-train the exported config and the study's baseline to this "
+        "horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks "
+        "or reverses), at the quality the baseline reaches at the horizon (or --target). Training seconds (120s, "
+        "2m, 1.5h) or samples (50000samples); longer than the study's trials. Recorded in the study folder "
+        "(horizon.json); report and export show it.")] = None,
+    horizon_seeds: Annotated[int, typer.Option("--horizon-seeds", min=1, help="Seeds of each side for "
+                                               "--horizon.")] = 3,
+    target: Annotated[Optional[float], typer.Option("--target", help="The quality --horizon reads time to (in the "
+                                                    "study's target metric); default: the baseline's at the "
+                                                    "horizon.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file that is not a config tuner "
                                         "exported (a study's own files are never replaced).")] = False,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
@@ -111,11 +122,17 @@ def export(
     if trial is not None and (pick is not None or min_quality is not None):
         given = "--pick" if pick is not None else "--min-quality"
         raise ConfigError(f"--trial {trial} exports that trial, {given} chooses one for you: give one of them")
+    if target is not None and horizon is None:
+        raise ConfigError("--target sets the quality --horizon reads time to: give --horizon too")
+    from tuner.report.horizon import parse_horizon, plan_horizon
+
+    budget = parse_horizon(horizon) if horizon is not None else None
     rule = pick or PickRule.knee
     s = open_study(reports_dir, study)
     if (stray := s.strays_note()) is not None:
         note(f"tuner: note: {stray}")
     exp = build_export(s, rule.value, min_quality, trial=trial, keep_load_knobs=keep_load_knobs)
+    plan = plan_horizon(s, exp.record, budget, horizon_seeds, target) if budget is not None else None
     path = write_export(s, exp, out, as_.value if as_ is not None else None, force=force)
     rec = exp.record
     q = s.quality
@@ -139,8 +156,35 @@ def export(
             print(f"verdict: {exp.verdict.text}")
     if verify:
         _verify(s, exp, path, repeats, reports_dir, doc, printed)
+    if plan is not None:
+        _horizon(s, exp, plan, reports_dir)
+        write_export(s, exp, path, as_.value if as_ is not None else None, force=True)  # its header shows the check
+    _show_horizon(s, doc, printed)
     if printed is Format.json:
         print_json(doc)
+
+
+def _horizon(s, exp, plan, reports_dir: Path) -> None:  # noqa: ANN001
+    """Run the horizon check (tuner.report.horizon), its cost said first and each run on stderr; record it."""
+    from tuner.report.horizon import run_horizon
+    from tuner.study import write_horizon
+
+    _knob_env(exp.config)
+    note(f"horizon: will run {plan.cost()}")
+    check = run_horizon(plan, reports_dir, s, progress=note)
+    write_horizon(s.dir, check)
+
+
+def _show_horizon(s, doc: dict, printed: Format) -> None:  # noqa: ANN001
+    """The study's recorded horizon check, where one ran (horizon.json)."""
+    from tuner.study import read_horizon
+
+    check = read_horizon(s.dir)
+    if check is None:
+        return
+    doc["horizon"] = check.model_dump()
+    if printed is Format.table:
+        print(check.line())
 
 
 def _export_format(given: str, as_: FileFormat | None) -> tuple[Format, FileFormat | None]:

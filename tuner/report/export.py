@@ -5,8 +5,9 @@ The file is a TrialConfig (workload, workload_options, dataset, budget, params, 
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.
 
-Over 640 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
-rule, parity, target, the knobs held for a busy machine, the baseline --verify re-measures beside it); splitting them would pass that record's pieces
+Over 660 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
+rule, parity, target, horizon, the knobs held for a busy machine, the baseline --verify re-measures beside it);
+splitting them would pass that record's pieces
 between modules.
 """
 
@@ -353,6 +354,7 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
           if (line := study.target_text(rec)) is not None else []),
         *_target_lines(study, rec),
         *verdict,
+        *_horizon_lines(study),
         *(f"# Numerics: {text} (tuner parity)." for text in (exp.config.provenance or {}).get("numerics_parity") or []),
         f"# Run it:      tuner train --config {shlex.quote(str(Path(path).resolve()))}",
         f"# Re-measure:  tuner export {shlex.quote(study.name)} {exp.command_args} --verify "
@@ -364,6 +366,16 @@ def _yaml_header(study: Study, exp: Export, path: Path) -> str:
         "# Training ignores the provenance block.",
         "",
     ])
+
+
+def _horizon_lines(study: Study) -> list[str]:
+    """The study's horizon check (tuner export --horizon), where one ran."""
+    import textwrap
+
+    from tuner.study import read_horizon
+
+    check = read_horizon(study.dir)
+    return [f"# {line}" for line in textwrap.wrap(check.line() + ".", 116)] if check is not None else []
 
 
 def _out_args(study: Study, path: Path) -> str:

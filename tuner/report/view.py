@@ -10,7 +10,8 @@ from rich.markup import escape
 from tuner.files import json_safe
 from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
 from tuner.study import (
-    METRICS, STATE_NOTES, TO_TARGET, TrialRecord, fmt, fmt_figure, fmt_metric, fmt_param, read_parity, state_style,
+    METRICS, STATE_NOTES, TO_TARGET, TrialRecord, fmt, fmt_figure, fmt_metric, fmt_param, read_horizon, read_parity,
+    state_style,
     unit_suffix,
 )
 
@@ -115,6 +116,7 @@ def study_document(study: Study) -> dict[str, Any]:
         "noise_floor": noise.to_json() if noise is not None else None,
         "verdict": verdict,
         "numerics_parity": parity.model_dump() if (parity := read_parity(study.dir)) is not None else None,
+        "horizon": horizon.model_dump() if (horizon := read_horizon(study.dir)) is not None else None,
         "trials": study_json(study),
     })
 
@@ -352,4 +354,7 @@ def study_footer(study: Study) -> list[str]:
     parity = read_parity(study.dir)
     if parity is not None:
         out.extend(parity.lines())
+    horizon = read_horizon(study.dir)
+    if horizon is not None:
+        out.append(horizon.line())
     return out

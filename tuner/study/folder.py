@@ -9,6 +9,7 @@ Layout under `<reports-dir>/<study>/`:
   trials.csv                 one row per trial, its row added (or replaced) as each trial ends, so it is current
                              while a study runs
   ray/                       Ray Tune's experiment folder
+  horizon.json               the horizon check `tuner export --horizon` ran (tuner.study.horizon), when one did
 Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one; in a study
 a search holds (tuner.study.lock), no write creates the study folder again once it was deleted.
 
@@ -29,6 +30,7 @@ from tuner.config import Budget
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
 from tuner.study.metrics import table_columns
+from tuner.study.horizon import HORIZON_FILE
 from tuner.study.parity import PARITY_FILE
 from tuner.study.objective import Objective
 from tuner.study.record import Rerun, TrialRecord
@@ -48,7 +50,7 @@ LOCK_FILE = ".search.lock"  # flock'd by the one `tuner search` working on the s
 # Beside them, a study folder holds what is made from them (best.yaml, report.html), which may be written again.
 RECORDS = frozenset({STUDY_META, DB_FILE, f"{DB_FILE}-journal", f"{DB_FILE}-wal", f"{DB_FILE}-shm", "storage.url",
                      TRIALS_DIR, TRIALS_CSV, RAY_DIR, "probes.json", PARITY_FILE, "ceilings.json", "flops.json",
-                     LOCK_FILE, ".lock"})
+                     LOCK_FILE, ".lock", HORIZON_FILE})
 
 
 def study_record(path: Path) -> tuple[Path, str] | None:

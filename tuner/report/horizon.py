@@ -1,0 +1,236 @@
+"""`tuner export --horizon`: re-train the study's pick and its baseline to the user's own horizon and say whether
+the study's speed-up holds there (issue 51, item 6). The figures and the word: tuner.analysis.horizon; the record:
+tuner.study.horizon (horizon.json in the study folder).
+
+Each run goes through what `tuner train` and `tuner export --verify` run (tuner.train.preflight, run_trial), with
+the study's target's metric and K but no value (a pending target: the run trains the whole horizon and keeps its
+quality curve), so the horizon's target can be set after the runs and every run read against it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.config import Budget, Target, TrialConfig
+from tuner.errors import ConfigError, StudyError
+from tuner.analysis import (Study, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio,
+                            to_target)
+from tuner.study import HorizonCheck, HorizonRun, TrialRecord, eval_step
+
+DEFAULT_SEEDS = 3
+_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+          "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+_SPELLING = "a number and its unit: 120s, 2m or 1.5h (training seconds, as --budget-seconds), or 50000samples " \
+            "(training samples, as --budget-samples)"
+
+
+def parse_horizon(text: str) -> Budget:
+    """`120s`, `2m`, `1.5h` (seconds of training, as a budget's seconds) or `50000samples` (training samples):
+    the two units a budget has (--budget-seconds, --budget-samples). A bare number or another unit is refused:
+    which of the two it meant cannot be guessed."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.strip().lower())
+    if m is None or not m.group(2):
+        raise ConfigError(f"--horizon {text!r}: give {_SPELLING}")
+    number, unit = float(m.group(1)), m.group(2)
+    try:
+        if unit in ("samples", "sample"):
+            if number != int(number):
+                raise ConfigError(f"--horizon {text!r}: samples are whole numbers")
+            return Budget(samples=int(number))
+        if unit in _UNITS:
+            return Budget(seconds=number * _UNITS[unit])
+    except ValueError:  # pydantic's bounds (0, or past the largest budget)
+        raise ConfigError(f"--horizon {text!r}: out of range for a budget (above 0, at most a budget's largest)") \
+            from None
+    raise ConfigError(f"--horizon {text!r}: unknown unit {unit!r}; give {_SPELLING}")
+
+
+def describe(budget: Budget) -> str:
+    if budget.samples is not None:
+        return f"{budget.samples:,} samples"
+    s = budget.seconds or 0.0
+    return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
+
+
+@dataclass
+class HorizonPlan:
+    """What the check will run, decided before anything runs or is written."""
+
+    pick: TrialRecord
+    baseline: TrialRecord
+    pick_config: TrialConfig
+    baseline_config: TrialConfig
+    horizon: Budget
+    target: Target  # the study's metric, direction and K; value None (pending) for the runs
+    given: float | None  # --target VALUE, or None: the baseline's quality at the horizon
+    seeds: list[int]
+    key: str  # what the ratio compares
+
+    def runs(self) -> list[tuple[str, TrialConfig]]:
+        """Interleaved: pick, baseline, pick, baseline ..., seed r on both sides of pair r."""
+        out = []
+        for seed in self.seeds:
+            for side, cfg in (("pick", self.pick_config), ("baseline", self.baseline_config)):
+                run = cfg.model_copy(deep=True)
+                run.params.seed = seed
+                run.budget = self.horizon
+                run.target = self.target
+                run.provenance = None
+                out.append((side, run))
+        return out
+
+    def cost(self) -> str:
+        """`6 runs x 2 min = 12 min of training, plus each run's evaluations every K samples and its setup`."""
+        n = 2 * len(self.seeds)
+        if self.horizon.samples is not None:
+            total = f"{n * self.horizon.samples:,} samples"
+        else:
+            total = describe(Budget(seconds=n * (self.horizon.seconds or 0.0)))
+        return (f"{n} runs ({len(self.seeds)} seeds each of the pick and the baseline, interleaved) x "
+                f"{describe(self.horizon)} = {total} of training, plus each run's setup and its evaluations every "
+                f"{self.target.eval_every_samples:,} samples")
+
+
+def plan_horizon(study: Study, pick: TrialRecord, horizon: Budget, seeds: int = DEFAULT_SEEDS,
+                 target: float | None = None) -> HorizonPlan:
+    """The check for `pick`, or one clear StudyError/ConfigError: a study without a target (no quality metric to
+    reach), without a baseline trial other than the pick, or a horizon no longer than the trials trained."""
+    from tuner.report.export import run_env, trial_config
+
+    if seeds < 1:
+        raise ConfigError(f"--horizon-seeds {seeds}: at least 1")
+    t = study.target
+    if t is None:
+        raise StudyError(f"study '{study.name}' has no target (no quality metric reached every K samples): the "
+                         f"horizon check reads time to a target; run a study with --target VALUE or --target "
+                         f"baseline")
+    if target is not None and not math.isfinite(target):
+        raise ConfigError(f"--target {target}: give a finite value of {t.metric}")
+    n = study.baseline_trial
+    base = next((r for r in study.records if r.trial == n and r.complete), None) if n is not None else None
+    if base is None:
+        raise StudyError(f"study '{study.name}' has no complete baseline trial to re-train beside the pick")
+    if base.trial == pick.trial:
+        raise StudyError(f"the pick is the baseline (trial {base.trial}): there is no speed-up to check at a horizon; "
+                         f"choose another with --trial")
+    mine, theirs = trial_config(study, pick), trial_config(study, base)
+    _longer(horizon, mine.budget, pick, study)
+    for cfg, rec in ((mine, pick), (theirs, base)):
+        cfg.env = run_env(cfg, rec.environment) or None
+    key = next((o.metric for o in study.objectives if o.metric in ("time_to_target", "samples_to_target")),
+               "time_to_target")
+    pending = Target(metric=t.metric, direction=t.direction, value=None, eval_every_samples=t.eval_every_samples,
+                     source="horizon")
+    first = mine.params.seed + 1000  # seeds neither the trials nor their confirmation re-runs trained with
+    return HorizonPlan(pick, base, mine, theirs, horizon, pending, target, [first + r for r in range(seeds)], key)
+
+
+def _longer(horizon: Budget, trained: Budget, pick: TrialRecord, study: Study) -> None:
+    """A horizon no longer than the trials' budget checks nothing the study did not read: refused. Across units
+    (a seconds horizon, a samples budget), the pick's own pace converts."""
+    pace = pick.throughput
+    h_s = horizon.seconds if horizon.seconds is not None else (horizon.samples / pace if pace else None)  # type: ignore[operator]
+    t_s = trained.seconds if trained.seconds is not None else (trained.samples / pace if pace else None)  # type: ignore[operator]
+    if horizon.samples is not None and trained.samples is not None:
+        shorter = horizon.samples <= trained.samples
+    elif h_s is not None and t_s is not None:
+        shorter = h_s <= t_s
+    else:
+        return
+    if shorter:
+        raise ConfigError(f"--horizon {describe(horizon)} is no longer than the study's trials "
+                          f"({describe(trained)}): the horizon check trains longer than they did; give a longer one")
+
+
+def run_horizon(plan: HorizonPlan, reports_dir: Path, study: Study, run: Callable[..., Any] | None = None,
+                progress: Callable[[str], None] | None = None) -> HorizonCheck:
+    """Run the plan's runs in its order and judge them (tuner.analysis.horizon). `run`: tuner.train.run_trial
+    (after its preflight), as `tuner export --verify` re-runs a config; `progress`: one line per run."""
+    if run is None:
+        from tuner.train import preflight
+        from tuner.train import run_trial as run
+
+        preflight(plan.pick_config, Path(reports_dir) / ".cache")  # one-time costs, before anything is timed
+    order = plan.runs()
+    results: list[tuple[str, int, Any]] = []
+    for i, (side, cfg) in enumerate(order, 1):
+        if progress is not None:
+            progress(f"horizon: run {i}/{len(order)}: the {side} (trial {_trial(plan, side)}), seed "
+                     f"{cfg.params.seed}, {describe(plan.horizon)} ...")
+        # the ratio reads the quality curve: no ceilings or noise scale (what a trial measures after training)
+        result = run(cfg, cache_dir=Path(reports_dir) / ".cache", measure_ceilings=False, measure_noise=False)
+        results.append((side, cfg.params.seed, result))
+        if progress is not None:
+            q = settled_quality(result.quality_curve or [])
+            ended = "trained to the horizon" if result.state in ("complete", "not reached") else \
+                f"ended {result.state}"  # a pending target is never reached: the run trains the whole horizon
+            progress(f"horizon: run {i}/{len(order)} {ended}"
+                     + (f", {plan.target.metric} {q:.4g} at the end" if q is not None else ""))
+    return judge_runs(plan, study, results)
+
+
+def _trial(plan: HorizonPlan, side: str) -> int:
+    return plan.pick.trial if side == "pick" else plan.baseline.trial
+
+
+def judge_runs(plan: HorizonPlan, study: Study, results: list[tuple[str, int, Any]]) -> HorizonCheck:
+    """The check from the runs' quality curves: the target (given, or the baseline's at the horizon), each run's
+    time to it, the ratio with its interval, the study's ratio, the word. A run that failed, or a side without a
+    reading, is a RunFailed: no word stands on it."""
+    from tuner.report.export import VerifyFailed
+
+    bad = [(side, r) for side, _, r in results if r.state not in ("complete", "not reached")]
+    if bad:
+        side, r = bad[0]
+        raise VerifyFailed(f"horizon: a run of the {side} (trial {_trial(plan, side)}) ended {r.state}"
+                           + (f": {r.error}" if r.error else "") + "; nothing recorded")
+    if plan.given is not None:
+        value, source = plan.given, "--target"
+    else:
+        value = horizon_target([r.quality_curve or [] for side, _, r in results if side == "baseline"])
+        source = "baseline at the horizon"
+        if value is None:
+            raise VerifyFailed(f"horizon: the baseline's runs read no {plan.target.metric}: no target to set; "
+                               f"nothing recorded")
+    target = plan.target.model_copy(update={"value": value, "source": source})
+    runs, values = [], {"pick": [], "baseline": []}  # type: dict[str, list[float]]
+    missed = {"pick": 0, "baseline": 0}
+    for side, seed, r in results:
+        curve = r.quality_curve or []
+        t, reached_t = to_target(curve, target, "time_to_target")
+        n, _ = to_target(curve, target, "samples_to_target")
+        v = t if plan.key == "time_to_target" else n
+        if v is not None:
+            values[side].append(v)
+            missed[side] += 0 if reached_t else 1
+        last = curve[-1] if curve else None
+        runs.append(HorizonRun(side=side, seed=seed, state=r.state,
+                               time_to_target=t if reached_t else None,
+                               samples_to_target=int(n) if reached_t and n is not None else None,
+                               trained_seconds=float(last[1]) if last else None,
+                               trained_samples=int(last[0]) if last else None,
+                               final_quality=settled_quality(curve), error=r.error))
+    if not values["pick"] or not values["baseline"]:
+        raise VerifyFailed("horizon: a side's runs made no evaluation before the horizon (a horizon shorter than "
+                           "one evaluation step?); nothing recorded")
+    step = eval_step([r.quality_curve or [] for _, _, r in results], plan.key)
+    ratio = horizon_ratio(values["pick"], values["baseline"], step)
+    assert ratio is not None
+    theirs = study_ratio(plan.pick, plan.baseline, plan.key)
+    word = judge(ratio, theirs)
+    op = "<=" if target.direction == "minimize" else ">="
+    target_desc = f"{target.metric} {op} {value:.4g}" + (" (the baseline's at the horizon)" if plan.given is None
+                                                          else "")
+    text = horizon_text(word, ratio, theirs, plan.key, describe(plan.horizon), target_desc, len(plan.seeds), missed)
+    return HorizonCheck(horizon=plan.horizon.model_dump(exclude_none=True), pick=plan.pick.trial,
+                        baseline=plan.baseline.trial, metric=target.metric, direction=target.direction,
+                        target=value, target_source=source, eval_every_samples=target.eval_every_samples,
+                        key=plan.key, ratio=ratio.centre, low=ratio.low, high=ratio.high,
+                        study_ratio=theirs.centre if theirs else None, study_low=theirs.low if theirs else None,
+                        study_high=theirs.high if theirs else None, word=word, text=text, runs=runs,
+                        checked_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
