@@ -124,7 +124,7 @@ def test_an_oom_outside_the_loop_is_oom_and_memory_is_freed_after_the_except_blo
     is returned once the traceback that holds the activations is gone."""
     import sys
 
-    import tuner.train.trial as trial_mod
+    import tuner.train._build as build_mod
 
     freed_in_except = []
 
@@ -135,7 +135,7 @@ def test_an_oom_outside_the_loop_is_oom_and_memory_is_freed_after_the_except_blo
     def boom(*a, **k):
         raise error
 
-    monkeypatch.setattr(trial_mod, "build_models", boom)
+    monkeypatch.setattr(build_mod, "build_models", boom)
     res = run_trial(cfg(params={"device": "cpu"}), cache_dir=tmp_path, device=Dev())
     assert res.state == "oom" and str(error).split(".")[0] in res.error
     assert freed_in_except == [False]

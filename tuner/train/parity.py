@@ -20,7 +20,7 @@ from tuner.knobs import numerics_knobs, worker_knobs
 from tuner.measure.parity import YARDSTICK_SEEDS, ParityVerdict, judge
 
 if TYPE_CHECKING:
-    from tuner.train.trial import Training
+    from tuner.train._build import Training
 
 FP32 = Params.defaults(numerics_knobs())  # the reference: no numerics knob on (fp32, no TF32, no compile)
 STEPS = 200  # optimizer steps per arm by default (docs/concepts/knobs.md: how it was chosen)
@@ -49,7 +49,7 @@ def trained(cfg: TrialConfig, steps: int, cache_dir: Path) -> Iterator[tuple[Tra
     one training loop of a parity run, yielded inside its trial scope so a caller can go on to score the models
     under the same device and numerics (benchmarks/fixed_batch.py)."""
     from tuner.device import resolve_device
-    from tuner.train.trial import build_training, trial_scope
+    from tuner.train._build import build_training, trial_scope
 
     device = resolve_device(cfg.params.device)
     losses: list[float] = []

@@ -119,7 +119,7 @@ def _score_timed(workload: Workload, models: dict[str, Any], val_set: Any, devic
     """evaluate() on the first PREFLIGHT_VAL_BATCHES validation batches, and the wall time a full scoring would
     take at that pace (every batch of the validation split): what a seconds budget keeps for scoring. The first
     call pays the process's one-time costs (the FID extractor, its caches); the second is the one timed."""
-    from tuner.train.trial import score
+    from tuner.train._build import score
 
     metrics = score(workload, models, val_set, device, limit=PREFLIGHT_VAL_BATCHES)
     start = clock()
@@ -217,7 +217,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
     untimed evaluate() on one validation batch, so the budget's figures (step_seconds, score_seconds) are not for
     a budget check."""
     from tuner.measure.batch_stats import batch_statistics_layers
-    from tuner.train.trial import build_models, make_context, score
+    from tuner.train._build import build_models, make_context, score
 
     ref = resolve_workload(cfg.workload)
     if not warm_only:  # the driver's pre-flight: a module that ends the process at import is named (issue 37)

@@ -14,7 +14,7 @@ from tuner.device import resolve_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.train.ceilings import CeilingNote, ceilings, first_batch, measure_ceiling
 from tuner.train.deadline import setup_deadline
-from tuner.train.trial import build_models, build_workload, make_context, torch_threads
+from tuner.train._build import build_models, build_workload, make_context, torch_threads
 from tuner.workload import running
 
 CLOSE = 0.10  # a speed setting read within 10% of the defaults is read again (a reading's noise on a shared machine)

@@ -33,7 +33,7 @@ from tuner.measure.profile import PhaseClock, activities, top_operators
 from tuner.measure.timing import WaitMeter, WindowTimer, summarize
 from tuner.study import Headroom, assess
 from tuner.train.ceilings import ceilings
-from tuner.train.trial import Training, build_training, trial_scope
+from tuner.train._build import Training, build_training, trial_scope
 from tuner.workload import user_error_line
 
 
