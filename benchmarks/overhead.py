@@ -27,6 +27,10 @@ d) Scale (row 1b): a study of 100 tiny CNN trials (a samples budget of about 0.5
    one's end, tuner / bare. Target: at most 1.3x. The turnover per trial (the span less the work over the
    concurrency, per trial) of the first and the second half of the trials says whether the cost grows with their
    number (database, files). Run alone: python -m benchmarks.run --only overhead (rows 1-3 and 1b).
+e) A first study on a new machine (row 2b, issue 55): the same default study in a reports folder with nothing
+   cached (no digits PNGs, FID classifier or statistics, numerics parity verdicts), run right after the warm one,
+   against the warm one's wall time. Target: at most 1.2x. Its output must say what it builds once per machine
+   (tuner.search._caches), which the row checks.
 c) The same study's confirmation phase against its search phase, in wall time, from the timestamps its folder
    records (tuner search's defaults: K=2 front trials and the baseline re-run R=2 times). Target: <= 0.35.
 """
@@ -55,6 +59,8 @@ TARGET_CONFIRM = "ratio <= 0.35"
 MARGIN_S = 0.1
 MAX_FRACTION = 0.10
 MAX_CONFIRM = 0.35  # the confirmation phase may add about a third to the default study
+TARGET_FIRST = "ratio <= 1.2 (a first study's wall time / a warm one's), and it says what it builds once"
+MAX_FIRST = 1.2
 TARGET_SCALE = "ratio <= 1.3"
 MAX_SCALE = 1.3
 SCALE_CONCURRENCY = 2
@@ -601,6 +607,46 @@ def confirm_result(ctx: Context) -> BenchResult:
                        note=note, details={"study": d["study"], **p})
 
 
+def first_study_result(ctx: Context) -> BenchResult:
+    """The default study on a machine that has never run one: a reports folder with no cache, the same command,
+    right after the warm study (row 2), against that study's wall time."""
+    warm = run_default_study(ctx)
+    reports = ctx.work_dir / "first-machine"
+    shutil.rmtree(reports, ignore_errors=True)
+    reports.mkdir(parents=True)
+    study = f"first-{time.strftime('%Y%m%d-%H%M%S')}"
+    args = ["--space", "amp_loader", "--study", study, "--reports-dir", str(reports),
+            *ctx.settings.default_study_args]
+    ctx.log(f"  running tuner search {' '.join(args)} (nothing cached)")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tuner", "search", *args], capture_output=True, text=True,
+                          env=_env(), cwd=REPO, timeout=30 * 60)
+    wall = time.perf_counter() - start
+    (ctx.work_dir / f"{study}.log").write_text(proc.stderr + proc.stdout)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"the first study failed (exit {proc.returncode}): {tail[0]}")
+    said = [line.strip() for line in proc.stderr.splitlines() if "once per machine" in line]
+    parity = parity_read(reports / study)
+    ratio = wall / warm["wall_s"]
+    passed = ratio <= MAX_FIRST and bool(said)  # the rule below reads the same two
+    records = study_records(reports / study)
+    note = (f"`tuner search {' '.join(args)}` in a reports folder with nothing cached: {wall:.0f} s against the warm "
+            f"study's (row 2) {warm['wall_s']:.0f} s, run one after the other ({len(records)} and {warm['trials']} "
+            f"trials); its parity check {'read the cache' if parity.get('parity_cached') else 'ran'} in "
+            f"{parity.get('parity_s', 0):.0f} s. It said as it started: "
+            + ("; ".join(said) if said else "nothing about what it builds once per machine (missed)") + ".")
+    if not passed:
+        note += f" Missed: {ratio:.2f}x the warm study's wall time (target {MAX_FIRST}x)."
+    shutil.rmtree(reports / ".cache", ignore_errors=True)  # the next run of this row starts cold again
+    return BenchResult(name="a first study on a new machine: wall time vs a warm one", benchmark="overhead",
+                       figure=wall, unit="s", baseline=warm["wall_s"], ratio=ratio, target=TARGET_FIRST,
+                       pass_=passed, row="2b",
+                       rule=target(TARGET_FIRST, ("ratio", "<=", MAX_FIRST), ("details.said_lines", ">=", 1)),
+                       note=note, details={"study": study, "said": said, "said_lines": len(said), **parity,
+                                           "warm_study": warm["study"], "trials": len(records)})
+
+
 def run(ctx: Context) -> list[BenchResult]:
     from benchmarks.common import error_result
 
@@ -608,6 +654,8 @@ def run(ctx: Context) -> list[BenchResult]:
     for fn, name, text in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
                            (total_result, "default amp_loader study: total overhead", TARGET_TOTAL),
                            (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM),
+                           (first_study_result, "a first study on a new machine: wall time vs a warm one",
+                            TARGET_FIRST),
                            (scale_result, "100 tiny trials at --concurrency 2: study span vs bare Ray Tune",
                             TARGET_SCALE)):
         try:
