@@ -26,7 +26,8 @@ d) Scale (row 1b): a study of 100 tiny CNN trials (a samples budget of about 0.5
    concurrency whose trials each sleep the tuner trials' mean work: the span from the first trial's work to the last
    one's end, tuner / bare. Target: at most 1.3x. The turnover per trial (the span less the work over the
    concurrency, per trial) of the first and the second half of the trials says whether the cost grows with their
-   number (database, files). Run alone: python -m benchmarks.run --only overhead (rows 1-3 and 1b).
+   number (database, files). Row 1c: the same at 400 trials, which must also show no such growth (issue 55).
+   Run alone: python -m benchmarks.run --only overhead (rows 1-3, 1b, 1c and 2b).
 e) A first study on a new machine (row 2b, issue 55): the same default study in a reports folder with nothing
    cached (no digits PNGs, FID classifier or statistics, numerics parity verdicts), run right after the warm one,
    against the warm one's wall time. Target: at most 1.2x. Its output must say what it builds once per machine
@@ -63,6 +64,9 @@ TARGET_FIRST = "ratio <= 1.2 (a first study's wall time / a warm one's), and it 
 MAX_FIRST = 1.2
 TARGET_SCALE = "ratio <= 1.3"
 MAX_SCALE = 1.3
+MAX_GROWTH_S = 0.05
+TARGET_SCALE_LARGE = (f"ratio <= 1.3, and the second half's time a trial beyond the work at most {MAX_GROWTH_S} s "
+                      f"above the first's")
 SCALE_CONCURRENCY = 2
 
 
@@ -332,12 +336,13 @@ def turnover(stamps: list[dict[str, float]], concurrency: int) -> dict[str, floa
             "second_half_per_trial_s": part(ordered[half:])}
 
 
-def scale_result(ctx: Context) -> BenchResult:
+def scale_result(ctx: Context, large: bool = False) -> BenchResult:
+    """Row 1b (100 trials), or with `large` row 1c (400): tuner's study against bare Ray Tune over as many trials."""
     import ray
 
     from tuner.search import SearchOptions, ray_cluster, resolve_resources
 
-    n, c = ctx.settings.scale_trials, SCALE_CONCURRENCY
+    n, c = ctx.settings.scale_trials * (4 if large else 1), SCALE_CONCURRENCY
     stamp = time.strftime("%Y%m%d-%H%M%S")
     start_ray()
     try:
@@ -364,10 +369,19 @@ def scale_result(ctx: Context) -> BenchResult:
             f"that grew with the trials would show there), bare {theirs['per_trial_s']:.2f} s. The tuner study's "
             f"whole call took {tuned['wall_s']:.1f} s (start-up {tuned['startup_s']:.1f} s: pre-flight, probes).")
     if ctx.settings.mode == "quick":
-        note += f" Quick mode: {n} trials, not 100."
-    return BenchResult(name="100 tiny trials at --concurrency 2: study span vs bare Ray Tune", benchmark="overhead",
-                       figure=mine["span_s"], unit="s", baseline=theirs["span_s"], ratio=ratio, target=TARGET_SCALE,
-                       pass_=passed, row="1b", rule=target(TARGET_SCALE, ("ratio", "<=", MAX_SCALE)), note=note,
+        note += f" Quick mode: {n} trials, not {400 if large else 100}."
+    growth = mine["second_half_per_trial_s"] - mine["first_half_per_trial_s"]
+    mine["growth_s"] = growth
+    if large:
+        note += (f" Growth: the second half's {growth:+.3f} s a trial over the first half's (target at most "
+                 f"+{MAX_GROWTH_S} s: a cost that grows with the study's trials, from its database or files, "
+                 f"fails it).")
+        passed = passed and growth <= MAX_GROWTH_S
+    rule = target(TARGET_SCALE_LARGE, ("ratio", "<=", MAX_SCALE), ("details.tuner.growth_s", "<=", MAX_GROWTH_S)) \
+        if large else target(TARGET_SCALE, ("ratio", "<=", MAX_SCALE))
+    return BenchResult(name=f"{400 if large else 100} tiny trials at --concurrency 2: study span vs bare Ray Tune",
+                       benchmark="overhead", figure=mine["span_s"], unit="s", baseline=theirs["span_s"], ratio=ratio,
+                       target=rule.text, pass_=passed, row="1c" if large else "1b", rule=rule, note=note,
                        details={"tuner": {**mine, "wall_s": tuned["wall_s"], "startup_s": tuned["startup_s"],
                                           "states": tuned["states"]}, "bare": theirs, "trials": n,
                                 "concurrency": c, "sleep_s": sleep_s})
@@ -657,7 +671,9 @@ def run(ctx: Context) -> list[BenchResult]:
                            (first_study_result, "a first study on a new machine: wall time vs a warm one",
                             TARGET_FIRST),
                            (scale_result, "100 tiny trials at --concurrency 2: study span vs bare Ray Tune",
-                            TARGET_SCALE)):
+                            TARGET_SCALE),
+                           (lambda c: scale_result(c, large=True),
+                            "400 tiny trials at --concurrency 2: study span vs bare Ray Tune", TARGET_SCALE_LARGE)):
         try:
             out.append(fn(ctx))
         except Exception as err:  # one figure failing must not lose the other

@@ -133,6 +133,7 @@ class ExpectedRow:
 EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("1", "overhead", "per-trial overhead vs bare Ray Tune"),
     ExpectedRow("1b", "overhead", "100 tiny trials at --concurrency 2: study span vs bare Ray Tune"),
+    ExpectedRow("1c", "overhead", "400 tiny trials at --concurrency 2: study span vs bare Ray Tune"),
     ExpectedRow("2", "overhead", "default amp_loader study: total overhead"),
     ExpectedRow("2b", "overhead", "a first study on a new machine: wall time vs a warm one"),
     ExpectedRow("3", "overhead", "default study: confirmation phase / search phase"),
