@@ -576,11 +576,14 @@ def test_a_busy_study_where_nothing_sharing_the_users_threading_beat_the_baselin
 def test_keep_load_knobs_exports_a_busy_studys_pick_as_it_won(make_study):
     """--keep-load-knobs: the load is the user's normal, so the pick goes out with the threads and wait policy it
     won with."""
-    kept = build_export(_busy_study(make_study), keep_load_knobs=True)
+    s = _busy_study(make_study)
+    kept = build_export(s, keep_load_knobs=True)
     assert kept.record.trial == 2
     assert kept.config.params.threads == 1 and kept.config.params.omp_wait_policy == "PASSIVE"
     assert kept.config.env == {"OMP_NUM_THREADS": "1", "KMP_BLOCKTIME": "0"}  # as the trial ran
     assert "held_for_load" not in kept.config.provenance
+    named = build_export(s, trial=2)  # a trial the user named goes out as it was measured
+    assert named.config.params.threads == 1 and "held_for_load" not in named.config.provenance
 
 
 def test_a_quiet_studys_export_keeps_the_threads_and_wait_policy_it_chose(make_study):
