@@ -418,11 +418,12 @@ def _versus_baseline(study: Study, verdict: Verdict, label: str, quality: Object
     return ": ".join(parts[:1] + ["; ".join(parts[1:])])
 
 
-def against_baseline(study: Study, record: TrialRecord) -> Verdict:
+def against_baseline(study: Study, record: TrialRecord, label: str | None = None) -> Verdict:
     """A trial the user named (`tuner export --trial N`) compared with the baseline as `decide` compares its pick;
-    no rule chose it, so no ties or notes on the others."""
+    no rule chose it, so no ties or notes on the others. `label`: how the text names it (default `trial N
+    (--trial)`)."""
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     verdict = Verdict(pick=record, rule="trial", baseline=baseline)
-    verdict.text = _versus_baseline(study, verdict, f"trial {record.trial} (--trial)",
+    verdict.text = _versus_baseline(study, verdict, label or f"trial {record.trial} (--trial)",
                                     quality_objective(study.objectives))
     return verdict

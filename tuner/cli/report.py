@@ -92,9 +92,10 @@ def export(
                                          "recorded throughput lies in the re-measured interval.")] = False,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.")] = 3,
     keep_load_knobs: Annotated[bool, typer.Option(
-        "--keep-load-knobs", help="On a study other work slowed (the verdict says the machine was busy): keep the "
-        "threads and wait policy chosen under that load. By default they go back to your own, since what wins "
-        "beside other work can lose on a quiet machine.")] = False,
+        "--keep-load-knobs", help="On a study other work slowed (the verdict says the machine was busy): export "
+        "the pick with the threads and wait policy it won with under that load. By default the export is the best "
+        "measured config that shares your own threading, or your own settings where none beat them, since what "
+        "wins beside other work can lose on a quiet machine.")] = False,
     horizon: Annotated[Optional[str], typer.Option(
         "--horizon", metavar="DURATION", help="Re-train the exported config and the study's baseline to this "
         "horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks "
@@ -147,9 +148,10 @@ def export(
         print(f"run it with: tuner train --config {path}")
     held = (exp.config.provenance or {}).get("held_for_load")
     if held:
+        from tuner.report.export import load_line
+
         doc["held_for_load"] = held
-        note(f"note: left at your own: {', '.join(f'{n} {v}' for n, v in held['knobs'].items())}, {held['why']} "
-             f"(--keep-load-knobs keeps them)")
+        note(f"note: {load_line(held)}")
     if exp.verdict is not None:
         doc["verdict"] = exp.verdict.to_json()
         if printed is Format.table:

@@ -5,10 +5,9 @@ The file is a TrialConfig (workload, workload_options, dataset, budget, params, 
 measured, on which hardware and library versions, and the same settings spelled as plain PyTorch arguments for
 users who will copy them into their own loop instead of running tuner.
 
-Over 660 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
-rule, parity, target, horizon, the knobs held for a busy machine, the baseline --verify re-measures beside it);
-splitting them would pass that record's pieces
-between modules.
+Over 700 lines because the header, the provenance and --verify read one chosen record together (its figures, lr
+rule, parity, target, horizon, what a busy machine changed in the choice, the baseline --verify re-measures beside
+it); splitting them would pass that record's pieces between modules.
 """
 
 from __future__ import annotations
@@ -156,10 +155,8 @@ def trial_config(study: Study, record: TrialRecord) -> TrialConfig:
 
 
 def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
-               min_quality: float | None, verdict: Verdict | None = None,
-               environment: RunEnvironment | None = None) -> dict[str, Any]:
-    """Where the config came from and what it read. `environment`: what its env and plain-PyTorch lines name (the
-    trial's recorded one unless build_export held knobs back from it)."""
+               min_quality: float | None, verdict: Verdict | None = None) -> dict[str, Any]:
+    """Where the config came from and what it read."""
     rule: dict[str, Any] = {"pick": pick, "rank": study.rank(record), "front_size": len(study.front())}
     if verdict is not None:
         rule["verdict"] = verdict.text
@@ -215,8 +212,7 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "trial_started": record.started,
         "trial_ended": record.ended,
         "exported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "pytorch": pytorch_settings(cfg, record.optimizer,
-                                    environment if environment is not None else record.environment),
+        "pytorch": pytorch_settings(cfg, record.optimizer, record.environment),
     }
     advice = study_lr_advice(study, record)
     if advice is not None:  # the lr that goes with its effective batch, by a named rule (tuner.analysis.goodput)
@@ -257,22 +253,23 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
                  trial: int | None = None, keep_load_knobs: bool = False) -> Export:
     """The chosen trial's config (tuner.analysis.verdict: the pick, ties within the noise broken by quality and
     cost), or trial `trial`'s (which must be complete), with its provenance. On a study the machine's other work
-    slowed, the knobs whose best value moves with that work (threads, the wait policy) keep the user's own values
-    unless `keep_load_knobs` (held_for_load)."""
+    slowed, a pick whose threads or wait policy differ from the user's own gives way to a measured config that
+    shares them (for_load), unless `keep_load_knobs`."""
     study.require_complete()
+    held = None
     if trial is None:
         verdict = decide(study, pick, min_quality)
         rule, args = str(pick), f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None
                                                     else "")
+        if not keep_load_knobs:
+            verdict, held = for_load(study, verdict, pick, min_quality)
     else:
         verdict = against_baseline(study, _complete_trial(study, trial))
         rule, args = "trial", f"--trial {trial}"
     record = verdict.pick
     cfg = trial_config(study, record)
-    held = None if keep_load_knobs else held_for_load(study, cfg)
-    environment = _without_held(record.environment, held)
-    cfg.env = run_env(cfg, environment) or None  # `tuner train --config` sets them before torch loads
-    cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict, environment)
+    cfg.env = run_env(cfg, record.environment) or None  # `tuner train --config` sets them before torch loads
+    cfg.provenance = provenance(study, record, cfg, rule, min_quality, verdict)
     if held is not None:
         cfg.provenance["held_for_load"] = held
     doc = dump_config(cfg)
@@ -284,41 +281,89 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
     return Export(record, cfg, doc, args, verdict)
 
 
-def held_for_load(study: Study, cfg: TrialConfig) -> dict[str, Any] | None:
-    """Where other work took a share of the study's CPUs (tuner.analysis.busy), the config's load-sensitive knobs
-    (tuner.knobs.load_knobs: threads, the wait policy) go back to the user's own, in place (their env variables
-    too), and what they were is returned: a thread count or wait policy that won beside a spinning neighbour
-    (1 thread, PASSIVE) read 0.63x the baseline once the machine was quiet (benchmarks env-busy), so a busy study
-    does not hand it over as the user's new default. None where the study was quiet or the knobs were already
-    the user's."""
-    from tuner.analysis import busy_runs
-    from tuner.knobs import KNOBS, load_knobs
+def _load_knobs(record: TrialRecord) -> dict[str, Any]:
+    """The trial's load-sensitive knobs (tuner.knobs.load_knobs: threads, the wait policy) as its config set them."""
+    from tuner.knobs import load_knobs
+
+    params = (record.config or {}).get("params") if isinstance(record.config, dict) else None
+    params = params if isinstance(params, dict) else {}
+    return {n: params.get(n, Params.model_fields[n].default) for n in load_knobs()}
+
+
+def for_load(study: Study, verdict: Verdict, pick: Pick,
+             min_quality: float | None) -> tuple[Verdict, dict[str, Any] | None]:
+    """On a busy study (tuner.analysis.busy), a pick whose threads or wait policy differ from the user's own (the
+    baseline's) won under that load: 1 thread and PASSIVE beside a spinning neighbour, and the rest of that pick
+    (fp32 16 x 4) read 0.62x the baseline once the machine was quiet (benchmarks env-busy). Dropping just those
+    knobs would hand over a combination no trial measured. So the export is the measured trial that shares the
+    user's threading and beat the baseline beyond the noise (the confirmed ratio's interval where both were
+    confirmed, else single readings against the study's pooled noise), chosen by the pick's rule among the
+    confirmed such trials, else among all of them; with none, the baseline itself: the user's own settings.
+    Returns the verdict for what is exported and what was done (provenance.held_for_load; None: nothing)."""
+    from tuner.analysis import busy_runs, choose, is_confirmed, ranks_windows
 
     busy = busy_runs(study.records, study.folder)
-    if not busy:
-        return None
-    chosen = {name: getattr(cfg.params, name) for name in load_knobs()
-              if getattr(cfg.params, name) != Params.model_fields[name].default}
-    if not chosen:
-        return None
-    cfg.params = cfg.params.model_copy(update={n: Params.model_fields[n].default for n in chosen})
-    return {"knobs": chosen, "worst_share": round(busy.worst, 3),
-            "why": f"chosen while other processes took up to {busy.worst:.0%} of the study's CPUs"}
+    base = verdict.baseline
+    if not busy or base is None or _load_knobs(verdict.pick) == (own := _load_knobs(base)):
+        return verdict, None
+    faster: list[tuple[TrialRecord, Interval]] = []
+    for r in study.records:
+        if r.trial == base.trial or not r.complete or not r.throughput or _load_knobs(r) != own:
+            continue
+        if ranks_windows(study.objectives) and (r.get("suspect") or (r.confirmed and r.confirmed.suspect)):
+            continue
+        ratio = _beside_baseline(study, r, base)
+        if ratio is not None and ratio.low is not None and ratio.low > 1:
+            faster.append((r, ratio))
+    confirmed = [r for r, _ in faster if is_confirmed(r)]
+    rule: Pick = pick if verdict.quality_ranked else "throughput"
+    try:
+        chosen = choose(confirmed or [r for r, _ in faster], study.objectives, rule, min_quality,
+                        study=study.name, value=study.value) if faster else None
+    except StudyError:  # none meets --min-quality
+        chosen = None
+    knobs = {n: v for n, v in _load_knobs(verdict.pick).items() if own.get(n) != v}
+    share = f"other processes took up to {busy.worst:.0%} of the study's CPUs"
+    held: dict[str, Any] = {"knobs": knobs, "pick": verdict.pick.trial, "worst_share": round(busy.worst, 3),
+                            "why": f"chosen while {share}"}
+    if chosen is None:
+        out = against_baseline(study, base, f"trial {base.trial} (your own settings)")
+        held.update(exported=base.trial, own=True, vs_baseline=None)
+    else:
+        out = against_baseline(study, chosen, f"trial {chosen.trial} ({pick}, sharing your threading)")
+        ratio = next(iv for r, iv in faster if r is chosen)
+        held.update(exported=chosen.trial, own=False, vs_baseline={
+            "ratio": ratio.centre, "low": ratio.low, "high": ratio.high,
+            "statistic": "confirmed" if is_confirmed(chosen) and is_confirmed(base) else "single"})
+    out.rule = verdict.rule
+    out.busy, out.notes = verdict.busy, [n for n in [verdict.busy] if n]
+    out.text += "".join(f"; {n}" for n in out.notes)
+    return out, held
 
 
-def _without_held(environment: RunEnvironment | None, held: dict[str, Any] | None) -> RunEnvironment | None:
-    """The trial's recorded environment less what the held knobs set in it (their variables; torch's thread count
-    where `threads` is held): the export's env and plain-PyTorch lines then name the user's own."""
-    if environment is None or not held:
-        return environment
-    from tuner.knobs import KNOBS
+def _beside_baseline(study: Study, record: TrialRecord, base: TrialRecord) -> Interval | None:
+    """`record` over the baseline in throughput, like with like: confirmed means where both were confirmed (as the
+    verdict reads them), else their single readings with an interval from the study's pooled re-run noise."""
+    from tuner.analysis import is_confirmed
 
-    drop = {str(KNOBS[n].env) for n in held["knobs"] if KNOBS[n].env}
-    update: dict[str, Any] = {"variables": {k: v for k, v in environment.variables.items() if k not in drop}}
-    if "threads" in held["knobs"]:
-        update["torch_threads"] = None
-        update["variables"].pop("OMP_NUM_THREADS", None)
-    return environment.model_copy(update=update)
+    if is_confirmed(record) and is_confirmed(base):
+        return against_baseline(study, record).ratio
+    return ratio_interval([record.throughput or 0.0], [base.throughput or 0.0], study.pooled("throughput"))
+
+
+def load_line(held: dict[str, Any]) -> str:
+    """What a busy study's export did with its pick (provenance.held_for_load), in one line: stderr and header."""
+    knobs = ", ".join(f"{n} {v}" for n, v in held["knobs"].items())
+    busy = f"the machine was busy ({held['why'].removeprefix('chosen while ')})"
+    if held.get("own"):
+        return (f"{busy}; no config that shares your threading beat your own settings beyond the noise: exported "
+                f"your own (trial {held['exported']}); run again on a quiet machine or with `--busy wait`")
+    vs = held.get("vs_baseline") or {}
+    how = "confirmed means" if vs.get("statistic") == "confirmed" else "single readings"
+    return (f"{busy}: exported trial {held['exported']}, the pick among configs that share your threading "
+            f"({vs.get('ratio', 0):.2f}x the baseline, interval {vs.get('low', 0):.2f}-{vs.get('high', 0):.2f}x, "
+            f"{how}), not trial {held['pick']} ({knobs}: won under that load); --keep-load-knobs exports trial "
+            f"{held['pick']}")
 
 
 def _complete_trial(study: Study, number: int) -> TrialRecord:
@@ -462,14 +507,8 @@ def _env_lines(exp: Export) -> list[str]:
         lines.append(f"# {probe['knob']}: {probe['why']}")
     held = exp.config.provenance.get("held_for_load") if exp.config.provenance else None
     if held:
-        from tuner.knobs import KNOBS
-
-        spelled = "; ".join(KNOBS[n].spell(v) for n, v in held["knobs"].items())
-        lines += [f"# {line}" for line in textwrap.wrap(
-            f"Left at your own: {', '.join(f'{n} {v}' for n, v in held['knobs'].items())}, {held['why']} (the "
-            f"figures above were read with them, under that load; beside no other work they can be slower than "
-            f"your own). Where that load is your machine's normal, add them ({spelled}) or export with "
-            f"--keep-load-knobs; check either with --verify.", 116)]
+        said = load_line(held)
+        lines += [f"# {line}" for line in textwrap.wrap(f"{said[0].upper()}{said[1:]}.", 116)]
     return lines
 
 
