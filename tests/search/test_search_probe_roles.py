@@ -182,3 +182,16 @@ def test_compute_knobs_no_batch_size_could_read_go_back_to_the_trials(tmp_path):
     trial = optuna.create_study().ask()
     SpaceFunction(s, CPU_BF16, plan)(trial)
     assert {"channels_last", "precision"} <= set(trial.params)  # the trials search them
+
+
+def test_channels_last_stays_at_its_default_where_the_models_have_no_4d_weights_though_nothing_was_read():
+    """An MLP (a VAE on digits) on a busy machine: the probes set its batch sizes up, found no 4-D weight, and read
+    no compute ceiling. precision goes back to the trials; channels_last does not (on such models NHWC changes
+    nothing a trial could measure, and sampling it wasted trials of a VAE study beside a competing process)."""
+    from tuner.search._probe import NO_4D_WEIGHTS, given_back
+    from tuner.study import ProbeChoice
+
+    choices = [ProbeChoice(batch_size=b, compute_ceiling=None, notes=[NO_4D_WEIGHTS]) for b in (16, 32)]
+    assert given_back(["channels_last", "precision", "num_workers"], choices) == ["precision"]
+    images = [ProbeChoice(batch_size=16, compute_ceiling=None)]
+    assert given_back(["channels_last", "precision"], images) == ["channels_last", "precision"]

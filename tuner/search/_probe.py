@@ -106,6 +106,9 @@ PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its ra
 # times the deadline: the pre-flight's step is one noisy step (the faster of two), so a step timed a little too
 # slow is still probed, and its reading decides.
 PREFLIGHT_MARGIN = 1.5
+# Why channels_last was not probed at a batch size: the models have no 4-D weight (an MLP, a transformer), so NHWC
+# would change nothing but a copy of 4-D inputs; given_back leaves it at its default rather than to the trials.
+NO_4D_WEIGHTS = "channels_last: not probed, the models have no 4-D weights"
 
 
 def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
@@ -366,7 +369,7 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
     choice.speed_probes = [SpeedProbe(knobs=dict(sp), compute_ceiling=v, readings=list(r))
                            for sp, v, r in zip(speeds, computes, read)]
     if any("channels_last" in sp for sp in speeds) and not found.get("image", True):
-        choice.notes.append("channels_last: not probed, the models have no 4-D weights")
+        choice.notes.append(NO_4D_WEIGHTS)
     choice.speed, choice.compute_ceiling = choose_speed(found["compute"], choice.speed_probes)
     choice.loader = choose(choice.compute_ceiling, probes,
                            on_cpu=not str(found.get("device", "")).startswith("cuda"))
@@ -502,7 +505,9 @@ def given_back(knobs: list[str], choices: list[ProbeChoice]) -> list[str]:
     budget's 0.75 s). Kept by the probes, they would stay at their defaults untried; the trials measure them."""
     if any(c.compute_ceiling is not None for c in choices):
         return []
-    return [k for k in knobs if KNOBS[k].probe == "compute" and not KNOBS[k].env]  # env: read in fresh processes
+    no_effect = {"channels_last"} if any(NO_4D_WEIGHTS in c.notes for c in choices) else set()
+    # channels_last on models with no 4-D weight changes nothing the trials could measure: kept at its default
+    return [k for k in knobs if KNOBS[k].probe == "compute" and not KNOBS[k].env and k not in no_effect]
 
 
 def configs_left(space: Space, context: dict[str, Any], loaders: ProbePlan,
