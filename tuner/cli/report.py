@@ -157,15 +157,16 @@ def export(
     if verify:
         _verify(s, exp, path, repeats, reports_dir, doc, printed)
     if plan is not None:
-        _horizon(s, exp, plan, reports_dir)
+        run_horizon_check(s, exp, plan, reports_dir)
         write_export(s, exp, path, as_.value if as_ is not None else None, force=True)  # its header shows the check
     _show_horizon(s, doc, printed)
     if printed is Format.json:
         print_json(doc)
 
 
-def _horizon(s, exp, plan, reports_dir: Path) -> None:  # noqa: ANN001
-    """Run the horizon check (tuner.report.horizon), its cost said first and each run on stderr; record it."""
+def run_horizon_check(s, exp, plan, reports_dir: Path):  # noqa: ANN001, ANN201
+    """Run the horizon check (tuner.report.horizon), its cost said first and each run on stderr; record it.
+    `tuner export --horizon` and `tuner search --horizon` (after the confirmation) both run it here."""
     from tuner.report.horizon import run_horizon
     from tuner.study import write_horizon
 
@@ -173,6 +174,7 @@ def _horizon(s, exp, plan, reports_dir: Path) -> None:  # noqa: ANN001
     note(f"horizon: will run {plan.cost()}")
     check = run_horizon(plan, reports_dir, s, progress=note)
     write_horizon(s.dir, check)
+    return check
 
 
 def _show_horizon(s, doc: dict, printed: Format) -> None:  # noqa: ANN001
