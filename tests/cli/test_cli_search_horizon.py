@@ -59,6 +59,22 @@ def test_the_study_runs_the_horizon_check_on_its_pick_says_its_cost_and_records_
     # exactly as export records it: report shows the same line
     code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports)
     assert code == 0 and line in out
+    # and the HTML report shows the line the text report shows
+    from html import unescape
+
+    from tuner.analysis import open_study
+    from tuner.report.html import render_html
+
+    page = unescape(render_html(open_study(reports, "gan-demo")))
+    assert f'<p id="horizon-check"><b>Horizon:</b> {line}.</p>' in page
+
+
+def test_the_html_report_of_a_study_without_a_check_has_no_horizon_line(make_study):
+    from tuner.analysis import open_study
+    from tuner.report.html import render_html
+
+    reports, folder = target_study(make_study)
+    assert 'id="horizon-check"' not in render_html(open_study(reports, "gan-demo"))
 
 
 def test_json_carries_the_check(make_study, capsys, monkeypatch):
