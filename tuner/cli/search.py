@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -93,6 +92,8 @@ def search(
     # trials run here) go to stderr whatever the format
     with stdout_to_stderr(format is Format.json), user_output():
         summary = run_search(opts, console=stderr_console(), view=SearchView)
+        from tuner.cli.report import study_horizon
+
         check = study_horizon(summary, reports_dir) if not summary.interrupted and summary.ended is None else None
     if format is Format.json:
         print_json({**_summary_json(summary), **({"horizon": check.doc} if check is not None else {})})
@@ -148,51 +149,6 @@ def _summary_json(summary: Any) -> dict[str, Any]:
             "verdict": verdict.to_json() if verdict is not None else None,
             "noise": None if noise is None else noise.to_json(),
             "time": None if (shares := summary.shares) is None else shares.to_json()}
-
-
-@dataclass
-class StudyHorizon:
-    """What `tuner search --horizon` made of its horizon check: the summary's line, the JSON document's entry, and
-    the error a failed run raised (None: it ran, or was skipped with its reason)."""
-
-    line: str
-    doc: dict[str, Any]
-    failed: Any = None
-
-
-def study_horizon(summary: Any, reports_dir: Path) -> StudyHorizon | None:
-    """The study's horizon check (study.json's `horizon`: --horizon, kept by --resume), after its confirmation: on
-    the pick the export takes (the knee), run as `tuner export --horizon` runs it (tuner.cli.report), its cost said
-    first and recorded in horizon.json. A study with no pick, no target or no other baseline skips it, in one line
-    that says why; None where no check was asked."""
-    from tuner.config import HORIZON_SEEDS, Budget
-    from tuner.errors import Interrupted, TunerError, UserError
-
-    asked = summary.study.meta.horizon
-    if not asked:
-        return None
-    from tuner.analysis import Study
-    from tuner.cli.report import run_horizon_check
-    from tuner.report.export import build_export
-    from tuner.report.horizon import plan_horizon
-
-    study = Study.load(summary.study.folder)  # as the confirmation left it
-    try:
-        exp = build_export(study, "knee")
-    except UserError as err:
-        return StudyHorizon(f"horizon check skipped: no pick ({err})", {"skipped": f"no pick ({err})"})
-    try:
-        plan = plan_horizon(study, exp.record, Budget.model_validate(asked["budget"]),
-                            int(asked.get("seeds") or HORIZON_SEEDS))
-    except UserError as err:
-        return StudyHorizon(f"horizon check skipped: {err}", {"skipped": str(err)})
-    try:
-        check = run_horizon_check(study, exp, plan, reports_dir)
-    except Interrupted:
-        raise
-    except TunerError as err:  # a run failed: nothing recorded; the study's own summary still stands
-        return StudyHorizon(f"horizon check failed: {err}", {"failed": str(err)}, failed=err)
-    return StudyHorizon(check.line(), check.model_dump())
 
 
 def _print_summary(summary: Any, horizon: str | None = None) -> None:

@@ -3,7 +3,7 @@
 plan_search() parses the space, resolves defaults (the space's, or the saved study's on --resume), validates
 every option, checks the study name and the dataset. It is pure: it raises a UserError or returns a SearchPlan,
 so bad input never starts Ray or touches disk.
-Over 500 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
+Over 550 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
 """
 
 from __future__ import annotations
