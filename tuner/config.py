@@ -125,6 +125,61 @@ def budget_from_options(seconds: float | None, samples: int | None) -> Budget | 
         raise ConfigError(f"{option} must be a finite number > 0 and at most {top} (got {value:g})") from None
 
 
+HORIZON_SEEDS = 3  # seeds of each side a horizon check trains by default (--horizon-seeds)
+_HORIZON_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+                  "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+_HORIZON_SPELLING = "a number and its unit: 120s, 2m or 1.5h (training seconds, as --budget-seconds), or " \
+                    "50000samples (training samples, as --budget-samples)"
+
+
+def parse_horizon(text: str) -> Budget:
+    """--horizon DURATION (`tuner export` and `tuner search`, issue 51): `120s`, `2m`, `1.5h` (seconds of training,
+    as a budget's seconds) or `50000samples` (training samples): the two units a budget has (--budget-seconds,
+    --budget-samples). A bare number or another unit is refused: which of the two it meant cannot be guessed."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.strip().lower())
+    if m is None or not m.group(2):
+        raise ConfigError(f"--horizon {text!r}: give {_HORIZON_SPELLING}")
+    number, unit = float(m.group(1)), m.group(2)
+    try:
+        if unit in ("samples", "sample"):
+            if number != int(number):
+                raise ConfigError(f"--horizon {text!r}: samples are whole numbers")
+            return Budget(samples=int(number))
+        if unit in _HORIZON_UNITS:
+            return Budget(seconds=number * _HORIZON_UNITS[unit])
+    except ValueError:  # pydantic's bounds (0, or past the largest budget)
+        raise ConfigError(f"--horizon {text!r}: out of range for a budget (above 0, at most a budget's largest)") \
+            from None
+    raise ConfigError(f"--horizon {text!r}: unknown unit {unit!r}; give {_HORIZON_SPELLING}")
+
+
+def horizon_words(budget: Budget) -> str:
+    """A horizon (or a budget beside it) as the horizon check says it: `60 s`, `2 min`, `50,000 samples`."""
+    if budget.samples is not None:
+        return f"{budget.samples:,} samples"
+    s = budget.seconds or 0.0
+    return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
+
+
+def check_horizon_longer(horizon: Budget, trained: Budget, pace: float | None = None) -> None:
+    """A horizon no longer than the trials' budget checks nothing the study did not read: one ConfigError line.
+    Across units (a seconds horizon, a samples budget), `pace` (samples/s) converts; without one they pass."""
+    h_s = horizon.seconds if horizon.seconds is not None else (horizon.samples / pace if pace else None)  # type: ignore[operator]
+    t_s = trained.seconds if trained.seconds is not None else (trained.samples / pace if pace else None)  # type: ignore[operator]
+    if horizon.samples is not None and trained.samples is not None:
+        shorter = horizon.samples <= trained.samples
+    elif h_s is not None and t_s is not None:
+        shorter = h_s <= t_s
+    else:
+        return
+    if shorter:
+        raise ConfigError(f"--horizon {horizon_words(horizon)} is no longer than the study's trials "
+                          f"({horizon_words(trained)}): the horizon check trains longer than they did; give a longer "
+                          f"one")
+
+
 class Measure(_Strict):
     """How throughput is measured: warm-up until the step time settles, then a few timed windows, each long enough
     to mean something.

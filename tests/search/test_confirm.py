@@ -211,8 +211,8 @@ def test_every_round_of_the_confirmation_runs_in_one_tune_run_each_rerun_in_a_fr
     order = [(int(Path(d).parent.parent.name), int(Path(d).name)) for _, _, d in lines]
     moved = [t for t in confirmed if t not in planned]
     assert order[: 2 * len(planned)] == pairs(schedule(planned, 2, {}))  # the planned round first, interleaved
-    # then the moved pick's round: one re-run of it, which held it as the pick, then the baseline read again and
-    # its second re-run (M B M)
+    # then the moved pick's round: one re-run of it and the baseline read beside it (the screen), which held it as
+    # the pick, then its second re-run (M B M)
     later = order[2 * len(planned):]
     assert len(moved) == 1 and later == [(moved[0], 0), (0, 2), (moved[0], 1)]
     assert [r.round for r in study.folder.reruns(moved[0])] == [1, 1]
@@ -368,10 +368,11 @@ def test_a_rival_no_better_than_the_pick_is_chased_about_2_5_percent_of_the_time
     assert old / 4000 > 0.5
 
 
-def _searcher_round(tmp_path, screen, repeats=2, extra=None):
+def _searcher_round(tmp_path, screen, repeats=2, extra=None, base=(100.0, 50.0)):
     """A RerunSearcher (no Ray) over a study whose knee moved to trial 3 after the planned round: what it hands
-    out first, then, once the screen (trial 3's first re-run, reading `screen`) is recorded, what comes next;
-    the study, and the lines its live view printed."""
+    out first, then, once the screen (trial 3's first re-run, reading `screen`, and the baseline's beside it,
+    reading `base`; round 0 read it at 99 and 101) is recorded, what comes next; the study, and the lines its live
+    view printed."""
     import io
 
     from rich.console import Console
@@ -396,25 +397,64 @@ def _searcher_round(tmp_path, screen, repeats=2, extra=None):
         order = TrialOrder.from_config(got)
         return order.trial, order.repeat, order.round
 
-    first = [handed("a"), handed("b")]  # the screen alone: nothing more until its figures are in
+    first = [handed("a"), handed("b"), handed("x")]  # the screen alone: nothing more until its figures are in
     write_rerun(s.folder, 3, Rerun(repeat=0, round=1, state="complete",
                                   metrics={"throughput": screen[0], "fid": screen[1], "throughput_spread": 0.05,
                                            **(extra or {})}))
     searcher.on_trial_complete("a")
+    if first[1] is not None and first[1][0] == 0:  # the baseline, read beside it in the same round
+        write_rerun(s.folder, 0, Rerun(repeat=first[1][1], round=1, state="complete",
+                                      metrics={"throughput": base[0], "fid": base[1], "throughput_spread": 0.05}))
+        searcher.on_trial_complete("b")
     after = handed("c")
     return first, after, Study.load(s.folder), buf.getvalue().splitlines()
 
 
 def test_a_moved_pick_is_re_run_once_first_and_its_round_goes_on_only_if_that_re_run_holds_it(tmp_path):
-    """The knee moved to trial 3 on a single reading; one re-run of it comes first. It read what the search did:
-    it holds, so the baseline is read again and then trial 3's second re-run (M B M)."""
+    """The knee moved to trial 3 on a single reading; one re-run of it comes first, with the baseline read beside
+    it in the same round (the screen). It read what the search did: it holds, so trial 3's second re-run follows
+    (M B M)."""
     first, after, study, lines = _searcher_round(tmp_path / "holds", (258.0, 22.0))
-    assert first == [(3, 0, 1), None]
-    assert any("moved the pick to trial 3, which has one reading: re-running it once" in line for line in lines)
-    assert any("trial 3's re-run holds it as the pick: confirming it, beside the baseline (trial 0) again" in line
-               for line in lines)
-    assert after == (0, 2, 1)  # the baseline, re-read in the moved pick's round
-    assert [(r.trial, r.repeat, r.round) for r in pending(study, 1, 2)] == [(0, 2, 1), (3, 1, 1)]
+    assert first == [(3, 0, 1), (0, 2, 1), None]
+    assert any("moved the pick to trial 3, which has one reading: re-running it once, beside the baseline (trial 0) "
+               "read in the same round, to see whether it holds" in line for line in lines)
+    assert any(line.endswith("trial 3's re-run holds it as the pick: confirming it") for line in lines)
+    assert after == (3, 1, 1)  # the moved pick's second re-run, the baseline read in its round already
+    assert [(r.trial, r.repeat, r.round) for r in pending(study, 1, 2)] == [(3, 1, 1)]
+
+
+def test_a_moved_pick_s_screen_is_its_first_re_run_and_the_baseline_s_beside_it():
+    from tuner.search._confirm import screen
+
+    assert screen(moved_round(3, 1, 3, 0, {}), 3) == [(3, 0, 1), (0, 3, 1)]  # then M B M: the baseline again
+    assert screen(moved_round(3, 2, 1, 0, {}), 3) == [(3, 0, 2), (0, 2, 2)]  # --repeats 1: the round is the screen
+    assert screen(moved_round(3, 1, 2, None, {}), 3) == [(3, 0, 1)]  # a study without a baseline: M alone
+
+
+@pytest.mark.parametrize("case, screen, base, holds_it", [
+    # trial 3 no faster than the baseline (1.0x; trial 2 is 1.5x), screened in a round the machine ran 2x faster:
+    # against round 0's baseline its 200 read 2x and it held; beside its own round's baseline it is 1.0x
+    ("a 2x faster round", (200.0, 22.0), (200.0, 50.0), False),
+    # trial 3 truly 2.6x, screened in a round the machine ran 2x slower: its 130 read below trial 2's 151 and the
+    # screen dropped it; beside its own round's baseline (50) it is 2.6x and holds
+    ("a 2x slower round", (130.0, 22.0), (50.0, 50.0), True),
+])
+def test_a_moved_pick_s_screen_compares_inside_its_round(tmp_path, case, screen, base, holds_it):
+    """Issue 51: a moved pick's one-re-run check compares inside one round, the baseline read beside it: the
+    machine drifting 2x between the rounds neither makes a 1.0x trial the pick nor drops a 2.6x one."""
+    from tuner.search._confirm import holds
+
+    first, after, study, lines = _searcher_round(tmp_path, screen, base=base)
+    assert first == [(3, 0, 1), (0, 2, 1), None]
+    assert holds(study, 3) is holds_it
+    assert (after == (3, 1, 1)) is holds_it  # its round goes on only if it held
+    # the same readings without the baseline's of its round (the screen as it was: M alone) judged it the other way
+    only = Study.load(study.folder)
+    for rerun in only.folder.reruns(0):
+        if rerun.round == 1:
+            only.folder.rerun_path(0, rerun.repeat).unlink()
+    assert [r.round for r in Study.load(only.folder).folder.reruns(0)] == [0, 0]
+    assert holds(Study.load(only.folder), 3) is not holds_it
 
 
 def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tmp_path):
@@ -424,7 +464,7 @@ def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tm
     from ray.tune.search import Searcher
 
     first, after, study, lines = _searcher_round(tmp_path / "fails", (130.0, 22.0))
-    assert first == [(3, 0, 1), None]
+    assert first == [(3, 0, 1), (0, 2, 1), None]
     assert any("trial 3's re-run did not hold it as the pick (throughput 130.0 (search 260.0), fid 22 (search 22)): "
                "not re-run again" in line for line in lines)
     assert any("moved the pick to trial 4" in line for line in lines)
@@ -436,7 +476,8 @@ def test_a_moved_pick_whose_first_re_run_does_not_hold_it_is_not_re_run_again(tm
                                           metrics={"throughput": 120.0, "fid": 23.0, "throughput_spread": 0.05}))
     study = Study.load(study.folder)
     v = decide(study)
-    assert v.pick.trial == 2 and [r.repeat for r in study.folder.reruns(0)] == [0, 1]  # no baseline re-read
+    # the baseline read once beside trial 3's screen, and no more (trial 4's screen reads it once again)
+    assert v.pick.trial == 2 and [r.repeat for r in study.folder.reruns(0)] == [0, 1, 2]
     assert "the knee moved to trials 3 and 4 on a single reading; one re-run each did not hold them" in v.text
 
 
@@ -444,7 +485,7 @@ def test_with_one_re_run_per_trial_a_moved_pick_that_holds_is_confirmed_by_its_s
     from ray.tune.search import Searcher
 
     first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0), repeats=1)
-    assert first == [(3, 0, 1), None] and after == Searcher.FINISHED
+    assert first == [(3, 0, 1), (0, 1, 1), None] and after == Searcher.FINISHED
     assert lines[-1].endswith("trial 3's re-run holds it as the pick") and decide(study).pick.trial == 3
 
 
@@ -478,7 +519,7 @@ def test_a_moved_pick_whose_re_run_is_suspect_is_not_re_run_again_and_the_view_s
     figures, that ended it."""
     first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0),
                                                  extra={"throughput_spread": 2.5, "of_compute_ceiling": 1.9})
-    assert first == [(3, 0, 1), None] and study.trial(3).confirmed.suspect
+    assert first == [(3, 0, 1), (0, 2, 1), None] and study.trial(3).confirmed.suspect
     assert pending(study, 1, 2) == [] and after == (4, 0, 2)
     assert any(line.startswith(f"trial 3's re-run is suspect ({study.trial(3).confirmed.suspect}), so it cannot be "
                                "the pick: not re-run again") for line in lines)

@@ -137,7 +137,7 @@ def test_the_driver_ships_its_fid_cache_and_study_json_records_its_hashes(tmp_pa
                            workload_options={}, dataset="synthetic", budget=SPACE.defaults.budget, trials=3,
                            sampler="tpe", seed=0, storage="sqlite://", confirm_trials=2,
                            confirm_repeats=2, study_dir=tmp_path / "s", scheduler=SchedulerPlan(), kept_trials=None,
-                           preflight=Preflight(), options=SearchOptions(), target=None)
+                           preflight=Preflight(), options=SearchOptions(), target=None, horizon=None)
     cluster = SimpleNamespace(cpus=2, gpus=0, nodes=1)
     resources = SimpleNamespace(cpus_per_trial=2, gpus_per_trial=0, concurrency=1)
     meta = study_meta(plan, cluster, resources, None, setup)

@@ -1,10 +1,12 @@
-"""`tuner report` and `tuner export`: read a study back, show it, and write its best config."""
+"""`tuner report` and `tuner export`: read a study back, show it, and write its best config; the horizon check
+`tuner export --horizon` runs, which `tuner search --horizon` runs after its confirmation too."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -159,15 +161,16 @@ def export(
     if verify:
         _verify(s, exp, path, repeats, reports_dir, doc, printed)
     if plan is not None:
-        _horizon(s, exp, plan, reports_dir)
+        run_horizon_check(s, exp, plan, reports_dir)
         write_export(s, exp, path, as_.value if as_ is not None else None, force=True)  # its header shows the check
     _show_horizon(s, doc, printed)
     if printed is Format.json:
         print_json(doc)
 
 
-def _horizon(s, exp, plan, reports_dir: Path) -> None:  # noqa: ANN001
-    """Run the horizon check (tuner.report.horizon), its cost said first and each run on stderr; record it."""
+def run_horizon_check(s, exp, plan, reports_dir: Path):  # noqa: ANN001, ANN201
+    """Run the horizon check (tuner.report.horizon), its cost said first and each run on stderr; record it.
+    `tuner export --horizon` and `tuner search --horizon` (after the confirmation) both run it here."""
     from tuner.report.horizon import run_horizon
     from tuner.study import write_horizon
 
@@ -175,6 +178,51 @@ def _horizon(s, exp, plan, reports_dir: Path) -> None:  # noqa: ANN001
     note(f"horizon: will run {plan.cost()}")
     check = run_horizon(plan, reports_dir, s, progress=note)
     write_horizon(s.dir, check)
+    return check
+
+
+@dataclass
+class StudyHorizon:
+    """What `tuner search --horizon` made of its horizon check: the summary's line, the JSON document's entry, and
+    the error a failed run raised (None: it ran, or was skipped with its reason)."""
+
+    line: str
+    doc: dict[str, Any]
+    failed: Any = None
+
+
+def study_horizon(summary: Any, reports_dir: Path) -> StudyHorizon | None:
+    """The study's horizon check (study.json's `horizon`: --horizon, kept by --resume), after its confirmation: on
+    the pick the export takes (the knee), run as `tuner export --horizon` runs it (run_horizon_check), its cost said
+    first and recorded in horizon.json. A study with no pick, no target or no other baseline skips it, in one line
+    that says why; None where no check was asked."""
+    from tuner.config import HORIZON_SEEDS, Budget
+    from tuner.errors import Interrupted, TunerError, UserError
+
+    asked = summary.study.meta.horizon
+    if not asked:
+        return None
+    from tuner.analysis import Study
+    from tuner.report.export import build_export
+    from tuner.report.horizon import plan_horizon
+
+    study = Study.load(summary.study.folder)  # as the confirmation left it
+    try:
+        exp = build_export(study, "knee")
+    except UserError as err:
+        return StudyHorizon(f"horizon check skipped: no pick ({err})", {"skipped": f"no pick ({err})"})
+    try:
+        plan = plan_horizon(study, exp.record, Budget.model_validate(asked["budget"]),
+                            int(asked.get("seeds") or HORIZON_SEEDS))
+    except UserError as err:
+        return StudyHorizon(f"horizon check skipped: {err}", {"skipped": str(err)})
+    try:
+        check = run_horizon_check(study, exp, plan, reports_dir)
+    except Interrupted:
+        raise
+    except TunerError as err:  # a run failed: nothing recorded; the study's own summary still stands
+        return StudyHorizon(f"horizon check failed: {err}", {"failed": str(err)}, failed=err)
+    return StudyHorizon(check.line(), check.model_dump())
 
 
 def _show_horizon(s, doc: dict, printed: Format) -> None:  # noqa: ANN001

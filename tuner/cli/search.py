@@ -50,6 +50,8 @@ def search(
     study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
     target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in a third of the budget, the mean of their last 3 evaluations, so the cap of 3x their time to it is about the budget; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
     eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: from the pre-flight's measured pace, in whole optimizer steps of the baseline: the finest K whose evaluation costs at most a fifth of the training between two, and at most 20 evaluations over the baseline's reference run; 25 steps where no pace was measured).")] = None,
+    horizon: Annotated[Optional[str], typer.Option(metavar="DURATION", help="After the confirmation, re-train the study's pick and its baseline to this horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks or reverses), at the quality the baseline reaches at the horizon: what `tuner export --horizon` runs, its cost said before it starts. Training seconds (120s, 2m, 1.5h) or samples (50000samples); longer than the trials. Kept by --resume; recorded in the study folder (horizon.json); the summary, report and export show it. A study with no pick or no target skips it and says why.")] = None,
+    horizon_seeds: Annotated[Optional[int], typer.Option(metavar="N", help="Seeds of each side for --horizon (default 3).")] = None,
     objective: Annotated[Optional[list[str]], typer.Option(metavar="METRIC", help="What the study optimizes, over the space's objectives: (repeat, or comma-separate, for several): time_to_target or samples_to_target (need a target), or the default pair throughput and quality (the workload's own), or another metric tuner measures to optimize (peak_mem_mb, ...).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
     cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
@@ -83,17 +85,22 @@ def search(
         probe=probe, parity_seconds=parity_seconds, scheduler=scheduler,
         study_seconds=study_seconds, busy=busy, busy_wait_seconds=busy_wait_seconds,
         target=target_value(target), eval_every_samples=eval_every_samples,
-        objectives=objective_names(objective),
+        objectives=objective_names(objective), horizon=horizon, horizon_seeds=horizon_seeds,
         scheduler_options={o.key: scheduler_options.get(o.param) for o in registered_options()},
     )
     # Ray's tables and logs must not precede the JSON document; the workload's prints (the driver's pre-flight,
     # trials run here) go to stderr whatever the format
     with stdout_to_stderr(format is Format.json), user_output():
         summary = run_search(opts, console=stderr_console(), view=SearchView)
+        from tuner.cli.report import study_horizon
+
+        check = study_horizon(summary, reports_dir) if not summary.interrupted and summary.ended is None else None
     if format is Format.json:
-        print_json(_summary_json(summary))
+        print_json({**_summary_json(summary), **({"horizon": check.doc} if check is not None else {})})
     else:
-        _print_summary(summary)
+        _print_summary(summary, check.line if check is not None else None)
+    if check is not None and check.failed is not None:
+        raise typer.Exit(check.failed.exit_code)  # a run of the check failed (exit 3): its line is the summary's
     if summary.interrupted:
         done = f"{summary.finished} trials, interrupted" if summary.as_many_as_fit else \
             f"{summary.finished} of {summary.total} trials"
@@ -144,7 +151,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
             "time": None if (shares := summary.shares) is None else shares.to_json()}
 
 
-def _print_summary(summary: Any) -> None:
+def _print_summary(summary: Any, horizon: str | None = None) -> None:
     from tuner.cli.progress import front_table
 
     out = stdout_console()
@@ -173,6 +180,8 @@ def _print_summary(summary: Any) -> None:
         print(f"noise floor: {noise.text()}; ✓ = confirmed: mean of the re-runs (95% interval)")
     if verdict is not None:
         print(f"pick: {verdict.text}")
+    if horizon is not None:
+        print(horizon)
     print(f"report: {summary.study.folder.csv_path} (study folder {summary.study_dir}); "
           f"`tuner report {summary.name}` for every trial")
 

@@ -10,51 +10,22 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Budget, Target, TrialConfig
+from tuner.config import HORIZON_SEEDS, Budget, Target, TrialConfig, check_horizon_longer, horizon_words
+from tuner.config import parse_horizon  # noqa: F401 - --horizon's syntax, one for export and search (tuner.config)
 from tuner.errors import ConfigError, StudyError
 from tuner.analysis import (Study, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio,
                             to_target)
 from tuner.study import HorizonCheck, HorizonRun, TrialRecord, eval_step
 
-DEFAULT_SEEDS = 3
-_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
-          "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
-_SPELLING = "a number and its unit: 120s, 2m or 1.5h (training seconds, as --budget-seconds), or 50000samples " \
-            "(training samples, as --budget-samples)"
+DEFAULT_SEEDS = HORIZON_SEEDS
 
 
-def parse_horizon(text: str) -> Budget:
-    """`120s`, `2m`, `1.5h` (seconds of training, as a budget's seconds) or `50000samples` (training samples):
-    the two units a budget has (--budget-seconds, --budget-samples). A bare number or another unit is refused:
-    which of the two it meant cannot be guessed."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.strip().lower())
-    if m is None or not m.group(2):
-        raise ConfigError(f"--horizon {text!r}: give {_SPELLING}")
-    number, unit = float(m.group(1)), m.group(2)
-    try:
-        if unit in ("samples", "sample"):
-            if number != int(number):
-                raise ConfigError(f"--horizon {text!r}: samples are whole numbers")
-            return Budget(samples=int(number))
-        if unit in _UNITS:
-            return Budget(seconds=number * _UNITS[unit])
-    except ValueError:  # pydantic's bounds (0, or past the largest budget)
-        raise ConfigError(f"--horizon {text!r}: out of range for a budget (above 0, at most a budget's largest)") \
-            from None
-    raise ConfigError(f"--horizon {text!r}: unknown unit {unit!r}; give {_SPELLING}")
-
-
-def describe(budget: Budget) -> str:
-    if budget.samples is not None:
-        return f"{budget.samples:,} samples"
-    s = budget.seconds or 0.0
-    return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
+describe = horizon_words  # a horizon as the check says it (tuner.config, which search's --horizon shares)
 
 
 @dataclass
@@ -131,20 +102,10 @@ def plan_horizon(study: Study, pick: TrialRecord, horizon: Budget, seeds: int = 
 
 
 def _longer(horizon: Budget, trained: Budget, pick: TrialRecord, study: Study) -> None:
-    """A horizon no longer than the trials' budget checks nothing the study did not read: refused. Across units
-    (a seconds horizon, a samples budget), the pick's own pace converts."""
-    pace = pick.throughput
-    h_s = horizon.seconds if horizon.seconds is not None else (horizon.samples / pace if pace else None)  # type: ignore[operator]
-    t_s = trained.seconds if trained.seconds is not None else (trained.samples / pace if pace else None)  # type: ignore[operator]
-    if horizon.samples is not None and trained.samples is not None:
-        shorter = horizon.samples <= trained.samples
-    elif h_s is not None and t_s is not None:
-        shorter = h_s <= t_s
-    else:
-        return
-    if shorter:
-        raise ConfigError(f"--horizon {describe(horizon)} is no longer than the study's trials "
-                          f"({describe(trained)}): the horizon check trains longer than they did; give a longer one")
+    """A horizon no longer than the trials' budget checks nothing the study did not read: refused
+    (tuner.config.check_horizon_longer). Across units (a seconds horizon, a samples budget), the pick's own pace
+    converts."""
+    check_horizon_longer(horizon, trained, pick.throughput)
 
 
 def run_horizon(plan: HorizonPlan, reports_dir: Path, study: Study, run: Callable[..., Any] | None = None,

@@ -23,7 +23,7 @@ from tuner.files import atomic_write
 from tuner.report import plots
 from tuner.study import (
     METRICS, STATE_COLORS, STATE_NOTES, TO_TARGET, TrialRecord, finite, fmt, fmt_figure, fmt_metric, fmt_param,
-    metric, read_parity, unit_suffix,
+    metric, read_horizon, read_parity, unit_suffix,
 )
 from tuner.analysis import BOUND_EXPLANATION, Study, record_bound, study_payback
 from tuner.report.view import FRONT_MARK, adjusted_metrics, figure_text, rank_cell
@@ -83,6 +83,8 @@ def context(study: Study) -> dict[str, Any]:
         "noise": (f"one config's throughput varies by {noise.relative_sd:.1%} run to run here ({noise.runs} re-runs "
                   f"of {noise.configs} configs, interleaved after the search)") if noise is not None else "",
         "parity": (parity.lines() if (parity := read_parity(study.dir)) is not None else []),
+        # the horizon check (`tuner export --horizon`, `tuner search --horizon`): the line the text report shows
+        "horizon": (horizon.line() if (horizon := read_horizon(study.dir)) is not None else ""),
         "pareto_svg": Markup(plots.pareto_svg(study, knee_trial)),
         "table": trials_table(study),
         "bound_explanation": BOUND_EXPLANATION,

@@ -5,10 +5,11 @@ A single reading of a config on a shared machine is mostly luck at the 10-20% le
 luckiest readings (the front is selected for being high). So the front is re-measured, on the same resources as the
 search and with quality too, in rounds: every round runs each config once, starting one further along the list each
 round, so drift during the phase reaches every config alike. A later round (the confirmed figures moved the knee to
-a trial never re-run) re-runs the new pick once; only if that re-run holds it as the pick does the round go on,
-re-reading the baseline between the new pick's re-runs, and the verdict compares the two on the readings of that
-round: across rounds the machine's drift alone (re-runs of one config read 21-22 and then 29-33 samples/s, minutes
-apart) made identical configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.analysis.stats)
+a trial never re-run) re-runs the new pick once with the baseline read beside it (the screen, judged on those two
+readings of one round); only if that re-run holds it as the pick does the round go on, re-reading the baseline
+between the new pick's re-runs, and the verdict compares the two on the readings of that round: across rounds the
+machine's drift alone (re-runs of one config read 21-22 and then 29-33 samples/s, minutes apart) made identical
+configs look 1.4x apart. The re-runs' figures (their mean and interval, tuner.analysis.stats)
 then stand for those trials in the front, the knee, the export and the verdict; the search's own readings are left
 out of them (selection bias). Repeat r of every config trains with its own seed (rerun_seed: the trial's + 1 + r),
 so seed-to-seed variation is in the intervals too: one seed re-run back to back read 5-8x narrower (issue 34).
@@ -109,6 +110,14 @@ def moved_round(moved: int, round_: int, repeats: int, baseline: int | None,
     return [run for run in out if run.repeat not in done.get(run.trial, set())]
 
 
+def screen(runs: list[Run], moved: int) -> list[Run]:
+    """The first runs of a moved pick's round (moved_round, nothing left out): its first re-run and the baseline's
+    reading beside it (M B), or M alone in a study without a baseline. The check whether the pick holds compares
+    inside that round: judged against the baseline's earlier round, a 1.0x trial screened in a round the machine
+    ran 2x faster held as "2x the baseline", and a real winner screened in a round 2x slower was dropped."""
+    return runs[:2] if len(runs) > 1 and runs[1].trial != moved else runs[:1]
+
+
 def recorded(study: Study, trials: list[int]) -> dict[int, set[int]]:
     return {t: {rr.repeat for rr in study.folder.reruns(t)} for t in trials}
 
@@ -154,17 +163,25 @@ def pending(study: Study, k: int, repeats: int) -> list[Run]:
         if round_ is None:
             out += schedule([trial], repeats, done)
             continue
-        rest = moved_round(trial, round_, repeats, baseline, done)
+        whole = moved_round(trial, round_, repeats, baseline, {})
+        first = screen(whole, trial)
+        left = [run for run in first if run.repeat not in done.get(run.trial, set())]
+        if left:  # the screen is read whole (a kill between its two runs) before it is judged
+            out += left
+            continue
+        rest = [run for run in whole[len(first):] if run.repeat not in done.get(run.trial, set())]
         out += rest if rest and holds(study, trial) else []
     return out
 
 
 def holds(study: Study, trial: int) -> bool:
     """Whether a moved pick, on the re-runs it has (its first one: the screen), is still what the export picks. A
-    round for a moved pick starts with one re-run of it alone; only if that holds it as the pick do the baseline's
-    re-read and its other re-runs follow. The search's single readings it was chased for are selected for being
-    good, and most did not hold (a 15 s GAN's FID read 214 in the search, 416-476 again): one fresh reading ends
-    such a chase for 1 re-run instead of 2R - 1."""
+    round for a moved pick starts with one re-run of it and the baseline read beside it (screen()), so the verdict
+    ranks that re-run by its ratio to the baseline of its own round (tuner.analysis.rounds.in_baseline_units); only
+    if that holds it as the pick do its other re-runs (and the baseline's between them) follow. The search's single
+    readings it was chased for are selected for being good, and most did not hold (a 15 s GAN's FID read 214 in the
+    search, 416-476 again): one fresh reading (and the baseline's) ends such a chase for 2 re-runs instead of
+    2R - 1."""
     from tuner.errors import StudyError
     from tuner.analysis import decide
 
@@ -216,4 +233,4 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
 
 __all__ = ["DEFAULT_REPEATS", "DEFAULT_TARGET_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
            "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded",
-           "rerun_configs", "rerun_seed", "schedule", "trial_seed"]
+           "rerun_configs", "rerun_seed", "schedule", "screen", "trial_seed"]

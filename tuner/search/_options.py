@@ -3,7 +3,7 @@
 plan_search() parses the space, resolves defaults (the space's, or the saved study's on --resume), validates
 every option, checks the study name and the dataset. It is pure: it raises a UserError or returns a SearchPlan,
 so bad input never starts Ray or touches disk.
-Over 500 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
+Over 550 lines because every option of `tuner search` is checked here: the space, the saved study, the budget.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tuner.config import Budget, Quality, Target, budget_from_options
+from tuner.config import (HORIZON_SEEDS, Budget, Quality, Target, budget_from_options, check_horizon_longer,
+                          parse_horizon)
 from tuner.errors import ConfigError, StudyError
 from tuner.knobs import heavy_knobs, hyperparameter_knobs, knob
 from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
@@ -77,6 +78,9 @@ class SearchOptions:
         target: time to this quality, or `"baseline"`.
         eval_every_samples: with a target, the samples between evaluations (default: from the measured pace).
         objectives: the study's objectives (`--objective`), over the space's.
+        horizon: after the confirmation, re-train the pick and the baseline to this horizon (`--horizon`: `2m`,
+            `50000samples`; tuner.config.parse_horizon) and say whether the speed-up holds there; kept by --resume.
+        horizon_seeds: seeds of each side for `horizon` (default 3, as `tuner export --horizon`'s).
     """
 
     space: str | None = None
@@ -115,6 +119,8 @@ class SearchOptions:
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
     eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: from the pace)
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
+    horizon: str | None = None  # --horizon DURATION: the horizon check after the confirmation (issue 51, item 6)
+    horizon_seeds: int | None = None  # --horizon-seeds: its seeds of each side (default HORIZON_SEEDS)
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,9 @@ class SearchPlan:
     preflight_s: float | None = None  # one trial's wall time as the pre-flight estimates it (check_plan)
     target: Target | None = None  # the study's target (check_plan resolves it; study.json's on --resume)
     target_ask: TargetAsk | None = None  # a new study's target as asked, checked before the pre-flight (plan_target)
+    # The horizon check to run after the confirmation, as study.json keeps it: {"budget": {"seconds": 120},
+    # "seeds": 3} (None: none asked; --resume keeps the saved one unless --horizon is given again)
+    horizon: dict[str, Any] | None = None
 
     @property
     def optuna_name(self) -> str:
@@ -240,7 +249,7 @@ def plan_search(opts: SearchOptions) -> SearchPlan:
                                  target=opts.target is not None or space.target is not None),
     )
     # Before the pre-flight (check_plan) builds the reports folder's .cache: a bad target or K changes nothing on disk.
-    return replace(plan, target_ask=plan_target(plan))
+    return replace(plan, target_ask=plan_target(plan), horizon=plan_horizon_option(opts, None, budget))
 
 
 def _check_numbers(opts: SearchOptions) -> None:
@@ -394,6 +403,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
     check_resumed_target(opts, meta, study)  # tuner.search._target: the saved target and K are kept
+    horizon = plan_horizon_option(opts, meta.horizon, saved_budget)
     check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
     check_study_database(folder, meta, storage)  # last: it opens the database
     return SearchPlan(
@@ -404,8 +414,28 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
         seed=meta.seed, resume=True, kept_trials=meta.trials if opts.study_seconds and not opts.trials else None,
         options=opts, meta=meta, confirm_trials=_pick(opts.confirm, meta.confirm.get("trials"), DEFAULT_TRIALS),
         confirm_repeats=_pick(opts.repeats, meta.confirm.get("repeats"), DEFAULT_REPEATS),
-        optuna_study=meta.name, scheduler=scheduler, preflight=meta.preflight or Preflight(),
+        optuna_study=meta.name, scheduler=scheduler, preflight=meta.preflight or Preflight(), horizon=horizon,
     )
+
+
+def plan_horizon_option(opts: SearchOptions, saved: dict[str, Any] | None, budget: Budget) -> dict[str, Any] | None:
+    """The study's horizon check as study.json keeps it, from --horizon and --horizon-seeds (tuner.config's syntax,
+    as `tuner export --horizon` reads it) over the saved one on --resume; a bad value, or a horizon no longer than
+    the trials' budget, is one ConfigError line before any work (across units the pick's pace decides, after the
+    study: tuner.report.horizon)."""
+    if opts.horizon_seeds is not None and opts.horizon_seeds < 1:
+        raise ConfigError(f"--horizon-seeds {opts.horizon_seeds}: at least 1")
+    if opts.horizon is None:
+        if saved is None:
+            if opts.horizon_seeds is not None:
+                raise ConfigError("--horizon-seeds sets the seeds of --horizon's check: give --horizon too")
+            return None
+        return {**saved, "seeds": opts.horizon_seeds} if opts.horizon_seeds is not None else dict(saved)
+    horizon = parse_horizon(opts.horizon)
+    check_horizon_longer(horizon, budget)
+    seeds = opts.horizon_seeds if opts.horizon_seeds is not None else \
+        (saved or {}).get("seeds", HORIZON_SEEDS)
+    return {"budget": horizon.model_dump(exclude_none=True), "seeds": seeds}
 
 
 def _pick(given: int | None, saved: int | None, default: int) -> int:

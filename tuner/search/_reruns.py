@@ -1,7 +1,7 @@
 """The confirmation phase: a searcher that hands out the re-runs (tuner.search._confirm) one at a time, and, once
 every one is recorded and the confirmed figures moved the knee to a trial never re-run, one re-run of that trial
-(and, if it holds it as the pick, its other re-runs beside the baseline's), until the knee stands on confirmed
-figures.
+with the baseline read beside it (and, if it holds it as the pick, its other re-runs beside the baseline's), until
+the knee stands on confirmed figures.
 
 It runs in the search's own Tune run (tuner.search._phases), so one trial process serves every round and the
 search's last trial (reuse_actors): a Tune run per round, then one for the phase, paid Tune's start-up again
@@ -17,7 +17,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
-    pending, rerun_configs
+    pending, rerun_configs, screen
 from tuner.study import StudyFolder, fmt_metric
 from tuner.analysis import Study, ranks_windows
 
@@ -84,7 +84,8 @@ class RerunSearcher(Searcher):
         pairs = pending(study, self.trials, self.repeats)
         trials = confirm_set(study, self.trials)
         if self.screening is not None:
-            self._say_screened(study, self.screening, more=bool(pairs))
+            self._say_screened(study, self.screening, more=bool(pairs),
+                               again=any(run.trial != self.screening for run in pairs))
             self.screening = None
         if not pairs:
             moved = next_knee(study, self.trials) if self.repeats > 0 else None
@@ -92,31 +93,34 @@ class RerunSearcher(Searcher):
                 return False
             baseline = confirm_baseline(study, self.trials)
             pairs = moved_round(moved, next_round(study, self.trials), self.repeats, baseline, {})
-            trials = [moved]
+            trials = [moved, *([baseline] if baseline is not None and baseline != moved else [])]
             if self.allowance is not None and self.allowance.left() < len(pairs) * self.allowance.trial_estimate():
                 if self.view is not None:
                     self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
                                             f"reading; --study-seconds leaves no time to confirm it", soft_wrap=True)
                 return False
-            pairs, self.screening = pairs[:1], moved  # the screen: the rest follows only if it holds (holds())
+            pairs, self.screening = screen(pairs, moved), moved  # the rest follows only if it holds (holds())
             if self.view is not None:
+                beside = f", beside the baseline (trial {baseline}) read in the same round," \
+                    if len(pairs) > 1 else ""
                 self.view.console.print(f"the confirmed figures moved the pick to trial {moved}, which has one "
-                                        f"reading: re-running it once to see whether it holds", soft_wrap=True)
+                                        f"reading: re-running it once{beside} to see whether it holds",
+                                        soft_wrap=True)
         if self.view is not None:
             counts = {t: sum(run.trial == t for run in pairs) for t in trials}
             self.view.confirming({t: n for t, n in counts.items() if n})
         self.queue = rerun_configs(study, pairs, self.wall, self.limits)
         return bool(self.queue)
 
-    def _say_screened(self, study: Study, trial: int, more: bool) -> None:
-        """After a moved pick's first re-run: whether it held (the round goes on, where R > 1) or not (the chase
-        moves on)."""
+    def _say_screened(self, study: Study, trial: int, more: bool, again: bool = False) -> None:
+        """After a moved pick's first re-run (and the baseline's beside it): whether it held (the round goes on,
+        where R > 1; `again`: the baseline is read again in it) or not (the chase moves on)."""
         if self.view is None:
             return
         record = next(r for r in study.records if r.trial == trial)
         baseline = confirm_baseline(study, self.trials)
         if holds(study, trial):
-            again = f", beside the baseline (trial {baseline}) again" if baseline is not None else ""
+            again = f", beside the baseline (trial {baseline}) again" if baseline is not None and again else ""
             self.view.console.print(f"trial {trial}'s re-run holds it as the pick" +
                                     (f": confirming it{again}" if more else ""), soft_wrap=True)
             return

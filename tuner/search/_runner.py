@@ -111,7 +111,7 @@ def study_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         domains=domains_of(setup.space) if setup is not None else None,
         fid_cache=setup.shared.manifest if setup is not None and setup.shared is not None else None,
         scheduler=plan.scheduler.to_json(), preflight=plan.preflight if plan.preflight.timed() else None,
-        allowance=allowance,
+        allowance=allowance, horizon=plan.horizon,
         **({"target": plan.target.model_dump()} if plan.target is not None else {}),  # how it was set: source
     )
 
@@ -422,6 +422,8 @@ def _write_meta(plan: SearchPlan, cluster: ClusterInfo, resources: Resources,
         update: dict[str, Any] = {"trials": plan.kept_trials or plan.trials, "resumed": [*plan.meta.resumed, _now()],
                                   "confirm": {"trials": plan.confirm_trials, "repeats": plan.confirm_repeats},
                                   "id": study_id, "storage": stored_storage(kept_url(plan.storage), plan.study_dir)}
+        if plan.horizon != plan.meta.horizon:  # --horizon (or --horizon-seeds) given again on this resume
+            update["horizon"] = plan.horizon
         if plan.target is not None and plan.meta.target != plan.target.model_dump():  # set on this resume
             update["target"] = plan.target.model_dump()
         if not plan.meta.domains:  # a study started before domains were stored: fix them from now on

@@ -244,6 +244,9 @@ class StudyMeta(BaseModel):
     # The machine the study was started on: the user's own speed environment variables (kept as they were: tuner
     # sets none of its own) and what other processes took of its CPUs in the sample before the study (issue 58).
     machine: dict[str, Any] | None = None
+    # The horizon check `tuner search --horizon` runs after the confirmation (kept by --resume): {"budget": a
+    # Budget, "seeds": n}; its result is horizon.json (tuner.study.horizon).
+    horizon: dict[str, Any] | None = None
 
     def model_post_init(self, __context: Any) -> None:
         if not self.objectives:  # an old study without objectives: what every tuner study was scored on
