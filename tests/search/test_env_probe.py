@@ -1,7 +1,7 @@
 """The OpenMP wait policy as a probed speed knob (issue 58): each value read in a process started under it (libgomp
-reads the variable once, when torch loads; one server per value forks its readings, issue 55), the rule that keeps a value only where it beats the user's own environment, a
-policy the user set kept as theirs, and a study whose trials train under what the probe chose while its baseline
-trains in the user's environment."""
+reads the variable once, when torch loads; one server per value forks its readings, issue 55), the rule that keeps
+a value only where it beats the user's own environment, a policy the user set kept as theirs, and a study whose
+trials train under what the probe chose while its baseline trains in the user's environment."""
 
 from __future__ import annotations
 

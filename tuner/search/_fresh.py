@@ -22,6 +22,9 @@ interpreter each, such trials paid torch's load again, and a study whose probe c
 trial instead of 2.4 s (benchmarks/results/lab-notes.md, row 2, twenty-third session). A server under the user's
 own environment sets none of the variables: tuner sets none it did not choose as a knob. The wait-policy probe
 (tuner.search._env_probe) reads each value in children of that value's server too (`run_job`).
+
+Over 400 lines because both ends of the fork server's protocol, its servers per environment and the fresh
+interpreter that stands in for them on GPU hosts are one mechanism, kept in one place.
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ def wanted_env(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | Non
 
 def place_trial(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | None] | None:
     """Where a trial trains: None, in this process (before torch loads here, its environment is set first, so
-    later trials that want the same run here too); else the environment of the fresh interpreter it needs,
-    since torch here was loaded under another (a baseline at the user's wait policy beside a study's choice)."""
+    later trials that want the same run here too); else the environment of the process it needs (forked from
+    the server started under it, run_fresh), since torch here was loaded under another (a baseline at the user's
+    wait policy beside a study's choice)."""
     global _LOADED
     want = wanted_env(config, setup)
     if _LOADED is None:
