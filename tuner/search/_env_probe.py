@@ -4,9 +4,9 @@ started under each value.
 libgomp reads OMP_WAIT_POLICY once, when torch loads, so a value cannot be tried in a process that loaded torch
 under another: each value is read in a process of its own forked from a server started under that value
 (tuner.search._fresh.Servers: one torch load per value, however often the value is read; a fresh interpreter per
-reading cost 25 s before the default study's first trial, lab notes' twenty-third session), one at a time, at one
-config (the baseline's batch with the speed knobs the other probes chose there), with one trial's threads. The
-value's best reading counts (a moment's load only ever slows one). Values are read interleaved: every value once,
+reading cost 25 s before the default study's first trial, lab notes' twenty-third session; the servers start
+together and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
+with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a moment's load only ever slows one). Values are read interleaved: every value once,
 then, where two or more read within NOISE of the best, those again in reverse order, so drift does not decide
 between them. A value other than `default` (the user's environment, nothing set) is kept only where it beats
 default's reading by more than SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
@@ -75,12 +75,10 @@ def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seco
     """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
     one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
     value, ended when the probe is."""
-    from tuner.search._fresh import Servers
-
     t0 = time.perf_counter()
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
-    servers = Servers()
+    servers = _servers([None if v == "default" else {str(KNOBS[knob].env): v} for v in values])
 
     def read(value: str) -> None:
         args = (knob, value, cfg_json, seconds, cache_dir, threads)
@@ -99,6 +97,22 @@ def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seco
     choose(probe)
     probe.seconds = round(time.perf_counter() - t0, 2)
     return probe
+
+
+def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
+    """The probe's fork servers, one per value, all started with its first reading (tuner.search._fresh.Servers):
+    their imports overlap, and all are ready before the first timed run, so none imports beside one."""
+    from tuner.search._fresh import Servers
+
+    class Planned(Servers):
+        def get(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> Any:
+            if envs:
+                planned = envs[:]
+                envs.clear()
+                self.start(planned, quiet=quiet)
+            return super().get(env, quiet=quiet)
+
+    return Planned()
 
 
 def choose(probe: EnvProbe) -> None:
