@@ -6,10 +6,11 @@ under another: each value is read in a process of its own forked from a server s
 (tuner.search._fresh.Servers: one torch load per value, however often the value is read; a fresh interpreter per
 reading cost 25 s before the default study's first trial, lab notes' twenty-third session; the servers start
 together and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
-with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a moment's load only ever slows one). Values are read interleaved: every value once,
-then, where two or more read within NOISE of the best, those again in reverse order, so drift does not decide
-between them. A value other than `default` (the user's environment, nothing set) is kept only where it beats
-default's reading by more than SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
+with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a
+moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
+within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
+than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than
+SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
