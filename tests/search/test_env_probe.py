@@ -1,7 +1,7 @@
-"""The OpenMP wait policy as a probed speed knob (issue 58): each value read in a fresh process (libgomp reads the
-variable once, when torch loads), the rule that keeps a value only where it beats the user's own environment, a
-policy the user set kept as theirs, and a study whose trials train under what the probe chose while its baseline
-trains in the user's environment."""
+"""The OpenMP wait policy as a probed speed knob (issue 58): each value read in a process started under it (libgomp
+reads the variable once, when torch loads; one server per value forks its readings, issue 55), the rule that keeps
+a value only where it beats the user's own environment, a policy the user set kept as theirs, and a study whose
+trials train under what the probe chose while its baseline trains in the user's environment."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def make():
 '''
 
 
-def test_each_value_is_read_in_a_fresh_process_under_that_environment(tmp_path, monkeypatch):
+def test_each_value_is_read_in_a_process_of_its_own_under_that_environment(tmp_path, monkeypatch):
     path = write(tmp_path, SEES_POLICY, name="seespolicy.py")
     seen = tmp_path / "seen.txt"
     monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
@@ -89,7 +89,51 @@ def test_each_value_is_read_in_a_fresh_process_under_that_environment(tmp_path, 
     assert seen.read_text() == "unset"  # default: the environment as the user has it, nothing set
 
 
-def test_a_trial_runs_where_torch_loaded_under_its_policy_else_in_a_fresh_interpreter(monkeypatch):
+def reads_its_policy(job):
+    """Planted reading (pickled by value into the forked child): notes its process, its server and the policy each
+    had when it started (the server's at its exec: what libgomp read when it loaded torch); a rate per policy."""
+    raw = open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace").split("\0")
+    server = dict(kv.split("=", 1) for kv in raw if "=" in kv).get("OMP_WAIT_POLICY", "unset")
+    policy = os.environ.get("OMP_WAIT_POLICY", "unset")
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "server": os.getppid(), "policy": policy, "at_load": server}) + "\n")
+    return {"compute": {"unset": 1000.0, "PASSIVE": 600.0, "ACTIVE": 1080.0}[policy]}
+
+
+def test_each_value_is_read_in_children_of_one_server_started_under_it_and_the_probe_still_decides(
+        tmp_path, monkeypatch, no_policy):
+    """A fresh interpreter per reading loaded torch five times (25 s before the default study's first trial): now
+    one server per value loads it once, each reading a forked process of its own, and the servers end with the
+    probe."""
+    import sys
+
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the child cannot import a test module
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU, where readings are forked
+    monkeypatch.setattr(_env_probe, "read_here", reads_its_policy)
+    probe = probe_env("omp_wait_policy", ["default", "PASSIVE", "ACTIVE"], 64, "{}", 0.5, str(tmp_path / "c"), 1)
+    assert probe.chosen == {"omp_wait_policy": "ACTIVE"} and "x1.08 over default" in probe.why
+    reads = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert [r["policy"] for r in reads] == ["unset", "PASSIVE", "ACTIVE", "ACTIVE", "unset"]  # interleaved as before
+    assert all(r["policy"] == r["at_load"] for r in reads)  # each under its value when torch loaded
+    assert len({r["pid"] for r in reads}) == 5  # a process of its own per reading
+    assert reads[0]["server"] == reads[4]["server"] and reads[2]["server"] == reads[3]["server"]
+    assert len({r["server"] for r in reads}) == 3  # one server per value
+    assert not any(_alive(r["server"]) for r in reads)  # ended with the probe
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def test_a_trial_runs_where_torch_loaded_under_its_policy_else_in_a_process_started_under_its_own(monkeypatch):
     from tuner.search import _fresh
 
     monkeypatch.setattr(_fresh, "_USER_ENV", {"OMP_WAIT_POLICY": None})
@@ -100,7 +144,7 @@ def test_a_trial_runs_where_torch_loaded_under_its_policy_else_in_a_fresh_interp
     wants.update({"OMP_WAIT_POLICY": None})
     assert _fresh.place_trial({}, None) is None  # torch loaded here under the user's (unset): runs here
     wants.update({"OMP_WAIT_POLICY": "ACTIVE"})
-    assert _fresh.place_trial({}, None) == {"OMP_WAIT_POLICY": "ACTIVE"}  # a fresh interpreter under ACTIVE
+    assert _fresh.place_trial({}, None) == {"OMP_WAIT_POLICY": "ACTIVE"}  # forked from a server under ACTIVE
 
 
 SPACE = """

@@ -66,11 +66,10 @@ def no_server(monkeypatch):
     """No fork server yet in this process (as in a fresh trial process); the one the test starts is ended after."""
     from tuner.search import _fresh
 
-    monkeypatch.setattr(_fresh, "_SERVER", None)
+    monkeypatch.setattr(_fresh, "_SERVERS", _fresh.Servers())
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU, where re-runs are forked (a GPU host does not fork)
     yield
-    if _fresh._SERVER is not None:
-        _fresh._SERVER.close()
+    _fresh._SERVERS.close()
 
 
 def test_reruns_run_from_ray_tunes_per_trial_threads_are_children_of_one_lasting_fork_server(tmp_path, no_server):
@@ -143,13 +142,13 @@ def test_a_server_started_with_the_first_search_trial_is_ready_before_its_timed_
 
     _fresh.start_server()
     _fresh.start_server()  # the next trial of the same process: no second server
-    assert len(_trial._BEFORE_TIMING) == 1
-    server = _fresh._SERVER
+    assert len(_trial._BEFORE_TIMING) == 1 and len(_fresh._SERVERS.by_env) == 1
+    [server] = _fresh._SERVERS.by_env.values()
     _trial._BEFORE_TIMING.pop()()  # what train_trial does after its warm-up
-    assert server is not None and server.is_ready and server.alive()
+    assert server.is_ready and server.alive()
     run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_family)
     _, parent = (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "family").read_text().split()
-    assert int(parent) == server.proc.pid and _fresh._SERVER is server
+    assert int(parent) == server.proc.pid and list(_fresh._SERVERS.by_env.values()) == [server]
 
 
 def engine_sleeps(cfg, *, out_dir=None, **_):
@@ -234,3 +233,89 @@ def test_only_a_host_without_a_usable_gpu_forks_its_reruns(monkeypatch):
     assert not _fresh.forkable()
     monkeypatch.setattr(glob, "glob", lambda pattern: [])
     assert _fresh.forkable()
+
+
+def engine_env(cfg, *, out_dir=None, **_):
+    """Fake: writes its process, its parent and, as each had it when it started, its OMP_WAIT_POLICY and its
+    parent's (the server's, at its exec: what libgomp read when the server loaded torch)."""
+    import json
+
+    raw = Path(f"/proc/{os.getppid()}/environ").read_bytes().decode(errors="replace").split("\0")
+    parent_env = dict(kv.split("=", 1) for kv in raw if "=" in kv)
+    (Path(out_dir) / "env.json").write_text(json.dumps({
+        "pid": os.getpid(), "parent": os.getppid(), "policy": os.environ.get("OMP_WAIT_POLICY"),
+        "server_policy": parent_env.get("OMP_WAIT_POLICY"), "server_env": parent_env}))
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+def _seen(tmp_path: Path, trial: int) -> dict:
+    import json
+
+    [found] = (tmp_path / "s" / "trials").glob(f"{trial:04d}*/**/env.json")
+    return json.loads(found.read_text())
+
+
+def test_trials_of_another_wait_policy_are_forked_from_one_server_started_under_it_and_the_users_set_nothing(
+        tmp_path, no_server, monkeypatch):
+    """A trial whose policy differs from the one torch loaded under in its trial process paid a fresh interpreter
+    (torch loaded again, 21 s of set-up against 2.4 s in the default study): now a server started under that
+    policy forks it, a process of its own each. A trial at the user's default gets the user's environment: no
+    variable of tuner's."""
+    from tuner.search import _fresh
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # as place_trial set it here before torch loaded (a study's pick)
+    monkeypatch.setenv("TUNER_TEST_MINE", "kept")  # one of the user's own
+    setup = _setup(tmp_path)
+    for trial in (1, 2):  # at the user's default: OMP_WAIT_POLICY unset
+        run_fresh(TrialOrder(trial=trial).to_config(), setup, engine_env, env={"OMP_WAIT_POLICY": None})
+    run_fresh(TrialOrder(trial=3).to_config(), setup, engine_env, env={"OMP_WAIT_POLICY": "PASSIVE"})
+    one, two, passive = _seen(tmp_path, 1), _seen(tmp_path, 2), _seen(tmp_path, 3)
+    assert one["pid"] != two["pid"] and os.getpid() not in (one["pid"], two["pid"])  # a process of its own each
+    assert one["parent"] == two["parent"] != passive["parent"]  # forked from the one server for that environment
+    assert one["policy"] is None and one["server_policy"] is None  # unset, as the user has it, when torch loaded
+    mine = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "PYTHONPATH")}
+    assert {k: v for k, v in one["server_env"].items() if k != "PYTHONPATH"} == mine  # nothing else set or lost
+    assert passive["policy"] == passive["server_policy"] == "PASSIVE"
+    assert len(_fresh._SERVERS.by_env) == 2
+    servers = [s.proc for s in _fresh._SERVERS.by_env.values()]
+    _fresh._SERVERS.close()
+    assert all(proc.poll() is not None for proc in servers) and not _fresh._SERVERS.by_env
+
+
+def _two_server_process(tmp: str) -> None:
+    """A stand-in for the Ray trial process: a re-run forked from the server under its own environment, then a
+    trial under another policy from a second server, which trains 'forever'."""
+    setup = _setup(Path(tmp))
+    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), setup, engine_family)
+    run_fresh(TrialOrder(trial=4).to_config(), setup, engine_sleeps, env={"OMP_WAIT_POLICY": "PASSIVE"})
+
+
+def test_every_server_dies_with_its_trial_process(tmp_path):
+    """Ray ends a stopped trial's process with SIGKILL: neither server, nor the trial forked from one, lingers."""
+    import signal
+    import subprocess
+    import time
+
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    trial = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(here)!r}); "
+                                                    f"from test_fresh_rerun import _two_server_process; "
+                                                    f"_two_server_process({str(tmp_path)!r})"], env=env)
+    deadline = time.monotonic() + 120
+    pid_files = []
+    while not pid_files and time.monotonic() < deadline and trial.poll() is None:
+        pid_files = list((tmp_path / "s" / "trials").glob("0004*/**/pid")) if (tmp_path / "s").is_dir() else []
+        time.sleep(0.1)
+    assert pid_files, "the second server's trial never started"
+    time.sleep(0.2)
+    child = int(pid_files[0].read_text())
+    with open(f"/proc/{child}/stat") as f:
+        second = int(f.read().rsplit(") ", 1)[1].split()[1])  # its parent: the second server
+    _, first = (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "family").read_text().split()
+    assert second != int(first)
+    trial.send_signal(signal.SIGKILL)
+    trial.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_running(p) for p in (child, second, int(first))):
+        time.sleep(0.1)
+    assert not any(_running(p) for p in (child, second, int(first))), "a server or its child outlived the trial"

@@ -1,13 +1,16 @@
-"""The knobs applied through the environment (tuner.knobs.env_knobs: the OpenMP wait policy), probed in fresh
-processes.
+"""The knobs applied through the environment (tuner.knobs.env_knobs: the OpenMP wait policy), probed in processes
+started under each value.
 
-libgomp reads OMP_WAIT_POLICY once, when torch loads, so a value cannot be tried in a process that loaded torch:
-each value is read in a fresh interpreter of its own (`python -m tuner.search._env_probe`), one at a time, at one
-config (the baseline's batch with the speed knobs the other probes chose there), with one trial's threads. The
-value's best reading counts (a moment's load only ever slows one). Values are read interleaved: every value once,
-then, where two or more read within NOISE of the best, those again in reverse order, so drift does not decide
-between them. A value other than `default` (the user's environment, nothing set) is kept only where it beats
-default's reading by more than SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
+libgomp reads OMP_WAIT_POLICY once, when torch loads, so a value cannot be tried in a process that loaded torch
+under another: each value is read in a process of its own forked from a server started under that value
+(tuner.search._fresh.Servers: one torch load per value, however often the value is read; a fresh interpreter per
+reading cost 25 s before the default study's first trial, lab notes' twenty-third session; the servers start
+together and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
+with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a
+moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
+within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
+than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than
+SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
@@ -18,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +29,14 @@ from tuner.space import Space
 from tuner.study import EnvProbe, ProbePlan
 
 if TYPE_CHECKING:
+    from tuner.search._fresh import Servers
     from tuner.search._options import SearchPlan
     from tuner.search._resources import Resources
 
 NOISE = 0.10  # values read within 10% of the best are read again, in reverse order
 SPEED_GAIN = 0.05  # as tuner.search._probe: a value is kept only where it beats default's reading by 5%
-CHILD_TIMEOUT_S = 180.0  # one fresh process: imports, the workload's set-up, a warm-up and one reading
-READ_SECONDS = 1.5  # at least: a fresh process reads its one value cold, where the study's probes read theirs warm
+CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading
+READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 
 
 def user_set(knob: str, environ: Any = None) -> str | None:
@@ -48,49 +50,70 @@ def user_set(knob: str, environ: Any = None) -> str | None:
     return None
 
 
-def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: str, threads: int | None) -> float | None:
-    """The compute ceiling (samples/s) of `cfg_json` in a fresh interpreter whose environment sets the knob's
-    variable to `value` (`default`: as this process's environment has it). None where the child failed."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    var = str(KNOBS[knob].env)
-    if value != "default":
-        env[var] = value
-    job = json.dumps({"config": cfg_json, "seconds": max(seconds, READ_SECONDS), "cache_dir": cache_dir, "threads": threads})
+def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: str, threads: int | None,
+               servers: "Servers | None" = None) -> float | None:
+    """The compute ceiling (samples/s) of `cfg_json` in a process of its own whose environment sets the knob's
+    variable to `value` (`default`: as this process's environment has it), forked from `servers`' server for that
+    environment (a fresh interpreter where the host does not fork; None: a server for this reading alone). Its
+    output is dropped. None where the child failed."""
+    from tuner.search._fresh import Servers, run_job
+
+    env = None if value == "default" else {str(KNOBS[knob].env): value}
+    job = {"config": cfg_json, "seconds": max(seconds, READ_SECONDS), "cache_dir": cache_dir, "threads": threads}
+    own = servers is None
+    servers = Servers() if servers is None else servers
     try:
-        proc = subprocess.run([sys.executable, "-m", "tuner.search._env_probe"], input=job, env=env,
-                              capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return None
-    found = json.loads(lines[-1]).get("compute")
+        code, payload = run_job(read_here, (job,), env, servers=servers, quiet=True, timeout=CHILD_TIMEOUT_S)
+    finally:
+        if own:
+            servers.close()
+    found = (payload or {}).get("compute") if code == 0 else None
     return float(found) if found else None
 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
               threads: int | None, reader: Any = None) -> EnvProbe:
     """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
-    one: a real reading needs fresh processes and seconds each)."""
+    one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
+    value, ended when the probe is."""
     t0 = time.perf_counter()
-    reader = reader or read_value
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
+    servers = _servers([None if v == "default" else {str(KNOBS[knob].env): v} for v in values])
 
     def read(value: str) -> None:
-        probe.readings[value].append(reader(knob, value, cfg_json, seconds, cache_dir, threads))
+        args = (knob, value, cfg_json, seconds, cache_dir, threads)
+        probe.readings[value].append(reader(*args) if reader else read_value(*args, servers))
 
-    for value in values:
-        read(value)
-    best = max((probe.best(v) or 0.0 for v in values), default=0.0)
-    close = [v for v in values if best and (probe.best(v) or 0.0) >= (1 - NOISE) * best]
-    if len(close) > 1:
-        for value in reversed(close):
+    try:
+        for value in values:
             read(value)
+        best = max((probe.best(v) or 0.0 for v in values), default=0.0)
+        close = [v for v in values if best and (probe.best(v) or 0.0) >= (1 - NOISE) * best]
+        if len(close) > 1:
+            for value in reversed(close):
+                read(value)
+    finally:
+        servers.close()
     choose(probe)
     probe.seconds = round(time.perf_counter() - t0, 2)
     return probe
+
+
+def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
+    """The probe's fork servers, one per value, all started with its first reading (tuner.search._fresh.Servers):
+    their imports overlap, and all are ready before the first timed run, so none imports beside one."""
+    from tuner.search._fresh import Servers
+
+    class Planned(Servers):
+        def get(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> Any:
+            if envs:
+                planned = envs[:]
+                envs.clear()
+                self.start(planned, quiet=quiet)
+            return super().get(env, quiet=quiet)
+
+    return Planned()
 
 
 def choose(probe: EnvProbe) -> None:
@@ -115,10 +138,10 @@ def choose(probe: EnvProbe) -> None:
 def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any],
                        base: dict[str, Any], resources: "Resources", console: Any, here: bool,
                        seconds: float) -> ProbePlan:
-    """The knobs set through the environment (the OpenMP wait policy), read in fresh processes at the baseline's
-    batch with the speed knobs chosen there (tuner.search._env_probe). A value the user set is theirs: kept, not
-    probed. Where the probes run elsewhere (a cluster's nodes), the trials search it, each in the environment it
-    draws (tuner.search._fresh.place_trial)."""
+    """The knobs set through the environment (the OpenMP wait policy), read in processes started under each value
+    at the baseline's batch with the speed knobs chosen there (tuner.search._env_probe). A value the user set is
+    theirs: kept, not probed. Where the probes run elsewhere (a cluster's nodes), the trials search it, each in
+    the environment it draws (tuner.search._fresh.place_trial)."""
     from tuner.config import dump_config
     from tuner.knobs import env_knobs
 
@@ -136,7 +159,7 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
         batch = loaders.split["batch_size"] if loaders.split else baseline.get("batch_size")
         there = next((c for c in loaders.choices if c.batch_size == batch), None) if batch is not None else \
             (loaders.choices[0] if len(loaders.choices) == 1 else None)  # a fixed batch: the one probed
-        if there is None or there.compute_ceiling is None:  # a step too slow for a reading: fresh processes
+        if there is None or there.compute_ceiling is None:  # a step too slow for a reading: the processes
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
@@ -146,7 +169,8 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
         cfg = space.trial_config(point, base, source="probe")
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
-                          f"batch {cfg.params.batch_size}, each in a fresh process (read once, when torch loads) ...",
+                          f"batch {cfg.params.batch_size}, each in processes started under it (read once, when "
+                          f"torch loads) ...",
                           soft_wrap=True)
         loaders.environment = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
                                         str(plan.cache_dir), resources.cpus_per_process)
@@ -155,11 +179,8 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
     return loaders
 
 
-def _main() -> None:
-    """A fresh process's reading: the job on stdin, {"compute": samples/s} as the last line on stdout."""
-    job = json.loads(sys.stdin.read())
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the workload prints stays off the answer's line
+def read_here(job: dict[str, Any]) -> dict[str, Any]:
+    """One reading, in the process forked for it: {"compute": samples/s} (None: no reading)."""
     from pathlib import Path
 
     import torch
@@ -171,12 +192,4 @@ def _main() -> None:
         torch.set_num_threads(int(job["threads"]))
     cfg = parse_config(json.loads(job["config"]), "probe")
     found = probe_ceilings(cfg, [], float(job["seconds"]), None, Path(job["cache_dir"]), speeds=[{}])
-    out.write(json.dumps({"compute": found.get("compute")}) + "\n")
-    out.flush()
-    from tuner.files import fast_exit
-
-    fast_exit(0)
-
-
-if __name__ == "__main__":
-    _main()
+    return {"compute": found.get("compute")}

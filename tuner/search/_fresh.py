@@ -14,6 +14,17 @@ waits without working while the child trains, so nothing of it competes with the
 dies with the server, and the server with the trial process (Ray ends a stopped trial's process with SIGKILL).
 On a host with a GPU (any NVIDIA or AMD device node, unless CUDA_VISIBLE_DEVICES is set empty) each re-run is a
 fresh interpreter instead: a GPU driver initialized in the server would not work in its children (`forkable`).
+
+Servers are keyed by the environment-knob variables they were started under (`Servers`; OMP_WAIT_POLICY, which
+libgomp reads once, when torch loads). A search trial whose wait policy differs from the one torch was loaded under
+in its trial process (`place_trial`) is forked from the server started under its policy, as a re-run is: in a fresh
+interpreter each, such trials paid torch's load again, and a study whose probe chose ACTIVE spent 21 s of set-up per
+trial instead of 2.4 s (benchmarks/results/lab-notes.md, row 2, twenty-third session). A server under the user's
+own environment sets none of the variables: tuner sets none it did not choose as a knob. The wait-policy probe
+(tuner.search._env_probe) reads each value in children of that value's server too (`run_job`).
+
+Over 400 lines because both ends of the fork server's protocol, its servers per environment and the fresh
+interpreter that stands in for them on GPU hosts are one mechanism, kept in one place.
 """
 
 from __future__ import annotations
@@ -51,8 +62,9 @@ def wanted_env(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | Non
 
 def place_trial(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | None] | None:
     """Where a trial trains: None, in this process (before torch loads here, its environment is set first, so
-    later trials that want the same run here too); else the environment of the fresh interpreter it needs,
-    since torch here was loaded under another (a baseline at the user's wait policy beside a study's choice)."""
+    later trials that want the same run here too); else the environment of the process it needs (forked from
+    the server started under it, run_fresh), since torch here was loaded under another (a baseline at the user's
+    wait policy beside a study's choice)."""
     global _LOADED
     want = wanted_env(config, setup)
     if _LOADED is None:
@@ -71,26 +83,45 @@ def place_trial(config: dict[str, Any], setup: TrialSetup) -> dict[str, str | No
 def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine,
               env: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Run one re-run (`config`: the trial's own config with its repeat), or a trial whose environment differs from
-    the one torch was loaded under here (`env`, place_trial), in a fresh child process; return the payload run_one
-    would have returned in this one. A child that dies without one becomes an error record."""
+    the one torch was loaded under here (`env`, place_trial), in a process of its own, forked from the server
+    started under its environment (run_job); return the payload run_one would have returned in this one. A child
+    that dies without one becomes an error record."""
     node = ray_node_id()  # the child runs on this node but outside Ray
     if env is None and not TrialOrder.from_config(config).rerun:
         env = place_trial(config, setup)
     elif env is None:
         want = wanted_env(config, setup)
         env = None if want == (_LOADED if _LOADED is not None else _USER_ENV) else want
-    with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
-        job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
-        job.write_bytes(_dumps((config, setup, engine, node)))
-        code = _server().run(job, out) if forkable() and env is None else _interpreter(job, out, env)
-        if out.is_file():
-            return json.loads(out.read_text())
+    code, payload = run_job(_run_trial, (config, setup, engine, node), env)
+    if payload is not None:
+        return payload
     order = TrialOrder.from_config(config)
     record = TrialRecord(state="error", trial=order.trial, params=order.searched,
                          wall_limit_s=order.limits.wall_limit_s, ended=_now(), host=socket.gethostname(), node=node,
                          error=f"the re-run's process ended with {_ending(code)} before it reported (killed, "
                                f"or out of host memory)")
     return to_tune(final_report(record, setup.objectives))
+
+
+def run_job(fn: Any, args: tuple[Any, ...], env: dict[str, str | None] | None = None, *,
+            servers: "Servers | None" = None, quiet: bool = False, timeout: float | None = None) -> tuple[int, Any]:
+    """Run `fn(*args)` (a module-level function whose result is JSON) in a process of its own under `env`'s
+    environment-knob variables (None: this process's own; a None value: unset): forked from the server `servers`
+    (this trial process's own by default) keeps for that environment, or, on a host that does not fork, in a fresh
+    interpreter. Return the child's exit code and its result (None where it reported none). `quiet`: its output
+    is dropped; `timeout`: seconds before the child is killed."""
+    with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
+        job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
+        job.write_bytes(_dumps((fn, args)))
+        if forkable():
+            code = (servers if servers is not None else _SERVERS).get(env, quiet=quiet).run(job, out, timeout)
+        else:
+            code = _interpreter(job, out, env, quiet=quiet, timeout=timeout)
+        return code, (json.loads(out.read_text()) if out.is_file() else None)
+
+
+def _run_trial(config: dict[str, Any], setup: TrialSetup, engine: Engine, node: str | None) -> dict[str, Any]:
+    return run_one(config, setup, engine=engine, node=node)
 
 
 def forkable() -> bool:
@@ -105,31 +136,41 @@ def forkable() -> bool:
     return not any(glob.glob(pattern) for pattern in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"))
 
 
-def _interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None) -> int:
-    """The re-run in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`), under `env`'s
+def _interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None, *, quiet: bool = False,
+                 timeout: float | None = None) -> int:
+    """The job in a fresh interpreter of its own (`python -m tuner.search._fresh JOB OUT PARENT`), under `env`'s
     environment-knob variables where given (None: unset)."""
-    child_env = _child_env()
-    for var, value in (env or {}).items():
-        if value is None:
-            child_env.pop(var, None)
-        else:
-            child_env[var] = value
+    out_to = subprocess.DEVNULL if quiet else 2  # its prints: the trial's stderr
     child = subprocess.Popen([sys.executable, "-m", "tuner.search._fresh", str(job), str(out), str(os.getpid())],
-                             env=child_env, stdin=subprocess.DEVNULL, stdout=2)  # its prints: the trial's stderr
+                             env=_child_env(env), stdin=subprocess.DEVNULL, stdout=out_to, stderr=out_to)
     try:
-        return child.wait()
-    finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return -9
+    finally:  # interrupted (Ctrl-C, Tune stopping the trial) or past its time: the child does not outlive its trial
         if child.poll() is None:
             child.kill()
             child.wait()
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(env: dict[str, str | None] | None = None) -> dict[str, str]:
     """The trial process's environment (threads, visible devices), with the modules it imports on the path (Ray's
-    shipped modules and tuner's own checkout included)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
+    shipped modules and tuner's own checkout included), and `env`'s environment-knob variables (None: unset)."""
+    child = dict(os.environ)
+    child["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for var, value in (env or {}).items():
+        if value is None:
+            child.pop(var, None)
+        else:
+            child[var] = value
+    return child
+
+
+def _knob_vars(env: dict[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
+    """The environment-knob variables a process started under `env` has (this process's own, `env`'s over them):
+    what a server is keyed by."""
+    have = {var: os.environ.get(var) for var in _ENV_VARS} | dict(env or {})
+    return tuple(sorted(have.items()))
 
 
 def _ending(code: int) -> str:
@@ -141,9 +182,10 @@ class _Server:
     go in on its stdin, and the child's pid and then its exit code (negative: the signal that ended it) come back
     on its stdout."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> None:
         self.proc = _popen_for_good([sys.executable, "-m", "tuner.search._fresh", "--server", str(os.getpid())],
-                                    env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                                    env=_child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                    bufsize=1, stderr=subprocess.DEVNULL if quiet else None)
         self.is_ready = False
 
     def alive(self) -> bool:
@@ -156,8 +198,9 @@ class _Server:
             self.proc.stdout.readline()
             self.is_ready = True
 
-    def run(self, job: Path, out: Path) -> int:
-        """Fork a child for `job`, wait for it, return its exit code; the child never outlives this call."""
+    def run(self, job: Path, out: Path, timeout: float | None = None) -> int:
+        """Fork a child for `job`, wait for it (killed after `timeout` s), return its exit code; the child never
+        outlives this call."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.ready()
         try:
@@ -170,10 +213,19 @@ class _Server:
             self.close()
             return self.proc.returncode or -9
         code = None
+        timer = None
+        if timeout is not None:
+            import threading
+
+            timer = threading.Timer(timeout, _kill, (pid,))  # the server then reports it killed
+            timer.daemon = True
+            timer.start()
         try:
             code = int(self.proc.stdout.readline() or -9)  # nothing: the server died, and its child with it
             return code
         finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+            if timer is not None:
+                timer.cancel()
             if code is None:
                 _kill(pid)
                 self.close()
@@ -217,7 +269,35 @@ def _kill(pid: int) -> None:
         pass
 
 
-_SERVER: _Server | None = None
+class Servers:
+    """Fork servers keyed by the environment-knob variables they were started under (`_knob_vars`): the one for an
+    environment serves every job that wants it, forking a child each. They die with this process (each was started
+    from a lasting thread, set to die with its parent); `close` ends them sooner."""
+
+    def __init__(self) -> None:
+        self.by_env: dict[tuple[tuple[str, str | None], ...], _Server] = {}
+
+    def get(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> _Server:
+        """The live server for `env` (None: this process's own environment), started if there is none."""
+        key = _knob_vars(env)
+        server = self.by_env.get(key)
+        if server is None or not server.alive():
+            server = self.by_env[key] = _Server(dict(key), quiet=quiet)
+        return server
+
+    def start(self, envs: list[dict[str, str | None] | None], quiet: bool = False) -> None:
+        """Start the servers for `envs` together and wait until each is ready: their imports overlap, and none is
+        left importing beside a timed run forked from another."""
+        for server in [self.get(env, quiet=quiet) for env in envs]:
+            server.ready()
+
+    def close(self) -> None:
+        for server in self.by_env.values():
+            server.close()
+        self.by_env.clear()
+
+
+_SERVERS = Servers()  # this trial process's own, for its re-runs and its trials of another environment
 # What every re-run imports whatever its workload (tuner's training, measuring and built-in workloads' modules;
 # torch through them), and torch._dynamo: every torch.optim optimizer's constructor imports it (Optimizer.
 # _patch_step_function), 1.2 s of a 2-core CPU that each re-run paid in its pre-flight; the import starts no thread
@@ -233,17 +313,10 @@ def start_server() -> None:
     never compete with a timed window. Not where re-runs are fresh interpreters (forkable)."""
     from tuner.search._trial import before_timing
 
-    if not forkable() or (_SERVER is not None and _SERVER.alive()):
+    server = _SERVERS.by_env.get(_knob_vars(None))  # the one under this process's own environment
+    if not forkable() or (server is not None and server.alive()):
         return
-    before_timing(_server().ready)
-
-
-def _server() -> _Server:
-    """This trial process's fork server, started with its first re-run (a reused trial process runs many)."""
-    global _SERVER
-    if _SERVER is None or not _SERVER.alive():
-        _SERVER = _Server()
-    return _SERVER
+    before_timing(_SERVERS.get().ready)
 
 
 def _dumps(job: tuple[Any, ...]) -> bytes:
@@ -269,8 +342,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def main(job_path: str, out_path: str) -> None:
-    config, setup, engine, node = pickle.loads(Path(job_path).read_bytes())
-    payload = run_one(config, setup, engine=engine, node=node)
+    fn, args = pickle.loads(Path(job_path).read_bytes())
+    payload = fn(*args)
     tmp = Path(out_path).with_suffix(".tmp")
     tmp.write_text(json.dumps(payload))
     tmp.rename(out_path)  # the parent reads a whole payload or none
