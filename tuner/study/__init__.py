@@ -8,9 +8,9 @@ functions of those figures alone, here so that the trial writing them and the an
 function without a producer importing the judge."""
 
 from tuner.study.folder import (
-    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, HeavyStep, Preflight, SizedBudget, StudyFolder, StudyGone,
-    StudyMeta, param_columns, study_record,
+    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, StudyFolder, StudyGone, param_columns, study_record,
 )
+from tuner.study.meta import HeavyStep, Preflight, SizedBudget, StudyMeta
 from tuner.study.format import (
     STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
     optimizer_text, ranges, state_hex, state_style,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from tuner.study.folder import StudyFolder, StudyMeta
+from tuner.study.folder import StudyFolder
+from tuner.study.meta import StudyMeta
 from tuner.study.record import Rerun, TrialRecord
 
 
