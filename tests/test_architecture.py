@@ -377,6 +377,41 @@ def test_only_the_study_names_the_record_files(tmp_path):
     assert record_file_names(root) == ["tuner.schedule.x:1"]
 
 
+FOLDER_WRITES = ("write_result", "write_csv", "write_csv_row")  # StudyFolder's own writes, behind tuner.study's writer
+WRITES = ("atomic_write", "dump_json", "write_text", "write_bytes", "open")  # how a module writes a file
+
+
+def record_writes(root: Path = ROOT) -> list[str]:
+    """`module:line` for each write of the record outside tuner/study: a call of StudyFolder's own writes (the
+    record goes through tuner.study.writer, which puts trials.csv's row beside result.json), and any file write or
+    `write_` function in tuner.analysis (the judge only reads and derives)."""
+    found = []
+    for name, path in modules(root).items():
+        if name == "tuner.study" or name.startswith("tuner.study."):
+            continue
+        judge = name == "tuner.analysis" or name.startswith("tuner.analysis.")
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                    node.func.id if isinstance(node.func, ast.Name) else ""
+                if called in FOLDER_WRITES or (judge and called in WRITES):
+                    found.append(f"{name}:{node.lineno}")
+            elif judge and isinstance(node, ast.FunctionDef) and node.name.startswith("write_"):
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_the_record_is_written_through_the_study_alone(tmp_path):
+    """tuner/study writes the record (issue 53 item 4): the searcher keeps a trial through tuner.study's writer,
+    which takes trials.csv's derived columns from the judge, and tuner.analysis writes nothing. A search module
+    writing result.json past the writer, and a writer back in the judge, are found."""
+    assert record_writes() == []
+    root = _tree(tmp_path, {"tuner/search/_storage.py": "def keep(folder, rec):\n    folder.write_result(rec)\n",
+                            "tuner/analysis/trials.py": "def write_record(folder, rec):\n    pass\n",
+                            "tuner/study/writer.py": "def write_record(folder, rec):\n    folder.write_result(rec)\n"})
+    assert record_writes(root) == ["tuner.analysis.trials:1", "tuner.search._storage:2"]
+
+
 PRODUCERS = ("measure", "train")  # what makes a trial's figures; the judge (tuner.analysis) reads them
 JUDGE = "analysis"
 

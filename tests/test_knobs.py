@@ -1,11 +1,13 @@
 """The role table (tuner.knobs) is the one source: every knob is in it, the ceiling cache keys, the probes' knobs,
 the refusals on a CPU and the README's table follow from it."""
 
+import ast
 from pathlib import Path
 from typing import get_args
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from tests.helpers.fakes import FakeCudaDevice
 from tuner.config import Params, TrialConfig
@@ -149,10 +151,9 @@ def test_the_export_spells_accumulation_of_one_as_no_accumulation():
 
 
 def test_every_params_default_and_its_knob_entry_agree():
-    """Params (tuner.config) holds each knob's default and domain, KNOBS its role and reason (issue 53 item 3): where
-    both say something they must agree, so a knob edited in one place and not the other fails here. A default
-    config runs on a CPU (its knobs need no CUDA), sets no environment, spells in plain PyTorch, and the precision
-    domain is the one the dtype map knows."""
+    """Each knob's default and domain sit in its KNOBS entry beside its role and reason, and Params is built from
+    them (issue 53 item 3): a default config runs on a CPU (its knobs need no CUDA), sets no environment, spells in
+    plain PyTorch, and the precision domain is the one the dtype map knows."""
     from tuner.knobs import PRECISION_DTYPES, knob_env
 
     defaults = Params()
@@ -173,3 +174,60 @@ def test_every_params_default_and_its_knob_entry_agree():
     from tuner.device import dtype_of
 
     assert [str(dtype_of(p)) for p in precisions] == [PRECISION_DTYPES[p] for p in precisions]
+
+
+def test_params_is_built_from_the_table_so_a_new_knob_is_one_entry():
+    """The knob table is the one declaration (issue 53 item 3): Params' fields are the table's knobs, in its order,
+    each with the entry's default and domain; a knob planted in a copy of the table is a field of the model built
+    from it, with its default, its bounds and its coercion, and nothing else has to change."""
+    from dataclasses import replace
+
+    from tuner.config import params_model
+    from tuner.knobs import Knob
+
+    assert list(Params.model_fields) == list(KNOBS)
+    for k in KNOBS.values():
+        field = Params.model_fields[k.name]
+        assert field.default == k.default and field.description == k.doc, k.name
+    assert Params(compile=False).compile == "off" and Params(omp_wait_policy="passive").omp_wait_policy == "PASSIVE"
+
+    planted = Knob("grad_clip", "learned", (), "torch.nn.utils.clip_grad_norm_(params, {value})", annotation=float,
+                   default=1.0, domain=dict(gt=0, le=100), doc="gradient norm clip", coerce=lambda v: v * 2)
+    model = params_model(KNOBS | {planted.name: planted})
+    assert list(model.model_fields) == [*KNOBS, "grad_clip"]
+    assert model().grad_clip == 1.0 and model(grad_clip=3).grad_clip == 6
+    with pytest.raises(ValidationError):
+        model(grad_clip=60)  # over its bound once coerced
+    with pytest.raises(ValidationError):
+        model(num_workers=0, prefetch_factor=2)  # Params' own rules hold for the built model too
+    narrower = params_model(KNOBS | {"batch_size": replace(KNOBS["batch_size"], domain=dict(ge=1, le=8))})
+    with pytest.raises(ValidationError):
+        narrower(batch_size=9)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def precision_dtype_spellings(root: Path) -> list[str]:
+    """`module:line` for each place under root/tuner that spells a reduced-precision dtype: a string naming one
+    ("torch.bfloat16") or an attribute (torch.float16). Only the one precision -> dtype map (tuner.knobs) may."""
+    found = []
+    for path in sorted((root / "tuner").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
+                node.attr if isinstance(node, ast.Attribute) else ""
+            if "float16" in text or text == "half":  # float16, bfloat16, torch.half
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_the_precision_map_has_one_definition(tmp_path):
+    """The precision -> dtype map is written once, in tuner.knobs (issue 53 item 3): the device makes the dtype from
+    it, the export and the knob lines print its names. A second map, planted, is found."""
+    assert {f.split(":")[0] for f in precision_dtype_spellings(ROOT)} == {"tuner/knobs.py"}
+    planted = tmp_path / "tuner" / "measure" / "flops.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('import torch\nDTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}\n'
+                       'NAMES = {"bf16": "torch.bfloat16"}\n')
+    assert precision_dtype_spellings(tmp_path) == ["tuner/measure/flops.py:2", "tuner/measure/flops.py:2",
+                                                   "tuner/measure/flops.py:3"]

@@ -6,69 +6,29 @@ saved with every trial and run again bit-for-bit in settings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator,
+                      model_serializer, model_validator)
 
 from tuner.errors import ConfigError
+from tuner.knobs import KNOBS, Knob
+from tuner.knobs import CompileMode, DeviceKind, OptimizerImpl, Precision, WaitPolicy  # noqa: F401  (as before)
 
-Precision = Literal["fp32", "fp16", "bf16"]
-DeviceKind = Literal["auto", "cpu", "cuda"]
 FidFeatures = Literal["classifier", "inception"]
-CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
-OptimizerImpl = Literal["default", "foreach", "fused"]
-WaitPolicy = Literal["default", "PASSIVE", "ACTIVE"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class Params(_Strict):
-    """The knobs. Each one's role (what it changes, what it needs, which ceiling it moves) is in tuner.knobs."""
-
-    batch_size: int = Field(64, ge=1, le=65536, description="micro-batch size per step")
-    accumulation_steps: int = Field(1, ge=1, le=1024, description="micro-batches per optimizer step")
-    num_workers: int = Field(0, ge=0, le=128, description="DataLoader worker processes (0: load in the training "
-                             "process)")
-    prefetch_factor: int | None = Field(None, ge=1, le=64, description="only with num_workers > 0")
-    pin_memory: bool = Field(False, description="only with CUDA")
-    persistent_workers: bool = Field(False, description="only with num_workers > 0")
-    precision: Precision = Field("fp32", description="autocast dtype (GradScaler for fp16); the device must support it")
-    tf32: bool = Field(False, description="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)")
-    channels_last: bool = Field(False, description="the models and 4-D inputs in channels_last memory format")
-    cudnn_benchmark: bool = Field(False, description="torch.backends.cudnn.benchmark (CUDA only)")
-    optimizer_impl: OptimizerImpl = Field("default", description="foreach= or fused= passed to the optimizer "
-                                          "(default: as the workload builds it)")
-    lr: float | None = Field(None, gt=0, allow_inf_nan=False, description="the optimizer's lr (default: the "
-                              "workload's own); any finite positive lr, as the workload's hyperparameters take")
-    lr_scale: float | None = Field(None, gt=0, le=1000, description="multiplies the lr (the workload's own, or "
-                                   "params.lr): spaces search lr relative to the workload's")
-    beta1: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
-    beta2: float | None = Field(None, ge=0, lt=1, description="default: the workload's own betas")
-    threads: int | None = Field(None, ge=1, le=1024, description="torch CPU compute threads (default: torch's)")
-    omp_wait_policy: WaitPolicy = Field("default", description="OMP_WAIT_POLICY for torch's OpenMP threads, set "
-                                        "before torch loads (default: the environment as the user has it)")
-    compile: CompileMode = Field("off", description="torch.compile(model, mode=...) on each of the workload's "
-                                 "models; reduce-overhead and max-autotune only with CUDA")
-    seed: int = Field(0, ge=0, description="the same initial weights for every knob")
-    device: DeviceKind = Field("auto", description="auto: CUDA when there is one")
-
-    @field_validator("compile", mode="before")
-    @classmethod
-    def _compile_off(cls, value: Any) -> Any:
-        """YAML 1.1 reads a bare `off` (and `false`) as False: that is compile off, not an error."""
-        return "off" if value is False else value
-
-    @field_validator("omp_wait_policy", mode="before")
-    @classmethod
-    def _policy_case(cls, value: Any) -> Any:
-        """OpenMP reads the variable case-insensitively: `passive` is PASSIVE."""
-        return value.upper() if isinstance(value, str) and value.lower() in ("passive", "active") else value
+class _Knobs(_Strict):
+    """What Params does beyond its fields; the fields themselves come from tuner.knobs.KNOBS (`_field`)."""
 
     @model_validator(mode="after")
-    def _loader_combinations(self) -> "Params":
+    def _loader_combinations(self) -> Any:
         if self.num_workers == 0 and self.prefetch_factor is not None:
             raise ValueError("prefetch_factor needs num_workers > 0 (set num_workers or drop prefetch_factor)")
         if self.num_workers == 0 and self.persistent_workers:
@@ -83,6 +43,25 @@ class Params(_Strict):
     def defaults(cls, names: Any) -> dict[str, Any]:
         """Tuner's default of each knob in `names` (a query on tuner.knobs): e.g. the in-process loader, fp32."""
         return {name: cls.model_fields[name].default for name in names}
+
+
+def _field(k: Knob) -> tuple[Any, Any]:
+    """A knob's Params field, from its table entry: type, default, domain, description, and what turns a spelling
+    users write (compile: off, a lower-case wait policy) into its value."""
+    annotation = Annotated[k.annotation, BeforeValidator(k.coerce)] if k.coerce else k.annotation
+    return annotation, Field(k.default, description=k.doc, **k.domain)
+
+
+def params_model(knobs: Mapping[str, Knob]) -> type[_Knobs]:
+    """The knobs' config model: one field per entry of `knobs`, in its order (tests plant a table to show that a
+    new entry is a new field)."""
+    return create_model("Params", __base__=_Knobs, __module__=__name__,
+                        __doc__="The knobs, one field per entry of tuner.knobs.KNOBS (each one's type, default, "
+                                "domain, role, and what it needs and moves are there).",
+                        **{k.name: _field(k) for k in knobs.values()})
+
+
+Params = params_model(KNOBS)  # a new knob is one entry in tuner.knobs.KNOBS
 
 
 # The longest budget a clock can hold with room to spare: the trial's deadlines add set-up and scoring to it and

@@ -1,10 +1,11 @@
-"""Every knob's role, in one table: what a knob changes, what it needs, which ceiling it moves, how PyTorch spells it.
+"""Every knob, declared once, in one table: its type, default and domain, what it changes, what it needs, which
+ceiling it moves, how PyTorch spells it.
 
-The ceiling cache keys (tuner.train.ceilings) and of_peak's (tuner.measure.flops), the knobs the study's probes decide (tuner.search._probe), the
-plain-PyTorch settings of an export (tuner.report.export), the refusal of CUDA-only knobs on a CPU and the
+The config's knob fields (tuner.config.Params is built from `KNOBS`), the ceiling cache keys (tuner.train.ceilings)
+and of_peak's (tuner.measure.flops), the knobs the study's probes decide and their order (tuner.search._probe),
+the plain-PyTorch settings of an export (tuner.report.export), the refusal of CUDA-only knobs on a CPU and the
 README's knob table are all derived from `KNOBS`, so a new knob is one entry here plus the code that applies it,
-and a knob one list forgot can no longer share a cached ceiling with a config it differs from. Every
-`tuner.config.Params` field has an entry (tests/test_knobs.py fails otherwise).
+and a knob one list forgot can no longer share a cached ceiling with a config it differs from.
 
 Roles: `learned` changes what the model learns (so its quality is scored), `numerics` changes only how its
 arithmetic rounds (the algorithm is the same: a parity test against fp32 and a change of seed says whether that
@@ -15,8 +16,8 @@ No torch import here: the CLI reads this table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 CUDA_COMPILE_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes with CUDA graphs: refused on a CPU
@@ -32,15 +33,28 @@ NEEDS_TEXT = {"cuda": "CUDA only", "ampere": "CUDA, Ampere or newer", "workers":
 # export and the knob lines print the name).
 PRECISION_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
+# The knobs' value types (tuner.config.Params' fields are built from the table below with them).
+Precision = Literal[tuple(PRECISION_DTYPES)]  # the dtype map's keys: a precision it cannot map is no value
+DeviceKind = Literal["auto", "cpu", "cuda"]
+CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+OptimizerImpl = Literal["default", "foreach", "fused"]
+WaitPolicy = Literal["default", "PASSIVE", "ACTIVE"]
+
 
 @dataclass(frozen=True)
 class Knob:
-    """One Params field and what tuner knows about it."""
+    """One Params field and what tuner knows about it: tuner.config.Params is built from these (`annotation`,
+    `default`, `domain`, `doc`, `coerce`), so a new knob is one entry here."""
 
     name: str
     role: Role
     moves: tuple[Ceiling, ...]  # the ceilings whose cache key holds it
     pytorch: str | Callable[[Any], str]  # plain PyTorch, `{value}` filled in (the export's text)
+    annotation: Any  # the Params field's type
+    default: Any  # tuner's default: what a config that leaves the knob out runs with
+    doc: str  # the Params field's description (the config reference's row)
+    domain: Mapping[str, Any] = field(default_factory=dict)  # the field's bounds, as pydantic's Field takes them
+    coerce: Callable[[Any], Any] | None = None  # turns a spelling users write into the field's value, before checks
     needs: tuple[Need, ...] = ()
     # The ceiling a study probes to decide this knob instead of sampling it: a speed knob always; a numerics knob
     # only where the study's parity check found every value it may pick within seed noise (tuner.search._probe).
@@ -113,56 +127,107 @@ def _compile(value: Any) -> str:
     return f"model = torch.compile(model, mode={value!r})  # each model; state_dict from the model before it"
 
 
+def _compile_off(value: Any) -> Any:
+    """YAML 1.1 reads a bare `off` (and `false`) as False: that is compile off, not an error."""
+    return "off" if value is False else value
+
+
+def _policy_case(value: Any) -> Any:
+    """OpenMP reads the variable case-insensitively: `passive` is PASSIVE."""
+    return value.upper() if isinstance(value, str) and value.lower() in ("passive", "active") else value
+
+
+# One entry per knob, in the order a config lists them: its role, the ceilings it moves, its plain-PyTorch line,
+# then its Params field (type, default, domain, description) and what else tuner knows of it.
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("batch_size", "learned", CEILINGS,
          "DataLoader(..., batch_size={value}, shuffle=True, drop_last=True); an epoch keeps whole effective batches "
          "(batch_size x accumulation_steps)",
+         annotation=int, default=64, domain=dict(ge=1, le=65536), doc="micro-batch size per step",
          what="micro-batch size (effective batch = batch_size x accumulation_steps)", counts=("flops",), heavier=True),
     Knob("accumulation_steps", "learned", ("compute",), _accumulation,
+         annotation=int, default=1, domain=dict(ge=1, le=1024), doc="micro-batches per optimizer step",
          what="micro-batches per optimizer step", heavier=True),
-    Knob("num_workers", "speed", ("input",), "DataLoader(..., num_workers={value})", probe="input",
-         what="DataLoader worker processes"),
-    Knob("prefetch_factor", "speed", ("input",), "DataLoader(..., prefetch_factor={value})", needs=("workers",),
-         probe="input", what="batches each worker loads ahead"),
+    Knob("num_workers", "speed", ("input",), "DataLoader(..., num_workers={value})",
+         annotation=int, default=0, domain=dict(ge=0, le=128),
+         doc="DataLoader worker processes (0: load in the training process)",
+         probe="input", what="DataLoader worker processes"),
+    Knob("prefetch_factor", "speed", ("input",), "DataLoader(..., prefetch_factor={value})",
+         annotation=int | None, default=None, domain=dict(ge=1, le=64), doc="only with num_workers > 0",
+         needs=("workers",), probe="input", what="batches each worker loads ahead"),
     Knob("persistent_workers", "speed", ("input",), "DataLoader(..., persistent_workers={value})",
+         annotation=bool, default=False, doc="only with num_workers > 0",
          needs=("workers",), probe="input", what="workers kept between epochs"),
     Knob("pin_memory", "speed", ("input",), "DataLoader(..., pin_memory={value}); batch.to(device, non_blocking=True)",
+         annotation=bool, default=False, doc="only with CUDA",
          needs=("cuda",), probe="input", what="page-locked host memory for the copy to the GPU"),
-    Knob("precision", "numerics", ("compute",), _precision, probe="compute",
-         what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)", counts=("peak",)),
+    Knob("precision", "numerics", ("compute",), _precision,
+         annotation=Precision, default="fp32", doc="autocast dtype (GradScaler for fp16); the device must support it",
+         probe="compute", what="`fp32`, `fp16`, `bf16` autocast; GradScaler for fp16 only (numerics)",
+         counts=("peak",)),
     Knob("tf32", "numerics", ("compute",),
-         "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}", needs=("ampere",),
-         probe="compute",
+         "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = {value}",
+         annotation=bool, default=False, doc="TF32 for fp32 matmuls/convolutions (CUDA, Ampere or newer)",
+         needs=("ampere",), probe="compute",
          what="TF32 tensor cores for fp32 matmuls and convolutions (numerics; shown as `fp32 + TF32`)",
          counts=("peak",), acts_with=(("precision", "fp32"),)),
-    Knob("channels_last", "speed", ("compute",), _channels_last, probe="compute",
-         what="NHWC memory format of the models and their 4-D inputs (image workloads)"),
-    Knob("cudnn_benchmark", "speed", ("compute",), "torch.backends.cudnn.benchmark = {value}", needs=("cuda",),
-         probe="compute", what="cuDNN tries its convolution algorithms and keeps the fastest per shape"),
-    Knob("optimizer_impl", "speed", ("compute",), _optimizer_impl, probe="compute",
+    Knob("channels_last", "speed", ("compute",), _channels_last,
+         annotation=bool, default=False, doc="the models and 4-D inputs in channels_last memory format",
+         probe="compute", what="NHWC memory format of the models and their 4-D inputs (image workloads)"),
+    Knob("cudnn_benchmark", "speed", ("compute",), "torch.backends.cudnn.benchmark = {value}",
+         annotation=bool, default=False, doc="torch.backends.cudnn.benchmark (CUDA only)",
+         needs=("cuda",), probe="compute",
+         what="cuDNN tries its convolution algorithms and keeps the fastest per shape"),
+    Knob("optimizer_impl", "speed", ("compute",), _optimizer_impl,
+         annotation=OptimizerImpl, default="default",
+         doc="foreach= or fused= passed to the optimizer (default: as the workload builds it)",
+         probe="compute",
          what="the optimizer's implementation: `default`, `foreach` or `fused` (where the optimizer takes it)"),
     # Numerics: a compiled graph rounds differently (fused kernels), so compile is parity-tested like precision;
     # the CUDA-graph modes (reduce-overhead, max-autotune) are refused on a CPU by Device.check_compile, as they
     # need CUDA for some values only.
     Knob("compile", "numerics", ("compute",), _compile,
+         annotation=CompileMode, default="off", coerce=_compile_off,
+         doc="torch.compile(model, mode=...) on each of the workload's models; reduce-overhead and max-autotune only "
+             "with CUDA",
          what="torch.compile mode: `off`, `default`, `max-autotune-no-cudagraphs`; on CUDA also `reduce-overhead`, "
               "`max-autotune` (numerics; its compile time is measured apart)"),
-    Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})", what="the optimizer's lr", hyperparameter="lr"),
-    Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}", what="multiplies the lr",
-         hyperparameter="lr"),
-    Knob("beta1", "learned", (), "betas=({value}, beta2)", what="Adam's beta1", hyperparameter="betas"),
-    Knob("beta2", "learned", (), "betas=(beta1, {value})", what="Adam's beta2", hyperparameter="betas"),
+    Knob("lr", "learned", (), "torch.optim.Adam(params, lr={value})",
+         annotation=float | None, default=None, domain=dict(gt=0, allow_inf_nan=False),
+         doc="the optimizer's lr (default: the workload's own); any finite positive lr, as the workload's "
+             "hyperparameters take",
+         what="the optimizer's lr", hyperparameter="lr"),
+    Knob("lr_scale", "learned", (), "lr = the workload's lr x {value}",
+         annotation=float | None, default=None, domain=dict(gt=0, le=1000),
+         doc="multiplies the lr (the workload's own, or params.lr): spaces search lr relative to the workload's",
+         what="multiplies the lr", hyperparameter="lr"),
+    Knob("beta1", "learned", (), "betas=({value}, beta2)",
+         annotation=float | None, default=None, domain=dict(ge=0, lt=1), doc="default: the workload's own betas",
+         what="Adam's beta1", hyperparameter="betas"),
+    Knob("beta2", "learned", (), "betas=(beta1, {value})",
+         annotation=float | None, default=None, domain=dict(ge=0, lt=1), doc="default: the workload's own betas",
+         what="Adam's beta2", hyperparameter="betas"),
     # The CPU's threading: how many threads torch computes with and how they wait at a barrier. Their best values
     # depend on the machine and on what else runs on it (a spinning wait took 44x longer beside other work, a
     # passive one 1.4-1.7x longer on a quiet CPU), so a CPU study probes them rather than setting either.
-    Knob("threads", "speed", CEILINGS, _threads, probe="compute", what="torch's CPU compute threads",
-         counts=("peak",), default_from="cpus", load_sensitive=True),
-    Knob("omp_wait_policy", "speed", CEILINGS, _wait_policy, probe="compute", env="OMP_WAIT_POLICY",
+    Knob("threads", "speed", CEILINGS, _threads,
+         annotation=int | None, default=None, domain=dict(ge=1, le=1024),
+         doc="torch CPU compute threads (default: torch's)",
+         probe="compute", what="torch's CPU compute threads", counts=("peak",), default_from="cpus",
+         load_sensitive=True),
+    Knob("omp_wait_policy", "speed", CEILINGS, _wait_policy,
+         annotation=WaitPolicy, default="default", coerce=_policy_case,
+         doc="OMP_WAIT_POLICY for torch's OpenMP threads, set before torch loads (default: the environment as the "
+             "user has it)",
+         probe="compute", env="OMP_WAIT_POLICY",
          what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
               "(spin); set before torch loads", counts=("peak",), load_sensitive=True),
-    Knob("seed", "run", (), "torch.manual_seed({value})", what="the run's seed"),
+    Knob("seed", "run", (), "torch.manual_seed({value})",
+         annotation=int, default=0, domain=dict(ge=0), doc="the same initial weights for every knob",
+         what="the run's seed"),
     # The ceiling keys hold the resolved device (`cuda (NVIDIA H100)`), not this spelling (`auto`).
-    Knob("device", "run", (), "device = torch.device({value!r})", what="auto, cpu or cuda"),
+    Knob("device", "run", (), "device = torch.device({value!r})",
+         annotation=DeviceKind, default="auto", doc="auto: CUDA when there is one", what="auto, cpu or cuda"),
 )}
 
 

@@ -11,9 +11,8 @@ from tuner.config import TrialConfig
 from tuner.report.view import trial_panel
 from tuner.search import _trial as tr
 from tuner.study import StudyFolder, TrialRecord
-from tuner.analysis import (
-    NOT_MEASURED, ceiling_cache_keys, fill_from_cache, open_study, read_records, write_record, write_rerun,
-)
+from tuner.analysis import NOT_MEASURED, ceiling_cache_keys, fill_from_cache, open_study, read_records
+from tests.helpers.records import write_record, write_rerun
 
 
 def _cache_for(record: dict, compute: float | None, input_: float | None) -> dict:

@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from tuner.study import StudyFolder
-from tuner.analysis import read_records, write_csv
+from tuner.analysis import read_records
+from tests.helpers.records import write_csv
 from tests.helpers.studies import goodput_study
 
 
@@ -25,7 +26,7 @@ def test_each_trial_is_judged_against_the_baseline_noise_scale_and_effective_bat
 def test_a_confirmed_trial_s_goodput_is_made_of_its_confirmed_throughput(tmp_path):
     """Trial 1 read 2600 samples/s in the search and 2000 in its re-runs: the table shows 2000, and its goodput
     said 2600 x efficiency beside it (issue 52)."""
-    from tuner.analysis import write_rerun
+    from tests.helpers.records import write_rerun
     from tuner.study import Rerun
 
     folder = StudyFolder(goodput_study(tmp_path))

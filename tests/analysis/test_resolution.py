@@ -7,7 +7,8 @@ import random
 import pytest
 
 from tuner.study import Confirmed, ConfirmedFigure, Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
-from tuner.analysis import Study, decide, pool, write_record, write_rerun
+from tuner.analysis import Study, decide, pool
+from tests.helpers.records import write_record, write_rerun
 from tuner.analysis.resolution import spread_beyond_noise, unresolved
 from tuner.analysis.study import confirmed_or_measured
 

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from tuner.study import Confirmed, Rerun
-from tuner.analysis import confirmed, noise_floor, pool, ratio_interval, write_record, write_rerun
+from tuner.analysis import confirmed, noise_floor, pool, ratio_interval
+from tests.helpers.records import write_record, write_rerun
 
 
 def test_pooled_spread_is_relative_and_shared_by_every_config():

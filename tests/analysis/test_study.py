@@ -3,7 +3,8 @@
 import pytest
 
 from tuner.errors import StudyError
-from tuner.analysis import bound_label, open_study, write_csv
+from tuner.analysis import bound_label, open_study
+from tests.helpers.records import write_csv
 
 
 def test_open_study_ranks_and_sorts(make_study):

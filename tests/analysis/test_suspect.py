@@ -15,7 +15,8 @@ from tuner.report.html import render_html
 from tuner.report.view import study_json, study_table, trial_panel
 from tuner.search._confirm import next_knee
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
-from tuner.analysis import MIN_SPREAD, Study, allowed_spread, decide, write_record, write_rerun
+from tuner.analysis import MIN_SPREAD, Study, allowed_spread, decide
+from tests.helpers.records import write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 STEADY = {"throughput_spread": 0.05, "of_compute_ceiling": 0.6}

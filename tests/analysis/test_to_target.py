@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.analysis import Study, decide, write_record, write_rerun
+from tuner.analysis import Study, decide
+from tests.helpers.records import write_record, write_rerun
 from tuner.config import Budget, Params, Target, TrialConfig, dump_config
 from tuner.study import CurvePoint, Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, target_metrics
 

@@ -4,7 +4,8 @@ noise, and ties within the noise broken by quality, then fewer workers, then les
 import pytest
 
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
-from tuner.analysis import Study, decide, write_record, write_rerun
+from tuner.analysis import Study, decide
+from tests.helpers.records import write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 

@@ -4,7 +4,8 @@ the study folder's timestamps; a planted study whose phases are known."""
 import json
 from datetime import datetime
 
-from tuner.analysis import read_records, wall_shares, write_rerun
+from tuner.analysis import read_records, wall_shares
+from tests.helpers.records import write_rerun
 from tuner.study import Rerun, StudyFolder
 
 

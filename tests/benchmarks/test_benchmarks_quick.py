@@ -14,7 +14,8 @@ from benchmarks.common import (BenchResult, error_result, make_settings, phase_t
 from benchmarks.metrics import Normalizer, hv_fraction, hypervolume_2d, pareto_front_2d, trials_to_reach
 from benchmarks.overhead import overhead_parts, per_trial, trial_work, turnover
 from benchmarks.stability import judge, params_key, top_configs
-from tuner.analysis import read_records, write_record, write_rerun
+from tuner.analysis import read_records
+from tests.helpers.records import write_record, write_rerun
 
 
 def test_hypervolume_of_a_staircase_is_the_area_under_it() -> None:

@@ -18,7 +18,8 @@ TARGET = {"metric": "fid", "direction": "minimize", "value": 30.0, "eval_every_s
 def target_study(make_study, with_target=True):
     """The planted GAN study with a target, trial 0 its baseline (12 s to target) and trial 2, the knee the export
     picks, 3x sooner (4 s), in single readings."""
-    from tuner.analysis import read_records, write_record
+    from tuner.analysis import read_records
+    from tests.helpers.records import write_record
 
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")

@@ -10,7 +10,8 @@ from tuner.study import HORIZON_FILE, StudyFolder
 
 
 def test_a_tiny_real_horizon_check(make_study, capsys):
-    from tuner.analysis import read_records, write_record
+    from tuner.analysis import read_records
+    from tests.helpers.records import write_record
 
     reports = make_study(kind="cnn")
     folder = StudyFolder(reports / "gan-demo")  # make_study's default name, whatever its kind

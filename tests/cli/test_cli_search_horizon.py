@@ -99,7 +99,8 @@ def test_a_study_without_a_target_skips_it_in_one_line(make_study, capsys, monke
 
 
 def test_a_study_without_a_pick_skips_it_in_one_line(make_study, capsys, monkeypatch):
-    from tuner.analysis import read_records, write_record
+    from tests.helpers.records import write_record
+    from tuner.analysis import read_records
 
     reports, folder = target_study(make_study)
     for rec in read_records(folder):

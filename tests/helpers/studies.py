@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.study import StudyFolder, StudyMeta, TrialRecord
-from tuner.analysis import read_records, write_record
+from tuner.analysis import read_records
+from tests.helpers.records import write_record
 
 SEARCHED = ["batch_size", "num_workers", "precision", "beta1"]
 
@@ -195,7 +196,7 @@ def target_study(reports: Path, name: str = "gan-demo") -> Path:
     trial 2 reached it in 4 s, its re-runs in 5 s, 3.2 s and not at all; the baseline in 12 s, its re-runs in 11,
     13 and 12.5 s; trial 1 ended `not reached` and so did its 3 re-runs. Every re-run read throughput and fid.
     Returns the study's folder."""
-    from tuner.analysis import write_rerun
+    from tests.helpers.records import write_rerun
     from tuner.study import Rerun
 
     folder = StudyFolder(reports / name)

@@ -9,7 +9,8 @@ import json
 import pytest
 from rich.console import Console
 
-from tuner.analysis import Study, decide, write_record, write_rerun
+from tuner.analysis import Study, decide
+from tests.helpers.records import write_record, write_rerun
 from tuner.report.html import render_html
 from tuner.report.view import study_document, study_table
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord

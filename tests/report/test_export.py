@@ -9,7 +9,8 @@ from tuner.config import load_config
 from tuner.errors import StudyError
 from tuner.report.export import build_export, pytorch_settings, verify, write_export
 from tuner.study import TrialResult
-from tuner.analysis import open_study, write_rerun
+from tuner.analysis import open_study
+from tests.helpers.records import write_rerun
 
 
 def test_default_export_is_the_knee_and_loads_back_as_a_config(make_study):
@@ -415,7 +416,8 @@ def test_verify_counts_reruns_short_of_the_studys_target_as_measured(make_study)
 def test_the_export_header_sets_the_configs_time_to_target_beside_the_baselines(make_study):
     """A study with a target: the header states it, the exported config's time to target, the baseline's and how
     many times sooner (issue 34)."""
-    from tuner.analysis import read_records, write_record
+    from tuner.analysis import read_records
+    from tests.helpers.records import write_record
     from tuner.study import StudyFolder
 
     reports = make_study()
@@ -442,7 +444,8 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     reach it counts against the config at the target's cap (36 s), so the centre reads `at least` (5, 3.2 and
     36 s: 8.32 s, not the 4 s of the two that reached it), and the header says where one `--until-target` re-run
     should read, in samples to target (seconds move with the machine's load), the seconds beside it."""
-    from tuner.analysis import read_records, write_record
+    from tuner.analysis import read_records
+    from tests.helpers.records import write_record
     from tuner.study import Rerun, StudyFolder
 
     reports = make_study()

@@ -6,7 +6,8 @@ import json
 
 from rich.console import Console
 
-from tuner.analysis import open_study, write_record
+from tuner.analysis import open_study
+from tests.helpers.records import write_record
 from tuner.report.view import sparkline, study_json, study_table, trial_panel
 
 

@@ -12,7 +12,8 @@ from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
 from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, rerun_configs, schedule
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
-from tuner.analysis import Study, against_baseline, decide, is_confirmed, write_record, write_rerun
+from tuner.analysis import Study, against_baseline, decide, is_confirmed
+from tests.helpers.records import write_record, write_rerun
 
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 

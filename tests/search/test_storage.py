@@ -1,5 +1,6 @@
-"""The study folder's one writer of a trial's record (tuner.search._storage.keep_record): the searcher hands it
-each trial after telling Optuna, reconcile_study each one a kill lost, and no other module of tuner writes one."""
+"""The study folder's one writer of a trial's record (tuner.search._storage.keep_record, through tuner.study's
+writer): the searcher hands it each trial after telling Optuna, reconcile_study each one a kill lost, and no other
+module of tuner writes one."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFINED = ROOT / "tuner" / "analysis" / "trials.py"  # write_record itself
-FACE = ROOT / "tuner" / "analysis" / "__init__.py"  # its re-export
+DEFINED = ROOT / "tuner" / "study" / "writer.py"  # write_record itself
+FACE = ROOT / "tuner" / "study" / "__init__.py"  # its re-export
 KEEPER = ROOT / "tuner" / "search" / "_storage.py"
 
 
 def _writers(path: Path) -> list[str]:
-    """Where `path` names tuner.analysis's write_record (an import, a call, a reference): 'function:line' each,
+    """Where `path` names tuner.study's write_record (an import, a call, a reference): 'function:line' each,
     '<module>' outside any function."""
     found: list[str] = []
 
@@ -41,7 +42,7 @@ def test_only_keep_record_writes_a_trial_s_record():
 
 def test_the_scan_catches_a_planted_writer(tmp_path):
     planted = tmp_path / "m.py"
-    planted.write_text("import tuner.analysis as a\nfrom tuner.analysis import write_record as w\n\n\n"
+    planted.write_text("import tuner.study as a\nfrom tuner.study import write_record as w\n\n\n"
                        "def record(folder, rec):\n    a.write_record(folder, rec)\n")
     assert _writers(planted) == ["<module>:2", "record:6"]
 

@@ -19,7 +19,7 @@ from tuner.analysis.stats import (Interval, NoiseFloor, Pooled, TimeToTarget, co
                                   ratio_interval, time_to_target)
 from tuner.analysis.study import Study, known_studies, open_study
 from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, ranks_windows, reason, window_noise
-from tuner.analysis.trials import read_records, write_csv, write_csv_row, write_record, write_rerun
+from tuner.analysis.trials import CSV_FIGURES, CsvFigures, read_records
 from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirmed, next_to_confirm
 from tuner.analysis.wall import WallShares, wall_shares
 
@@ -34,5 +34,5 @@ __all__ = [
     "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
     "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",
     "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "settled_quality", "study_payback", "study_ratio", "time_to_target", "to_target", "wall_shares",
-    "window_noise", "write_csv", "write_csv_row", "write_record", "write_rerun",
+    "window_noise", "CSV_FIGURES", "CsvFigures",
 ]

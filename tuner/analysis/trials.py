@@ -1,14 +1,11 @@
-"""A study's trials as its views read them, and trials.csv: the recorded trials (tuner.study's folder) with what
-is derived from them when they are read: confirmed figures from the re-runs, ceilings from the study's cache, the
-`suspect` flags against the study's window noise, efficiency and goodput against the baseline.
+"""A study's trials as its views read them: the recorded trials (tuner.study's folder) with what is derived from
+them when they are read: confirmed figures from the re-runs, ceilings from the study's cache, the `suspect` flags
+against the study's window noise, efficiency and goodput against the baseline.
 
-The folder stores and reads; this module judges. trials.csv carries the derived columns, so it is written here:
-the search driver records a trial with `write_record` (result.json, then its trials.csv row) and a re-run with
-`write_rerun`."""
+The folder stores and reads; this module judges. trials.csv carries the derived columns, so its writer
+(tuner.study.writer: `write_record`, `write_rerun`) takes them from `CSV_FIGURES`; nothing here writes."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from tuner.analysis.goodput import add_goodput, baseline_record
 from tuner.analysis.headroom import NOT_MEASURED, fill_from_cache
@@ -37,42 +34,24 @@ def read_records(folder: StudyFolder) -> list[TrialRecord]:
     return found
 
 
-def write_csv(folder: StudyFolder) -> Path:
-    """trials.csv rebuilt from every record."""
-    return folder.write_csv(read_records(folder))
+class CsvFigures:
+    """trials.csv's derived columns, for tuner.study's writer (tuner.study.writer.Figures)."""
+
+    def records(self, folder: StudyFolder) -> list[TrialRecord]:
+        return read_records(folder)
+
+    def row(self, folder: StudyFolder, meta: StudyMeta, record: TrialRecord) -> TrialRecord:
+        """One trial's row against the window noise the re-runs so far give (as a rebuilt trials.csv judges every
+        row) and the baseline's record."""
+        reruns = [rr for n, d in folder.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in folder.reruns(n)]
+        row = record.model_copy(deep=True)
+        flag(row, window_noise(reruns))
+        base = _baseline_file(folder, meta, row)
+        add_goodput([row], baseline_record(meta.baseline, [base]) if base is not None else None)
+        return row
 
 
-def write_record(folder: StudyFolder, record: TrialRecord) -> Path:
-    """Persist one finished trial (result.json) and put its row in trials.csv; returns result.json's path."""
-    path = folder.write_result(record)
-    write_csv_row(folder, record)
-    return path
-
-
-def write_rerun(folder: StudyFolder, trial: int, rerun: Rerun) -> Path:
-    """One re-run beside its trial; trials.csv is refreshed, since the re-runs move the noise floor the `suspect`
-    column is judged by."""
-    path = folder.write_rerun(trial, rerun)
-    if folder.meta_path.is_file():
-        write_csv(folder)
-    return path
-
-
-def write_csv_row(folder: StudyFolder, record: TrialRecord) -> Path:
-    """trials.csv with this trial's row added or replaced, the others kept as they are (a long study does not read
-    every record back at every trial); rebuilt from every record when there is no file yet or its header lacks a
-    column this record needs."""
-    meta = folder.read_meta()
-    if not folder.csv_path.is_file():
-        return write_csv(folder)
-    reruns = [rr for n, d in folder.trial_dirs() if (d / CONFIRM_DIR).is_dir() for rr in folder.reruns(n)]
-    row = record.model_copy(deep=True)
-    flag(row, window_noise(reruns))  # against the window noise the re-runs so far give, as write_csv does
-    base = _baseline_file(folder, meta, row)
-    add_goodput([row], baseline_record(meta.baseline, [base]) if base is not None else None)
-    if not folder.write_csv_row(row, folder.csv_columns(meta, [record])):
-        return write_csv(folder)
-    return folder.csv_path
+CSV_FIGURES = CsvFigures()
 
 
 def _baseline_file(folder: StudyFolder, meta: StudyMeta, record: TrialRecord) -> TrialRecord | None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.knobs import PRECISION_DTYPES
 from tuner.search._resources import ClusterInfo, Resources
 
 PROBE_TIMEOUT_S = 120.0
 FALLBACK_GPU_FACTS = {"device": "cuda (not probed)", "precisions": ["fp32", "fp16"], "tf32_available": False}
 FALLBACK_CPU_FACTS = {"device": "cpu (not probed)", "precisions": ["fp32"], "tf32_available": False}
-ALL_PRECISIONS = ["fp32", "fp16", "bf16"]
+ALL_PRECISIONS = list(PRECISION_DTYPES)  # the precision domain: the dtype map's keys (tuner.knobs)
 
 
 def trial_context(resources: Resources, facts: dict[str, Any] | None) -> dict[str, Any]:

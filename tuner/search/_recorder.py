@@ -14,10 +14,10 @@ from typing import Any
 
 from ray.tune import Callback
 
-from tuner.study import StudyFolder, TrialRecord
+from tuner.analysis import CSV_FIGURES
+from tuner.study import StudyFolder, TrialRecord, write_rerun
 from tuner.search._ddp import release_ended, release_workers
 from tuner.search._protocol import final_record, order_of, record_of, rung_closed
-from tuner.analysis import write_rerun
 
 
 def _rerun(trial: Any) -> bool:
@@ -169,7 +169,7 @@ class RerunRecorder(Callback):
         rerun = Rerun.model_validate({k: v for k, v in fields.items() if k in Rerun.model_fields or
                                       k not in TrialRecord.model_fields} | {"repeat": repeat, "round": round_,
                                                                             "seed": seed})
-        write_rerun(self.folder, record.trial, rerun)
+        write_rerun(self.folder, record.trial, rerun, CSV_FIGURES)  # trials.csv's columns: the judge's
         self.recorded.append((record.trial, repeat))
         self._tell_optuna(record.trial, rerun)
         if self.view is not None:

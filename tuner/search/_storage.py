@@ -4,7 +4,7 @@ The Optuna database is written at every tell, so it is the record of truth on re
 are marked FAIL (the samplers ignore them), and a complete trial whose result file is missing is rewritten from
 the record kept in its user attributes. `keep_record` is the one writer of a search trial's record in the study
 folder: the searcher hands it each trial after telling Optuna, reconcile_study each one a kill lost
-(tests/search/test_storage.py fails on any other caller of tuner.analysis.write_record).
+(tests/search/test_storage.py fails on any other caller of tuner.study.write_record).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, StorageError, StudyError
-from tuner.study import DB_FILE, Rerun, STUDY_META, StudyFolder, StudyMeta, TrialRecord
-from tuner.analysis import read_records, write_record, write_rerun
+from tuner.study import DB_FILE, Rerun, STUDY_META, StudyFolder, StudyMeta, TrialRecord, write_record, write_rerun
+from tuner.analysis import CSV_FIGURES, read_records
 
 RECORD_ATTR = "record"  # Optuna user attribute holding the trial's record
 RERUN_ATTR = "confirm"  # Optuna study user attributes `confirm:<trial>` hold each trial's confirmation re-runs
@@ -329,7 +329,7 @@ def keep_record(folder: StudyFolder, record: TrialRecord) -> Path:
     """Write one search trial's record: result.json, then its trials.csv row. The only writer: the searcher calls
     it after Optuna has the record (the database is what --resume trusts), reconcile_study for a file a kill lost;
     a Tune run without the study's searcher records nothing."""
-    return write_record(folder, record)
+    return write_record(folder, record, CSV_FIGURES)
 
 
 FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")  # how sqlite and the OS say it
@@ -384,7 +384,7 @@ def reconcile_study(folder: StudyFolder, storage: Any, study_name: str) -> int:
             keep_record(folder, TrialRecord.model_validate(t.user_attrs[RECORD_ATTR]))
         for run in reruns.get(rerun_attr(t.number), []):  # confirmation re-runs whose file a kill lost
             if not folder.rerun_path(t.number, int(run["repeat"])).is_file():
-                write_rerun(folder, t.number, Rerun.model_validate(run))
+                write_rerun(folder, t.number, Rerun.model_validate(run), CSV_FIGURES)
     return len(trials)
 
 

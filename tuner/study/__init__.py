@@ -1,14 +1,16 @@
 """The record of a study, beneath `search/` (which writes it) and `report/` (which reads it): the typed trial
-record, the one list of metrics, the Objective type, the folder layout and its lock. What is judged from the
+record, the one list of metrics, the Objective type, the folder layout and its lock, and the one writer of the
+record (study/writer.py: result.json, re-runs, trials.csv, whose derived columns the caller's Figures give). What
+is judged from the
 records (ranks, statistics, suspects, verdicts) is tuner.analysis's: nothing here imports it. The two readings a
 trial stores beside its figures (its headroom against its ceilings, its compile break-even: study/readings.py) are
 functions of those figures alone, here so that the trial writing them and the analysis re-deriving them share one
 function without a producer importing the judge."""
 
 from tuner.study.folder import (
-    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, HeavyStep, Preflight, SizedBudget, StudyFolder, StudyGone,
-    StudyMeta, param_columns, study_record,
+    CONFIRM_DIR, DB_FILE, LOCK_FILE, RESULT_FILE, STUDY_META, StudyFolder, StudyGone, param_columns, study_record,
 )
+from tuner.study.meta import HeavyStep, Preflight, SizedBudget, StudyMeta
 from tuner.study.format import (
     STATE_COLORS, STATE_NOTES, budget_unit, fmt, fmt_figure, fmt_metric, fmt_param, measured_at_text,
     optimizer_text, ranges, state_hex, state_style,
@@ -30,6 +32,7 @@ from tuner.study.reports import FinalReport, PhaseReport, RungReport, StartRepor
 from tuner.study.record import (
     BUSY_SHARE, Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
+from tuner.study.writer import Figures, write_csv, write_csv_row, write_record, write_rerun
 from tuner.study.target import (
     CurvePoint, NOT_REACHED, SMOOTH_EVALS, crossing, curve_points, default_eval_every, derive_target, first_reached, past_cap,
     reference_budget, target_metrics, eval_step,
@@ -48,4 +51,5 @@ __all__ = [
     "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_horizon", "read_parity", "reference_budget",
     "state_hex",
     "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions", "eval_step", "write_horizon",
+    "Figures", "write_csv", "write_csv_row", "write_record", "write_rerun",
 ]

@@ -13,8 +13,9 @@ Layout under `<reports-dir>/<study>/`:
 Every write is atomic (tuner.files), so a kill never leaves half a file and a reader never sees one; in a study
 a search holds (tuner.study.lock), no write creates the study folder again once it was deleted.
 
-Over 500 lines because it is the one place that knows the folder's files: their names, what reads them back, and
-what may write among them (an export never does: study_record).
+It is the one place that knows the folder's files: their names, what reads them back, and what may write among
+them (an export never does: study_record). study.json's schema is study/meta.py's, the identity of a folder a
+search holds study/held.py's, and the writes of a trial's record go through study/writer.py.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ import io
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from tuner.config import Budget
 from tuner.errors import StudyError
 from tuner.files import atomic_write, dump_json, load_json_object
-from tuner.study.metrics import table_columns
+from tuner.study.held import held, identity
 from tuner.study.horizon import HORIZON_FILE
+from tuner.study.meta import MetaShape, StudyMeta
+from tuner.study.metrics import table_columns
 from tuner.study.parity import PARITY_FILE
-from tuner.study.objective import Objective
 from tuner.study.record import Rerun, TrialRecord
 
 STUDY_META = "study.json"
@@ -71,196 +72,6 @@ def study_record(path: Path) -> tuple[Path, str] | None:
 
 class StudyGone(StudyError):
     """The study folder a search holds was deleted (or replaced) while it ran: nothing is written there again."""
-
-
-# The study folders this process holds the search lock of (tuner.study.lock), with the identity (device, inode) the
-# folder had when it was locked: their writes never create the folder again (StudyFolder.make_dir).
-_HELD: dict[str, tuple[int, int]] = {}
-
-
-def hold(path: Path) -> tuple[int, int]:
-    """While this process searches the study at `path` (its lock held): a deleted folder is gone for good.
-    Returns the folder's identity (device, inode)."""
-    import os
-
-    st = os.stat(path)
-    _HELD[os.path.abspath(path)] = (st.st_dev, st.st_ino)
-    return st.st_dev, st.st_ino
-
-
-def let_go(path: Path, ident: tuple[int, int]) -> None:
-    import os
-
-    if _HELD.get(os.path.abspath(path)) == ident:
-        del _HELD[os.path.abspath(path)]
-
-
-def identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the folder at `path`; None when there is none."""
-    import os
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _BaselineShape(_Loose):
-    trial: int | None = None
-    params: dict[str, Any] | None = None
-
-
-class _SchedulerShape(_Loose):
-    name: str = "fifo"
-    eta: float | None = None
-    min_budget: float | None = None
-    rungs: list[float] = Field(default_factory=list)
-
-
-class _AskedShape(_Loose):
-    concurrency: int | None = None
-    cpus_per_trial: float | None = None
-    gpus_per_trial: float | None = None
-
-
-class _ResourcesShape(_Loose):
-    asked: _AskedShape | None = None
-
-
-class HeavyStep(_Loose):
-    """The space's heaviest step, timed by the pre-flight after the baseline's (its micro-batch, times its
-    accumulation): where the study says its slowest trials do not fit the budget, and what the probes skip."""
-
-    batch_size: int
-    accumulation_steps: int = 1
-    step_seconds: float
-    step_samples: int | None = None  # under batch_size x accumulation_steps where the dataset is smaller
-    needs_budget: float | None = None  # the budget those trials need, where it is over the study's
-
-
-class SizedBudget(_Loose):
-    """The space's default budget, raised by the pre-flight to one its step fits."""
-
-    model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
-
-    from_: float = Field(alias="from")  # study.json's key
-    to: float
-
-
-class Preflight(_Loose):
-    """The pre-flight's timings on the trials' device (study.json's `preflight`): every trial's scoring reserve
-    and pace, the parity check's and the probes' plans, and the report's split role come from them. Empty (every
-    field None) where nothing was timed on the trials' device: a cluster's study."""
-
-    step_seconds: float | None = None  # the baseline's optimizer step, accumulation included (device synced)
-    step_samples: int | None = None  # the samples of that step
-    score_seconds: float | None = None  # a full scoring (evaluate()), estimated
-    device: str | None = None  # the trials' device, as it describes itself
-    batch_size: int | None = None  # the baseline's, which that step was
-    accumulation_steps: int | None = None
-    sized: SizedBudget | None = None
-    heaviest: HeavyStep | None = None
-    # The models' batch-statistics layers (tuner.measure.batch_stats): [] where the micro-batch split of an
-    # effective batch computes the same gradient; None where not looked at.
-    batch_statistics: list[str] | None = None
-
-    def timed(self) -> bool:
-        """Whether the pre-flight timed anything on the trials' device."""
-        return bool(self.model_dump(exclude_none=True))
-
-    def pace(self) -> float | None:
-        """Seconds per training sample of the baseline's step (None: not timed)."""
-        return self.step_seconds / self.step_samples if self.step_seconds and self.step_samples else None
-
-
-class _ContextShape(_Loose):
-    cpus: int | None = None
-    gpus: float | None = None
-    device: str | None = None
-    precisions: list[str] | None = None
-    tf32_available: bool | None = None
-
-
-class _MetaShape(_Loose):
-    """The types inside study.json's free-form sections that tuner reads back (StudyMeta keeps them as dicts):
-    checked as the file is read, so a wrong one is one line naming the key, before any command does any work.
-    A stored domain (`domains.<param>`) is tuner.space's to check (tuner.search on --resume)."""
-
-    baseline: _BaselineShape | None = None
-    scheduler: _SchedulerShape | None = None
-    resources: _ResourcesShape | None = None
-    preflight: Preflight | None = None
-    context: _ContextShape | None = None
-    budget: Budget | None = None
-    domains: dict[str, dict[str, Any]] | None = None
-
-
-class StudyMeta(BaseModel):
-    """study.json. Unknown keys are kept (a newer tuner may add some)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str  # also the Optuna study's name in the database, whatever the folder is called now
-    id: str | None = None  # the study's identity, also kept in its Optuna study (absent in studies before it)
-    space: str = ""
-    space_source: str = ""
-    space_def: dict[str, Any] | None = None
-    params: list[str] = Field(default_factory=list)  # the searched params, in space order
-    objectives: list[Objective] = Field(default_factory=list)
-    workload: str = "gan"
-    workload_options: dict[str, Any] = Field(default_factory=dict)
-    dataset: str | None = None
-    budget: dict[str, Any] | None = None
-    trials: int = 0
-    sampler: str = "tpe"
-    seed: int = 0
-    baseline: dict[str, Any] | None = None
-    storage: str = ""
-    created: str | None = None
-    resumed: list[str] = Field(default_factory=list)
-    hardware: dict[str, Any] = Field(default_factory=dict)
-    resources: dict[str, Any] = Field(default_factory=dict)
-    versions: dict[str, Any] = Field(default_factory=dict)
-    confirm: dict[str, int] = Field(default_factory=dict)  # {"trials": K, "repeats": R} of the confirmation phase
-    noise: dict[str, Any] | None = None  # the noise floor the confirmation measured (tuner.analysis.stats)
-    # The sampling context of the first run (cpus, gpus, device, native precisions, tf32_available) and the
-    # domains the space resolved to for it: what --resume samples from, on whatever machine it runs.
-    context: dict[str, Any] | None = None
-    domains: dict[str, Any] | None = None
-    # sha256 of each FID cache file the driver built and shipped to every trial (relative to the cache folder).
-    fid_cache: dict[str, str] | None = None
-    # The rung scheduler (tuner.search._rungs.SchedulerPlan): name, eta, min_budget, rungs. None: fifo (older studies).
-    scheduler: dict[str, Any] | None = None
-    # The pre-flight's timings on the trials' device that every trial's scoring reserve comes from, and `sized`
-    # when the study raised the space's default budget to fit them.
-    preflight: Preflight | None = None
-    # This invocation's --study-seconds allowance (tuner.search._allowance): seconds, margin, estimates, spent_s.
-    allowance: dict[str, Any] | None = None
-    # The machine the study was started on: the user's own speed environment variables (kept as they were: tuner
-    # sets none of its own) and what other processes took of its CPUs in the sample before the study (issue 58).
-    machine: dict[str, Any] | None = None
-    # The horizon check `tuner search --horizon` runs after the confirmation (kept by --resume): {"budget": a
-    # Budget, "seeds": n}; its result is horizon.json (tuner.study.horizon).
-    horizon: dict[str, Any] | None = None
-
-    def model_post_init(self, __context: Any) -> None:
-        if not self.objectives:  # an old study without objectives: what every tuner study was scored on
-            quality = "loss" if self.workload == "cnn" else "fid"
-            self.objectives = [Objective(metric="throughput", direction="maximize"),
-                               Objective(metric=quality, direction="minimize")]
-
-    def describe_budget(self) -> str:
-        from tuner.config import Budget
-
-        try:
-            return Budget.model_validate(self.budget).describe()
-        except ValidationError:
-            return "" if self.budget is None else str(self.budget)
 
 
 def trial_number(name: str) -> int | None:
@@ -320,15 +131,13 @@ class StudyFolder:
 
     # --- writing: never a study folder that was deleted under a search -----------------------------------------
     def _held(self) -> tuple[int, int] | None:
-        import os
-
-        return _HELD.get(os.path.abspath(self.path))
+        return held(self.path)  # tuner.study.held
 
     def lost(self) -> bool:
         """Whether this process holds the study's search lock and the folder it locked is gone (deleted, or
         another folder in its place)."""
-        held = self._held()
-        return held is not None and identity(self.path) != held
+        locked = self._held()
+        return locked is not None and identity(self.path) != locked
 
     def gone(self) -> StudyGone:
         return StudyGone(f"the study folder {self.path} was deleted while the search ran; nothing was written "
@@ -390,7 +199,7 @@ class StudyFolder:
                              f"--reports-dir")
         data = load_json_object(self.meta_path, "study file", StudyError)
         try:
-            _MetaShape.model_validate(data)
+            MetaShape.model_validate(data)
             return StudyMeta.model_validate(data)
         except ValidationError as err:
             first = err.errors()[0]
@@ -405,7 +214,7 @@ class StudyFolder:
     # The folder reads and writes what a trial recorded and nothing it takes a judgement to compute: trials.csv's
     # derived columns (suspect, goodput, cached ceilings) come from tuner.analysis.trials, which calls these.
     def write_result(self, record: TrialRecord) -> Path:
-        """Persist one finished trial's result.json (trials.csv is tuner.analysis.trials.write_record's)."""
+        """Persist one finished trial's result.json (trials.csv is tuner.study.writer.write_record's)."""
         return self.write_file(self.trial_dir(record.trial) / RESULT_FILE, dump_json(record.to_json()) + "\n")
 
     def write_csv_row(self, record: TrialRecord, columns: list[str]) -> bool:
@@ -442,7 +251,7 @@ class StudyFolder:
 
     def write_rerun(self, trial: int, rerun: Rerun) -> Path:
         """One re-run, in its own file beside the trial (the trial's result.json is never rewritten). trials.csv is
-        the caller's to refresh (tuner.analysis.trials.write_rerun): the re-runs move its `suspect` column."""
+        the caller's to refresh (tuner.study.writer.write_rerun): the re-runs move its `suspect` column."""
         return self.write_file(self.rerun_path(trial, rerun.repeat), dump_json(rerun.to_json()) + "\n")
 
     def reruns(self, trial: int) -> list[Rerun]:

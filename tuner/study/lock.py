@@ -3,7 +3,7 @@ search or resume and released by the kernel when the process ends, however it en
 lock).
 
 While a search holds the lock, the study folder is never created again by its writes: deleted, it stays
-deleted (tuner.study.folder.hold), and the search ends with one line (tuner.search._runner.study_gone).
+deleted (tuner.study.held.hold), and the search ends with one line (tuner.search._runner.study_gone).
 
 A new study's folder is created and claimed here in one step (mkdir, then the lock, then the emptiness check
 under the lock), so two searches started together cannot both pass an "already exists" check and write into
@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 
 from tuner.errors import StudyError
-from tuner.study.folder import LOCK_FILE, RECORDS, STUDY_META, hold, identity, let_go
+from tuner.study.folder import LOCK_FILE, RECORDS, STUDY_META
+from tuner.study.held import hold, identity, let_go
 
 
 class StudyLock:
@@ -24,7 +25,7 @@ class StudyLock:
 
     def __init__(self, folder: Path, fd: int, created: list[Path]) -> None:
         self.folder, self.fd, self.created = folder, fd, created  # created: the folders made, deepest first
-        self.ident: tuple[int, int] | None = None  # the folder's (device, inode) once held (tuner.study.folder.hold)
+        self.ident: tuple[int, int] | None = None  # the folder's (device, inode) once held (tuner.study.held.hold)
 
     @property
     def path(self) -> Path:
