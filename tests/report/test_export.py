@@ -606,3 +606,18 @@ def test_tuner_export_says_in_one_line_what_a_busy_study_exported(make_study, ca
     assert lines == ["note: the machine was busy (other processes took up to 50% of the study's CPUs); no config "
                      "that shares your threading beat your own settings beyond the noise: exported your own "
                      "(trial 0); run again on a quiet machine or with `--busy wait`"]
+
+
+def test_a_workload_of_several_phases_is_told_the_backward_the_trial_ran():
+    """tuner's step computes only the updated models' gradients in each phase (backward(inputs=...)); a
+    pytorch/examples DCGAN loop's plain errG.backward() also computes D's, about 10% of a CPU step
+    (benchmarks/fidelity_trace.py). The export says so for a GAN and a two-phase workload, not for one phase."""
+    from tuner.config import Params, TrialConfig
+    from tuner.report.export import pytorch_settings
+
+    gan = pytorch_settings(TrialConfig(workload="gan", params=Params()))["lines"]
+    assert "backward(inputs=" in gan["phases"]
+    two = {"d": {"optimizer": "Adam", "lr": 2e-4}, "g": {"optimizer": "Adam", "lr": 2e-4}}
+    own = pytorch_settings(TrialConfig(workload="x.py:make", params=Params()), two)["lines"]
+    assert "backward(inputs=" in own["phases"]
+    assert "phases" not in pytorch_settings(TrialConfig(workload="cnn", params=Params()))["lines"]

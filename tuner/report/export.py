@@ -106,6 +106,11 @@ def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = 
                     if k.role != "run" and getattr(p, k.name) is not None}
     if used:
         out["lines"].update(_optimizer_lines(p, used))
+    if (used and len(used) > 1) or cfg.workload == "gan":  # tuner.train.step: a phase's backward(inputs=...)
+        out["lines"]["phases"] = (
+            "in each phase, loss.backward(inputs=[p for m in <the models it updates> for p in m.parameters()]): "
+            "the trial computed only those models' gradients; a plain loss.backward() also computes the others' "
+            "(about 10% of a DCGAN step on a CPU, benchmarks/results/lab-notes.md), and reads slower than this figure")
     if p.accumulation_steps > 1:  # drop_last drops a partial micro-batch; tuner's loader a partial optimizer step
         out["lines"]["batch_size"] += (
             f": skip each epoch's last (len(dataset) % {p.effective_batch}) // {p.batch_size} micro-batches, "
