@@ -226,7 +226,10 @@ def measure(work: Path, rounds: int, seconds: float, trials: int) -> list[dict[s
         "note": "; ".join(f"{n}: tuner/plain {r:.3f}" for n, r in ratios.items())
                 + f" (geometric means of {rounds} interleaved rounds; tuner's figure is samples over its timed "
                   f"windows' seconds, the statistic a plain loop's clock reads, beside the median it reports; the "
-                  f"plain loop warms up 20 steps, as many as tuner's windows then hold).",
+                  f"plain loop warms up 20 steps, as many as tuner's windows then hold). The plain loop is the "
+                  f"built-in workload's step as a user of it writes it: G's backward computes G's gradients only, as "
+                  f"the workload's G phase updates G only (pytorch/examples' errG.backward() computes D's too, which "
+                  f"read about 10% of a CPU step in the twenty-fourth session's trace).",
         "details": {"readings": fidelity, "ratios": ratios}}
 
     print("the same study beside one CPU-bound process ...", file=sys.stderr)
