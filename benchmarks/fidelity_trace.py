@@ -32,7 +32,7 @@ def main() -> None:
 
     from tuner.config import parse_config
     from tuner.device import device_for
-    from tuner.train._build import trial_scope
+    from tuner.train.trial import trial_scope
 
     cache = sys.argv[1]
     precision = sys.argv[2] if len(sys.argv) > 2 else "fp32"
@@ -67,7 +67,7 @@ def main() -> None:
 def tuner_arm(cfg: Any, device: Any) -> Arm:
     """tuner's step as a trial builds it, each part timed through its `mark` hook (named by order: D's zero_grad
     and step, then G's)."""
-    from tuner.train._build import build_training
+    from tuner.train.trial import build_training
 
     training = build_training(cfg, device)
     step, batches = training.step, training.batches()
