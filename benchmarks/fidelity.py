@@ -73,7 +73,14 @@ def independent_throughput(data: Any, workload: str, params: dict[str, Any], dev
         scalerG = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         criterion = nn.BCEWithLogitsLoss()
 
+        own_g = list(netG.parameters())
+
         def step() -> torch.Tensor:
+            # The built-in workload's step, written as a user of it would (benchmarks/gpu_plain.py's GAN alike): G's
+            # backward computes G's gradients only (inputs=), not D's, which D's next zero_grad would drop anyway
+            # (pytorch/examples' errG.backward() computes them too: 11% of a step on a CPU, traced in the lab notes'
+            # twenty-fourth session); with accumulation G's forward runs under no_grad in D's phase and again in G's
+            # from the same z, rather than keeping every micro-batch's graph alive.
             # (1) D: maximize log D(x) + log(1 - D(G(z))), over `acc` micro-batches
             optD.zero_grad()
             fakes = []
@@ -81,22 +88,26 @@ def independent_throughput(data: Any, workload: str, params: dict[str, Any], dev
                 real = next(batches)[0].to(device).contiguous(memory_format=fmt)
                 noise = torch.randn(real.size(0), netG.nz, 1, 1, device=device).contiguous(memory_format=fmt)
                 with autocast():
-                    fake = netG(noise)
+                    if acc == 1:
+                        fake = netG(noise)
+                    else:
+                        with torch.no_grad():
+                            fake = netG(noise)
                     out_real = netD(real)
                     out_fake = netD(fake.detach())
                     errD = criterion(out_real, torch.ones_like(out_real)) + \
                         criterion(out_fake, torch.zeros_like(out_fake))
                 scalerD.scale(errD / acc).backward()
-                fakes.append(fake)
+                fakes.append(fake if acc == 1 else noise)
             scalerD.step(optD)
             scalerD.update()
             # (2) G: maximize log D(G(z)) against the updated D
             optG.zero_grad()
-            for fake in fakes:
+            for kept in fakes:
                 with autocast():
-                    out = netD(fake)
+                    out = netD(kept if acc == 1 else netG(kept))
                     errG = criterion(out, torch.ones_like(out))
-                scalerG.scale(errG / acc).backward()
+                scalerG.scale(errG / acc).backward(inputs=own_g)
             scalerG.step(optG)
             scalerG.update()
             return errD

@@ -281,3 +281,20 @@ def test_the_window_after_a_pause_does_not_read_the_batches_the_workers_prefetch
     rates = [w.throughput for w in res.windows]
     assert all(math.isclose(r, 500.0, rel_tol=0.03) for r in rates), rates
     assert 16 <= res.drained_steps <= 2 * 16 + 1  # the refilled queue; none after the windows without a pause
+
+
+def test_a_slow_loader_slows_the_reading_as_it_slows_a_plain_loop():
+    """A batch that takes 0.01 s to fetch before a 0.01 s step: a user's perf_counter around the steps reads 500
+    samples/s, not the step's 1000, and so must the windows (the fetch is inside them, read as data wait)."""
+    clock = FakeClock()
+
+    def slow_batches():
+        while True:
+            clock.advance(0.01)
+            yield None
+
+    res = run_loop(FakeStep(clock, itertools.repeat(0.01)), slow_batches(), budget=Budget(samples=1000),
+                   measure=Measure(warmup_steps=2, windows=5), device=Device("cpu", torch.device("cpu")), clock=clock)
+    assert len(res.windows) == 5
+    assert all(math.isclose(w.throughput, 500.0) for w in res.windows)
+    assert all(math.isclose(w.wait_seconds, w.seconds / 2) for w in res.windows)
