@@ -118,6 +118,8 @@ def _wait_policy(value: Any) -> str:
 
 
 def _threads(value: Any) -> str:
+    if value is None:
+        return "torch's thread count as you have it (its default: one per physical core, or OMP_NUM_THREADS)"
     return f"torch.set_num_threads({value})  # or OMP_NUM_THREADS={value} before torch loads"
 
 
