@@ -2,7 +2,7 @@
 cudnn_benchmark and optimizer_impl (tuner.knobs: `probe="compute"`) by compute-ceiling probes; and, so that the
 trials are spent only where quality is in question (issue 40 item 5), a precision or TF32 the study's parity check
 found within seed noise (within_noise), and the split of a kept effective batch where it is exact (exact_split).
-Over 600 lines because the candidates, the rules (loader, speed and numerics knobs, the split), what is skipped and
+Over 700 lines because the candidates, the rules (loader, speed and numerics knobs, the split), what is skipped and
 the probe phase are one decision, read together.
 
 num_workers, prefetch_factor, persistent_workers and pin_memory never change what is learned, only how fast
@@ -21,7 +21,9 @@ training process already keeps the model at COMPUTE_BOUND_AT of its compute ceil
 workers could add at most the rest, and on a CPU they take it from the model's cores (in the default study a
 config with 2 workers ran 9% slower than the same batch loaded in-process, which the probes predicted at 81%).
 Among loaders within TOLERANCE of the best prediction the cheapest wins: fewer workers, then less prefetch, then
-no pinning.
+no pinning. Loaders predicted within 10% of the best (tuner.train.probe.CLOSE, as for the speed knobs below) are
+read again, in reverse order and past the ceiling cache, and each keeps its best reading (`_loaders_close`;
+probes.json keeps every reading): one reading each on a busy machine decided by a moment's load (issue 52 item 5).
 
 Which loaders are probed at all (`_loaders_decided`, in the candidates' order, cheapest first): the rest of them
 are skipped once they cannot change the choice. Without a compute ceiling (a step too slow for the probe's
@@ -64,7 +66,12 @@ the rounding then changes nothing a change of seed would not, so only speed is i
 whose quality decides it. The split of the workload's own effective batch into micro-batch x accumulation is exact
 where the pre-flight found no batch-statistics layer (every split computes the same gradient): then every
 micro-batch of it is probed with its own accumulation (up to MAX_SPLITS) and the one predicted fastest is every
-trial's (choose_split: within TOLERANCE, the workload's own, else the largest). What is left to the sampler changes
+trial's (choose_split: within TOLERANCE, the workload's own, else the largest). Where the fastest and the
+workload's own micro-batch are predicted within CLOSE of each other, both are read again first, in reverse order,
+with their chosen loader and speed knobs, and each keeps its best reading (split_read_again; the readings in
+probes.json): re-read rather than simply preferring the workload's own within CLOSE, so that a split really 5-10%
+faster is still taken, and decided on the best reading as the speed knobs are (a moment's load only ever slows a
+reading). What is left to the sampler changes
 what is learned (betas, lr, an explicit effective batch, a split under BatchNorm); a space left with nothing
 learned runs only its distinct configs (configs_left), so quality is scored on those alone.
 
@@ -294,7 +301,21 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
     return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), speeds=speeds,
-                          enough=_loaders_decided, stable=STABLE)
+                          enough=_loaders_decided, stable=STABLE, rivals=_loaders_close)
+
+
+def _loaders_close(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None], *,
+                   on_cpu: bool) -> list[int]:
+    """The probed loaders read again (issue 52 item 5): the one predicted best and every other predicted within
+    CLOSE of it (tuner.train.probe.CLOSE: one reading's noise on a shared machine), where there are two or more;
+    none where the best stands further apart than that, or nothing is predicted (no compute ceiling)."""
+    from tuner.train import CLOSE  # a reading's noise on a shared machine
+
+    rated = [(i, v) for i, (lo, inp) in enumerate(zip(done, inputs))
+             if (v := predicted(compute, inp, int(lo.get("num_workers") or 0), on_cpu))]
+    best = max((v for _, v in rated), default=0.0)
+    close = [i for i, v in rated if v >= (1 - CLOSE) * best]
+    return close if len(close) > 1 else []
 
 
 def _loaders_decided(compute: float | None, done: list[dict[str, Any]], inputs: list[float | None],
@@ -360,7 +381,9 @@ def stored_loader_plan(path: Path) -> ProbePlan | None:
 def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
               speeds: list[dict[str, Any]] | None = None) -> ProbeChoice:
     """The loader and speed knobs chosen at one batch size from what probe_batch found there."""
-    probes = [LoaderProbe(loader=dict(lo), input_ceiling=v) for lo, v in zip(loaders, found["inputs"])]
+    read = found.get("input_readings") or [[v] for v in found["inputs"]]
+    probes = [LoaderProbe(loader=dict(lo), input_ceiling=v, readings=list(r))
+              for lo, v, r in zip(loaders, found["inputs"], read)]
     choice = ProbeChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes,
                           raised=found.get("raised"))
     speeds = speeds or [{}]
@@ -396,6 +419,34 @@ def choose_split(choices: list[ProbeChoice], effective: int, own: int | None) ->
     pick = next((c for c in good if c.batch_size == own), None) or max(good, key=lambda c: c.batch_size)
     batch, accumulation = heavy_knobs()  # tuner.knobs: the effective batch's factors
     return {batch: pick.batch_size, accumulation: effective // pick.batch_size}
+
+
+def split_rivals(choices: list[ProbeChoice], own: int | None) -> list[ProbeChoice]:
+    """The micro-batches read again before the split is chosen (issue 52 item 5): the one predicted fastest and
+    the workload's own, where they are predicted within CLOSE of each other (tuner.train.probe.CLOSE), in the order
+    first read; none where the workload's own is the fastest, was not read, or stands further behind."""
+    from tuner.train import CLOSE  # a reading's noise on a shared machine
+
+    rated = [(r, c) for c in choices if (r := _rate(c))]
+    mine = next((r for r, c in rated if c.batch_size == own), None)
+    if mine is None:
+        return []
+    best, fastest = max(rated, key=lambda rc: rc[0])
+    if fastest.batch_size == own or mine < (1 - CLOSE) * best:
+        return []
+    return [c for c in choices if c.batch_size in (own, fastest.batch_size)]
+
+
+def split_read_again(choices: list[ProbeChoice], own: int | None, read: Any, *, on_cpu: bool) -> None:
+    """Read the split's rivals (split_rivals) again, in reverse order, each with its chosen loader and speed knobs
+    (`read(choice)`: its compute ceiling, or None), before choose_split decides: one reading per micro-batch on a
+    busy machine chose 32 x 2 for nanoGPT where 64 x 1 then ran faster. Each keeps its best reading, as the speed
+    knobs do (a moment's load only ever slows one), in `readings`, and its loader is chosen again against it."""
+    for c in reversed(split_rivals(choices, own)):
+        c.readings = c.readings or [c.compute_ceiling]
+        c.readings.append(read(c))
+        c.compute_ceiling = max((v for v in c.readings if v is not None), default=None)
+        c.loader = choose(c.compute_ceiling, c.probes, on_cpu=on_cpu)
 
 
 def preflight_steps(preflight: Preflight) -> dict[int, float]:
@@ -470,6 +521,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     baseline = space.baseline_point(context)
     choices: list[ProbeChoice] = []
     image = True  # the models' convolutions, as the last batch size set up found them
+    configs: dict[int, str] = {}  # each batch size's probe config, for a split read again
     for batch in candidate_batches(space, context, every_split=decide_split):
         point = {k: v for k, v in baseline.items() if k not in knobs} | {"batch_size": batch}
         if decide_split:  # the split its trials would run, the same effective batch: the comparison is exact
@@ -483,13 +535,21 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
             if on_batch is not None:
                 on_batch(choice)
             continue
-        found = probe(json.dumps(dump_config(cfg)), loaders, seconds, str(cache_path) if cache_path else None,
-                      str(cache_dir), speeds)
+        configs[batch] = json.dumps(dump_config(cfg))
+        found = probe(configs[batch], loaders, seconds, str(cache_path) if cache_path else None, str(cache_dir),
+                      speeds)
         device, image = found["device"], bool(found.get("image", True))
         choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
         if on_batch is not None:
             on_batch(choice)
+    if decide_split:
+        def again(choice: ProbeChoice) -> float | None:
+            return probe(configs[choice.batch_size], [choice.loader], seconds,
+                         str(cache_path) if cache_path else None, str(cache_dir), [choice.speed])["compute"]
+
+        split_read_again([c for c in choices if c.batch_size in configs], baseline.get("batch_size"), again,
+                         on_cpu=not device.startswith("cuda"))
     split = choose_split(choices, effective, baseline.get("batch_size")) if decide_split and effective else None
     if split is not None:
         knobs = [*knobs, *(k for k in split if k not in knobs)]

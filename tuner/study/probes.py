@@ -13,9 +13,14 @@ from pydantic import BaseModel, Field
 
 
 class LoaderProbe(BaseModel):
+    """The input ceiling of one loader at a batch size, and what a trial with it is predicted to reach."""
+
     loader: dict[str, Any]
-    input_ceiling: float | None = None
+    input_ceiling: float | None = None  # the best of its readings
     predicted: float | None = None
+    # Each reading, in the order read: more than one where a rival loader was predicted within CLOSE of it (issue 52
+    # item 5); empty in probes.json written before.
+    readings: list[float | None] = Field(default_factory=list)
 
 
 class SpeedProbe(BaseModel):
@@ -47,6 +52,9 @@ class ProbeChoice(BaseModel):
     # The workload's error where the compute reading raised here (`ValueError: ... (at model.py:12)`): a bug at
     # this batch size, which the study says at its start rather than leaving a split it then never runs.
     raised: str | None = None
+    # The compute readings with the chosen speed knobs where this micro-batch and a rival split were read again
+    # before the split was chosen (issue 52 item 5): the first is the probes' own; empty where not read again.
+    readings: list[float | None] = Field(default_factory=list)
 
     def knobs(self) -> dict[str, Any]:
         """Everything chosen here: the loader and the speed knobs."""

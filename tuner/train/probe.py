@@ -22,7 +22,8 @@ CLOSE = 0.10  # a speed setting read within 10% of the defaults is read again (a
 
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
                    cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
-                   enough: Callable[..., bool] | None = None, stable: float | None = None) -> dict[str, Any]:
+                   enough: Callable[..., bool] | None = None, stable: float | None = None,
+                   rivals: Callable[..., list[int]] | None = None) -> dict[str, Any]:
     """A study's probe at one batch size, in this process, with the trial's own workload, models, threads and
     numerics: `cfg`'s compute ceiling (on an untrained model, not cached) with each compute-side speed setting in
     `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of each
@@ -30,9 +31,11 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
     stops the loader probing there (the rest would not change the choice). When the defaults' first compute
     reading gives nothing (a step too slow for the deadline), the other speed settings are not read (None: a
     speed knob is kept only against a defaults' reading). `stable`: each reading may end once its rate settled
-    (tuner.train.ceilings.compute_ceiling). Returns {compute, computes: [value per speed setting], image,
-    inputs: [value per loader], device, raised: the workload's error where the defaults' reading raised, else
-    None}."""
+    (tuner.train.ceilings.compute_ceiling). `rivals(compute, probed, inputs, on_cpu=...)`: the indices of the
+    probed loaders predicted too close to tell apart on one reading; each is read again (not from `cache`), in
+    reverse order, and keeps its best reading. Returns {compute, computes: [value per speed setting], readings,
+    image, inputs: [value per loader], input_readings: [readings per loader], device, raised: the workload's error
+    where the defaults' reading raised, else None}."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
     speeds = speeds or [{}]
@@ -104,6 +107,15 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
                                    kinds=("input",), stable=stable)["input"])
             if enough is not None and enough(computes[0], loaders[: i + 1], inputs, loaders[i + 1:], on_cpu=on_cpu):
                 break
+        # Loaders predicted within CLOSE of each other are read again, in reverse order, past the cache: one
+        # reading each decided by a moment's load on a busy machine (issue 52 item 5); each keeps its best.
+        input_readings: list[list[float | None]] = [[v] for v in inputs]
+        again = rivals(computes[0], loaders[: len(inputs)], inputs, on_cpu=on_cpu) if rivals is not None else []
+        for i in reversed(again):
+            point = cfg.model_copy(update={"params": cfg.params.model_copy(update=loaders[i])})
+            input_readings[i].append(ceilings(point, device, workload, train_set, models, seconds, None,
+                                              kinds=("input",), stable=stable)["input"])
+            inputs[i] = max((v for v in input_readings[i] if v is not None), default=None)
     note = notes.get("compute")
     return {"compute": computes[0], "computes": computes, "readings": readings, "image": bool(image), "inputs": inputs,
-            "device": device.describe(), "raised": note.text if note is not None and note.raised else None}
+            "input_readings": input_readings, "device": device.describe(), "raised": note.text if note is not None and note.raised else None}
