@@ -7,13 +7,13 @@ training them to a target does, on the built-in CNN on digits (CPU)?
 
 1. the reference: the CNN's own settings (effective batch M0 = 64, Adam lr 1e-3) trained R samples, evaluating every
    K samples (`tuner train --until-target` of an unreachable value: it never stops early). The target T is the mean
-   of its last 3 evaluations (tuner.study.target.derive_target, what `--target baseline` derives); the noise scale
+   of its last 3 evaluations (tuner.target.derive_target, what `--target baseline` derives); the noise scale
    phi is what that trial recorded (its pass after training: tuner.train.noise, a trial's own time cap).
 2. each effective batch M in BATCHES (batch_size M, no accumulation), its lr from the CNN's by one named rule of
    tuner.analysis.goodput.scaled_lr (--rule; default adascale: the lr whose per-sample progress Pollux's efficiency
    (phi + M0) / (phi + M), hence sample_cost, describes; linear and sqrt are the others), trained from each seed of
    SEEDS to T (`tuner train --until-target T --eval-every-samples K --budget-samples CAP`): samples to target as tuner
-   records it (the first evaluation at or below T, tuner.study.target.first_reached). A run not at T by its budget
+   records it (the first evaluation at or below T, tuner.target.first_reached). A run not at T by its budget
    counts as CAP samples (it needed at least that many). Measured: the median over the seeds.
 3. predicted: samples_to_target(M) = measured(M0) x sample_cost(M, M0, phi): the M0 arm's median (the same
    seeds, the same reading) scaled; at M0 itself the prediction is the measurement, by construction.
@@ -166,7 +166,7 @@ def rows(runs: list[Run], phi: float, cap: int, rule: str, ref: dict[str, Any]) 
                     for m in batches)
     how = (f"The CNN on digits, its own settings (effective batch {BASE_BATCH}, Adam lr {BASE_LR:g}) trained "
            f"{ref['ref_samples']:,} samples evaluating every {ref['every']} set the target, validation loss "
-           f"{ref['target']:.4f} (mean of its last 3 evaluations, tuner.study.target.derive_target), and its trial "
+           f"{ref['target']:.4f} (mean of its last 3 evaluations, tuner.target.derive_target), and its trial "
            f"recorded noise scale {phi:.0f} ({ref['noise_note']}). Each effective batch trained to the target from "
            f"seeds {seeds}, lr by the {rule} rule (tuner.analysis.goodput.scaled_lr), evaluating every {ref['every']} "
            f"samples, budget {cap:,} samples (a run not at the target by then counts as {cap:,}); measured = median "
@@ -272,7 +272,7 @@ def config(batch: int, lr: float, seed: int, samples: int) -> dict[str, Any]:
 def reference(sizes: Sizes, work: Path) -> dict[str, Any]:
     """The baseline trained R samples: the target (tuner's derive_target on its curve) and its noise scale."""
     from tuner.config import Target
-    from tuner.study.target import curve_points, derive_target
+    from tuner.target import curve_points, derive_target
 
     doc = train(config(BASE_BATCH, BASE_LR, 0, sizes.ref_samples), work, "reference", UNREACHABLE, sizes.every)
     curve = curve_points(doc.get("quality_curve") or [])

@@ -14,13 +14,13 @@ those quality curves (samples, training seconds, quality) and the evaluations' o
 (b) for K in KS (steps of the effective batch; the curve subsampled at every K-th fine point): evaluations before
     the target (samples to target / K; its inverse is the resolution of samples to target) and the evaluation's
     time as a share of the training time between two evaluations (seconds an evaluation / (K steps x seconds a
-    step), from the fine run's own figures); and the default K, tuner's rule (tuner.study.default_eval_every),
+    step), from the fine run's own figures); and the default K, tuner's rule (tuner.target.default_eval_every),
     judged: the K it picks from the runs' measured pace (samples/s) and evaluation seconds, as the pre-flight
     measures them, for a study of STUDY_BUDGETS seconds (the default study's 15 s judged, 60 s reported), put on the
     5-step grid, and read on the part of each curve a reference run of that study trains (the first B/3 seconds at
     the measured pace): its evaluations there, the target they derive (the mean of the last 3, as derive_target),
     the evaluation at which each seed meets the seeds' mean target, and the evaluation's cost;
-(c) for N in NS: each seed's derived target (the mean of its last N fine evaluations, tuner.study.derive_target's
+(c) for N in NS: each seed's derived target (the mean of its last N fine evaluations, tuner.target.derive_target's
     rule), their spread over seeds (relative SD), and how often another seed fails to reach a seed's derived target
     by the samples it was set at (ordered pairs of seeds); beside it the evaluation-to-evaluation noise of each
     curve (second differences: how non-monotonic it is) against the seed-to-seed spread;
@@ -116,7 +116,7 @@ def at_k(points: list[tuple[int, float, float]], k_steps: int) -> list[tuple[int
 
 
 def smoothed(points: list[tuple[int, float, float]], n: int) -> float | None:
-    """The target a curve derives with smoothing n: the mean of its last n readings (tuner.study.derive_target)."""
+    """The target a curve derives with smoothing n: the mean of its last n readings (tuner.target.derive_target)."""
     last = [q for _, _, q in points[-n:]]
     return sum(last) / len(last) if last else None
 
@@ -164,11 +164,11 @@ def runs_needed(sigma: float | None, ratio: float, most: int = 50) -> int | None
 
 
 def rule_k_steps(effective_batch: int, step_s: float, eval_each_s: float, budget_s: float) -> int:
-    """The K, in optimizer steps, tuner's default rule (tuner.study.default_eval_every) picks for a study of
+    """The K, in optimizer steps, tuner's default rule (tuner.target.default_eval_every) picks for a study of
     `budget_s` seconds from a pace of one step of `effective_batch` samples every `step_s` seconds and an
     evaluation of `eval_each_s` seconds (what the pre-flight measures)."""
     from tuner.config import Budget
-    from tuner.study import default_eval_every
+    from tuner.target import default_eval_every
 
     pace = effective_batch / step_s if step_s > 0 else None
     return default_eval_every(effective_batch, Budget(seconds=budget_s), pace, eval_each_s) // effective_batch
@@ -189,7 +189,7 @@ def rule_reading(cs: list[Curve], budget_s: float) -> dict[str, Any]:
     seconds (median over seeds). Where the curves are shorter than the reference run (`covered` false) the whole
     curve is read: a longer run would read more evaluations."""
     from tuner.config import Budget
-    from tuner.study.target import CAP_FACTOR, EVAL_SHARE, SMOOTH_EVALS, reference_budget
+    from tuner.target import CAP_FACTOR, EVAL_SHARE, SMOOTH_EVALS, reference_budget
 
     eb = cs[0].effective_batch
     step_s = statistics.median(c.step_s for c in cs)
@@ -287,7 +287,7 @@ def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
          meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The five rows, from the figures alone (tests plant them)."""
     from benchmarks.table import target
-    from tuner.study.target import EVAL_SHARE
+    from tuner.target import EVAL_SHARE
 
     keys = list(found)
 
@@ -333,7 +333,7 @@ def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
          "figure": evals, "unit": "evals", "baseline": float(MIN_EVALS), "ratio": None if evals is None else evals / MIN_EVALS,
          "target": target(f"at least {MIN_EVALS} on every workload (figure: the fewest over workloads)",
                           ("figure", ">=", MIN_EVALS)).to_json(),
-         "note": (f"The K tuner's rule picks (tuner.study.default_eval_every: the finest whole number of steps whose "
+         "note": (f"The K tuner's rule picks (tuner.target.default_eval_every: the finest whole number of steps whose "
                   f"evaluation costs at most a fifth of the training between two, and no finer than 20 evaluations "
                   f"over the reference run, a third of the budget) from each workload's measured step and "
                   f"evaluation seconds, for a {budget:g} s study, read on the part of each seed's curve its reference "
@@ -468,7 +468,7 @@ def markdown(doc: dict[str, Any]) -> str:
     for key, f in work.items():
         for k, v in f["k"].items():
             lines.append(f"| {key} | {k} | {v['k_samples']} | {v['evals_before_target']:.3g} | {v['eval_share']:.0%} |")
-    lines += ["", "The default K, tuner's rule (tuner.study.default_eval_every) from the measured pace, read on each "
+    lines += ["", "The default K, tuner's rule (tuner.target.default_eval_every) from the measured pace, read on each "
               "study's reference run (a third of the budget; ~: the rule's K read at the nearest grid K; whole "
               "curve: the curves are shorter than that reference run):", "",
               "| workload | study budget | rule K (steps) | read at | evaluations in the reference run | target met "
@@ -511,7 +511,7 @@ def main() -> int:
     from benchmarks.table import SCHEMA
     from tuner.config import EVAL_EVERY_STEPS
     from tuner.files import json_safe
-    from tuner.study.target import SMOOTH_EVALS
+    from tuner.target import SMOOTH_EVALS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="2 seeds, a few steps: validates the script; writes "

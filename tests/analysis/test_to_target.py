@@ -9,7 +9,8 @@ import pytest
 from tuner.analysis import Study, decide
 from tests.helpers.records import write_record, write_rerun
 from tuner.config import Budget, Params, Target, TrialConfig, dump_config
-from tuner.study import CurvePoint, Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, target_metrics
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
+from tuner.target import CurvePoint, target_metrics
 
 TARGET = {"metric": "val_loss", "direction": "minimize", "value": 2.2, "eval_every_samples": 4096,
           "source": "baseline", "evaluations": [], "cap_seconds": 60.0}

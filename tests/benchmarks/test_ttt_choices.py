@@ -82,11 +82,11 @@ def test_the_default_k_rows_judge_tuners_rule_read_on_a_studys_reference_run():
 
 
 def test_the_default_k_rows_follow_the_rule_not_a_fixed_k(monkeypatch):
-    """The rows read the K tuner.study.default_eval_every returns: a rule that answered 25 steps would move them."""
-    import tuner.study
+    """The rows read the K tuner.target.default_eval_every returns: a rule that answered 25 steps would move them."""
+    import tuner.target
 
     assert analyse(_falling(0.1, 0.1), 3)["cnn"]["rule"]["15"]["k_steps"] == 5
-    monkeypatch.setattr(tuner.study, "default_eval_every", lambda eb, budget, pace, score: eb * 25)
+    monkeypatch.setattr(tuner.target, "default_eval_every", lambda eb, budget, pace, score: eb * 25)
     found = analyse(_falling(0.1, 0.1), 3)["cnn"]
     assert found["rule"]["15"]["k_steps"] == 25 and found["default_k_share"] == pytest.approx(0.04)
     assert found["rule"]["15"]["evals_in_reference"] == 2

@@ -10,7 +10,8 @@ import pytest
 from tuner.config import Budget
 from tuner.errors import ConfigError
 from tuner.schedule import CONTINUE, PlanRequest, Progress, Race, build_scheduler, plan_scheduler, saved_scheduler
-from tuner.study import NOT_REACHED, StudyFolder, TrialRecord
+from tuner.study import StudyFolder, TrialRecord
+from tuner.target import NOT_REACHED
 
 WINDOWS = [1.0 * i for i in range(1, 41)]  # a window closes every training second, up to a 40 s budget
 

@@ -14,7 +14,8 @@ from tuner.schedule import (CONTINUE, PAUSE, STOP, Decision, ParetoASHA, Progres
 from tuner.search._protocol import (FinalReport, RungReport, TrialLimits, TrialOrder, WindowReport, final_record,
                                     from_tune, to_tune)
 from tuner.search._scheduler import TuneScheduler
-from tuner.study import NOT_REACHED, Objective, TrialRecord
+from tuner.study import Objective, TrialRecord
+from tuner.target import NOT_REACHED
 
 THR = Objective(metric="throughput", direction="max")
 LOSS = Objective(metric="loss", direction="min")

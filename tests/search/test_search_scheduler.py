@@ -333,7 +333,8 @@ def test_a_trial_the_race_stops_under_tpe_reaches_optuna_pruned_not_as_a_failure
     from tuner.search._protocol import FinalReport, TrialOrder, WindowReport, to_tune
     from tuner.search._runner import make_sampler
     from tuner.search._scheduler import TuneScheduler
-    from tuner.study import NOT_REACHED, TrialRecord
+    from tuner.study import TrialRecord
+    from tuner.target import NOT_REACHED
 
     searcher, folder, objectives = tiny_searcher_tpe(tmp_path, make_sampler("tpe", 0, 8, None))
     winner_cfg, slow_cfg = searcher.suggest("t1"), searcher.suggest("t2")

@@ -109,7 +109,7 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
     from types import SimpleNamespace
 
     from tuner.errors import StudyError
-    from tuner.search._target import check_resumed_target, study_target
+    from tuner.target import check_resumed_target, study_target
     from tuner.study import StudyMeta
 
     saved = {"metric": "val_loss", "direction": "minimize", "value": 10.0, "eval_every_samples": 32,
@@ -146,20 +146,21 @@ def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def _derivation(tmp_path, monkeypatch, curve, **options):
-    """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._target's
+    """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._reference's
     baseline_curve), and the study.json the runner then writes with its target."""
-    from tuner.search import _target
+    from tuner.search import _reference
     from tuner.search._options import trial_base
     from tuner.study import StudyMeta
+    from tuner.target import derive_study_target
 
     plan = _plan(tmp_path, SPACE, target="baseline", **options)
     ran = []
-    monkeypatch.setattr(_target, "baseline_curve", lambda *a: ran.append(a) or
+    monkeypatch.setattr(_reference, "baseline_curve", lambda *a: ran.append(a) or
                         {"state": "not reached", "error": None, "curve": curve})
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
     space = plan.space.resolve(context, strict=False)
-    plan = _target.derive_study_target(plan, space, context, trial_base(plan, 0, "cpu"), None, None,
-                                       in_process=True)
+    plan = derive_study_target(plan, space, context, trial_base(plan, 0, "cpu"), None,
+                               _reference.reference_run(None, in_process=True))
     assert not plan.folder.path.exists()  # derived before the runner writes study.json (with it)
     meta = StudyMeta.model_validate({"name": plan.study, "target": plan.target.model_dump()})
     return plan, meta, ran
@@ -168,8 +169,8 @@ def _derivation(tmp_path, monkeypatch, curve, **options):
 def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_derive_again(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from tuner.search import _target
     from tuner.search._options import trial_base
+    from tuner.target import derive_study_target, study_target
 
     planted = [[64, 1.0, 40.0], [128, 2.0, 30.0], [192, 3.0, 14.0], [256, 4.0, 16.0]]
     plan, meta, ran = _derivation(tmp_path, monkeypatch, planted)
@@ -183,11 +184,11 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     # --resume: study.json's target as it was set, `--target baseline` again accepted, and nothing trains again
     resumed = SimpleNamespace(options=SimpleNamespace(target="baseline", eval_every_samples=None), meta=meta,
                               resume=True, study="tt")
-    kept = _target.study_target(resumed, None, None)
+    kept = study_target(resumed, None, None)
     assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:]
-    monkeypatch.setattr(_target, "baseline_curve", lambda *a: pytest.fail("a resumed study derived again"))
     again = SimpleNamespace(target=kept, folder=plan.folder)
-    assert _target.derive_study_target(again, None, {}, {}, None, None, in_process=True) is again
+    assert derive_study_target(again, None, {}, {}, None, lambda *a: pytest.fail("a resumed study derived again")) \
+        is again
 
 
 @pytest.mark.parametrize("option, budget, reference", [("budget_seconds", {"seconds": 8.0}, {"seconds": 8.0 / 3}),
@@ -223,7 +224,7 @@ def test_a_baseline_that_reads_no_quality_stops_the_study_before_its_folder_hold
 def test_the_baselines_target_run_trains_its_whole_budget_evaluating_every_k_samples(tmp_path):
     from tuner.config import dump_config
     from tuner.search._options import trial_base
-    from tuner.search._target import baseline_curve
+    from tuner.search._reference import baseline_curve
 
     plan = _plan(tmp_path, SPACE, target="baseline", eval_every_samples=32)
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
@@ -315,7 +316,7 @@ def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reach
 def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_path):
     from tuner.device import resolve_device
     from tuner.search._options import SearchOptions, check_plan, plan_search
-    from tuner.study import default_eval_every
+    from tuner.target import default_eval_every
 
     work = write(tmp_path / "proj", PLANTED_STEPS)
     space = tmp_path / "s.yaml"
@@ -336,7 +337,7 @@ def test_a_k_that_leaves_few_evaluations_before_a_derived_target_is_lowered_or_r
     --target VALUE). A given target, or enough evaluations, passes as it is."""
     from tuner.config import Budget, Target
     from tuner.errors import ConfigError
-    from tuner.search._target import MIN_TARGET_EVALS, check_target_evaluations
+    from tuner.target import MIN_TARGET_EVALS, check_target_evaluations
 
     derived = Target(metric="val_loss", direction="minimize", value=None, eval_every_samples=1600, source="baseline")
     # 15 s: a reference run of 5 s, 2,500 samples at 500 samples/s: 1 evaluation at K = 1,600

@@ -83,8 +83,7 @@ def test_a_trial_past_the_targets_cap_without_meeting_it_ends_not_reached_there(
 
 def test_the_cap_counts_only_evaluations_that_miss_the_target_at_or_past_it():
     from tuner.config import Target
-    from tuner.study import CurvePoint
-    from tuner.study import past_cap
+    from tuner.target import CurvePoint, past_cap
 
     target = Target(metric="q", value=1.6, eval_every_samples=100, cap_seconds=9.0)
     assert not past_cap(CurvePoint(100, 8.9, 2.0), target)  # before the cap

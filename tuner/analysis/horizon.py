@@ -2,7 +2,7 @@
 longer? A study reads time to target at a target its short trials reach (a derived one: what the baseline reaches
 in a third of one trial), which says little about a run of hours. `tuner export --horizon` re-trains the pick and
 the baseline to the horizon, a few seeds each, sets a harder target (by default the quality the baseline reaches
-at the horizon, read as tuner.study.target derives a target: the mean of its last evaluations), reads each run's
+at the horizon, read as tuner.target derives a target: the mean of its last evaluations), reads each run's
 time (or samples) to it between the two evaluations around the crossing, and compares the ratio with the study's.
 
 The ratio is the baseline's over the pick's (geometric means, above 1: the pick is sooner), with the interval the
@@ -16,7 +16,8 @@ import math
 from typing import Any
 
 from tuner.config import Target
-from tuner.study import SMOOTH_EVALS, ConfirmedFigure, CurvePoint, TrialRecord, crossing, curve_points
+from tuner.study import ConfirmedFigure, TrialRecord
+from tuner.target import SMOOTH_EVALS, CurvePoint, crossing, curve_points
 from tuner.analysis.stats import Interval, pool, ratio_interval
 
 HOLDS, SHRINKS, REVERSES = "holds", "shrinks", "reverses"
@@ -46,7 +47,7 @@ def judge(horizon: Interval, study: Interval | None) -> str:
 
 def settled_quality(curve: list[list[Any]]) -> float | None:
     """The quality one run settles at: the mean of its last SMOOTH_EVALS evaluations with a reading (as
-    tuner.study.target.derive_target reads a baseline's); None: it read none."""
+    tuner.target.derive_target reads a baseline's); None: it read none."""
     last = [p.quality for p in curve_points(curve) if p.quality is not None and math.isfinite(p.quality)]
     last = last[-SMOOTH_EVALS:]
     return sum(last) / len(last) if last else None  # type: ignore[arg-type]
@@ -61,7 +62,7 @@ def horizon_target(baseline_curves: list[list[list[Any]]]) -> float | None:
 
 def to_target(curve: list[list[Any]], target: Target, key: str) -> tuple[float | None, bool]:
     """(value, reached): the run's training seconds (key time_to_target) or samples (samples_to_target) at the
-    crossing of `target` (tuner.study.target.crossing: between the two evaluations around it); not reached, its
+    crossing of `target` (tuner.target.crossing: between the two evaluations around it); not reached, its
     last evaluation's, a lower bound. (None, False): no evaluation."""
     points: list[CurvePoint] = curve_points(curve)
     if not points:

@@ -277,7 +277,7 @@ def time_to_target(runs: list[TrialResult], key: str = "time_to_target", cap: fl
     own spread on the log scale (n - 1 df) and a one-run prediction interval from the same spread. Without a
     cap (None: a target given, not derived) a not-reached run counts at the training seconds of its last
     evaluation, which it had not met the target by. `key`: another to-target figure read the same way."""
-    from tuner.study import eval_step
+    from tuner.target import eval_step
 
     done = [r for r in runs if r.complete]
     values = [v for r in done if (v := r.value(key)) is not None and v > 0]

@@ -4,26 +4,23 @@ them at the cap, so runs of 10 and 11 s and one miss read "2.86x sooner ... beyo
 "at least 18.8 s". Here a confirmed figure counts its not-reached runs as its centre does (ConfirmedFigure.counted),
 its spread judges the difference (the pooled noise of the runs that reached the target leaves the misses out),
 a side counted with a miss is a bound ("at least", so the ratio is "at most" or "at least"), and a difference
-within one evaluation step (what a time to target is read at) cannot tell the two apart at this K."""
+within one evaluation step (what a time to target is read at) cannot tell the two apart at this K.
+
+The concept is tuner.target's (the curve, its crossing, the step); this is only its judgement against the baseline,
+here because it weighs the difference by the noise the judge measures (stats, resolution)."""
 
 from __future__ import annotations
 
-from tuner.study import ConfirmedFigure, Objective, TrialRecord, eval_step, fmt_metric
+from tuner.study import ConfirmedFigure, Objective, TrialRecord, fmt_metric
 from tuner.analysis.resolution import WORSE, by_noise, mean_of, worse
 from tuner.analysis.stats import pool
 from tuner.analysis.study import Study
+from tuner.target import record_step
 
 
 def _figure(record: TrialRecord, key: str) -> ConfirmedFigure | None:
     c = record.confirmed
     return c.figures.get(key) if c is not None else None
-
-
-def _step(record: TrialRecord, fig: ConfirmedFigure | None, key: str) -> float | None:
-    """One evaluation step of this config's runs (the confirmed figure's, else the trial's own curve)."""
-    if fig is not None and fig.step is not None:
-        return fig.step
-    return eval_step([record.quality_curve], key)
 
 
 def _fmt(key: str, value: float) -> str:
@@ -54,7 +51,7 @@ def versus_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord, ke
     x, sooner = max(m, t) / min(m, t), m < t
     figures = (f"{key} {'at least ' if low_m else ''}{_fmt(key, m)} vs {'at least ' if low_t else ''}"
                f"{_fmt(key, t)} ({how})")
-    steps = [s for s in (_step(chosen, mine_f, key), _step(baseline, theirs_f, key)) if s is not None]
+    steps = [s for s in (record_step(chosen, mine_f, key), record_step(baseline, theirs_f, key)) if s is not None]
     step = max(steps) if steps else None
     if step is not None and abs(m - t) <= step:
         unit = "samples" if key == "samples_to_target" else "s"

@@ -20,7 +20,8 @@ from tuner.config import parse_horizon  # noqa: F401 - --horizon's syntax, one f
 from tuner.errors import ConfigError, StudyError
 from tuner.analysis import (Study, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio,
                             to_target)
-from tuner.study import HorizonCheck, HorizonRun, TrialRecord, eval_step
+from tuner.study import HorizonCheck, HorizonRun, TrialRecord
+from tuner.target import eval_step
 
 DEFAULT_SEEDS = HORIZON_SEEDS
 

@@ -20,7 +20,8 @@ import math
 from tuner.errors import ConfigError
 from tuner.schedule._base import (CONTINUE, Decision, PlanRequest, Progress, Scheduler, SchedulerOption,
                                   SchedulerPlan)
-from tuner.study import NOT_REACHED, Objective, StudyFolder
+from tuner.study import Objective, StudyFolder
+from tuner.target import NOT_REACHED
 
 DEFAULT_MARGIN = 1.5
 

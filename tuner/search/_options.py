@@ -21,7 +21,7 @@ from tuner.search._allowance import MAX_TRIALS, check_seconds, preflight_trial_s
 from tuner.search._confirm import DEFAULT_REPEATS, DEFAULT_TARGET_REPEATS, DEFAULT_TRIALS
 from tuner.schedule import SchedulerPlan, plan_scheduler, saved_scheduler, scheduler_options
 from tuner.space import Space, load_space, parse_space
-from tuner.search._target import TargetAsk, check_resumed_target, check_target_evaluations, plan_target, study_target
+from tuner.target import TargetAsk, check_resumed_target, check_target_evaluations, plan_target, study_target
 from tuner.search._storage import (check_storage_url, check_study_database, check_study_files, default_storage,
                                    resolve_storage, saved_url, shown_url, storage_has_study)
 from tuner.study import (BY_KEY, LOCK_FILE, METRICS, QUALITY, Objective, Preflight, ProbePlan, SizedBudget,
@@ -402,7 +402,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
                                target=bool(getattr(meta, "target", None)))
         if given != scheduler:
             same("--scheduler", given.describe(), scheduler.describe())
-    check_resumed_target(opts, meta, study)  # tuner.search._target: the saved target and K are kept
+    check_resumed_target(opts, meta, study)  # tuner.target: the saved target and K are kept
     horizon = plan_horizon_option(opts, meta.horizon, saved_budget)
     check_study_files(folder, meta)  # the stored domains, records and rung entries read, before any work
     check_study_database(folder, meta, storage)  # last: it opens the database
@@ -564,7 +564,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
         else None  # measured on the trials' kind of device, or not the trials' pace; an evaluation during training
     # costs the subset's scoring where the workload asks for one (target_eval_samples)
-    target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.search._target
+    target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.target
     few = None
     if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused
         target, few = check_target_evaluations(target, sized.budget, pace[0], pace[1],

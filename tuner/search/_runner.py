@@ -466,10 +466,11 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
     base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     if plan.target is not None and plan.target.value is None:  # --target baseline: set before study.json is
         from tuner.search._probe import probes_in_process  # written, so a target it cannot set leaves no study
-        from tuner.search._target import derive_study_target
+        from tuner.search._reference import reference_run
+        from tuner.target import derive_study_target
 
-        plan = derive_study_target(plan, space, context, base, resources, console,
-                                   in_process=probes_in_process(plan, resources))
+        plan = derive_study_target(plan, space, context, base, console,
+                                   reference_run(resources, in_process=probes_in_process(plan, resources)))
         base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     storage = open_storage(plan.storage)
     meta = _write_meta(plan, cluster, resources, baseline, prepared, storage,

@@ -404,7 +404,7 @@ class Space(_Strict):
     params: dict[str, ParamSpec]
     trial: dict[str, Any] = Field(default_factory=dict)
     # Time to a target quality (issue 34): a value of the study's quality metric, in its direction (--target too).
-    target: float | Literal["baseline"] | None = None  # baseline: set by its training; finite (tuner.search._target)
+    target: float | Literal["baseline"] | None = None  # baseline: set by its training; finite (tuner.target)
     # An explicit effective batch to search (issue 40; tuner.space._batch): without it the workload's own is kept.
     effective_batch: ParamSpec | None = None
 

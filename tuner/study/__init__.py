@@ -33,23 +33,19 @@ from tuner.study.record import (
     BUSY_SHARE, Confirmed, ConfirmedFigure, FAILED_STATES, Rerun, RunEnvironment, STATES, State, TrialRecord, TrialResult,
 )
 from tuner.study.writer import Figures, write_csv, write_csv_row, write_record, write_rerun
-from tuner.study.target import (
-    CurvePoint, NOT_REACHED, SMOOTH_EVALS, crossing, curve_points, default_eval_every, derive_target, first_reached, past_cap,
-    reference_budget, target_metrics, eval_step,
-)
 
 __all__ = [
     "BOUND_EXPLANATION", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "INPUT_BOUND_ABOVE", "INPUT_SHORT_OF", "LOW_OF_PEAK",
     "Bound", "Headroom", "assess", "bound_label", "break_even_seconds", "peak_clause", "rate",
-    "BUSY_SHARE", "BY_KEY", "FinalReport", "PhaseReport", "RungReport", "StartReport", "TrialReport", "WindowReport", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "CurvePoint", "DB_FILE", "FAILED_STATES", "HeavyStep", "HORIZON_FILE", "HorizonCheck", "HorizonRun", "KnobParity",
-    "EnvProbe", "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "NOT_REACHED", "Objective", "PARITY_FILE",
+    "BUSY_SHARE", "BY_KEY", "FinalReport", "PhaseReport", "RungReport", "StartReport", "TrialReport", "WindowReport", "CONFIRM_DIR", "Confirmed", "ConfirmedFigure", "DB_FILE", "FAILED_STATES", "HeavyStep", "HORIZON_FILE", "HorizonCheck", "HorizonRun", "KnobParity",
+    "EnvProbe", "LOCK_FILE", "ProbeChoice", "ProbePlan", "LoaderProbe", "METRICS", "Metric", "Objective", "PARITY_FILE",
     "Preflight", "QUALITY", "RESULT_FILE", "Rerun", "RunEnvironment", "STATES", "STATE_COLORS", "STATE_NOTES", "STUDY_META",
     "SizedBudget", "SpeedProbe", "State", "StudyFolder", "StudyGone", "StudyMeta", "StudyParity", "TARGET_COLUMNS", "THROUGHPUT",
-    "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "SMOOTH_EVALS", "crossing", "curve_points", "default_eval_every", "derive_target", "finite",
-    "first_reached", "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
+    "TO_TARGET", "TrialRecord", "TrialResult", "budget_unit", "finite",
+    "fmt", "fmt_figure", "fmt_metric", "fmt_param", "hardware", "lock_study", "measured_at_text",
     "metric",
-    "optimizer_text", "param_columns", "past_cap", "quality_objective", "ranges", "read_horizon", "read_parity", "reference_budget",
+    "optimizer_text", "param_columns", "quality_objective", "ranges", "read_horizon", "read_parity",
     "state_hex",
-    "state_style", "study_record", "table_columns", "target_metrics", "unit_suffix", "versions", "eval_step", "write_horizon",
+    "state_style", "study_record", "table_columns", "unit_suffix", "versions", "write_horizon",
     "Figures", "write_csv", "write_csv_row", "write_record", "write_rerun",
 ]

@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 from tuner.config import TrialConfig
 from tuner.device import Device
-from tuner.study import CurvePoint, TrialResult, past_cap
+from tuner.study import TrialResult
+from tuner.target import CurvePoint, past_cap
 from tuner.train._build import Training, score, target_subset
 from tuner.train.distributed import Agreement, rank_world
 from tuner.train.reports import RungReport, TrialReporter, WindowReport
@@ -72,13 +73,13 @@ class _Rungs:
         self.scale = 1.0  # training's share of the budget over the budget (the scoring reserve left out)
         self.evals: list[float] = []  # wall seconds of each rung evaluation so far
         self.reported = 0.0  # the budget used last reported: a share that grew back never reports less
-        # A target's evaluations every K samples (tuner.study.target): paused out of the loop's clock like a rung's.
+        # A target's evaluations every K samples (tuner.target): paused out of the loop's clock like a rung's.
         self.target = run.cfg.target
         self.next_eval = self.target.eval_every_samples if self.target is not None else None
         self.curve: list[CurvePoint] = []
         self.target_eval_s = 0.0
         self.reached = False
-        self.over_cap = False  # past the target's cap without meeting it: ends `not reached` (tuner.study.target)
+        self.over_cap = False  # past the target's cap without meeting it: ends `not reached` (tuner.target)
         self.last_quality: dict[str, Any] | None = None  # the last evaluation's metrics (rank 0)
         self.fewest = min(run.cfg.measure.min_windows, run.cfg.measure.windows)
 

@@ -30,7 +30,8 @@ from tuner.errors import TunerError, error_line
 from tuner.knobs import check_device
 from tuner.measure.ceiling import CeilingCache
 from tuner.measure.timing import summarize
-from tuner.study import NOT_REACHED, TrialResult, break_even_seconds, target_metrics
+from tuner.study import TrialResult, break_even_seconds
+from tuner.target import NOT_REACHED, target_metrics
 from tuner.data import prefetch_depth
 from tuner.train._build import (  # re-exported: tests and benchmarks import them from here
     Training, build_models, build_training, build_workload, make_context, score,

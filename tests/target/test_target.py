@@ -4,7 +4,8 @@ never meets it is `not reached`, a state of its own that survives its record's r
 import pytest
 
 from tuner.config import Budget, Target
-from tuner.study import NOT_REACHED, STATES, CurvePoint, TrialRecord, first_reached, reference_budget, target_metrics
+from tuner.study import STATES, TrialRecord
+from tuner.target import NOT_REACHED, CurvePoint, first_reached, reference_budget, target_metrics
 
 
 def curve(*qualities):
@@ -54,7 +55,7 @@ def _pending(direction="minimize"):
 
 
 def test_a_derived_target_is_the_mean_of_the_baselines_last_three_evaluations_not_one_lucky_one():
-    from tuner.study import derive_target
+    from tuner.target import derive_target
 
     # a lucky dip at the 4th evaluation (1.0): the last reading alone, or the best, would set a target the
     # baseline itself only met by luck; the mean of the last three (1.0, 1.6, 1.7) is 1.433
@@ -67,7 +68,7 @@ def test_a_derived_target_is_the_mean_of_the_baselines_last_three_evaluations_no
 
 
 def test_a_derived_target_to_maximize_is_met_from_above_and_skips_missing_readings():
-    from tuner.study import derive_target
+    from tuner.target import derive_target
 
     planted = curve(0.2, 0.6, 0.8, None, 0.7, 0.9)  # the mean of 0.8, 0.7, 0.9 (the missing one left out): 0.8
     derived = derive_target(planted, _pending("maximize"))
@@ -83,7 +84,7 @@ def test_a_pending_target_is_never_met_and_says_so():
 
 def test_a_derived_target_round_trips_through_study_json_and_a_given_one_keeps_its_record(tmp_path):
     from tuner.study import StudyFolder, StudyMeta
-    from tuner.study import derive_target
+    from tuner.target import derive_target
 
     derived = derive_target(curve(3.0, 2.0, 1.5, 1.2), _pending())
     derived = derived.model_copy(update={"reference_budget": reference_budget(Budget(seconds=8.0))})
@@ -112,7 +113,7 @@ def test_the_estimated_time_to_target_is_samples_to_target_over_the_measured_thr
 def test_a_derived_targets_reference_budget_is_a_third_of_the_trials_so_its_cap_is_about_their_budget():
     """A baseline that needs all of its reference budget to meet its target sets a cap of CAP_FACTOR x that: the
     trials' budget, not 3x it (which no trial ever reached)."""
-    from tuner.study.target import CAP_FACTOR
+    from tuner.target import CAP_FACTOR
 
     assert reference_budget(Budget(seconds=8.0)) == Budget(seconds=8.0 / 3)
     assert reference_budget(Budget(samples=256)) == Budget(samples=85)
@@ -122,7 +123,7 @@ def test_a_derived_targets_reference_budget_is_a_third_of_the_trials_so_its_cap_
 
 def test_the_default_k_keeps_evaluations_a_fifth_of_training_and_at_most_twenty_per_reference_run():
     from tuner.config import Budget
-    from tuner.study import default_eval_every
+    from tuner.target import default_eval_every
 
     # cheap evaluation (charlm-like): the reference run (15 s / 3 at 1000 samples/s) gets 20 evaluations
     assert default_eval_every(64, Budget(seconds=15), 1000.0, 0.01) == 256  # 5000 / 20 = 250, whole batches of 64

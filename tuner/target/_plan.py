@@ -1,19 +1,24 @@
-"""A study's target quality (issue 34): from --target or the space's `target:`, on the workload's quality metric,
-with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
+"""A study's target quality (issue 34), as planned: from --target or the space's `target:`, on the workload's quality
+metric, with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
 `target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train a third
-of the study's budget with the same evaluations, and the quality they settle at is the target (tuner.study.target).
+of the study's budget with the same evaluations, and the quality they settle at is the target (derive_target).
 What needs no measurement (a finite value, K >= 1, ...) plan_search checks (plan_target, check_resumed_target)
-before the pre-flight builds anything; study_target makes the Target once the pre-flight knows quality and pace."""
+before the pre-flight builds anything; study_target makes the Target once the pre-flight knows quality and pace.
+The plan is read by its fields (tuner.search's SearchPlan, above this package); the baseline's reference run is
+tuner.search's (it trains, above tuner.train) and comes in as `run`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tuner.config import Target
 from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
+from tuner.target._baseline import default_eval_every, derive_target, reference_budget
+from tuner.target._curve import curve_points
 
 BASELINE = "baseline"  # --target baseline / target: baseline: the target the baseline's own training reaches
 TARGET_OBJECTIVES = ("time_to_target", "samples_to_target")  # study objectives that need a target (minimized)
@@ -88,7 +93,7 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
     """The study's target, from what plan_search checked (plan.target_ask: plan_target): on the workload's quality
     metric in its direction, evaluated every --eval-every-samples samples, else every K samples from the
     pre-flight's `pace` (the baseline's samples/s on the trials' device and its scoring seconds) and the trials'
-    `budget` (tuner.study.default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for
+    `budget` (default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for
     every trial. On --resume, study.json's (check_resumed_target refused a different one)."""
     if plan.resume:
         saved = getattr(plan.meta, "target", None) if plan.meta is not None else None
@@ -100,8 +105,6 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
         raise _no_quality(plan, ask.source)
     every = plan.options.eval_every_samples
     if every is None:
-        from tuner.study import default_eval_every
-
         every = default_eval_every(cfg.params.effective_batch, budget or plan.budget, *(pace or (None, None)))
     return Target(metric=quality.metric, direction=quality.direction or "minimize", value=ask.value,
                   eval_every_samples=every, source=ask.source)
@@ -122,8 +125,6 @@ def check_target_evaluations(target: Target | None, budget: Any, samples_per_s: 
     training between two (said in the note returned); otherwise, or with the user's K, the study stops here, before
     anything is written, with one line naming what to change. Returns the target the trials get and the note."""
     import math
-
-    from tuner.study import reference_budget
 
     if target is None or target.source != "baseline" or not samples_per_s:
         return target, None
@@ -176,21 +177,21 @@ def check_target_objectives(plan: Any, given: bool = False) -> None:
                               f"min or leave the direction out")
 
 
-def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: dict[str, Any], resources: Any,
-                        console: Any, in_process: bool) -> Any:
+def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: dict[str, Any], console: Any,
+                        run: Callable[[str, str, float | None], dict[str, Any]]) -> Any:
     """Set a `baseline` target before the first trial, and before the study's folder holds anything (the runner
     writes study.json with it): the baseline's settings (the space's baseline point, the workload's own lr and
-    betas) train a reference budget, a third of the study's (tuner.study.reference_budget), evaluating every K
-    samples as the trials will, and the target is the mean of their last evaluations
-    (tuner.study.target.derive_target). study.json keeps it, with the evaluations it came from and the reference
-    budget, so --resume never derives it again (a study killed before it was set derives it then). A baseline that
-    reads no evaluation stops the study here, one line and exit 2, with nothing left that blocks the name (issue 51:
-    its trials ran without a target, 8 of them ranking nothing). Returns the plan with the target the trials get
-    (unchanged when nothing was to derive)."""
+    betas) train a reference budget, a third of the study's (reference_budget), evaluating every K samples as the
+    trials will, and the target is the mean of their last evaluations (derive_target). `run` trains it on a
+    trial's resources (tuner.search's reference run: the config as JSON, the cache folder, the scoring reserve ->
+    its state, error and quality curve). study.json keeps the target, with the evaluations it came from and the
+    reference budget, so --resume never derives it again (a study killed before it was set derives it then). A
+    baseline that reads no evaluation stops the study here, one line and exit 2, with nothing left that blocks the
+    name (issue 51: its trials ran without a target, 8 of them ranking nothing). Returns the plan with the target
+    the trials get (unchanged when nothing was to derive)."""
     from dataclasses import replace
 
     from tuner.config import dump_config
-    from tuner.study import curve_points, derive_target, reference_budget
 
     pending = plan.target
     if pending is None or pending.value is not None:
@@ -202,17 +203,7 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
                       f"{pending.eval_every_samples:,} samples ...", soft_wrap=True)
     cfg = space.trial_config(space.baseline_point(context, own=plan.own), base, source="the baseline's target run")
     cfg = cfg.model_copy(update={"budget": reference})
-    args = (json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.score_seconds)
-    if in_process:
-        found = baseline_curve(*args)
-    else:
-        import ray
-
-        task = ray.remote(num_cpus=resources.cpus_per_trial, num_gpus=resources.gpus_per_trial or 0)(baseline_curve)
-        found = ray.get(task.remote(*args))
-    from tuner.search._hang import end_on_setup_timeout
-
-    end_on_setup_timeout(found["error"], "the baseline's target run")  # not once more in every trial
+    found = run(json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.score_seconds)
     derived = derive_target(curve_points(found["curve"]), pending)
     if derived is None:
         why = found["error"] or f"{len(found['curve'])} evaluation{'s' if len(found['curve']) != 1 else ''} " \
@@ -227,16 +218,3 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
                       f" evaluations after {reference.describe()} of training, a third of the trials' budget)",
                       soft_wrap=True)
     return replace(plan, target=derived)
-
-
-def baseline_curve(cfg_json: str, cache_dir: str, score_reserve_s: float | None) -> dict[str, Any]:
-    """On a trial's resources: the baseline's run with a target not yet set (it trains its whole budget, the
-    reference budget derive_study_target gave it), as plain data (what crosses Ray): its state, error and quality curve."""
-    from pathlib import Path
-
-    from tuner.config import parse_config
-    from tuner.train import run_trial
-
-    cfg = parse_config(json.loads(cfg_json), "the baseline's target run")
-    result = run_trial(cfg, cache_dir=Path(cache_dir), measure_ceilings=False, score_reserve_s=score_reserve_s)
-    return {"state": result.state, "error": result.error, "curve": result.quality_curve}
