@@ -9,25 +9,15 @@ loss is read at window ends, which is where divergence is detected. A seconds bu
 (plus the last window's minimum when the pre-flight's estimate of the step was wrong); the wall cap is a backstop,
 and a window it cuts before it holds its minimum steps is dropped, not read.
 
-Every clock read that ends a window, spends the budget or crosses a rung point follows a device sync: on CUDA the
-host runs ahead of the GPU (up to its launch queue), so the host clock alone ends windows, budgets and rungs late
-by that much. Syncing at every step would cost the overlap a plain loop has, so on CUDA a window's end is decided
-at a few synced looks: the first at a step count from the synced pace (the windows read so far, else warm-up's),
-short of the end, the next at the count the window's own pace gives for what is left (on a CPU, whose sync waits
-for nothing, at every step). The wall cap alone reads the host
+Every clock read that ends a window, spends the budget or crosses a rung point follows a device sync; on CUDA a
+seconds window's end is decided at a few synced looks (tuner.train._looks). The wall cap alone reads the host
 clock at every step: the host clock is never ahead of the synced one, so when it says the cap is reached, it is.
-
-A pause between windows (a rung's evaluation, a report, a checkpoint) lets the loader's workers fill their
-prefetch queue untimed, so a loader-bound config would read fast in the next window. Before each window after the
-first whose pause was long enough for the workers to make a batch, untimed steps drain that queue (`prefetched`):
-until a batch had to be waited for about as long as the last window's batches were (the queue is empty again), at
-most DRAIN_CAP times its depth; they count in the budget, not in a window.
+Where a window also ends for a rung's or a target's evaluation is tuner.train._points's; the untimed steps that
+drain the prefetch queue a pause between windows refilled, tuner.train._drain's.
 
 Under DDP every decision a rank would take from its own clock or loss is agreed (tuner.train.distributed): warm-up
 stops together, windows hold a step count fixed at their start (the slowest rank's pace), and the wall cap and a
 non-finite loss are agreed at window ends, so no rank takes a step the others do not.
-
-Over 400 lines because warm-up, windows, drains and the budget's end share one set of counters and clocks.
 """
 
 from __future__ import annotations
@@ -41,6 +31,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tuner.config import Budget, Measure
 from tuner.device import Device
 from tuner.measure.timing import Clock, WaitMeter, Window, WindowTimer
+from tuner.train._drain import drain
+from tuner.train._looks import seconds_window
+from tuner.train._points import EvalPoints
 from tuner.train.distributed import Agreement
 
 if TYPE_CHECKING:
@@ -70,10 +63,6 @@ class LoopResult:
     drained_steps: int = 0  # untimed steps before a window that emptied the prefetch queue a pause had refilled
     tail_steps: int = 0  # untimed steps that end a samples budget too short for one more window (not a reading)
 
-
-DRAIN_CAP = 2  # draining a refilled prefetch queue takes at most this many times its depth (plus one) batches
-LOOK_SHARE = 0.9  # a window's first synced look comes at this share of what its pace says is left ...
-LOOK_EXACT = 16  # ... unless that is this many steps or fewer: then at the step that should end it
 
 
 def window_count(left: float, one_window: float, measure: Measure) -> int:
@@ -154,82 +143,19 @@ def run_loop(
         res.steps += first.steps
     device.synchronize()  # the budget starts with what was launched before it done
     start = clock()
-    def points() -> list[float]:
-        return sorted(float(b) for b in (rung_points() if callable(rung_points) else rung_points or ()))
-
-    def samples_ahead() -> list[int]:
-        return list(sample_points() if sample_points is not None and not shared_pace else ())
-
-    has_points = bool(points()) or sample_points is not None
 
     def used() -> float:
         """The budget used so far, in its unit (warm-up included, as the budget counts it)."""
         return clock() - start if budget.seconds is not None else float(res.samples * agree.world)
 
-    def at_point() -> bool:
-        """A rung point was crossed since this window started (checked once its minimums are met)."""
-        return has_points and not shared_pace and (any(w_used < b <= used() for b in points())
-                                                   or at_sample_point())
-
-    def at_sample_point() -> bool:
-        """A sample point was reached (the caller lists only those not yet served: one warm-up passed is due)."""
-        ks = sample_points() if sample_points is not None else ()
-        return any(k <= res.samples * agree.world for k in ks)
-
-    def seconds_window(target_s: float, from_used: float, pace: float) -> Callable[[float, int], bool]:
-        """When a window of a seconds budget (one process) is done: it holds min_steps steps and has lasted
-        target_s, or min_s and reached the next rung point. Decided at synced looks only (see the module's
-        docstring), the first at a step count from `pace` (synced seconds a step)."""
-        if has_points and not shared_pace:
-            ahead = [b - from_used for b in points() if b > from_used]
-            first_left = min(target_s, max(min_s, min(ahead))) if ahead else target_s
-        else:
-            first_left = target_s
-        look = max(min_steps, min(steps_to_look(first_left, pace) if pace > 0 else min_steps, to_sample_point()))
-        every_step = not device.is_cuda  # no device queue: the clock is as good as synced at every step
-
-        def done(w_start: float, n: int) -> bool:
-            nonlocal look
-            if n < look and not every_step:
-                return False
-            elapsed = synced() - w_start
-            if n >= min_steps and (elapsed >= target_s or (has_points and elapsed >= min_s and at_point())):
-                return True
-            left = target_s - elapsed
-            if has_points and not shared_pace:
-                now_used = used()
-                ahead = [b - now_used for b in points() if b > from_used]
-                if ahead:
-                    left = min(left, max(min_s - elapsed, min(ahead)))
-            look = max(min_steps, n + min(steps_to_look(left, elapsed / n), to_sample_point()))
-            return False
-
-        return done
+    points = EvalPoints(rung_points, sample_points, world=agree.world, used=used, trained=lambda: res.samples)
+    has_points = points.any
     min_steps, min_s = measure.window_min_steps, measure.window_min_seconds
-
-    def to_sample_point() -> int:
-        """Steps until the next sample point at warm-up's samples a step (1 when one is due; a large number when
-        there is none)."""
-        ahead = samples_ahead()
-        if not ahead or step_n <= 0:
-            return 1 << 30
-        return max(1, math.ceil((min(ahead) - res.samples * agree.world) / (step_n * agree.world)))
 
     def over_wall() -> bool:
         """The host clock, read after a step without a sync: never ahead of the synced clock, so a cap it says is
         reached is reached (the window it cuts closes on a synced read)."""
         return wall_limit_s is not None and clock() - start >= wall_limit_s
-
-    def synced() -> float:
-        device.synchronize()
-        return clock()
-
-    def steps_to_look(left_s: float, pace: float) -> int:
-        """Steps until the next synced look at a window whose end is `left_s` away at `pace` seconds a step."""
-        if pace <= 0:
-            return 1
-        steps = left_s / pace
-        return max(1, int(steps * LOOK_SHARE) if steps > LOOK_EXACT else math.ceil(steps - 1e-9))
 
     def timed_need(step_s: float) -> float:
         """Seconds the fewest windows of the least length take at this pace."""
@@ -269,7 +195,7 @@ def run_loop(
         force = force or (budget.samples is not None and res.warmup_steps >= low
                           and (res.samples + step_n * (1 + timed_steps())) * agree.world > budget.samples)
         force = force or (res.warmup_steps >= low and not shared_pace
-                          and any(k <= (res.samples + step_n) * agree.world for k in samples_ahead()))
+                          and any(k <= (res.samples + step_n) * agree.world for k in points.samples_ahead()))
         force = force or (wall_limit_s is not None and elapsed + 2 * step_s >= wall_limit_s)
         verdict = agree.max(2.0 if force else 0.0 if settled and res.warmup_steps >= low else 1.0)
         if verdict != 1.0:  # 2: some rank must stop; 0: every rank has settled
@@ -302,34 +228,17 @@ def run_loop(
         n_windows = window_count(left, min_steps * per_step, measure) if per_step else measure.windows
         window_n = max(math.ceil(left / n_windows / agree.world), 1)
 
-    def drain(last: Window, last_batches: int, closed_at: float) -> None:
-        """Untimed steps until the prefetch queue a pause refilled is empty again: until a batch waited at least
-        half as long as the last window's did on average (every rank alike under DDP), at most DRAIN_CAP times
-        the queue's depth. None after a pause too short for the workers to make a batch at the last window's rate
-        (between two windows without an evaluation: a report, the loss read)."""
-        if prefetched <= 0:
-            return
-        made = (wall() - closed_at) * last_batches / last.seconds if last.seconds > 0 else 0.0
-        if not agree.any(made >= 1.0):
-            return
-        steady = last.wait_seconds / last_batches if last_batches else 0.0
-        drawn0 = meter.batches
-        while True:
-            drawn = meter.batches - drawn0
-            more = drawn <= DRAIN_CAP * prefetched and (drawn == 0 or meter.last_wait < steady / 2)
-            if not agree.any(more):
-                break
-            res.samples += step(meter)
-            res.steps += 1
-            res.drained_steps += 1
-        device.synchronize()  # the clock reads that follow decide the budget: on what the drain did, not launched
-
     read_s, read_steps = 0.0, 0  # the windows read so far: their pace
     w_batches, closed_at = 0, 0.0
     i, extra, w_target = 0, 0, 0.0
     while i < n_windows:
         if timer.windows:  # after every window read, one cut at a sample point too (i stays)
-            drain(timer.windows[-1], w_batches, closed_at)
+            drained, n_drained = drain(step, meter, prefetched=prefetched, last=timer.windows[-1],
+                                       last_batches=w_batches, closed_at=closed_at, wall=wall, agree=agree,
+                                       device=device)
+            res.samples += drained
+            res.steps += n_drained
+            res.drained_steps += n_drained
         if budget.seconds is None and not has_points:  # what is left over the windows left (drains took some)
             window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
                                      / agree.world), 1)
@@ -350,13 +259,15 @@ def run_loop(
                 window_done = lambda w_start, n: n >= target  # noqa: E731
             else:
                 w_target = window_s(i)
-                window_done = seconds_window(w_target, w_used, read_s / read_steps if read_steps else step_s)
+                window_done = seconds_window(w_target, w_used, read_s / read_steps if read_steps else step_s,
+                                             measure=measure, device=device, clock=clock, used=used,
+                                             points=points, step_n=step_n)
         else:
             if has_points:  # a window cut at a rung point leaves the rest of the budget to the windows after it
                 window_n = max(math.ceil(max(budget.samples - res.samples * agree.world, 0) / (n_windows - i)
                                          / agree.world), 1)
             window_done = lambda w_start, n: n >= min_steps and (timer.open_samples >= window_n  # noqa: E731
-                                                                 or at_point())
+                                                                 or points.crossed(w_used))
         timer.start()  # restarted per window: callbacks and the loss read below stay outside the timed region
         w_start, n_steps, b_start = clock(), 0, meter.batches
         while True:
@@ -375,7 +286,7 @@ def run_loop(
         w_batches, closed_at = meter.batches - b_start, w_end if pause_clock is None else wall()
         w_len = w_end - w_start
         # cut at a sample point short of its own end (read before on_window moves the next point): not a window of n
-        cut = sample_points is not None and not shared_pace and at_sample_point() and (
+        cut = sample_points is not None and not shared_pace and points.sample_due() and (
             w_len < w_target if budget.seconds is not None
             else res.samples * agree.world - w_samples < window_n * agree.world)
         if n_steps < min_steps:  # cut by the wall cap: too few steps to be a reading
