@@ -576,6 +576,49 @@ def test_a_busy_study_where_nothing_sharing_the_users_threading_beat_the_baselin
     assert said in " ".join(line.removeprefix("# ") for line in text.splitlines())
 
 
+def _every_view_names(s, trial):
+    """`tuner report`'s footer and JSON, the search summary, the HTML report and `tuner export` name one pick."""
+    from tuner.analysis import decide
+    from tuner.report.html import render_html
+    from tuner.report.view import study_document, study_footer
+    from tuner.search import SearchSummary
+
+    verdict = decide(s)
+    footer = next(line for line in study_footer(s) if line.startswith("pick: "))
+    summary = SearchSummary(s, ran=len(s.records), total=len(s.records), seconds=1.0).verdict
+    assert verdict.pick.trial == trial and footer == f"pick: {verdict.text}"
+    assert study_document(s)["verdict"]["trial"] == trial and summary is not None and summary.pick.trial == trial
+    assert verdict.text.split(":")[0] in render_html(s)
+    exp = build_export(s)
+    assert exp.record.trial == trial and exp.verdict is not None and exp.verdict.text == verdict.text
+    return verdict, exp
+
+
+def test_a_busy_studys_report_summary_html_json_and_export_name_the_pick_that_shares_the_users_threading(
+        make_study):
+    """The rule lives in the pick (tuner.analysis.held), not in the export alone: the report, the summary, the
+    HTML and the JSON named the load's pick (trial 2: threads 1, PASSIVE) while the export handed over trial 1.
+    Trial 1 kept the user's threading and beat the baseline beyond the noise: every view names it."""
+    s = _busy_study(make_study)
+    verdict, exp = _every_view_names(s, 1)
+    assert verdict.held is not None and verdict.held.pick == 2 and not verdict.held.own
+    assert verdict.to_json()["held_for_load"] == exp.config.provenance["held_for_load"]
+    assert "the pick ranks only configs that share your threading and beat your own settings beyond the noise: " \
+        "trial 1 (2.25x the baseline" in verdict.text
+    assert "trial 2 (threads 1, omp_wait_policy PASSIVE) won under that load" in verdict.text
+
+
+def test_a_busy_study_where_nothing_sharing_the_users_threading_beat_the_baseline_names_their_own_everywhere(
+        make_study):
+    """None that shares the user's threading beat the baseline: report, summary, HTML, JSON and export all name the
+    user's own settings (trial 0), and the verdict says why in one line."""
+    s = _busy_study(make_study, also=(1,))
+    verdict, _ = _every_view_names(s, 0)
+    assert verdict.text.startswith("trial 0 (your own settings): the baseline itself")
+    assert ("no config that shares your threading beat your own settings beyond the noise, so the pick is your "
+            "own (trial 0); trial 2 (threads 1, omp_wait_policy PASSIVE) won under that load") in verdict.text
+
+
 def test_keep_load_knobs_exports_a_busy_studys_pick_as_it_won(make_study):
     """--keep-load-knobs: the load is the user's normal, so the pick goes out with the threads and wait policy it
     won with."""

@@ -12,7 +12,8 @@ quality is indistinguishable too, fewer loader workers, then less memory (cheape
 The pick is compared with the baseline (trial 0) like with like: the ratio of confirmed means with its interval
 when both were confirmed, of single readings otherwise, the text saying which; a quality worse or better than
 the baseline's beyond the noise is named, and so is the winner's curse of a pick chosen among several confirmed
-configs on the re-runs that measure it.
+configs on the re-runs that measure it. On a study the machine's other work slowed, the pick is held to the
+user's threading, or is their own settings (tuner.analysis.held), so every view and the export name one pick.
 
 Over 410 lines because the pick, its ties, its rival notes and its comparison with the baseline read one eligible
 pool and one set of drift-adjusted figures together.
@@ -24,8 +25,9 @@ from dataclasses import dataclass, field
 
 from tuner.errors import StudyError
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric, quality_objective
+from tuner.analysis.held import Held, sharing
 from tuner.analysis.pareto import Pick, Value, choose, rankable
-from tuner.analysis.rounds import rival_beyond, side_by_side
+from tuner.analysis.rounds import is_confirmed, rival_beyond, side_by_side
 from tuner.analysis.stats import RATIO_METHOD, Interval, differ, ratio_interval
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
@@ -45,6 +47,7 @@ class Verdict:
     quality_ranked: bool = True  # False: quality could not tell the trials apart, the pick went by throughput
     notes: list[str] = field(default_factory=list)  # what was left out of the pick and why
     busy: str | None = None  # other work took a share of the trials' CPUs: which figures that touches
+    held: Held | None = None  # on that busy machine, what the pick was held to (tuner.analysis.held)
     selection: str | None = None  # the winner's curse: picked as the best of several on the runs that measure it
 
     def to_json(self) -> dict[str, object]:
@@ -54,7 +57,7 @@ class Verdict:
                 {"centre": self.ratio.centre, "low": self.ratio.low, "high": self.ratio.high, "method": self.method},
                 "tied": self.tied, "tie_reason": self.tie_reason, "statistic": self.statistic or None,
                 "quality_ranked": self.quality_ranked, "notes": self.notes, "machine_busy": self.busy,
-                "selection": self.selection}
+                "selection": self.selection, "held_for_load": self.held.to_json() if self.held is not None else None}
 
 
 def _value(study: Study) -> Value:
@@ -131,11 +134,6 @@ def _names(numbers: list[int]) -> str:
 
 def _complete(study: Study) -> list[TrialRecord]:
     return [r for r in study.records if rankable(r, study.objectives, study.value)]
-
-
-def is_confirmed(record: TrialRecord) -> bool:
-    """The confirmation phase re-ran the trial and at least one re-run completed with a throughput."""
-    return record.confirmed is not None and THROUGHPUT in record.confirmed.figures
 
 
 def eligible(study: Study, records: list[TrialRecord]) -> tuple[list[TrialRecord], list[str]]:
@@ -323,8 +321,10 @@ def _screened(study: Study, chosen: TrialRecord) -> list[int]:
             and c.runs == 1 and len(c.rounds) == 1 and (c.rounds[0] or 0) >= 1]
 
 
-def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) -> Verdict:
-    """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies."""
+def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, for_load: bool = True) -> Verdict:
+    """The pick, its ties and its comparison with the baseline. Raises StudyError when nothing qualifies. On a
+    study the machine's other work slowed, the pick is held to the user's threading (tuner.analysis.held) unless
+    not `for_load` (the load's own pick, as measured: tuner export --keep-load-knobs, the confirmation's chase)."""
     from tuner.analysis.resolution import unresolved
 
     from tuner.analysis.busy import busy_runs
@@ -355,20 +355,35 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     candidates = [r for r in pool if min_quality is None or quality is None
                   or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
     chosen, tied, reason = _resolve_tie(study, first, candidates, None if q_note else quality)
-    rival = None if widened else _unconfirmed_rival(study, pool, rule, min_quality)
-    if rival is not None and _within_noise(study, rival, pool, rule):
-        notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, within what one more "
-                     f"run of the pick reads (so not re-run); the pick is the best confirmed trial")
-    elif rival is not None:
-        notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation stopped "
-                     f"before reaching it); the pick is the best confirmed trial")
-    if screened := _screened(study, chosen):
-        notes.append(f"the knee moved to trial{'s' if len(screened) > 1 else ''} {_names(screened)} on a single "
-                     f"reading; one re-run {'each ' if len(screened) > 1 else ''}did not hold "
-                     f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
     baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
-    verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason)
-    text = _versus_baseline(study, verdict, f"trial {chosen.trial} ({pick})", quality)
+    label = f"trial {chosen.trial} ({pick})"
+    held = sharing(study, chosen, baseline, pool, busy.worst) if for_load and busy and baseline is not None \
+        else None
+    if held is not None and baseline is not None:  # the load's pick gives way to one sharing the user's threading
+        kept, ratios, hold = held
+        chosen, tied, reason = _held_pick(study, kept, baseline, rule, min_quality, None if q_note else quality)
+        candidates = kept
+        if chosen.trial != baseline.trial:
+            hold.own, hold.exported = False, chosen.trial
+            hold.ratio, hold.statistic = ratios[chosen.trial]
+            label = f"trial {chosen.trial} ({pick}, sharing your threading)"
+        else:
+            label = f"trial {chosen.trial} (your own settings)"
+    else:
+        rival = None if widened else _unconfirmed_rival(study, pool, rule, min_quality)
+        if rival is not None and _within_noise(study, rival, pool, rule):
+            notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, within what one more "
+                         f"run of the pick reads (so not re-run); the pick is the best confirmed trial")
+        elif rival is not None:
+            notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation "
+                         f"stopped before reaching it); the pick is the best confirmed trial")
+        if screened := _screened(study, chosen):
+            notes.append(f"the knee moved to trial{'s' if len(screened) > 1 else ''} {_names(screened)} on a single "
+                         f"reading; one re-run {'each ' if len(screened) > 1 else ''}did not hold "
+                         f"{'them' if len(screened) > 1 else 'it'} as the pick (so not re-run again)")
+    verdict = Verdict(pick=chosen, rule=pick, baseline=baseline, tied=tied, tie_reason=reason,
+                      held=held[2] if held is not None else None)
+    text = _versus_baseline(study, verdict, label, quality)
     if (curse := _winners_curse(study, chosen, candidates, verdict)) is not None:
         verdict.selection = curse
         text += f" ({curse})"
@@ -378,6 +393,8 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     if q_note is not None:
         notes.insert(0, q_note)
         verdict.quality_ranked = False
+    if verdict.held is not None:
+        notes.insert(0, verdict.held.line())
     if busy:  # first: every figure above moves with it
         notes.insert(0, busy.text())
         verdict.busy = busy.text()
@@ -386,6 +403,19 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None) 
     verdict.notes = notes
     verdict.text = text
     return verdict
+
+
+def _held_pick(study: Study, kept: list[TrialRecord], baseline: TrialRecord, rule: Pick, min_quality: float | None,
+               quality: Objective | None) -> tuple[TrialRecord, list[int], str | None]:
+    """A busy study's pick among `kept` (tuner.analysis.held.sharing) by the verdict's rule, with its ties among
+    them; the baseline where none is left or none meets --min-quality."""
+    if not kept:
+        return baseline, [], None
+    try:
+        first = choose(kept, study.objectives, rule, min_quality, study=study.name, value=_value(study))
+    except StudyError:
+        return baseline, [], None
+    return _resolve_tie(study, first, kept, quality)
 
 
 def _winners_curse(study: Study, chosen: TrialRecord, candidates: list[TrialRecord], verdict: Verdict) -> str | None:

@@ -25,8 +25,7 @@ from tuner.config import Params, TrialConfig, dump_config, env_command, parse_co
 from tuner.errors import ConfigError, RunFailed, StudyError
 from tuner.files import atomic_write, json_safe
 from tuner.knobs import PRECISION_DTYPES
-from tuner.analysis import (Interval, Pick, Study, Verdict, against_baseline, decide, pool, ratio_interval,
-                            record_bound)
+from tuner.analysis import Interval, Pick, Study, Verdict, against_baseline, decide, pool, ratio_interval, record_bound
 from tuner.study import RunEnvironment, TrialRecord, read_parity
 
 if TYPE_CHECKING:
@@ -258,16 +257,15 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
                  trial: int | None = None, keep_load_knobs: bool = False) -> Export:
     """The chosen trial's config (tuner.analysis.verdict: the pick, ties within the noise broken by quality and
     cost), or trial `trial`'s (which must be complete), with its provenance. On a study the machine's other work
-    slowed, a pick whose threads or wait policy differ from the user's own gives way to a measured config that
-    shares them (for_load), unless `keep_load_knobs`."""
+    slowed, the verdict's pick is held to the user's threading (tuner.analysis.held), as report and summary name
+    it; `keep_load_knobs` exports the load's own pick, as measured."""
     study.require_complete()
     held = None
     if trial is None:
-        verdict = decide(study, pick, min_quality)
+        verdict = decide(study, pick, min_quality, for_load=not keep_load_knobs)
         rule, args = str(pick), f"--pick {pick}" + (f" --min-quality {min_quality:g}" if min_quality is not None
                                                     else "")
-        if not keep_load_knobs:
-            verdict, held = for_load(study, verdict, pick, min_quality)
+        held = verdict.held.to_json() if verdict.held is not None else None
     else:
         verdict = against_baseline(study, _complete_trial(study, trial))
         rule, args = "trial", f"--trial {trial}"
@@ -286,76 +284,6 @@ def build_export(study: Study, pick: Pick = "knee", min_quality: float | None = 
     return Export(record, cfg, doc, args, verdict)
 
 
-def _load_knobs(record: TrialRecord) -> dict[str, Any]:
-    """The trial's load-sensitive knobs (tuner.knobs.load_knobs: threads, the wait policy) as its config set them."""
-    from tuner.knobs import load_knobs
-
-    params = (record.config or {}).get("params") if isinstance(record.config, dict) else None
-    params = params if isinstance(params, dict) else {}
-    return {n: params.get(n, Params.model_fields[n].default) for n in load_knobs()}
-
-
-def for_load(study: Study, verdict: Verdict, pick: Pick,
-             min_quality: float | None) -> tuple[Verdict, dict[str, Any] | None]:
-    """On a busy study (tuner.analysis.busy), a pick whose threads or wait policy differ from the user's own (the
-    baseline's) won under that load: 1 thread and PASSIVE beside a spinning neighbour, and the rest of that pick
-    (fp32 16 x 4) read 0.62x the baseline once the machine was quiet (benchmarks env-busy). Dropping just those
-    knobs would hand over a combination no trial measured. So the export is the measured trial that shares the
-    user's threading and beat the baseline beyond the noise (the confirmed ratio's interval where both were
-    confirmed, else single readings against the study's pooled noise), chosen by the pick's rule among the
-    confirmed such trials, else among all of them; with none, the baseline itself: the user's own settings.
-    Returns the verdict for what is exported and what was done (provenance.held_for_load; None: nothing)."""
-    from tuner.analysis import busy_runs, choose, is_confirmed, ranks_windows
-
-    busy = busy_runs(study.records, study.folder)
-    base = verdict.baseline
-    if not busy or base is None or _load_knobs(verdict.pick) == (own := _load_knobs(base)):
-        return verdict, None
-    faster: list[tuple[TrialRecord, Interval]] = []
-    for r in study.records:
-        if r.trial == base.trial or not r.complete or not r.throughput or _load_knobs(r) != own:
-            continue
-        if ranks_windows(study.objectives) and (r.get("suspect") or (r.confirmed and r.confirmed.suspect)):
-            continue
-        ratio = _beside_baseline(study, r, base)
-        if ratio is not None and ratio.low is not None and ratio.low > 1:
-            faster.append((r, ratio))
-    confirmed = [r for r, _ in faster if is_confirmed(r)]
-    rule: Pick = pick if verdict.quality_ranked else "throughput"
-    try:
-        chosen = choose(confirmed or [r for r, _ in faster], study.objectives, rule, min_quality,
-                        study=study.name, value=study.value) if faster else None
-    except StudyError:  # none meets --min-quality
-        chosen = None
-    knobs = {n: v for n, v in _load_knobs(verdict.pick).items() if own.get(n) != v}
-    share = f"other processes took up to {busy.worst:.0%} of the study's CPUs"
-    held: dict[str, Any] = {"knobs": knobs, "pick": verdict.pick.trial, "worst_share": round(busy.worst, 3),
-                            "why": f"chosen while {share}"}
-    if chosen is None:
-        out = against_baseline(study, base, f"trial {base.trial} (your own settings)")
-        held.update(exported=base.trial, own=True, vs_baseline=None)
-    else:
-        out = against_baseline(study, chosen, f"trial {chosen.trial} ({pick}, sharing your threading)")
-        ratio = next(iv for r, iv in faster if r is chosen)
-        held.update(exported=chosen.trial, own=False, vs_baseline={
-            "ratio": ratio.centre, "low": ratio.low, "high": ratio.high,
-            "statistic": "confirmed" if is_confirmed(chosen) and is_confirmed(base) else "single"})
-    out.rule = verdict.rule
-    out.busy, out.notes = verdict.busy, [n for n in [verdict.busy] if n]
-    out.text += "".join(f"; {n}" for n in out.notes)
-    return out, held
-
-
-def _beside_baseline(study: Study, record: TrialRecord, base: TrialRecord) -> Interval | None:
-    """`record` over the baseline in throughput, like with like: confirmed means where both were confirmed (as the
-    verdict reads them), else their single readings with an interval from the study's pooled re-run noise."""
-    from tuner.analysis import is_confirmed
-
-    if is_confirmed(record) and is_confirmed(base):
-        return against_baseline(study, record).ratio
-    return ratio_interval([record.throughput or 0.0], [base.throughput or 0.0], study.pooled("throughput"))
-
-
 def load_line(held: dict[str, Any]) -> str:
     """What a busy study's export did with its pick (provenance.held_for_load), in one line: stderr and header."""
     knobs = ", ".join(f"{n} {v}" for n, v in held["knobs"].items())
@@ -367,8 +295,8 @@ def load_line(held: dict[str, Any]) -> str:
     how = "confirmed means" if vs.get("statistic") == "confirmed" else "single readings"
     return (f"{busy}: exported trial {held['exported']}, the pick among configs that share your threading "
             f"({vs.get('ratio', 0):.2f}x the baseline, interval {vs.get('low', 0):.2f}-{vs.get('high', 0):.2f}x, "
-            f"{how}), not trial {held['pick']} ({knobs}: won under that load); --keep-load-knobs exports trial "
-            f"{held['pick']}")
+            f"{how}), not trial {held['pick']} ({f'{knobs}: won under that load' if knobs else 'not beyond the noise'}"
+            f"); --keep-load-knobs exports trial {held['pick']}")
 
 
 def _complete_trial(study: Study, number: int) -> TrialRecord:
