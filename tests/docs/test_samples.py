@@ -33,11 +33,12 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
     """verdict.md's table of notes quotes each note as the code words it (a reworded note left the page stale)."""
     import inspect
 
+    import tuner.analysis.eligible as eligible
     import tuner.analysis.held as held
     import tuner.analysis.resolution as resolution
     import tuner.analysis.verdict as verdict
 
-    code = re.sub(r"\"\s*\n\s*f?\"", "", "".join(inspect.getsource(m) for m in (verdict, resolution, held)))
+    code = re.sub(r"\"\s*\n\s*f?\"", "", "".join(inspect.getsource(m) for m in (verdict, eligible, resolution, held)))
     page = (REPO / "docs" / "how-to" / "verdict.md").read_text()
     notes = page.split("## Notes", 1)[1].split("\n## ", 1)[0]
     quoted = {  # the page's words -> the code's words they come from

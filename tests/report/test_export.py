@@ -7,7 +7,10 @@ import pytest
 
 from tuner.config import load_config
 from tuner.errors import StudyError
-from tuner.report.export import build_export, pytorch_settings, verify, write_export
+from tuner.report.export import build_export
+from tuner.report.export_file import write_export
+from tuner.report.settings import pytorch_settings
+from tuner.report.verify import verify
 from tuner.study import TrialResult
 from tuner.analysis import open_study
 from tests.helpers.records import write_rerun
@@ -211,7 +214,7 @@ def _drift_rate(drift, beside, cases=1000, change=1.0):
     import random
 
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import Beside
+    from tuner.report.verify import Beside
 
     rng = random.Random(52)
     pick, base = TrialConfig(workload="cnn", params=Params(batch_size=128)), TrialConfig(workload="cnn")
@@ -244,7 +247,7 @@ def test_verify_beside_the_baseline_still_fails_a_config_that_got_slower():
 
 def test_verify_runs_the_config_and_its_baseline_interleaved(make_study):
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import Beside
+    from tuner.report.verify import Beside
 
     order = []
 
@@ -361,7 +364,7 @@ def test_the_export_states_the_lr_rule_for_an_effective_batch_other_than_the_bas
     linear rule, give the others (sqrt, AdaScale's gain from the baseline's noise scale 900) and the samples the
     batch costs; the baseline's own batch states none."""
     from tests.helpers.studies import goodput_study
-    from tuner.report.export import build_export, render
+    from tuner.report.export_file import render
     from tuner.analysis import open_study
 
     goodput_study(tmp_path / "reports")
@@ -656,7 +659,7 @@ def test_a_workload_of_several_phases_is_told_the_backward_the_trial_ran():
     pytorch/examples DCGAN loop's plain errG.backward() also computes D's, about 10% of a CPU step
     (benchmarks/fidelity_trace.py). The export says so for a GAN and a two-phase workload, not for one phase."""
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import pytorch_settings
+    from tuner.report.settings import pytorch_settings
 
     gan = pytorch_settings(TrialConfig(workload="gan", params=Params()))["lines"]
     assert "backward(inputs=" in gan["phases"]
