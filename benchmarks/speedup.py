@@ -54,7 +54,9 @@ def export_best(ctx: Context) -> tuple[Any, dict[str, Any]]:
     """Run (or reuse) the default study and export its best config the way `tuner export` does."""
     from benchmarks.overhead import run_default_study
     from tuner.config import load_config
-    from tuner.report.export import build_export, trial_config, write_export
+    from tuner.report.export import build_export
+    from tuner.report.export_file import write_export
+    from tuner.report.settings import trial_config
     from tuner.analysis import open_study
 
     d = run_default_study(ctx)

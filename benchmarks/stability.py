@@ -189,7 +189,7 @@ def warm_up(ctx: Context, cfg: Any, wall: float | None) -> None:
 
 
 def one_seed(ctx: Context, seed: int, stamp: str) -> dict[str, Any]:
-    from tuner.report.export import trial_config
+    from tuner.report.settings import trial_config
     from tuner.analysis import decide
 
     order = ARMS if seed % 2 == 0 else ARMS[::-1]  # drift reaches both arms alike over the seeds

@@ -3,7 +3,7 @@ ceiling it moves, how PyTorch spells it.
 
 The config's knob fields (tuner.config.Params is built from `KNOBS`), the ceiling cache keys (tuner.train.ceilings)
 and of_peak's (tuner.measure.flops), the knobs the study's probes decide and their order (tuner.search._probe),
-the plain-PyTorch settings of an export (tuner.report.export), the refusal of CUDA-only knobs on a CPU and the
+the plain-PyTorch settings of an export (tuner.report.settings), the refusal of CUDA-only knobs on a CPU and the
 README's knob table are all derived from `KNOBS`, so a new knob is one entry here plus the code that applies it,
 and a knob one list forgot can no longer share a cached ceiling with a config it differs from.
 
@@ -73,7 +73,7 @@ class Knob:
     # trial's CPUs): the baseline trial takes that value, not a draw.
     default_from: str | None = None
     # Its best value moves with what else the machine runs (spinning threads win alone, lose beside other work): a
-    # value a study chose while the machine was busy is not exported in place of the user's own (tuner.report.export).
+    # value a study chose while the machine was busy is not picked in place of the user's own (tuner.analysis.held).
     load_sensitive: bool = False
 
     def spell(self, value: Any) -> str:

@@ -280,3 +280,38 @@ def test_a_pick_chosen_among_several_confirmed_configs_states_the_winners_curse(
         "figures read a few percent high, the winner's curse; tuner export --verify re-measures it on fresh runs)" \
         in v.text
     assert v.to_json()["selection"].startswith("the best of 2 confirmed configs")
+
+
+def _drifted_busy(tmp_path, screened):
+    """A busy study confirmed in two rounds: the baseline (trial 0, 1000 in the search) re-read at 1000 and 1005 in
+    round 0 and 1300 in round 1, a round the machine ran 1.3x faster; trial 2 (1 thread, PASSIVE: the load's pick)
+    at 1500-1510 beside a spinning neighbour; trial 3 keeps the user's threading, read 1000 in the search and
+    screened once in round 1 at `screened`."""
+    from tuner.study import RunEnvironment
+
+    folder = StudyFolder(tmp_path / "drift")
+    obj = [Objective(metric="throughput", direction="max")]
+    folder.write_meta(StudyMeta(name="drift", objectives=obj, baseline={"trial": 0, "params": {}}))
+    load = {"params": {"threads": 1, "omp_wait_policy": "PASSIVE"}}
+    for n, thr, config, share in [(0, 1000.0, None, 0.05), (2, 1500.0, load, 0.5), (3, 1000.0, None, 0.05)]:
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr}, config=config,
+                                         environment=RunEnvironment(others_share=share)))
+    for n, runs in {0: [(1000.0, 0), (1005.0, 0), (1300.0, 1)], 2: [(1500.0, 0), (1510.0, 0)],
+                    3: [(screened, 1)]}.items():
+        for k, (thr, round_) in enumerate(runs):
+            write_rerun(folder, n, Rerun(repeat=k, round=round_, state="complete", metrics={"throughput": thr}))
+    return Study.load(folder)
+
+
+def test_a_busy_studys_pick_reads_a_screened_re_run_against_the_baseline_of_its_own_round(tmp_path):
+    """Issue 58's busy rule by the verdict's round-aware ratio: trial 3's one re-run reads 1.3x the baseline's
+    first round only because its round ran 1.3x faster (the baseline read 1300 beside it), so it did not beat the
+    user's settings and the pick is their own (trial 0), not trial 3 and not the load's trial 2. Read 1.31x the
+    baseline of its own round, it is the pick."""
+    v = decide(_drifted_busy(tmp_path / "same", 1310.0))
+    assert v.pick.trial == 0 and v.held is not None and v.held.own and v.held.pick == 2
+    assert v.text.startswith("trial 0 (your own settings)")
+    assert decide(_drifted_busy(tmp_path / "same", 1310.0), for_load=False).pick.trial == 2  # the load's pick
+    faster = decide(_drifted_busy(tmp_path / "faster", 1700.0))
+    assert faster.pick.trial == 3 and faster.held is not None and not faster.held.own
+    assert faster.held.ratio is not None and faster.held.ratio.centre == pytest.approx(1700 / 1300)

@@ -33,10 +33,12 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
     """verdict.md's table of notes quotes each note as the code words it (a reworded note left the page stale)."""
     import inspect
 
+    import tuner.analysis.eligible as eligible
+    import tuner.analysis.held as held
     import tuner.analysis.resolution as resolution
     import tuner.analysis.verdict as verdict
 
-    code = re.sub(r"\"\s*\n\s*f?\"", "", inspect.getsource(verdict) + inspect.getsource(resolution))
+    code = re.sub(r"\"\s*\n\s*f?\"", "", "".join(inspect.getsource(m) for m in (verdict, eligible, resolution, held)))
     page = (REPO / "docs" / "how-to" / "verdict.md").read_text()
     notes = page.split("## Notes", 1)[1].split("\n## ", 1)[0]
     quoted = {  # the page's words -> the code's words they come from
@@ -49,6 +51,10 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
             ("too little training to rank quality, so the pick goes by throughput alone; raise the budget",),
         "ranks higher on a single, unconfirmed reading, within what one more run of the pick reads":
             ("ranks higher on a single, unconfirmed reading, within what one more run of the pick reads",),
+        "the pick ranks only configs that share your threading and beat your own settings beyond the noise":
+            ("the pick ranks only configs that share your threading and beat your own settings beyond the ",),
+        "no config that shares your threading beat your own settings beyond the noise, so the pick is your own":
+            ("no config that shares your threading beat your own settings beyond the noise, so the pick is ",),
         "no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading":
             ("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading",),
     }

@@ -7,7 +7,10 @@ import pytest
 
 from tuner.config import load_config
 from tuner.errors import StudyError
-from tuner.report.export import build_export, pytorch_settings, verify, write_export
+from tuner.report.export import build_export
+from tuner.report.export_file import write_export
+from tuner.report.settings import pytorch_settings
+from tuner.report.verify import verify
 from tuner.study import TrialResult
 from tuner.analysis import open_study
 from tests.helpers.records import write_rerun
@@ -211,7 +214,7 @@ def _drift_rate(drift, beside, cases=1000, change=1.0):
     import random
 
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import Beside
+    from tuner.report.verify import Beside
 
     rng = random.Random(52)
     pick, base = TrialConfig(workload="cnn", params=Params(batch_size=128)), TrialConfig(workload="cnn")
@@ -244,7 +247,7 @@ def test_verify_beside_the_baseline_still_fails_a_config_that_got_slower():
 
 def test_verify_runs_the_config_and_its_baseline_interleaved(make_study):
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import Beside
+    from tuner.report.verify import Beside
 
     order = []
 
@@ -361,7 +364,7 @@ def test_the_export_states_the_lr_rule_for_an_effective_batch_other_than_the_bas
     linear rule, give the others (sqrt, AdaScale's gain from the baseline's noise scale 900) and the samples the
     batch costs; the baseline's own batch states none."""
     from tests.helpers.studies import goodput_study
-    from tuner.report.export import build_export, render
+    from tuner.report.export_file import render
     from tuner.analysis import open_study
 
     goodput_study(tmp_path / "reports")
@@ -576,6 +579,49 @@ def test_a_busy_study_where_nothing_sharing_the_users_threading_beat_the_baselin
     assert said in " ".join(line.removeprefix("# ") for line in text.splitlines())
 
 
+def _every_view_names(s, trial):
+    """`tuner report`'s footer and JSON, the search summary, the HTML report and `tuner export` name one pick."""
+    from tuner.analysis import decide
+    from tuner.report.html import render_html
+    from tuner.report.view import study_document, study_footer
+    from tuner.search import SearchSummary
+
+    verdict = decide(s)
+    footer = next(line for line in study_footer(s) if line.startswith("pick: "))
+    summary = SearchSummary(s, ran=len(s.records), total=len(s.records), seconds=1.0).verdict
+    assert verdict.pick.trial == trial and footer == f"pick: {verdict.text}"
+    assert study_document(s)["verdict"]["trial"] == trial and summary is not None and summary.pick.trial == trial
+    assert verdict.text.split(":")[0] in render_html(s)
+    exp = build_export(s)
+    assert exp.record.trial == trial and exp.verdict is not None and exp.verdict.text == verdict.text
+    return verdict, exp
+
+
+def test_a_busy_studys_report_summary_html_json_and_export_name_the_pick_that_shares_the_users_threading(
+        make_study):
+    """The rule lives in the pick (tuner.analysis.held), not in the export alone: the report, the summary, the
+    HTML and the JSON named the load's pick (trial 2: threads 1, PASSIVE) while the export handed over trial 1.
+    Trial 1 kept the user's threading and beat the baseline beyond the noise: every view names it."""
+    s = _busy_study(make_study)
+    verdict, exp = _every_view_names(s, 1)
+    assert verdict.held is not None and verdict.held.pick == 2 and not verdict.held.own
+    assert verdict.to_json()["held_for_load"] == exp.config.provenance["held_for_load"]
+    assert "the pick ranks only configs that share your threading and beat your own settings beyond the noise: " \
+        "trial 1 (2.25x the baseline" in verdict.text
+    assert "trial 2 (threads 1, omp_wait_policy PASSIVE) won under that load" in verdict.text
+
+
+def test_a_busy_study_where_nothing_sharing_the_users_threading_beat_the_baseline_names_their_own_everywhere(
+        make_study):
+    """None that shares the user's threading beat the baseline: report, summary, HTML, JSON and export all name the
+    user's own settings (trial 0), and the verdict says why in one line."""
+    s = _busy_study(make_study, also=(1,))
+    verdict, _ = _every_view_names(s, 0)
+    assert verdict.text.startswith("trial 0 (your own settings): the baseline itself")
+    assert ("no config that shares your threading beat your own settings beyond the noise, so the pick is your "
+            "own (trial 0); trial 2 (threads 1, omp_wait_policy PASSIVE) won under that load") in verdict.text
+
+
 def test_keep_load_knobs_exports_a_busy_studys_pick_as_it_won(make_study):
     """--keep-load-knobs: the load is the user's normal, so the pick goes out with the threads and wait policy it
     won with."""
@@ -613,7 +659,7 @@ def test_a_workload_of_several_phases_is_told_the_backward_the_trial_ran():
     pytorch/examples DCGAN loop's plain errG.backward() also computes D's, about 10% of a CPU step
     (benchmarks/fidelity_trace.py). The export says so for a GAN and a two-phase workload, not for one phase."""
     from tuner.config import Params, TrialConfig
-    from tuner.report.export import pytorch_settings
+    from tuner.report.settings import pytorch_settings
 
     gan = pytorch_settings(TrialConfig(workload="gan", params=Params()))["lines"]
     assert "backward(inputs=" in gan["phases"]

@@ -163,7 +163,8 @@ def test_a_damaged_parity_file_is_one_line_naming_it(tmp_path):
 
 
 def test_the_report_and_the_export_of_a_checked_value_say_its_verdict(make_study):
-    from tuner.report.export import build_export, render
+    from tuner.report.export import build_export
+    from tuner.report.export_file import render
     from tuner.report.view import study_document, study_footer
     from tuner.analysis import open_study
     from tuner.study import KnobParity

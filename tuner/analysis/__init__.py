@@ -14,13 +14,14 @@ from tuner.analysis.horizon import (
     HOLDS, REVERSES, SHRINKS, horizon_ratio, horizon_target, horizon_text, judge, settled_quality, study_ratio, to_target,
 )
 from tuner.analysis.pareto import Pick, Value, choose, knee, knee_distances, measured, pareto_ranks
-from tuner.analysis.rounds import beyond_one_more_run
+from tuner.analysis.eligible import next_to_confirm
+from tuner.analysis.rounds import beyond_one_more_run, is_confirmed
 from tuner.analysis.stats import (Interval, NoiseFloor, Pooled, TimeToTarget, confirmed, differ, noise_floor, pool,
                                   ratio_interval, time_to_target)
 from tuner.analysis.study import Study, known_studies, open_study
 from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, ranks_windows, reason, window_noise
 from tuner.analysis.trials import CSV_FIGURES, CsvFigures, read_records
-from tuner.analysis.verdict import Verdict, against_baseline, decide, is_confirmed, next_to_confirm
+from tuner.analysis.verdict import Verdict, against_baseline, decide
 from tuner.analysis.wall import WallShares, wall_shares
 
 __all__ = [

@@ -32,6 +32,33 @@ def by_round(c: Confirmed | None, key: str = THROUGHPUT) -> dict[int, list[float
     return out
 
 
+def is_confirmed(record: TrialRecord) -> bool:
+    """The confirmation phase re-ran the trial and at least one re-run completed with a throughput."""
+    return record.confirmed is not None and THROUGHPUT in record.confirmed.figures
+
+
+def per_round(trial: TrialRecord, baseline: TrialRecord, pooled: Pooled | None,
+              level: float = LEVEL) -> Interval | None:
+    """trial / baseline throughput with the drift corrected per round: each of the trial's re-runs over the
+    baseline's (geometric) mean in the round it was read in, their geometric mean the ratio; its interval from
+    both sides' noise (log scale: sd^2/n for the trial's mean, plus each round's baseline mean weighted by the share
+    of the trial's re-runs read in it). One round: the ratio of the two confirmed means, as ratio_interval. None
+    where a round is unknown or one of the trial's rounds has no reading of the baseline (no like with like)."""
+    mine = by_round(trial.confirmed)
+    base = by_round(baseline.confirmed)
+    if mine is None or base is None or any(r not in base for r in mine) \
+            or min(v for g in [*mine.values(), *(base[r] for r in mine)] for v in g) <= 0:
+        return None
+    n = sum(len(g) for g in mine.values())
+    level_of = {r: statistics.fmean(math.log(v) for v in base[r]) for r in mine}
+    ratio = math.exp(statistics.fmean(math.log(v) - level_of[r] for r, g in mine.items() for v in g))
+    if pooled is None or not pooled.log or pooled.df < 1:
+        return Interval(ratio, None, None)
+    spread = 1 / n + sum((len(g) / n) ** 2 / len(base[r]) for r, g in mine.items())
+    half = _t(pooled.df, level) * pooled.sd * math.sqrt(spread)
+    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
+
+
 def _base_for(trial: dict[int, list[float]], base: dict[int, list[float]] | None) -> list[float] | None:
     """The baseline's values in the rounds this trial was read in (None: the baseline was not read in one)."""
     if base is None or any(r not in base for r in trial):

@@ -117,7 +117,8 @@ def export(
     debug: Debug = False,
 ) -> None:
     """Write the chosen trial's config, which `tuner train --config` runs, with its provenance."""
-    from tuner.report.export import build_export, write_export
+    from tuner.report.export import build_export
+    from tuner.report.export_file import write_export
     from tuner.analysis import open_study
     from tuner.study import fmt_figure
 
@@ -271,7 +272,7 @@ def _knob_env(cfg) -> None:  # noqa: ANN001
 
 def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, format: Format) -> None:  # noqa: ANN001
     from tuner.config import load_config
-    from tuner.report.export import VerifyFailed, baseline_beside, verify as verify_config
+    from tuner.report.verify import VerifyFailed, baseline_beside, verify as verify_config
 
     rec = exp.record
     cfg = load_config(path)  # the written file itself, so the check also proves it loads back

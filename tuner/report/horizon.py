@@ -72,7 +72,7 @@ def plan_horizon(study: Study, pick: TrialRecord, horizon: Budget, seeds: int = 
                  target: float | None = None) -> HorizonPlan:
     """The check for `pick`, or one clear StudyError/ConfigError: a study without a target (no quality metric to
     reach), without a baseline trial other than the pick, or a horizon no longer than the trials trained."""
-    from tuner.report.export import run_env, trial_config
+    from tuner.report.settings import run_env, trial_config
 
     if seeds < 1:
         raise ConfigError(f"--horizon-seeds {seeds}: at least 1")
@@ -144,7 +144,7 @@ def judge_runs(plan: HorizonPlan, study: Study, results: list[tuple[str, int, An
     """The check from the runs' quality curves: the target (given, or the baseline's at the horizon), each run's
     time to it, the ratio with its interval, the study's ratio, the word. A run that failed, or a side without a
     reading, is a RunFailed: no word stands on it."""
-    from tuner.report.export import VerifyFailed
+    from tuner.report.verify import VerifyFailed
 
     bad = [(side, r) for side, _, r in results if r.state not in ("complete", "not reached")]
     if bad:

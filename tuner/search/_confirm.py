@@ -186,7 +186,7 @@ def holds(study: Study, trial: int) -> bool:
     from tuner.analysis import decide
 
     try:
-        return decide(study).pick.trial == trial
+        return decide(study, for_load=False).pick.trial == trial  # the chase measures the study's own ranking
     except StudyError:
         return False
 
