@@ -65,16 +65,16 @@ def judge(records: list[Any]) -> dict[str, bool]:
     """How each test reads one study: `test` (the verdict's), `reruns` (the same analysis of variance on the
     re-runs alone), `pairs` (any pair apart by its two-sample test), and `within` (the verdict, not ranking, says
     "within the noise of each other")."""
-    from tuner.analysis import pool
-    from tuner.analysis.resolution import _beyond_noise, _readings, spread_beyond_noise, unresolved
+    from tuner.analysis import differ, pool
+    from tuner.analysis.resolution import spread_beyond_noise, unresolved
     from tuner.analysis.study import confirmed_or_measured
     from tuner.study import Objective
 
     noise = pool([r.confirmed.figures["fid"].values for r in records if r.confirmed is not None])
     note = unresolved(records, Objective(metric="fid", direction="min"), confirmed_or_measured, noise)
-    points = [(confirmed_or_measured(r, "fid"), _readings(r, "fid")) for r in records]
-    pairs = any(_beyond_noise(a, b, noise, min(v for v, _ in points))
-                for a, b in itertools.combinations(points, 2))
+    runs = [r.confirmed.figures["fid"].values if r.confirmed is not None else [r.metrics["fid"]] for r in records]
+    points = [(confirmed_or_measured(r, "fid"), len(v)) for r, v in zip(records, runs)]
+    pairs = any(differ(a, b, noise) for a, b in itertools.combinations(runs, 2))
     return {"test": note is None, "reruns": bool(spread_beyond_noise(points, noise)), "pairs": pairs,
             "within": note is not None and "within the noise of each other" in note}
 
