@@ -43,7 +43,7 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
               "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
-              "environment": "benchmarks/environment.py"}
+              "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -175,6 +175,10 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "speed and numerics knobs without learning knobs (charlm): study wall time, roles / every knob by trials"),
     ExpectedRow("roles-lm-pick", "roles", "the roles pick's throughput / the best trial's of --no-probe (charlm)"),
     ExpectedRow("roles-default", "roles", "default study (gan, amp_loader): wall time, roles / every knob by trials"),
+    ExpectedRow("qr-false", "quality_rank",
+                "equal-quality studies (6-24 trials, FID CV 10-30%) called rankable: the worst cell"),
+    ExpectedRow("qr-power", "quality_rank",
+                "a 10x FID spread, re-runs 10% apart, called rankable: the worst of 6/12/24 trials"),
     ExpectedRow("env-policy", "environment",
                 "the study's wait policy vs the fastest policy for its pick (tuner train, interleaved)"),
     ExpectedRow("env-fidelity", "environment",

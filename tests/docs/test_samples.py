@@ -49,6 +49,8 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
             ("quality does not rank them on this busy machine, so the pick goes by throughput alone",),
         "too little training to rank quality, so the pick goes by throughput alone; raise the budget":
             ("too little training to rank quality, so the pick goes by throughput alone; raise the budget",),
+        "the trials differ more than their re-runs did, but the re-runs' spread has":
+            ("the trials differ more than their re-runs did, but the re-runs' spread has",),
         "ranks higher on a single, unconfirmed reading, within what one more run of the pick reads":
             ("ranks higher on a single, unconfirmed reading, within what one more run of the pick reads",),
         "the pick ranks only configs that share your threading and beat your own settings beyond the noise":

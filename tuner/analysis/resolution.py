@@ -5,12 +5,14 @@ A short budget can leave every model where it started: a classifier at chance (v
 every trial), a GAN's FID all alike. Ranking on such figures ranks noise, so when every complete trial's quality
 lies within the noise of every other's, the study says so and the pick goes by throughput alone.
 
-The noise of a quality figure is the run-to-run spread the confirmation re-runs measured (pooled over the confirmed
-trials, tuner.analysis.stats). Whether the trials differ at all is one test over all of them (`spread_beyond_noise`,
+The noise of a quality figure is the run-to-run spread of the confirmed trials' runs (their re-runs and the
+search's reading, `_points`). Whether the trials differ at all is one test over all of them (`spread_beyond_noise`,
 a one-way analysis of variance on that noise), not a test of every pair: of 6-24 trials of equal quality, some pair
 was 5% apart by chance in 15-55% of studies, and the study called its quality rankable. On a spread of fewer than two
 degrees of freedom the noise is not known well enough to call anything within it (one config's two re-runs called
-FID 73 against 400 within the noise), and without re-runs RESOLUTION (relative) stands for it.
+FID 73 against 400 within the noise), and without re-runs RESOLUTION (relative) stands for it. Figures that differ
+more than the re-runs did, but not beyond the noise for want of re-runs, are not called alike: the verdict asks for
+more re-runs, not a larger budget.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tuner.study import TARGET_COLUMNS, Objective, TrialRecord, fmt_metric, metric
-from tuner.analysis.stats import LEVEL, Pooled, _t, centre
+from tuner.study import TARGET_COLUMNS, TO_TARGET, Objective, TrialRecord, finite, fmt_metric, metric
+from tuner.analysis.stats import LEVEL, Pooled, _t, centre, pool
 
 RESOLUTION = 0.02  # without re-runs: quality figures within 2% of each other are one figure
 MIN_DF = 2  # the fewest degrees of freedom of the pooled noise that may call a spread within it (as a rival's)
@@ -42,6 +44,31 @@ def _beyond_noise(a: tuple[float, int], b: tuple[float, int], pooled: Pooled | N
     width = _t(pooled.df, LEVEL) * pooled.sd * math.sqrt(1 / na + 1 / nb)
     diff = abs(math.log(va) - math.log(vb)) if pooled.log else abs(va - vb)
     return diff > width
+
+
+def readings(record: TrialRecord, key: str) -> list[float]:
+    """Every run's reading of `key` for a trial: the search's, then its confirmed re-runs'."""
+    search = finite(record.metrics.get(key))
+    figure = record.confirmed.figures.get(key) if record.confirmed is not None else None
+    return ([search] if search is not None else []) + (list(figure.values) if figure is not None else [])
+
+
+def _points(records: list[TrialRecord], key: str, value: Callable[[TrialRecord, str], float | None],
+            pooled: Pooled | None) -> tuple[list[tuple[float, int]], Pooled | None]:
+    """The figures `spread_beyond_noise` compares (each the centre of n runs) and the noise it judges them by.
+    Each trial is every run it had: the search's reading and its re-runs, and the noise is pooled over the
+    confirmed trials' runs, the search's among them. If all trials have one quality, every reading is one draw of
+    the run-to-run noise, so the analysis of variance holds its false-alarm rate on them (selection makes it
+    conservative: a candidate re-run for its good search reading widens its own spread); and the noise gains a
+    degree of freedom per confirmed trial. On the re-runs alone a default study's noise had 2 (two configs, two
+    re-runs each), where F(11, 2) must exceed 39: FID 54-588 (12 trials), whose re-runs varied by 20%, were called
+    within it. A to-target figure counts runs that did not reach the target, so it stays the figure it is."""
+    if key not in TO_TARGET:
+        groups = [g for r in records if (g := readings(r, key))]
+        noise = pool([g for g in groups if len(g) > 1])
+        if noise is not None and noise.df >= 1:
+            return [(centre(g, noise.log), len(g)) for g in groups], noise
+    return [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None], pooled
 
 
 def by_noise(mine: list[float], theirs: list[float], pooled: Pooled | None) -> bool:
@@ -86,18 +113,19 @@ def spread_beyond_noise(points: list[tuple[float, int]], pooled: Pooled | None,
 
 def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[TrialRecord, str], float | None],
                pooled: Pooled | None, by_throughput: bool = True, busy: bool = False) -> str | None:
-    """A sentence when every one of these trials' quality is within the noise of the others' (None: it ranks).
-    Each pair is tested with the runs behind its two figures, so a confirmed pick and baseline that `worse` finds
-    apart are apart here too: the default study's verdict once said both "quality 59% better than the baseline,
-    beyond the noise" and "FID 66.17-164 in every trial, within the noise of each other". `by_throughput`: the
+    """A sentence when quality cannot rank these trials (None: it ranks): their figures are not apart beyond the
+    noise (`spread_beyond_noise` on every run of each, `_points`). That is "within the noise of each other" only
+    where the readings differ no more than the re-runs did (`apart_as_measured`); where they differ more but the
+    re-runs are too few to call it beyond the noise, the sentence says so and asks for re-runs, not a larger budget
+    (a default study's FID 54-588, its re-runs 20% apart, was told to raise the budget). `by_throughput`: the
     study ranks throughput too, which the pick then goes by (else it stands on a lead within the noise). `busy`:
     other work took a share of the trials' CPUs (tuner.analysis.busy), which the sentence says instead of asking
     for a larger budget."""
     key = quality.metric
-    points = [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None]
-    if len(points) < 2:
+    values = [v for r in records if (v := value(r, key)) is not None]
+    if len(values) < 2:
         return None
-    values = [v for v, _ in points]
+    points, pooled = _points(records, key, value, pooled)
     beyond = spread_beyond_noise(points, pooled)
     measured = beyond is not None
     if beyond is None:  # no noise to judge by: the resolution does
@@ -108,6 +136,12 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     label = metric(key).label
     lo, hi = fmt_metric(key, min(values)), fmt_metric(key, max(values))
     figure = lo if lo == hi else f"{lo}-{hi}"
+    if measured and pooled is not None and apart_as_measured(points, pooled):
+        df = f"{pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom"
+        then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
+        return (f"{label} {figure}: the trials differ more than their re-runs did, but the re-runs' spread has "
+                f"{df}, too few to call that beyond the noise, so {then}; more re-runs (--repeats, --confirm) "
+                f"would tell them apart or alike")
     why = "no re-runs measured the noise" if pooled is None or pooled.df < 1 else \
         f"the re-runs' spread has {pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom, too few to judge by"
     within = "within the noise of each other" if measured else f"within {RESOLUTION:.0%} of each other ({why})"
@@ -120,6 +154,25 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
                 f"the pick goes by throughput alone")
     return (f"{label} {figure} in every trial, {within}: too little training to rank quality, so the pick goes "
             f"by throughput alone; raise the budget")
+
+
+def apart_as_measured(points: list[tuple[float, int]], pooled: Pooled, level: float = LEVEL) -> bool:
+    """Whether the figures differ beyond the noise if the pooled spread were the noise exactly (a chi-square test,
+    sum n_i (x_i - mean)^2 / sd^2 against chi2(k - 1)): true where the trials differ more than their re-runs did,
+    which `spread_beyond_noise` may still not call beyond the noise when the spread has few degrees of freedom
+    (F(11, 4) must exceed 8.8, chi2(11) / 11 only 1.8). It words a verdict, and decides nothing: read as a test it
+    called 11-16% of equal-quality studies of 6-24 trials apart (two configs re-run twice)."""
+    if pooled.log and min(v for v, _ in points) <= 0:
+        return False
+    xs = [(math.log(v) if pooled.log else v, n) for v, n in points]
+    total = sum(n for _, n in xs)
+    mean = sum(x * n for x, n in xs) / total
+    ss = sum(n * (x - mean) ** 2 for x, n in xs)
+    if pooled.sd <= 0:
+        return ss > 0
+    from scipy.special import chdtri
+
+    return ss / pooled.sd ** 2 > float(chdtri(len(xs) - 1, 1 - level))
 
 
 def mean_of(values: list[float]) -> float:
