@@ -271,7 +271,7 @@ def _excluded(name: str) -> bool:
 def importable_sources(folder: Path) -> list[Path]:
     """The .py files a module in `folder` can import beside it: the folder's own, and its packages' (subfolders
     with an __init__.py, recursively), less what is never shipped (SHIP_EXCLUDES); never a data folder's. What
-    tells a workload's source apart (a parity verdict's cache key, tuner.search._parity)."""
+    tells a workload's source apart (a parity verdict's cache key, tuner.parity)."""
     out: list[Path] = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not _excluded(d) and (Path(root) / d / "__init__.py").is_file())
