@@ -14,7 +14,7 @@ Two models on digits:
 - `cnn, BatchNorm removed`: the built-in CNN with its two BatchNorm2d layers replaced by identities (same weights
   otherwise): no batch statistics, so every split is the same gradient up to rounding;
 - `cnn`: the built-in CNN as shipped, which normalizes by batch statistics (BatchNorm2d after each conv).
-Each split's loss trajectory is judged against 64 x 1 by the parity statistic (tuner.measure.parity.judge, seed 1
+Each split's loss trajectory is judged against 64 x 1 by the parity statistic (tuner.parity.judge, seed 1
 as the yardstick). The shipped CNN's throughput is then read per split by tuner trials (tuner.train.run_trial, a
 seconds budget, quality and ceilings off) in interleaved rounds, the splits' order rotated each round.
 Rows 17a-17c (rows schema of benchmarks/table.py; benchmarks/README.md says what each shows) go into
@@ -125,7 +125,7 @@ def judge_case(arms: dict[str, Arm], labels: list[str], other_seed: str) -> Case
     """The parity verdict of every split (labels[1:]) against labels[0] (same seed), with `other_seed` as the
     yardstick, and the largest per-step gap over the first EARLY finite steps both trained (a run that diverged
     reads `diverged` in its verdict)."""
-    from tuner.measure.parity import judge
+    from tuner.parity import judge
 
     ref = arms[labels[0]]
 
@@ -247,16 +247,17 @@ def rows(exact: CaseParity, bn: CaseParity, speed: dict[str, Any], steps: int, r
 
 
 def run_arm(cfg: Any, steps: int, cache: Path) -> Arm:
-    """`steps` optimizer steps of `cfg`, fresh and seeded, loading in-process (tuner.train.parity's own run), then
+    """`steps` optimizer steps of `cfg`, fresh and seeded, loading in-process (a parity arm's own run, tuner.train.train_steps), then
     scored."""
     from tuner.device import resolve_device
     from tuner.measure.batch_stats import batch_statistics_layers
-    from tuner.train.parity import FP32, arm_config, trained
+    from tuner.parity import FP32, arm_config
+    from tuner.train import train_steps
     from tuner.train.trial import score
 
     cfg = arm_config(cfg, dict(FP32))  # fp32, no TF32, no compile; loading in-process
     t0 = time.perf_counter()
-    with trained(cfg, steps, cache) as (training, losses):
+    with train_steps(cfg, steps, cache) as (training, losses):
         layers = batch_statistics_layers(*training.models.values())
         got = score(training.workload, training.models, training.val_set, resolve_device(cfg.params.device))
     return Arm(losses, got.get("loss"), got.get("accuracy"), time.perf_counter() - t0, len(training.train_set), layers)

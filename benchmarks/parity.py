@@ -3,8 +3,8 @@ of seed pass for noise, and are planted numerics defects caught?
 
 `python benchmarks/parity.py [--steps 200] [--out benchmarks/results]` trains, for the built-in CNN on digits and
 examples/charlm.py (nanoGPT's GPT, its own AdamW), five arms of `--steps` optimizer steps each through
-tuner.train.parity.trajectory: fp32 seed 0, bf16 seed 0, fp32 seeds 1, 2 and 3; and two planted workloads whose
-math breaks under autocast (one rounds its logits, one overflows). Figures, judged by tuner.measure.parity.judge at
+tuner.parity.trajectory: fp32 seed 0, bf16 seed 0, fp32 seeds 1, 2 and 3; and two planted workloads whose
+math breaks under autocast (one rounds its logits, one overflows). Figures, judged by tuner.parity.judge at
 50, 100 and the full steps, with the study's yardstick of YARDSTICK_SEEDS (2) other seeds:
 - row 15: planted defects caught (drifts or diverged), of those planted; target: all;
 - row 16: a change of seed judged as if it were a knob (each of seeds 1-3 against seed 0, the other two the
@@ -70,8 +70,7 @@ def main() -> None:
     from benchmarks.common import cpu_model, git_state
     from benchmarks.table import SCHEMA, target
     from tuner.config import TrialConfig
-    from tuner.measure.parity import judge
-    from tuner.train.parity import FP32, arm_config, trajectory
+    from tuner.parity import FP32, arm_config, judge, trajectory
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200)

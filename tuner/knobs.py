@@ -9,7 +9,7 @@ and a knob one list forgot can no longer share a cached ceiling with a config it
 
 Roles: `learned` changes what the model learns (so its quality is scored), `numerics` changes only how its
 arithmetic rounds (the algorithm is the same: a parity test against fp32 and a change of seed says whether that
-shows, tuner.measure.parity), `speed` changes only how fast it trains (so probes of a ceiling can decide it instead
+shows, tuner.parity), `speed` changes only how fast it trains (so probes of a ceiling can decide it instead
 of training trials), `run` names the run rather than tuning it.
 No torch import here: the CLI reads this table.
 """
@@ -269,7 +269,7 @@ def count_knobs(count: Count) -> tuple[str, ...]:
 
 
 def numerics_knobs() -> tuple[str, ...]:
-    """The knobs that change only rounding: what a parity test against fp32 judges (tuner.train.parity)."""
+    """The knobs that change only rounding: what a parity test against fp32 judges (tuner.parity)."""
     return tuple(k.name for k in KNOBS.values() if k.role == "numerics")
 
 

@@ -109,14 +109,14 @@ def test_the_markdown_shows_each_rows_result_and_each_splits_verdict():
 
 
 def test_an_arm_trains_the_parity_runs_own_steps_and_is_scored(tmp_path):
-    """run_arm trains through tuner.train.parity (one loop for both): the same losses step by step as a parity
+    """run_arm trains through tuner.train.train_steps (one loop for both): the same losses step by step as a parity
     trajectory of the same config, then its models' batch-statistics layers and the training set's size."""
     import sys
 
     from benchmarks.fixed_batch import run_arm
     from tests.helpers.userworkloads import GOOD, write
     from tuner.config import parse_config
-    from tuner.train.parity import FP32, arm_config, trajectory
+    from tuner.parity import FP32, arm_config, trajectory
 
     text = GOOD.replace("nn.Linear(4, hidden), nn.ReLU()", "nn.Linear(4, hidden), nn.BatchNorm1d(hidden), nn.ReLU()")
     path = write(tmp_path, text, "fixed_batch_arm.py")

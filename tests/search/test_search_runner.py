@@ -102,7 +102,7 @@ def amp_loader_in_fp32(tmp_path: Path) -> str:
 def few_parity_steps(monkeypatch) -> None:
     """The study's numerics parity check trains the real GAN 100 steps per arm (four arms, or more with fp16 and
     TF32: 60-150 s of these tests on 2 cores); tests of the search itself need its verdicts, not their precision."""
-    import tuner.search._parity as parity
+    import tuner.parity._study as parity
 
     monkeypatch.setattr(parity, "STUDY_STEPS", 8)
 

@@ -1,5 +1,5 @@
 """Splitting one effective batch is exact without batch statistics (issue 40): the same seed trains the same loss
-trajectory at 64 x 1 and 16 x 4, judged by the parity statistic that judges numerics knobs (tuner.measure.parity)."""
+trajectory at 64 x 1 and 16 x 4, judged by the parity statistic that judges numerics knobs (tuner.parity)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import sys
 from tests.helpers.userworkloads import GOOD, write
 from tuner.config import parse_config
 from tuner.measure.batch_stats import batch_statistics_layers
-from tuner.measure.parity import judge
-from tuner.train.parity import trajectory
+from tuner.parity import judge, trajectory
 
 STEPS = 24
 

@@ -7,8 +7,8 @@ import pytest
 
 from tuner.errors import WorkloadError
 from tuner.builtin import resolve_workload
-from tuner.workload.loader import (build, ship_paths, shipped_copy, user_error_line,
-                                   user_traceback)
+from tuner.workload import build, ship_paths, user_error_line, user_traceback
+from tuner.workload.shipping import shipped_copy
 from tests.helpers.userworkloads import GOOD, write
 
 
@@ -94,16 +94,16 @@ def test_a_ray_worker_on_another_node_imports_the_shipped_folder_so_its_neighbou
 
 
 def test_a_big_folder_is_not_shipped_the_file_alone_goes_with_a_note(tmp_path, monkeypatch):
-    import tuner.workload.loader as loader
+    import tuner.workload.shipping as shipping
 
     original = _project(tmp_path / "proj", "shipbig")
     (tmp_path / "proj" / ".git").mkdir()
     (tmp_path / "proj" / ".git" / "pack").write_bytes(b"x" * 4096)  # caches and VCS do not count
     ref = resolve_workload(f"{original}:make")
-    monkeypatch.setattr(loader, "SHIP_FOLDER_MAX_BYTES", 2048)
-    assert loader.shipment(ref) == loader.Shipment([str(original.parent.resolve())])
+    monkeypatch.setattr(shipping, "SHIP_FOLDER_MAX_BYTES", 2048)
+    assert shipping.shipment(ref) == shipping.Shipment([str(original.parent.resolve())])
     (tmp_path / "proj" / "weights.bin").write_bytes(b"x" * 4096)
-    shipped = loader.shipment(ref)
+    shipped = shipping.shipment(ref)
     assert shipped.paths == [str(original.resolve())]
     assert shipped.note and str(original.parent.resolve()) in shipped.note and "only shipbig.py" in shipped.note
 

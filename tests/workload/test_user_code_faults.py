@@ -99,7 +99,7 @@ def test_sys_exit_in_the_loss_is_the_trials_error_state_with_the_users_frames(tm
 
 
 def test_a_shipped_copys_path_maps_back_to_the_users_file(tmp_path, monkeypatch):
-    from tuner.workload.loader import SHIPPED_ENV, user_path
+    from tuner.workload.frames import SHIPPED_ENV, user_path
 
     original = tmp_path / "home" / "mine.py"
     package = tmp_path / "proj" / "mypkg"

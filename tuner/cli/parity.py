@@ -17,7 +17,7 @@ def _knob_sets(given: list[str], cfg: object) -> list[dict[str, object]]:
     import yaml
 
     from tuner.knobs import numerics_knobs
-    from tuner.train import knob_settings
+    from tuner.parity import knob_settings
 
     if not given:
         own = knob_settings(cfg)
@@ -48,24 +48,15 @@ def parity(
 ) -> None:
     """Train the same steps from the same seed in fp32 and under a numerics knob, beside fp32 with other seeds:
     the knob is within seed noise, drifts (by how much, from which step) or diverged."""
-    from pydantic import ValidationError
-
-    from tuner.config import Params, load_config
+    from tuner.config import load_config
 
     cfg = load_config(config)
     apply_run_env(cfg.env)  # the environment its trial ran under, before torch loads (as tuner train does)
     sets = _knob_sets(list(knob or []), cfg)
-    from tuner.train import arm_config, check_parity, preflight
-    from tuner.train import FP32
+    from tuner.parity import check_arms, check_parity
 
-    for s in sets:  # each arm's knobs valid for this config and this machine, before anything trains
-        try:
-            Params.model_validate({**cfg.params.model_dump(), **FP32, **s})
-        except ValidationError as err:
-            first = err.errors()[0]
-            raise ConfigError(f"--knob {', '.join(f'{k}={v}' for k, v in s.items())}: {first['msg']}") from None
-        with user_output():
-            preflight(arm_config(cfg, {**FP32, **s}), reports_dir / ".cache")
+    with user_output():
+        check_arms(cfg, sets, reports_dir / ".cache")  # each arm valid here, before anything trains
     as_json = format is Format.json
     with user_output():
         verdicts = check_parity(cfg, sets, steps, reports_dir / ".cache", progress=None if as_json else note)

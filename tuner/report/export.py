@@ -61,7 +61,7 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "trial": record.trial,
         "confirmed": confirmed,
         "noise_floor": noise.to_json() if noise is not None else None,
-        # its numerics knob values against fp32 (tuner.measure.parity), as the study checked them
+        # its numerics knob values against fp32 (tuner.parity), as the study checked them
         "numerics_parity": [v.text for v in checked] or None,
         # the environment knobs the study's probe chose (OMP_WAIT_POLICY), with the figure that chose them
         "environment_probe": _env_probe(study, cfg),

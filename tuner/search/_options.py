@@ -104,7 +104,7 @@ class SearchOptions:
     confirm: int | None = None  # K: front trials re-run after the search (0: no confirmation)
     repeats: int | None = None  # R: re-runs of each confirmed trial and of the baseline
     probe: bool = True  # decide speed knobs, parity-passed numerics and an exact split by probes (tuner.search._probe)
-    parity_seconds: float | None = None  # the study's numerics parity check, at most (tuner.search._parity; 0: none)
+    parity_seconds: float | None = None  # the study's numerics parity check, at most (tuner.parity; 0: none)
     startup_trials: int | None = None  # random trials before TPE models (default: about a third, 3..10)
     wall_limit_s: float | None = None  # fixed per-trial training wall cap (default: from the budget, see searcher)
     scheduler: str | None = None  # fifo (every trial its whole budget) or asha (tuner.search._rungs); default fifo

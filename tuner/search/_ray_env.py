@@ -49,7 +49,7 @@ def worker_env() -> dict[str, str]:
 
 def ship_excludes() -> list[str]:
     """What Ray leaves out of a shipped folder (runtime_env excludes, gitignore syntax): caches, VCS and virtual
-    environments (tuner.workload.loader.SHIP_EXCLUDES, which ship_paths's size limit leaves out too)."""
+    environments (tuner.workload.SHIP_EXCLUDES, which ship_paths's size limit leaves out too)."""
     from tuner.workload import SHIP_EXCLUDES
 
     return [p if p.startswith("*") else f"{p}/" for p in SHIP_EXCLUDES]
@@ -57,7 +57,7 @@ def ship_excludes() -> list[str]:
 
 def shipped_env(py_modules: list[str] | None) -> dict[str, str]:
     """Tells the workers where the user's shipped files came from, so their tracebacks name the user's own paths
-    (tuner.workload.loader.user_path), not Ray's copies."""
+    (tuner.workload.frames.user_path), not Ray's copies."""
     from tuner.workload import SHIPPED_ENV
 
     return {SHIPPED_ENV: os.pathsep.join(py_modules)} if py_modules else {}

@@ -497,11 +497,13 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                        baseline_trial=None if meta.baseline is None else int(meta.baseline.get("trial", 0)))
     parity = None
     if remaining > 0 and resources.ddp_workers <= 1:  # numerics against fp32, before the probes (parity.json)
-        from tuner.search._parity import plan_parity
+        from tuner.parity import plan_parity
+        from tuner.search._hang import end_on_setup_timeout
         from tuner.search._probe import probes_in_process
 
         parity = plan_parity(plan, space, context, base, resources, console,
-                             in_process=probes_in_process(plan, resources), allowance=allowance)
+                             in_process=probes_in_process(plan, resources), allowance=allowance,
+                             ends_study=end_on_setup_timeout)
     # The probes decide the speed knobs, the numerics parity passed, and an exact split (tuner.search._probe).
     loaders = plan_loaders(plan, space, context, base, resources, console, parity) if remaining > 0 else None
     if loaders is not None and remaining > 0:

@@ -1,5 +1,6 @@
-"""A study's numerics parity verdicts, as its folder keeps them (parity.json): written by tuner.search before the
-first trial, read by the report and the export. What each verdict means: tuner.measure.parity."""
+"""A study's numerics parity verdicts, as its folder keeps them (parity.json): written by tuner.parity's study check
+before the first trial, read by the report and the export. What each verdict means, and why this part stays here
+and not in tuner/parity: tuner.parity's docstring."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class StudyParity(BaseModel):
     seconds: float = 0.0
     verdicts: list[KnobParity] = []
     error: str | None = None  # the check could not run (the study went on without it)
-    # Why the study's time cap changed the check (tuner.search._parity.parity_run): `capped_from` the steps it
+    # Why the study's time cap changed the check (tuner.parity's parity_run): `capped_from` the steps it
     # planned where fewer fit the cap; `skipped` why it did not run (the trials' quality decides those knobs; a
     # verdict of the full steps kept in the cache from an earlier study is still shown).
     capped_from: int | None = None

@@ -1,12 +1,13 @@
-"""The Workload API: how a user's model reaches tuner (api), what it may ask about the trial (context), and how
-a reference such as `path/to/file.py:make` is found and shipped (loader)."""
+"""The Workload API: how a user's model reaches tuner (api), what it may ask about the trial (context), how a
+reference such as `path/to/file.py:make` is resolved (reference), imported and built (loader), shipped to Ray's
+other nodes (shipping), and how the user's frames are told apart in an error (frames)."""
 
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 from tuner.workload.context import TrialContext, running, trial_context
-from tuner.workload.loader import (
-    SHIP_EXCLUDES, SHIPPED_ENV, Shipment, WorkloadRef, build, importable_sources, parse_ref, probe_import, ship_paths,
-    shipment, user_error_line, user_traceback,
-)
+from tuner.workload.frames import SHIPPED_ENV, user_error_line, user_traceback
+from tuner.workload.loader import build, probe_import
+from tuner.workload.reference import WorkloadRef, parse_ref
+from tuner.workload.shipping import SHIP_EXCLUDES, Shipment, importable_sources, ship_paths, shipment
 
 __all__ = [
     "OptimizerFactory", "Phase", "SHIP_EXCLUDES", "SHIPPED_ENV", "Shared", "Shipment", "TrialContext", "Workload",

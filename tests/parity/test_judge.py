@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tuner.measure.parity import judge
+from tuner.parity import judge
 
 
 def _curve(n=80, start=2.0, end=0.5):

@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers.userworkloads import HEADER, write
 from tuner.config import TrialConfig
-from tuner.train import check_parity
+from tuner.parity import check_parity
 
 FORWARD = {
     # autocast switched off around the model: bf16 changes nothing at all

@@ -11,7 +11,7 @@ compared (single steps are too noisy, a GAN's above all). The seed noise is the 
 half of the windows, of every other seed run (at the start two seeds differ by their initialisation, which says
 nothing about rounding). A
 knob drifts from the first window after which every window's gap exceeds `tolerance` x that seed noise; its size is
-the last window's gap relative to the reference's loss there. Pure arithmetic: tuner.train.parity runs the arms.
+the last window's gap relative to the reference's loss there. Pure arithmetic: _arms.py runs the arms.
 
 Why these choices (measured on this project's CPU, benchmarks/parity.py): one other seed is a noisy yardstick: a
 third seed judged as if it were a knob read 1.4-2.4x the second seed's *mean* gap (charlm, 50-200 steps), so the mean
@@ -19,7 +19,7 @@ and a tolerance of 1-2 flagged a change of seed as a drift; against the *largest
 cases (CNN and charlm, 50-200 steps, either seed as the yardstick), so a tolerance of 2 leaves a margin. bf16 read
 0.02-0.1x (CNN) and ~0x (charlm): far inside; the planted defects (a model that rounds or overflows under autocast)
 far outside. One yardstick seed still let 1 of 12 changes of seed read as a drift (charlm, 200 steps, a later
-run), so tuner.train.parity trains two yardstick seeds and the noise is the larger (benchmarks/parity.py, row 16).
+run), so the arms (_arms.py) train two yardstick seeds and the noise is the larger (benchmarks/parity.py, row 16).
 """
 
 from __future__ import annotations

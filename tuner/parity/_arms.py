@@ -1,26 +1,22 @@
-"""The runs behind a numerics parity verdict (tuner.measure.parity judges them): the same steps from the same seed
-on the same batches in fp32 and under a numerics knob, and in fp32 with YARDSTICK_SEEDS other seeds (the noise).
+"""The runs behind a numerics parity verdict (_judge.py judges them): the same steps from the same seed on the same
+batches in fp32 and under a numerics knob, and in fp32 with YARDSTICK_SEEDS other seeds (the noise).
 
 Every arm loads in-process (num_workers 0: loader knobs never change the math, and one process keeps the batches
 and their random augmentations in the same order for every arm) and records the mean training loss of each
-optimizer step. A loss that stops being finite ends that arm there: the verdict reads it as diverged.
+optimizer step (tuner.train.train_steps). A loss that stops being finite ends that arm there: the verdict reads it
+as diverged.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.config import Params, TrialConfig
-from tuner.errors import RunFailed
+from tuner.errors import ConfigError, RunFailed
 from tuner.knobs import numerics_knobs, worker_knobs
-from tuner.measure.parity import YARDSTICK_SEEDS, ParityVerdict, judge
-
-if TYPE_CHECKING:
-    from tuner.train._build import Training
+from tuner.parity._judge import YARDSTICK_SEEDS, ParityVerdict, judge
 
 FP32 = Params.defaults(numerics_knobs())  # the reference: no numerics knob on (fp32, no TF32, no compile)
 STEPS = 200  # optimizer steps per arm by default (docs/concepts/knobs.md: how it was chosen)
@@ -39,34 +35,26 @@ def arm_config(cfg: TrialConfig, update: dict[str, Any]) -> TrialConfig:
 
 def trajectory(cfg: TrialConfig, steps: int, cache_dir: Path) -> list[float]:
     """The mean training loss of each of `steps` optimizer steps of `cfg`, from a fresh seeded build."""
-    with trained(cfg, steps, cache_dir) as (_, losses):
+    from tuner.train import train_steps
+
+    with train_steps(cfg, steps, cache_dir) as (_, losses):
         return losses
 
 
-@contextmanager
-def trained(cfg: TrialConfig, steps: int, cache_dir: Path) -> Iterator[tuple[Training, list[float]]]:
-    """`cfg` built fresh and seeded and trained `steps` optimizer steps, with the mean training loss of each: the
-    one training loop of a parity run, yielded inside its trial scope so a caller can go on to score the models
-    under the same device and numerics (benchmarks/fixed_batch.py)."""
-    from tuner.device import resolve_device
-    from tuner.train._build import build_training, trial_scope
+def check_arms(cfg: TrialConfig, knob_sets: list[dict[str, Any]], cache_dir: Path) -> None:
+    """Each arm's knobs valid for this config and this machine (its params and its pre-flight), before anything
+    trains: a bad value is one line naming it, not a failure minutes into the check."""
+    from pydantic import ValidationError
 
-    device = resolve_device(cfg.params.device)
-    losses: list[float] = []
-    with trial_scope(cfg, device, cache_dir, None):
-        training = build_training(cfg, device)
-        batches = training.batches()
+    from tuner.train import preflight
+
+    for s in knob_sets:
         try:
-            for _ in range(steps):
-                training.step(batches)
-                losses.append(training.step.pop_mean_loss())
-                if not math.isfinite(losses[-1]):
-                    break
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
-        yield training, losses
+            Params.model_validate({**cfg.params.model_dump(), **FP32, **s})
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ConfigError(f"--knob {', '.join(f'{k}={v}' for k, v in s.items())}: {first['msg']}") from None
+        preflight(arm_config(cfg, {**FP32, **s}), cache_dir)
 
 
 def check_parity(cfg: TrialConfig, knob_sets: list[dict[str, Any]], steps: int, cache_dir: Path,

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers.userworkloads import GOOD, RAISES_AT_32, write
 from tuner.errors import StudyError
-from tuner.search._parity import numerics_candidates, plan_parity
+from tuner.parity import numerics_candidates, plan_parity
 from tuner.space import load_space
 from tuner.study import Preflight, StudyParity, read_parity
 
@@ -84,16 +84,16 @@ def test_a_study_keeps_its_verdicts_and_a_resumed_study_reads_them_again(tmp_pat
 
 @pytest.fixture
 def checks(monkeypatch):
-    """The knob sets each parity check of the test trained (tuner.train.check_parity, counted and run)."""
-    import tuner.train
+    """The knob sets each parity check of the test trained (the study's check_parity, counted and run)."""
+    import tuner.parity._arms as arms
 
-    real, calls = tuner.train.check_parity, []
+    real, calls = arms.check_parity, []
 
     def counted(cfg, knob_sets, *args, **kwargs):
         calls.append(list(knob_sets))
         return real(cfg, knob_sets, *args, **kwargs)
 
-    monkeypatch.setattr(tuner.train, "check_parity", counted)
+    monkeypatch.setattr(arms, "check_parity", counted)
     return calls
 
 
