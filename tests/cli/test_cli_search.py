@@ -296,7 +296,8 @@ def test_race_margin_and_objective_reach_the_plan_and_study_json_and_the_cli_say
     in a note; without a target it is one line, exit 2, as the space's is."""
     import tuner.search
     from tests.helpers.userworkloads import PLANTED_STEPS, write
-    from tuner.search._options import objective_note, plan_search
+    from tuner.search._objectives import objective_note
+    from tuner.search._plan import plan_search
 
     seen = []
 

@@ -327,7 +327,8 @@ def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_p
 
     import torch
 
-    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._options import SearchOptions, trial_base
+    from tuner.search._plan import plan_search
     from tuner.search._probe import plan_loaders, probes_in_process
     from tuner.search._resources import Resources
 
@@ -366,7 +367,8 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
 
     from rich.console import Console
 
-    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._options import SearchOptions, trial_base
+    from tuner.search._plan import plan_search
     from tuner.search._probe import plan_loaders
     from tuner.search._resources import Resources
 
@@ -391,7 +393,8 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
 
 
 def _plan_with_preflight(tmp_path, preflight):
-    from tuner.search._options import SearchOptions, plan_search
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "probe.yaml"
@@ -513,7 +516,9 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
 
     monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_train_steps", lambda workload, models, train_set, cfg, device:
                         0.001 * cfg.params.batch_size * cfg.params.accumulation_steps)
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
     from tuner.search._probe import preflight_steps
 
     path = tmp_path / "probe.yaml"

@@ -79,7 +79,9 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
 
 
 def _plan(tmp_path, space_text, **options):
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
 
     work = write(tmp_path / "proj", PLANTED_STEPS)
     space = tmp_path / "bs.yaml"
@@ -314,7 +316,9 @@ def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reach
 
 def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_path):
     from tuner.device import resolve_device
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
     from tuner.study import default_eval_every
 
     work = write(tmp_path / "proj", PLANTED_STEPS)
