@@ -12,6 +12,7 @@ import yaml
 
 from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
+from tests.helpers.spacesearch import SpaceSearch
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
 from tuner.search._probe import (
@@ -174,12 +175,8 @@ def test_when_the_probes_decide_every_searched_knob_only_the_distinct_configs_ar
 
 def search_ok(tmp_path, capsys, space_text: str, study: str, *args: str):
     """`tuner search` of this space (written to a file) without confirmation; it must succeed: (reports, stderr)."""
-    path = tmp_path / f"{study}.yaml"
-    path.write_text(space_text)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", study, "--reports-dir", str(reports), "--confirm", "0",
-                 *args])
-    _, err = capsys.readouterr()
+    code, _, err, _, reports = SpaceSearch(tmp_path, capsys).run(space_text, "--study", study, "--confirm", "0",
+                                                                 *args, name=f"{study}.yaml")
     assert code == 0, err
     return reports, err
 
