@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers.spacesearch import SpaceSearch
 from tests.helpers.studies import study_maker
 
 
@@ -30,6 +31,14 @@ def ray_session():
 def make_study(tmp_path):
     """make_study(name, kind) -> reports dir holding a fake study (see tests/helpers/studies.py)."""
     return study_maker(tmp_path)
+
+
+@pytest.fixture
+def space_search(tmp_path, capsys):
+    """space_search.run(space_text, *flags, name=, reports=) -> Searched(code, out, err, space, reports): the space
+    written under tmp_path and `tuner search --space it FLAGS --reports-dir tmp_path/reports` run in-process;
+    space_search.start(...) -> (process, reports): the same in its own process (tests/helpers/spacesearch.py)."""
+    return SpaceSearch(tmp_path, capsys)
 
 
 @pytest.fixture

@@ -443,3 +443,38 @@ def test_producers_never_import_the_judge(tmp_path):
     })
     assert producer_imports_of_judge(graph(root)) == ["tuner.measure.ceiling imports tuner.analysis.headroom",
                                                       "tuner.train.trial imports tuner.analysis.headroom"]
+
+
+def scheduler_option_uses(options: list[tuple[str, str]], root: Path = ROOT) -> list[str]:
+    """`module:line` for each place outside tuner/schedule that names a scheduler's option (`options`: its key and
+    flag, as `Scheduler.options` declares them): its flag or key as a string, its key as a keyword or an
+    attribute. The CLI's flags, SearchOptions and the plan read them from the registry (issue 53 item 2), so a
+    scheduler with an option is its own file and its registry line; an option named by hand elsewhere is a second
+    place to change."""
+    keys, flags = {key for key, _ in options}, {flag for _, flag in options}
+    found = []
+    for name, path in modules(root).items():
+        if name == "tuner.schedule" or name.startswith("tuner.schedule."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            named = (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in keys | flags) \
+                or (isinstance(node, ast.keyword) and node.arg in keys) \
+                or (isinstance(node, ast.Attribute) and node.attr in keys)
+            if named:
+                found.append(f"{name}:{node.lineno}")
+    return sorted(set(found))
+
+
+def test_a_schedulers_options_are_named_in_its_own_module_alone(tmp_path):
+    """Each registered scheduler's options (asha's --min-budget and --eta, the race's --race-margin) are named
+    nowhere outside tuner/schedule: tests/schedule/test_registry.py plants a scheduler with an option of its own,
+    registered in the test, and it reaches the flags, the plan and study.json with no other file changed. A flag
+    written into the CLI by hand, and an option read off the options by name, are found."""
+    from tuner.schedule import scheduler_options
+
+    assert scheduler_option_uses([(o.key, o.flag) for o in scheduler_options()]) == []
+    root = _tree(tmp_path, {"tuner/cli/search.py": 'margin = typer.Option(None, "--race-margin")\n',
+                            "tuner/search/_plan.py": "def plan(opts):\n    return opts.margin\n",
+                            "tuner/schedule/race.py": 'FLAG = "--race-margin"\n'})
+    assert scheduler_option_uses([("margin", "--race-margin")], root) == ["tuner.cli.search:1",
+                                                                          "tuner.search._plan:2"]

@@ -30,15 +30,11 @@ def optuna_trials(study_dir: Path, name: str):
 
 
 
-def test_end_to_end_search_through_the_cli(ray_session, tmp_path, capsys):
+def test_end_to_end_search_through_the_cli(ray_session, space_search):
     """Real engine, a user's space file by path, cnn on synthetic data, 3 trials: every trial persisted with its
     config and metrics, the Optuna study complete, the front printed with the report's path."""
-    space = tmp_path / "tiny.yaml"
-    space.write_text(TINY_SPACE)
-    reports = tmp_path / "reports"
-    rc = main(["search", "--space", str(space), "--trials", "3", "--reports-dir", str(reports), "--seed", "3",
-               "--confirm", "0"])
-    out, err = capsys.readouterr()
+    rc, out, err, space, reports = space_search.run(TINY_SPACE, "--trials", "3", "--seed", "3", "--confirm", "0",
+                                                    name="tiny.yaml")
     assert rc == 0, err
     study_dir = reports / "tiny"
     assert "Pareto front" in out and str(study_dir / "trials.csv") in out
@@ -79,13 +75,10 @@ def test_existing_study_is_refused_and_left_untouched(make_study, capsys):
     assert snapshot(reports) == before
 
 
-def test_search_json_prints_one_document_with_the_front(ray_session, tmp_path, capsys):
+def test_search_json_prints_one_document_with_the_front(ray_session, tmp_path, space_search):
     """--format json: stdout is exactly one JSON document (the live view stays on stderr)."""
-    space = tmp_path / "tiny.yaml"
-    space.write_text(TINY_SPACE.replace("trials: 3", "trials: 2"))
-    rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path / "r"), "--format", "json",
-               "--confirm", "0"])
-    out, err = capsys.readouterr()
+    rc, out, err, _, _ = space_search.run(TINY_SPACE.replace("trials: 3", "trials: 2"), "--format", "json",
+                                          "--confirm", "0", name="tiny.yaml", reports=tmp_path / "r")
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["study"] == "tiny" and doc["finished"] == 2 and doc["states"] == {"complete": 2}
@@ -209,7 +202,7 @@ params:
     ("objectives: [{metric: throughput, direction: max}]\nparams:\n  precision: {type: categorical, "
      "choices: [fp16], native: true}\n", [], "params.precision: none of fp16 runs natively on cpu"),  # any CPU
 ])
-def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_path, capsys, monkeypatch, space,
+def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(monkeypatch, space_search, space,
                                                                           args, expected):
     """On a 2-core CPU machine (pinned, whatever this host has), a domain that comes out empty for the trials'
     resources, or native choices the CPU does not have, are one line and exit 2; Ray is never started."""
@@ -218,11 +211,8 @@ def test_a_space_that_does_not_fit_this_machine_exits_2_before_ray_starts(tmp_pa
 
     monkeypatch.setattr(runner, "local_cluster", lambda: ClusterInfo(2, 0, 1, 2, 0))
     monkeypatch.setattr(ray_env, "start_local_ray", lambda *a, **k: pytest.fail("Ray was started"))
-    path = tmp_path / "space.yaml"
-    path.write_text(space)
-    reports = tmp_path / "reports"
-    rc = main(["search", "--space", str(path), "--reports-dir", str(reports), *args])
-    err = capsys.readouterr().err.strip().splitlines()
+    rc, _, err, path, reports = space_search.run(space, *args)
+    err = err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert str(path) in err[0] and expected in err[0], err[0]
     assert not reports.exists()
@@ -296,7 +286,8 @@ def test_race_margin_and_objective_reach_the_plan_and_study_json_and_the_cli_say
     in a note; without a target it is one line, exit 2, as the space's is."""
     import tuner.search
     from tests.helpers.userworkloads import PLANTED_STEPS, write
-    from tuner.search._options import objective_note, plan_search
+    from tuner.search._objectives import objective_note
+    from tuner.search._plan import plan_search
 
     seen = []
 

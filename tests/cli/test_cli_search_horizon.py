@@ -155,11 +155,11 @@ def test_a_bad_value_is_one_line_exit_2_before_any_work(tmp_path, capsys, args, 
 
 
 def test_resume_keeps_the_option_and_a_given_one_replaces_it():
-    """What --resume plans (tuner.search._options.plan_horizon_option, over study.json's): the saved check stands
+    """What --resume plans (tuner.search._plan.plan_horizon_option, over study.json's): the saved check stands
     unless --horizon (or --horizon-seeds) is given again; a study without one asks for none."""
     from tuner.config import Budget
     from tuner.search import SearchOptions
-    from tuner.search._options import plan_horizon_option
+    from tuner.search._plan import plan_horizon_option
 
     trials = Budget(seconds=5)
     assert plan_horizon_option(SearchOptions(), None, trials) is None

@@ -256,7 +256,7 @@ def test_a_skipped_check_of_gpu_trials_starts_no_ray_task_where_the_cache_is_emp
 def test_a_negative_parity_cap_is_refused_in_one_line():
     from tuner.errors import ConfigError
     from tuner.search import SearchOptions
-    from tuner.search._options import plan_search
+    from tuner.search._plan import plan_search
 
     with pytest.raises(ConfigError, match=r"--parity-seconds must be >= 0 \(got -5\)"):
         plan_search(SearchOptions(space="amp_loader", parity_seconds=-5))

@@ -101,3 +101,19 @@ def test_a_scheduler_with_an_option_is_one_class_and_its_registry_line(patient_r
     assert seen["patience"] == 4.0 and seen["scheduler"] == "patient" and seen["race_margin"] is None
     shown = runner.invoke(cli, ["--help"]).output
     assert "--patience" in shown and "how long" in shown
+
+
+def test_a_planted_schedulers_option_reaches_the_study_plan_through_tuner_search_unchanged(patient_registered,
+                                                                                          tmp_path) -> None:
+    """`tuner search`'s options carry the planted scheduler's option by its key, and plan_search makes it the
+    study's plan (what study.json keeps) without tuner.search naming it."""
+    from tuner.search import SearchOptions, plan_search
+
+    plan = plan_search(SearchOptions(space="amp_loader", reports_dir=tmp_path, scheduler="patient",
+                                     scheduler_options={"patience": 4.0}))
+    assert plan.scheduler.patience == 4.0 and plan.scheduler.describe() == "patient (waits 4)"
+    assert saved_scheduler(plan.scheduler.to_json()) == plan.scheduler
+    with pytest.raises(ConfigError, match="--patience must be > 0"):
+        plan_search(SearchOptions(space="amp_loader", reports_dir=tmp_path, scheduler="patient",
+                                  scheduler_options={"patience": 0.0}))
+    assert list(tmp_path.iterdir()) == []  # planned only: nothing on disk

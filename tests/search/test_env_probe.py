@@ -13,7 +13,6 @@ import pytest
 from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import write
-from tuner.cli import main
 from tuner.config import SPEED_ENV
 from tuner.search import _env_probe
 from tuner.search._env_probe import probe_env, read_value, user_set
@@ -160,19 +159,15 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}, quality: {e
 
 @pytest.mark.parametrize("faster", ["ACTIVE"])
 def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_chose(
-        ray_session, tmp_path, capsys, monkeypatch, faster, no_policy):
+        ray_session, tmp_path, capsys, monkeypatch, faster, no_policy, space_search):
     for key in SPEED_ENV:  # no speed variable of this shell's (a CI host's OMP_NUM_THREADS) but the one planted
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "2")  # a speed variable of the user's own: recorded in study.json
     ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")  # a compute reading at any load
     rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0}
     monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a: rates[value])
-    path = tmp_path / "env.yaml"
-    path.write_text(SPACE)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", "e", "--reports-dir", str(reports), "--confirm", "0",
-                 "--parity-seconds", "0"])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(SPACE, "--study", "e", "--confirm", "0", "--parity-seconds", "0",
+                                                name="env.yaml")
     assert code == 0, err
     assert "probing omp_wait_policy (default, PASSIVE, ACTIVE)" in err and f"{faster} chosen" in err
     records = {r["trial"]: r for r in load_trials(reports / "e")}

@@ -8,7 +8,9 @@ import pytest
 
 from tests.helpers.userworkloads import GOOD, write
 from tuner.errors import ConfigError
-from tuner.search._options import SearchOptions, check_plan, plan_search
+from tuner.search._check import check_plan
+from tuner.search._options import SearchOptions
+from tuner.search._plan import plan_search
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +57,7 @@ def test_a_study_with_a_target_confirms_with_three_re_runs_by_default(tmp_path):
     out), and two gave its interval one degree of freedom (0.34-204 s in the docs' example): three by default where
     the study has a target; --repeats still decides, and a study without a target keeps two."""
     from tuner.search import SearchOptions
-    from tuner.search._options import plan_search
+    from tuner.search._plan import plan_search
 
     def repeats(**kw):
         return plan_search(SearchOptions(space="amp_loader", study="r", reports_dir=tmp_path, **kw)).confirm_repeats

@@ -13,7 +13,6 @@ import pytest
 
 from tests.helpers.fakeengine import fake_engine_study
 from tests.helpers.spaces_for_tests import fake_engine_space
-from tuner.cli import main
 from tuner.config import Budget
 from tuner.errors import BudgetError, ConfigError
 from tuner.search import SearchOptions, run_search
@@ -86,14 +85,11 @@ def test_an_allowance_the_preflight_and_the_start_leave_no_trial_is_refused_at_t
         a.check_fits()
 
 
-def test_an_allowance_without_room_for_one_trial_is_one_line_exit_2_before_ray_nothing_on_disk(tmp_path, capsys):
+def test_an_allowance_without_room_for_one_trial_is_one_line_exit_2_before_ray_nothing_on_disk(space_search):
     """1 s trials (about 6 s with set-up), the default confirmation's 4 re-runs: 38 s held one trial and the
     reserve counted from zero, not with Ray's start too. Refused at the planning step: no Ray, no folder."""
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe", "--study-seconds", "38"])
-    err = capsys.readouterr().err.strip().splitlines()
+    rc, _, err, _, reports = space_search.run(SPACE, "--no-probe", "--study-seconds", "38", name="fake.yaml")
+    err = err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert "--study-seconds 38 leaves no room for one trial" in err[0] and "re-runs reserve" in err[0]
     assert "a shorter budget" in err[0] and "fewer confirmation re-runs" in err[0]
@@ -107,27 +103,20 @@ def test_values_no_clock_can_keep_are_refused(bad):
 
 
 @pytest.mark.parametrize("option", ["--budget-seconds", "--study-seconds"])
-def test_a_budget_no_clock_holds_is_one_line_exit_2_nothing_on_disk(tmp_path, capsys, option):
+def test_a_budget_no_clock_holds_is_one_line_exit_2_nothing_on_disk(space_search, option):
     """--budget-seconds 1e308 with --study-seconds overflowed (OverflowError, exit 1) sizing the allowance."""
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
     values = {"--budget-seconds": "60", "--study-seconds": "600", option: "1e308"}
-    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe",
-               *(x for kv in values.items() for x in kv)])
-    err = capsys.readouterr().err.strip().splitlines()
+    rc, _, err, _, reports = space_search.run(SPACE, "--no-probe", *(x for kv in values.items() for x in kv),
+                                              name="fake.yaml")
+    err = err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and f"{option} must be a finite number" in err[0] and "at most 1e+08" in err[0]
     assert not (reports / "fake").exists()
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "3"])
-def test_bad_values_through_the_cli_one_line_exit_2_nothing_on_disk(ray_session, tmp_path, capsys, value):
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--no-probe",
-               f"--study-seconds={value}"])
-    err = capsys.readouterr().err.strip().splitlines()
+def test_bad_values_through_the_cli_one_line_exit_2_nothing_on_disk(ray_session, space_search, value):
+    rc, _, err, _, reports = space_search.run(SPACE, "--no-probe", f"--study-seconds={value}", name="fake.yaml")
+    err = err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--study-seconds" in err[0]
     assert not (reports / "fake").exists()
 
@@ -177,7 +166,7 @@ def test_trials_is_a_maximum_with_an_allowance(ray_session, tmp_path, trial_engi
 @pytest.mark.ray
 @pytest.mark.parametrize("where", ["probes", "search"])
 def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_session, tmp_path, trial_engine,
-                                                                        capsys, monkeypatch, where):
+                                                                        space_search, monkeypatch, where):
     """--study-seconds without --trials asks for as many trials as fit: an interruption (planted: Ctrl-C while the
     probes run, or Tune's loop ending before any trial as Ctrl-C ends it) says how many ran, never 'of 1000'."""
     import tuner.search._runner as runner
@@ -188,8 +177,6 @@ def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_s
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # as fake_engine_study ships its engine
     trial_engine(engine_half_second)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -199,17 +186,16 @@ def test_an_interrupted_study_without_trials_says_how_many_ran_not_the_cap(ray_s
             m.setattr(runner, "plan_loaders", interrupted)
         else:
             m.setattr(runner, "_fit", lambda *a, **k: None)
-        rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path), "--no-probe", "--confirm", "0",
-                   "--study-seconds", "60"])
-    out, err = capsys.readouterr()
+        rc, out, err, _, _ = space_search.run(SPACE, "--no-probe", "--confirm", "0", "--study-seconds", "60",
+                                              name="fake.yaml", reports=tmp_path)
     assert rc == 130, err
     assert f"of {MAX_TRIALS}" not in out + err and f"/{MAX_TRIALS}" not in out + err
     assert "search stopped after 0 trials, interrupted" in err
 
 
 @pytest.mark.ray
-def test_a_study_whose_allowance_starts_no_trial_does_not_exit_0(ray_session, tmp_path, trial_engine, capsys,
-                                                                  monkeypatch):
+def test_a_study_whose_allowance_starts_no_trial_does_not_exit_0(ray_session, tmp_path, trial_engine,
+                                                                  space_search, monkeypatch):
     """The pre-flight's check passed, but what came after it (planted: the probes or the parity check took the
     time, so the first trial no longer fits) left no room: the study ended with no trial and exit 0 (issue 57). It
     is one line, exit 2, and the study is kept for --resume."""
@@ -221,17 +207,15 @@ def test_a_study_whose_allowance_starts_no_trial_does_not_exit_0(ray_session, tm
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     trial_engine(engine_half_second)
-    space = tmp_path / "fake.yaml"
-    space.write_text(SPACE)
 
     def spent(self):
         self.ended = True
         return False
 
     monkeypatch.setattr(Allowance, "may_start", spent)
-    rc = main(["search", "--space", str(space), "--study", "fake", "--reports-dir", str(tmp_path), "--no-probe",
-               "--confirm", "0", "--study-seconds", "600"])
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tuner: ")]
+    searched = space_search.run(SPACE, "--study", "fake", "--no-probe", "--confirm", "0", "--study-seconds", "600",
+                                name="fake.yaml", reports=tmp_path)
+    rc, err = searched.code, [ln for ln in searched.err.splitlines() if ln.startswith("tuner: ")]
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("tuner: error: no trial started: --study-seconds 600") and "--resume" in err[0]
     assert (tmp_path / "fake" / "study.json").is_file()

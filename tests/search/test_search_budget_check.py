@@ -11,7 +11,9 @@ import pytest
 from tests.helpers.fakes import FakeCudaDevice
 from tests.helpers.spaces_for_tests import tiny_space
 from tuner.errors import BudgetError
-from tuner.search._options import SearchOptions, check_plan, plan_search
+from tuner.search._check import check_plan
+from tuner.search._options import SearchOptions
+from tuner.search._plan import plan_search
 
 
 def plan(tmp_path, seconds):

@@ -95,7 +95,8 @@ def test_every_trial_of_a_sized_study_keeps_a_grown_scoring_reserve(ray_session,
         assert r["state"] == "complete", r.get("error")
         assert 1.25 * measured * 0.999 <= r["score_reserve_seconds"] < 1.0
     # --resume keeps the budget the study sized itself to (not the space's): the same study, nothing to re-plan
-    from tuner.search._options import SearchOptions, plan_search
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
 
     plan = plan_search(SearchOptions(study="slowing", resume=True, reports_dir=reports))
     assert plan.budget.seconds == 2.0 and plan.preflight.score_seconds == 1.0

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.spaces_for_tests import fake_engine_space
-from tuner.cli import main
 from tuner.study import TrialResult
 
 
@@ -24,25 +23,24 @@ def engine_deletes_its_study(cfg, *, cache_dir, out_dir=None, **_):
 
 
 @pytest.mark.ray
-def test_a_study_deleted_while_it_runs_is_not_recreated(ray_session, tmp_path, capsys, trial_engine):
+def test_a_study_deleted_while_it_runs_is_not_recreated(ray_session, tmp_path, trial_engine, space_search):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     trial_engine(engine_deletes_its_study)
     reports = tmp_path / "reports"
     reports.mkdir()
-    space = tmp_path / "fake.yaml"
-    space.write_text(fake_engine_space(trials=4))
-    argv = ["search", "--space", str(space), "--study", "gone", "--reports-dir", str(reports), "--no-probe",
-            "--confirm", "0"]
-    code = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
+    search = lambda: space_search.run(fake_engine_space(trials=4), "--study", "gone", "--no-probe",  # noqa: E731
+                                      "--confirm", "0", name="fake.yaml")
+    code, _, err, _, _ = search()
+    err = err.strip().splitlines()
     assert code == 2 and err[-1].startswith("tuner: error: the study folder") and "was deleted while the search " \
         "ran" in err[-1], err
     assert "Traceback" not in "\n".join(err) and "internal error" not in "\n".join(err)
     assert list(reports.iterdir()) == []  # no trials/0001, no ray/: nothing of the study came back
     trial_engine(engine_keeps_its_study)
-    assert main(argv) == 0, capsys.readouterr().err  # the name starts a new study, without --resume
+    again = search()
+    assert again.code == 0, again.err  # the name starts a new study, without --resume
     assert (reports / "gone" / "study.json").is_file()
 
 

@@ -124,17 +124,14 @@ def hold_lock(path: Path) -> subprocess.Popen:
     return proc
 
 
-def test_a_study_another_search_holds_is_refused_and_never_written(tmp_path, capsys, monkeypatch):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(TINY_SPACE)
+def test_a_study_another_search_holds_is_refused_and_never_written(tmp_path, space_search, monkeypatch):
     study_dir = tmp_path / "reports" / "same"
     study_dir.mkdir(parents=True)
     holder = hold_lock(study_dir / LOCK_FILE)  # the first of two searches started together
     try:
         no_ray(monkeypatch)
-        rc = main(["search", "--space", str(space), "--study", "same", "--reports-dir", str(tmp_path / "reports"),
-                   "--gpus-per-trial", "0"])
-        err = capsys.readouterr().err.strip().splitlines()
+        rc, _, err, _, _ = space_search.run(TINY_SPACE, "--study", "same", "--gpus-per-trial", "0", name="tiny.yaml")
+        err = err.strip().splitlines()
     finally:
         holder.kill()
         holder.wait()
@@ -159,25 +156,21 @@ def test_a_study_being_resumed_elsewhere_is_refused(template, tmp_path, capsys, 
         {k: v for k, v in before.items() if not k.endswith(LOCK_FILE)}
 
 
-def test_bad_input_found_after_the_claim_leaves_no_folder(tmp_path, capsys, monkeypatch):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(TINY_SPACE)
+def test_bad_input_found_after_the_claim_leaves_no_folder(tmp_path, space_search, monkeypatch):
     no_ray(monkeypatch)
-    rc = main(["search", "--space", str(space), "--study", "bad", "--workload", "nowhere.py:make",
-               "--reports-dir", str(tmp_path / "reports"), "--gpus-per-trial", "0"])
-    assert rc == 2, capsys.readouterr().err
+    rc, _, err, _, _ = space_search.run(TINY_SPACE, "--study", "bad", "--workload", "nowhere.py:make",
+                                        "--gpus-per-trial", "0", name="tiny.yaml")
+    assert rc == 2, err
     assert not (tmp_path / "reports" / "bad").exists()
 
 
 # --- real processes: kill -9 during the baseline, SIGTERM during a trial --------------------------------------
 
 
-def test_a_kill_during_the_baseline_leaves_it_to_resume(tmp_path):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=3))
-    reports = tmp_path / "reports"
+def test_a_kill_during_the_baseline_leaves_it_to_resume(space_search):
+    first, reports = space_search.start(tiny_space(trials=3), "--gpus-per-trial", "0", "--confirm", "0",
+                                        name="tiny.yaml")
     study_dir = reports / "tiny"
-    first = search(["--space", str(space), "--gpus-per-trial", "0", "--confirm", "0"], reports)
     try:
         deadline = time.monotonic() + 400
         while not list(study_dir.glob("ray/run-*/trial-0000")):  # trial 0, the baseline, has started
@@ -203,12 +196,10 @@ def test_a_kill_during_the_baseline_leaves_it_to_resume(tmp_path):
     assert open_study(reports, "tiny").baseline_trial == number
 
 
-def test_sigterm_during_a_trial_stops_cleanly_with_the_resume_command(tmp_path):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=20))
-    reports = tmp_path / "reports"
+def test_sigterm_during_a_trial_stops_cleanly_with_the_resume_command(space_search):
+    proc, reports = space_search.start(tiny_space(trials=20), "--gpus-per-trial", "0", "--confirm", "0",
+                                       name="tiny.yaml")
     study_dir = reports / "tiny"
-    proc = search(["--space", str(space), "--gpus-per-trial", "0", "--confirm", "0"], reports)
     try:
         wait_for_results(proc, study_dir, 1, timeout=400)
         os.kill(proc.pid, signal.SIGTERM)
@@ -230,24 +221,19 @@ def test_sigterm_during_a_trial_stops_cleanly_with_the_resume_command(tmp_path):
 
 
 @pytest.mark.ray
-def test_ctrl_c_during_the_probes_says_how_to_resume_and_the_resume_runs_the_baseline_first(ray_session, tmp_path,
-                                                                                         capsys, monkeypatch):
+def test_ctrl_c_during_the_probes_says_how_to_resume_and_the_resume_runs_the_baseline_first(ray_session, capsys,
+                                                                                         monkeypatch, space_search):
     """Ctrl-C while the probes run (planted: the probes raise KeyboardInterrupt, as SIGINT does there) exits 130
     with the one line that resumes the study; that resume runs the baseline before any sampled trial."""
     import tuner.search._runner as runner
-
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
         m.setattr(runner, "plan_loaders", interrupted)
-        rc = main(["search", "--space", str(space), "--reports-dir", str(reports), "--gpus-per-trial", "0",
-                   "--confirm", "0"])
-    err = capsys.readouterr().err
+        rc, _, err, _, reports = space_search.run(tiny_space(trials=2), "--gpus-per-trial", "0", "--confirm", "0",
+                                                  name="tiny.yaml")
     assert rc == 130, err
     hint = [ln for ln in err.splitlines() if "--resume" in ln]
     assert len(hint) == 1 and "tuner search --study tiny" in hint[0], err

@@ -108,13 +108,9 @@ def test_a_study_on_postgresql_resumes_after_sigkill_while_two_readers_read_it(p
     assert sorted(p.name for p in (tmp_path / "reports" / "tiny").rglob("*")) == before
 
 
-def test_a_database_that_is_not_there_is_one_line_and_nothing_is_written(postgres, tmp_path, capsys):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
+def test_a_database_that_is_not_there_is_one_line_and_nothing_is_written(postgres, space_search):
     url = postgres.url.rsplit("/", 1)[0] + "/no_such_db"
-    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(tiny_space(trials=2), "--storage", url, name="tiny.yaml")
     assert code == 2, err
     assert err.startswith(f"tuner: error: --storage {url}: cannot open the database") and "no_such_db" in err
     assert len(err.strip().splitlines()) == 1
@@ -123,14 +119,10 @@ def test_a_database_that_is_not_there_is_one_line_and_nothing_is_written(postgre
 
 @pytest.mark.parametrize("url", ["postgresql://user@127.0.0.1:1/db", "postgres://user:secret@127.0.0.1:1/db",
                                  "postgresql+psycopg://user@127.0.0.1:1/db"])
-def test_a_postgresql_url_without_a_driver_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, url):
+def test_a_postgresql_url_without_a_driver_is_one_line_naming_the_extra(space_search, monkeypatch, url):
     for module in ("psycopg", "psycopg2"):  # as on a machine where neither is installed
         monkeypatch.setitem(sys.modules, module, None)
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(tiny_space(trials=2), "--storage", url, name="tiny.yaml")
     assert code == 2, err
     assert "no PostgreSQL driver installed" in err and "pip install 'tuner[postgres]'" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -169,31 +161,23 @@ def test_every_form_of_a_storage_password_is_masked_and_kept_in_storage_url(url,
     assert has_password(url)  # so --resume finds the whole URL in storage.url
 
 
-def test_an_unreachable_server_names_the_url_without_its_password(tmp_path, capsys):
+def test_an_unreachable_server_names_the_url_without_its_password(space_search):
     pytest.importorskip("psycopg")
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
     url = f"postgresql://u@127.0.0.1:1/studies?password={PASSWORD}"  # port 1: nothing listens
-    code = main(["search", "--space", str(space), "--storage", url, "--reports-dir", str(reports)])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(tiny_space(trials=2), "--storage", url, name="tiny.yaml")
     assert code == 2 and "cannot open the database" in err and len(err.strip().splitlines()) == 1, err
     assert PASSWORD not in err and "password=***" in err
     assert not reports.exists()
 
 
 @pytest.mark.ray
-def test_a_url_with_several_hosts_reaches_the_database_libpq_would(postgres, ray_session, tmp_path, capsys):
+def test_a_url_with_several_hosts_reaches_the_database_libpq_would(postgres, ray_session, space_search):
     """`h1:1,h2:2` (libpq tries each host in turn): the first host is down, the second is the server."""
     host = f"127.0.0.1:{postgres.port}"
     url = postgres.url.replace(host, f"127.0.0.1:1,{host}")
     assert engine_url(url).endswith(f"/{postgres.database}?host=127.0.0.1%3A1&host=127.0.0.1%3A{postgres.port}")
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--study", "multihost", "--storage", url, "--reports-dir",
-                 str(reports), "--trials", "1", "--confirm", "0", "--no-probe"])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(tiny_space(trials=2), "--study", "multihost", "--storage", url,
+                                                "--trials", "1", "--confirm", "0", "--no-probe", name="tiny.yaml")
     assert code == 0, err
     assert json.loads((reports / "multihost" / "study.json").read_text())["storage"] == url
 
@@ -202,27 +186,26 @@ def test_a_url_with_several_hosts_reaches_the_database_libpq_would(postgres, ray
 
 @pytest.mark.ray
 @pytest.mark.parametrize("form", ["userinfo", "query"])
-def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgres, ray_session, tmp_path, capsys,
-                                                                         form):
+def test_a_storage_password_is_kept_in_one_file_only_and_resume_reads_it(postgres, ray_session, capsys,
+                                                                         space_search, form):
     """A PostgreSQL password in --storage (`user:pw@` or `?password=pw`): study.json, reports (html, json, table),
     the export and Ray's pickles in the study folder hold the URL masked; `storage.url` (0600) holds it whole, and
     --resume reads it there."""
     url = postgres.url.replace(f"//{postgres.user}@", f"//{postgres.user}:{PASSWORD}@") if form == "userinfo" \
         else f"{postgres.url}?password={PASSWORD}"
     name = f"secret-{form}"  # one database for the module: a study name of its own
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=2))
-    reports = tmp_path / "reports"
+    first = space_search.run(tiny_space(trials=2), "--study", name, "--storage", url, "--confirm", "1", "--repeats",
+                             "1", name="tiny.yaml")
+    assert first.code == 0, first.err
+    reports = first.reports
     common = ["--reports-dir", str(reports)]
-    assert main(["search", "--space", str(space), "--study", name, "--storage", url, "--confirm", "1",
-                 "--repeats", "1", *common]) == 0, capsys.readouterr().err
     assert main(["search", "--study", name, "--resume", "--trials", "3", *common]) == 0, capsys.readouterr().err
     assert main(["report", name, "--format", "html", *common]) == 0
     assert main(["report", name, "--format", "json", *common]) == 0
     assert main(["report", name, *common]) == 0
     assert main(["export", name, *common]) == 0
     out, err = capsys.readouterr()
-    assert PASSWORD not in out + err
+    assert PASSWORD not in first.out + first.err + out + err
 
     study_dir = reports / name
     assert (study_dir / "report.html").is_file() and list((study_dir / "ray").rglob("*.pkl"))

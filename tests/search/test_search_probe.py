@@ -12,6 +12,7 @@ import yaml
 
 from tests.helpers.fakes import ceilings_on_a_ticking_clock
 from tests.helpers.studies import load_trials
+from tests.helpers.spacesearch import SpaceSearch
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
 from tuner.search._probe import (
@@ -174,12 +175,8 @@ def test_when_the_probes_decide_every_searched_knob_only_the_distinct_configs_ar
 
 def search_ok(tmp_path, capsys, space_text: str, study: str, *args: str):
     """`tuner search` of this space (written to a file) without confirmation; it must succeed: (reports, stderr)."""
-    path = tmp_path / f"{study}.yaml"
-    path.write_text(space_text)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", study, "--reports-dir", str(reports), "--confirm", "0",
-                 *args])
-    _, err = capsys.readouterr()
+    code, _, err, _, reports = SpaceSearch(tmp_path, capsys).run(space_text, "--study", study, "--confirm", "0",
+                                                                 *args, name=f"{study}.yaml")
     assert code == 0, err
     return reports, err
 
@@ -327,7 +324,8 @@ def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_p
 
     import torch
 
-    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._options import SearchOptions, trial_base
+    from tuner.search._plan import plan_search
     from tuner.search._probe import plan_loaders, probes_in_process
     from tuner.search._resources import Resources
 
@@ -366,7 +364,8 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
 
     from rich.console import Console
 
-    from tuner.search._options import SearchOptions, plan_search, trial_base
+    from tuner.search._options import SearchOptions, trial_base
+    from tuner.search._plan import plan_search
     from tuner.search._probe import plan_loaders
     from tuner.search._resources import Resources
 
@@ -391,7 +390,8 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
 
 
 def _plan_with_preflight(tmp_path, preflight):
-    from tuner.search._options import SearchOptions, plan_search
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "probe.yaml"
@@ -513,7 +513,9 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
 
     monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_train_steps", lambda workload, models, train_set, cfg, device:
                         0.001 * cfg.params.batch_size * cfg.params.accumulation_steps)
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
     from tuner.search._probe import preflight_steps
 
     path = tmp_path / "probe.yaml"

@@ -13,7 +13,6 @@ import yaml
 
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import GOOD, write
-from tuner.cli import main
 from tuner.search._probe import (
     SPEED_GAIN,
     candidate_speeds,
@@ -135,17 +134,14 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}
 
 
 @pytest.mark.ray
-def test_a_study_of_a_model_without_batch_statistics_lets_the_probes_split_its_batch(ray_session, tmp_path, capsys):
+def test_a_study_of_a_model_without_batch_statistics_lets_the_probes_split_its_batch(ray_session, tmp_path,
+                                                                                    space_search):
     """A real study (the user's MLP: no BatchNorm): the pre-flight finds no batch statistics, so the probes read
     every split of the effective batch 64 and keep one; the sampler has nothing left, so the study runs the
     baseline's config and the probes' pick (one trial where they agree), not --trials copies."""
     wl = write(tmp_path / "wl", GOOD)
-    path = tmp_path / "split.yaml"
-    path.write_text(NO_BATCHNORM)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--workload", f"{wl}:make", "--study", "s", "--reports-dir",
-                 str(reports), "--trials", "4", "--budget-samples", "128", "--confirm", "0"])
-    err = capsys.readouterr().err
+    code, _, err, _, reports = space_search.run(NO_BATCHNORM, "--workload", f"{wl}:make", "--study", "s", "--trials",
+                                                "4", "--budget-samples", "128", "--confirm", "0", name="split.yaml")
     assert code == 0, err
     plan = ProbePlan.model_validate_json((reports / "s" / "probes.json").read_text())
     assert [c.batch_size for c in plan.choices] == [16, 32, 64]  # every micro-batch of the split

@@ -144,18 +144,15 @@ import pytest  # noqa: E402
 
 
 @pytest.mark.ray
-def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_session, tmp_path, capsys):
+def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_session, space_search):
     import json
 
     from tests.helpers.studies import load_trials
-    from tuner.cli import main
 
-    path = tmp_path / "speed.yaml"
-    path.write_text(SPACE.replace("high: 256", "high: 32").replace("trials: 3", "trials: 2")
-                    + "trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}\n")
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(path), "--study", "s", "--reports-dir", str(reports), "--confirm", "0"])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(
+        SPACE.replace("high: 256", "high: 32").replace("trials: 3", "trials: 2")
+        + "trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}\n", "--study", "s", "--confirm", "0",
+        name="speed.yaml")
     assert code == 0, err
     assert "probing speed knobs (num_workers, channels_last)" in err and "compute: " in err
     plan = ProbePlan.model_validate_json((reports / "s" / "probes.json").read_text())

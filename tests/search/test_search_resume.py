@@ -25,14 +25,11 @@ def test_resume_after_sigkill_reaches_the_total_without_losing_or_redoing_trials
     assert 0 in records  # the baseline, run before the kill, was not redone under another number
 
 
-def test_ctrl_c_stops_the_search_cleanly_with_a_resume_hint(tmp_path):
+def test_ctrl_c_stops_the_search_cleanly_with_a_resume_hint(space_search):
     """SIGINT (Ctrl-C): the running trial is dropped (FAIL in Optuna, so it does not count), finished trials stay,
     and the command exits 130 naming the --resume command."""
-    space = tmp_path / "tiny.yaml"
-    space.write_text(TINY_SPACE)
-    reports = tmp_path / "reports"
+    proc, reports = space_search.start(TINY_SPACE, "--trials", "20", name="tiny.yaml")
     study_dir = reports / "tiny"
-    proc = search(["--space", str(space), "--trials", "20"], reports)
     try:
         wait_for_results(proc, study_dir, 1, timeout=150)
         os.kill(proc.pid, signal.SIGINT)
@@ -49,12 +46,9 @@ def test_ctrl_c_stops_the_search_cleanly_with_a_resume_hint(tmp_path):
     assert sorted(t.number for t in trials if t.state.name == "COMPLETE") == [r["trial"] for r in records]
 
 
-def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(tmp_path):
-    space = tmp_path / "tiny.yaml"
-    space.write_text(tiny_space(trials=3))
-    reports = tmp_path / "reports"
+def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(space_search):
+    first, reports = space_search.start(tiny_space(trials=3), "--confirm", "2", "--repeats", "2", name="tiny.yaml")
     study_dir = reports / "tiny"
-    first = search(["--space", str(space), "--confirm", "2", "--repeats", "2"], reports)
     try:
         deadline = time.monotonic() + 200
         while not list(study_dir.glob("trials/*/confirm/*.json")):

@@ -33,15 +33,11 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_seconds: 0, ceiling_se
 
 
 @pytest.mark.ray
-def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, tmp_path, capsys):
+def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, tmp_path, capsys, space_search):
     work = write(tmp_path / "proj", PER_STEP)
-    space = tmp_path / "bs.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--trials", "3",
-                 "--target", "10", "--eval-every-samples", "32", "--confirm", "0", "--no-probe",
-                 "--reports-dir", str(reports)])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "tt", "--trials", "3", "--target", "10",
+        "--eval-every-samples", "32", "--confirm", "0", "--no-probe", name="bs.yaml")
     assert code == 0, err
     assert "target: val_loss <= 10 (--target), evaluated every 32 samples; reached by" in out
     meta = json.loads((reports / "tt" / "study.json").read_text())
@@ -79,7 +75,9 @@ def test_a_study_with_a_target_records_time_to_it_and_not_reached(ray_session, t
 
 
 def _plan(tmp_path, space_text, **options):
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
 
     work = write(tmp_path / "proj", PLANTED_STEPS)
     space = tmp_path / "bs.yaml"
@@ -238,15 +236,12 @@ def test_the_baselines_target_run_trains_its_whole_budget_evaluating_every_k_sam
 
 
 @pytest.mark.ray
-def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it(ray_session, tmp_path, capsys):
+def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it(ray_session, tmp_path,
+                                                                                  space_search):
     work = write(tmp_path / "proj", PLANTED_STEPS)
-    space = tmp_path / "bs.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "tb", "--trials", "2",
-                 "--target", "baseline", "--eval-every-samples", "32", "--confirm", "0", "--no-probe",
-                 "--reports-dir", str(reports)])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "tb", "--trials", "2", "--target", "baseline",
+        "--eval-every-samples", "32", "--confirm", "0", "--no-probe", name="bs.yaml")
     assert code == 0, err
     target = json.loads((reports / "tb" / "study.json").read_text())["target"]
     kept = target["evaluations"]  # its last three (fewer when its budget held fewer)
@@ -259,7 +254,7 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
         assert r["state"] in ("complete", "not reached") and r["quality_curve"]
 
 
-def test_time_to_target_as_an_objective_needs_a_target_one_line_and_exit_2(tmp_path, capsys):
+def test_time_to_target_as_an_objective_needs_a_target_one_line_and_exit_2(tmp_path, space_search):
     from tuner.errors import ConfigError
 
     ttt = SPACE.replace("objectives: [{metric: throughput, direction: max}, {metric: quality}]",
@@ -271,28 +266,23 @@ def test_time_to_target_as_an_objective_needs_a_target_one_line_and_exit_2(tmp_p
     with pytest.raises(ConfigError, match="time_to_target is minimized"):
         _plan(tmp_path, ttt.replace("[time_to_target]", "[{metric: time_to_target, direction: max}]"), target=5.0)
     work = write(tmp_path / "proj2", PLANTED_STEPS)
-    space = tmp_path / "ttt.yaml"
-    space.write_text(ttt)
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--reports-dir", str(tmp_path / "r2")])
-    err = capsys.readouterr().err
+    searched = space_search.run(ttt, "--workload", f"{work}:make", name="ttt.yaml", reports=tmp_path / "r2")
+    code, err = searched.code, searched.err
     assert code == 2 and "time_to_target needs a target" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r2" / "ttt").exists()
 
 
 @pytest.mark.ray
 def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reached_one_as_failed(
-        ray_session, tmp_path, capsys):
+        ray_session, tmp_path, capsys, space_search):
     work = write(tmp_path / "proj", PLANTED_STEPS)
-    space = tmp_path / "ttt.yaml"
     # val_loss 5 needs 25 optimizer steps: batch 8 takes them within its 256-sample budget, batch 32 (800 samples)
     # does not
-    space.write_text(SPACE.replace("objectives: [{metric: throughput, direction: max}, {metric: quality}]",
-                                   "objectives: [time_to_target]"))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--trials", "3",
-                 "--target", "5", "--eval-every-samples", "32", "--confirm", "0", "--no-probe",
-                 "--reports-dir", str(reports)])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(
+        SPACE.replace("objectives: [{metric: throughput, direction: max}, {metric: quality}]",
+                      "objectives: [time_to_target]"),
+        "--workload", f"{work}:make", "--study", "tt", "--trials", "3", "--target", "5", "--eval-every-samples",
+        "32", "--confirm", "0", "--no-probe", name="ttt.yaml")
     assert code == 0, err
     records = {r["trial"]: r for r in load_trials(reports / "tt")}
     told = {t.number: t for t in optuna.load_study(study_name="tt",
@@ -315,7 +305,9 @@ def test_a_study_on_time_to_target_tells_optuna_each_trials_time_and_a_not_reach
 
 def test_a_study_planned_on_its_trials_device_derives_k_from_the_pre_flight(tmp_path):
     from tuner.device import resolve_device
-    from tuner.search._options import SearchOptions, check_plan, plan_search
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
     from tuner.target import default_eval_every
 
     work = write(tmp_path / "proj", PLANTED_STEPS)
@@ -366,7 +358,7 @@ def test_a_k_that_leaves_few_evaluations_before_a_derived_target_is_lowered_or_r
         check_target_evaluations(nano, Budget(samples=6000), 500.0, 2.0, False, 16)
 
 
-def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(tmp_path):
+def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(tmp_path, space_search):
     """kill -9 of a time-to-target study after its first records (real `python -m tuner` processes), then
     --resume: study.json's target is the one it started with, every record written before the kill is as it was
     (its quality curve, its time or `not reached`), and every trial after it records its own curve to the same
@@ -376,12 +368,10 @@ def test_a_kill_mid_study_resumes_with_the_target_and_every_recorded_curve_kept(
     slow = PER_STEP.replace("    for _ in val_batches:\n", "    import time\n    time.sleep(0.3)\n    for _ in val_batches:\n")
     assert slow != PER_STEP
     work = write(tmp_path / "proj", slow)
-    space = tmp_path / "bs.yaml"
-    space.write_text(SPACE.replace("trials: 3", "trials: 6"))
-    reports = tmp_path / "reports"
+    first, reports = space_search.start(SPACE.replace("trials: 3", "trials: 6"), "--workload", f"{work}:make",
+                                        "--study", "tt", "--target", "10", "--eval-every-samples", "32", "--confirm",
+                                        "0", "--no-probe", "--sampler", "random", name="bs.yaml")
     study_dir = reports / "tt"
-    first = search(["--space", str(space), "--workload", f"{work}:make", "--study", "tt", "--target", "10",
-                    "--eval-every-samples", "32", "--confirm", "0", "--no-probe", "--sampler", "random"], reports)
     try:
         wait_for_results(first, study_dir, 2, timeout=300)
         sigkill(first)
@@ -424,7 +414,8 @@ def test_a_bad_target_or_k_is_refused_before_the_pre_flight_builds_anything(tmp_
 
 
 def test_an_evaluation_that_costs_more_than_the_reference_run_stops_the_study_before_it_starts(tmp_path, capsys,
-                                                                                                monkeypatch):
+                                                                                                monkeypatch,
+                                                                                                space_search):
     """Issue 51, as a user meets it: a workload whose evaluate() scores slowly (a planted 1.5 s a scoring, the
     pre-flight's measurement planted as tests/conftest.py plants a fast one) and `--target baseline` on short trials:
     the study stops after the pre-flight, one line naming what to change, exit 2, and no study folder left that
@@ -438,14 +429,11 @@ def test_an_evaluation_that_costs_more_than_the_reference_run_stops_the_study_be
     monkeypatch.setattr(preflight, "_train_steps", lambda *a, **k: (real_step(*a, **k), 0.064)[1])  # 1,000 samples/s
     monkeypatch.setattr(preflight, "_score_timed", lambda *a, **k: (real_score(*a, **k)[0], 1.5))
     work = write(tmp_path / "proj", PLANTED_STEPS)
-    space = tmp_path / "s.yaml"
-    space.write_text("defaults: {budget: {seconds: 6}, trials: 2}\nobjectives: [{metric: throughput, direction: max}, "
-                     "{metric: quality}]\nparams: {precision: fp32, num_workers: {type: int, low: 0, high: 1}}\n"
-                     "target: baseline\n")
-    reports = tmp_path / "r"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "nano",
-                 "--reports-dir", str(reports)])
-    err = capsys.readouterr().err
+    searched = space_search.run(
+        "defaults: {budget: {seconds: 6}, trials: 2}\nobjectives: [{metric: throughput, direction: max}, "
+        "{metric: quality}]\nparams: {precision: fp32, num_workers: {type: int, low: 0, high: 1}}\ntarget: baseline\n",
+        "--workload", f"{work}:make", "--study", "nano", name="s.yaml", reports=tmp_path / "r")
+    code, err, space, reports = searched.code, searched.err, searched.space, searched.reports
     lines = [line for line in err.strip().splitlines() if not line.startswith("note:")]
     assert code == 2 and len(lines) == 1, err
     assert "fewer than the 5 a target is read from" in lines[0] and "--budget-seconds" in lines[0]

@@ -5,12 +5,11 @@ the user's code names the user's own file in the recorded traceback, not Ray's s
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
-from tests.helpers.searchproc import REPO, tuner_env
+from tests.helpers.searchproc import finish
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import HEADER, write
 
@@ -41,17 +40,13 @@ params:
 
 
 @pytest.mark.ray
-def test_verbose_json_is_one_document_and_the_traceback_names_the_users_file(tmp_path):
+def test_verbose_json_is_one_document_and_the_traceback_names_the_users_file(tmp_path, space_search):
     work = write(tmp_path / "proj", RAISES_IN_TRIAL, "mine.py")
-    space = tmp_path / "one.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "tuner", "search", "--space", str(space), "--workload",
-                           f"{work}:make", "--study", "faults", "--confirm", "0", "--no-probe", "--verbose",
-                           "--format", "json", "--reports-dir", str(reports)],
-                          cwd=REPO, env=tuner_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)  # fails if Ray's tables or logs came first
+    proc, reports = space_search.start(SPACE, "--workload", f"{work}:make", "--study", "faults", "--confirm", "0",
+                                       "--no-probe", "--verbose", "--format", "json", name="one.yaml")
+    out, err = finish(proc, timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    doc = json.loads(out)  # fails if Ray's tables or logs came first
     assert doc["study"] == "faults" and doc["states"] == {"error": 1}
     (record,) = load_trials(reports / "faults")
     assert record["state"] == "error" and "only in the trial" in record["error"]
@@ -71,16 +66,13 @@ def make():
 
 
 @pytest.mark.ray
-def test_a_trials_factory_that_never_returns_is_an_error_trial_not_a_hung_study(ray_session, tmp_path, capsys):
-    from tuner.cli import main
-
+def test_a_trials_factory_that_never_returns_is_an_error_trial_not_a_hung_study(ray_session, tmp_path,
+                                                                                 space_search):
     work = write(tmp_path / "proj", LOOPS_IN_TRIAL_FACTORY, "loops.py")
-    space = tmp_path / "one.yaml"
-    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, "))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "stuck", "--confirm", "0",
-                 "--no-probe", "--reports-dir", str(reports)])
-    assert code == 2, capsys.readouterr().err  # the study ends on the set-up timeout's line, not in a hang
+    code, _, err, _, reports = space_search.run(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, "),
+                                                "--workload", f"{work}:make", "--study", "stuck", "--confirm", "0",
+                                                "--no-probe", name="one.yaml")
+    assert code == 2, err  # the study ends on the set-up timeout's line, not in a hang
     (record,) = load_trials(reports / "stuck")
     assert record["state"] == "error"
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in record["error"]
@@ -102,19 +94,16 @@ def make():
 
 
 @pytest.mark.ray
-def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_trial(ray_session, tmp_path, capsys):
+def test_a_set_up_timeout_ends_the_search_instead_of_waiting_as_long_in_every_trial(ray_session, tmp_path,
+                                                                                     space_search):
     import os
-
-    from tuner.cli import main
 
     work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_DRIVER.replace("{pid}", str(os.getpid())).replace("{{", "{")
                  .replace("}}", "}"), "hangs.py")
-    space = tmp_path / "three.yaml"
-    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 3"))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "hangs", "--confirm", "0",
-                 "--no-probe", "--reports-dir", str(reports)])
-    out = capsys.readouterr()
+    out = space_search.run(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 3"),
+                           "--workload", f"{work}:make", "--study", "hangs", "--confirm", "0", "--no-probe",
+                           name="three.yaml")
+    code, reports = out.code, out.reports
     assert code == 2, out.err  # as a set-up timeout in the probes: the user's to fix, not a clean end
     assert out.err.strip().splitlines()[-1].startswith("tuner: error: trial 0: the workload factory make() did not")
     (record,) = load_trials(reports / "hangs")  # not three trials, each waiting the whole timeout
@@ -143,24 +132,21 @@ def make():
 
 
 @pytest.mark.ray
-def test_a_study_of_a_workload_that_keeps_a_thread_pool_ends_with_its_reruns(tmp_path):
+def test_a_study_of_a_workload_that_keeps_a_thread_pool_ends_with_its_reruns(tmp_path, space_search):
     """The driver and each re-run's child end through tuner.files.fast_exit, which joined the pool's idle workers
     before Python's exit callbacks that tell them to stop: the re-runs waited until the driver's cap, and the
     driver forever after its summary (issue 57)."""
     work = write(tmp_path / "proj", KEEPS_A_POOL, "pooled.py")
-    space = tmp_path / "one.yaml"
-    space.write_text(SPACE.replace("trials: 1", "trials: 2"))
-    reports = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "tuner", "search", "--space", str(space), "--workload",
-                           f"{work}:make", "--study", "pooled", "--confirm", "1", "--repeats", "1", "--no-probe",
-                           "--parity-seconds", "0", "--format", "json", "--reports-dir", str(reports)],
-                          cwd=REPO, env=tuner_env(), capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
+    proc, reports = space_search.start(SPACE.replace("trials: 1", "trials: 2"), "--workload", f"{work}:make",
+                                       "--study", "pooled", "--confirm", "1", "--repeats", "1", "--no-probe",
+                                       "--parity-seconds", "0", "--format", "json", name="one.yaml")
+    out, err = finish(proc, timeout=400)
+    assert proc.returncode == 0, err[-3000:]
+    doc = json.loads(out)
     assert doc["study"] == "pooled" and doc["states"] == {"complete": 2}
     reruns = sorted((reports / "pooled" / "trials").glob("*/confirm/*.json"))
     assert reruns and all(json.loads(p.read_text())["state"] == "complete" for p in reruns)
-    assert "not waiting for thread" not in proc.stderr
+    assert "not waiting for thread" not in err
 
 
 # Blocks outside the pre-flight (the probes, the trials) for two minutes: long past the 2 s set-up timeout, yet
@@ -179,16 +165,13 @@ def make():
 
 @pytest.mark.ray
 @pytest.mark.parametrize("where", ["the loader probes", "the numerics parity check"])
-def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path, capsys,
-                                                                                   where):
+def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming_it(ray_session, tmp_path,
+                                                                                   space_search, where):
     """The probes called the factory with no set-up timeout: a factory that blocks only outside the pre-flight held
     a study at 'probing loader knobs' for 15 minutes (issue 57). It is bounded there as in a trial (and in the
     parity check), and the first time the bound runs out the study ends, with one line naming the factory and the
     seconds it waited."""
-    from tuner.cli import main
-
     work = write(tmp_path / "proj", BLOCKS_OUTSIDE_THE_PREFLIGHT, "blocks.py")
-    space = tmp_path / "probed.yaml"
     text = SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2")
     if where == "the loader probes":
         text, more = text.replace("num_workers: 0", "num_workers: {type: categorical, choices: [0, 1]}"), \
@@ -196,11 +179,9 @@ def test_a_factory_that_blocks_in_the_probes_ends_the_study_with_one_line_naming
     else:
         text, more = text.replace("precision: fp32", "precision: {type: categorical, choices: [fp32, bf16]}"), \
             ["--no-probe"]
-    space.write_text(text)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "probed", "--confirm", "0",
-                 "--reports-dir", str(reports), *more])
-    out = capsys.readouterr()
+    out = space_search.run(text, "--workload", f"{work}:make", "--study", "probed", "--confirm", "0", *more,
+                           name="probed.yaml")
+    code, reports = out.code, out.reports
     assert code == 2, out.err
     (line,) = [ln for ln in out.err.splitlines() if ln.startswith("tuner: error:")]
     assert "the workload factory make() did not return within 2 s (setup_timeout_s" in line
@@ -226,20 +207,16 @@ def make():
 
 @pytest.mark.ray
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the planted factory reads /proc")
-def test_a_set_up_timeout_in_a_rerun_starts_no_further_rerun(ray_session, tmp_path, capsys):
+def test_a_set_up_timeout_in_a_rerun_starts_no_further_rerun(ray_session, tmp_path, space_search):
     """Each re-run waited the whole setup_timeout_s on the same hang; the first one ends the confirmation, with the
     line naming the factory and the seconds, and --resume runs the re-runs left. The study ends on that line (exit
     2, as a set-up timeout in the probes), not as a search stopped by a signal: it said "interrupted" and exited 130
     (its confirmation had not run to its end)."""
-    from tuner.cli import main
-
     work = write(tmp_path / "proj", BLOCKS_IN_RERUNS, "reruns.py")
-    space = tmp_path / "two.yaml"
-    space.write_text(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2"))
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "reruns", "--confirm", "1",
-                 "--repeats", "2", "--no-probe", "--parity-seconds", "0", "--reports-dir", str(reports)])
-    out = capsys.readouterr()
+    out = space_search.run(SPACE.replace("trial: {", "trial: {setup_timeout_s: 2, ").replace("trials: 1", "trials: 2"),
+                           "--workload", f"{work}:make", "--study", "reruns", "--confirm", "1", "--repeats", "2",
+                           "--no-probe", "--parity-seconds", "0", name="two.yaml")
+    code, reports = out.code, out.reports
     assert code == 2, out.err
     last = out.err.strip().splitlines()[-1]
     assert last.startswith("tuner: error: trial ") and "re-run: the workload factory make() did not return within " \

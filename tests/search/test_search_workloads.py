@@ -25,16 +25,13 @@ trial: {measure: {warmup_steps: 1, windows: 2}}
 
 
 @pytest.mark.ray
-def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_session, tmp_path, capsys):
+def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_session, tmp_path, capsys,
+                                                                            space_search):
     work = write(tmp_path / "proj", RAISES_AT_32)
-    space = tmp_path / "bs.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
     # --no-probe: the sampler runs batch 32 (without batch statistics the probes would decide the split, and keep
     # the split whose reading did not raise)
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--trials", "4", "--study", "bugs",
-                 "--confirm", "0", "--reports-dir", str(reports), "--no-probe"])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(SPACE, "--workload", f"{work}:make", "--trials", "4", "--study",
+                                                  "bugs", "--confirm", "0", "--no-probe", name="bs.yaml")
     assert code == 0, err
     records = {r["trial"]: r for r in load_trials(reports / "bugs")}
     assert len(records) == 4
@@ -57,19 +54,15 @@ def test_an_exception_in_the_users_code_is_an_error_trial_with_their_frames(ray_
 
 
 @pytest.mark.ray
-def test_a_probe_that_raises_in_the_users_code_is_said_at_the_start_not_hidden(ray_session, tmp_path, capsys):
+def test_a_probe_that_raises_in_the_users_code_is_said_at_the_start_not_hidden(ray_session, tmp_path, space_search):
     """Without batch statistics the probes decide the split of the effective batch 64 and read every micro-batch:
     the user's bug at 32 raises in its probe. The study says so at its start, naming the error and the user's line,
     and the split is chosen among the micro-batches that ran (no trial runs 32)."""
     from tuner.study import ProbePlan
 
     work = write(tmp_path / "proj", RAISES_AT_32)
-    space = tmp_path / "bs.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--trials", "2", "--study", "bugs",
-                 "--confirm", "0", "--reports-dir", str(reports)])
-    out, err = capsys.readouterr()
+    code, out, err, _, reports = space_search.run(SPACE, "--workload", f"{work}:make", "--trials", "2", "--study",
+                                                  "bugs", "--confirm", "0", name="bs.yaml")
     assert code == 0, err
     line = next(ln for ln in err.splitlines() if "batch 32: the probe's step raised" in ln)
     assert f"ValueError: shapes do not line up at 32 (at {work}:" in line and "chose without this batch size" in line

@@ -6,12 +6,10 @@ subprocess timeout is only there to fail instead of hanging, never a timing asse
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers.searchproc import REPO, tuner_env
+from tests.helpers.searchproc import finish
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import HEADER, write
 
@@ -42,17 +40,14 @@ params:
 
 
 @pytest.mark.ray
-def test_a_step_that_blocks_is_ended_by_the_driver_and_recorded_as_an_error_naming_the_wall_cap(tmp_path):
+def test_a_step_that_blocks_is_ended_by_the_driver_and_recorded_as_an_error_naming_the_wall_cap(tmp_path,
+                                                                                                space_search):
     work = write(tmp_path / "proj", BLOCKS_IN_TRIAL_LOSS, "blocks.py")
-    space = tmp_path / "one.yaml"
-    space.write_text(SPACE)
-    reports = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "tuner", "search", "--space", str(space), "--workload",
-                           f"{work}:make", "--study", "blocked", "--confirm", "0", "--no-probe", "--format", "json",
-                           "--reports-dir", str(reports)],
-                          cwd=REPO, env=tuner_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["states"] == {"error": 1}
+    proc, reports = space_search.start(SPACE, "--workload", f"{work}:make", "--study", "blocked", "--confirm", "0",
+                                       "--no-probe", "--format", "json", name="one.yaml")
+    out, err = finish(proc, timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out)["states"] == {"error": 1}
     (record,) = load_trials(reports / "blocked")
     assert record["state"] == "error"
     assert "wall cap 11 s" in record["error"] and "process was ended" in record["error"], record["error"]

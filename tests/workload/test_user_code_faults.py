@@ -50,8 +50,8 @@ params:
 """
 
 
-def _one_line(capsys) -> str:
-    captured = capsys.readouterr()
+def _one_line(captured) -> str:
+    """The one line on stderr of what a command left (capsys.readouterr(), or the space_search fixture's run)."""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     return lines[0]
@@ -62,12 +62,12 @@ def test_sys_exit_at_import_is_one_line_and_exit_2_in_train(tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
     cfg.write_text(CONFIG.format(ref=f"{path}:make"))
     rc = main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")])
-    line = _one_line(capsys)
+    line = _one_line(capsys.readouterr())
     assert rc == 2
     assert "calls sys.exit() at import" in line and str(path) in line
 
 
-def test_sys_exit_at_import_is_one_line_and_exit_2_in_search(tmp_path, capsys, monkeypatch):
+def test_sys_exit_at_import_is_one_line_and_exit_2_in_search(tmp_path, monkeypatch, space_search):
     import tuner.search._ray_env as ray_env
 
     def no_ray(*a, **k):
@@ -75,10 +75,8 @@ def test_sys_exit_at_import_is_one_line_and_exit_2_in_search(tmp_path, capsys, m
 
     monkeypatch.setattr(ray_env, "start_local_ray", no_ray)
     path = write(tmp_path, EXITS_AT_IMPORT, "exits.py")
-    space = tmp_path / "space.yaml"
-    space.write_text(SPACE.format(ref=f"{path}:make"))
-    rc = main(["search", "--space", str(space), "--reports-dir", str(tmp_path / "r")])
-    line = _one_line(capsys)
+    searched = space_search.run(SPACE.format(ref=f"{path}:make"), reports=tmp_path / "r")
+    rc, line = searched.code, _one_line(searched)
     assert rc == 2
     assert "calls sys.exit() at import" in line and str(path) in line
     assert not (tmp_path / "r").exists()
@@ -127,7 +125,7 @@ def test_setup_that_blocks_is_one_line_and_exit_2_in_train(tmp_path, capsys, bod
     cfg = tmp_path / "run.yaml"
     cfg.write_text(CONFIG.format(ref=f"{path}:make") + "setup_timeout_s: 1\n")
     rc = main(["train", "--config", str(cfg), "--reports-dir", str(tmp_path / "r")])
-    line = _one_line(capsys)
+    line = _one_line(capsys.readouterr())
     assert rc == 2
     assert f"{what} did not return within 1 s (setup_timeout_s" in line and str(path) in line
 

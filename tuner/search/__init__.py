@@ -10,7 +10,8 @@ here is internal (underscore-named).
 """
 
 from tuner.search._context import cpu_facts, trial_context
-from tuner.search._options import SearchOptions, SearchPlan, plan_search
+from tuner.search._options import SearchOptions, SearchPlan
+from tuner.search._plan import plan_search
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search._runner import SearchSummary, run_search
 from tuner.search._storage import shown_url

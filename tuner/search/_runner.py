@@ -33,8 +33,10 @@ from tuner.search._allowance import margin
 from tuner.search._context import cpu_facts, cpu_precision_notes, device_facts_for, trial_context
 from tuner.space import Space, domains_of, study_space
 from tuner.search._caches import built_note, cache_entries
-from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, check_plan, objective_note, \
-    plan_search, trial_base
+from tuner.search._check import check_plan
+from tuner.search._objectives import objective_note
+from tuner.search._options import RESOURCE_OPTIONS, SearchOptions, SearchPlan, trial_base
+from tuner.search._plan import plan_search
 from tuner.search._outcome import wall_limit
 from tuner.search._busy import check_machine
 from tuner.search._probe import plan_loaders, stored_loader_plan

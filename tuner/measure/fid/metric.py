@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,19 +170,24 @@ def warm_up_fid(datasets: Datasets, quality: Quality, cache_dir: Path, device: D
 
 
 def fid_of_images(
-    batches: Iterable[torch.Tensor], datasets: Datasets, quality: Quality, cache_dir: Path, device: Device
+    batches: Iterable[torch.Tensor] | Callable[[int], Iterable[torch.Tensor]],
+    datasets: Datasets,
+    quality: Quality,
+    cache_dir: Path,
+    device: Device,
 ) -> dict[str, Any]:
     """FID of image batches ([-1, 1], the dataset's channels and size) against the dataset's training split.
 
-    Returns fid, fid_features, fid_samples (the count actually scored), quality_seconds (the scoring),
-    quality_setup_seconds (warm_up_fid) and, for classifier features, fid_classifier_accuracy. Use it to score
-    anything that is not a Generator (e.g. held-out images).
+    `batches` is the images, or a function of the extractor's batch size that makes them (a generator's images,
+    drawn as the extractor takes them: tuner.measure.quality.evaluate_gan). Returns fid, fid_features, fid_samples
+    (the count actually scored), quality_seconds (the scoring), quality_setup_seconds (warm_up_fid) and, for
+    classifier features, fid_classifier_accuracy.
     """
     setup_start = time.perf_counter()
     setup = warm_up_fid(datasets, quality, cache_dir, device)
     start = time.perf_counter()
     with torch.no_grad():
-        for x in batches:
+        for x in batches(setup.batch_size) if callable(batches) else batches:
             setup.add_fake(x)
     fid = setup.compute()
     device.synchronize()

@@ -1,0 +1,293 @@
+"""The fork server behind a fresh-process run (tuner.search._fresh): both ends of its protocol, one server per
+environment (`Servers`), and the fresh interpreter that stands in for a server on a host with a GPU (`forkable`).
+
+The server (`python -m tuner.search._fresh_server --server PARENT`) imports only what every re-run imports
+(`_PRELOAD`: torch and tuner's own modules; no operation run, no thread pool, no CUDA context, no workload module),
+then forks one child per job line on its stdin; each child runs its job (`main`) and builds what its figures depend
+on itself. A child dies with the server and the server with its trial process (PR_SET_PDEATHSIG, `_die_with_parent`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.knobs import KNOBS, env_knobs
+
+# The environment-knob variables (tuner.knobs.env_knobs: OMP_WAIT_POLICY): libgomp reads them once, when torch loads,
+# so a server is started under the ones its children train under.
+ENV_VARS = tuple(str(KNOBS[k].env) for k in env_knobs())
+MODULE = "tuner.search._fresh_server"  # `python -m` this: the server, or one job in a fresh interpreter
+
+
+def forkable() -> bool:
+    """Whether this host's re-runs may be forked from the server: not where a GPU could be used. A CUDA (or ROCm)
+    driver that was initialized before a fork does not work in the child, and an import that merely asks for
+    the device count initializes it; on such hosts each re-run is a fresh interpreter instead (its imports cost
+    little against GPU trials' set-up). A CPU-only host, or CUDA_VISIBLE_DEVICES set empty, forks."""
+    import glob
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return True
+    return not any(glob.glob(pattern) for pattern in ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"))
+
+
+def run_in_interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None, *, quiet: bool = False,
+                       timeout: float | None = None) -> int:
+    """The job in a fresh interpreter of its own (`python -m tuner.search._fresh_server JOB OUT PARENT`), under
+    `env`'s environment-knob variables where given (None: unset)."""
+    out_to = subprocess.DEVNULL if quiet else 2  # its prints: the trial's stderr
+    child = subprocess.Popen([sys.executable, "-m", MODULE, str(job), str(out), str(os.getpid())],
+                             env=_child_env(env), stdin=subprocess.DEVNULL, stdout=out_to, stderr=out_to)
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return -9
+    finally:  # interrupted (Ctrl-C, Tune stopping the trial) or past its time: the child does not outlive its trial
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _child_env(env: dict[str, str | None] | None = None) -> dict[str, str]:
+    """The trial process's environment (threads, visible devices), with the modules it imports on the path (Ray's
+    shipped modules and tuner's own checkout included), and `env`'s environment-knob variables (None: unset)."""
+    child = dict(os.environ)
+    child["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for var, value in (env or {}).items():
+        if value is None:
+            child.pop(var, None)
+        else:
+            child[var] = value
+    return child
+
+
+def knob_vars(env: dict[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
+    """The environment-knob variables a process started under `env` has (this process's own, `env`'s over them):
+    what a server is keyed by."""
+    have = {var: os.environ.get(var) for var in ENV_VARS} | dict(env or {})
+    return tuple(sorted(have.items()))
+
+
+def ending(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+
+class _Server:
+    """The trial process's end of the fork server: once its imports are done it says `ready`; then a job's paths
+    go in on its stdin, and the child's pid and then its exit code (negative: the signal that ended it) come back
+    on its stdout."""
+
+    def __init__(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> None:
+        self.proc = _popen_for_good([sys.executable, "-m", MODULE, "--server", str(os.getpid())],
+                                    env=_child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                    bufsize=1, stderr=subprocess.DEVNULL if quiet else None)
+        self.is_ready = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ready(self) -> None:
+        """Wait until the server has imported what every re-run imports (or has died: run() then says so)."""
+        if not self.is_ready:
+            assert self.proc.stdout is not None
+            self.proc.stdout.readline()
+            self.is_ready = True
+
+    def run(self, job: Path, out: Path, timeout: float | None = None) -> int:
+        """Fork a child for `job`, wait for it (killed after `timeout` s), return its exit code; the child never
+        outlives this call."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.ready()
+        try:
+            self.proc.stdin.write(f"{job}\t{out}\n")
+            self.proc.stdin.flush()
+            pid = int(self.proc.stdout.readline() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if not pid:  # the server died (killed, out of memory): no child was started
+            self.close()
+            return self.proc.returncode or -9
+        code = None
+        timer = None
+        if timeout is not None:
+            import threading
+
+            timer = threading.Timer(timeout, _kill, (pid,))  # the server then reports it killed
+            timer.daemon = True
+            timer.start()
+        try:
+            code = int(self.proc.stdout.readline() or -9)  # nothing: the server died, and its child with it
+            return code
+        finally:  # interrupted (Ctrl-C, Tune stopping the trial): the child does not outlive its trial
+            if timer is not None:
+                timer.cancel()
+            if code is None:
+                _kill(pid)
+                self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _popen_for_good(cmd: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Popen from a thread that lasts as long as this process. The server dies with the thread that started it
+    (PR_SET_PDEATHSIG follows the thread, not the process), and Ray Tune runs each trial in a thread of its own:
+    started from that thread, the server would die with the first re-run's trial."""
+    import threading
+
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def start() -> None:
+        try:
+            box["proc"] = subprocess.Popen(cmd, **kwargs)
+        except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
+            box["error"] = err
+        ready.set()
+        threading.Event().wait()  # never set: this thread ends with the process
+
+    threading.Thread(target=start, name="tuner-rerun-server", daemon=True).start()
+    ready.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["proc"]
+
+
+def _kill(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Servers:
+    """Fork servers keyed by the environment-knob variables they were started under (`knob_vars`): the one for an
+    environment serves every job that wants it, forking a child each. They die with this process (each was started
+    from a lasting thread, set to die with its parent); `close` ends them sooner."""
+
+    def __init__(self) -> None:
+        self.by_env: dict[tuple[tuple[str, str | None], ...], _Server] = {}
+
+    def get(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> _Server:
+        """The live server for `env` (None: this process's own environment), started if there is none."""
+        key = knob_vars(env)
+        server = self.by_env.get(key)
+        if server is None or not server.alive():
+            server = self.by_env[key] = _Server(dict(key), quiet=quiet)
+        return server
+
+    def start(self, envs: list[dict[str, str | None] | None], quiet: bool = False) -> None:
+        """Start the servers for `envs` together and wait until each is ready: their imports overlap, and none is
+        left importing beside a timed run forked from another."""
+        for server in [self.get(env, quiet=quiet) for env in envs]:
+            server.ready()
+
+    def close(self) -> None:
+        for server in self.by_env.values():
+            server.close()
+        self.by_env.clear()
+
+
+# What every re-run imports whatever its workload (tuner's training, measuring and built-in workloads' modules;
+# torch through them), and torch._dynamo: every torch.optim optimizer's constructor imports it (Optimizer.
+# _patch_step_function), 1.2 s of a 2-core CPU that each re-run paid in its pre-flight; the import starts no thread
+# and no device. Never the user's workload module: its import may do anything, a CUDA call included.
+_PRELOAD = ("tuner.train.trial", "tuner.train.preflight", "tuner.measure.quality", "tuner.measure.flops",
+            "tuner.builtin.gan", "tuner.builtin.cnn", "torch._dynamo")
+
+
+def dumps_job(job: tuple[Any, ...]) -> bytes:
+    """Ray's cloudpickle, as Ray ships a trial's parameters: what is importable goes by name (the child then
+    imports no ray), what is registered by value (the tests' fake engines) by value."""
+    from ray import cloudpickle
+
+    return cloudpickle.dumps(job)
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux the child is killed when its trial process dies: Ray ends a stopped trial's actor with SIGKILL,
+    so no `finally` of the parent runs to end it."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the parent's own `finally` ends it
+        return
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+
+def main(job_path: str, out_path: str) -> None:
+    fn, args = pickle.loads(Path(job_path).read_bytes())
+    payload = fn(*args)
+    tmp = Path(out_path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    tmp.rename(out_path)  # the parent reads a whole payload or none
+
+
+def serve(parent: int) -> None:
+    """The fork server: import what every re-run imports, then fork one child per job line on stdin. Only
+    imports happen here (torch's import starts no compute thread and no CUDA context); the child builds the rest.
+    Ends when its trial process closes stdin or dies."""
+    _die_with_parent(parent)
+    import importlib
+
+    import torch
+
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    assert not torch.cuda.is_initialized()  # a CUDA context does not survive a fork: each child makes its own
+    print("ready", flush=True)
+    for line in sys.stdin:
+        job, out = line.rstrip("\n").split("\t")
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(job, out)
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+
+
+def _child(job: str, out: str) -> None:
+    """A forked re-run: its prints go to stderr (the server's stdout is the protocol), it dies with the server
+    (and so with the trial process), and it never returns into the server's loop."""
+    code = 1
+    try:
+        os.dup2(2, 1)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        _die_with_parent(os.getppid())
+        main(job, out)
+        code = 0
+    except BaseException:  # noqa: BLE001 - run_one records the trial's own errors; this is tuner's
+        import traceback
+
+        traceback.print_exc()
+    finally:  # never back into the server's loop; no teardown of the modules (tuner.files.fast_exit)
+        from tuner.files import fast_exit
+
+        fast_exit(code)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--server"]:
+        serve(int(sys.argv[2]))
+    else:
+        _die_with_parent(int(sys.argv[3]))
+        main(sys.argv[1], sys.argv[2])
+        # The parent waits for this process to end before the next re-run starts: skip Python's ~2 s teardown of
+        # torch's modules (the payload and the trial's files are written; tuner.files.fast_exit).
+        from tuner.files import fast_exit
+
+        fast_exit(0)
