@@ -14,7 +14,7 @@ from tuner.config import Params, TrialConfig
 from tuner.device import Device
 from tuner.errors import DeviceError
 from tuner.knobs import CEILINGS, KNOBS, check_device, ceiling_knobs, dropped_here, parity_probed, probed, readme_table
-from tuner.search._probe import LOADER_KNOBS
+from tuner.search._loader_probe import LOADER_KNOBS
 from tuner.train.ceilings import ceiling_keys
 
 CPU = Device("cpu", torch.device("cpu"), "test cpu")

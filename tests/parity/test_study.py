@@ -232,7 +232,7 @@ def test_a_check_that_cannot_fit_or_is_turned_off_is_not_run_and_says_what_decid
     assert checks == [] and result.verdicts == [] and why in result.skipped
     assert printed == [f"numerics parity not run: {result.skipped}"]
     assert read_parity(tmp_path / "study") == result  # a resumed study does not try again
-    from tuner.search._probe import within_noise
+    from tuner.search._speed_probe import within_noise
 
     assert within_noise(result) == {}  # nothing passed: the trials sample precision
 
@@ -329,7 +329,7 @@ def test_a_too_slow_check_shows_the_kept_verdicts_and_says_which_knobs_the_trial
     lines = both.lines()
     assert lines[0].startswith("numerics parity against fp32 (100 steps") and "(cached from " in lines[1]
     assert lines[2] == f"  not run for the others: {both.skipped}" and lines[2] in said
-    from tuner.search._probe import within_noise
+    from tuner.search._speed_probe import within_noise
 
     assert both.unchecked == [{"precision": "fp16"}]
     assert within_noise(both) == {}  # fp16 has no verdict, so precision stays with the trials, bf16 with it

@@ -101,7 +101,7 @@ def test_a_study_prints_the_kept_effective_batch_as_a_note_and_a_changed_domain_
 
     from rich.console import Console
 
-    from tuner.search._runner import StudySetup
+    from tuner.search._setup import StudySetup
 
     space = load_space("amp_loader")
     first = study_space(space, H100)
@@ -125,7 +125,7 @@ def test_why_bf16_is_not_offered_on_this_cpu_is_a_note_not_a_warning(monkeypatch
     from rich.console import Console
 
     import tuner.device
-    from tuner.search._runner import prepare_study
+    from tuner.search._setup import prepare_study
 
     monkeypatch.setattr(tuner.device, "cpu_flags", lambda: frozenset(ZEN3))
     tuner.device.cpu_has_bf16.cache_clear()  # read again from the planted flags, and from the real ones after

@@ -15,22 +15,12 @@ from tests.helpers.studies import load_trials
 from tests.helpers.spacesearch import SpaceSearch
 from tuner.cli import main
 from tuner.measure.ceiling import CeilingCache
-from tuner.search._probe import (
-    ProbeChoice,
-    ProbePlan,
-    LoaderProbe,
-    candidate_batches,
-    candidate_loaders,
-    choice_of,
-    choose,
-    configs_left,
-    predicted,
-    probe_batch,
-    probed_knobs,
-)
+from tuner.search._loader_probe import candidate_loaders, choose, predicted
+from tuner.search._probe import configs_left, probe_batch, probed_knobs
+from tuner.search._probe_batches import candidate_batches, choice_of
 from tuner.search._searcher import SpaceFunction
 from tuner.space import parse_space
-from tuner.study import Preflight
+from tuner.study import LoaderProbe, Preflight, ProbeChoice, ProbePlan
 
 SPACE = """
 description: probe test
@@ -259,7 +249,7 @@ def test_the_report_names_the_loaders_the_probes_chose(make_study):
 
 
 def test_probes_stop_after_in_process_loading_on_a_cpu_only_where_the_rule_would_keep_it():
-    from tuner.search._probe import _in_process_suffices
+    from tuner.search._loader_probe import _in_process_suffices
 
     zero, one, two = {"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}, {"num_workers": 2}
     # 1/(1/1000 + 1/5000) = 833 >= 80% of 1000: `choose` keeps in-process loading whatever the workers measure
@@ -271,23 +261,23 @@ def test_probes_stop_after_in_process_loading_on_a_cpu_only_where_the_rule_would
 
 
 def test_loaders_are_not_probed_once_none_left_can_change_the_choice():
-    from tuner.search._probe import _loaders_decided
+    from tuner.search._loader_probe import loaders_decided
 
     zero, one, two = {"num_workers": 0}, {"num_workers": 1, "prefetch_factor": 2}, {"num_workers": 2}
     # no compute ceiling (a step too slow for the deadline): `choose` takes the cheapest loader, on any device
-    assert _loaders_decided(None, [zero], [3000.0], [one, two], on_cpu=False)
+    assert loaders_decided(None, [zero], [3000.0], [one, two], on_cpu=False)
     assert choose(None, [LoaderProbe(loader=lo, input_ceiling=9e9) for lo in (zero, one, two)], on_cpu=False) == zero
-    assert not _loaders_decided(None, [one], [3000.0], [zero], on_cpu=True)  # a cheaper one is left: probe it
+    assert not loaders_decided(None, [one], [3000.0], [zero], on_cpu=True)  # a cheaper one is left: probe it
     # on a CPU, in-process loading at 80% of the compute ceiling keeps it (as before)
-    assert _loaders_decided(1000.0, [zero], [5000.0], [one, two], on_cpu=True)
+    assert loaders_decided(1000.0, [zero], [5000.0], [one, two], on_cpu=True)
     # on a CPU no loader is predicted above the compute ceiling: one worker at 95% of it cannot be beaten by 5%
-    assert _loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=True)
+    assert loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=True)
     probes = [LoaderProbe(loader=zero, input_ceiling=3000.0), LoaderProbe(loader=one, input_ceiling=30000.0),
               LoaderProbe(loader=two, input_ceiling=1e12)]
     assert choose(1000.0, probes, on_cpu=True) == one  # what the skipped probe would have left unchanged
-    assert not _loaders_decided(1000.0, [zero, one], [3000.0, 8000.0], [two], on_cpu=True)  # 889 < 950: probe on
+    assert not loaders_decided(1000.0, [zero, one], [3000.0, 8000.0], [two], on_cpu=True)  # 889 < 950: probe on
     # on a GPU workers overlap compute: a costlier loader can still reach the compute ceiling, so probe on
-    assert not _loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=False)
+    assert not loaders_decided(1000.0, [zero, one], [3000.0, 30000.0], [two], on_cpu=False)
 
 
 def test_a_batch_size_without_a_compute_reading_is_not_probed_further(tmp_path, monkeypatch):
@@ -454,7 +444,8 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
     hold one step), or whose too slow step is the baseline's: every batch size is probed."""
     from tuner.search._options import trial_base
     from tuner.config import Measure
-    from tuner.search._probe import plan_loaders, preflight_steps, too_slow_to_read
+    from tuner.search._probe import plan_loaders
+    from tuner.search._probe_batches import preflight_steps, too_slow_to_read
     from tuner.search._resources import Resources
 
     probed = _recording_probe(monkeypatch)
@@ -487,7 +478,8 @@ def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():
     """What the pre-flight skip gives equals what probing the batch size concluded when its model could not be
     read (the old path: no compute reading, the cheapest loader's input ceiling read, the rest not probed): the
     same loader, speed knobs and compute ceiling, on a CPU and on a GPU's candidates."""
-    from tuner.search._probe import candidate_speeds, not_set_up
+    from tuner.search._probe_batches import not_set_up
+    from tuner.search._speed_probe import candidate_speeds
 
     knobs = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "channels_last"]
     s = parse(SPACE.replace("  precision: fp32", "  precision: fp32\n  channels_last: {type: bool}"))
@@ -516,7 +508,7 @@ def test_the_preflight_keeps_the_step_of_each_batch_size_it_timed_for_the_probes
     from tuner.search._check import check_plan
     from tuner.search._options import SearchOptions
     from tuner.search._plan import plan_search
-    from tuner.search._probe import preflight_steps
+    from tuner.search._probe_batches import preflight_steps
 
     path = tmp_path / "probe.yaml"
     path.write_text("effective_batch: {type: categorical, choices: [64, 256]}\n" + SPACE.replace(

@@ -10,7 +10,8 @@ import json
 import pytest
 
 import tuner.train.probe as train_probe
-from tuner.search._probe import choose_split, probe_batch, split_read_again
+from tuner.search._probe import probe_batch
+from tuner.search._split_probe import choose_split, split_read_again
 from tuner.study import LoaderProbe, ProbeChoice, ProbePlan
 
 CFG = {"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 8}, "budget": {"samples": 64},
@@ -36,7 +37,7 @@ def planted_loaders(monkeypatch, inputs: dict[int, list[float]]) -> list[int]:
 
 
 def probed(tmp_path) -> tuple[dict, ProbeChoice]:
-    from tuner.search._probe import choice_of
+    from tuner.search._probe_batches import choice_of
 
     found = probe_batch(json.dumps(CFG), LOADERS, 0.5, None, str(tmp_path), [{}])
     return found, choice_of(16, LOADERS, found, [{}])

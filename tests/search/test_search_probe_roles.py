@@ -13,15 +13,10 @@ import yaml
 
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import GOOD, write
-from tuner.search._probe import (
-    SPEED_GAIN,
-    candidate_speeds,
-    choice_of,
-    choose_split,
-    configs_left,
-    probed_knobs,
-    within_noise,
-)
+from tuner.search._probe import configs_left, probed_knobs
+from tuner.search._probe_batches import choice_of
+from tuner.search._speed_probe import SPEED_GAIN, candidate_speeds, within_noise
+from tuner.search._split_probe import choose_split
 from tuner.search._searcher import SpaceFunction
 from tuner.space import parse_space
 from tuner.study import KnobParity, LoaderProbe, ProbeChoice, ProbePlan, StudyParity
@@ -184,7 +179,7 @@ def test_channels_last_stays_at_its_default_where_the_models_have_no_4d_weights_
     """An MLP (a VAE on digits) on a busy machine: the probes set its batch sizes up, found no 4-D weight, and read
     no compute ceiling. precision goes back to the trials; channels_last does not (on such models NHWC changes
     nothing a trial could measure, and sampling it wasted trials of a VAE study beside a competing process)."""
-    from tuner.search._probe import NO_4D_WEIGHTS, given_back
+    from tuner.search._speed_probe import NO_4D_WEIGHTS, given_back
     from tuner.study import ProbeChoice
 
     choices = [ProbeChoice(batch_size=b, compute_ceiling=None, notes=[NO_4D_WEIGHTS]) for b in (16, 32)]

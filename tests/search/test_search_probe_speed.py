@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import yaml
 
-from tuner.search._probe import SPEED_GAIN, candidate_speeds, choice_of, probed_knobs
+from tuner.search._probe import probed_knobs
+from tuner.search._probe_batches import choice_of
+from tuner.search._speed_probe import SPEED_GAIN, candidate_speeds
 from tuner.space import load_space, parse_space
 from tuner.study import ProbePlan
 

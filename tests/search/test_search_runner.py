@@ -177,13 +177,13 @@ def test_the_default_space_fits_the_trials_hardware_and_a_resume_elsewhere_keeps
     CPU, it keeps them (Optuna refuses a categorical whose choices change) and says so."""
     from rich.console import Console
 
-    import tuner.search._runner as runner
+    import tuner.search._setup as setup
 
     _ship_fakes_by_value()
     trial_engine(engine_bf16_diverges)
     few_parity_steps(monkeypatch)
     gpu = {"device": "cuda (fake A100)", "precisions": ["fp32", "fp16", "bf16"], "tf32_available": True}
-    monkeypatch.setattr(runner, "device_facts_for", lambda resources, cluster, remote=False: (dict(gpu), []))
+    monkeypatch.setattr(setup, "device_facts_for", lambda resources, cluster, remote=False: (dict(gpu), []))
     first = run_search(SearchOptions(space="amp_loader", study="fit", trials=8, startup_trials=8, seed=1,
                                      reports_dir=tmp_path, probe=False, confirm=0))
     meta = read_meta(tmp_path / "fit")

@@ -331,7 +331,7 @@ def test_a_trial_the_race_stops_under_tpe_reaches_optuna_pruned_not_as_a_failure
 
     from tuner.schedule import Race
     from tuner.search._protocol import FinalReport, TrialOrder, WindowReport, to_tune
-    from tuner.search._runner import make_sampler
+    from tuner.search._sampler import make_sampler
     from tuner.search._scheduler import TuneScheduler
     from tuner.study import TrialRecord
     from tuner.target import NOT_REACHED

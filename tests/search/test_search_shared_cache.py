@@ -17,7 +17,7 @@ from tuner.device import resolve_device
 from tuner.measure.fid import fid_of_images
 from tuner.search import SearchOptions
 from tuner.search._rungs import SchedulerPlan
-from tuner.search._runner import StudySetup, shared_fid_cache, study_meta
+from tuner.search._setup import StudySetup, shared_fid_cache, study_meta
 from tuner.search._shared_cache import SharedFiles
 from tuner.space import parse_space
 from tuner.search._protocol import TrialOrder, record_of

@@ -126,7 +126,7 @@ def test_accumulation_alone_keeps_its_old_meaning_and_says_so():
 
 
 def test_the_loader_probes_cover_the_micro_batches_a_kept_effective_batch_runs():
-    from tuner.search._probe import candidate_batches
+    from tuner.search._probe_batches import candidate_batches
 
     assert candidate_batches(load_space("amp_loader"), CPU) == [16, 32, 64]  # not 256: no trial of 64 runs it
     wide = space_of("params:\n  batch_size: {type: int, low: 1, high: 64, log: true}\n")

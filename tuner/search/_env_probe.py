@@ -10,7 +10,7 @@ with the speed knobs the other probes chose there), with one trial's threads. Th
 moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
 within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
 than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than
-SPEED_GAIN, as the other speed knobs are (tuner.search._probe).
+SPEED_GAIN, as the other speed knobs are (tuner.search._speed_probe).
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tuner.search._resources import Resources
 
 NOISE = 0.10  # values read within 10% of the best are read again, in reverse order
-SPEED_GAIN = 0.05  # as tuner.search._probe: a value is kept only where it beats default's reading by 5%
+SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it beats default's reading by 5%
 CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 

@@ -6,13 +6,14 @@ the knee stands on confirmed figures.
 It runs in the search's own Tune run (tuner.search._phases), so one trial process serves every round and the
 search's last trial (reuse_actors): a Tune run per round, then one for the phase, paid Tune's start-up again
 (issue 20 item 6). Each re-run itself runs in a fresh process forked for it by that trial process's server
-(tuner.search._fresh), so its figures read as `tuner train`'s would.
+(tuner.search._fresh), so its figures read as `tuner train`'s would. The driver's side of the phase
+(Confirmation) builds that searcher once the search has ended and says, after the run, whether it ran to its end.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.tune.search import Searcher
 
@@ -20,6 +21,10 @@ from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_ro
     pending, rerun_configs, screen
 from tuner.study import StudyFolder, fmt_metric
 from tuner.analysis import Study, ranks_windows
+from tuner.search._summary import cut_short
+
+if TYPE_CHECKING:
+    from tuner.search._options import SearchPlan
 
 
 class RerunSearcher(Searcher):
@@ -140,3 +145,59 @@ class RerunSearcher(Searcher):
 
     def restore(self, checkpoint_path: str) -> None:
         pass
+
+
+class Confirmation:
+    """The confirmation phase (tuner.search._confirm) once the search has ended, in the same Tune run
+    (tuner.search._phases): the missing re-runs in their interleaved order (RerunSearcher); then, while the
+    confirmed figures move the knee to a trial never re-run, that trial's re-runs (at most MAX_EXTRA of them, and
+    with --study-seconds only while the time left holds them: the verdict then names the unconfirmed rival), so
+    the export stands on confirmed figures.
+
+    Each re-run runs in a fresh process, as `tuner train` runs the export: re-runs sharing one process agreed
+    within 1% while fresh processes of the same config read 290-329 samples/s (a nanoGPT-style model on this CPU;
+    benchmarks/results/retrain.md), so an interval from shared-process re-runs was too narrow to hold. The trial
+    process forks each re-run from its import-only server (tuner.search._fresh): a fresh Ray actor per re-run cost
+    about 2 s more of Ray's and Tune's turnover each, a fresh interpreter 2-3 s of imports."""
+
+    def __init__(self, plan: "SearchPlan", view: Any, allowance: Any, console: Any) -> None:
+        from tuner.search._recorder import RerunRecorder
+
+        self.plan, self.view, self.allowance, self.console = plan, view, allowance, console
+        self.recorder = RerunRecorder(plan.study_dir, plan.storage, plan.optuna_name, view)
+        self.reruns: Any = None  # the RerunSearcher, once the search ended with re-runs to do
+        self.search: Any = None  # the search's StudySearcher (None: nothing was left to search)
+
+    def searcher(self) -> Any:
+        """Called by the Tune run's searcher when the search's last trial has ended: the re-runs' searcher, or None
+        when the search was cut short (nothing to confirm on) or nothing is left to confirm."""
+        from tuner.search._outcome import wall_limit
+        from tuner.search._trial import budget_limits, learned_reserve, scored, trained
+
+        plan, allowance = self.plan, self.allowance
+        study = Study.load(plan.folder)
+        if cut_short(study, plan, allowance, self.search):
+            return None  # an interrupted search is not confirmed (resume does both)
+        if allowance is not None and allowance.ended and self.console is not None:
+            self.console.print(allowance.ending(), soft_wrap=True)
+        if getattr(self.search, "hung", None) and self.console is not None:
+            from rich.markup import escape
+
+            self.console.print(escape(self.search.hung), soft_wrap=True)
+        first = pending(study, plan.confirm_trials, plan.confirm_repeats)
+        if not first and (plan.confirm_repeats <= 0 or next_knee(study, plan.confirm_trials) is None):
+            return None
+        wall = plan.options.wall_limit_s or wall_limit(plan.budget, trained(study.records))
+        limits = learned_reserve(budget_limits(plan.preflight), scored(study.records))
+        self.reruns = RerunSearcher(plan.study_dir, plan.confirm_trials, plan.confirm_repeats, wall, self.view,
+                                    limits=limits, allowance=allowance)
+        return self.reruns
+
+    def finished(self, phases: Any) -> bool:
+        """After the run: whether the confirmation ran to its end with every re-run recorded (or had none to do);
+        False when it was interrupted, or never began though the search ended."""
+        if not phases.confirm_started:
+            return False
+        if self.reruns is None:
+            return True
+        return bool(self.reruns.done) and len(self.recorder.recorded) == self.reruns.issued

@@ -1,14 +1,22 @@
-"""What `run_search` returns (tuner.search._runner): the study as it stands at the end of the call, and what the
-call did. `tuner search` prints it (tuner.cli); tuner.search exports it."""
+"""What a search says of its study: the line it starts with (announce), and what `run_search` returns
+(tuner.search._runner): the study as it stands at the end of the call, and what the call did. `tuner search` prints
+it (tuner.cli); tuner.search exports it. How the search ended is said and kept before it is returned (closing):
+whether it was cut short or interrupted, the study's noise floor and the allowance's record in study.json."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.study import Objective, TrialRecord
 from tuner.analysis import Study, Verdict
+
+if TYPE_CHECKING:
+    from tuner.search._options import SearchPlan
+    from tuner.search._resources import Resources
+    from tuner.space import Space
 
 
 @dataclass
@@ -91,3 +99,81 @@ class SearchSummary:
         objs = self.objectives
         return sorted(self.study.front(), key=lambda r: [-o.goodness(self.study.value(r, o.metric) or 0.0)
                                                          for o in objs])
+
+
+def announce(console: Any, plan: "SearchPlan", space: "Space", context: dict[str, Any], resources: "Resources",
+             done: int, allowance: Any, scheduled: bool) -> None:
+    """The study's line as it starts: its trials, workload, budget, sampler (and scheduler, where `scheduled`) and
+    resources, the `done` trials a resume starts with; and the domains fitted to these trials' resources."""
+    from rich.markup import escape
+
+    from tuner.search._allowance import margin
+
+    on = f" on {plan.dataset}" if plan.dataset else ""
+    count = "as many trials as fit" if plan.kept_trials else \
+        f"{plan.trials} trial{'s' if plan.trials != 1 else ''}"
+    if allowance is not None:
+        count += f" in {allowance.seconds:g} s (+{margin(allowance.seconds):.0f} s margin)"
+    console.print(f"study [bold]{plan.study}[/bold]: {count} of {escape(plan.workload.text + on)}, "
+                  f"{plan.budget.describe()} each, sampler {plan.sampler} (seed {plan.seed}"
+                  + (f", scheduler {plan.scheduler.describe()}" if scheduled else "") + "); "
+                  f"{resources.describe(plan.trials)}" + (f"; resuming with {done} done" if plan.resume else ""),
+                  soft_wrap=True)
+    fitted = [f"{n} {space.params[n].describe()}" for n, spec in plan.space.params.items() if spec.unresolved]
+    if fitted:
+        console.print(escape(f"fitted to these trials ({_trial_words(context)}): " + "; ".join(fitted)),
+                      soft_wrap=True)
+
+
+def _trial_words(context: dict[str, Any]) -> str:
+    gpus = context.get("gpus") or 0
+    words = f"{context.get('cpus')} CPUs per process" + (f", {gpus} GPU" if gpus else "")
+    return words + (f", {context['device']}" if context.get("device") else "")
+
+
+def cut_short(study: Study, plan: "SearchPlan", allowance: Any, searcher: Any = None) -> bool:
+    """Whether the search ended with trials missing (interrupted); with --study-seconds, fewer trials than the cap
+    is the allowance's doing, not an interruption, and so is a search a set-up timeout ended (searcher.hung)."""
+    ended = bool(allowance and allowance.ended) or bool(getattr(searcher, "hung", None))
+    return len(study.records) < plan.trials and not ended
+
+
+def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: list[Any], confirmation: Any,
+            phases: Any, allowance: Any, console: Any, prepared: Any) -> SearchSummary:
+    """The summary of a search whose Tune run has ended: `ran` trials recorded by this call, `search` the
+    StudySearcher (None: nothing was left to search), `dropped` its trials Ctrl-C stopped before they reported,
+    `confirmation` the phase (tuner.search._reruns.Confirmation) and `phases` the run's searcher
+    (tuner.search._phases). Says how the search ended where the confirmation did not already (the allowance spent,
+    a set-up timeout), refuses a study the allowance left without a trial, and keeps the study's noise floor (an
+    uninterrupted search) and the allowance's record in study.json."""
+    if console is not None and not phases.confirm_started:
+        if allowance is not None and allowance.ended:
+            console.print(allowance.ending(), soft_wrap=True)
+        if search is not None and search.hung:
+            from rich.markup import escape
+
+            console.print(escape(search.hung), soft_wrap=True)
+    study = Study.load(plan.folder)
+    if search is not None and not dropped and not study.records and allowance is not None and allowance.ended:
+        from tuner.errors import BudgetError
+
+        # the pre-flight's check passed, but what came after it (the probes, the parity check) left no trial room
+        raise BudgetError(f"no trial started: {allowance.ending()}; give a longer --study-seconds with --resume")
+    interrupted = bool(dropped) or cut_short(study, plan, allowance, search)
+    reruns_hung = getattr(confirmation.reruns, "hung", None)
+    if not interrupted:  # a re-run's set-up timeout ended the confirmation (reruns_hung): not a signal
+        interrupted = not reruns_hung and not confirmation.finished(phases)
+        noise = study.noise()
+        if noise is not None:  # the study's own noise floor, kept with the study
+            plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
+            study = Study.load(plan.folder)
+    if allowance is not None:  # what the allowance came to: the wall time spent, whether it ended the search
+        plan.folder.write_meta(study.meta.model_copy(
+            update={"allowance": allowance.to_json(spent=time.perf_counter() - t0)}))
+        study = Study.load(plan.folder)
+    # "as many as fit" (no --trials): no count was asked for; the trials that ran are the total, interrupted or not
+    total = len(study.records) if plan.kept_trials else plan.trials
+    return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
+                         interrupted=interrupted, warnings=list(prepared.warnings), notes=list(prepared.notes),
+                         as_many_as_fit=bool(plan.kept_trials),
+                         ended=reruns_hung or (search.hung if search is not None else None))

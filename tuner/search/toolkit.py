@@ -12,6 +12,6 @@ from tuner.schedule import ParetoASHA, rung_budgets
 from tuner.search._outcome import tell_trial, wall_limit
 from tuner.search._probe import run_probes
 from tuner.search._ray_env import start_local_ray
-from tuner.search._runner import make_sampler
+from tuner.search._sampler import make_sampler
 
 __all__ = ["ParetoASHA", "make_sampler", "rung_budgets", "run_probes", "start_local_ray", "tell_trial", "wall_limit"]
