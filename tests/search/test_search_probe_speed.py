@@ -161,6 +161,9 @@ def test_a_study_probes_channels_last_and_its_trials_train_with_the_choice(ray_s
     assert all([p.knobs for p in c.speed_probes] == [{}, {"channels_last": True}] for c in plan.choices)
     records = {r["trial"]: r for r in load_trials(reports / "s")}
     assert records[0]["params"].get("channels_last", False) is False  # the baseline: tuner's defaults
+    if "channels_last" in plan.unread:  # a loaded machine: no batch size read a ceiling, so it went to the trials
+        assert "not read at any batch size" in err and "the trials search" in err  # and the study says so
+        return
     for n, r in records.items():
         if n > 0:
             want = plan.loader_for(r["params"]["batch_size"]).get("channels_last", False)
