@@ -2,7 +2,7 @@
 ceiling it moves, how PyTorch spells it.
 
 The config's knob fields (tuner.config.Params is built from `KNOBS`), the ceiling cache keys (tuner.train.ceilings)
-and of_peak's (tuner.measure.flops), the knobs the study's probes decide and their order (tuner.search._probe),
+and of_peak's (tuner.measure.flops), the knobs the study's probes decide and their order (tuner.search._loader_probe),
 the plain-PyTorch settings of an export (tuner.report.settings), the refusal of CUDA-only knobs on a CPU and the
 README's knob table are all derived from `KNOBS`, so a new knob is one entry here plus the code that applies it,
 and a knob one list forgot can no longer share a cached ceiling with a config it differs from.
@@ -57,7 +57,7 @@ class Knob:
     coerce: Callable[[Any], Any] | None = None  # turns a spelling users write into the field's value, before checks
     needs: tuple[Need, ...] = ()
     # The ceiling a study probes to decide this knob instead of sampling it: a speed knob always; a numerics knob
-    # only where the study's parity check found every value it may pick within seed noise (tuner.search._probe).
+    # only where the study's parity check found every value it may pick within seed noise (tuner.search._speed_probe).
     probe: Ceiling | None = None
     what: str = ""  # one phrase for the README's table
     counts: tuple[Count, ...] = ()  # of_peak's cached figures whose key holds it (tuner.measure.flops)

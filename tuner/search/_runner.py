@@ -1,7 +1,7 @@
 """`tuner search` as a library call: `run_search(SearchOptions(...)) -> SearchSummary`.
 
 Order of work, so that bad input never starts Ray or touches disk:
-  1. plan_search() (tuner.search._options): validate and resolve everything; pure.
+  1. plan_search() (tuner.search._plan): validate and resolve everything; pure; check_plan() (tuner.search._check).
   2. Count the machine's GPUs (or join the cluster with --address) and decide per-trial resources and
      concurrency (tuner.search._resources).
   3. Create (or reconcile, on --resume) the study folder and the Optuna study (tuner.search._storage), then run a
