@@ -24,7 +24,7 @@ from typing import Any
 from tuner.errors import ConfigError
 from tuner.knobs import heavy_knobs
 
-# Spaces and ParamSpecs (tuner.space._space, which calls this module) are typed Any here: no import circle.
+# Spaces (tuner.space._space, which calls this module) and their ParamSpecs are typed Any here: no import circle.
 Space = ParamSpec = Any
 
 EFFECTIVE = "_effective_batch"  # the sampler's names for an explicit effective batch and the micro-batch drawn

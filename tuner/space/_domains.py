@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.space._space import ParamSpec, Space
+from tuner.space._param import ParamSpec
+from tuner.space._space import Space
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,9 @@ from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
 from tuner.knobs import KNOBS, dropped_here
 from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
-from tuner.space._space import (
-    CONTEXT_NAMES,
-    NATIVE_PARAMS,
-    Condition,
-    SPACE_SUFFIXES,
-    ParamSpec,
-    Space,
-    evaluate_bound,
-    overflow_message,
-)
+from tuner.space._condition import CONTEXT_NAMES, Condition
+from tuner.space._param import NATIVE_PARAMS, ParamSpec, evaluate_bound, overflow_message
+from tuner.space._space import SPACE_SUFFIXES, Space
 from tuner.study import BY_KEY, Objective, QUALITY
 
 
@@ -252,7 +245,7 @@ def check_expressions(name: str, spec: ParamSpec, key: str, adapter: TypeAdapter
 
 def clamp_notes(name: str, spec: ParamSpec) -> list[str]:
     """Where an expression bound is clamped to the param's own limit, in words (`tuner spaces show`)."""
-    from tuner.space._space import field_limits
+    from tuner.space._param import field_limits
 
     notes = []
     lo, hi = field_limits(name, spec.type)
