@@ -223,6 +223,16 @@ def env_command(env: dict[str, str], program: str = "python train.py") -> str:
 EVAL_EVERY_STEPS = 25  # a target study's default evaluation interval: the baseline's effective batch x this
 
 
+class ReferenceSeed(_Strict):
+    """One seed of a derived target's reference run (issue 51): the quality it settled at (the mean of its last
+    evaluations) and when it first met the target the seeds set (None: it did not, within the reference budget)."""
+
+    seed: int
+    quality: float = Field(allow_inf_nan=False, description="the mean of its last 3 evaluations")
+    time_to_target: float | None = Field(None, ge=0, allow_inf_nan=False, description="training seconds to the "
+                                         "first evaluation that met the target; None: none did")
+
+
 class Target(_Strict):
     """A quality to reach (issue 34): training runs until the first evaluation that meets `value` on `metric` (in
     its direction), evaluating every `eval_every_samples` training samples, the same for every trial of a study,
@@ -236,8 +246,12 @@ class Target(_Strict):
     eval_every_samples: int = Field(ge=1, le=10**15, description="training samples between two evaluations")
     source: str = Field("", description="how the value was set: '--target', 'space', '--until-target', 'baseline'")
     # A derived target (source 'baseline'): the baseline's evaluations it came from, [samples, seconds, quality].
-    evaluations: list[list[float | None]] | None = Field(None, description="a target the baseline set: its last "
-                                                         "3 evaluations, [samples, seconds, quality]")
+    evaluations: list[list[float | None]] | None = Field(None, description="a target the baseline set: the "
+                                                         "evaluations it was read from, each seed's last 3, "
+                                                         "[samples, seconds, quality]")
+    reference_seeds: list[ReferenceSeed] | None = Field(None, description="a target the baseline set: each seed of "
+                                                        "its reference run, what it settled at; the target is their "
+                                                        "median")
     cap_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="training seconds after which "
                                       "a trial that has not met the target ends 'not reached' (3x the baseline's "
                                       "time to target); None: its budget")
@@ -248,7 +262,8 @@ class Target(_Strict):
     def _drop_unset(self, handler: Any) -> dict[str, Any]:
         """A given target's record stays as it was (no derived-only keys)."""
         d = handler(self)
-        return {k: v for k, v in d.items() if v is not None or k not in ("evaluations", "cap_seconds", "reference_budget")}
+        derived_only = ("evaluations", "cap_seconds", "reference_budget", "reference_seeds")
+        return {k: v for k, v in d.items() if v is not None or k not in derived_only}
 
     def met(self, quality: float | None) -> bool:
         """`quality` meets the target (a missing or non-finite reading never does, nor any before it is set)."""

@@ -143,9 +143,10 @@ def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "default").exists()
 
 
-def _derivation(tmp_path, monkeypatch, curve, **options):
-    """A planned `--target baseline` study whose baseline run returns `curve` (patched: tuner.search._reference's
-    baseline_curve), and the study.json the runner then writes with its target."""
+def _derivation(tmp_path, monkeypatch, curve, console=None, **options):
+    """A planned `--target baseline` study whose baseline runs return `curve` (patched: tuner.search._reference's
+    baseline_curve; a function of the run's seed gives each seed its own), and the study.json the runner then
+    writes with its target."""
     from tuner.search import _reference
     from tuner.search._options import trial_base
     from tuner.study import StudyMeta
@@ -153,11 +154,16 @@ def _derivation(tmp_path, monkeypatch, curve, **options):
 
     plan = _plan(tmp_path, SPACE, target="baseline", **options)
     ran = []
-    monkeypatch.setattr(_reference, "baseline_curve", lambda *a: ran.append(a) or
-                        {"state": "not reached", "error": None, "curve": curve})
+
+    def baseline_curve(cfg_json, *rest):
+        ran.append((cfg_json, *rest))
+        seed = json.loads(cfg_json)["params"]["seed"]
+        return {"state": "not reached", "error": None, "curve": curve(seed) if callable(curve) else curve}
+
+    monkeypatch.setattr(_reference, "baseline_curve", baseline_curve)
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
     space = plan.space.resolve(context, strict=False)
-    plan = derive_study_target(plan, space, context, trial_base(plan, 0, "cpu"), None,
+    plan = derive_study_target(plan, space, context, trial_base(plan, 0, "cpu"), console,
                                _reference.reference_run(None, in_process=True))
     assert not plan.folder.path.exists()  # derived before the runner writes study.json (with it)
     meta = StudyMeta.model_validate({"name": plan.study, "target": plan.target.model_dump()})
@@ -172,10 +178,12 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
 
     planted = [[64, 1.0, 40.0], [128, 2.0, 30.0], [192, 3.0, 14.0], [256, 4.0, 16.0]]
     plan, meta, ran = _derivation(tmp_path, monkeypatch, planted)
-    assert len(ran) == 1 and json.loads(ran[0][0])["target"].get("value") is None  # trained with the target unset
+    # 3 seeds by default (issue 51), each trained with the target unset
+    assert len(ran) == 3 and all(json.loads(r[0])["target"].get("value") is None for r in ran)
     saved = meta.target
     assert saved["value"] == pytest.approx(20.0) and saved["source"] == "baseline"  # mean of 30, 14, 16
-    assert saved["evaluations"] == planted[-3:] and saved["cap_seconds"] == pytest.approx(9.0)  # 3 x 3 s
+    assert saved["evaluations"] == planted[-3:] * 3 and saved["cap_seconds"] == pytest.approx(9.0)  # 3 x 3 s
+    assert [s["quality"] for s in saved["reference_seeds"]] == pytest.approx([20.0] * 3)
     assert saved["reference_budget"]["samples"] == 85  # a third of the trials' 256 samples
     assert trial_base(plan, 0, "cpu")["target"]["value"] == pytest.approx(20.0)  # what every trial gets
 
@@ -183,7 +191,7 @@ def test_the_baseline_sets_the_target_study_json_keeps_it_and_resume_does_not_de
     resumed = SimpleNamespace(options=SimpleNamespace(target="baseline", eval_every_samples=None), meta=meta,
                               resume=True, study="tt")
     kept = study_target(resumed, None, None)
-    assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:]
+    assert kept.value == pytest.approx(20.0) and kept.evaluations == planted[-3:] * 3
     again = SimpleNamespace(target=kept, folder=plan.folder)
     assert derive_study_target(again, None, {}, {}, None, lambda *a: pytest.fail("a resumed study derived again")) \
         is again
@@ -204,6 +212,58 @@ def test_the_baselines_target_run_trains_a_third_of_the_trials_budget(tmp_path, 
     saved = meta.target
     assert {k: v for k, v in saved["reference_budget"].items() if v is not None} == pytest.approx(reference)
     assert plan.target.reference_budget.model_dump(exclude_none=True) == pytest.approx(reference)
+
+
+def test_a_derived_target_is_the_median_of_the_seeds_not_seed_0s_and_their_spread_is_kept_and_shown(
+        tmp_path, monkeypatch, make_study, capsys):
+    """Issue 51: from one seed the derived target moved 10-20% with the seed (ttc-n-spread, ttc-n-luck). Planted
+    reference runs that settle at 24 (the baseline's own seed, 0), 20 and 18: the target is their median, 20, not
+    seed 0's 24; each seed's reading is kept in study.json, and the cost (3 seeds of a third of the budget) and the
+    spread are said at the start and shown by the report."""
+    import io
+
+    from rich.console import Console
+
+    from tests.cli.test_cli_report import run
+    from tuner.study import StudyFolder
+
+    settle = {0: 24.0, 1: 20.0, 2: 18.0}
+
+    def curve(seed):  # falls to `settle` over its last three evaluations (each seed its own level)
+        q = settle[seed]
+        return [[32, 1.0, 40.0], [64, 2.0, q + 1], [96, 3.0, q], [128, 4.0, q - 1]]
+
+    shown = io.StringIO()
+    plan, meta, ran = _derivation(tmp_path, monkeypatch, curve, console=Console(file=shown, width=400))
+    assert [json.loads(r[0])["params"]["seed"] for r in ran] == [0, 1, 2]
+    saved = meta.target
+    assert saved["value"] == pytest.approx(20.0)  # the median of 24, 20, 18: not seed 0's 24
+    assert [(s["seed"], s["quality"]) for s in saved["reference_seeds"]] == [(0, 24.0), (1, 20.0), (2, 18.0)]
+    # seed 0 never reads 20 or better within its reference run; seeds 1 and 2 do, at 3 s and 2 s (the first
+    # evaluations at or under 20): the cap is 3x their median, the lower middle of 2, 3 and never
+    assert [s.get("time_to_target") for s in saved["reference_seeds"]] == [None, 3.0, 2.0]
+    assert saved["cap_seconds"] == pytest.approx(9.0)
+    said = " ".join(shown.getvalue().split())
+    assert "its settings train 3 seeds of 85 samples each (255 samples of training in all" in said
+    assert "the median of 3 seeds" in said and "the 3 seeds read 18-24, 30% of the target apart" in said
+
+    reports = make_study()
+    folder = StudyFolder(reports / "gan-demo")
+    folder.write_meta(folder.read_meta().model_copy(update={"target": saved}))
+    code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports)
+    assert code == 0, err
+    assert "the median of 3 seeds" in " ".join(out.split()) and "the 3 seeds read 18-24" in " ".join(out.split())
+
+
+def test_target_seeds_sets_the_seed_count_and_needs_a_derived_target(tmp_path, monkeypatch):
+    from tuner.errors import ConfigError
+
+    plan, meta, ran = _derivation(tmp_path, monkeypatch, [[64, 1.0, 30.0], [128, 2.0, 20.0]], target_seeds=1)
+    assert len(ran) == 1 and len(meta.target["reference_seeds"]) == 1
+    with pytest.raises(ConfigError, match="--target-seeds .* give --target baseline"):
+        _plan(tmp_path, SPACE, target=1.5, target_seeds=2)
+    with pytest.raises(ConfigError, match="--target-seeds must be >= 1"):
+        _plan(tmp_path, SPACE, target="baseline", target_seeds=0)
 
 
 def test_a_baseline_that_reads_no_quality_stops_the_study_before_its_folder_holds_anything(tmp_path, monkeypatch):
@@ -244,10 +304,10 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
         "--eval-every-samples", "32", "--confirm", "0", "--no-probe", name="bs.yaml")
     assert code == 0, err
     target = json.loads((reports / "tb" / "study.json").read_text())["target"]
-    kept = target["evaluations"]  # its last three (fewer when its budget held fewer)
-    assert target["source"] == "baseline" and 1 <= len(kept) <= 3
-    assert target["value"] == pytest.approx(sum(q for _, _, q in kept) / len(kept))
-    assert f"target: val_loss <= {target['value']:g} (set by the baseline: the mean of its last {len(kept)}" in out
+    seeds = target["reference_seeds"]  # 3 seeds, each the mean of its last three evaluations
+    assert target["source"] == "baseline" and len(seeds) == 3 and 3 <= len(target["evaluations"]) <= 9
+    assert target["value"] == pytest.approx(sorted(s["quality"] for s in seeds)[1])  # their median
+    assert f"target: val_loss <= {target['value']:g} (set by the baseline: the median of 3 seeds" in out
     assert target["reference_budget"]["samples"] == 85  # the baseline trained a third of the trials' 256
     for r in load_trials(reports / "tb"):  # every trial ran with the derived target, and stopped at it or the cap
         assert r["config"]["target"]["value"] == target["value"]

@@ -207,9 +207,10 @@ class Study:
         t = self.target
         if t is None:
             return None
-        how = (f"set by the baseline: the mean of its last {len(t.evaluations)} evaluations"
-               + (f" after {t.reference_budget.describe()} of training" if t.reference_budget else "")
-               if t.source == "baseline" and t.evaluations else t.source or "given")
+        from tuner.target import derived_how
+
+        # a derived target says how it was read: each seed's settled quality, their median and spread (issue 51)
+        how = derived_how(t) if t.source == "baseline" and t.evaluations else t.source or "given"
         if t.value is None:  # a derivation cut short (issue 51: "not set yet" after the study had ended)
             return (f"target: not set (the baseline's reference run read no {t.metric}), so no trial has a time to "
                     f"target; give --target VALUE")

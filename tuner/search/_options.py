@@ -70,6 +70,8 @@ class SearchOptions:
         busy_wait_seconds: the longest `busy="wait"` waits each time.
         target: time to this quality, or `"baseline"`.
         eval_every_samples: with a target, the samples between evaluations (default: from the measured pace).
+        target_seeds: with `target="baseline"`, the seeds of the baseline's reference run the target is read from
+            (the median of what each settles at; default tuner.target.TARGET_SEEDS, 3).
         objectives: the study's objectives (`--objective`), over the space's.
         horizon: after the confirmation, re-train the pick and the baseline to this horizon (`--horizon`: `2m`,
             `50000samples`; tuner.config.parse_horizon) and say whether the speed-up holds there; kept by --resume.
@@ -111,6 +113,7 @@ class SearchOptions:
     busy_wait_seconds: float = 120.0
     target: float | str | None = None  # time to this quality (issue 34), or "baseline"; the space's unless given
     eval_every_samples: int | None = None  # with a target: K, the samples between evaluations (default: from the pace)
+    target_seeds: int | None = None  # --target-seeds: seeds a derived target is read from (default TARGET_SEEDS)
     objectives: tuple[str, ...] | None = None  # --objective: the study's objectives, over the space's objectives:
     horizon: str | None = None  # --horizon DURATION: the horizon check after the confirmation (issue 51, item 6)
     horizon_seeds: int | None = None  # --horizon-seeds: its seeds of each side (default HORIZON_SEEDS)

@@ -1,19 +1,21 @@
 """A target set from the baseline (`--target baseline`): the baseline (the workload's own settings) trains a
-reference budget, a third of the trials' (reference_budget), with the same evaluations, and the target is the
-quality it settles at (derive_target); and a study's default K between evaluations (default_eval_every).
+reference budget, a third of the trials' (reference_budget), with the same evaluations, a few seeds of it, and the
+target is the median of the qualities they settle at (derive_target for one seed, derive_seeds_target for the
+study's); and a study's default K between evaluations (default_eval_every).
 """
 
 from __future__ import annotations
 
 import math
 
-from tuner.config import Budget, Target
+from tuner.config import Budget, ReferenceSeed, Target
 from tuner.target._curve import CurvePoint, first_reached
 
 SMOOTH_EVALS = 3  # a derived target is the mean of the baseline's last this many evaluations
 CAP_FACTOR = 3.0  # a trial not at the target by this many times the baseline's time to target ends `not reached`
 EVAL_SHARE = 0.2  # a study's default K keeps each evaluation within this share of training's time ...
 EVALS_PER_REFERENCE = 20  # ... and is no finer than this many evaluations over the reference run
+TARGET_SEEDS = 3  # seeds of the baseline's reference run a derived target is read from by default (--target-seeds)
 
 
 def default_eval_every(effective_batch: int, budget: Budget, samples_per_s: float | None,
@@ -67,3 +69,45 @@ def derive_target(curve: list[CurvePoint], pending: Target) -> Target | None:
     if hit is not None and hit.seconds > 0:
         derived = derived.model_copy(update={"cap_seconds": CAP_FACTOR * hit.seconds})
     return derived
+
+
+def derive_seeds_target(curves: list[tuple[int, list[CurvePoint]]], pending: Target) -> Target | None:
+    """The target several seeds of the baseline's reference run set (issue 51): the median of what each settles at
+    (derive_target: the mean of its last SMOOTH_EVALS evaluations), `curves` being (seed, curve) pairs. From one
+    seed the target moved 10-20% when the seed changed (benchmarks/ttt_choices.py, rows ttc-n-spread and
+    ttc-n-luck), so how hard the study's target was depended on one draw. The median, not the mean, so one seed far
+    off (a divergence, a lucky run) does not move it; each seed's reading and the spread are kept
+    (`reference_seeds`, seed_spread). The cap is CAP_FACTOR x the median of the seeds' times to the target (a seed
+    that did not meet it counts as never, the lower middle for an even count), which at least half of them met
+    (each one that settled at or better than the median met it: one of its last readings is at least as good as
+    their mean). A seed that read no quality is left out; None: none read one."""
+    import statistics
+
+    read = [(seed, t, curve) for seed, curve in curves if (t := derive_target(curve, pending)) is not None]
+    if not read:
+        return None
+    value = statistics.median(float(t.value) for _, t, _ in read)  # type: ignore[arg-type]
+    derived = pending.model_copy(update={"value": value, "source": "baseline",
+                                         "evaluations": [e for _, t, _ in read for e in t.evaluations or []]})
+    seeds = []
+    for seed, t, curve in read:
+        hit = first_reached(curve, derived)
+        seeds.append(ReferenceSeed(seed=seed, quality=float(t.value),  # type: ignore[arg-type]
+                                   time_to_target=hit.seconds if hit is not None else None))
+    times = sorted(s.time_to_target if s.time_to_target is not None else math.inf for s in seeds)
+    middle = statistics.median_low(times)
+    update: dict[str, object] = {"reference_seeds": seeds}
+    if math.isfinite(middle) and middle > 0:
+        update["cap_seconds"] = CAP_FACTOR * middle
+    return derived.model_copy(update=update)
+
+
+def seed_spread(target: Target) -> str | None:
+    """How far apart the seeds a derived target was read from settled: `the 3 seeds read 1.52-1.71, 12% of the
+    target apart` (None: fewer than two seeds)."""
+    seeds = target.reference_seeds or []
+    if len(seeds) < 2 or target.value is None:
+        return None
+    low, high = min(s.quality for s in seeds), max(s.quality for s in seeds)
+    share = f", {(high - low) / abs(target.value):.0%} of the target apart" if target.value else ""
+    return f"the {len(seeds)} seeds read {low:.4g}-{high:.4g}{share}"

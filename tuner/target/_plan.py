@@ -1,7 +1,8 @@
 """A study's target quality (issue 34), as planned: from --target or the space's `target:`, on the workload's quality
 metric, with the samples between evaluations every trial shares; study.json's on --resume. `--target baseline` (or
 `target: baseline`) derives it before the first trial (derive_study_target): the baseline's settings train a third
-of the study's budget with the same evaluations, and the quality they settle at is the target (derive_target).
+of the study's budget with the same evaluations, a few seeds of it, and the median of the qualities they settle at
+is the target (derive_seeds_target).
 What needs no measurement (a finite value, K >= 1, ...) plan_search checks (plan_target, check_resumed_target)
 before the pre-flight builds anything; study_target makes the Target once the pre-flight knows quality and pace.
 The plan is read by its fields (tuner.search's SearchPlan, above this package); the baseline's reference run is
@@ -17,7 +18,8 @@ from typing import Any
 from tuner.config import Target
 from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
-from tuner.target._baseline import default_eval_every, derive_target, reference_budget
+from tuner.target._baseline import (SMOOTH_EVALS, TARGET_SEEDS, default_eval_every, derive_seeds_target,
+                                    reference_budget, seed_spread)
 from tuner.target._curve import curve_points
 
 BASELINE = "baseline"  # --target baseline / target: baseline: the target the baseline's own training reaches
@@ -50,6 +52,12 @@ def plan_target(plan: Any) -> TargetAsk | None:
     elif isinstance(value, str):
         raise ConfigError(f"{source}: the target is a number on the workload's quality metric, or 'baseline' (got "
                           f"{value!r})")
+    seeds = getattr(opts, "target_seeds", None)
+    if seeds is not None and source != "baseline":
+        raise ConfigError("--target-seeds sets the seeds a target is read from in the baseline's reference run: give "
+                          "--target baseline too (a given --target VALUE needs none)")
+    if seeds is not None and seeds < 1:
+        raise ConfigError(f"--target-seeds must be >= 1 (got {seeds})")
     if value is None and source != "baseline":
         check_target_objectives(plan)
         if opts.eval_every_samples is not None:
@@ -68,14 +76,17 @@ def plan_target(plan: Any) -> TargetAsk | None:
 
 
 def check_resumed_target(opts: Any, meta: Any, study: str) -> None:
-    """On --resume, run by plan_search: the study keeps study.json's target and K; a different one given again is
-    refused."""
+    """On --resume, run by plan_search: the study keeps study.json's target, K and the seeds a derived target was
+    read from; a different one given again is refused."""
     saved = getattr(meta, "target", None)
     old = Target.model_validate(saved) if saved else None
     kept_value = BASELINE if old is not None and old.source == "baseline" else old.value if old else None
+    kept_seeds = (len(old.reference_seeds) if old.reference_seeds else 1) \
+        if old is not None and old.source == "baseline" and old.value is not None else None
     for option, given, kept in (("--target", opts.target, kept_value),
                                 ("--eval-every-samples", opts.eval_every_samples,
-                                 old.eval_every_samples if old else None)):
+                                 old.eval_every_samples if old else None),
+                                ("--target-seeds", getattr(opts, "target_seeds", None), kept_seeds)):
         if given is not None and given != kept:
             was = f"{option} {kept:g}" if isinstance(kept, (int, float)) else f"{option} {kept}" \
                 if kept is not None else f"no {option}"
@@ -182,39 +193,65 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
     """Set a `baseline` target before the first trial, and before the study's folder holds anything (the runner
     writes study.json with it): the baseline's settings (the space's baseline point, the workload's own lr and
     betas) train a reference budget, a third of the study's (reference_budget), evaluating every K samples as the
-    trials will, and the target is the mean of their last evaluations (derive_target). `run` trains it on a
-    trial's resources (tuner.search's reference run: the config as JSON, the cache folder, the scoring reserve ->
-    its state, error and quality curve). study.json keeps the target, with the evaluations it came from and the
-    reference budget, so --resume never derives it again (a study killed before it was set derives it then). A
-    baseline that reads no evaluation stops the study here, one line and exit 2, with nothing left that blocks the
+    trials will, once per seed (--target-seeds, TARGET_SEEDS by default: the baseline's own seed and the next
+    ones), and the target is the median of what the seeds settle at (derive_seeds_target: from one seed it moved
+    10-20% with the seed). The cost is said first. `run` trains one seed on a trial's resources (tuner.search's
+    reference run: the config as JSON, the cache folder, the scoring reserve -> its state, error and quality
+    curve). study.json keeps the target, with each seed's reading, the evaluations it came from and the reference
+    budget, so --resume never derives it again (a study killed before it was set derives it then). A baseline
+    whose seeds read no evaluation stops the study here, one line and exit 2, with nothing left that blocks the
     name (issue 51: its trials ran without a target, 8 of them ranking nothing). Returns the plan with the target
     the trials get (unchanged when nothing was to derive)."""
     from dataclasses import replace
 
-    from tuner.config import dump_config
+    from tuner.config import Budget, dump_config
 
     pending = plan.target
     if pending is None or pending.value is not None:
         return plan
     reference = reference_budget(plan.budget)
-    if console is not None:
-        console.print(f"deriving the target from the baseline: its settings train {reference.describe()} (a third of "
-                      f"the trials' {plan.budget.describe()}), evaluating {pending.metric} every "
-                      f"{pending.eval_every_samples:,} samples ...", soft_wrap=True)
+    n = getattr(plan.options, "target_seeds", None) or TARGET_SEEDS
     cfg = space.trial_config(space.baseline_point(context, own=plan.own), base, source="the baseline's target run")
     cfg = cfg.model_copy(update={"budget": reference})
-    found = run(json.dumps(dump_config(cfg)), str(plan.cache_dir), plan.preflight.score_seconds)
-    derived = derive_target(curve_points(found["curve"]), pending)
+    seeds = [cfg.params.seed + i for i in range(n)]
+    if console is not None:
+        total = Budget(samples=n * reference.samples) if reference.samples is not None \
+            else Budget(seconds=n * (reference.seconds or 0.0))
+        each = f"{n} seeds of {reference.describe()} each ({total.describe()} of training in all, plus each seed's " \
+               f"setup)" if n > 1 else f"{reference.describe()}"
+        console.print(f"deriving the target from the baseline: its settings train {each}, a third of the trials' "
+                      f"{plan.budget.describe()}, evaluating {pending.metric} every {pending.eval_every_samples:,} "
+                      f"samples ...", soft_wrap=True)
+    curves, found = [], {}
+    for seed in seeds:
+        one = cfg.model_copy(deep=True)
+        one.params.seed = seed
+        found = run(json.dumps(dump_config(one)), str(plan.cache_dir), plan.preflight.score_seconds)
+        curves.append((seed, curve_points(found["curve"])))
+    derived = derive_seeds_target(curves, pending)
     if derived is None:
         why = found["error"] or f"{len(found['curve'])} evaluation{'s' if len(found['curve']) != 1 else ''} " \
                                 f"at K = {pending.eval_every_samples:,} samples, none finite"
-        raise ConfigError(f"the baseline's reference run ({reference.describe()}) read no {pending.metric} "
+        runs = f"{n} seeds of " if n > 1 else ""
+        raise ConfigError(f"the baseline's reference run ({runs}{reference.describe()}) read no {pending.metric} "
                           f"({found['state']}: {why}), so no target can be set and no trial's time to target "
                           f"read: give --target VALUE, a longer budget, a smaller --eval-every-samples, or a "
                           f"cheaper evaluation")
     derived = derived.model_copy(update={"reference_budget": reference})
     if console is not None:
-        console.print(f"target: {derived.describe()} (the mean of the baseline's last {len(derived.evaluations or [])}"
-                      f" evaluations after {reference.describe()} of training, a third of the trials' budget)",
-                      soft_wrap=True)
+        console.print(f"target: {derived.describe()} ({derived_how(derived)})", soft_wrap=True)
     return replace(plan, target=derived)
+
+
+def derived_how(target: Target) -> str:
+    """How a derived target was read, as the study says it: `the median of 3 seeds of the baseline, each the mean
+    of its last 3 evaluations after 5 s of training; the 3 seeds read 1.52-1.71, 12% of the target apart` (one
+    seed, as before issue 51: `the mean of its last 3 evaluations after ...`)."""
+    seeds = target.reference_seeds or []
+    after = f" after {target.reference_budget.describe()} of training" if target.reference_budget else ""
+    if len(seeds) < 2:
+        return f"set by the baseline: the mean of its last {len(target.evaluations or [])} evaluations{after}"
+    spread = seed_spread(target)
+    return (f"set by the baseline: the median of {len(seeds)} seeds, each the mean of its last {SMOOTH_EVALS} "
+            f"evaluations{after}"
+            + (f"; {spread}" if spread else ""))
