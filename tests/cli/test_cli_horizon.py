@@ -35,18 +35,19 @@ def target_study(make_study, with_target=True):
 
 def planted(monkeypatch, speed_up=2.0):
     """Runs whose fid falls 1 a second from 60 (the baseline: batch 64) or `speed_up` times as fast (the pick),
-    an evaluation every 5 s of training; each seed a little apart. Records the order they ran in."""
-    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    an evaluation every 5 s of training; each seed a little apart. Records the order they ran in. Planted in
+    place of the one function that trains a run in its own process (tuner.report.horizon.train_apart: a tiny
+    real check's runs do, tests/cli/test_cli_horizon_run.py)."""
     ran = []
 
-    def run_trial(cfg, *, cache_dir, **_):
+    def run_trial(cfg, cache_dir, servers=None):
         side = "baseline" if cfg.params.batch_size == 64 else "pick"
         ran.append((side, cfg.params.seed, cfg.budget.seconds, cfg.target.value))
         rate = (1.0 if side == "baseline" else speed_up) * (1 + 0.02 * (cfg.params.seed % 3))
         curve = [[1000.0 * t, float(t), max(10.0, 60.0 - rate * t)] for t in range(5, 61, 5)]
         return TrialResult(state="not reached", throughput=500.0, quality_curve=curve)
 
-    monkeypatch.setattr("tuner.train.run_trial", run_trial)
+    monkeypatch.setattr("tuner.report.horizon.train_apart", run_trial)
     return ran
 
 
@@ -145,9 +146,8 @@ def test_the_horizon_s_units_are_a_budget_s(text, budget):
 
 def test_a_run_that_fails_records_nothing_and_exits_3(make_study, capsys, monkeypatch):
     reports, folder = target_study(make_study)
-    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
-    monkeypatch.setattr("tuner.train.run_trial",
-                        lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))
+    monkeypatch.setattr("tuner.report.horizon.train_apart",
+                        lambda cfg, cache_dir, servers=None: TrialResult(state="oom", error="OutOfMemoryError: boom"))
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--horizon", "1m")
     assert code == 3 and "horizon: a run of the pick (trial 2) ended oom: OutOfMemoryError: boom" in err
     assert not (folder.path / HORIZON_FILE).exists()

@@ -1,8 +1,10 @@
 """`tuner export --horizon` end to end on a tiny real run (issue 51, item 6): the built-in CNN on digits at 8x8,
 trials of 384 samples, a horizon of 1,024, 2 seeds each: the runs train through tuner.train.run_trial (what
-`tuner train` and `export --verify` run), evaluate every K samples, and the check lands in the study folder."""
+`tuner train` runs), each in a process of its own as a study's trials and re-runs do (never the CLI's, so no state
+is shared between runs), evaluate every K samples, and the check lands in the study folder."""
 
 import json
+import os
 
 from tests.cli.test_cli_report import run
 from tuner.config import Budget, Measure, Params, Target, TrialConfig, dump_config
@@ -30,7 +32,13 @@ def test_a_tiny_real_horizon_check(make_study, capsys):
                          "--horizon", "1024samples", "--horizon-seeds", "2")
     assert code == 0, err
     assert "horizon: will run 4 runs" in err and "horizon: run 4/4: the baseline (trial 0)" in err
+    assert all(f"horizon: run {i}/4 trained to the horizon" in err for i in range(1, 5))  # as each run ends
     check = json.loads((folder.path / HORIZON_FILE).read_text())
+    # each run in a process of its own: none in this (the CLI's) process, no two in one
+    pids = [r["pid"] for r in check["runs"]]
+    assert len(pids) == 4 and all(isinstance(p, int) for p in pids)
+    assert os.getpid() not in pids and len(set(pids)) == 4
+    assert [r["side"] for r in check["runs"]] == ["pick", "baseline"] * 2
     assert check["word"] in ("holds", "shrinks", "reverses") and check["study_ratio"] == 2.0
     assert all(r["state"] in ("complete", "not reached") for r in check["runs"])
     assert all(r["trained_samples"] >= 768 for r in check["runs"])  # trained past the trials' 384 samples

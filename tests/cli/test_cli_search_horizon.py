@@ -129,9 +129,8 @@ def test_a_failed_run_of_the_check_is_the_summary_s_line_and_exit_3(make_study, 
 
     reports, folder = target_study(make_study)
     searched(monkeypatch, folder)
-    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
-    monkeypatch.setattr("tuner.train.run_trial",
-                        lambda cfg, *, cache_dir, **_: TrialResult(state="oom", error="OutOfMemoryError: boom"))
+    monkeypatch.setattr("tuner.report.horizon.train_apart",
+                        lambda cfg, cache_dir, servers=None: TrialResult(state="oom", error="OutOfMemoryError: boom"))
     code, out, err = run(capsys, "search", "--space", "amp_loader", "--reports-dir", reports)
     assert code == 3 and "study gan-demo" in out
     assert "horizon check failed: horizon: a run of the pick (trial 2) ended oom" in out

@@ -175,8 +175,7 @@ def run_horizon_check(s, exp, plan, reports_dir: Path):  # noqa: ANN001, ANN201
     from tuner.report.horizon import run_horizon
     from tuner.study import write_horizon
 
-    _knob_env(exp.config)
-    note(f"horizon: will run {plan.cost()}")
+    note(f"horizon: will run {plan.cost()}")  # each run in a process of its own, under its side's environment
     check = run_horizon(plan, reports_dir, s, progress=note)
     write_horizon(s.dir, check)
     return check

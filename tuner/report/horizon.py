@@ -2,13 +2,18 @@
 the study's speed-up holds there (issue 51, item 6). The figures and the word: tuner.analysis.horizon; the record:
 tuner.study.horizon (horizon.json in the study folder).
 
-Each run goes through what `tuner train` and `tuner export --verify` run (tuner.train.preflight, run_trial), with
-the study's target's metric and K but no value (a pending target: the run trains the whole horizon and keeps its
-quality curve), so the horizon's target can be set after the runs and every run read against it."""
+Each run goes through what `tuner train` runs (tuner.train.preflight, run_trial), with the study's target's metric
+and K but no value (a pending target: the run trains the whole horizon and keeps its quality curve), so the
+horizon's target can be set after the runs and every run read against it. Each run trains in a process of its own,
+as a study's trials and re-runs do (train_apart, through tuner.search.run_apart): in the CLI's process the runs
+shared one process's allocator, thread pools and caches (re-runs sharing a process agreed within 1% while separate
+processes of one config read 290-329 samples/s, benchmarks/results/retrain.md), and the pick's and the baseline's
+environment (what their trials ran under: OMP_WAIT_POLICY, threads) could not both be set before torch loaded."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,7 +69,8 @@ class HorizonPlan:
         else:
             total = describe(Budget(seconds=n * (self.horizon.seconds or 0.0)))
         return (f"{n} runs ({len(self.seeds)} seeds each of the pick and the baseline, interleaved) x "
-                f"{describe(self.horizon)} = {total} of training, plus each run's setup and its evaluations every "
+                f"{describe(self.horizon)} = {total} of training, each run in a process of its own, plus each run's setup "
+                f"and its evaluations every "
                 f"{self.target.eval_every_samples:,} samples")
 
 
@@ -109,30 +115,81 @@ def _longer(horizon: Budget, trained: Budget, pick: TrialRecord, study: Study) -
     check_horizon_longer(horizon, trained, pick.throughput)
 
 
-def run_horizon(plan: HorizonPlan, reports_dir: Path, study: Study, run: Callable[..., Any] | None = None,
-                progress: Callable[[str], None] | None = None) -> HorizonCheck:
-    """Run the plan's runs in its order and judge them (tuner.analysis.horizon). `run`: tuner.train.run_trial
-    (after its preflight), as `tuner export --verify` re-runs a config; `progress`: one line per run."""
-    if run is None:
-        from tuner.train import preflight
-        from tuner.train import run_trial as run
+@dataclass(frozen=True)
+class RunRead:
+    """What one horizon run returns from its own process: plain data (its state, error, quality curve and the
+    process it trained in)."""
 
-        preflight(plan.pick_config, Path(reports_dir) / ".cache")  # one-time costs, before anything is timed
+    state: str
+    error: str | None = None
+    quality_curve: list[list[Any]] | None = None
+    pid: int | None = None
+
+
+def train_apart(cfg: TrialConfig, cache_dir: Path, servers: Any = None) -> RunRead:
+    """One horizon run in a process of its own (tuner.search.run_apart: forked from a fork server that has imported
+    only torch and tuner, under this side's environment; a fresh interpreter on a host with a GPU), under what its
+    side's trial ran under (the config's env and what its knobs set, before torch loads there), as `tuner train`
+    would run it. A process that dies before it reports is a run that ended `error`."""
+    from tuner.config import dump_config
+    from tuner.knobs import knob_env
+    from tuner.search import run_apart
+
+    env: dict[str, str | None] = {**(cfg.env or {}), **knob_env(cfg.params)}
+    code, payload = run_apart(horizon_run, (json.dumps(dump_config(cfg)), str(cache_dir)), env or None,
+                              servers=servers)
+    if payload is None:
+        ended = f"signal {-code}" if code < 0 else f"exit status {code}"
+        return RunRead(state="error", error=f"its process ended with {ended} before it reported (killed, or out of "
+                                            f"host memory)")
+    return RunRead(**payload)
+
+
+def horizon_run(cfg_json: str, cache_dir: str) -> dict[str, Any]:
+    """In the run's own process: the pre-flight (its one-time costs, outside the timed training), then the run to
+    the horizon, as `tuner train` runs a config; the ratio reads the quality curve, so no ceilings or noise scale
+    (what a trial measures after training). Plain data back (RunRead's fields); a refused config is a run that
+    ended `error`, its one line the error."""
+    import os
+
+    from tuner.config import parse_config
+    from tuner.errors import UserError
+    from tuner.train import preflight, run_trial
+
+    cfg = parse_config(json.loads(cfg_json), "a horizon run")
+    try:
+        preflight(cfg, Path(cache_dir))
+    except UserError as err:
+        return {"state": "error", "error": str(err), "quality_curve": [], "pid": os.getpid()}
+    result = run_trial(cfg, cache_dir=Path(cache_dir), measure_ceilings=False, measure_noise=False)
+    return {"state": result.state, "error": result.error, "quality_curve": result.quality_curve or [],
+            "pid": os.getpid()}
+
+
+def run_horizon(plan: HorizonPlan, reports_dir: Path, study: Study,
+                progress: Callable[[str], None] | None = None) -> HorizonCheck:
+    """Run the plan's runs in its order, each in a process of its own (train_apart), and judge them
+    (tuner.analysis.horizon). `progress`: one line as each run starts and as it ends."""
+    from tuner.search import Servers
+
+    servers = Servers()  # this check's own fork servers, one per environment, ended with it
     order = plan.runs()
     results: list[tuple[str, int, Any]] = []
-    for i, (side, cfg) in enumerate(order, 1):
-        if progress is not None:
-            progress(f"horizon: run {i}/{len(order)}: the {side} (trial {_trial(plan, side)}), seed "
-                     f"{cfg.params.seed}, {describe(plan.horizon)} ...")
-        # the ratio reads the quality curve: no ceilings or noise scale (what a trial measures after training)
-        result = run(cfg, cache_dir=Path(reports_dir) / ".cache", measure_ceilings=False, measure_noise=False)
-        results.append((side, cfg.params.seed, result))
-        if progress is not None:
-            q = settled_quality(result.quality_curve or [])
-            ended = "trained to the horizon" if result.state in ("complete", "not reached") else \
-                f"ended {result.state}"  # a pending target is never reached: the run trains the whole horizon
-            progress(f"horizon: run {i}/{len(order)} {ended}"
-                     + (f", {plan.target.metric} {q:.4g} at the end" if q is not None else ""))
+    try:
+        for i, (side, cfg) in enumerate(order, 1):
+            if progress is not None:
+                progress(f"horizon: run {i}/{len(order)}: the {side} (trial {_trial(plan, side)}), seed "
+                         f"{cfg.params.seed}, {describe(plan.horizon)} ...")
+            result = train_apart(cfg, Path(reports_dir) / ".cache", servers)
+            results.append((side, cfg.params.seed, result))
+            if progress is not None:
+                q = settled_quality(result.quality_curve or [])
+                ended = "trained to the horizon" if result.state in ("complete", "not reached") else \
+                    f"ended {result.state}"  # a pending target is never reached: the run trains the whole horizon
+                progress(f"horizon: run {i}/{len(order)} {ended}"
+                         + (f", {plan.target.metric} {q:.4g} at the end" if q is not None else ""))
+    finally:
+        servers.close()
     return judge_runs(plan, study, results)
 
 
@@ -176,7 +233,8 @@ def judge_runs(plan: HorizonPlan, study: Study, results: list[tuple[str, int, An
                                samples_to_target=int(n) if reached_t and n is not None else None,
                                trained_seconds=float(last[1]) if last else None,
                                trained_samples=int(last[0]) if last else None,
-                               final_quality=settled_quality(curve), error=r.error))
+                               final_quality=settled_quality(curve), error=r.error,
+                               pid=getattr(r, "pid", None)))
     if not values["pick"] or not values["baseline"]:
         raise VerifyFailed("horizon: a side's runs made no evaluation before the horizon (a horizon shorter than "
                            "one evaluation step?); nothing recorded")

@@ -29,6 +29,7 @@ class HorizonRun(BaseModel):
     trained_samples: int | None = None
     final_quality: float | None = None  # the mean of its last evaluations (the baseline's set the target)
     error: str | None = None
+    pid: int | None = None  # the process it trained in: each run its own, never the CLI's (tuner.report.horizon)
 
 
 class HorizonCheck(BaseModel):
