@@ -4,6 +4,7 @@ and `tuner export`; bad input one line, exit 2, nothing on disk changed. Planted
 tests/cli/test_cli_horizon_run.py trains a tiny real one."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,25 @@ def test_a_run_that_fails_records_nothing_and_exits_3(make_study, capsys, monkey
     code, out, err = run(capsys, "export", "gan-demo", "--reports-dir", reports, "--horizon", "1m")
     assert code == 3 and "horizon: a run of the pick (trial 2) ended oom: OutOfMemoryError: boom" in err
     assert not (folder.path / HORIZON_FILE).exists()
+
+
+def test_each_run_trains_apart_under_its_own_sides_environment(monkeypatch):
+    """A run's process gets its side's trial environment before torch loads there: the pick's wait policy (its
+    knob) for the pick, and for the baseline, which set none, the variable unset, though this process holds the
+    pick's (`export --verify` sets it here). The run's pid comes back with its curve."""
+    from tuner.config import Params, TrialConfig
+    from tuner.report.horizon import train_apart
+
+    seen = []
+    monkeypatch.setattr("tuner.search.run_apart", lambda fn, args, env=None, *, servers=None: (
+        seen.append(env), (0, {"state": "complete", "error": None, "quality_curve": [], "pid": 4242}))[1])
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    pick = TrialConfig(params=Params(omp_wait_policy="ACTIVE"), env={"OMP_NUM_THREADS": "2"})
+    read = train_apart(pick, Path("cache"))
+    train_apart(TrialConfig(env={"OMP_NUM_THREADS": "2"}), Path("cache"))
+    assert seen == [{"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "2"},
+                    {"OMP_WAIT_POLICY": None, "OMP_NUM_THREADS": "2"}]
+    assert read.pid == 4242 and read.state == "complete"
+    monkeypatch.setattr("tuner.search.run_apart", lambda fn, args, env=None, *, servers=None: (-9, None))
+    died = train_apart(pick, Path("cache"))
+    assert died.state == "error" and "ended with signal 9 before it reported" in died.error
