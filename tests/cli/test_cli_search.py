@@ -153,6 +153,8 @@ params:
      "--race-margin must be > 1 (got 0.5)"),
     (["--space", "amp_loader", "--objective", "wall_time"], "--objective 'wall_time' is not a metric to optimize"),
     (["--space", "amp_loader", "--objective", "throughput,throughput"], "--objective throughput is given twice"),
+    (["--space", "amp_loader", "--target", "20", "--target-seeds", "2"], "--target-seeds sets the seeds a target"),
+    (["--space", "amp_loader", "--target", "baseline", "--target-seeds", "0"], "--target-seeds must be >= 1 (got 0)"),
 ])
 def test_bad_input_exits_2_with_one_line_before_ray_starts(tmp_path, capsys, monkeypatch, args, expected):
     import tuner.search._ray_env as ray_env

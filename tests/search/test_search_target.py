@@ -123,6 +123,12 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
         check_resumed_target(opts(target=5.0), meta, "tt")
     with pytest.raises(StudyError, match="was started with --eval-every-samples 32; resume without"):
         check_resumed_target(opts(eval_every_samples=64), meta, "tt")
+    # a derived target keeps the seeds it was read from: the same count again is accepted, another refused
+    derived = {**saved, "source": "baseline", "reference_seeds": [{"seed": s, "quality": 10.0} for s in range(3)]}
+    meta = StudyMeta.model_validate({"name": "tt", "target": derived})
+    check_resumed_target(opts(target="baseline", target_seeds=3), meta, "tt")
+    with pytest.raises(StudyError, match="was started with --target-seeds 3; resume without --target-seeds"):
+        check_resumed_target(opts(target_seeds=5), meta, "tt")
 
 
 def test_target_baseline_plans_a_target_the_baseline_sets_and_needs_a_baseline(tmp_path):
