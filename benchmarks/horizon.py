@@ -220,8 +220,6 @@ def space_file(case: Case, work: Path) -> Path:
 
 def run_case(case: Case, seed: int, work: Path, t0: float) -> Reading:
     """One study and its horizon check; what horizon.json says, or why there is none."""
-    from tuner.study import read_horizon
-
     reports, study = work / "reports", f"{case.key}-s{seed}"
     args = ["search", "--space", str(space_file(case, work)), "--workload", case.workload, "--study", study,
             "--reports-dir", str(reports), "--target", "baseline", "--eval-every-samples", str(case.eval_every),
@@ -248,12 +246,19 @@ def run_case(case: Case, seed: int, work: Path, t0: float) -> Reading:
                            horizon_s=horizon_s)
         return Reading(case.key, seed, failed=f"export --horizon exited {proc.returncode}: {why}", verdict=verdict,
                        study_s=study_s, horizon_s=horizon_s)
-    check = read_horizon(reports / study)
+    return from_folder(reports / study, case.key, seed, verdict, study_s, horizon_s)
+
+
+def from_folder(study_dir: Path, key: str, seed: int, verdict: str = "", study_s: float = 0.0,
+                horizon_s: float = 0.0) -> Reading:
+    """The reading of a study's horizon check, from its folder's horizon.json (tuner.study.read_horizon)."""
+    from tuner.study import read_horizon
+
+    check = read_horizon(study_dir)
     if check is None:
-        return Reading(case.key, seed, failed="export --horizon wrote no horizon.json", study_s=study_s,
+        return Reading(key, seed, failed="export --horizon wrote no horizon.json", verdict=verdict, study_s=study_s,
                        horizon_s=horizon_s)
-    log(t0, f"{NAMES[case.key]} seed {seed}: {check.line()} ({horizon_s:.0f} s)")
-    return Reading(case.key, seed, ratio=check.ratio, low=check.low, high=check.high, word=check.word,
+    return Reading(key, seed, ratio=check.ratio, low=check.low, high=check.high, word=check.word,
                    study_ratio=check.study_ratio, study_low=check.study_low, study_high=check.study_high,
                    key=check.key, verdict=verdict, target=f"{check.metric} {check.target:.4g} ({check.target_source})",
                    study_s=study_s, horizon_s=horizon_s)

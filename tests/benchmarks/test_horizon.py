@@ -51,3 +51,19 @@ def test_a_workload_without_readings_is_not_measured_and_every_row_is_expected()
     expected = {e.id: e for e in EXPECTED if e.benchmark == "horizon"}
     for r in rows([_checked("lm", 0, 1.5, (1.6, 1.3, 1.9))], SIZES):
         assert expected[r["id"]].name == r["name"]
+
+
+def test_a_reading_is_what_the_study_folders_horizon_json_says(tmp_path):
+    from benchmarks.horizon import from_folder
+    from tuner.study import HorizonCheck, write_horizon
+
+    assert from_folder(tmp_path, "vae", 0).failed  # no check ran: no reading, and it says why
+    check = HorizonCheck(horizon={"samples": 64000}, pick=3, baseline=0, metric="val_loss", direction="minimize",
+                         target=37.2, target_source="baseline at the horizon", eval_every_samples=192,
+                         key="time_to_target", ratio=1.21, low=1.02, high=1.43, study_ratio=1.9, study_low=1.4,
+                         study_high=2.6, word="shrinks", text="shrinks: 1.21x at the horizon")
+    write_horizon(tmp_path, check)
+    r = from_folder(tmp_path, "vae", 0)
+    assert (r.ratio, r.low, r.high, r.word, r.study_low, r.study_high) == (1.21, 1.02, 1.43, "shrinks", 1.4, 2.6)
+    assert not r.inside and r.counted == 1.21
+    assert _verdicts([r])["hz-vae"] == "MISSED"  # 1.21x sooner at the horizon: under the 1.3x asked
