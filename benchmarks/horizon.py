@@ -29,12 +29,16 @@ Rows (benchmarks/table.py schema) in <out>/horizon.json:
   study's interval; target: most of them (share > 0.5). A study that picked the baseline has no interval: not inside.
 
 Sizes (full): charlm trials of 1,280 samples (K 64), horizon 12,800 samples; vae trials of 6,400 samples (K 192),
-horizon 64,000 samples; 5 trials a study, 2 study seeds a workload (4 studies). Estimated at the paces read here on
-2026-11-29 (charlm about 180 samples/s at load 4-10, about 300 quiet; vae about 2,000 at load 4, 3,000+ quiet):
-a charlm study about 2-3 min and its horizon check 4 runs of 40-75 s, a vae study about 1.5 min and its check 4 runs
+horizon 64,000 samples; 5 trials a study, 2 study seeds a workload (4 studies). Estimated from the paces read here
+on 2026-11-29 (charlm about 180 samples/s at load 4, vae about 2,000; quiet, guessed: about 300 and 3,000+): a
+charlm study about 2-3 min and its horizon check 4 runs of 40-75 s, a vae study about 1.5 min and its check 4 runs
 of 20-30 s, so about 18 min on 2 quiet cores, more under load. Not run in full yet (the machine was shared).
---quick (vae only, 1 seed, 3 trials of 3,200 samples, horizon 32,000 samples; about 3 min) validates the script and
-writes under reports/benchmarks/horizon/, not benchmarks/results.
+--quick (vae only, 1 seed, 3 trials of 3,200 samples, horizon 32,000 samples; about 3 min quiet) validates the script
+and writes under reports/benchmarks/horizon/, not benchmarks/results. Seen 2026-11-29 at load 10-27 on 2 cores: the
+quick study took 3 min and picked its baseline (the knee: "no difference beyond the noise between trials 0 and 2",
+1.9 vs 5.14 s to target, "picked 0 for less memory"), so no check ran; `tuner export --trial 2 --horizon
+6400samples` of that study then read "holds", 1.74x (0.35-8.57x) against the study's 2.71x (1.17-6.25x), in 5.5
+min at that load (a vae run ~20x slower than quiet). A loaded machine stretches every figure above.
 """
 
 from __future__ import annotations
