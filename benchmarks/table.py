@@ -43,7 +43,8 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
               "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
-              "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py"}
+              "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py",
+              "horizon": "benchmarks/horizon.py"}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -185,6 +186,12 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "tuner train vs an independent plain loop, each a fresh process with nothing set"),
     ExpectedRow("env-busy", "environment",
                 "a study beside a CPU-bound process: said busy; its pick re-measured quietly vs its baseline"),
+    ExpectedRow("hz-lm", "horizon",
+                "charlm: the pick vs the baseline at 10x the trial budget (time to the horizon's target)"),
+    ExpectedRow("hz-vae", "horizon",
+                "vae: the pick vs the baseline at 10x the trial budget (time to the horizon's target)"),
+    ExpectedRow("hz-inside", "horizon",
+                "the horizon ratio inside the study's interval: share of studies (charlm and vae, every seed)"),
 )
 
 
