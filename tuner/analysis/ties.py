@@ -1,14 +1,17 @@
 """Ties: trials whose throughput the noise cannot tell from the pick's. Among confirmed trials whose ratio to the
 pick has an interval that includes 1 (read like with like across rounds: tuner.analysis.rounds.side_by_side), the
 best quality wins; where quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run
-for the same result)."""
+for the same result). A study scored on time (or samples) to target ranks by that, not by throughput: its ties are
+judged on it, as the export's header judges the pick against the baseline (tuner.analysis.to_target), else two
+trials of one throughput, one reaching the target 2.7x sooner, read as a tie won by memory."""
 
 from __future__ import annotations
 
-from tuner.study import THROUGHPUT, Objective, TrialRecord
+from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord
 from tuner.analysis.rounds import is_confirmed, side_by_side
 from tuner.analysis.stats import Interval, differ
 from tuner.analysis.study import Study
+from tuner.analysis.to_target import compare
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
@@ -22,7 +25,8 @@ def resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
                  quality: Objective | None) -> tuple[TrialRecord, list[int], str | None]:
     """Among trials whose throughput is indistinguishable from the pick's: best quality, then (when quality is
     indistinguishable too) fewer workers, then less memory."""
-    if _interval(pick, THROUGHPUT) is None:
+    to_target = next((o.metric for o in study.objectives if o.metric in TARGET_COLUMNS), None)
+    if _interval(pick, to_target or THROUGHPUT) is None:
         return pick, [], None
     pooled = study.pooled(THROUGHPUT)
 
@@ -34,6 +38,12 @@ def resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
         rounds, the ratio of their ratios to the baseline in each one's round (tuner.analysis.rounds)."""
         if not is_confirmed(r):
             return False
+        if to_target is not None:  # the study's speed: within one evaluation step, or within the noise
+            c = compare(study, r, pick, to_target)
+            if c is None or c.apart:
+                return False
+            if not any(o.metric == THROUGHPUT for o in study.objectives):
+                return True
         ratio = side_by_side(r, pick, baseline, pooled)
         return ratio is not None and ratio.contains(1.0)
 
