@@ -6,44 +6,24 @@ import random
 
 import pytest
 
-from tuner.study import Confirmed, ConfirmedFigure, Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
 from tuner.analysis import Study, decide, pool
 from tests.helpers.records import write_record, write_rerun
+from benchmarks.quality_rank import simulate
 from tuner.analysis.resolution import spread_beyond_noise, unresolved
 from tuner.analysis.study import confirmed_or_measured
 
 FID = Objective(metric="fid", direction="min")
 
 
-def simulated_study(rng, trials, confirmed=2, reruns=2, sd=0.2, worse=None, spread=1.0):
-    """`trials` trials of FID 60 (lognormal run-to-run noise `sd`: a CV of about 10-30% for 0.1-0.3), or spread
-    log-uniformly over `spread` times that (1: all of one quality); trial `worse` (if any) at twice the rest.
-    Confirmed as a study confirms: the baseline (trial 0) and the best other search readings (selected for being
-    good), `reruns` re-runs each; the others one search reading each. Returns the records and the noise the
-    study pools (the re-runs')."""
-    trues = [60.0 * (2.0 if n == worse else 1.0) * spread ** rng.random() for n in range(trials)]
-    search = [t * rng.lognormvariate(0.0, sd) for t in trues]
-    chosen = [0] + sorted(range(1, trials), key=lambda n: search[n])[:confirmed - 1]
-    records = []
-    for n in range(trials):
-        rec = TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0, "fid": search[n]})
-        if n in chosen:
-            values = [trues[n] * rng.lognormvariate(0.0, sd) for _ in range(reruns)]
-            centre = 1.0
-            for v in values:
-                centre *= v ** (1 / len(values))
-            rec.confirmed = Confirmed(runs=reruns, states=["complete"] * reruns,
-                                      figures={"fid": ConfirmedFigure(values=values, centre=centre)})
-        records.append(rec)
-    pooled = pool([r.confirmed.figures["fid"].values for r in records if r.confirmed is not None])
-    return records, pooled
-
-
-def rankable_share(trials, studies=400, seed=0, **kw):
+def rankable_share(trials, studies=400, seed=0, sd=0.2, **kw):
+    """The share of `studies` simulated studies (benchmarks/quality_rank.py's `simulate`, the benchmark's own) that
+    the verdict's test calls rankable, handed the noise a study pools (the re-runs')."""
     rng = random.Random(trials * 1000 + seed)
     called = 0
     for _ in range(studies):
-        records, pooled = simulated_study(rng, trials, **kw)
+        records = simulate(rng, trials, sd, **kw)
+        pooled = pool([r.confirmed.figures["fid"].values for r in records if r.confirmed is not None])
         called += unresolved(records, FID, confirmed_or_measured, pooled) is None
     return called / studies
 
