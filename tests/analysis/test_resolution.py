@@ -159,3 +159,17 @@ def test_a_config_worse_than_the_baseline_beyond_the_noise_is_not_picked_on_thro
     assert v.pick.trial == 2 and "worse than the baseline: fid" not in v.text
     assert ("trial 1 passed over: fid worse than the baseline's by 10%, beyond the noise for that one comparison "
             "(the test above is over all the trials), so not picked on throughput alone") in v.text
+
+
+def test_the_confirmation_judges_a_rivals_quality_on_the_noise_that_ranks_quality(tmp_path):
+    """The pick (trial 1) read FID 40 in the search and 50.0 and 50.2 re-run: one more run of it may well read 48,
+    as trial 2's single reading did (at the same speed). Judged on the re-runs alone (two configs, each a few tenths
+    apart) 48 lay outside, and the confirmation re-ran trial 2 against the noise the rest of the verdict reads."""
+    from tuner.analysis.eligible import next_to_confirm
+
+    study = _default_study(tmp_path, [(100.0, 60.0), (150.0, 40.0), (150.0, 48.0), (50.0, 300.0)],
+                           {0: [(99.0, 59.9), (101.0, 60.1)], 1: [(149.0, 50.0), (151.0, 50.2)]})
+    v = decide(study)
+    assert v.quality_ranked and v.pick.trial == 1
+    assert next_to_confirm(study) is None
+    assert "trial 2 ranks higher on a single, unconfirmed reading, within what one more run of the pick reads" in v.text
