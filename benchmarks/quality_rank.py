@@ -41,21 +41,24 @@ CONFIRMED, RERUNS = 2, 2  # the default confirmation: the baseline and one candi
 FALSE_LIMIT, POWER_LIMIT = 0.05, 0.95
 
 
-def simulate(rng: random.Random, trials: int, sd: float, spread: float = 1.0) -> list[Any]:
-    """One study's complete records: true FID 60 x spread^U(0, 1) per trial, one search reading each; the baseline
-    and the best other search reading re-run RERUNS times (their confirmed figures)."""
+def simulate(rng: random.Random, trials: int, sd: float, spread: float = 1.0, confirmed: int = CONFIRMED,
+             reruns: int = RERUNS, worse: int | None = None) -> list[Any]:
+    """One study's complete records: true FID 60 x spread^U(0, 1) per trial (trial `worse`, if any, at twice
+    that), one search reading each, lognormal run-to-run noise `sd`; the baseline (trial 0) and the best other
+    `confirmed - 1` search readings (chosen for being good, as the confirmation chooses) re-run `reruns` times
+    (their confirmed figures). tests/analysis/test_resolution.py simulates its studies with it too."""
     from tuner.study import Confirmed, ConfirmedFigure, TrialRecord
 
-    trues = [60.0 * spread ** rng.random() for _ in range(trials)]
+    trues = [60.0 * (2.0 if n == worse else 1.0) * spread ** rng.random() for n in range(trials)]
     search = [t * rng.lognormvariate(0.0, sd) for t in trues]
-    chosen = [0] + sorted(range(1, trials), key=lambda n: search[n])[:CONFIRMED - 1]
+    chosen = [0] + sorted(range(1, trials), key=lambda n: search[n])[:confirmed - 1]
     records = []
     for n in range(trials):
         rec = TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0, "fid": search[n]})
         if n in chosen:
-            values = [trues[n] * rng.lognormvariate(0.0, sd) for _ in range(RERUNS)]
+            values = [trues[n] * rng.lognormvariate(0.0, sd) for _ in range(reruns)]
             centre = math.exp(sum(math.log(v) for v in values) / len(values))
-            rec.confirmed = Confirmed(runs=RERUNS, states=["complete"] * RERUNS,
+            rec.confirmed = Confirmed(runs=reruns, states=["complete"] * reruns,
                                       figures={"fid": ConfirmedFigure(values=values, centre=centre)})
         records.append(rec)
     return records

@@ -70,3 +70,35 @@ def test_the_lr_rule_a_trial_followed_is_named_against_the_baseline(tmp_path):
     assert lr_advice(records[2], base).rule == "adascale"
     records[2].optimizer = {"train": {"optimizer": "Adam", "lr": 3e-4}}
     assert lr_advice(records[2], base).rule == "searched"
+
+
+def test_goodput_is_made_of_the_throughput_the_table_shows_across_rounds_that_drifted(tmp_path):
+    """The machine read 2x faster in the second confirmation round: trial 3, re-run only there, read 201 samples/s,
+    1.0x the baseline read beside it. The table shows it as 100 (in the baseline's first round's units) and its
+    goodput was 201 x efficiency beside it: twice the useful samples/s of a config no faster than the baseline."""
+    from tests.helpers.records import write_record, write_rerun
+    from tuner.analysis import Study
+    from tuner.report.view import adjusted_metrics, figure_text, goodput_text
+    from tuner.study import Objective, Rerun, StudyMeta, TrialRecord
+
+    folder = StudyFolder(tmp_path / "drift")
+    folder.write_meta(StudyMeta(name="drift", objectives=[Objective(metric="throughput", direction="maximize")],
+                                baseline={"trial": 0}))
+    reruns = {0: [(99.0, 0), (101.0, 0), (200.0, 1), (202.0, 1)], 2: [(150.0, 0), (152.0, 0)],
+              3: [(200.0, 1), (202.0, 1)]}
+    for n, (thr, batch) in {0: (100.0, 64), 2: (150.0, 64), 3: (200.0, 256), 4: (300.0, 128)}.items():
+        metrics = {"throughput": thr, "effective_batch": batch, **({"noise_scale": 900.0} if n == 0 else {})}
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics=metrics))
+    for n, runs in reruns.items():
+        for k, (thr, round_) in enumerate(runs):
+            write_rerun(folder, n, Rerun(repeat=k, round=round_, state="complete", metrics={"throughput": thr}))
+    study = Study.load(folder)
+    assert study.drift_adjusted("throughput")
+    for r in study.records:
+        assert r.metrics["goodput"] / r.metrics["efficiency"] == pytest.approx(study.value(r, "throughput"))
+    trial3 = study.trial(3)
+    assert study.value(trial3, "throughput") == pytest.approx(100.0, rel=1e-2)
+    assert trial3.metrics["goodput"] == pytest.approx(100.0 * 964 / 1156, rel=1e-2)  # 201 x efficiency before
+    shown = figure_text(study, trial3, "throughput", adjusted_metrics(study))
+    assert shown.startswith("100.0 (1.00x the baseline; read 201") and "throughput 100.0 x efficiency" in \
+        goodput_text(trial3)

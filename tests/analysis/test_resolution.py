@@ -6,44 +6,24 @@ import random
 
 import pytest
 
-from tuner.study import Confirmed, ConfirmedFigure, Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
+from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord
 from tuner.analysis import Study, decide, pool
 from tests.helpers.records import write_record, write_rerun
+from benchmarks.quality_rank import simulate
 from tuner.analysis.resolution import spread_beyond_noise, unresolved
 from tuner.analysis.study import confirmed_or_measured
 
 FID = Objective(metric="fid", direction="min")
 
 
-def simulated_study(rng, trials, confirmed=2, reruns=2, sd=0.2, worse=None, spread=1.0):
-    """`trials` trials of FID 60 (lognormal run-to-run noise `sd`: a CV of about 10-30% for 0.1-0.3), or spread
-    log-uniformly over `spread` times that (1: all of one quality); trial `worse` (if any) at twice the rest.
-    Confirmed as a study confirms: the baseline (trial 0) and the best other search readings (selected for being
-    good), `reruns` re-runs each; the others one search reading each. Returns the records and the noise the
-    study pools (the re-runs')."""
-    trues = [60.0 * (2.0 if n == worse else 1.0) * spread ** rng.random() for n in range(trials)]
-    search = [t * rng.lognormvariate(0.0, sd) for t in trues]
-    chosen = [0] + sorted(range(1, trials), key=lambda n: search[n])[:confirmed - 1]
-    records = []
-    for n in range(trials):
-        rec = TrialRecord(trial=n, state="complete", metrics={"throughput": 100.0, "fid": search[n]})
-        if n in chosen:
-            values = [trues[n] * rng.lognormvariate(0.0, sd) for _ in range(reruns)]
-            centre = 1.0
-            for v in values:
-                centre *= v ** (1 / len(values))
-            rec.confirmed = Confirmed(runs=reruns, states=["complete"] * reruns,
-                                      figures={"fid": ConfirmedFigure(values=values, centre=centre)})
-        records.append(rec)
-    pooled = pool([r.confirmed.figures["fid"].values for r in records if r.confirmed is not None])
-    return records, pooled
-
-
-def rankable_share(trials, studies=400, seed=0, **kw):
+def rankable_share(trials, studies=400, seed=0, sd=0.2, **kw):
+    """The share of `studies` simulated studies (benchmarks/quality_rank.py's `simulate`, the benchmark's own) that
+    the verdict's test calls rankable, handed the noise a study pools (the re-runs')."""
     rng = random.Random(trials * 1000 + seed)
     called = 0
     for _ in range(studies):
-        records, pooled = simulated_study(rng, trials, **kw)
+        records = simulate(rng, trials, sd, **kw)
+        pooled = pool([r.confirmed.figures["fid"].values for r in records if r.confirmed is not None])
         called += unresolved(records, FID, confirmed_or_measured, pooled) is None
     return called / studies
 
@@ -140,3 +120,56 @@ def test_figures_within_the_resolution_on_one_degree_of_freedom_say_why_the_nois
     assert pooled.df == 1
     note = unresolved(records, FID, confirmed_or_measured, pooled)
     assert "within 2% of each other (the re-runs' spread has 1 degree of freedom, too few to judge by)" in note
+
+
+# the pick's (trial 1) search reading matched the baseline's FID 60, its re-runs read 77 and 79 against the
+# baseline's 59 and 61: the re-runs alone are 1.7% apart, every run of the two 14%
+NOT_ENOUGH = {0: [(99.0, 59.0), (101.0, 61.0)], 1: [(149.0, 77.0), (151.0, 79.0)]}
+
+
+def test_a_study_whose_re_runs_are_too_few_to_tell_its_trials_apart_calls_no_pick_worse_beyond_the_noise(tmp_path):
+    """The verdict said "quality 30% worse than the baseline ..., beyond the noise" (judged on the re-runs alone)
+    beside the study-wide note that the re-runs were too few to call the trials apart (judged on every run)."""
+    study = _default_study(tmp_path, [(100.0, 60.0), (150.0, 60.0)], NOT_ENOUGH)
+    v = decide(study)
+    assert not v.quality_ranked and "too few to call that beyond the noise" in v.text
+    assert v.pick.trial == 1 and "worse than the baseline" not in v.text and "beyond the noise;" not in v.text
+
+
+def test_a_study_whose_runs_tell_its_trials_apart_still_calls_the_pick_worse(tmp_path):
+    """The same re-runs, the pick's search reading 78 like them: quality ranks, and the pick on throughput trades
+    quality beyond the noise, which the verdict says."""
+    study = _default_study(tmp_path, [(100.0, 60.0), (150.0, 78.0)], NOT_ENOUGH)
+    v = decide(study, "throughput")
+    assert v.quality_ranked and v.pick.trial == 1
+    assert "quality 30% worse than the baseline: fid 77.99 vs 59.99 (confirmed mean vs confirmed mean), beyond the " \
+           "noise" in v.text
+
+
+def test_a_config_worse_than_the_baseline_beyond_the_noise_is_not_picked_on_throughput_alone(tmp_path):
+    """Five trials whose FID 60-66 the re-runs are too few to rank (the study-wide test holds its false alarms over
+    all five), so the pick goes by throughput; but the fastest (trial 1) re-ran at FID 64 and 68 against the
+    baseline's 58 and 62, worse beyond the noise compared with the baseline alone: it was the pick, its own line
+    saying so. The next fastest not worse is picked, and the verdict says why trial 1 was passed over."""
+    figures = [(100.0, 60.0), (200.0, 66.0), (150.0, 60.0), (120.0, 60.0), (110.0, 66.0)]
+    study = _default_study(tmp_path, figures, {0: [(99.0, 58.0), (101.0, 62.0)], 1: [(199.0, 64.0), (201.0, 68.0)],
+                                               2: [(149.0, 58.0), (151.0, 62.0)]})
+    v = decide(study)
+    assert not v.quality_ranked
+    assert v.pick.trial == 2 and "worse than the baseline: fid" not in v.text
+    assert ("trial 1 passed over: fid worse than the baseline's by 10%, beyond the noise for that one comparison "
+            "(the test above is over all the trials), so not picked on throughput alone") in v.text
+
+
+def test_the_confirmation_judges_a_rivals_quality_on_the_noise_that_ranks_quality(tmp_path):
+    """The pick (trial 1) read FID 40 in the search and 50.0 and 50.2 re-run: one more run of it may well read 48,
+    as trial 2's single reading did (at the same speed). Judged on the re-runs alone (two configs, each a few tenths
+    apart) 48 lay outside, and the confirmation re-ran trial 2 against the noise the rest of the verdict reads."""
+    from tuner.analysis.eligible import next_to_confirm
+
+    study = _default_study(tmp_path, [(100.0, 60.0), (150.0, 40.0), (150.0, 48.0), (50.0, 300.0)],
+                           {0: [(99.0, 59.9), (101.0, 60.1)], 1: [(149.0, 50.0), (151.0, 50.2)]})
+    v = decide(study)
+    assert v.quality_ranked and v.pick.trial == 1
+    assert next_to_confirm(study) is None
+    assert "trial 2 ranks higher on a single, unconfirmed reading, within what one more run of the pick reads" in v.text

@@ -57,6 +57,8 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
             ("the pick ranks only configs that share your threading and beat your own settings beyond the ",),
         "no config that shares your threading beat your own settings beyond the noise, so the pick is your own":
             ("no config that shares your threading beat your own settings beyond the noise, so the pick is ",),
+        "one comparison (the test above is over all the trials), so not picked on throughput alone":
+            ("one comparison (the test above is over all the trials), so not picked on throughput alone",),
         "no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading":
             ("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading",),
     }

@@ -93,9 +93,6 @@ def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
     return rival.trial
 
 
-_MIN_DF = 2  # degrees of freedom the pooled spread needs before a rival's reading is called within the noise
-
-
 def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule: Pick) -> bool:
     """Whether the rival's single reading lies, on every objective the rule ranks by, within where one more run of
     the confirmed pick would read (its 95% prediction interval from the pooled re-run spread), or on the worse
@@ -104,7 +101,11 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
     beyond the noise". Throughput is compared as each one's ratio to the baseline read in the same phase (the
     machine drifts between the search and the confirmation: tuner.analysis.rounds.beyond_one_more_run) where the
     readings allow. False where the pick has no prediction interval, or one from a spread of a single degree of
-    freedom (one config's two re-runs: t = 12.7 puts almost any reading inside it), so the rival is re-run."""
+    freedom (one config's two re-runs: t = 12.7 puts almost any reading inside it), so the rival is re-run. The
+    quality figure's interval is from the noise the study-wide judgement of quality reads, every run of the
+    confirmed trials (tuner.analysis.resolution.quality_noise), with its degrees of freedom."""
+    from tuner.analysis.resolution import MIN_DF, quality_noise
+
     try:
         pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value)
     except StudyError:
@@ -113,9 +114,13 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
         return False
     ranked = [o for o in study.objectives if rule != "throughput" or o.metric == THROUGHPUT]
     baseline = next((r for r in study.records if r.trial == study.baseline_trial), None)
+    quality = quality_objective(study.objectives)
+    judged = quality.metric if quality is not None else None
+    noise = {o.metric: quality_noise(complete(study), o.metric, study.pooled(o.metric)) if o.metric == judged
+             else study.pooled(o.metric) for o in ranked}
     for o in ranked:
         fig = pick.confirmed.figures.get(o.metric)
-        if fig is not None and fig.runs is None and ((p := study.pooled(o.metric)) is None or p.df < _MIN_DF):
+        if fig is not None and fig.runs is None and ((p := noise[o.metric]) is None or p.df < MIN_DF):
             return False
     for o in ranked:
         if o.metric == THROUGHPUT and (beyond := rival_beyond(rival, pick, baseline, study.pooled(THROUGHPUT),
@@ -125,9 +130,15 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
             continue
         fig = pick.confirmed.figures.get(o.metric)
         mine = rival.value(o.metric)
-        if fig is None or mine is None or fig.rerun_low is None or fig.rerun_high is None:
+        if fig is None or mine is None:
             return False
-        if (mine > fig.rerun_high) if o.mode == "max" else (mine < fig.rerun_low):
+        low, high = fig.rerun_low, fig.rerun_high
+        if (p := noise[o.metric]) is not None and fig.runs is None and o.metric == judged:
+            one = p.across(pick.confirmed.groups(o.metric), one_more=True)
+            low, high = one.low, one.high
+        if low is None or high is None:
+            return False
+        if (mine > high) if o.mode == "max" else (mine < low):
             return False
     return True
 

@@ -23,7 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuner.study import TrialRecord, finite
+from tuner.study import THROUGHPUT, TrialRecord, finite
+from tuner.analysis.rounds import in_baseline_units
 
 DERIVED = ("efficiency", "goodput")
 LrRule = Literal["linear", "sqrt", "adascale"]
@@ -92,8 +93,11 @@ def base_point(base: TrialRecord | None) -> tuple[float, float] | None:
 def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
     """Set `efficiency`, `goodput` and `baseline_noise_scale` on every record with an effective batch, against
     `base`; drop stale ones where there is no baseline figure (never NaN: the views show "-"). Goodput is the
-    confirmed throughput x efficiency where the trial was re-run."""
+    throughput the table shows x efficiency: the confirmed centre where the trial was re-run, adjusted for the
+    machine's drift between rounds as the table, the front and the pick rank it (tuner.analysis.rounds
+    .in_baseline_units), so goodput / efficiency is the table's throughput."""
     point = base_point(base)
+    throughput = in_baseline_units(records, base.trial if base is not None else None, _figure)
     for r in records:
         for key in (*DERIVED, "baseline_noise_scale"):
             r.metrics.pop(key, None)
@@ -104,17 +108,17 @@ def add_goodput(records: list[TrialRecord], base: TrialRecord | None) -> None:
         eff = efficiency(m, m0, phi)
         r.metrics["efficiency"] = eff
         r.metrics["baseline_noise_scale"] = phi
-        thr = _throughput(r)
+        thr = throughput(r, THROUGHPUT)
         if thr is not None:
             r.metrics["goodput"] = thr * eff
 
 
-def _throughput(record: TrialRecord) -> float | None:
-    """The throughput goodput is made of: the confirmed centre where the confirmation re-ran the trial (the table's
-    figure: the search's one reading beside it made a confirmed trial's goodput disagree with its throughput),
-    the search's reading otherwise."""
-    fig = record.confirmed.figures.get("throughput") if record.confirmed is not None else None
-    return fig.centre if fig is not None and fig.centre > 0 else record.value("throughput")
+def _figure(record: TrialRecord, metric: str) -> float | None:
+    """The figure goodput is made of before the drift between rounds: the confirmed centre where the confirmation
+    re-ran the trial (the search's one reading beside it made a confirmed trial's goodput disagree with its
+    throughput), the search's reading otherwise."""
+    fig = record.confirmed.figures.get(metric) if record.confirmed is not None else None
+    return fig.centre if fig is not None and fig.centre > 0 else record.value(metric)
 
 
 @dataclass(frozen=True)

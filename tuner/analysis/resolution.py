@@ -12,7 +12,8 @@ was 5% apart by chance in 15-55% of studies, and the study called its quality ra
 degrees of freedom the noise is not known well enough to call anything within it (one config's two re-runs called
 FID 73 against 400 within the noise), and without re-runs RESOLUTION (relative) stands for it. Figures that differ
 more than the re-runs did, but not beyond the noise for want of re-runs, are not called alike: the verdict asks for
-more re-runs, not a larger budget.
+more re-runs, not a larger budget. Whether one figure is worse than another beyond the noise (`worse`, the pick
+against the baseline) reads the same noise, with its degrees of freedom (`quality_noise`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,20 @@ def readings(record: TrialRecord, key: str) -> list[float]:
     return ([search] if search is not None else []) + (list(figure.values) if figure is not None else [])
 
 
+def quality_noise(records: list[TrialRecord], key: str, pooled: Pooled | None) -> Pooled | None:
+    """The run-to-run noise every judgement of a quality figure reads, with its degrees of freedom: pooled over
+    every run of each confirmed trial among `records` (the search's reading and its re-runs, `readings`), as
+    `unresolved` judges whether quality ranks the trials; `pooled` (the re-runs' alone) where that has no degree
+    of freedom, or for a to-target figure, whose runs that missed the target are counted, not read. `worse` and
+    the confirmation's chase judge by the same noise: judged on the re-runs alone, a verdict said "quality 25%
+    worse ..., beyond the noise" beside the study-wide note that the re-runs were too few to tell the trials
+    apart."""
+    if key in TO_TARGET:
+        return pooled
+    noise = pool([g for r in records if len(g := readings(r, key)) > 1])
+    return noise if noise is not None and noise.df >= 1 else pooled
+
+
 def _points(records: list[TrialRecord], key: str, value: Callable[[TrialRecord, str], float | None],
             pooled: Pooled | None) -> tuple[list[tuple[float, int]], Pooled | None]:
     """The figures `spread_beyond_noise` compares (each the centre of n runs) and the noise it judges them by.
@@ -63,11 +78,9 @@ def _points(records: list[TrialRecord], key: str, value: Callable[[TrialRecord, 
     degree of freedom per confirmed trial. On the re-runs alone a default study's noise had 2 (two configs, two
     re-runs each), where F(11, 2) must exceed 39: FID 54-588 (12 trials), whose re-runs varied by 20%, were called
     within it. A to-target figure counts runs that did not reach the target, so it stays the figure it is."""
-    if key not in TO_TARGET:
-        groups = [g for r in records if (g := readings(r, key))]
-        noise = pool([g for g in groups if len(g) > 1])
-        if noise is not None and noise.df >= 1:
-            return [(centre(g, noise.log), len(g)) for g in groups], noise
+    noise = quality_noise(records, key, None)
+    if noise is not None:
+        return [(centre(g, noise.log), len(g)) for r in records if (g := readings(r, key))], noise
     return [(v, _readings(r, key)) for r in records if (v := value(r, key)) is not None], pooled
 
 
@@ -182,7 +195,8 @@ def mean_of(values: list[float]) -> float:
 
 
 def worse(mine: list[float], theirs: list[float], quality: Objective, pooled: Pooled | None) -> float | None:
-    """How much worse (a fraction) `mine` is than `theirs` when beyond the noise; None when it is not."""
+    """How much worse (a fraction) `mine` is than `theirs` when beyond the noise; None when it is not. For a quality
+    figure `pooled` is `quality_noise`'s, the noise `unresolved` judges the study by."""
     if not mine or not theirs:
         return None
     a, b = mean_of(mine), mean_of(theirs)

@@ -5,7 +5,8 @@ The pick follows the --pick rule (tuner.analysis.pareto) among the trials it may
 the confirmed ones once any is, else those whose reading is not suspect). Throughput read in different confirmation
 rounds (or in the search) is ranked and tied like with like: each trial's ratio to the baseline read in the same
 round or phase (tuner.analysis.rounds), since the machine drifts between them. When quality cannot tell the trials
-apart (tuner.analysis.resolution) the pick goes by throughput and says so. Then ties within the noise
+apart (tuner.analysis.resolution) the pick goes by throughput and says so, passing over a config whose quality is
+worse than the baseline's beyond the noise (the noise that judgement reads). Then ties within the noise
 (tuner.analysis.ties), and the comparison with the baseline (trial 0) like with like (tuner.analysis.versus). On a
 study the machine's other work slowed, the pick is held to the user's threading, or is their own settings
 (tuner.analysis.held), so every view and the export name one pick. The notes say what was left out and why.
@@ -25,7 +26,7 @@ from tuner.analysis.stats import RATIO_METHOD, Interval
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
 from tuner.analysis.ties import resolve_tie
-from tuner.analysis.versus import quality_vs_baseline, throughput_ratio, winners_curse
+from tuner.analysis.versus import quality_vs_baseline, throughput_ratio, winners_curse, worse_than_baseline
 
 
 @dataclass
@@ -73,6 +74,10 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
                             by_throughput=any(o.metric == THROUGHPUT for o in study.objectives), busy=bool(busy))
         if q_note is not None and pick != "throughput":
             rule = "throughput"
+    baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
+    if q_note is not None and quality is not None and baseline is not None:
+        pool, passed = _not_worse(study, pool, baseline, quality)
+        notes.extend(passed)
     widened = False
     try:
         first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name,
@@ -83,13 +88,14 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
         # no confirmed trial meets the user's --min-quality: the unconfirmed ones may, and say so
         pool = [r for r in complete(study) if not (r.get("suspect") and ranks_windows(study.objectives))] \
             or complete(study)
+        if q_note is not None and quality is not None and baseline is not None:
+            pool, _ = _not_worse(study, pool, baseline, quality)
         first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value)
         notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
         widened = True
     candidates = [r for r in pool if min_quality is None or quality is None
                   or quality.meets(study.value(r, quality.metric) or 0.0, min_quality)]
     chosen, tied, reason = resolve_tie(study, first, candidates, None if q_note else quality)
-    baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
     label = f"trial {chosen.trial} ({pick})"
     held = sharing(study, chosen, baseline, pool, busy.worst) if for_load and busy and baseline is not None \
         else None
@@ -137,6 +143,27 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
     verdict.notes = notes
     verdict.text = text
     return verdict
+
+
+def _not_worse(study: Study, pool: list[TrialRecord], baseline: TrialRecord,
+               quality: Objective) -> tuple[list[TrialRecord], list[str]]:
+    """Where quality cannot rank the trials, the pick goes by throughput alone, but never to a config whose quality
+    is worse than the baseline's beyond the noise (tuner.analysis.versus.worse_than_baseline, on the noise the
+    study-wide judgement reads): the study-wide test asks whether quality ranks all the trials, at a false-alarm
+    rate held over all of them, and a fast config that trained worse than the baseline was picked beside the line
+    saying so. Returns the trials left and the note naming the ones passed over; the baseline alone where every
+    other is passed over."""
+    worse = {r.trial: frac for r in pool if r.trial != baseline.trial
+             and (frac := worse_than_baseline(study, r, baseline, quality)) is not None}
+    if not worse:
+        return pool, []
+    kept = [r for r in pool if r.trial not in worse] or [baseline]
+    left = sorted(worse)
+    plural = "s" if len(left) > 1 else ""
+    by = ", ".join(f"{worse[n]:.0%}" for n in left)
+    return kept, [f"trial{plural} {names(left)} passed over: {quality.metric} worse than the baseline's by {by}, "
+                  f"beyond the noise for {'each' if plural else 'that'} one comparison (the test above is over all "
+                  f"the trials), so not picked on throughput alone"]
 
 
 def _held_pick(study: Study, kept: list[TrialRecord], baseline: TrialRecord, rule: Pick, min_quality: float | None,

@@ -6,8 +6,9 @@ confirmed configs on the re-runs that measure it. tuner.analysis.verdict puts th
 from __future__ import annotations
 
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric
+from tuner.analysis.eligible import complete
 from tuner.analysis.rounds import is_confirmed
-from tuner.analysis.stats import Interval, ratio_interval
+from tuner.analysis.stats import Interval, Pooled, ratio_interval
 from tuner.analysis.study import Study
 
 
@@ -65,6 +66,39 @@ def quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord
         from tuner.analysis.to_target import versus_baseline
 
         return versus_baseline(study, chosen, baseline, key)
+    sides = _quality_sides(study, chosen, baseline, key)
+    if sides is None:
+        return None
+    mine, theirs, how, noise = sides
+    m, t = mean_of(mine), mean_of(theirs)
+    frac, which = worse(mine, theirs, quality, noise), "worse"
+    if frac is None and worse(theirs, mine, quality, noise) is not None and t != 0:
+        frac, which = abs(m - t) / abs(t), "better"  # beyond the noise the other way, as a share of the baseline's
+    if frac is None:
+        return None
+    beyond = "beyond the noise" if by_noise(mine, theirs, noise) else \
+        f"more than the {WORSE:.0%} tuner calls a difference where no re-runs measured the noise"
+    return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
+            f"{fmt_metric(key, t)} ({how}), {beyond}")
+
+
+def worse_than_baseline(study: Study, record: TrialRecord, baseline: TrialRecord, quality: Objective) -> float | None:
+    """How much worse (a fraction) a trial's quality is than the baseline's where `quality_vs_baseline` would say
+    it is worse beyond the noise; None otherwise (a time to target is not judged here)."""
+    from tuner.analysis.resolution import worse
+
+    sides = None if quality.metric in TARGET_COLUMNS else _quality_sides(study, record, baseline, quality.metric)
+    return None if sides is None else worse(sides[0], sides[1], quality, sides[3])
+
+
+def _quality_sides(study: Study, chosen: TrialRecord, baseline: TrialRecord,
+                   key: str) -> tuple[list[float], list[float], str, Pooled | None] | None:
+    """Like with like: the pick's and the baseline's confirmed values of `key` (the baseline's read in the pick's
+    rounds) where both were re-run, their single readings otherwise; what they compare, in words; and the noise
+    that judges them, the one the study-wide judgement of quality reads (tuner.analysis.resolution.quality_noise).
+    None where a side has no figure."""
+    from tuner.analysis.resolution import quality_noise
+
     if chosen.confirmed is not None and baseline.confirmed is not None and key in chosen.confirmed.figures \
             and key in baseline.confirmed.figures:
         mine, theirs = chosen.confirmed.figures[key].values, baseline.confirmed.beside(chosen.confirmed, key)
@@ -74,16 +108,7 @@ def quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord
         if a is None or b is None:
             return None
         mine, theirs, how = [a], [b], "single reading vs single reading"
-    m, t = mean_of(mine), mean_of(theirs)
-    frac, which = worse(mine, theirs, quality, study.pooled(key)), "worse"
-    if frac is None and worse(theirs, mine, quality, study.pooled(key)) is not None and t != 0:
-        frac, which = abs(m - t) / abs(t), "better"  # beyond the noise the other way, as a share of the baseline's
-    if frac is None:
-        return None
-    beyond = "beyond the noise" if by_noise(mine, theirs, study.pooled(key)) else \
-        f"more than the {WORSE:.0%} tuner calls a difference where no re-runs measured the noise"
-    return (f"quality {frac:.0%} {which} than the baseline: {quality.metric} {fmt_metric(key, m)} vs "
-            f"{fmt_metric(key, t)} ({how}), {beyond}")
+    return mine, theirs, how, quality_noise(complete(study), key, study.pooled(key))
 
 
 def winners_curse(study: Study, chosen: TrialRecord, candidates: list[TrialRecord],

@@ -322,8 +322,10 @@ def goodput_text(record: TrialRecord) -> str:
     """One sentence: the trial's goodput, what it is made of, and what its effective batch costs in samples."""
     eff, m = record.value("efficiency"), record.value("effective_batch")
     phi = record.value("baseline_noise_scale")
-    text = (f"{fmt_metric('goodput', record.get('goodput'))} useful samples/s = throughput "
-            f"{fmt_metric('throughput', record.get('throughput'))} x efficiency {fmt_metric('efficiency', eff)}")
+    good = record.value("goodput")
+    made_of = good / eff if good is not None and eff else record.get("throughput")  # the table's, drift-adjusted
+    text = (f"{fmt_metric('goodput', good)} useful samples/s = throughput "
+            f"{fmt_metric('throughput', made_of)} x efficiency {fmt_metric('efficiency', eff)}")
     if eff is not None and m is not None and phi is not None:
         text += (f" (effective batch {m:.0f} against the baseline's noise scale {phi:.0f}: "
                  f"{1 / eff:.2f}x the baseline's samples to the same loss)")
