@@ -2,7 +2,7 @@
 pick has an interval that includes 1 (read like with like across rounds: tuner.analysis.rounds.side_by_side), the
 best quality wins; where quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run
 for the same result). A study scored on time (or samples) to target ranks by that, not by throughput: its ties are
-judged on it, as the export's header judges the pick against the baseline (tuner.analysis.to_target), else two
+judged on it, as the export's header judges the pick against the baseline (tuner.analysis.reach), else two
 trials of one throughput, one reaching the target 2.7x sooner, read as a tie won by memory."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord
 from tuner.analysis.rounds import is_confirmed, side_by_side
 from tuner.analysis.stats import Interval, differ
 from tuner.analysis.study import Study
-from tuner.analysis.to_target import compare
+from tuner.analysis.reach import compare  # not `to_target.py`: a module of that name shadowed the function tuner.analysis.to_target once imported
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:

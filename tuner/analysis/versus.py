@@ -63,7 +63,7 @@ def quality_vs_baseline(study: Study, chosen: TrialRecord, baseline: TrialRecord
 
     key = quality.metric
     if key in TARGET_COLUMNS:  # counted as the export counts it, read at its evaluation step (issue 51)
-        from tuner.analysis.to_target import versus_baseline
+        from tuner.analysis.reach import versus_baseline
 
         return versus_baseline(study, chosen, baseline, key)
     sides = _quality_sides(study, chosen, baseline, key)

@@ -13,7 +13,7 @@ It stands above tuner.study (a record's curve and confirmed figures are study's 
   this package. It is listed here too, so a caller names the concept in one place;
 - the baseline's reference run (tuner.search._reference) trains, through tuner.train and Ray: it is handed to
   derive_study_target as `run`;
-- the judgement of a time to target against the baseline's (tuner.analysis.to_target.versus_baseline) weighs it
+- the judgement of a time to target against the baseline's (tuner.analysis.reach.versus_baseline) weighs it
   by the noise tuner.analysis measures, and the judge stands above the producers that read the curve from here.
 """
 

@@ -1,4 +1,4 @@
-"""A time (or samples) to target against the baseline's, the way the export's header reads it (issue 51: one set of
+"""Whether a time (or samples) to target reaches the target sooner than another config's, the way the export's header reads it (issue 51: one set of
 figures). The verdict left out the runs that never reached the target while the export and the table counted
 them at the cap, so runs of 10 and 11 s and one miss read "2.86x sooner ... beyond the noise" beside the pick's own
 "at least 18.8 s". Here a confirmed figure counts its not-reached runs as its centre does (ConfirmedFigure.counted),
