@@ -127,8 +127,8 @@ def _apart() -> Iterator[None]:
     workers) in a process group of their own. A signal to the driver's group (`timeout` sends SIGTERM to its whole
     group, a closed terminal SIGHUP to the foreground one) then reaches only the driver, which stops the study and
     ends them (stop_ray); reaching them too, it killed the GCS under the stopping driver, which waited 60 s for it
-    and exited 1. Ray already blocks SIGINT in them, so Ctrl-C reached only the driver before. Where Ray's
-    internals moved, they stay in the driver's group, as before."""
+    and exited 1 (Ctrl-C's SIGINT, sent to the group too, Ray already blocks in them). Where Ray's internals
+    moved, they stay in the driver's group, as before."""
     try:
         from ray._private import services
     except ImportError:
