@@ -65,7 +65,8 @@ class StorageError(UserError):
 
 
 class Interrupted(TunerError):
-    """A search stopped by SIGINT (Ctrl-C) or SIGTERM before there was a study to resume: exit 128 + the signal."""
+    """A search stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP before there was a study to resume: exit 128 + the
+    signal."""
 
     def __init__(self, message: str, exit_code: int = 130) -> None:
         super().__init__(message)

@@ -24,12 +24,31 @@ def tuner_env() -> dict[str, str]:
     return env
 
 
+def in_session(sid: int) -> list[int]:
+    """The processes of session `sid` (the one a test started its process in), this one apart."""
+    pids = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                if os.getsid(int(name)) == sid:
+                    pids.append(int(name))
+            except OSError:  # ended meanwhile
+                continue
+    return pids
+
+
 def kill_group(proc: subprocess.Popen) -> None:
-    """Ray's helper processes outlive a SIGKILLed driver; they are in the session we started, so end them."""
+    """Ray's helper processes outlive a SIGKILLed driver; they are in the session we started (a study's local Ray
+    in a process group of its own: tuner.search._ray_env), so end them."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in in_session(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def search(args: list[str], reports: Path, cwd: Path = REPO) -> subprocess.Popen:

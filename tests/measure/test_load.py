@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
-from tuner.measure.load import OthersMeter, machine_cpus, sample
+from tuner.measure import load
+from tuner.measure.load import CpuShare, OthersMeter, machine_cpus, sample
 
 SPIN = "while True: pass"
 
@@ -28,9 +30,11 @@ def detached_spinners(n: int) -> list[int]:
 def spinners():
     started: list[int] = []
 
-    def start(n: int) -> None:
-        started.extend(detached_spinners(n))
+    def start(n: int) -> list[int]:
+        pids = detached_spinners(n)
+        started.extend(pids)
         time.sleep(0.3)  # running before the meter starts
+        return pids
 
     yield start
     for pid in started:
@@ -47,23 +51,41 @@ def test_a_competing_process_is_seen_as_others_share(spinners):
     assert "other processes took" in got.describe()
 
 
-def test_this_processs_own_children_are_its_own_work(spinners):
+def cpu_seconds(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def others_beside(spinner: int, monkeypatch, spun: float = 0.3) -> CpuShare:
+    """What OthersMeter reads on a machine planted as this process and `spinner` alone (their CPU times), over the
+    time the spinner takes to use `spun` CPU seconds: on the real, shared machine the spinner's share, and so what
+    it adds to the machine's busy time, moves with the load (on a saturated one it adds nothing: it takes its time
+    from the others), so the interval is counted in the spinner's own CPU time, not in seconds."""
+    monkeypatch.setattr(load, "_machine_busy", lambda: cpu_seconds(os.getpid()) + cpu_seconds(spinner))
+    meter, start = OthersMeter(1), cpu_seconds(spinner)
+    deadline = time.monotonic() + 300  # a hang guard only: under any load the spinner gets some CPU
+    while cpu_seconds(spinner) - start < spun:
+        assert time.monotonic() < deadline, "the spinner got no CPU time"
+        time.sleep(0.05)
+    got = meter.read()
+    assert got is not None
+    return got
+
+
+def test_this_processs_own_children_are_its_own_work(spinners, monkeypatch):
     """A child (as a DataLoader worker is) spinning is not 'others'; the same spinner detached is."""
     child = subprocess.Popen([sys.executable, "-c", SPIN])
     try:
-        time.sleep(0.3)
-        meter = OthersMeter(1)
-        time.sleep(1.5)
-        own = meter.read()
+        own = others_beside(child.pid, monkeypatch)
     finally:
         child.kill()
         child.wait()
-    spinners(1)
-    meter = OthersMeter(1)
-    time.sleep(1.5)
-    other = meter.read()
-    assert own is not None and other is not None
-    assert other.others_cpus - own.others_cpus >= 0.5  # the detached one counted as others, the child not
+    (detached,) = spinners(1)
+    other = others_beside(detached, monkeypatch)
+    # CPU seconds others used over each interval: the child's 0.3 none of it (a reading's rounding apart), the
+    # detached spinner's all of it
+    assert own.others_cpus * own.seconds < 0.05, own
+    assert other.others_cpus * other.seconds >= 0.25, other
 
 
 def test_a_trial_records_the_share_other_processes_took_of_its_cpus(spinners, tmp_path):

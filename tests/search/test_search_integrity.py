@@ -220,6 +220,49 @@ def test_sigterm_during_a_trial_stops_cleanly_with_the_resume_command(space_sear
     assert len(after) == len(kept) + 1 and all(after[n] == r for n, r in kept.items()), err
 
 
+def test_sigterm_to_the_whole_group_as_timeout_sends_it_stops_the_study_and_ends_every_process_it_started(
+        space_search):
+    """`timeout 400 tuner search ...` sends SIGTERM to its whole process group, not to the driver alone. It reached
+    the study's Ray too: the GCS died under the stopping driver, which waited 60 s for it and exited 1, and a Ray
+    worker was left running. Now the driver alone gets it (Ray's processes are in a group of their own), stops as
+    Ctrl-C does, ends its Ray, and exits 143; the study reports and resumes."""
+    import psutil
+
+    from tests.helpers.searchproc import in_session, kill_group, report_json, trial_numbers
+
+    proc, reports = space_search.start(tiny_space(trials=20), "--gpus-per-trial", "0", "--confirm", "0",
+                                       name="tiny.yaml")
+    study_dir = reports / "tiny"
+    try:
+        deadline = time.monotonic() + 400
+        while not list(study_dir.glob("ray/run-*/trial-0000")):  # the first trial has started
+            assert proc.poll() is None, f"search ended before its first trial started: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the first trial did not start within 400 s"
+            time.sleep(0.05)
+        started = psutil.Process(proc.pid).children(recursive=True)  # Ray's, the trial's
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)  # a hang guard: it stops in seconds
+        ended = time.monotonic() + 30  # a killed process's exit is reaped by init, not at once
+        left = [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        while left and time.monotonic() < ended:
+            time.sleep(0.2)
+            left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        session = [pid for pid in in_session(proc.pid) if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        kill_group(proc)
+    assert started
+    assert proc.returncode == 143, err
+    assert "Failed to connect to GCS" not in err and "Traceback" not in err, err
+    assert not left and not session, ([p.pid for p in left], session)
+    hint = [ln for ln in err.splitlines() if "--resume" in ln]
+    assert len(hint) == 1 and "tuner search --study tiny" in hint[0], err
+    trials = optuna.load_study(study_name="tiny", storage=f"sqlite:///{study_dir / 'study.db'}").trials
+    assert "RUNNING" not in {t.state.name for t in trials}  # a trial the signal stopped is FAIL, rerun on --resume
+    code, out, err = report_json("tiny", reports)
+    assert code == 0, err
+    assert len(trial_numbers(out)) < 20
+
+
 @pytest.mark.ray
 def test_ctrl_c_during_the_probes_says_how_to_resume_and_the_resume_runs_the_baseline_first(ray_session, capsys,
                                                                                          monkeypatch, space_search):

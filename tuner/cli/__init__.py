@@ -1,7 +1,8 @@
 """The `tuner` command: parses, calls the library, prints. Errors become exit codes here and nowhere else.
 
 Exit codes: 0 done; 1 a bug (one line, --debug for the traceback); 2 bad input (tuner.errors.UserError and Click's
-usage errors); 3 a run that did not complete or verify (tuner.errors.RunFailed); 130 interrupted.
+usage errors); 3 a run that did not complete or verify (tuner.errors.RunFailed); 130 interrupted (Ctrl-C); `tuner
+search` stopped by another signal 128 + the signal (143 SIGTERM, 129 SIGHUP: tuner.search._stop).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def search(
             f"{summary.finished} of {summary.total} trials"
         note(f"tuner: search stopped after {done}; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
-        raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM
+        raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP
     if summary.ended is not None:  # a set-up timeout ended it: its one line, as in the probes (exit 2)
         from tuner.errors import WorkloadError
 

@@ -90,7 +90,7 @@ def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_s
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
         runtime_env["excludes"] = ship_excludes()
-    with _without(_UNUSED_HEAD_PROCESSES + (() if verbose else _UNUSED_QUIET)):
+    with _without(_UNUSED_HEAD_PROCESSES + (() if verbose else _UNUSED_QUIET)), _apart(), _keeping_stop_handler():
         ray.init(num_cpus=int(cpus), num_gpus=int(gpus), object_store_memory=object_store_mb * 2**20,
                  include_dashboard=False, log_to_driver=verbose,
                  logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env,
@@ -121,6 +121,65 @@ def _skipped(self: Any, *args: Any, **kwargs: Any) -> None:
     return None
 
 
+@contextmanager
+def _apart() -> Iterator[None]:
+    """The processes Ray starts for the duration (its head processes, and through the raylet its agents and
+    workers) in a process group of their own. A signal to the driver's group (`timeout` sends SIGTERM to its whole
+    group, a closed terminal SIGHUP to the foreground one) then reaches only the driver, which stops the study and
+    ends them (stop_ray); reaching them too, it killed the GCS under the stopping driver, which waited 60 s for it
+    and exited 1 (Ctrl-C's SIGINT, sent to the group too, Ray already blocks in them). Where Ray's internals
+    moved, they stay in the driver's group, as before."""
+    try:
+        from ray._private import services
+    except ImportError:
+        yield
+        return
+    original = getattr(services, "ConsolePopen", None)
+    if not isinstance(original, type) or os.name != "posix":
+        yield
+        return
+
+    class _OwnGroup(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            before = kwargs.get("preexec_fn")
+
+            def preexec() -> None:
+                if before is not None:
+                    before()
+                os.setpgid(0, 0)
+
+            kwargs["preexec_fn"] = preexec
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = _OwnGroup
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original
+
+
+@contextmanager
+def _keeping_stop_handler() -> Iterator[None]:
+    """ray.init without its SIGTERM handler (`sys.exit`) where the caller has its own (a study's, tuner.search.
+    _stop): a SIGTERM while Ray starts then stops the study as one a moment later would, not with exit status 15
+    and Ray half started."""
+    try:
+        from ray._private import utils
+    except ImportError:
+        yield
+        return
+    current = signal.getsignal(signal.SIGTERM)
+    if not callable(current) or not callable(getattr(utils, "set_sigterm_handler", None)):
+        yield
+        return
+    original = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
+
+
 def stop_ray(local: bool) -> None:
     """ray.shutdown(), without the second it waits for the autoscaler's monitor of a Ray started here (`local`;
     a cluster's processes are never touched): Ray asks
@@ -141,9 +200,57 @@ def stop_ray(local: bool) -> None:
     except Exception:  # noqa: BLE001 - Ray's internals moved: ray.shutdown still ends everything, a second later
         pass
     session = _session_dir() if local else None
+    tree = _local_tree() if local else []
     ray.shutdown()
+    _end_left(tree)
     if session is not None:
         (session / SESSION_MARK).unlink(missing_ok=True)  # ended as it should: nothing for end_stale_sessions
+
+
+def _local_tree() -> list[Any]:
+    """The processes of the local Ray started here (psutil.Process): its head processes and everything under them
+    (the raylet's agents and workers, a trial's fork server and its children, a trial's loader workers)."""
+    import psutil
+
+    try:
+        from ray._private import worker
+
+        node = worker._global_node
+        infos = [i for group in node.all_processes.values() for i in group] if node is not None else []
+    except Exception:  # noqa: BLE001 - Ray's internals moved: ray.shutdown alone, as before
+        return []
+    tree: list[Any] = []
+    for info in infos:
+        try:
+            head = psutil.Process(info.process.pid)
+            tree += [head, *head.children(recursive=True)]
+        except psutil.Error:
+            continue
+    return tree
+
+
+def _end_left(tree: list[Any]) -> None:
+    """Kill what of `tree` ray.shutdown left running. It ends the head processes; the agents and workers under the
+    raylet end when they notice it gone, or linger (after a kill -9 of the driver, about 275 s: issue 57), and a
+    stopped trial's fork server and loader workers with them. The study has kept all it needs by now."""
+    import psutil
+
+    left = [p for p in tree if _running(p)]
+    for proc in left:
+        try:
+            proc.kill()  # psutil checks the pid is still the same process first
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=5)
+
+
+def _running(proc: Any) -> bool:
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # In the session folder of a local Ray that tuner started: the driver's pid and start time. Ray's head processes
@@ -258,8 +365,9 @@ def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | Non
     if py_modules:
         runtime_env["env_vars"] = shipped_env(py_modules)
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
-                 logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env or None)
+        with _keeping_stop_handler():
+            ray.init(address=address, include_dashboard=False, log_to_driver=verbose,
+                     logging_level=logging.INFO if verbose else logging.ERROR, runtime_env=runtime_env or None)
     except Exception as err:
         raise DeviceError(f"cannot join the Ray cluster at {address}: {type(err).__name__}: {err}; check the "
                           f"address (`ray status` on the head node) or start one with `ray start --head`") from None

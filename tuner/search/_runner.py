@@ -190,20 +190,20 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     from tuner.workload import shipment
 
     started = not ray.is_initialized()
-    if started:
-        shipped = shipment(plan.workload)
-        modules = shipped.paths
-        if opts.address and shipped.note:  # a local Ray's workers import the original file
-            notes.append(shipped.note)
-            if console is not None:
-                console.print(f"[yellow]note:[/yellow] {escape(shipped.note)}", soft_wrap=True)
-        if opts.address:
-            join_ray(opts.address, verbose=opts.verbose, py_modules=modules)
-        else:
-            assert cluster is not None
-            start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules)
-        stop.install()  # over the handler ray.init set
-    try:
+    try:  # a signal while Ray starts stops it too (tuner.search._stop)
+        if started:
+            shipped = shipment(plan.workload)
+            modules = shipped.paths
+            if opts.address and shipped.note:  # a local Ray's workers import the original file
+                notes.append(shipped.note)
+                if console is not None:
+                    console.print(f"[yellow]note:[/yellow] {escape(shipped.note)}", soft_wrap=True)
+            if opts.address:
+                join_ray(opts.address, verbose=opts.verbose, py_modules=modules)
+            else:
+                assert cluster is not None
+                start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules)
+            stop.install()  # over any handler ray.init set
         if opts.address or not started:
             cluster = ray_cluster()
         assert cluster is not None
@@ -214,7 +214,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         summary.notes = [*notes, *summary.notes]
         return summary
     finally:
-        if started:
+        if started:  # a Ray half started by an interrupted ray.init included
             stop_ray(local=not opts.address)
 
 

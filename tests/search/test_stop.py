@@ -1,0 +1,43 @@
+"""SIGTERM and SIGHUP stop a search as Ctrl-C does (tuner.search._stop): in the probes, where Tune is not running,
+as a KeyboardInterrupt; the exit status says which signal; a signal the shell ignores (nohup) stays ignored."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tuner.search._stop import StopSignals
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_stop_signal_interrupts_as_ctrl_c_and_its_exit_status_names_it(sig, code):
+    before = signal.getsignal(sig)
+    stop = StopSignals()
+    stop.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), sig)  # the handler runs before the next line
+            pytest.fail("no KeyboardInterrupt")
+        assert stop.exit_code == code
+    finally:
+        stop.restore()
+    assert signal.getsignal(sig) == before
+
+
+def test_a_signal_ignored_when_the_search_began_stays_ignored():
+    """`nohup tuner search ...` ignores SIGHUP: closing the terminal must not stop the study."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        stop = StopSignals()
+        stop.install()
+        stop.install()  # again after Ray starts
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGHUP)  # nothing happens
+        assert stop.exit_code == 130  # still Ctrl-C's, what nothing stopped reads
+        assert signal.getsignal(signal.SIGTERM) == stop._on_signal
+        stop.restore()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
