@@ -168,6 +168,8 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("ttc-n-spread", "ttt_choices", "default smoothing: seed spread of a derived target vs N=1"),
     ExpectedRow("ttc-n-luck", "ttt_choices", "default smoothing: other seeds reach a seed's derived target"),
     ExpectedRow("ttc-runs", "ttt_choices", "runs a config: the fewest that resolve the reported speed-ups"),
+    ExpectedRow("ttc-seeds-spread", "ttt_choices", "a derived target from 3 seeds: its seed spread vs one seed's"),
+    ExpectedRow("ttc-seeds-luck", "ttt_choices", "a derived target from 3 seeds: a fresh seed reaches it"),
     ExpectedRow("gp-rank", "goodput_rank",
                 "goodput's predicted samples to target ranks 3 effective batches as measured (CNN, digits)"),
     ExpectedRow("gp-ratio", "goodput_rank",

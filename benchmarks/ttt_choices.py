@@ -1,13 +1,14 @@
 """How a time-to-target study's knobs were chosen, measured (issue 34 item 7): the evaluation interval K, the
-smoothing N of a derived target, and the number of runs a config gets.
+smoothing N of a derived target, the number of runs a config gets, and (issue 51) the seeds a derived target is read
+from.
 
 `python benchmarks/ttt_choices.py [--dry-run] [--out benchmarks/results]` trains, for the built-in CNN on digits,
 the built-in GAN on digits (FID on 500 images, as benchmarks/time_to_target.py) and examples/charlm.py (its own
 AdamW, a small model), the workload's own settings (tuner's baseline: default knobs, fp32, in-process loading) from
-SEEDS seeds, each R optimizer steps (the time-to-target benchmark's reference runs: 100, 80 and 150 steps), through
+SPREAD_SEEDS (18) seeds, each R optimizer steps (the time-to-target benchmark's reference runs: 100, 80 and 150 steps), through
 tuner.train.run_trial with a target not yet set (as `--target baseline`'s reference run: it trains its whole budget
 and evaluates every K samples), at a fine K of FINE_STEPS optimizer steps of the baseline's effective batch. From
-those quality curves (samples, training seconds, quality) and the evaluations' own seconds (target_eval_seconds):
+those quality curves (samples, training seconds, quality) and the evaluations' own seconds (target_eval_seconds), (a)-(d) from the first 3 seeds (SEEDS, as before (e) was added):
 
 (a) the target each workload's baseline settles at: the mean over seeds of the mean of each seed's last 3 fine
     evaluations (the common target of (b) and (d));
@@ -26,18 +27,24 @@ those quality curves (samples, training seconds, quality) and the evaluations' o
     curve (second differences: how non-monotonic it is) against the seed-to-seed spread;
 (d) the runs: the seed-to-seed spread (log SD) of samples to target here and of the baseline's times to target in
     benchmarks/results/time-to-target.json (5 seeded re-runs), and the fewest runs a config per side that resolve
-    the speed-up those rows report (a 95% t-interval of the ratio of geometric means excluding 1).
+    the speed-up those rows report (a 95% t-interval of the ratio of geometric means excluding 1);
+(e) from all the seeds, the target tuner derives now (issue 51): the median of 3 seeds' settled values
+    (tuner.target.derive_seeds_target itself) against one seed's (derive_target), its SD over groups of 3 seeds over
+    one seed's (every group, scaled for the seeds they share; disjoint groups beside it: seeds_reading says why),
+    and how often a fresh seed reaches it by the samples it was set at.
 
-Rows (benchmarks/table.py schema) go to <out>/ttt-choices.json, a generated table to ttt-choices.md. Sized for
-under 6 minutes on 2 CPU cores; --dry-run (2 seeds, a few steps) validates the script and writes under the work
-folder. The pure part (curves to rows) is tested on planted curves in tests/benchmarks/test_ttt_choices.py.
+Rows (benchmarks/table.py schema) go to <out>/ttt-choices.json, a generated table to ttt-choices.md. 3 seeds
+took 65-117 s on 2 CPU cores (about 20 s a seed for the three workloads); 18 seeds take about 6-7 minutes on a quiet
+machine, under 12 at a load of 2; --dry-run (DRY_SEEDS seeds, a few steps) validates the script and writes under the
+work folder. The pure part (curves to rows) is tested on planted curves in tests/benchmarks/test_ttt_choices.py.
 
-Why one module of ~570 lines: the pure part and the runs it reads are one benchmark, read top to bottom.
+Why one module of ~700 lines: the pure part and the runs it reads are one benchmark, read top to bottom.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -55,7 +62,12 @@ if str(REPO) not in sys.path:
 FINE_STEPS = 5  # the fine evaluation interval, in optimizer steps of the baseline's effective batch
 KS = (5, 10, 25, 50, 100)  # candidate K, in steps (multiples of FINE_STEPS)
 NS = (1, 3, 5)  # candidate smoothing: a derived target is the mean of the last N evaluations
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2)  # the seeds rows (a)-(d) read (the first of SPREAD_SEEDS)
+# the seeds rows (e) read: groups of tuner.target.TARGET_SEEDS (3) of them; 18 give 6 disjoint groups and 816 overlapping
+SPREAD_SEEDS = tuple(range(18))
+DRY_SEEDS = 6  # --dry-run: 2 disjoint groups of 3
+MAX_SEEDS_SPREAD = 0.8  # the 3-seed target's SD over one seed's, at most (a median of 3 normal draws: 0.67)
+MIN_SEEDS_REACH = 2 / 3  # a fresh seed reaches the 3-seed target by the samples it was set at, at least this often
 STUDY_BUDGETS = (15.0, 60.0)  # study budgets (s) the default K's rule is read at: the default study's (judged), longer
 MIN_EVALS = 10  # evaluations before the target the default K should give
 # Evaluation seconds over training seconds the default K should cost at most: the rule's EVAL_SHARE (0.2) plus the
@@ -269,6 +281,70 @@ def analyse(curves: list[Curve], default_n: int,
     return out
 
 
+def seeds_reading(cs: list[Curve]) -> dict[str, Any]:
+    """One workload's seeds read as tuner reads a derived target now (issue 51): each group of TARGET_SEEDS seeds
+    sets the median of what they settle at, through tuner.target.derive_seeds_target itself; one seed sets what it
+    settles at (tuner.target.derive_target, the rule before). Returned: the SD of each, the ratio, and how often a
+    fresh seed (one outside the group) reaches the target by the samples the group trained.
+
+    The SD over groups is read two ways. Disjoint groups (seeds 0-2, 3-5, ...) are independent draws of what a
+    study would set, but n seeds give only n/3 of them. Every group of 3 of the n seeds (C(n, 3)) uses all the
+    seeds, but the groups share seeds: they hold no more information than the n seeds, and groups drawn from a
+    fixed set of n spread less than independent ones, by sqrt((n - 3) / n) for a mean (exact; for a median about
+    that, a little more, which errs against the rule: normal draws read 0.68 for a true 0.67). The judged figure is
+    the every-group SD scaled back by sqrt(n / (n - 3)), over one seed's SD (n - 1 divisor): steadier than n/3
+    disjoint groups (normal draws, 18 seeds: 0.58-0.77 at the 10th-90th percentile against 0.42-0.88). The reach
+    rate pools every group against every seed outside it: each case is an exchangeable draw of 4 distinct seeds,
+    so the rate is unbiased; its precision is still that of n seeds."""
+    from tuner.config import Target
+    from tuner.target import TARGET_SEEDS, CurvePoint, derive_seeds_target, derive_target
+
+    k = TARGET_SEEDS
+    cs = [c for c in cs if c.points]
+    pending = Target(metric="quality", eval_every_samples=(cs[0].effective_batch if cs else 1) * FINE_STEPS)
+    pts = [[CurvePoint(s, t, q) for s, t, q in c.points] for c in cs]
+    one = [t.value for p in pts if (t := derive_target(p, pending)) is not None]
+
+    def group(g: tuple[int, ...]) -> float | None:
+        t = derive_seeds_target([(cs[i].seed, pts[i]) for i in g], pending)
+        return None if t is None else t.value
+
+    n = len(cs)
+    groups = list(itertools.combinations(range(n), k)) if n > k else []
+    every = {g: group(g) for g in groups}
+    disjoint = [v for i in range(0, n - k + 1, k) if (v := group(tuple(range(i, i + k)))) is not None]
+    one_sd = statistics.stdev(one) if len(one) >= 2 else None
+    vals = [v for v in every.values() if v is not None]
+    every_sd = statistics.pstdev(vals) * math.sqrt(n / (n - k)) if len(vals) >= 2 else None
+    disjoint_sd = statistics.stdev(disjoint) if len(disjoint) >= 2 else None
+
+    def over_one(sd: float | None) -> float | None:
+        return None if sd is None or not one_sd else sd / one_sd
+
+    def reached(target: float | None, setters: tuple[int, ...], j: int) -> bool:
+        """Seed j meets `target` by the samples the setting seeds trained."""
+        hit = None if target is None else first_samples(cs[j].points, target)
+        return hit is not None and hit <= max(cs[i].points[-1][0] for i in setters)
+
+    seeds_cases = [(g, j) for g in groups for j in range(n) if j not in g]
+    one_cases = [(i, j) for i in range(n) for j in range(n) if i != j]
+    one_value = {i: (t.value if (t := derive_target(pts[i], pending)) is not None else None) for i in range(n)}
+    return {"seeds": [c.seed for c in cs], "group_size": k, "settled": one,
+            "one_rel_sd": rel_sd(one), "one_sd": one_sd,
+            "groups": len(vals), "every_group_sd": every_sd,
+            "every_group_rel_sd": None if every_sd is None or not vals else every_sd / abs(statistics.fmean(vals)),
+            "every_group_ratio": over_one(every_sd),
+            "disjoint_groups": len(disjoint), "disjoint_sd": disjoint_sd, "disjoint_rel_sd": rel_sd(disjoint),
+            "disjoint_ratio": over_one(disjoint_sd),
+            "seeds_reached": sum(reached(every[g], g, j) for g, j in seeds_cases), "seeds_cases": len(seeds_cases),
+            "one_reached": sum(reached(one_value[i], (i,), j) for i, j in one_cases), "one_cases": len(one_cases)}
+
+
+def seeds_analyse(curves: list[Curve]) -> dict[str, dict[str, Any]]:
+    """seeds_reading for each workload in `curves` (every seed measured, not only SEEDS)."""
+    return {key: seeds_reading([c for c in curves if c.key == key]) for key in dict.fromkeys(c.key for c in curves)}
+
+
 def claimed(tt_doc: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """From time-to-target.json: per workload, the speed-up its row reports (baseline / pick) and the log SD of the
     baseline's times to target over its seeded re-runs."""
@@ -284,8 +360,9 @@ def claimed(tt_doc: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
-         meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The five rows, from the figures alone (tests plant them)."""
+         meta: dict[str, Any], seeds: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The seven rows, from the figures alone (tests plant them); `seeds` (seeds_analyse) feeds the last two, not
+    measured without it."""
     from benchmarks.table import target
     from tuner.target import EVAL_SHARE
 
@@ -418,6 +495,62 @@ def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
                               f"{_f(runs[k]['ratio'])}x: {_runs(runs[k]['runs_needed'])} runs a side" for k in keys)
                   + " (95% t-interval of the ratio of geometric means excluding 1; 3 seeds here give a rough SD)."),
          "details": {"runs": runs, "time_to_target_commits": {k: (tt.get(k) or {}).get("commit") for k in keys}}},
+        *seeds_rows(seeds or {}, base),
+    ]
+
+
+def seeds_rows(seeds: dict[str, dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows ttc-seeds-spread and ttc-seeds-luck: the target tuner derives now (the median of TARGET_SEEDS seeds)
+    against one seed's, from seeds_analyse's figures."""
+    from benchmarks.table import target
+    from tuner.target import TARGET_SEEDS
+
+    keys = list(seeds)
+    ratios = [seeds[k]["every_group_ratio"] for k in keys]
+    spread = None if not ratios or any(r is None for r in ratios) else max(ratios)
+    got = {w: (sum(seeds[k][f"{w}_reached"] for k in keys), sum(seeds[k][f"{w}_cases"] for k in keys))
+           for w in ("seeds", "one")}
+    reach = {w: r / c if c else None for w, (r, c) in got.items()}
+    ns = "; ".join(f"{k} {len(seeds[k]['seeds'])}" for k in keys)
+    k3 = TARGET_SEEDS
+    return [
+        {**base, "id": "ttc-seeds-spread",
+         "name": f"a derived target from {k3} seeds (tuner's median): its seed spread vs one seed's",
+         "figure": spread, "unit": "", "baseline": 1.0, "ratio": None,
+         "target": target(f"at most {MAX_SEEDS_SPREAD} on every workload (SD of the {k3}-seed target over groups of "
+                          f"seeds / one seed's target's SD; figure: the largest)",
+                          ("figure", "<=", MAX_SEEDS_SPREAD)).to_json(),
+         "note": (f"Each seed's settled value is the mean of its last 3 fine evaluations (tuner.target.derive_target, "
+                  f"one seed's target before issue 51); a group of {k3} seeds sets their median "
+                  f"(tuner.target.derive_seeds_target, the study's rule). Seeds a workload: {ns}. SD of the "
+                  f"{k3}-seed target over every group of {k3} of them, scaled by sqrt(n / (n - {k3})) for the seeds "
+                  f"the groups share (exact for a mean), over one seed's SD: "
+                  + "; ".join(f"{k} {_f(seeds[k]['every_group_ratio'])} (one seed {_pct(seeds[k]['one_rel_sd'])} of "
+                              f"the target, {k3} seeds {_pct(seeds[k]['every_group_rel_sd'])})" for k in keys)
+                  + f". Over disjoint groups only (independent, but n/{k3} of them, so a rough SD): "
+                  + "; ".join(f"{k} {_f(seeds[k]['disjoint_ratio'])} ({seeds[k]['disjoint_groups']} groups)"
+                              for k in keys)
+                  + f". The median of {k3} independent normal draws has 0.67x the SD of one (their mean 0.58x), so "
+                  f"{MAX_SEEDS_SPREAD} asks the seeds to steady the target about that much; seeds that split into "
+                  f"two camps (a run that sometimes diverges) stay near 1x. Read on the fine curves of the whole "
+                  f"runs, as ttc-n-spread, not on a study's reference run at its K."),
+         "details": {k: {x: v for x, v in seeds[k].items()} for k in keys}},
+        {**base, "id": "ttc-seeds-luck",
+         "name": f"a derived target from {k3} seeds (tuner's median): a fresh seed reaches it",
+         "figure": reach["seeds"], "unit": "", "baseline": reach["one"], "ratio": None,
+         "target": target(f"at least 2/3 of (group, fresh seed) cases (pooled over workloads) and at least one "
+                          f"seed's target's rate", ("figure", ">=", MIN_SEEDS_REACH), ("details.gain", ">=", 0)).to_json(),
+         "note": (f"How often a seed outside a group of {k3} reaches the group's target (their median) by the samples "
+                  f"the group trained: {got['seeds'][0]}/{got['seeds'][1]}, against a seed reaching another seed's "
+                  f"target: {got['one'][0]}/{got['one'][1]} (pooled; "
+                  + "; ".join(f"{k} {seeds[k]['seeds_reached']}/{seeds[k]['seeds_cases']} vs "
+                              f"{seeds[k]['one_reached']}/{seeds[k]['one_cases']}" for k in keys)
+                  + f"). Every group of {k3} against every seed outside it: the cases share seeds, so the rate is "
+                  f"unbiased but as precise as the seeds measured, not as the count of cases. In a study a trial "
+                  f"trains up to 3x the reference run's budget (the cap); this asks for the same samples, a harder "
+                  f"test."),
+         "details": {"pooled": {w: {"reached": r, "cases": c} for w, (r, c) in got.items()},
+                     "gain": None if reach["seeds"] is None or reach["one"] is None else reach["seeds"] - reach["one"]}},
     ]
 
 
@@ -514,8 +647,8 @@ def main() -> int:
     from tuner.target import SMOOTH_EVALS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dry-run", action="store_true", help="2 seeds, a few steps: validates the script; writes "
-                    "under the work folder")
+    ap.add_argument("--dry-run", action="store_true", help=f"{DRY_SEEDS} seeds, a few steps: validates the script; "
+                    "writes under the work folder")
     ap.add_argument("--out", type=Path, default=None, help="where the results go (default benchmarks/results; "
                     "with --dry-run the work folder)")
     ap.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "ttt-choices")
@@ -527,7 +660,7 @@ def main() -> int:
     import datetime as dt
 
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    seeds = SEEDS[:2] if args.dry_run else SEEDS
+    seeds = SPREAD_SEEDS[:DRY_SEEDS] if args.dry_run else SPREAD_SEEDS
     curves = []
     for spec in SPECS.values():
         steps = DRY_STEPS[spec.key] if args.dry_run else spec.steps
@@ -540,7 +673,9 @@ def main() -> int:
             print(f"[ttt_choices {time.perf_counter() - t0:5.0f}s] {spec.key} seed {seed}: {len(c.points)} "
                   f"evaluations, last {c.points[-1][2] if c.points else None}, train {c.train_s:.1f} s, "
                   f"evaluations {c.eval_s:.1f} s", file=sys.stderr, flush=True)
-    found = analyse(curves, SMOOTH_EVALS)
+    # rows (a)-(d) read the first seeds, as before the seeds rows were added; rows (e) read them all
+    found = analyse([c for c in curves if c.seed in SEEDS], SMOOTH_EVALS)
+    by_seeds = seeds_analyse(curves)
     tt_path = REPO / "benchmarks" / "results" / "time-to-target.json"
     tt = claimed(json.loads(tt_path.read_text()) if tt_path.exists() else None)
     meta = {"commit": commit, "dirty": dirty, "date": date, "load": load,
@@ -548,8 +683,8 @@ def main() -> int:
     doc = {"schema": SCHEMA, "mode": "dry-run" if args.dry_run else "full", "date": date, "machine": meta["machine"],
            "load": load, "load_average_at_end": _loadavg(), "eval_every_steps_without_pace": EVAL_EVERY_STEPS,
            "smooth_evals": SMOOTH_EVALS, "study_budgets_s": list(STUDY_BUDGETS),
-           "rows": rows(found, tt, SMOOTH_EVALS, meta),
-           "curves": {k: f["curves"] for k, f in found.items()}}
+           "seeds": list(SEEDS), "spread_seeds": list(seeds), "rows": rows(found, tt, SMOOTH_EVALS, meta, by_seeds),
+           "curves": {k: [asdict(c) for c in curves if c.key == k] for k in found}}
     doc["seconds"] = time.perf_counter() - t0
     out = args.out or (args.work if args.dry_run else REPO / "benchmarks" / "results")
     out.mkdir(parents=True, exist_ok=True)

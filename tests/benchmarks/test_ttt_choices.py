@@ -1,8 +1,8 @@
 """The K / smoothing / runs benchmark's arithmetic (benchmarks/ttt_choices.py) on planted quality curves, no
 training: evaluations every K read every K-th fine point, the default K is the one tuner's rule picks from the
 measured pace and read on a study's reference run, a lucky last evaluation sets a target other seeds miss unless it
-is smoothed, the evaluation's share of training time, the fewest runs that resolve a speed-up, and the rows'
-verdicts."""
+is smoothed, the evaluation's share of training time, the fewest runs that resolve a speed-up, the target read as
+tuner reads it now (the median of 3 seeds, issue 51) against one seed's, and the rows' verdicts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.table import Row
 from benchmarks.ttt_choices import (Curve, analyse, at_k, claimed, first_samples, on_grid, point_noise, rows,
-                                    runs_needed, smoothed)
+                                    runs_needed, seeds_analyse, smoothed)
 
 EB = 64
 META = {"commit": None, "dirty": False, "date": "2026-11-27T07:00:00+00:00", "load": [1.0], "machine": "test"}
@@ -156,3 +156,61 @@ def test_the_design_notes_quote_the_results_file():
     assert (f"CNN ({runs['cnn']['ratio']:.2f}x, {runs['cnn']['runs_needed']} runs a side) and the LM "
             f"({runs['lm']['ratio']:.2f}x, {runs['lm']['runs_needed']})") in section
     assert f"the GAN's {runs['gan']['ratio']:.2f}x needs {runs['gan']['runs_needed']}" in section
+
+
+def _seed_levels(jitter: float, n: int = 12) -> list[Curve]:
+    """n seeds whose curves sit on plateaus spread normally over seeds (SD about 0.01 round 1.6, the normal
+    quantiles in a shuffled order), each evaluation `jitter` either side of its seed's level."""
+    from statistics import NormalDist
+
+    z = [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]
+    order = [5, 0, 9, 3, 11, 7, 1, 10, 4, 8, 2, 6]
+    return [_curve(s, [1.6 + 0.01 * z[order[s]] + jitter * (-1) ** i for i in range(20)]) for s in range(n)]
+
+
+def _seeds_verdicts(curves: list[Curve]) -> dict[str, str]:
+    found = analyse([c for c in curves if c.seed < 3], 3)
+    rs = rows(found, claimed(None), 3, META, seeds_analyse(curves))
+    return {r["id"]: Row.from_json(r, "ttt-choices.json").verdict() for r in rs}
+
+
+def test_the_median_of_3_seeds_steadies_a_target_spread_normally_over_seeds():
+    curves = _seed_levels(0.02)
+    got = seeds_analyse(curves)["cnn"]
+    assert (got["groups"], got["disjoint_groups"]) == (220, 4)  # C(12, 3) groups; seeds 0-2, 3-5, 6-8, 9-11
+    # the median of 3 normal draws has 0.67x one draw's SD; the every-group reading, scaled for the shared seeds,
+    # finds about that
+    assert got["every_group_ratio"] == pytest.approx(0.66, abs=0.02)
+    assert (got["seeds_cases"], got["one_cases"]) == (220 * 9, 12 * 11)  # each group against the 9 seeds outside it
+    assert got["seeds_reached"] / got["seeds_cases"] >= got["one_reached"] / got["one_cases"]
+    v = _seeds_verdicts(curves)
+    assert v["ttc-seeds-spread"] == "pass" and v["ttc-seeds-luck"] == "pass"
+    # evaluations that jump less than the seeds differ: a fresh seed reaches the median of 3 only about half the time
+    assert _seeds_verdicts(_seed_levels(0.004))["ttc-seeds-luck"] == "MISSED"
+
+
+def test_seeds_in_two_camps_are_not_steadied_by_a_median_of_3():
+    # half the seeds settle at 1.5, half at 1.7 (a run that sometimes does much worse): the median of 3 is a
+    # majority vote between the camps, as spread as one seed, and a target the good camp set is missed by the other
+    camps = [_curve(s, [1.5 + 0.2 * (s % 2) + 0.004 * (-1) ** i for i in range(20)]) for s in range(12)]
+    got = seeds_analyse(camps)["cnn"]
+    assert got["every_group_ratio"] > 1.0 and got["disjoint_ratio"] > 1.0
+    v = _seeds_verdicts(camps)
+    assert v["ttc-seeds-spread"] == "MISSED" and v["ttc-seeds-luck"] == "MISSED"
+
+
+def test_the_seeds_rows_read_tuners_own_rule(monkeypatch):
+    """The groups' targets come from tuner.target.derive_seeds_target: a rule that set one value for every group
+    would leave no spread over groups."""
+    import tuner.target
+
+    assert seeds_analyse(_seed_levels(0.02))["cnn"]["every_group_ratio"] > 0.5
+    monkeypatch.setattr(tuner.target, "derive_seeds_target",
+                        lambda curves, pending: pending.model_copy(update={"value": 1.6}))
+    assert seeds_analyse(_seed_levels(0.02))["cnn"]["every_group_ratio"] == 0
+
+
+def test_too_few_seeds_leave_the_seeds_rows_not_measured():
+    v = _seeds_verdicts(_seed_levels(0.02)[:3])  # one group of 3 and no seed outside it
+    assert v["ttc-seeds-spread"] == "not measured" and v["ttc-seeds-luck"] == "not measured"
+    assert _verdicts(_seed_levels(0.02)[:3])["ttc-seeds-spread"] == "not measured"  # no seeds reading at all
