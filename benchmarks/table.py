@@ -43,7 +43,12 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
               "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
-              "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py"}
+              "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py",
+              "multifidelity": "benchmarks/multifidelity.py", "live_scheduler": "benchmarks/live_scheduler.py",
+              "contention": "benchmarks/contention.py", "levers": "benchmarks/levers.py"}
+# A stand-alone script another one imports from: its rows depend on that script too (fixed_batch.py runs its
+# rounds in levers.py's order, levers.schedule).
+USES = {"fixed_batch": ("benchmarks/levers.py",)}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -188,6 +193,19 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "tuner train vs an independent plain loop, each a fresh process with nothing set"),
     ExpectedRow("env-busy", "environment",
                 "a study beside a CPU-bound process: said busy; its pick re-measured quietly vs its baseline"),
+    ExpectedRow("mf-t90-cnn", "multifidelity",
+                "cnn grid: ASHA vs FIFO, wall time to 90% of the top-rung hypervolume (median over seeds)"),
+    ExpectedRow("mf-hv-cnn", "multifidelity",
+                "cnn grid: seeds where ASHA's hypervolume >= FIFO's at FIFO's wall time for its trials"),
+    ExpectedRow("mf-t90-gan", "multifidelity",
+                "gan grid: ASHA vs FIFO, wall time to 90% of the top-rung hypervolume (median over seeds)"),
+    ExpectedRow("mf-hv-gan", "multifidelity",
+                "gan grid: seeds where ASHA's hypervolume >= FIFO's at FIFO's wall time for its trials"),
+    ExpectedRow("live-asha", "live_scheduler",
+                "default study, the same wall time: asha's front hypervolume vs fifo's (one run each)"),
+    ExpectedRow("levers-cl-gan", "levers", "gan: channels_last vs eager"),
+    ExpectedRow("ctn-load", "contention",
+                "tuner train vs a plain loop, fresh processes with busy neighbours: median pair ratio"),
 )
 
 
@@ -268,7 +286,8 @@ def load_rows(repo: Path = REPO) -> list[Row]:
 
 def code_of(benchmark: str) -> tuple[str, ...]:
     """The paths whose change makes a row of `benchmark` stale: CODE, less the other stand-alone scripts."""
-    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items() if name != benchmark))
+    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
+                     if name != benchmark and path not in USES.get(benchmark, ())))
 
 
 def freshness(row: Row, repo: Path = REPO) -> str:
