@@ -10,7 +10,10 @@ runs: on a shared machine a single run says what happened in that run, not what 
 
     python benchmarks/live_scheduler.py                        # ~2 x (420 s + margin); caches built first
     python benchmarks/live_scheduler.py --study-seconds 300 --reports-dir /tmp/live
-Writes benchmarks/results/live-scheduler.{json,md} (or --out DIR).
+Writes benchmarks/results/live-scheduler.{json,md} (or --out DIR). Row live-asha (benchmarks/table.py schema, in
+the same JSON with the commit it ran at): asha's front hypervolume over fifo's in the same allowance, target >= 0.9
+(the scheduler's stops cost the front nothing beyond one run's noise), and at least one trial stopped (else the
+pair compared two fifo studies).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ SCHEDULERS = ("fifo", "asha")
 # The default study (12 trials of 15 s, probes, 4 confirmation re-runs) takes about 300 s on a quiet 2-core
 # machine; 420 s holds it with room under load, and lets asha start as many more trials as its stops free.
 STUDY_SECONDS = 420.0
+HV_FLOOR = 0.9  # live-asha: asha's front hypervolume at least 0.9x fifo's at the same wall time
 
 
 def log(message: str) -> None:
@@ -177,6 +181,29 @@ def reading(studies: list[dict[str, Any]]) -> str:
             f"({a['hv']} vs {f['hv']}, common reference). One run each on a shared machine: a direction, not a rate.")
 
 
+def rows(studies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The published row (benchmarks/table.py schema) from both studies' figures: live-asha, asha's front
+    hypervolume over fifo's (one common reference) in the same allowance, and the trials asha stopped."""
+    from benchmarks.table import target
+
+    by = {s["scheduler"]: s for s in studies}
+    f, a = by.get("fifo"), by.get("asha")
+    if f is None or a is None:
+        return []
+    hv_a, hv_f = a.get("hv"), f.get("hv")
+    return [{
+        "id": "live-asha", "benchmark": "live_scheduler",
+        "name": "default study, the same wall time: asha's front hypervolume vs fifo's (one run each)",
+        "figure": hv_a, "unit": "HV", "baseline": hv_f, "ratio": hv_a / hv_f if hv_a is not None and hv_f else None,
+        "target": target(f"ratio >= {HV_FLOOR:g} and asha stopped >= 1 trial", ("ratio", ">=", HV_FLOOR),
+                         ("stopped", ">=", 1)).to_json(),
+        "note": reading(studies) + (f" Wall time fifo {f['wall_s']:.0f} s (load {f['load']['mean']:.1f}), asha "
+                                    f"{a['wall_s']:.0f} s (load {a['load']['mean']:.1f})."),
+        "details": {"stopped": a.get("stopped"), "started": {"fifo": f.get("started"), "asha": a.get("started")},
+                    "hv_fraction": {"fifo": f.get("hv_fraction"), "asha": a.get("hv_fraction")}},
+    }]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study-seconds", type=float, default=STUDY_SECONDS)
@@ -191,11 +218,21 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run_study(s, args.study_seconds, reports, args.extra) for s in (args.only or SCHEDULERS)]
     studies = [study_figures(r, reports) for r in runs]
     hypervolumes(studies)
+    import datetime as dt
     import platform
 
-    doc = {"benchmark": "live-scheduler", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    from benchmarks.common import _loadavg, cpu_model, git_state
+    from benchmarks.table import SCHEMA
+
+    commit, dirty = git_state()
+    found = rows(studies)
+    for r in found:
+        r.update({"commit": commit, "dirty": dirty, "load": _loadavg() or [],
+                  "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "machine": f"{cpu_model()} ({os.cpu_count()} cores)"})
+    doc = {"schema": SCHEMA, "benchmark": "live-scheduler", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "study_seconds": args.study_seconds,
-           "studies": studies, "reading": reading(studies)}
+           "commit": commit, "dirty": dirty, "studies": studies, "reading": reading(studies), "rows": found}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "live-scheduler.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     (args.out / "live-scheduler.md").write_text(markdown(doc))

@@ -44,7 +44,12 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
               "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
               "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py",
-              "horizon": "benchmarks/horizon.py"}
+              "horizon": "benchmarks/horizon.py",
+              "multifidelity": "benchmarks/multifidelity.py", "live_scheduler": "benchmarks/live_scheduler.py",
+              "contention": "benchmarks/contention.py", "levers": "benchmarks/levers.py"}
+# A stand-alone script another one imports from: its rows depend on that script too (fixed_batch.py runs its
+# rounds in levers.py's order, levers.schedule).
+USES = {"fixed_batch": ("benchmarks/levers.py",)}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
@@ -158,9 +163,12 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("tt-cnn", "time_to_target", "cnn: time to target of the time-to-target pick vs the knee and the baseline"),
     ExpectedRow("tt-gan", "time_to_target", "gan: time to target of the time-to-target pick vs the knee and the baseline"),
     ExpectedRow("tt-lm", "time_to_target", "lm: time to target of the time-to-target pick vs the knee and the baseline"),
-    ExpectedRow("tt-int-cnn", "time_to_target", "cnn: pick's re-runs inside its exported time-to-target interval"),
-    ExpectedRow("tt-int-gan", "time_to_target", "gan: pick's re-runs inside its exported time-to-target interval"),
-    ExpectedRow("tt-int-lm", "time_to_target", "lm: pick's re-runs inside its exported time-to-target interval"),
+    ExpectedRow("tt-int-cnn", "time_to_target",
+                "cnn: pick's re-runs' samples to target vs its export's one-run prediction"),
+    ExpectedRow("tt-int-gan", "time_to_target",
+                "gan: pick's re-runs' samples to target vs its export's one-run prediction"),
+    ExpectedRow("tt-int-lm", "time_to_target",
+                "lm: pick's re-runs' samples to target vs its export's one-run prediction"),
     ExpectedRow("tt-race", "time_to_target", "race vs fixed budgets: study wall time, same pick"),
     ExpectedRow("tt-race-tpe", "time_to_target", "race vs fixed budgets: study wall time, same pick (TPE)"),
     ExpectedRow("ttc-k-evals", "ttt_choices", "default K: evaluations before the baseline's target"),
@@ -194,6 +202,19 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "vae: the pick vs the baseline at 10x the trial budget (time to the horizon's target)"),
     ExpectedRow("hz-inside", "horizon",
                 "the horizon ratio inside the study's interval: share of studies (charlm and vae, every seed)"),
+    ExpectedRow("mf-t90-cnn", "multifidelity",
+                "cnn grid: ASHA vs FIFO, wall time to 90% of the top-rung hypervolume (median over seeds)"),
+    ExpectedRow("mf-hv-cnn", "multifidelity",
+                "cnn grid: seeds where ASHA's hypervolume >= FIFO's at FIFO's wall time for its trials"),
+    ExpectedRow("mf-t90-gan", "multifidelity",
+                "gan grid: ASHA vs FIFO, wall time to 90% of the top-rung hypervolume (median over seeds)"),
+    ExpectedRow("mf-hv-gan", "multifidelity",
+                "gan grid: seeds where ASHA's hypervolume >= FIFO's at FIFO's wall time for its trials"),
+    ExpectedRow("live-asha", "live_scheduler",
+                "default study, the same wall time: asha's front hypervolume vs fifo's (one run each)"),
+    ExpectedRow("levers-cl-gan", "levers", "gan: channels_last vs eager"),
+    ExpectedRow("ctn-load", "contention",
+                "tuner train vs a plain loop, fresh processes with busy neighbours: median pair ratio"),
 )
 
 
@@ -274,7 +295,8 @@ def load_rows(repo: Path = REPO) -> list[Row]:
 
 def code_of(benchmark: str) -> tuple[str, ...]:
     """The paths whose change makes a row of `benchmark` stale: CODE, less the other stand-alone scripts."""
-    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items() if name != benchmark))
+    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
+                     if name != benchmark and path not in USES.get(benchmark, ())))
 
 
 def freshness(row: Row, repo: Path = REPO) -> str:

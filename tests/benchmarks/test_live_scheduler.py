@@ -34,3 +34,23 @@ def test_the_table_shows_one_reading_or_a_single_rerun_without_an_interval():
     text = markdown({"studies": [fifo, asha], "study_seconds": 420.0, "date": "today", "machine": "m",
                      "reading": reading([fifo, asha])})
     assert "480 (1 re-run)" in text and "400 (one reading)" in text
+
+
+def _row(fifo: dict, asha: dict) -> str:
+    from benchmarks.live_scheduler import rows
+    from benchmarks.table import Row
+
+    hypervolumes([fifo, asha])
+    (found,) = rows([fifo, asha])
+    assert found["id"] == "live-asha" and found["baseline"] == fifo["hv"] and found["figure"] == asha["hv"]
+    return Row.from_json(found, "planted").verdict()
+
+
+def test_live_asha_passes_with_a_front_as_good_from_stopped_trials_and_fails_otherwise():
+    fifo = _study("fifo", [(100.0, 50.0), (200.0, 80.0)])
+    asha = {**_study("asha", [(100.0, 40.0), (220.0, 70.0)]), "stopped": 2}
+    assert _row(fifo, asha) == "pass"
+    # as good a front, but no trial stopped: the pair compared two fifo studies
+    assert _row(fifo, {**asha, "stopped": 0}) == "MISSED"
+    # stops that cost the front: asha found only fifo's slow point
+    assert _row(fifo, {**_study("asha", [(100.0, 50.0)]), "stopped": 3}) == "MISSED"

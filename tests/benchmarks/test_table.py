@@ -83,6 +83,24 @@ def test_a_change_to_one_standalone_benchmark_leaves_other_rows_current_and_its_
     assert all(f"stale: measured at {old[:7]}" in _line(md, rid) for rid in ("2", "15", "tt-cnn"))
 
 
+def test_a_change_to_levers_stales_its_rows_and_fixed_batchs_which_runs_in_its_order_only(tmp_path):
+    repo = _repo(tmp_path, [])
+    (repo / "benchmarks" / "levers.py").write_text("ROUNDS = 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "scripts")
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    rows = [_row("2", 0.09, commit=old), _row("15", 0.9, benchmark="parity", commit=old),
+            _row("levers-cl-gan", 1.0, benchmark="levers", commit=old),
+            _row("17c", 1.1, benchmark="fixed_batch", commit=old),
+            _row("mf-t90-cnn", 0.4, benchmark="multifidelity", commit=old)]
+    (repo / "benchmarks" / "results" / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": rows}))
+    (repo / "benchmarks" / "levers.py").write_text("ROUNDS = 2\n")
+    _git(repo, "commit", "-qam", "change the levers benchmark")
+    md = render_markdown(repo)
+    assert all("current" in _line(md, rid) for rid in ("2", "15", "mf-t90-cnn"))
+    assert all(f"stale: measured at {old[:7]}" in _line(md, rid) for rid in ("levers-cl-gan", "17c"))
+
+
 def test_a_change_to_the_gpu_proof_leaves_every_row_current(tmp_path):
     """The GPU proof's script and workloads run only on a GPU machine and no row imports them (a dry-run trim of
     benchmarks/gpu.py once staled every CPU row)."""
