@@ -79,11 +79,12 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine,
     if payload is not None:
         return payload
     order = TrialOrder.from_config(config)
-    what = "re-run" if order.rerun else "trial"
+    # a search trial's words as when its Ray process died (tuner.search._recorder.classify_ray_error)
+    died = (f"the re-run's process ended with {ending(code)}" if order.rerun else
+            f"the trial process died ({ending(code)})")
     record = TrialRecord(state="error", trial=order.trial, params=order.searched,
                          wall_limit_s=order.limits.wall_limit_s, ended=_now(), host=socket.gethostname(), node=node,
-                         error=f"the {what}'s process ended with {ending(code)} before it reported (killed, "
-                               f"or out of host memory)")
+                         error=f"{died} before it reported (killed, or out of host memory)")
     return to_tune(final_report(record, setup.objectives))
 
 
