@@ -15,8 +15,12 @@ a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, C
    baseline's one-time passes (noise scale, of_peak's FLOP count and matmul peak: 2-3 s once, ~0.1 s a trial over
    20), Optuna's ask and tell on SQLite plus the record files (~0.05-0.09 s), Ray Tune's turnover of the reused
    actor (~0.01 s, as bare), the trial's own set-up in its warm process (~0.03 s) and its peak-memory reading
-   (psutil's smaps, ~0.04 s). The trials share one warm actor process (reuse_actors); the state a trial leaves is
-   reset before the next (tuner.train.trial.trial_scope).
+   (psutil's smaps, ~0.04 s). The Ray trial process is reused (reuse_actors), but since issue 55 each trial runs in
+   a process of its own forked from that process's fork server (tuner.search._fresh), the user's default environment
+   included: nothing of one trial reaches the next. The fork and the job's unpickling take ~0.1 s at load 28 (ms
+   when quiet); each child then pays the trial's warm-up in its own process (tuner.search._trial.warm_process: the
+   workload built, one step, one validation batch; 3.4-4.1 s for this CNN at load 28), which the trials sharing
+   the actor paid once. Both fall between the trials here (before the stamp's start).
 b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
    CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
    confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the
@@ -300,7 +304,8 @@ def per_trial_result(ctx: Context) -> BenchResult:
             f"{inside:.3f} s/trial inside the trial before/after training "
             f"(dataset, model, DataLoader), {passes:.3f} s/trial in the untimed passes after it (noise scale, "
             f"of_peak, ceilings, the baseline's left out), {outside:.3f} s/trial between trials (Ray, Optuna storage, "
-            f"result files, peak memory).")
+            f"result files, peak memory, and each trial's fork from its trial process's server and warm-up in its "
+            f"own process: issue 55's isolation).")
     if not passed:
         parts = {"between trials": outside, "inside the trials, outside training": inside,
                  "in the untimed passes after training": passes}

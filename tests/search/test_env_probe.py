@@ -132,20 +132,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_trial_runs_where_torch_loaded_under_its_policy_else_in_a_process_started_under_its_own(monkeypatch):
-    from tuner.search import _fresh
-
-    monkeypatch.setattr(_fresh, "_USER_ENV", {"OMP_WAIT_POLICY": None})
-    monkeypatch.setattr(_fresh, "_LOADED", None)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    wants = {}
-    monkeypatch.setattr(_fresh, "wanted_env", lambda config, setup: wants)
-    wants.update({"OMP_WAIT_POLICY": None})
-    assert _fresh.place_trial({}, None) is None  # torch loaded here under the user's (unset): runs here
-    wants.update({"OMP_WAIT_POLICY": "ACTIVE"})
-    assert _fresh.place_trial({}, None) == {"OMP_WAIT_POLICY": "ACTIVE"}  # forked from a server under ACTIVE
-
-
 SPACE = """
 description: env probe study
 defaults: {workload: cnn, dataset: synthetic, workload_options: {image_size: 16}, budget: {samples: 96}, trials: 2}

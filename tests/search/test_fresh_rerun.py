@@ -134,21 +134,59 @@ def test_a_forked_rerun_starts_with_what_every_optimizer_imports_already_importe
     assert (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "imports").read_text() == "True True"
 
 
-def test_a_server_started_with_the_first_search_trial_is_ready_before_its_timed_work_and_serves_the_reruns(
-        tmp_path, no_server):
-    """Its imports (~3 s here) ran between the search's last trial and the first re-run; started beside the first
-    trial's warm-up, the trial waits for them before anything is timed, and the re-runs fork from that server."""
-    from tuner.search import _fresh, _trial
+def engine_reports(cfg, *, out_dir=None, reporter=None, **_):
+    """Fake: reports two windows while it 'trains', then says where it ran."""
+    from tuner.study.reports import WindowReport
 
-    _fresh.start_server()
-    _fresh.start_server()  # the next trial of the same process: no second server
-    assert len(_trial._BEFORE_TIMING) == 1 and len(_fresh._SERVERS.by_env) == 1
-    [server] = _fresh._SERVERS.by_env.values()
-    _trial._BEFORE_TIMING.pop()()  # what train_trial does after its warm-up
-    assert server.is_ready and server.alive()
-    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_family)
-    _, parent = (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "family").read_text().split()
-    assert int(parent) == server.proc.pid and list(_fresh._SERVERS.by_env.values()) == [server]
+    for window in (1, 2):
+        reporter.window(WindowReport(window=window, budget_used=float(window), samples=8 * window, throughput=8.0))
+    (Path(out_dir) / "pid").write_text(str(os.getpid()))
+    return TrialResult(state="complete", throughput=8.0, train_seconds=0.01)
+
+
+def test_a_forked_trials_reports_while_it_trains_reach_tune_in_order_before_its_last(tmp_path, no_server):
+    """A search trial's windows, phases and rungs are what its scheduler and the live view read: forked, the
+    child's reports are passed on by its trial process as they are made, then its final one is returned."""
+    from tuner.search._protocol import from_tune
+
+    sent = []
+    payload = run_fresh(TrialOrder(trial=2).to_config(), _setup(tmp_path), engine_reports, send=sent.append)
+    assert [from_tune(r).window for r in sent] == [1, 2]
+    record = record_of(payload)
+    assert record is not None and record.state == "complete" and record.get("throughput") == 8.0
+    assert int((tmp_path / "s" / "trials" / "0002" / "pid").read_text()) != os.getpid()
+
+
+def engine_reports_then_sleeps(cfg, *, out_dir=None, reporter=None, **_):
+    """Fake: says where it runs, reports one window, then trains 'forever'."""
+    import time
+
+    from tuner.study.reports import WindowReport
+
+    (Path(out_dir) / "pid").write_text(str(os.getpid()))
+    reporter.window(WindowReport(window=1, budget_used=1.0, samples=8, throughput=8.0))
+    time.sleep(120)
+    return TrialResult(state="complete", throughput=8.0, train_seconds=120.0)
+
+
+def test_a_forked_trial_stopped_at_a_report_ends_its_child(tmp_path, no_server):
+    """Ray stops a trial by raising SystemExit in the report it waits on: the trial process then ends the child
+    training for it, rather than leave it beside the next trial."""
+    def stop(report):
+        raise SystemExit(0)
+
+    with pytest.raises(SystemExit):
+        run_fresh(TrialOrder(trial=2).to_config(), _setup(tmp_path), engine_reports_then_sleeps, send=stop)
+    child = int((tmp_path / "s" / "trials" / "0002" / "pid").read_text())
+    assert not _running(child), "the stopped trial's child trains on"
+    [server] = list(_fresh_servers().by_env.values())
+    assert server.alive()  # the server forks the next trial
+
+
+def _fresh_servers():
+    from tuner.search import _fresh
+
+    return _fresh._SERVERS
 
 
 def engine_sleeps(cfg, *, out_dir=None, **_):
@@ -263,7 +301,7 @@ def test_trials_of_another_wait_policy_are_forked_from_one_server_started_under_
     variable of tuner's."""
     from tuner.search import _fresh
 
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # as place_trial set it here before torch loaded (a study's pick)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # this trial process's own, which a trial's env overrides
     monkeypatch.setenv("TUNER_TEST_MINE", "kept")  # one of the user's own
     setup = _setup(tmp_path)
     for trial in (1, 2):  # at the user's default: OMP_WAIT_POLICY unset

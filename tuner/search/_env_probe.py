@@ -141,7 +141,7 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
     """The knobs set through the environment (the OpenMP wait policy), read in processes started under each value
     at the baseline's batch with the speed knobs chosen there (tuner.search._env_probe). A value the user set is
     theirs: kept, not probed. Where the probes run elsewhere (a cluster's nodes), the trials search it, each in
-    the environment it draws (tuner.search._fresh.place_trial)."""
+    the environment it draws (tuner.search._fresh.wanted_env)."""
     from tuner.config import dump_config
     from tuner.knobs import env_knobs
 

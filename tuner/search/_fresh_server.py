@@ -15,6 +15,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from tuner.knobs import KNOBS, env_knobs
@@ -38,12 +39,14 @@ def forkable() -> bool:
 
 
 def run_in_interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None, *, quiet: bool = False,
-                       timeout: float | None = None) -> int:
+                       timeout: float | None = None, started: Callable[[int], None] | None = None) -> int:
     """The job in a fresh interpreter of its own (`python -m tuner.search._fresh_server JOB OUT PARENT`), under
-    `env`'s environment-knob variables where given (None: unset)."""
+    `env`'s environment-knob variables where given (None: unset); `started` is told its pid."""
     out_to = subprocess.DEVNULL if quiet else 2  # its prints: the trial's stderr
     child = subprocess.Popen([sys.executable, "-m", MODULE, str(job), str(out), str(os.getpid())],
                              env=_child_env(env), stdin=subprocess.DEVNULL, stdout=out_to, stderr=out_to)
+    if started is not None:
+        started(child.pid)
     try:
         return child.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -99,9 +102,10 @@ class _Server:
             self.proc.stdout.readline()
             self.is_ready = True
 
-    def run(self, job: Path, out: Path, timeout: float | None = None) -> int:
+    def run(self, job: Path, out: Path, timeout: float | None = None,
+            started: Callable[[int], None] | None = None) -> int:
         """Fork a child for `job`, wait for it (killed after `timeout` s), return its exit code; the child never
-        outlives this call."""
+        outlives this call. `started` is told the child's pid (a caller in another thread may end it)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.ready()
         try:
@@ -113,12 +117,14 @@ class _Server:
         if not pid:  # the server died (killed, out of memory): no child was started
             self.close()
             return self.proc.returncode or -9
+        if started is not None:
+            started(pid)
         code = None
         timer = None
         if timeout is not None:
             import threading
 
-            timer = threading.Timer(timeout, _kill, (pid,))  # the server then reports it killed
+            timer = threading.Timer(timeout, kill, (pid,))  # the server then reports it killed
             timer.daemon = True
             timer.start()
         try:
@@ -128,7 +134,7 @@ class _Server:
             if timer is not None:
                 timer.cancel()
             if code is None:
-                _kill(pid)
+                kill(pid)
                 self.close()
 
     def close(self) -> None:
@@ -161,7 +167,8 @@ def _popen_for_good(cmd: list[str], **kwargs: Any) -> subprocess.Popen:
     return box["proc"]
 
 
-def _kill(pid: int) -> None:
+def kill(pid: int) -> None:
+    """SIGKILL `pid`, if it still runs."""
     import signal
 
     try:

@@ -77,7 +77,6 @@ def trial_setup(plan: SearchPlan, space: Space, base: dict[str, Any], resources:
                       cache_dir=str(plan.cache_dir),
                       ddp_workers=resources.ddp_workers, ddp_use_gpu=resources.gpus_per_trial > 0,
                       ddp_cpus_per_worker=float(resources.cpus_per_process), shared_files=prepared.shared,
-                      reruns=plan.confirm_trials > 0 and plan.confirm_repeats > 0,
                       driver_host=socket.gethostname(), cpus=int(resources.cpus_per_process),
                       busy_wait_s=opts.busy_wait_seconds if opts.busy == "wait" else None,
                       baseline_trial=None if meta.baseline is None else int(meta.baseline.get("trial", 0)))

@@ -38,15 +38,6 @@ from tuner.study import Objective, Preflight, StudyFolder, TrialRecord
 if TYPE_CHECKING:
     from tuner.measure.ceiling import CeilingCache
 
-# What this process started beside its warm-up and must wait for before a trial's timed work, so nothing of it
-# competes with a timed window: the re-runs' fork server's imports (tuner.search._fresh.start_server).
-_BEFORE_TIMING: list[Callable[[], None]] = []
-
-def before_timing(wait: Callable[[], None]) -> None:
-    """Have this process's next trial call `wait` after its warm-up and before anything is timed (train_trial)."""
-    _BEFORE_TIMING.append(wait)
-
-
 # train_trial's signature: (cfg, *, cache_dir, out_dir, wall_limit_s, setup, reporter, measure_ceilings,
 # score_reserve_s, preflight_pace_s) -> TrialResult
 Engine = Callable[..., Any]
@@ -97,7 +88,6 @@ class TrialSetup:
     ddp_use_gpu: bool = True
     ddp_cpus_per_worker: float = 1.0
     shared_files: SharedFiles | None = None  # the driver's FID cache, installed on the trial's node before it runs
-    reruns: bool = False  # the study confirms its front: a trial process readies its re-runs' fork server early
     driver_host: str | None = None  # where the study folder is: there a trial never makes a deleted one again
     busy_wait_s: float | None = None  # --busy wait: before its timed work, a trial waits this long at most for quiet
     cpus: int | None = None  # the CPUs of a trial's process, whose share others take (tuner.measure.load)
@@ -152,8 +142,6 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
         from tuner.workload import user_error_line, user_traceback
 
         return TrialResult(state="error", error=user_error_line(hung), traceback=user_traceback(hung))
-    while _BEFORE_TIMING:
-        _BEFORE_TIMING.pop()()
     return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
                      ceilings=study_ceilings(setup), reporter=reporter,
                      measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,

@@ -1,0 +1,82 @@
+"""Every trial of a study runs in a process of its own, forked for it from its Ray trial process's fork server
+(tuner.search._fresh), the user's default environment included, with nothing left from the trial before; the
+servers end with the study (issue 55)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.helpers.studies import load_trials
+from tests.helpers.userworkloads import GOOD, write
+
+# The planted user workload: each trial's evaluate() writes, beside its grid, its process, its parent (the fork
+# server), its grandparent (the Ray trial process) and that one's command line, and what a module global holds of
+# the trials that ran before it in the same process.
+WHERE = GOOD + '''
+
+_LEFT = []  # what a trial leaves in its process: the next trial in the same process would find it here
+_evaluate = evaluate
+
+
+def evaluate(models, val_batches):
+    import json, os
+    ctx = tuner.trial_context()
+    if not ctx.preflight and ctx.out_dir is not None:
+        _LEFT.append(str(ctx.out_dir))
+        parent = os.getppid()
+        with open(f"/proc/{parent}/stat") as f:
+            actor = int(f.read().rsplit(") ", 1)[1].split()[1])
+        with open(f"/proc/{actor}/cmdline", "rb") as f:
+            cmdline = f.read().decode(errors="replace")
+        with open(os.path.join(str(ctx.out_dir), "where.json"), "w") as f:
+            json.dump({"pid": os.getpid(), "server": parent, "actor": actor, "actor_cmdline": cmdline,
+                       "left": list(_LEFT)}, f)
+    return _evaluate(models, val_batches)
+'''
+
+SPACE = """
+description: two trials of one reused Ray trial process
+defaults: {workload: cnn, dataset: synthetic, budget: {samples: 64}, trials: 2}
+objectives: [{metric: throughput, direction: max}]
+params:
+  batch_size: {type: categorical, choices: [16, 32]}
+  num_workers: 0
+trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+@pytest.mark.ray
+def test_each_trial_at_the_users_default_runs_in_a_fresh_process_of_its_own_and_its_server_ends_with_the_study(
+        ray_session, tmp_path, space_search, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU host, where trials are forked (a GPU host: interpreters)
+    work = write(tmp_path / "proj", WHERE)
+    code, _, err, _, reports = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "iso", "--confirm", "0", "--no-probe", "--parity-seconds",
+        "0", "--concurrency", "1", name="iso.yaml")
+    assert code == 0, err
+    records = load_trials(reports / "iso")
+    assert len(records) == 2 and all(r["state"] == "complete" for r in records), records
+    assert all("OMP_WAIT_POLICY" not in r["environment"]["variables"] for r in records)  # the user's default
+    seen = [json.loads(p.read_text()) for p in sorted((reports / "iso" / "trials").glob("*/where.json"))]
+    assert len(seen) == 2
+    one, two = seen
+    assert one["pid"] != two["pid"]  # a process of its own each
+    assert one["actor"] == two["actor"] and one["actor_cmdline"].startswith("ray::")  # one reused Ray actor
+    assert one["actor"] not in (one["pid"], two["pid"])  # which trained neither
+    assert one["server"] == two["server"]  # both forked from the one server for the user's environment
+    assert [len(s["left"]) for s in seen] == [1, 1]  # nothing of the trial before reached the next
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _running(one["server"]):
+        time.sleep(0.2)
+    assert not _running(one["server"]), "the fork server outlived its study"
