@@ -15,7 +15,7 @@ from tests.helpers.userworkloads import GOOD, write
 # The planted user workload: each trial's evaluate() writes, beside its grid, its process, its parent (the fork
 # server), its grandparent (the Ray trial process) and that one's command line, and what a module global holds of
 # the trials that ran before it in the same process; and where the process's one-time warm-up ran (the server's
-# WARMED) and how many warm-ups its process has run (warm_process's, the server's own included).
+# WARMED) and how many warm-ups of a trial's workload its process has run (warm_process's).
 WHERE = GOOD + '''
 
 _LEFT = []  # what a trial leaves in its process: the next trial in the same process would find it here
@@ -101,4 +101,4 @@ def test_the_warm_up_runs_once_in_the_fork_server_and_no_trial_repeats_it(ray_se
     assert len(seen) == 2 and seen[0]["pid"] != seen[1]["pid"] and seen[0]["server"] == seen[1]["server"]
     for trial in seen:
         assert trial["warmed"] == {"pid": trial["server"], "runs": 1}  # in the server, once, for both trials
-        assert trial["warm_ups"] == 1  # the server's: the child ran none of its own
+        assert trial["warm_ups"] == 0  # the child ran no warm-up of its own (tuner.search._trial.warm_process)

@@ -223,12 +223,14 @@ WARMED: dict[str, int] = {}
 
 def warm_up() -> None:
     """Pay in the server, once, what every trial's first training step and evaluation pay in a new process
-    whatever the workload (issue 55: each forked child paid them itself, ~0.1-0.3 s a trial): torch's lazy
+    whatever the workload (issue 55: each forked child paid them in its own warm-up): torch's lazy
     initializations (the autograd engine, the optimizers' step wrappers and torch._dynamo's disable wrappers,
-    GradScaler, the oneDNN convolution and pooling kernels' set-up), through tuner's own train path
-    (tuner.search._trial.warm_process) on its built-in CNN over synthetic data in a throw-away cache. Every child
+    GradScaler, the oneDNN convolution and pooling kernels' set-up), through tuner's own train path (the pre-flight's
+    warm-up, as tuner.search._trial.warm_process runs it) on its built-in CNN over synthetic data in a throw-away
+    cache. Every child
     inherits the same state, and no trial runs here, so nothing of one trial reaches another; each child still
-    builds its own workload and runs its own untimed warm-up (warm_process, the loop's warm-up steps).
+    builds its own workload before its clock starts and runs the loop's untimed warm-up steps. Where the warm-up
+    fails, WARMED stays empty and each child warms itself (warm_process), as before.
 
     Single-threaded: GNU OpenMP's thread pool does not survive a fork (a child of a parent that ran a parallel
     region hangs in its first one), so the warm-up runs at one thread (no parallel region, no pool) and the
@@ -237,14 +239,19 @@ def warm_up() -> None:
 
     import torch
 
-    from tuner.search._trial import warm_process
+    from tuner.config import parse_config
+    from tuner.device import resolve_device
+    from tuner.train import check_workload
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory(prefix="tuner-warm-") as cache, torch.random.fork_rng(devices=[]):
-            config = {"workload": "cnn", "dataset": "synthetic", "params": {"device": "cpu"}}
-            warm_process(json.dumps(config, sort_keys=True), cache)  # a trial's own key never matches this one
+            cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "params": {"device": "cpu"}}, "warm-up")
+            check_workload(cfg, Path(cache), resolve_device("cpu"), warm_only=True)  # as warm_process does
+    except Exception as err:  # noqa: BLE001 - the children then warm themselves
+        print(f"tuner: the trial server's warm-up failed ({err}); each trial warms up itself", file=sys.stderr)
+        return
     finally:
         torch.set_num_threads(threads)
     WARMED.update(pid=os.getpid(), runs=WARMED.get("runs", 0) + 1)
