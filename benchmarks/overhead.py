@@ -18,9 +18,12 @@ a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, C
    (psutil's smaps, ~0.04 s). The Ray trial process is reused (reuse_actors), but since issue 55 each trial runs in
    a process of its own forked from that process's fork server (tuner.search._fresh), the user's default environment
    included: nothing of one trial reaches the next. The fork and the job's unpickling take ~0.1 s at load 28 (ms
-   when quiet); each child then pays the trial's warm-up in its own process (tuner.search._trial.warm_process: the
-   workload built, one step, one validation batch; 3.4-4.1 s for this CNN at load 28), which the trials sharing
-   the actor paid once. Both fall between the trials here (before the stamp's start).
+   when quiet). The server pays torch's and tuner's one-time costs once, before its first fork
+   (tuner.search._fresh_server.warm_up), and its children skip the per-trial warm-up (tuner.search._trial.
+   warm_process: the workload built a second time, one step, one validation batch; 3.4-4.1 s for this CNN at load
+   28) that each child had paid: 6-trial studies of this CNN, interleaved, at load 5.3-5.7 on 2 cores, read
+   1.59-1.65 s a trial between trials with it and 0.64-0.77 s without (span less work over 5 gaps, 1 s stamps:
+   +-0.2 s), the trials' throughputs alike (medians 41 and 76 samples/s at batch 16 and 32 both ways).
 b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
    CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
    confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the
@@ -304,8 +307,8 @@ def per_trial_result(ctx: Context) -> BenchResult:
             f"{inside:.3f} s/trial inside the trial before/after training "
             f"(dataset, model, DataLoader), {passes:.3f} s/trial in the untimed passes after it (noise scale, "
             f"of_peak, ceilings, the baseline's left out), {outside:.3f} s/trial between trials (Ray, Optuna storage, "
-            f"result files, peak memory, and each trial's fork from its trial process's server and warm-up in its "
-            f"own process: issue 55's isolation).")
+            f"result files, peak memory, and each trial's fork from its trial process's warmed server: issue 55's "
+            f"isolation).")
     if not passed:
         parts = {"between trials": outside, "inside the trials, outside training": inside,
                  "in the untimed passes after training": passes}

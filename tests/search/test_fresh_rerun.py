@@ -134,6 +134,32 @@ def test_a_forked_rerun_starts_with_what_every_optimizer_imports_already_importe
     assert (tmp_path / "s" / "trials" / "0003" / "confirm" / "00" / "imports").read_text() == "True True"
 
 
+def engine_warmed(cfg, *, out_dir=None, **_):
+    """Fake: writes its server's pid and where and how often its process's one-time warm-up ran."""
+    import json
+
+    from tuner.search import _fresh_server
+
+    (Path(out_dir) / "warmed").write_text(json.dumps({"server": os.getppid(),
+                                                      "warmed": getattr(_fresh_server, "WARMED", None)}))
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+def test_the_one_time_warm_up_runs_once_in_the_server_not_in_each_forked_rerun(tmp_path, no_server):
+    """Every child of a server inherits its warm-up (torch's and tuner's one-time costs, paid before its first fork):
+    each child paid them itself, ~0.7 s a trial on a quiet CPU (issue 55)."""
+    import json
+
+    setup = _setup(tmp_path)
+    seen = []
+    for repeat in (0, 1):
+        run_fresh(TrialOrder(trial=3, repeat=repeat).to_config(), setup, engine_warmed)
+        seen.append(json.loads((tmp_path / "s" / "trials" / "0003" / "confirm" / f"{repeat:02d}" / "warmed")
+                               .read_text()))
+    assert seen[0]["server"] == seen[1]["server"]
+    assert all(s["warmed"] == {"pid": s["server"], "runs": 1} for s in seen), seen
+
+
 def engine_reports(cfg, *, out_dir=None, reporter=None, **_):
     """Fake: reports two windows while it 'trains', then says where it ran."""
     from tuner.study.reports import WindowReport

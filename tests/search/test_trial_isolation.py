@@ -14,7 +14,8 @@ from tests.helpers.userworkloads import GOOD, write
 
 # The planted user workload: each trial's evaluate() writes, beside its grid, its process, its parent (the fork
 # server), its grandparent (the Ray trial process) and that one's command line, and what a module global holds of
-# the trials that ran before it in the same process.
+# the trials that ran before it in the same process; and where the process's one-time warm-up ran (the server's
+# WARMED) and how many warm-ups of a trial's workload its process has run (warm_process's).
 WHERE = GOOD + '''
 
 _LEFT = []  # what a trial leaves in its process: the next trial in the same process would find it here
@@ -31,9 +32,11 @@ def evaluate(models, val_batches):
             actor = int(f.read().rsplit(") ", 1)[1].split()[1])
         with open(f"/proc/{actor}/cmdline", "rb") as f:
             cmdline = f.read().decode(errors="replace")
+        from tuner.search import _fresh_server, _trial
         with open(os.path.join(str(ctx.out_dir), "where.json"), "w") as f:
             json.dump({"pid": os.getpid(), "server": parent, "actor": actor, "actor_cmdline": cmdline,
-                       "left": list(_LEFT)}, f)
+                       "left": list(_LEFT), "warmed": getattr(_fresh_server, "WARMED", None),
+                       "warm_ups": _trial.warm_process.cache_info().misses}, f)
     return _evaluate(models, val_batches)
 '''
 
@@ -80,3 +83,22 @@ def test_each_trial_at_the_users_default_runs_in_a_fresh_process_of_its_own_and_
     while time.monotonic() < deadline and _running(one["server"]):
         time.sleep(0.2)
     assert not _running(one["server"]), "the fork server outlived its study"
+
+
+@pytest.mark.ray
+def test_the_warm_up_runs_once_in_the_fork_server_and_no_trial_repeats_it(ray_session, tmp_path, space_search,
+                                                                          monkeypatch):
+    """Each forked child paid the trial's warm-up (the workload built, a step, an evaluation: ~0.7 s a trial on a
+    quiet CPU) that the trials sharing a process had paid once (issue 55): the server pays torch's and tuner's
+    one-time costs once, before its first fork, and its children inherit them instead of running a warm-up."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU host, where trials are forked
+    work = write(tmp_path / "proj", WHERE)
+    code, _, err, _, reports = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "warm", "--confirm", "0", "--no-probe", "--parity-seconds",
+        "0", "--concurrency", "1", name="warm.yaml")
+    assert code == 0, err
+    seen = [json.loads(p.read_text()) for p in sorted((reports / "warm" / "trials").glob("*/where.json"))]
+    assert len(seen) == 2 and seen[0]["pid"] != seen[1]["pid"] and seen[0]["server"] == seen[1]["server"]
+    for trial in seen:
+        assert trial["warmed"] == {"pid": trial["server"], "runs": 1}  # in the server, once, for both trials
+        assert trial["warm_ups"] == 0  # the child ran no warm-up of its own (tuner.search._trial.warm_process)

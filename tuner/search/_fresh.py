@@ -7,18 +7,19 @@ samples/s; benchmarks/results/retrain.md). A fresh Ray trial actor per trial gav
 before the trial's own work begins.
 
 So the Tune trial process (it imports neither torch nor the workload) starts one fork server (tuner.search.
-_fresh_server: `python -m tuner.search._fresh_server --server`) with its first trial, and the server forks one
-child per trial, search trial and confirmation re-run alike (issue 55: a search trial at the user's environment ran
-in the reused trial process itself, beside what the trials before it had left there). The server has only
-imported torch and tuner's own modules: no operation run, no thread pool, no CUDA context, no workload module.
-Each child builds what its figures depend on itself, as `tuner train` does: the workload, its data and models, the
-loader's workers, the FID extractor and statistics, the device's context, torch's thread pools. The trial process
-waits while the child trains, passing on the reports the child writes while it trains (a window, a phase, a rung:
-`_Reports`, read every REPORT_POLL_S) to Tune, and ends the child when Tune stops the trial at one; nothing else
-of it competes with the child's timed windows. The child dies with the server, and the server with the trial
-process (Ray ends a stopped trial's process with SIGKILL). On a host with a GPU (any NVIDIA or AMD device node,
-unless CUDA_VISIBLE_DEVICES is set empty) each trial is a fresh interpreter instead: a GPU driver initialized in
-the server would not work in its children (`forkable`).
+_fresh_server: `python -m tuner.search._fresh_server --server`) with its first trial, and the server forks one child
+per trial, search trial and confirmation re-run alike (issue 55: a search trial at the user's environment ran in the
+reused trial process itself, beside what the trials before it had left there). The server has imported torch and
+tuner's own modules and paid their one-time costs once, on tuner's built-in CNN at one thread
+(_fresh_server.warm_up): no thread pool left, no CUDA context, no user workload module. Each child builds what its
+figures depend on itself, as `tuner train` does: the workload, its data and models, the loader's workers, the FID
+extractor and statistics, the device's context, torch's thread pools. The trial process waits while the child
+trains, passing on the reports the child writes while it trains (a window, a phase, a rung: `_Reports`, read every
+REPORT_POLL_S) to Tune, and ends the child when Tune stops the trial at one; nothing else of it competes with the
+child's timed windows. The child dies with the server, and the server with the trial process (Ray ends a stopped
+trial's process with SIGKILL). On a host with a GPU (any NVIDIA or AMD device node, unless CUDA_VISIBLE_DEVICES is
+set empty) each trial is a fresh interpreter instead: a GPU driver initialized in the server would not work in its
+children (`forkable`).
 
 Servers are keyed by the environment-knob variables they were started under (`Servers`; OMP_WAIT_POLICY, which
 libgomp reads once, when torch loads): a trial is forked from the server started under the user's environment with

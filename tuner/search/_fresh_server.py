@@ -1,14 +1,17 @@
 """The fork server behind a fresh-process run (tuner.search._fresh): both ends of its protocol, one server per
 environment (`Servers`), and the fresh interpreter that stands in for a server on a host with a GPU (`forkable`).
 
-The server (`python -m tuner.search._fresh_server --server PARENT`) imports only what every re-run imports
-(`_PRELOAD`: torch and tuner's own modules; no operation run, no thread pool, no CUDA context, no workload module),
-then forks one child per job line on its stdin; each child runs its job (`main`) and builds what its figures depend
-on itself. A child dies with the server and the server with its trial process (PR_SET_PDEATHSIG, `_die_with_parent`).
+The server (`python -m tuner.search._fresh_server --server PARENT`) imports what every trial imports (`_PRELOAD`:
+torch and tuner's own modules) and pays, once, the one-time costs every trial's first steps pay whatever its
+workload (`warm_up`: tuner's train path on its built-in CNN, single-threaded; no thread pool left, no CUDA context,
+no user workload module), then forks one child per job line on its stdin; each child runs its job (`main`) and
+builds what its figures depend on itself, its own untimed warm-up included. A child dies with the server and the
+server with its trial process (PR_SET_PDEATHSIG, `_die_with_parent`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -213,6 +216,47 @@ _PRELOAD = ("tuner.train.trial", "tuner.train.preflight", "tuner.measure.quality
             "tuner.builtin.gan", "tuner.builtin.cnn", "torch._dynamo")
 
 
+# What this process's warm-up did (`warm_up`): the pid it ran in and how many times it ran there. A forked child
+# inherits it: a trial reads the server's pid and 1, the warm-up paid once per server, not once per trial.
+WARMED: dict[str, int] = {}
+
+
+def warm_up() -> None:
+    """Pay in the server, once, what every trial's first training step and evaluation pay in a new process
+    whatever the workload (issue 55: each forked child paid them in its own warm-up): torch's lazy
+    initializations (the autograd engine, the optimizers' step wrappers and torch._dynamo's disable wrappers,
+    GradScaler, the oneDNN convolution and pooling kernels' set-up), through tuner's own train path (the pre-flight's
+    warm-up, as tuner.search._trial.warm_process runs it) on its built-in CNN over synthetic data in a throw-away
+    cache. Every child
+    inherits the same state, and no trial runs here, so nothing of one trial reaches another; each child still
+    builds its own workload before its clock starts and runs the loop's untimed warm-up steps. Where the warm-up
+    fails, WARMED stays empty and each child warms itself (warm_process), as before.
+
+    Single-threaded: GNU OpenMP's thread pool does not survive a fork (a child of a parent that ran a parallel
+    region hangs in its first one), so the warm-up runs at one thread (no parallel region, no pool) and the
+    thread count is put back for the children. torch's random state is put back too."""
+    import tempfile
+
+    import torch
+
+    from tuner.config import parse_config
+    from tuner.device import resolve_device
+    from tuner.train import check_workload
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tuner-warm-") as cache, torch.random.fork_rng(devices=[]):
+            cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "params": {"device": "cpu"}}, "warm-up")
+            check_workload(cfg, Path(cache), resolve_device("cpu"), warm_only=True)  # as warm_process does
+    except Exception as err:  # noqa: BLE001 - the children then warm themselves
+        print(f"tuner: the trial server's warm-up failed ({err}); each trial warms up itself", file=sys.stderr)
+        return
+    finally:
+        torch.set_num_threads(threads)
+    WARMED.update(pid=os.getpid(), runs=WARMED.get("runs", 0) + 1)
+
+
 def dumps_job(job: tuple[Any, ...]) -> bytes:
     """Ray's cloudpickle, as Ray ships a trial's parameters: what is importable goes by name (the child then
     imports no ray), what is registered by value (the tests' fake engines) by value."""
@@ -244,16 +288,21 @@ def main(job_path: str, out_path: str) -> None:
 
 
 def serve(parent: int) -> None:
-    """The fork server: import what every re-run imports, then fork one child per job line on stdin. Only
-    imports happen here (torch's import starts no compute thread and no CUDA context); the child builds the rest.
-    Ends when its trial process closes stdin or dies."""
+    """The fork server: import what every trial imports and pay its one-time costs once (`warm_up`), then fork
+    one child per job line on stdin; the child builds the rest. Ends when its trial process closes stdin or dies."""
     _die_with_parent(parent)
-    import importlib
-
     import torch
 
     for name in _PRELOAD:
         importlib.import_module(name)
+    stdout = os.dup(1)
+    os.dup2(2, 1)  # the warm-up's prints (a C library's too) go to stderr: stdout is the protocol
+    try:
+        warm_up()
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, 1)
+        os.close(stdout)
     assert not torch.cuda.is_initialized()  # a CUDA context does not survive a fork: each child makes its own
     print("ready", flush=True)
     for line in sys.stdin:
@@ -289,7 +338,8 @@ def _child(job: str, out: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--server"]:
-        serve(int(sys.argv[2]))
+        # by its module's name, not __main__'s: the children read WARMED there (tuner.search._fresh_server)
+        importlib.import_module(MODULE).serve(int(sys.argv[2]))
     else:
         _die_with_parent(int(sys.argv[3]))
         main(sys.argv[1], sys.argv[2])

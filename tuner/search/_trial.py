@@ -126,11 +126,22 @@ def train_trial(cfg: Any, *, cache_dir: Path, out_dir: Path | None, wall_limit_s
                 score_reserve_s: float | None = None, preflight_pace_s: float | None = None,
                 measure_noise: bool = True) -> Any:
     """tuner's engine: this process warmed for the workload (warm_process), then tuner.train.run_trial with the
-    study's ceiling cache."""
+    study's ceiling cache. A child of a warmed fork server (tuner.search._fresh_server.warm_up) skips the
+    warm-up: torch's and tuner's one-time costs were paid in the server, once for all its children, and what is
+    left (the workload's build, its step's and evaluation's first calls at this trial's shapes) the trial pays
+    itself before anything is timed: its build comes before the clock starts and the loop's warm-up steps run
+    until the step time settles (tuner.train.loop). Repeated in every child, the warm-up built the workload a
+    second time and ran a step and an evaluation on it: ~0.7 s a trial on a quiet 2-core CPU (issue 55)."""
     from tuner.config import dump_config
     from tuner.measure.ceiling import CeilingCache
+    from tuner.search._fresh_server import WARMED
     from tuner.train import run_trial
 
+    if WARMED:
+        return run_trial(cfg, cache_dir=cache_dir, out_dir=out_dir, wall_limit_s=wall_limit_s,
+                         ceilings=study_ceilings(setup), reporter=reporter,
+                         measure_ceilings=measure_ceilings, score_reserve_s=score_reserve_s,
+                         preflight_pace_s=preflight_pace_s, measure_noise=measure_noise)
     c = dump_config(cfg)  # what the one-time costs depend on: the workload and the device, not the knobs
     # (and the trial's setup_timeout_s: the warm-up builds the workload under it too)
     hung = warm_process(json.dumps({k: c.get(k) for k in ("workload", "workload_options", "dataset", "quality",
