@@ -149,3 +149,12 @@ def kill_and_resume(tmp_path: Path, *, space_text: str, trials: int, storage: st
     # The trial the kill interrupted (if any) is FAIL, which the samplers ignore; it was not counted.
     assert sorted(n for n, s in states.items() if s == "COMPLETE") == sorted(records)
     return records
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` is alive (a zombie or a dead one is not: /proc/PID/stat's state)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False

@@ -198,13 +198,14 @@ def engine_reports_then_sleeps(cfg, *, out_dir=None, reporter=None, **_):
 def test_a_forked_trial_stopped_at_a_report_ends_its_child(tmp_path, no_server):
     """Ray stops a trial by raising SystemExit in the report it waits on: the trial process then ends the child
     training for it, rather than leave it beside the next trial."""
+    from tests.helpers.searchproc import running  # here: the forked children import this module
     def stop(report):
         raise SystemExit(0)
 
     with pytest.raises(SystemExit):
         run_fresh(TrialOrder(trial=2).to_config(), _setup(tmp_path), engine_reports_then_sleeps, send=stop)
     child = int((tmp_path / "s" / "trials" / "0002" / "pid").read_text())
-    assert not _running(child), "the stopped trial's child trains on"
+    assert not running(child), "the stopped trial's child trains on"
     [server] = list(_fresh_servers().by_env.values())
     assert server.alive()  # the server forks the next trial
 
@@ -236,6 +237,7 @@ def _trial_process(tmp: str, fork: bool) -> None:
 def test_a_rerun_dies_with_its_trial_process(tmp_path, fork):
     """Ray ends a stopped trial's process with SIGKILL (no `finally` runs there): its re-run, a grandchild behind
     the fork server, must not train on beside the next trial."""
+    from tests.helpers.searchproc import running  # here: the forked children import this module
     import signal
     import subprocess
     import time
@@ -254,17 +256,10 @@ def test_a_rerun_dies_with_its_trial_process(tmp_path, fork):
     trial.send_signal(signal.SIGKILL)
     trial.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _running(child):
+    while time.monotonic() < deadline and running(child):
         time.sleep(0.1)
-    assert not _running(child), "the re-run outlived its trial process"
+    assert not running(child), "the re-run outlived its trial process"
 
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
-    except OSError:
-        return False
 
 
 def engine_kills_server(cfg, **_):
@@ -356,6 +351,7 @@ def _two_server_process(tmp: str) -> None:
 
 def test_every_server_dies_with_its_trial_process(tmp_path):
     """Ray ends a stopped trial's process with SIGKILL: neither server, nor the trial forked from one, lingers."""
+    from tests.helpers.searchproc import running  # here: the forked children import this module
     import signal
     import subprocess
     import time
@@ -380,6 +376,6 @@ def test_every_server_dies_with_its_trial_process(tmp_path):
     trial.send_signal(signal.SIGKILL)
     trial.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_running(p) for p in (child, second, int(first))):
+    while time.monotonic() < deadline and any(running(p) for p in (child, second, int(first))):
         time.sleep(0.1)
-    assert not any(_running(p) for p in (child, second, int(first))), "a server or its child outlived the trial"
+    assert not any(running(p) for p in (child, second, int(first))), "a server or its child outlived the trial"

@@ -73,6 +73,7 @@ def test_the_function_tune_calls_reads_an_order_and_emits_only_protocol_reports(
     def engine(cfg, *, reporter, wall_limit_s, score_reserve_s, preflight_pace_s, measure_ceilings, **_):
         seen.update(wall=wall_limit_s, score=score_reserve_s, pace=preflight_pace_s, rungs=list(reporter.rungs),
                     ceilings=measure_ceilings, batch=cfg.params.batch_size)
+        (tmp_path / "seen.json").write_text(json.dumps(seen))  # the trial runs in a forked child of its own
         reporter.phase(reports.PhaseReport(phase="train", limit_s=30.0))
         reporter.window(reports.WindowReport(window=1, budget_used=8.0, samples=8, throughput=100.0,
                                              throughput_spread=0.1, train_loss=2.0))
@@ -90,6 +91,7 @@ def test_the_function_tune_calls_reads_an_order_and_emits_only_protocol_reports(
     trainable(order.to_config(), setup, engine=engine)
 
     assert sent and from_tune(sent[-1]).record.error is None, from_tune(sent[-1]).record.error
+    seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {"wall": 9.0, "score": 0.5, "pace": 0.01, "rungs": [16.0, 32.0], "ceilings": False, "batch": 16}
     got = [from_tune(payload) for payload in sent]
     assert [type(r) for r in got] == [PhaseReport, WindowReport, RungReport, FinalReport]

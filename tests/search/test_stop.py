@@ -14,6 +14,9 @@ from tuner.search._stop import StopSignals
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_stop_signal_interrupts_as_ctrl_c_and_its_exit_status_names_it(sig, code):
     before = signal.getsignal(sig)
+    # Python's own SIGINT handler, as in a fresh `tuner search` before Tune starts: a Tune run earlier in this
+    # pytest process can leave its own Ctrl-C handler installed, which the stop signal would then call instead
+    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = StopSignals()
     stop.install()
     try:
@@ -23,6 +26,7 @@ def test_a_stop_signal_interrupts_as_ctrl_c_and_its_exit_status_names_it(sig, co
         assert stop.exit_code == code
     finally:
         stop.restore()
+        signal.signal(signal.SIGINT, interrupt)
     assert signal.getsignal(sig) == before
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import GOOD, write
+from tests.helpers.searchproc import running
 
 # The planted user workload: each trial's evaluate() writes, beside its grid, its process, its parent (the fork
 # server), its grandparent (the Ray trial process) and that one's command line, and what a module global holds of
@@ -51,13 +52,6 @@ trial: {measure: {warmup_steps: 1, windows: 2, window_min_steps: 1}}
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
-    except OSError:
-        return False
-
 
 @pytest.mark.ray
 def test_each_trial_at_the_users_default_runs_in_a_fresh_process_of_its_own_and_its_server_ends_with_the_study(
@@ -80,9 +74,9 @@ def test_each_trial_at_the_users_default_runs_in_a_fresh_process_of_its_own_and_
     assert one["server"] == two["server"]  # both forked from the one server for the user's environment
     assert [len(s["left"]) for s in seen] == [1, 1]  # nothing of the trial before reached the next
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _running(one["server"]):
+    while time.monotonic() < deadline and running(one["server"]):
         time.sleep(0.2)
-    assert not _running(one["server"]), "the fork server outlived its study"
+    assert not running(one["server"]), "the fork server outlived its study"
 
 
 @pytest.mark.ray
