@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.helpers.fakes import ceilings_on_a_ticking_clock
+from tests.helpers.searchproc import running
 from tests.helpers.studies import load_trials
 from tests.helpers.userworkloads import write
 from tuner.config import SPEED_ENV
@@ -121,15 +122,8 @@ def test_each_value_is_read_in_children_of_one_server_started_under_it_and_the_p
     assert len({r["pid"] for r in reads}) == 5  # a process of its own per reading
     assert reads[0]["server"] == reads[4]["server"] and reads[2]["server"] == reads[3]["server"]
     assert len({r["server"] for r in reads}) == 3  # one server per value
-    assert not any(_alive(r["server"]) for r in reads)  # ended with the probe
+    assert not any(running(r["server"]) for r in reads)  # ended with the probe
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
-    except OSError:
-        return False
 
 
 SPACE = """
