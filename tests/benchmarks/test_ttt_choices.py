@@ -156,6 +156,12 @@ def test_the_design_notes_quote_the_results_file():
     assert (f"CNN ({runs['cnn']['ratio']:.2f}x, {runs['cnn']['runs_needed']} runs a side) and the LM "
             f"({runs['lm']['ratio']:.2f}x, {runs['lm']['runs_needed']})") in section
     assert f"the GAN's {runs['gan']['ratio']:.2f}x needs {runs['gan']['runs_needed']}" in section
+    seeds = rows["ttc-seeds-spread"]["details"]
+    assert (f"{seeds['cnn']['every_group_ratio']:.2f}x (CNN), {seeds['gan']['every_group_ratio']:.2f}x (GAN) and "
+            f"{seeds['lm']['every_group_ratio']:.2f}x (LM)") in section
+    luck = rows["ttc-seeds-luck"]["details"]["pooled"]
+    assert (f"in {luck['seeds']['reached'] / luck['seeds']['cases']:.0%} of cases, against "
+            f"{luck['one']['reached'] / luck['one']['cases']:.0%} for one seed's target") in section
 
 
 def _seed_levels(jitter: float, n: int = 12) -> list[Curve]:
