@@ -5,12 +5,14 @@ servers end with the study (issue 55)."""
 from __future__ import annotations
 
 import json
+import platform
+import sys
 import time
 
 import pytest
 
 from tests.helpers.studies import load_trials
-from tests.helpers.userworkloads import GOOD, write
+from tests.helpers.userworkloads import GOOD, MAPS_8MB_LOSS, write
 from tests.helpers.searchproc import running
 
 # The planted user workload: each trial's evaluate() writes, beside its grid, its process, its parent (the fork
@@ -96,3 +98,31 @@ def test_the_warm_up_runs_once_in_the_fork_server_and_no_trial_repeats_it(ray_se
     for trial in seen:
         assert trial["warmed"] == {"pid": trial["server"], "runs": 1}  # in the server, once, for both trials
         assert trial["warm_ups"] == 0  # the child ran no warm-up of its own (tuner.search._trial.warm_process)
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+def test_a_trials_allocator_starts_as_a_fresh_process_not_as_the_servers_warm_up_left_it(
+        ray_session, tmp_path, space_search, monkeypatch):
+    """glibc's malloc raises its mmap threshold to the largest block a process frees, and forked trials inherit
+    the server's: its warm-up at the CNN's default batch freed 8-16 MB blocks, so every trial kept its step's
+    tensors on the heap and read 10-15% above the user's own fresh process (issue 58). The warm-up is tiny now."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU host, where trials are forked
+    log = tmp_path / "steps.jsonl"
+    # Ray's trial processes started before this test: the log's path travels in the workload's source
+    work = write(tmp_path / "proj", GOOD + f"\nimport os\nos.environ['PLANT_LOG'] = {str(log)!r}\n" + MAPS_8MB_LOSS + '''
+
+_make = make
+
+
+def make(hidden=8):
+    import dataclasses
+    return dataclasses.replace(_make(hidden), loss=loss)
+''')
+    code, _, err, _, _ = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "malloc", "--confirm", "0", "--no-probe",
+        "--parity-seconds", "0", "--concurrency", "1", name="malloc.yaml")
+    assert code == 0, err
+    firsts = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(firsts) >= 3, firsts  # the study's pre-flight, then a process of its own for each trial
+    assert all(s["step_maps_8mb"] for s in firsts[-2:]), firsts

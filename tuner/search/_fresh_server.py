@@ -234,7 +234,12 @@ def warm_up() -> None:
 
     Single-threaded: GNU OpenMP's thread pool does not survive a fork (a child of a parent that ran a parallel
     region hangs in its first one), so the warm-up runs at one thread (no parallel region, no pool) and the
-    thread count is put back for the children. torch's random state is put back too."""
+    thread count is put back for the children. torch's random state is put back too.
+
+    Tiny (batch 2 of 8 x 8 images): glibc's malloc raises its mmap and trim thresholds to the largest block a
+    process frees, and every child inherits them; the CNN's default batch freed 8-16 MB blocks here, which kept a
+    trial's step tensors on the heap, and its figures 10-15% above what the user's own fresh process reads (issue
+    58). Blocks this small stay under the threshold a process has after importing torch."""
     import tempfile
 
     import torch
@@ -247,7 +252,8 @@ def warm_up() -> None:
     torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory(prefix="tuner-warm-") as cache, torch.random.fork_rng(devices=[]):
-            cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "params": {"device": "cpu"}}, "warm-up")
+            cfg = parse_config({"workload": "cnn", "dataset": "synthetic", "workload_options": {"image_size": 8},
+                                "params": {"device": "cpu", "batch_size": 2}}, "warm-up")
             check_workload(cfg, Path(cache), resolve_device("cpu"), warm_only=True)  # as warm_process does
     except Exception as err:  # noqa: BLE001 - the children then warm themselves
         print(f"tuner: the trial server's warm-up failed ({err}); each trial warms up itself", file=sys.stderr)
