@@ -264,3 +264,21 @@ def test_the_precision_map_has_one_definition(tmp_path):
                        'NAMES = {"bf16": "torch.bfloat16"}\n')
     assert precision_dtype_spellings(tmp_path) == ["tuner/measure/flops.py:2", "tuner/measure/flops.py:2",
                                                    "tuner/measure/flops.py:3"]
+
+
+@pytest.mark.skipif(not __import__("tuner.knobs", fromlist=["glibc"]).glibc(), reason="glibc's malloc only")
+def test_a_running_process_given_retain_sets_glibcs_thresholds_through_mallopt():
+    """glibc read MALLOC_*_THRESHOLD_ at python's start, so `tuner train --config` (tuner.cli.app.apply_run_env,
+    before torch loads) sets them through mallopt too: both accepted, in a process of its own; a config's env
+    applied to a mapping that is not this process's environment sets nothing in the process."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, os, tuner.knobs as k; from tuner.cli.app import apply_run_env; seen = []; "
+            "k.apply_malloc = lambda env, real=k.apply_malloc: seen.append(real(env)) or seen[-1]; "
+            "apply_run_env(dict(k.MALLOC_RETAIN), env={}); apply_run_env(dict(k.MALLOC_RETAIN)); "
+            "print(json.dumps([seen, os.environ.get('MALLOC_MMAP_THRESHOLD_')]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    seen, var = json.loads(out.strip().splitlines()[-1])
+    assert seen == [["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"]] and var == "33554432"

@@ -202,7 +202,8 @@ def test_a_malloc_setting_the_user_made_is_theirs():
 
 
 WAIT_LINE = '  omp_wait_policy: {type: categorical, choices: [default, PASSIVE, ACTIVE], when: {gpus: "==0"}}\n'
-BOTH = SPACE.replace(WAIT_LINE, WAIT_LINE + '  malloc: {type: categorical, choices: [default, retain], when: {gpus: "==0"}}\n')
+MALLOC_LINE = '  malloc: {type: categorical, choices: [default, retain], when: {gpus: "==0"}}\n'
+BOTH = SPACE.replace(WAIT_LINE, WAIT_LINE + MALLOC_LINE)
 
 
 class Said:

@@ -2,11 +2,12 @@
 thresholds), probed in processes started under each value.
 
 libgomp reads OMP_WAIT_POLICY once, when torch loads (glibc's malloc its MALLOC_*_THRESHOLD_ at its first call), so
-a value cannot be tried in a process that loaded torch under another: each value is read in a process of its own forked from a server started under that value
-(tuner.search._fresh.Servers: one torch load per value, however often the value is read; a fresh interpreter per
-reading cost 25 s before the default study's first trial, lab notes' twenty-third session; the servers start
-together and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
-with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a
+a value cannot be tried in a process that loaded torch under another: each value is read in a process of its own
+forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however
+often the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab
+notes' twenty-third session; the servers start together and are all ready before the first timed reading), one at
+a time, at one config (the baseline's batch with the speed knobs the other probes chose there), with one trial's
+threads. The value's best reading counts (a
 moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
 within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
 than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than

@@ -73,9 +73,9 @@ class ProbeChoice(BaseModel):
 
 
 class EnvProbe(BaseModel):
-    """A knob applied through the environment (the OpenMP wait policy, glibc's malloc), each value read in fresh processes at
-    one config (the baseline's batch with the speed knobs chosen there), interleaved: `readings` per value in the
-    order read, `chosen` what every trial but the baseline runs under ({}: the user's environment, nothing set)."""
+    """A knob applied through the environment (the OpenMP wait policy, glibc's malloc), each value read in fresh
+    processes at one config (the baseline's batch with the speed knobs chosen there), interleaved: `readings` per
+    value in the order read, `chosen` what every trial but the baseline runs under ({}: the user's environment, nothing set)."""
 
     knob: str
     batch_size: int
