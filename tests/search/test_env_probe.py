@@ -301,3 +301,52 @@ def test_a_process_read_at_retain_has_both_thresholds_from_its_start_and_one_at_
     assert retain["child"] == retain["server"] == want
     assert set(default["child"].values()) == set(default["server"].values()) == {None}
     assert "MALLOC_MMAP_THRESHOLD_" not in os.environ  # the driver's own: untouched
+
+
+def reads_its_environment(job):
+    """Planted reading (pickled by value into the forked child): its server and the knobs' variables it had; the
+    ACTIVE policy and retain read fastest."""
+    keys = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    env = {k: os.environ.get(k) for k in keys}
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"server": os.getppid(), "env": env}) + "\n")
+    rate = 1000.0 * (1.2 if env["OMP_WAIT_POLICY"] == "ACTIVE" else 1.0) * (1.1 if env["MALLOC_MMAP_THRESHOLD_"] else 1)
+    return {"compute": rate * (0.5 if env["OMP_WAIT_POLICY"] == "PASSIVE" else 1.0)}
+
+
+def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_wait_policys_chosen_server(
+        tmp_path, monkeypatch, no_policy):
+    """Probing malloc after the wait policy starts one server (retain's, under the chosen policy): its default
+    reading is forked from the server the chosen policy was read in; all end with the probes."""
+    import sys
+    from types import SimpleNamespace
+
+    import ray.cloudpickle
+    import yaml
+
+    import tuner.knobs
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    monkeypatch.setattr(_env_probe, "read_here", reads_its_environment)
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
+    out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
+                            {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
+                            True, 0.5)
+    assert out.loader_for(32) == {"omp_wait_policy": "ACTIVE", "malloc": "retain"}
+    reads = [json.loads(line) for line in seen.read_text().splitlines()]
+    active = {r["server"] for r in reads if r["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_MMAP_THRESHOLD_": None,
+                                                          "MALLOC_TRIM_THRESHOLD_": None}}
+    retain = [r for r in reads if r["env"]["MALLOC_MMAP_THRESHOLD_"]]
+    assert len(active) == 1  # the policy's readings and malloc's default: one server
+    assert retain and all(r["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_MMAP_THRESHOLD_": "33554432",
+                                       "MALLOC_TRIM_THRESHOLD_": "268435456"} for r in retain)
+    assert len({r["server"] for r in reads}) == 4  # default, PASSIVE, ACTIVE, then retain: one more torch load
+    assert not any(running(r["server"]) for r in reads)  # all ended with the probes

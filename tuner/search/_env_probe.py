@@ -90,15 +90,17 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
-              threads: int | None, reader: Any = None, under: dict[str, str] | None = None) -> EnvProbe:
+              threads: int | None, reader: Any = None, under: dict[str, str] | None = None,
+              shared: "Servers | None" = None) -> EnvProbe:
     """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
     one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
-    value, ended when the probe is. `under`: the variables the env knobs probed before this one chose, which every
-    value's processes run under."""
+    value, ended when the probe is (`shared`: servers the caller keeps and ends, among them those of the probes
+    before this one: a value whose environment one of them has is forked from it, not from a new torch load).
+    `under`: the variables the env knobs probed before this one chose, which every value's processes run under."""
     t0 = time.perf_counter()
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
-    servers = _servers([_env(knob, v, under) for v in values])
+    servers = _servers([_env(knob, v, under) for v in values], shared)
 
     def read(value: str) -> None:
         args = (knob, value, cfg_json, seconds, cache_dir, threads)
@@ -113,7 +115,8 @@ def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seco
             for value in reversed(close):
                 read(value)
     finally:
-        servers.close()
+        if shared is None:
+            servers.close()
     choose(probe)
     probe.seconds = round(time.perf_counter() - t0, 2)
     return probe
@@ -126,9 +129,10 @@ def _env(knob: str, value: str, under: dict[str, str] | None) -> dict[str, str |
     return env or None
 
 
-def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
+def _servers(envs: list[dict[str, str | None] | None], shared: "Servers | None" = None) -> "Servers":
     """The probe's fork servers, one per value, all started with its first reading (tuner.search._fresh.Servers):
-    their imports overlap, and all are ready before the first timed run, so none imports beside one."""
+    their imports overlap, and all are ready before the first timed run, so none imports beside one. With `shared`,
+    its servers: one already started under a value's environment is that value's."""
     from tuner.search._fresh import Servers
 
     class Planned(Servers):
@@ -139,7 +143,10 @@ def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
                 self.start(planned, quiet=quiet)
             return super().get(env, quiet=quiet)
 
-    return Planned()
+    planned = Planned()
+    if shared is not None:
+        planned.by_env = shared.by_env  # one set of servers: what starts here, the caller ends
+    return planned
 
 
 def choose(probe: EnvProbe) -> None:
@@ -169,6 +176,17 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
     speed knobs chosen there (tuner.search._env_probe). A value the user set is theirs: kept, not probed; so is a
     knob whose variables do nothing here (malloc without glibc). Where the probes run elsewhere (a cluster's
     nodes), the trials search it, each in the environment it draws (tuner.search._fresh.wanted_env)."""
+    from tuner.search._fresh import Servers
+
+    shared = Servers()  # a server under an environment a probe before read serves the next probe's reading there
+    try:
+        return _probe_each(loaders, plan, space, context, base, resources, console, here, seconds, shared)
+    finally:
+        shared.close()
+
+
+def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
+                resources: "Resources", console: Any, here: bool, seconds: float, shared: "Servers") -> ProbePlan:
     from tuner.config import dump_config
     from tuner.knobs import env_acts, env_knobs, knob_env
 
@@ -206,7 +224,7 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
                           f"torch loads) ...",
                           soft_wrap=True)
         probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
-                          str(plan.cache_dir), resources.cpus_per_process, under=under)
+                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared)
         loaders.environments.append(probe)
         if console is not None:
             console.print(f"  {probe.why} ({probe.seconds:.0f} s)", soft_wrap=True)
