@@ -76,6 +76,7 @@ class Knob:
     # What each value sets (`env_sets`), where a value is not simply its one variable's string (malloc's `retain`
     # sets two thresholds); `default` sets nothing.
     env_values: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    env_read: str = "when torch loads"  # when its variables are read: why a loaded process cannot try a value
     # The sampling context's name its None default stands for in a space (torch's default thread count is the
     # trial's CPUs): the baseline trial takes that value, not a draw.
     default_from: str | None = None
@@ -290,6 +291,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          doc="glibc malloc's thresholds, set before python starts: retain keeps freed memory in the process "
              "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_); default: the allocator as the user has it",
          probe="compute", env=tuple(MALLOC_RETAIN), env_values={"retain": MALLOC_RETAIN},
+         env_read="when python starts",
          what="glibc's allocator: `default` (yours) or `retain` (freed memory kept in the process: far fewer page "
               "faults a step); set before python starts (Linux, glibc)"),
     Knob("seed", "run", (), "torch.manual_seed({value})",

@@ -253,6 +253,8 @@ def test_malloc_is_probed_after_the_wait_policy_under_what_it_chose_and_both_cho
     assert all(under == {} for k, _, under in reads if k == "omp_wait_policy")
     assert all(under == {"OMP_WAIT_POLICY": "ACTIVE"} for k, _, under in reads if k == "malloc")
     assert out.loader_for(32) == {"omp_wait_policy": "ACTIVE", "malloc": "retain"}
+    assert any(line.startswith("probing malloc (default, retain) at batch 32") and "(read once, when python starts), "
+               "under OMP_WAIT_POLICY=ACTIVE ..." in line for line in said), said
     assert "omp_wait_policy ACTIVE" in out.describe() and "malloc retain" in out.describe()
     again = type(out).model_validate_json(out.model_dump_json())  # probes.json round trip
     assert again.loader_for(32) == out.loader_for(32)

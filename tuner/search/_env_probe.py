@@ -220,8 +220,9 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
         under = knob_env(cfg.params)
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
-                          f"batch {cfg.params.batch_size}, each in processes started under it (read once, when "
-                          f"torch loads) ...",
+                          f"batch {cfg.params.batch_size}, each in processes started under it (read once, "
+                          f"{KNOBS[name].env_read})"
+                          + (f", under {' '.join(f'{k}={v}' for k, v in under.items())}" if under else "") + " ...",
                           soft_wrap=True)
         probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
                           str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared)

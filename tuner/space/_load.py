@@ -288,7 +288,7 @@ def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
             out.append(f"{name}: not probed, {idle}: left as yours")
         elif k.probe is not None and k.env:
             out.append(f"{name}: kept, decided by compute-ceiling probes at the baseline's batch, each value in a "
-                       f"fresh process ({', '.join(k.env)} {'is' if len(k.env) == 1 else 'are'} read once, when torch loads); one "
+                       f"fresh process ({', '.join(k.env)} {'is' if len(k.env) == 1 else 'are'} read once, {k.env_read}); one "
                        f"you set yourself is kept")
         elif k.probe is not None:
             by = "the loader probes" if k.probe == "input" else "compute-ceiling probes"
