@@ -352,3 +352,24 @@ def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_
                                        "MALLOC_TRIM_THRESHOLD_": "268435456"} for r in retain)
     assert len({r["server"] for r in reads}) == 4  # default, PASSIVE, ACTIVE, then retain: one more torch load
     assert not any(running(r["server"]) for r in reads)  # all ended with the probes
+
+
+@pytest.mark.skipif(not __import__("tuner.knobs", fromlist=["glibc"]).glibc(), reason="glibc's malloc only")
+def test_a_study_trains_every_trial_but_the_baseline_under_both_thresholds_where_retain_won(
+        ray_session, tmp_path, capsys, monkeypatch, no_policy, space_search):
+    for key in SPEED_ENV:
+        monkeypatch.delenv(key, raising=False)
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")
+    rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0, "retain": 1700.0}
+    monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a, **k: rates[value])
+    code, _, err, _, reports = space_search.run(BOTH, "--study", "m", "--confirm", "0", "--parity-seconds", "0",
+                                                name="both.yaml")
+    assert code == 0, err
+    assert "probing malloc (default, retain)" in err and "retain chosen" in err
+    records = {r["trial"]: r for r in load_trials(reports / "m")}
+    retain = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+    assert not set(retain) & set(records[0]["environment"]["variables"])  # the baseline: the user's allocator
+    assert records[1]["params"]["malloc"] == "retain"
+    had = records[1]["environment"]["variables"]  # its process's own, from before its torch loaded
+    assert had["OMP_WAIT_POLICY"] == "ACTIVE" and {k: had.get(k) for k in retain} == retain
+    assert not set(retain) & set(os.environ)  # the driver's own environment: untouched
