@@ -134,7 +134,8 @@ def study(reports: Path, name: str, trials: int, busy: bool) -> dict[str, Any]:
     exported = export(reports, name)
     return {"seconds": seconds, "stderr_tail": proc.stderr[-3000:], "verdict": verdict.get("text", ""),
             "busy_said": "the machine was busy" in (verdict.get("text", "") + proc.stderr),
-            "environment_probe": probes.get("environment"), "pick": pick, "baseline": base,
+            "environment_probe": next((e for e in probes.get("environments") or [probes.get("environment")]
+                                       if e and e.get("knob") == "omp_wait_policy"), None), "pick": pick, "baseline": base,
             "pick_config": records[pick]["config"], "baseline_config": records[base]["config"],
             "pick_params": records[pick]["params"], "exported": exported,
             "held_for_load": (exported.get("provenance") or {}).get("held_for_load")}

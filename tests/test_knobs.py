@@ -74,7 +74,7 @@ def test_the_new_speed_knobs_move_the_compute_ceiling_alone():
     assert {"channels_last", "cudnn_benchmark", "optimizer_impl"} <= set(ceiling_knobs("compute"))
     assert not {"channels_last", "cudnn_benchmark", "optimizer_impl"} & set(ceiling_knobs("input"))
     assert set(probed("compute")) == {"channels_last", "cudnn_benchmark", "optimizer_impl", "threads",
-                                      "omp_wait_policy"}
+                                      "omp_wait_policy", "malloc"}
     assert set(parity_probed()) == {"precision", "tf32"}  # compile's compile time does not fit a probe
     assert LOADER_KNOBS == probed("input") == ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 
@@ -88,7 +88,7 @@ def test_the_cpu_threading_knobs_are_probed_speed_knobs_and_the_wait_policy_goes
     for name in ("threads", "omp_wait_policy"):
         k = knob(name)
         assert (k.role, k.probe, set(k.moves)) == ("speed", "compute", set(CEILINGS))
-    assert env_knobs() == ("omp_wait_policy",)
+    assert env_knobs() == ("omp_wait_policy", "malloc")
     assert knob_env(Params()) == {}  # tuner's default: the user's environment, untouched
     assert knob_env(Params(omp_wait_policy="passive")) == {"OMP_WAIT_POLICY": "PASSIVE"}
     assert knob("omp_wait_policy").spell("ACTIVE").startswith("OMP_WAIT_POLICY=ACTIVE python train.py")
@@ -96,6 +96,39 @@ def test_the_cpu_threading_knobs_are_probed_speed_knobs_and_the_wait_policy_goes
     assert knob("threads").spell(1).startswith("torch.set_num_threads(1)")
     with pytest.raises(ValueError):
         Params(omp_wait_policy="sometimes")
+
+
+def test_malloc_retain_sets_both_glibc_thresholds_and_default_sets_nothing():
+    """Issue 58: glibc's allocator is a probed speed knob applied through the environment. `retain` sets BOTH
+    thresholds (the trim threshold alone pins the mmap threshold at 128 KiB: 40,000 faults a step instead of 6,000),
+    `default` sets nothing; both variables are the knob's, so a process at its default has both unset."""
+    from tuner.knobs import MALLOC_RETAIN, env_knobs, env_vars, knob, knob_env
+
+    k = knob("malloc")
+    assert (k.role, k.probe, set(k.moves)) == ("speed", "compute", set(CEILINGS))
+    assert "malloc" in env_knobs()
+    assert set(env_vars()) == {"OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}
+    assert k.env_sets("default") == {} and knob_env(Params(malloc="default")) == {}
+    retain = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+    assert k.env_sets("retain") == retain == MALLOC_RETAIN
+    assert knob_env(Params(malloc="retain", omp_wait_policy="PASSIVE")) == {"OMP_WAIT_POLICY": "PASSIVE", **retain}
+    assert k.spell("retain").startswith("MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456 python ")
+    assert "before python starts" in k.spell("retain") and "as you have it" in k.spell("default")
+    with pytest.raises(ValueError):
+        Params(malloc="jemalloc")
+
+
+def test_malloc_is_not_probed_without_glibc_and_a_config_with_retain_still_runs(monkeypatch):
+    """Elsewhere (macOS, musl) the thresholds do nothing: the knob is said not probed, and setting them in a running
+    process is skipped rather than refused."""
+    import tuner.knobs as knobs
+
+    assert knobs.env_acts("omp_wait_policy") is None
+    monkeypatch.setattr(knobs, "glibc", lambda: False)
+    assert "no glibc" in (knobs.env_acts("malloc") or "")
+    assert knobs.apply_malloc(knobs.MALLOC_RETAIN) == []
+    monkeypatch.setattr(knobs, "glibc", lambda: True)
+    assert knobs.env_acts("malloc") is None
 
 
 @pytest.mark.parametrize("name", ["pin_memory", "cudnn_benchmark"])
@@ -231,3 +264,21 @@ def test_the_precision_map_has_one_definition(tmp_path):
                        'NAMES = {"bf16": "torch.bfloat16"}\n')
     assert precision_dtype_spellings(tmp_path) == ["tuner/measure/flops.py:2", "tuner/measure/flops.py:2",
                                                    "tuner/measure/flops.py:3"]
+
+
+@pytest.mark.skipif(not __import__("tuner.knobs", fromlist=["glibc"]).glibc(), reason="glibc's malloc only")
+def test_a_running_process_given_retain_sets_glibcs_thresholds_through_mallopt():
+    """glibc read MALLOC_*_THRESHOLD_ at python's start, so `tuner train --config` (tuner.cli.app.apply_run_env,
+    before torch loads) sets them through mallopt too: both accepted, in a process of its own; a config's env
+    applied to a mapping that is not this process's environment sets nothing in the process."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, os, tuner.knobs as k; from tuner.cli.app import apply_run_env; seen = []; "
+            "k.apply_malloc = lambda env, real=k.apply_malloc: seen.append(real(env)) or seen[-1]; "
+            "apply_run_env(dict(k.MALLOC_RETAIN), env={}); apply_run_env(dict(k.MALLOC_RETAIN)); "
+            "print(json.dumps([seen, os.environ.get('MALLOC_MMAP_THRESHOLD_')]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    seen, var = json.loads(out.strip().splitlines()[-1])
+    assert seen == [["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"]] and var == "33554432"

@@ -200,12 +200,13 @@ class Quality(_Strict):
 
 
 # Environment variables that change how fast torch runs: its OpenMP threads (how many, how they wait at a barrier,
-# where they run), the math libraries' threads, CUDA's launches, allocator and cuBLAS workspace. A trial records
+# where they run), the math libraries' threads, glibc's malloc thresholds, CUDA's launches, allocator and cuBLAS
+# workspace. A trial records
 # those its process had (TrialResult.environment); `tuner export` writes them back as the config's `env`.
 SPEED_ENV = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_DYNAMIC", "OMP_SCHEDULE",
              "GOMP_SPINCOUNT", "GOMP_CPU_AFFINITY", "KMP_BLOCKTIME", "KMP_AFFINITY", "KMP_HW_SUBSET",
              "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF",
-             "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING")
+             "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
 def speed_env(environ: Any) -> dict[str, str]:

@@ -12,6 +12,8 @@ arithmetic rounds (the algorithm is the same: a parity test against fp32 and a c
 shows, tuner.parity), `speed` changes only how fast it trains (so probes of a ceiling can decide it instead
 of training trials), `run` names the run rather than tuning it.
 No torch import here: the CLI reads this table.
+Over 400 lines because the one table is the point: each knob's entry, its plain-PyTorch spelling and the readers of
+the table stay together, so a new knob is one place to look.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ DeviceKind = Literal["auto", "cpu", "cuda"]
 CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 OptimizerImpl = Literal["default", "foreach", "fused"]
 WaitPolicy = Literal["default", "PASSIVE", "ACTIVE"]
+Malloc = Literal["default", "retain"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,29 @@ class Knob:
     # Other knobs' values it acts under (TF32 rounds fp32 matmuls only: under fp16/bf16 autocast it changes nothing),
     # so a choice that sets those otherwise drops it (`acts`).
     acts_with: tuple[tuple[str, Any], ...] = ()
-    # The environment variable the knob is applied through, before torch loads (libgomp reads it once): a value
-    # other than `default` is set in a trial's process, and probed in fresh processes, never in a loaded one.
-    env: str | None = None
+    # The environment variables the knob is applied through, before torch loads (libgomp reads OMP_WAIT_POLICY
+    # once; glibc's malloc its thresholds at its first call): a value other than `default` is set in a trial's
+    # process, and probed in fresh processes, never in a loaded one. All it may set, so "unset" knows each.
+    env: tuple[str, ...] = ()
+    # What each value sets (`env_sets`), where a value is not simply its one variable's string (malloc's `retain`
+    # sets two thresholds); `default` sets nothing.
+    env_values: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    env_read: str = "when torch loads"  # when its variables are read: why a loaded process cannot try a value
     # The sampling context's name its None default stands for in a space (torch's default thread count is the
     # trial's CPUs): the baseline trial takes that value, not a draw.
     default_from: str | None = None
     # Its best value moves with what else the machine runs (spinning threads win alone, lose beside other work): a
     # value a study chose while the machine was busy is not picked in place of the user's own (tuner.analysis.held).
     load_sensitive: bool = False
+
+    def env_sets(self, value: Any) -> dict[str, str]:
+        """The environment variables the knob at `value` sets before torch loads ({} for `default`: tuner sets
+        nothing, the user's environment stays as it is)."""
+        if not self.env or value in (None, "default"):
+            return {}
+        if self.env_values:
+            return dict(self.env_values[str(value)])
+        return {self.env[0]: str(value)}
 
     def spell(self, value: Any) -> str:
         """The knob at `value` as a user writes it in plain PyTorch."""
@@ -115,6 +132,51 @@ def _wait_policy(value: Any) -> str:
     if value in ("default", None):
         return "the environment as you have it (libgomp's default when unset: spin a while, then sleep)"
     return f"OMP_WAIT_POLICY={value} python train.py  # set before torch loads; libgomp reads it once"
+
+
+# glibc's malloc returns freed memory to the system (issue 58, lab notes' twenty-sixth session): above its dynamic
+# mmap threshold it maps each large tensor fresh and trims the heap's top, so a plain CPU training step re-faults and
+# zeroes its pages every step (4,500-6,700 minor faults a DCGAN fp32 step, ~10 ms of ~85). Both thresholds go
+# together: the trim threshold alone pins the mmap threshold at 128 KiB and the faults grow (40,000 a step).
+MALLOC_RETAIN = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+
+
+def _malloc(value: Any) -> str:
+    if value in ("default", None):
+        return "the allocator as you have it (glibc's malloc: maps large tensors fresh each step and trims its heap)"
+    return (" ".join(f"{k}={v}" for k, v in MALLOC_RETAIN.items()) +
+            " python train.py  # in the shell, before python starts; glibc's malloc (Linux) reads them once")
+
+
+def glibc() -> bool:
+    """Whether this process runs on glibc (Linux): where MALLOC_*_THRESHOLD_ mean anything."""
+    import platform
+
+    return platform.libc_ver()[0] == "glibc"
+
+
+_MALLOPT = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_MMAP_THRESHOLD_": -3}  # glibc's M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+
+
+def apply_malloc(env: Mapping[str, str]) -> list[str]:
+    """glibc reads MALLOC_*_THRESHOLD_ once, at the process's first malloc (python's start), so a running process
+    that sets them (`tuner train --config` applying a config's `retain`) sets the same through mallopt; the
+    variables set, [] where none is given or there is no glibc (then they do nothing, and harm nothing)."""
+    import ctypes
+
+    given = {k: int(v) for k, v in env.items() if k in _MALLOPT and str(v).isdigit()}
+    if not given or not glibc():
+        return []
+    libc = ctypes.CDLL(None)
+    return [k for k, v in given.items() if libc.mallopt(_MALLOPT[k], v) == 1]
+
+
+def env_acts(name: str) -> str | None:
+    """Why knob `name`'s variables do nothing on this machine (None: they act): malloc's thresholds are glibc's.
+    Such a knob is not probed; a config that sets it still runs (the variables are harmless elsewhere)."""
+    if name == "malloc" and not glibc():
+        return "no glibc here (its thresholds are glibc malloc's; other allocators ignore them)"
+    return None
 
 
 def _threads(value: Any) -> str:
@@ -221,9 +283,17 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          annotation=WaitPolicy, default="default", coerce=_policy_case,
          doc="OMP_WAIT_POLICY for torch's OpenMP threads, set before torch loads (default: the environment as the "
              "user has it)",
-         probe="compute", env="OMP_WAIT_POLICY",
+         probe="compute", env=("OMP_WAIT_POLICY",),
          what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
               "(spin); set before torch loads", counts=("peak",), load_sensitive=True),
+    Knob("malloc", "speed", CEILINGS, _malloc,
+         annotation=Malloc, default="default",
+         doc="glibc malloc's thresholds, set before python starts: retain keeps freed memory in the process "
+             "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_); default: the allocator as the user has it",
+         probe="compute", env=tuple(MALLOC_RETAIN), env_values={"retain": MALLOC_RETAIN},
+         env_read="when python starts",
+         what="glibc's allocator: `default` (yours) or `retain` (freed memory kept in the process: far fewer page "
+              "faults a step); set before python starts (Linux, glibc)"),
     Knob("seed", "run", (), "torch.manual_seed({value})",
          annotation=int, default=0, domain=dict(ge=0), doc="the same initial weights for every knob",
          what="the run's seed"),
@@ -238,15 +308,20 @@ def knob_env(params: Any) -> dict[str, str]:
     process must have before torch loads to run them. {} for defaults: tuner sets nothing of its own."""
     out: dict[str, str] = {}
     for k in KNOBS.values():
-        value = getattr(params, k.name, None) if k.env else None
-        if value not in (None, "default"):
-            out[str(k.env)] = str(value)
+        if k.env:
+            out.update(k.env_sets(getattr(params, k.name, None)))
     return out
 
 
 def env_knobs() -> tuple[str, ...]:
     """The knobs applied through the environment before torch loads: probed in fresh processes only."""
     return tuple(k.name for k in KNOBS.values() if k.env)
+
+
+def env_vars() -> tuple[str, ...]:
+    """Every variable an environment knob may set (OMP_WAIT_POLICY, malloc's thresholds): what a fork server is
+    keyed by, and what a process that must run at a knob's default has unset."""
+    return tuple(v for k in KNOBS.values() for v in k.env)
 
 
 def load_knobs() -> tuple[str, ...]:
@@ -366,7 +441,7 @@ def readme_table() -> str:
             continue
         role = role_text(k.name)
         example = {"precision": "bf16", "optimizer_impl": "fused", "channels_last": True,
-                   "compile": "default", "accumulation_steps": 4}.get(k.name)
+                   "compile": "default", "accumulation_steps": 4, "malloc": "retain"}.get(k.name)
         how = k.pytorch if isinstance(k.pytorch, str) else k.spell(example)
         how = how.replace("{value}", "…").replace("|", "\\|")
         rows.append(f"| `{k.name}`: {k.what} | {role} | {k.needs_text or '-'} | "

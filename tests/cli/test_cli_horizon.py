@@ -168,8 +168,12 @@ def test_each_run_trains_apart_under_its_own_sides_environment(monkeypatch):
     pick = TrialConfig(params=Params(omp_wait_policy="ACTIVE"), env={"OMP_NUM_THREADS": "2"})
     read = train_apart(pick, Path("cache"))
     train_apart(TrialConfig(env={"OMP_NUM_THREADS": "2"}), Path("cache"))
-    assert seen == [{"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "2"},
-                    {"OMP_WAIT_POLICY": None, "OMP_NUM_THREADS": "2"}]
+    train_apart(TrialConfig(params=Params(malloc="retain")), Path("cache"))
+    unset = {"MALLOC_MMAP_THRESHOLD_": None, "MALLOC_TRIM_THRESHOLD_": None}  # malloc's, at its default
+    assert seen == [{"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "2", **unset},
+                    {"OMP_WAIT_POLICY": None, "OMP_NUM_THREADS": "2", **unset},
+                    {"OMP_WAIT_POLICY": None, "MALLOC_MMAP_THRESHOLD_": "33554432",
+                     "MALLOC_TRIM_THRESHOLD_": "268435456"}]
     assert read.pid == 4242 and read.state == "complete"
     monkeypatch.setattr("tuner.search.run_apart", lambda fn, args, env=None, *, servers=None: (-9, None))
     died = train_apart(pick, Path("cache"))

@@ -65,3 +65,4 @@ def test_config_page_has_no_hand_written_key_table_and_shows_the_target_key():
     page = _hooks().expand(source)
     assert "| `target` | none |" in page and "| `eval_every_samples` | required |" in page
     assert "| `omp_wait_policy` | `default` | `default`, `PASSIVE`, `ACTIVE` |" in page
+    assert "| `malloc` | `default` | `default`, `retain` |" in page

@@ -667,3 +667,34 @@ def test_a_workload_of_several_phases_is_told_the_backward_the_trial_ran():
     own = pytorch_settings(TrialConfig(workload="x.py:make", params=Params()), two)["lines"]
     assert "backward(inputs=" in own["phases"]
     assert "phases" not in pytorch_settings(TrialConfig(workload="cnn", params=Params()))["lines"]
+
+
+def test_an_export_of_a_pick_with_malloc_retain_sets_both_thresholds_and_says_how_to_run_under_them(make_study):
+    """Issue 58: the study's probe chose glibc's `retain` (its figure in probes.json); the export runs the pick under
+    both thresholds (params.malloc, which `tuner train --config` applies), its plain-PyTorch line and header give
+    the command that sets them before python starts, and the figure that chose them; env: keeps only the shell's."""
+    from tuner.study import EnvProbe, ProbeChoice, ProbePlan, StudyFolder
+
+    reports = make_study()
+    retain = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+    path = StudyFolder(reports / "gan-demo").trial_dir(2) / "result.json"
+    rec = json.loads(path.read_text())
+    rec["config"]["params"]["malloc"] = rec["params"]["malloc"] = "retain"
+    rec["environment"] = {"variables": {**retain, "MKL_NUM_THREADS": "2"}, "torch_threads": 2}
+    path.write_text(json.dumps(rec))
+    probe = EnvProbe(knob="malloc", batch_size=64, readings={"default": [1000.0], "retain": [1150.0]},
+                     chosen={"malloc": "retain"}, why="retain chosen: default 1000; retain 1150 samples/s (x1.15 over "
+                                                      "default, batch 64)")
+    plan = ProbePlan(knobs=["malloc"], choices=[ProbeChoice(batch_size=64)], environments=[probe])
+    (reports / "gan-demo" / "probes.json").write_text(plan.model_dump_json())
+    s = open_study(reports, "gan-demo")
+    text = write_export(s, build_export(s, trial=2)).read_text()
+    cfg = load_config(s.dir / "best.yaml")
+    assert cfg.params.malloc == "retain"  # the knob's variables are params', not env:'s
+    assert cfg.env == {"MKL_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
+    line = cfg.provenance["pytorch"]["lines"]["malloc"]
+    assert line.startswith("MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456 python train.py")
+    assert ("#   MKL_NUM_THREADS=2 OMP_NUM_THREADS=2 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456 "
+            "python train.py" in text)
+    assert "# malloc: retain chosen: default 1000; retain 1150 samples/s (x1.15 over default, batch 64)" in text
+    assert [p["knob"] for p in cfg.provenance["environment_probes"]] == ["malloc"]

@@ -21,8 +21,9 @@ from tuner.search._env_probe import probe_env, read_value, user_set
 
 @pytest.fixture
 def no_policy(monkeypatch):
-    """No wait policy of the user's in this process (one would be kept, not probed)."""
-    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+    """No wait policy or malloc setting of the user's in this process (one would be kept, not probed)."""
+    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "MALLOC_MMAP_THRESHOLD_",
+                "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES", "LD_PRELOAD"):
         monkeypatch.setenv(key, "placeholder")
         monkeypatch.delenv(key)
 
@@ -177,5 +178,198 @@ def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_th
     plan = ProbePlan(knobs=["omp_wait_policy"], choices=[ProbeChoice(batch_size=32, compute_ceiling=None)])
     out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
                             {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
-    assert started == [] and out.environment is None
+    assert started == [] and out.environments == []
     assert "omp_wait_policy" in out.unread and "omp_wait_policy" not in out.knobs
+
+
+def test_malloc_retain_is_kept_only_where_it_beats_the_allocator_as_the_user_has_it():
+    """glibc's allocator is probed like the wait policy: `retain` only where its reading beats default's by 5%."""
+    reader, order = planted({"default": 1000.0, "retain": 1150.0})
+    probe = probe_env("malloc", ["default", "retain"], 64, "{}", 0.75, "c", 2, reader=reader)
+    assert probe.chosen == {"malloc": "retain"} and order == ["default", "retain"]
+    assert "retain chosen" in probe.why and "x1.15 over default" in probe.why
+    reader, order = planted({"default": [1000.0, 1010.0], "retain": [1030.0, 1020.0]})
+    probe = probe_env("malloc", ["default", "retain"], 64, "{}", 0.75, "c", 2, reader=reader)
+    assert probe.chosen == {} and order == ["default", "retain", "retain", "default"]
+
+
+def test_a_malloc_setting_the_user_made_is_theirs():
+    assert user_set("malloc", {"MALLOC_TRIM_THRESHOLD_": "0"}) == "MALLOC_TRIM_THRESHOLD_=0"
+    assert user_set("malloc", {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}) == "LD_PRELOAD=/usr/lib/libjemalloc.so.2"
+    assert user_set("malloc", {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}) is not None
+    assert user_set("malloc", {"LD_PRELOAD": "libprofiler.so", "GLIBC_TUNABLES": "glibc.pthread.x=1"}) is None
+    assert user_set("malloc", {"OMP_WAIT_POLICY": "PASSIVE"}) is None  # the wait policy's, not malloc's
+
+
+WAIT_LINE = '  omp_wait_policy: {type: categorical, choices: [default, PASSIVE, ACTIVE], when: {gpus: "==0"}}\n'
+MALLOC_LINE = '  malloc: {type: categorical, choices: [default, retain], when: {gpus: "==0"}}\n'
+BOTH = SPACE.replace(WAIT_LINE, WAIT_LINE + MALLOC_LINE)
+
+
+class Said:
+    """A console that keeps what is printed."""
+
+    def __init__(self):
+        self.lines = []
+
+    def print(self, text, **kw):
+        self.lines.append(text)
+
+
+def _probe_both(monkeypatch, rates):
+    from types import SimpleNamespace
+
+    import yaml
+
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    assert "malloc:" in BOTH
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    reads = []
+
+    def read_value(knob, value, cfg, seconds, cache, threads, servers=None, under=None):
+        reads.append((knob, value, dict(under or {})))
+        return rates[value]
+    monkeypatch.setattr(_env_probe, "read_value", read_value)
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
+    said = Said()
+    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+                            {}, SimpleNamespace(cpus_per_process=2), said, True, 0.75)
+    return out, reads, said.lines
+
+
+def test_malloc_is_probed_after_the_wait_policy_under_what_it_chose_and_both_choices_reach_the_trials(
+        monkeypatch, no_policy):
+    import tuner.knobs
+
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    out, reads, said = _probe_both(monkeypatch, {"default": 1000.0, "PASSIVE": 600.0, "ACTIVE": 1200.0,
+                                                 "retain": 1200.0 * 1.1})
+    assert [p.knob for p in out.environments] == ["omp_wait_policy", "malloc"]
+    assert [(k, v) for k, v, _ in reads] == [("omp_wait_policy", "default"), ("omp_wait_policy", "PASSIVE"),
+                                            ("omp_wait_policy", "ACTIVE"), ("malloc", "default"), ("malloc", "retain")]
+    assert all(under == {} for k, _, under in reads if k == "omp_wait_policy")
+    assert all(under == {"OMP_WAIT_POLICY": "ACTIVE"} for k, _, under in reads if k == "malloc")
+    assert out.loader_for(32) == {"omp_wait_policy": "ACTIVE", "malloc": "retain"}
+    assert any(line.startswith("probing malloc (default, retain) at batch 32") and "(read once, when python starts), "
+               "under OMP_WAIT_POLICY=ACTIVE ..." in line for line in said), said
+    assert "omp_wait_policy ACTIVE" in out.describe() and "malloc retain" in out.describe()
+    again = type(out).model_validate_json(out.model_dump_json())  # probes.json round trip
+    assert again.loader_for(32) == out.loader_for(32)
+    old = {"knobs": [], "choices": [], "environment": out.environments[0].model_dump()}  # a probes.json of before
+    assert type(out).model_validate(old).env_probe("omp_wait_policy") is not None
+
+
+def test_without_glibc_malloc_is_not_probed_and_says_so(monkeypatch, no_policy):
+    import tuner.knobs
+
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: False)
+    out, reads, said = _probe_both(monkeypatch, {"default": 1000.0, "PASSIVE": 600.0, "ACTIVE": 900.0})
+    assert {k for k, _, _ in reads} == {"omp_wait_policy"}
+    assert [p.knob for p in out.environments] == ["omp_wait_policy"]
+    assert any(line.strip().startswith("malloc: not probed, no glibc here") for line in said), said
+    assert "malloc" not in out.loader_for(32)  # left as the user has it: the trials run at its default
+
+
+def records_its_malloc(job):
+    """Planted reading (pickled by value into the forked child): the malloc thresholds its process and its server
+    (at its exec: what glibc read when it started) had."""
+    raw = open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace").split("\0")
+    server = dict(kv.split("=", 1) for kv in raw if "=" in kv)
+    keys = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"child": {k: os.environ.get(k) for k in keys},
+                            "server": {k: server.get(k) for k in keys}}) + "\n")
+    return {"compute": 1000.0}
+
+
+def test_a_process_read_at_retain_has_both_thresholds_from_its_start_and_one_at_default_has_neither(
+        tmp_path, monkeypatch, no_policy):
+    import sys
+
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the child cannot import a test module
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU, where readings are forked
+    monkeypatch.setattr(_env_probe, "read_here", records_its_malloc)
+    for value in ("retain", "default"):
+        assert read_value("malloc", value, "{}", 0.5, str(tmp_path / "c"), 1) == 1000.0
+    retain, default = [json.loads(line) for line in seen.read_text().splitlines()]
+    want = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+    assert retain["child"] == retain["server"] == want
+    assert set(default["child"].values()) == set(default["server"].values()) == {None}
+    assert "MALLOC_MMAP_THRESHOLD_" not in os.environ  # the driver's own: untouched
+
+
+def reads_its_environment(job):
+    """Planted reading (pickled by value into the forked child): its server and the knobs' variables it had; the
+    ACTIVE policy and retain read fastest."""
+    keys = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    env = {k: os.environ.get(k) for k in keys}
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"server": os.getppid(), "env": env}) + "\n")
+    rate = 1000.0 * (1.2 if env["OMP_WAIT_POLICY"] == "ACTIVE" else 1.0) * (1.1 if env["MALLOC_MMAP_THRESHOLD_"] else 1)
+    return {"compute": rate * (0.5 if env["OMP_WAIT_POLICY"] == "PASSIVE" else 1.0)}
+
+
+def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_wait_policys_chosen_server(
+        tmp_path, monkeypatch, no_policy):
+    """Probing malloc after the wait policy starts one server (retain's, under the chosen policy): its default
+    reading is forked from the server the chosen policy was read in; all end with the probes."""
+    import sys
+    from types import SimpleNamespace
+
+    import ray.cloudpickle
+    import yaml
+
+    import tuner.knobs
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    monkeypatch.setattr(_env_probe, "read_here", reads_its_environment)
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
+    out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
+                            {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
+                            True, 0.5)
+    assert out.loader_for(32) == {"omp_wait_policy": "ACTIVE", "malloc": "retain"}
+    reads = [json.loads(line) for line in seen.read_text().splitlines()]
+    active = {r["server"] for r in reads if r["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_MMAP_THRESHOLD_": None,
+                                                          "MALLOC_TRIM_THRESHOLD_": None}}
+    retain = [r for r in reads if r["env"]["MALLOC_MMAP_THRESHOLD_"]]
+    assert len(active) == 1  # the policy's readings and malloc's default: one server
+    assert retain and all(r["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_MMAP_THRESHOLD_": "33554432",
+                                       "MALLOC_TRIM_THRESHOLD_": "268435456"} for r in retain)
+    assert len({r["server"] for r in reads}) == 4  # default, PASSIVE, ACTIVE, then retain: one more torch load
+    assert not any(running(r["server"]) for r in reads)  # all ended with the probes
+
+
+@pytest.mark.skipif(not __import__("tuner.knobs", fromlist=["glibc"]).glibc(), reason="glibc's malloc only")
+def test_a_study_trains_every_trial_but_the_baseline_under_both_thresholds_where_retain_won(
+        ray_session, tmp_path, capsys, monkeypatch, no_policy, space_search):
+    for key in SPEED_ENV:
+        monkeypatch.delenv(key, raising=False)
+    ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")
+    rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0, "retain": 1700.0}
+    monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a, **k: rates[value])
+    code, _, err, _, reports = space_search.run(BOTH, "--study", "m", "--confirm", "0", "--parity-seconds", "0",
+                                                name="both.yaml")
+    assert code == 0, err
+    assert "probing malloc (default, retain)" in err and "retain chosen" in err
+    records = {r["trial"]: r for r in load_trials(reports / "m")}
+    retain = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+    assert not set(retain) & set(records[0]["environment"]["variables"])  # the baseline: the user's allocator
+    assert records[1]["params"]["malloc"] == "retain"
+    had = records[1]["environment"]["variables"]  # its process's own, from before its torch loaded
+    assert had["OMP_WAIT_POLICY"] == "ACTIVE" and {k: had.get(k) for k in retain} == retain
+    assert not set(retain) & set(os.environ)  # the driver's own environment: untouched

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import yaml
 
+from tuner.knobs import glibc
 from tuner.search._probe import probed_knobs
 from tuner.search._probe_batches import choice_of
 from tuner.search._speed_probe import SPEED_GAIN, candidate_speeds
@@ -79,9 +80,11 @@ def test_the_bundled_amp_loader_space_searches_the_speed_knobs_only_where_they_e
     assert any(line.startswith("optimizer_impl: dropped") for line in cpu)
     assert any(line.startswith("threads: kept") for line in cpu)
     assert any(line.startswith("omp_wait_policy: kept") and "fresh process" in line for line in cpu)
+    malloc = next(line for line in cpu if line.startswith("malloc:"))
+    assert ("fresh process" in malloc and "MALLOC_MMAP_THRESHOLD_" in malloc) if glibc() else "no glibc" in malloc
     gpu = knob_notes(s, GPU)
-    # the CPU's threading knobs are the CPU trials' (issue 58); every other knob is searched on a GPU
-    assert {line.split(":")[0] for line in gpu if "dropped" in line} == {"threads", "omp_wait_policy"}
+    # the CPU's threading and allocator knobs are the CPU trials' (issue 58); every other knob is searched on a GPU
+    assert {line.split(":")[0] for line in gpu if "dropped" in line} == {"threads", "omp_wait_policy", "malloc"}
 
 
 def test_a_space_searching_cudnn_benchmark_without_a_gpu_condition_is_refused_in_one_line():

@@ -39,8 +39,8 @@ def test_bundled_spaces_load_and_amp_loader_searches_the_issue_knobs():
     assert all(s.description for s in list_spaces())
     amp = load_space("amp_loader")
     assert amp.searched == ["batch_size", "accumulation_steps", "num_workers", "prefetch_factor",
-                            "persistent_workers", "pin_memory", "threads", "omp_wait_policy", "precision", "tf32",
-                            "channels_last", "cudnn_benchmark", "optimizer_impl", "beta1", "beta2"]
+                            "persistent_workers", "pin_memory", "threads", "omp_wait_policy", "malloc", "precision",
+                            "tf32", "channels_last", "cudnn_benchmark", "optimizer_impl", "beta1", "beta2"]
     fid = Objective(metric="fid", direction="min")
     assert [(o.metric, o.direction) for o in amp.objectives_for("gan", quality=fid)] == \
         [("throughput", "maximize"), ("fid", "minimize")]
@@ -99,6 +99,7 @@ def test_baseline_point_and_the_optuna_distribution_agree_on_a_single_native_cho
     assert base["precision"] == "fp32" and base["num_workers"] == 0 and "tf32" not in base
     # the CPU's threading as the user has it: torch's own thread count (the trial's CPUs), no wait policy set
     assert base["threads"] == CPU_TRIAL["cpus"] and base["omp_wait_policy"] == "default"
+    assert base["malloc"] == "default"  # glibc's allocator as the user has it
     assert base["beta1"] == 0.5 and base["beta2"] == 0.999
     study = optuna.create_study(directions=["maximize", "minimize"])
     study.enqueue_trial(base)

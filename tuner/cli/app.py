@@ -122,6 +122,10 @@ def apply_run_env(run_env: dict[str, str] | None, env: Any = None) -> None:
             note(f"{key}={value} from the config's env: (its trial ran under it), not {had} as set here; drop "
                  f"{key} from env: to keep yours")
         env[key] = value
+    if env is os.environ:  # glibc read its malloc thresholds at python's start: set them the way it takes them now
+        from tuner.knobs import apply_malloc
+
+        apply_malloc(run_env or {})
 
 
 def busy_line(environment: Any) -> str | None:

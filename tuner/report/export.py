@@ -63,8 +63,8 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
         "noise_floor": noise.to_json() if noise is not None else None,
         # its numerics knob values against fp32 (tuner.parity), as the study checked them
         "numerics_parity": [v.text for v in checked] or None,
-        # the environment knobs the study's probe chose (OMP_WAIT_POLICY), with the figure that chose them
-        "environment_probe": _env_probe(study, cfg),
+        # the environment knobs the study's probes chose (OMP_WAIT_POLICY, malloc), with the figures that chose them
+        "environment_probes": _env_probes(study, cfg),
         "objectives": [{"metric": o.metric, "direction": o.direction} for o in study.objectives],
         "target": ({**t.model_dump(), **{k: record.get(k) for k in ("time_to_target", "samples_to_target")}}
                    if (t := study.target) is not None else None),
@@ -90,15 +90,13 @@ def provenance(study: Study, record: TrialRecord, cfg: TrialConfig, pick: str,
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _env_probe(study: Study, cfg: TrialConfig) -> dict[str, Any] | None:
-    """What the study's environment probe read and chose (probes.json), where the config runs under its choice."""
+def _env_probes(study: Study, cfg: TrialConfig) -> list[dict[str, Any]] | None:
+    """What each of the study's environment probes read and chose (probes.json), with the value the config runs
+    under (None: no environment knob was probed)."""
     plan = study.loader_plan()
-    probe = plan.environment if plan is not None else None
-    if probe is None:
-        return None
-    value = getattr(cfg.params, probe.knob, None)
-    return {"knob": probe.knob, "value": value, "chosen": probe.chosen, "why": probe.why,
-            "readings": probe.readings}
+    probes = plan.environments if plan is not None else []
+    return [{"knob": p.knob, "value": getattr(cfg.params, p.knob, None), "chosen": p.chosen, "why": p.why,
+             "readings": p.readings} for p in probes] or None
 
 
 def study_lr_advice(study: Study, record: TrialRecord) -> "LrAdvice | None":

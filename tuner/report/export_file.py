@@ -141,9 +141,8 @@ def _env_lines(exp: Export) -> list[str]:
     command = env_command({**env.get("variables", {}), **chosen}) if chosen else env["command"]
     lines = [f"# Your own loop reads this figure in {where}:",
              f"#   {command}" + (f"   with torch.set_num_threads({threads}) in it" if threads else "")]
-    probe = exp.config.provenance.get("environment_probe") if exp.config.provenance else None
-    if probe and probe.get("why"):
-        lines.append(f"# {probe['knob']}: {probe['why']}")
+    probes = (exp.config.provenance.get("environment_probes") or []) if exp.config.provenance else []
+    lines += [f"# {probe['knob']}: {probe['why']}" for probe in probes if probe.get("why")]
     held = exp.config.provenance.get("held_for_load") if exp.config.provenance else None
     if held:
         said = load_line(held)

@@ -1,16 +1,20 @@
-"""The knobs applied through the environment (tuner.knobs.env_knobs: the OpenMP wait policy), probed in processes
-started under each value.
+"""The knobs applied through the environment (tuner.knobs.env_knobs: the OpenMP wait policy, glibc's malloc
+thresholds), probed in processes started under each value.
 
-libgomp reads OMP_WAIT_POLICY once, when torch loads, so a value cannot be tried in a process that loaded torch
-under another: each value is read in a process of its own forked from a server started under that value
-(tuner.search._fresh.Servers: one torch load per value, however often the value is read; a fresh interpreter per
-reading cost 25 s before the default study's first trial, lab notes' twenty-third session; the servers start
-together and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
-with the speed knobs the other probes chose there), with one trial's threads. The value's best reading counts (a
+libgomp reads OMP_WAIT_POLICY once, when torch loads (glibc's malloc its MALLOC_*_THRESHOLD_ at its first call), so
+a value cannot be tried in a process that loaded torch under another: each value is read in a process of its own
+forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however
+often the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab
+notes' twenty-third session; the servers start together and are all ready before the first timed reading), one at
+a time, at one config (the baseline's batch with the speed knobs the other probes chose there), with one trial's
+threads. The value's best reading counts (a
 moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
 within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
 than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than
-SPEED_GAIN, as the other speed knobs are (tuner.search._speed_probe).
+SPEED_GAIN, as the other speed knobs are (tuner.search._speed_probe). The knobs are probed one after another, each
+under what the ones before it chose (the malloc probe's processes run under the wait policy chosen first), so the
+pick's environment is the one read. A knob whose variables do nothing here (malloc without glibc,
+tuner.knobs.env_acts) is not probed: said, and left as the user has it.
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
@@ -39,26 +43,40 @@ CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 
 
+# Variables that decide what a knob's own decide (GOMP_SPINCOUNT and KMP_BLOCKTIME the wait policy; glibc's
+# tunables and a preloaded allocator, jemalloc or tcmalloc, glibc's malloc): one the user set makes the knob theirs.
+DECIDES_TOO = {"omp_wait_policy": ("GOMP_SPINCOUNT", "KMP_BLOCKTIME"), "malloc": ("GLIBC_TUNABLES", "LD_PRELOAD")}
+
+
 def user_set(knob: str, environ: Any = None) -> str | None:
-    """The value the user set for the knob's variable (or a variable that decides the same, GOMP_SPINCOUNT and
-    KMP_BLOCKTIME for the wait policy): then it is theirs, kept and not probed."""
+    """The value the user set for one of the knob's variables (or a variable that decides the same,
+    DECIDES_TOO): then it is theirs, kept and not probed."""
     environ = os.environ if environ is None else environ
-    var = KNOBS[knob].env
-    for key in (var, *(("GOMP_SPINCOUNT", "KMP_BLOCKTIME") if var == "OMP_WAIT_POLICY" else ())):
-        if key in environ:
+    for key in (*KNOBS[knob].env, *DECIDES_TOO.get(knob, ())):
+        if key in environ and _decides(knob, key, environ[key]):
             return f"{key}={environ[key]}"
     return None
 
 
+def _decides(knob: str, key: str, value: str) -> bool:
+    """Whether `key=value` decides the knob: GLIBC_TUNABLES only where it tunes malloc, LD_PRELOAD only where it
+    preloads an allocator (a preloaded profiler leaves glibc's malloc deciding)."""
+    if knob == "malloc" and key == "GLIBC_TUNABLES":
+        return "glibc.malloc." in value
+    if knob == "malloc" and key == "LD_PRELOAD":
+        return any(lib in value for lib in ("jemalloc", "tcmalloc", "mimalloc"))
+    return True
+
+
 def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: str, threads: int | None,
-               servers: "Servers | None" = None) -> float | None:
+               servers: "Servers | None" = None, under: dict[str, str] | None = None) -> float | None:
     """The compute ceiling (samples/s) of `cfg_json` in a process of its own whose environment sets the knob's
     variable to `value` (`default`: as this process's environment has it), forked from `servers`' server for that
     environment (a fresh interpreter where the host does not fork; None: a server for this reading alone). Its
-    output is dropped. None where the child failed."""
+    output is dropped. None where the child failed. `under`: the variables the knobs probed before it chose."""
     from tuner.search._fresh import Servers, run_job
 
-    env = None if value == "default" else {str(KNOBS[knob].env): value}
+    env = _env(knob, value, under)
     job = {"config": cfg_json, "seconds": max(seconds, READ_SECONDS), "cache_dir": cache_dir, "threads": threads}
     own = servers is None
     servers = Servers() if servers is None else servers
@@ -72,18 +90,21 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
-              threads: int | None, reader: Any = None) -> EnvProbe:
+              threads: int | None, reader: Any = None, under: dict[str, str] | None = None,
+              shared: "Servers | None" = None) -> EnvProbe:
     """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
     one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
-    value, ended when the probe is."""
+    value, ended when the probe is (`shared`: servers the caller keeps and ends, among them those of the probes
+    before this one: a value whose environment one of them has is forked from it, not from a new torch load).
+    `under`: the variables the env knobs probed before this one chose, which every value's processes run under."""
     t0 = time.perf_counter()
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
-    servers = _servers([None if v == "default" else {str(KNOBS[knob].env): v} for v in values])
+    servers = _servers([_env(knob, v, under) for v in values], shared)
 
     def read(value: str) -> None:
         args = (knob, value, cfg_json, seconds, cache_dir, threads)
-        probe.readings[value].append(reader(*args) if reader else read_value(*args, servers))
+        probe.readings[value].append(reader(*args) if reader else read_value(*args, servers, under))
 
     try:
         for value in values:
@@ -94,15 +115,24 @@ def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seco
             for value in reversed(close):
                 read(value)
     finally:
-        servers.close()
+        if shared is None:
+            servers.close()
     choose(probe)
     probe.seconds = round(time.perf_counter() - t0, 2)
     return probe
 
 
-def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
+def _env(knob: str, value: str, under: dict[str, str] | None) -> dict[str, str | None] | None:
+    """The environment-knob variables a reading of `value` runs under: what the knobs before it chose, and what
+    `value` sets (None: the user's environment, as at `default` with nothing chosen before)."""
+    env = {**(under or {}), **KNOBS[knob].env_sets(value)}
+    return env or None
+
+
+def _servers(envs: list[dict[str, str | None] | None], shared: "Servers | None" = None) -> "Servers":
     """The probe's fork servers, one per value, all started with its first reading (tuner.search._fresh.Servers):
-    their imports overlap, and all are ready before the first timed run, so none imports beside one."""
+    their imports overlap, and all are ready before the first timed run, so none imports beside one. With `shared`,
+    its servers: one already started under a value's environment is that value's."""
     from tuner.search._fresh import Servers
 
     class Planned(Servers):
@@ -113,7 +143,10 @@ def _servers(envs: list[dict[str, str | None] | None]) -> "Servers":
                 self.start(planned, quiet=quiet)
             return super().get(env, quiet=quiet)
 
-    return Planned()
+    planned = Planned()
+    if shared is not None:
+        planned.by_env = shared.by_env  # one set of servers: what starts here, the caller ends
+    return planned
 
 
 def choose(probe: EnvProbe) -> None:
@@ -138,12 +171,24 @@ def choose(probe: EnvProbe) -> None:
 def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any],
                        base: dict[str, Any], resources: "Resources", console: Any, here: bool,
                        seconds: float) -> ProbePlan:
-    """The knobs set through the environment (the OpenMP wait policy), read in processes started under each value
-    at the baseline's batch with the speed knobs chosen there (tuner.search._env_probe). A value the user set is
-    theirs: kept, not probed. Where the probes run elsewhere (a cluster's nodes), the trials search it, each in
-    the environment it draws (tuner.search._fresh.wanted_env)."""
+    """The knobs set through the environment (the OpenMP wait policy, glibc's malloc), one after another, each read
+    in processes started under each value (and what the ones before it chose) at the baseline's batch with the
+    speed knobs chosen there (tuner.search._env_probe). A value the user set is theirs: kept, not probed; so is a
+    knob whose variables do nothing here (malloc without glibc). Where the probes run elsewhere (a cluster's
+    nodes), the trials search it, each in the environment it draws (tuner.search._fresh.wanted_env)."""
+    from tuner.search._fresh import Servers
+
+    shared = Servers()  # a server under an environment a probe before read serves the next probe's reading there
+    try:
+        return _probe_each(loaders, plan, space, context, base, resources, console, here, seconds, shared)
+    finally:
+        shared.close()
+
+
+def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any], base: dict[str, Any],
+                resources: "Resources", console: Any, here: bool, seconds: float, shared: "Servers") -> ProbePlan:
     from tuner.config import dump_config
-    from tuner.knobs import env_knobs
+    from tuner.knobs import env_acts, env_knobs, knob_env
 
     for name in [k for k in loaders.knobs if k in env_knobs()]:
         if not here:
@@ -153,6 +198,11 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
         if mine is not None:
             if console is not None:
                 console.print(f"  {name}: yours ({mine}) kept, not probed", soft_wrap=True)
+            continue
+        idle = env_acts(name)
+        if idle is not None:
+            if console is not None:
+                console.print(f"  {name}: not probed, {idle}: left as yours", soft_wrap=True)
             continue
         values = [str(v) for v in (space.params[name].choices or [])]
         baseline = space.baseline_point(context)
@@ -164,18 +214,21 @@ def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, cont
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
         batch = there.batch_size
-        chosen = {k: v for k, v in loaders.loader_for(batch).items() if k not in env_knobs()}
+        chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
         point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
         cfg = space.trial_config(point, base, source="probe")
+        under = knob_env(cfg.params)
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
-                          f"batch {cfg.params.batch_size}, each in processes started under it (read once, when "
-                          f"torch loads) ...",
+                          f"batch {cfg.params.batch_size}, each in processes started under it (read once, "
+                          f"{KNOBS[name].env_read})"
+                          + (f", under {' '.join(f'{k}={v}' for k, v in under.items())}" if under else "") + " ...",
                           soft_wrap=True)
-        loaders.environment = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
-                                        str(plan.cache_dir), resources.cpus_per_process)
+        probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
+                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared)
+        loaders.environments.append(probe)
         if console is not None:
-            console.print(f"  {loaders.environment.why} ({loaders.environment.seconds:.0f} s)", soft_wrap=True)
+            console.print(f"  {probe.why} ({probe.seconds:.0f} s)", soft_wrap=True)
     return loaders
 
 

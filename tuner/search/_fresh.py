@@ -22,10 +22,10 @@ set empty) each trial is a fresh interpreter instead: a GPU driver initialized i
 children (`forkable`).
 
 Servers are keyed by the environment-knob variables they were started under (`Servers`; OMP_WAIT_POLICY, which
-libgomp reads once, when torch loads): a trial is forked from the server started under the user's environment with
-what its knobs set (`wanted_env`). A server under the user's own environment sets none of the variables: tuner
-sets none it did not choose as a knob. The wait-policy probe (tuner.search._env_probe) reads each value in
-children of that value's server too (`run_job`).
+libgomp reads once, when torch loads, and glibc's MALLOC_*_THRESHOLD_, read at the process's start): a trial is
+forked from the server started under the user's environment with what its knobs set (`wanted_env`). A server
+under the user's own environment sets none of the variables: tuner sets none it did not choose as a knob. The
+environment probes (tuner.search._env_probe) read each value in children of that value's server too (`run_job`).
 
 This module is the trial process's side: where a run goes and what comes back; the server is _fresh_server.py.
 """
@@ -48,8 +48,8 @@ from tuner.search._trial import Engine, TrialSetup, _now, final_report, ray_node
 from tuner.study import TrialRecord
 
 
-# The environment-knob variables (tuner.search._fresh_server.ENV_VARS: OMP_WAIT_POLICY) as the user's environment
-# had them when this process started: libgomp reads them once, at load, so a trial's server is started under them.
+# The environment-knob variables (tuner.search._fresh_server.ENV_VARS: OMP_WAIT_POLICY, malloc's) as the user's
+# environment had them when this process started: they are read once, at load, so a trial's server starts under them.
 _USER_ENV: dict[str, str | None] = {var: os.environ.get(var) for var in ENV_VARS}
 _SERVERS = Servers()  # this trial process's own: one per environment its trials want
 REPORT_POLL_S = 0.05  # how often the trial process looks for its child's reports (a report waits this long at most)

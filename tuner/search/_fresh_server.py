@@ -21,11 +21,11 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from tuner.knobs import KNOBS, env_knobs
+from tuner.knobs import env_vars
 
-# The environment-knob variables (tuner.knobs.env_knobs: OMP_WAIT_POLICY): libgomp reads them once, when torch loads,
-# so a server is started under the ones its children train under.
-ENV_VARS = tuple(str(KNOBS[k].env) for k in env_knobs())
+# The environment-knob variables (tuner.knobs.env_vars: OMP_WAIT_POLICY, malloc's thresholds): libgomp and glibc's
+# malloc read them once, when torch loads, so a server is started under the ones its children train under.
+ENV_VARS = env_vars()
 MODULE = "tuner.search._fresh_server"  # `python -m` this: the server, or one job in a fresh interpreter
 
 

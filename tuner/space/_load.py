@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tuner.config import Params, TrialConfig, format_validation_error
 from tuner.errors import ConfigError
-from tuner.knobs import KNOBS, dropped_here
+from tuner.knobs import KNOBS, dropped_here, env_acts
 from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
 from tuner.space._condition import CONTEXT_NAMES, Condition
 from tuner.space._param import NATIVE_PARAMS, ParamSpec, evaluate_bound, overflow_message
@@ -284,9 +284,12 @@ def knob_notes(space: Space, context: dict[str, Any]) -> list[str]:
         elif k.probe is not None and k.role == "numerics":
             out.append(f"{name}: kept, checked against fp32 (parity) first; decided by compute-ceiling probes where "
                        f"every value is within seed noise, else by the trials' quality")
+        elif k.env and (idle := env_acts(name)) is not None:
+            out.append(f"{name}: not probed, {idle}: left as yours")
         elif k.probe is not None and k.env:
             out.append(f"{name}: kept, decided by compute-ceiling probes at the baseline's batch, each value in a "
-                       f"fresh process ({k.env} is read once, when torch loads); one you set yourself is kept")
+                       f"fresh process ({', '.join(k.env)} {'is' if len(k.env) == 1 else 'are'} read once, {k.env_read}); one "
+                       f"you set yourself is kept")
         elif k.probe is not None:
             by = "the loader probes" if k.probe == "input" else "compute-ceiling probes"
             extra = " (image workloads: not probed for models without 2-D convolutions)" \

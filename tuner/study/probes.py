@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class LoaderProbe(BaseModel):
@@ -73,9 +73,9 @@ class ProbeChoice(BaseModel):
 
 
 class EnvProbe(BaseModel):
-    """The knobs applied through the environment (the OpenMP wait policy), each value read in fresh processes at
-    one config (the baseline's batch with the speed knobs chosen there), interleaved: `readings` per value in the
-    order read, `chosen` what every trial but the baseline runs under ({}: the user's environment, nothing set)."""
+    """A knob applied through the environment (the OpenMP wait policy, glibc's malloc), each value read in fresh
+    processes at one config (the baseline's batch with the speed knobs chosen there), interleaved: `readings` per
+    value in the order read, `chosen` what every trial but the baseline runs under ({}: the user's environment, nothing set)."""
 
     knob: str
     batch_size: int
@@ -103,12 +103,27 @@ class ProbePlan(BaseModel):
     split: dict[str, int] | None = None
     # Compute-side knobs no batch size gave a reading for (steps too slow for one): the trials search them.
     unread: list[str] = Field(default_factory=list)
-    environment: EnvProbe | None = None  # the wait policy, read in fresh processes (tuner.search._env_probe)
+    # The environment knobs, each read in fresh processes, in the order probed (tuner.search._env_probe).
+    environments: list[EnvProbe] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_environment(cls, data: Any) -> Any:
+        """A probes.json from before malloc was a knob held its one probe (the wait policy's) as `environment`."""
+        if isinstance(data, dict) and "environment" in data:
+            data = dict(data)
+            one = data.pop("environment")
+            data.setdefault("environments", [one] if one else [])
+        return data
+
+    def env_probe(self, knob: str) -> EnvProbe | None:
+        """The environment probe of `knob` (None: not probed)."""
+        return next((p for p in self.environments if p.knob == knob), None)
 
     def loader_for(self, batch_size: int | None) -> dict[str, Any]:
         """The loader and speed knobs chosen at the probed batch size nearest `batch_size` (on a log scale); with
         a split the probes chose, that split and what was chosen at its micro-batch, whatever `batch_size`."""
-        env = dict(self.environment.chosen) if self.environment is not None else {}
+        env = {k: v for p in self.environments for k, v in p.chosen.items()}
         if self.split is not None:
             batch_size = self.split["batch_size"]
             return {**self.split, **next((c.knobs() for c in self.choices if c.batch_size == batch_size), {}), **env}
@@ -128,7 +143,6 @@ class ProbePlan(BaseModel):
         for c in self.choices:
             knobs = ", ".join(f"{k} {v}" for k, v in c.knobs().items()) or "defaults"
             parts.append(f"batch {c.batch_size}: {knobs}")
-        if self.environment is not None:
-            parts.append(", ".join(f"{k} {v}" for k, v in self.environment.chosen.items()) or
-                         f"{self.environment.knob} default (yours)")
+        for probe in self.environments:
+            parts.append(", ".join(f"{k} {v}" for k, v in probe.chosen.items()) or f"{probe.knob} default (yours)")
         return "; ".join(parts)
