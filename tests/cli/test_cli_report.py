@@ -91,11 +91,20 @@ def test_export_then_train_reads_it(make_study, capsys, monkeypatch):
     assert seen["cfg"].params.batch_size == 128 and seen["cfg"].provenance["trial"] == 2
 
 
+def in_process(monkeypatch):
+    """verify's re-runs in this process, through tuner.train.run_trial as the test fakes it: each really runs in a
+    process of its own (tuner.report.verify.apart), forked from a fork server that never sees this test's fakes."""
+    import tuner.train
+
+    monkeypatch.setattr("tuner.report.verify.apart",
+                        lambda servers: lambda cfg, cache_dir: tuner.train.run_trial(cfg, cache_dir=cache_dir))
+
+
 def test_export_verify(make_study, capsys, monkeypatch):
     """--verify reruns the config --repeats times; exit 3 only when the recorded figure lies outside the
     re-measured interval (or a rerun fails)."""
     reports = make_study()
-    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    in_process(monkeypatch)
     readings = iter([650.0, 770.0, 720.0, 1400.0, 1410.0, 1390.0])
     monkeypatch.setattr("tuner.train.run_trial",
                         lambda cfg, *, cache_dir, **_: TrialResult(state="complete", throughput=next(readings)))
@@ -121,7 +130,7 @@ def test_export_verify_re_measures_the_baseline_beside_the_config_and_judges_the
     reports = make_study()
     folder = StudyFolder(reports / "gan-demo")
     folder.write_meta(folder.read_meta().model_copy(update={"baseline": {"trial": 0, "params": {}}}))
-    monkeypatch.setattr("tuner.train.preflight", lambda cfg, cache_dir, device=None: None)
+    in_process(monkeypatch)
     runs = []
 
     def run_trial(cfg, *, cache_dir, **_):

@@ -132,14 +132,11 @@ def train_apart(cfg: TrialConfig, cache_dir: Path, servers: Any = None) -> RunRe
     side's trial ran under (the config's env and what its knobs set, before torch loads there), as `tuner train`
     would run it. A process that dies before it reports is a run that ended `error`."""
     from tuner.config import dump_config
-    from tuner.knobs import env_vars, knob_env
+    from tuner.report.settings import apart_env
     from tuner.search import run_apart
 
-    # a variable a knob sets (OMP_WAIT_POLICY) that neither its trial's environment nor its knob had is unset: this
-    # process may hold another side's (`export --verify` sets the pick's here before torch loads)
-    unset: dict[str, str | None] = dict.fromkeys(env_vars())
-    env = unset | dict(cfg.env or {}) | knob_env(cfg.params)
-    code, payload = run_apart(horizon_run, (json.dumps(dump_config(cfg)), str(cache_dir)), env, servers=servers)
+    code, payload = run_apart(horizon_run, (json.dumps(dump_config(cfg)), str(cache_dir)), apart_env(cfg),
+                              servers=servers)
     if payload is None:
         ended = f"signal {-code}" if code < 0 else f"exit status {code}"
         return RunRead(state="error", error=f"its process ended with {ended} before it reported (killed, or out of "

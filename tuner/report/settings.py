@@ -32,6 +32,16 @@ def run_env(cfg: TrialConfig, environment: RunEnvironment | None) -> dict[str, s
     return env
 
 
+def apart_env(cfg: TrialConfig) -> dict[str, str | None]:
+    """The environment a config's run gets in a process of its own (tuner.search.run_apart): its config's env and
+    what its knobs set, before torch loads there; every other variable a knob owns unset, since this process may
+    hold another config's (`export --verify` sets the pick's here)."""
+    from tuner.knobs import env_vars, knob_env
+
+    unset: dict[str, str | None] = dict.fromkeys(env_vars())
+    return unset | dict(cfg.env or {}) | knob_env(cfg.params)
+
+
 def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None,
                      environment: RunEnvironment | None = None) -> dict[str, Any]:
     """The config as plain PyTorch arguments: DataLoader kwargs, autocast, GradScaler, optimizer, accumulation,

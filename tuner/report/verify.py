@@ -125,11 +125,63 @@ def verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats:
     drift moves both alike), and the ratio of the two judged against the ratio the study read
     (sd x sqrt(1/repeats + 1/repeats + 1/recorded_runs + 1/beside.runs)): the machine drifts between sessions, and
     judged alone an unchanged config failed 11% of the time at 5% drift, 27% at 10%."""
+    servers = None
     if run is None:
-        from tuner.train import preflight
-        from tuner.train import run_trial as run
+        from tuner.search import Servers
 
-        preflight(cfg, Path(reports_dir) / ".cache")  # this process's one-time costs, before anything is timed
+        servers = Servers()  # this check's own fork servers, one per environment, ended with it
+        run = apart(servers)
+    try:
+        return _verify(cfg, recorded, reports_dir, repeats, study, recorded_runs, beside, run)
+    finally:
+        if servers is not None:
+            servers.close()
+
+
+def apart(servers: Any) -> Callable[..., Any]:
+    """A re-run in a process of its own each (tuner.search.run_apart), under its config's environment, as the
+    study's trials and re-runs ran: in one process the runs after the first inherited what the ones before had
+    allocated (glibc's malloc keeps its raised thresholds: 10-15% faster on the DCGAN fp32, issue 58), and only
+    the first run's environment could be set before torch loaded."""
+    import json
+
+    from tuner.config import dump_config
+    from tuner.report.settings import apart_env
+    from tuner.search import run_apart
+    from tuner.study import TrialResult
+
+    def run(cfg: TrialConfig, cache_dir: Path) -> TrialResult:
+        code, payload = run_apart(verify_run, (json.dumps(dump_config(cfg)), str(cache_dir)), apart_env(cfg),
+                                  servers=servers)
+        if payload is None:
+            ended = f"signal {-code}" if code < 0 else f"exit status {code}"
+            return TrialResult(state="error", error=f"its process ended with {ended} before it reported (killed, "
+                                                    f"or out of host memory)")
+        return TrialResult.model_validate(payload)
+
+    return run
+
+
+def verify_run(cfg_json: str, cache_dir: str) -> dict[str, Any]:
+    """In the re-run's own process: the pre-flight (its one-time costs, outside the timed training), then the run,
+    as `tuner train` runs a config; its result as JSON (a refused config: a run that ended `error`, its line)."""
+    import json
+
+    from tuner.config import parse_config
+    from tuner.errors import UserError
+    from tuner.study import TrialResult
+    from tuner.train import preflight, run_trial
+
+    cfg = parse_config(json.loads(cfg_json), "a verify run")
+    try:
+        preflight(cfg, Path(cache_dir))
+    except UserError as err:
+        return TrialResult(state="error", error=str(err)).model_dump(mode="json")
+    return run_trial(cfg, cache_dir=Path(cache_dir)).model_dump(mode="json")
+
+
+def _verify(cfg: TrialConfig, recorded: float | None, reports_dir: Path, repeats: int, study: Study | None,
+            recorded_runs: int, beside: Beside | None, run: Callable[..., Any]) -> Verification:
     states, errors, values, base_values, environments = [], [], [], [], []
     order = [(cfg, values)] if beside is None else [(cfg, values), (beside.config, base_values)]
     for i in range(repeats):
