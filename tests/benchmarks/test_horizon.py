@@ -67,3 +67,26 @@ def test_a_reading_is_what_the_study_folders_horizon_json_says(tmp_path):
     assert (r.ratio, r.low, r.high, r.word, r.study_low, r.study_high) == (1.21, 1.02, 1.43, "shrinks", 1.4, 2.6)
     assert not r.inside and r.counted == 1.21
     assert _verdicts([r])["hz-vae"] == "MISSED"  # 1.21x sooner at the horizon: under the 1.3x asked
+
+
+def test_the_quality_page_quotes_the_results_file():
+    """docs/concepts/quality.md's horizon section states benchmarks/results/horizon.json's readings (issue 51: the
+    docs quote the figures): a re-measurement that moves them must move the page too."""
+    import json
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    page = " ".join((repo / "docs" / "concepts" / "quality.md").read_text().split())
+    doc = json.loads((repo / "benchmarks" / "results" / "horizon.json").read_text())
+    rows = {r["id"]: r for r in doc["rows"]}
+    for row, name in (("hz-lm", "charlm"), ("hz-vae", "the VAE")):
+        seen = rows[row]["details"]["readings"]
+        horizon = " and ".join(f"{r['ratio']:.2f}x" for r in seen)
+        study = " and ".join(f"{r['study_ratio']:.2f}x" for r in seen)
+        assert f"on {name} " in page and horizon in page and f"had read {study}" in page, (row, horizon, study)
+    for row in ("hz-lm", "hz-vae", "hz-inside"):  # each row's verdict, as the table reads it
+        word = "passed" if Row.from_json(rows[row], "horizon.json").verdict() == "pass" else "missed"
+        assert re.search(rf"row `{row}`[^)]*: {word}\)", page), (row, word)
+    inside = rows["hz-inside"]["details"]
+    assert f"inside the study's interval in {inside['inside']} of {inside['studies']} studies" in page
