@@ -70,14 +70,17 @@ def user_env(policy: str = "default") -> dict[str, str]:
 
 def tuner_train(cfg: dict[str, Any], seconds: float, reports: Path, policy: str = "default",
                 aggregate: bool = False, as_exported: bool = False) -> float | None:
-    """`tuner train` of `cfg` for `seconds` in a fresh process; its throughput. The config's own omp_wait_policy
-    is replaced by `policy` (the environment decides it, as the user's shell would), unless `as_exported`: the
+    """`tuner train` of `cfg` for `seconds` in a fresh process; its throughput. The config's own environment knobs
+    (omp_wait_policy, malloc) are left to the environment, and the wait policy is `policy` (the environment decides it, as the user's shell would), unless `as_exported`: the
     file `tuner export` wrote, run as the user runs it (its knobs and env: as they are)."""
     import yaml
 
     cfg = json.loads(json.dumps(cfg))
     if not as_exported:
-        cfg.setdefault("params", {})["omp_wait_policy"] = "default"
+        from tuner.knobs import env_knobs
+
+        # every environment knob at the user's default (the pick's malloc `retain` too): the shell decides
+        cfg.setdefault("params", {}).update(dict.fromkeys(env_knobs(), "default"))
         cfg.pop("env", None)
     path = reports / f"run-{time.monotonic_ns()}.yaml"
     path.write_text(yaml.safe_dump(cfg))
