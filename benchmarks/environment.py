@@ -71,8 +71,9 @@ def user_env(policy: str = "default") -> dict[str, str]:
 def tuner_train(cfg: dict[str, Any], seconds: float, reports: Path, policy: str = "default",
                 aggregate: bool = False, as_exported: bool = False) -> float | None:
     """`tuner train` of `cfg` for `seconds` in a fresh process; its throughput. The config's own environment knobs
-    (omp_wait_policy, malloc) are left to the environment, and the wait policy is `policy` (the environment decides it, as the user's shell would), unless `as_exported`: the
-    file `tuner export` wrote, run as the user runs it (its knobs and env: as they are)."""
+    (omp_wait_policy, malloc) are left to the environment, whose wait policy is `policy` (as the user's shell would
+    decide it), unless `as_exported`: the file `tuner export` wrote, run as the user runs it (its knobs and env: as
+    they are)."""
     import yaml
 
     cfg = json.loads(json.dumps(cfg))
