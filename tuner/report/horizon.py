@@ -131,17 +131,10 @@ def train_apart(cfg: TrialConfig, cache_dir: Path, servers: Any = None) -> RunRe
     only torch and tuner, under this side's environment; a fresh interpreter on a host with a GPU), under what its
     side's trial ran under (the config's env and what its knobs set, before torch loads there), as `tuner train`
     would run it. A process that dies before it reports is a run that ended `error`."""
-    from tuner.config import dump_config
-    from tuner.report.settings import apart_env
-    from tuner.search import run_apart
+    from tuner.report.settings import run_own_process
 
-    code, payload = run_apart(horizon_run, (json.dumps(dump_config(cfg)), str(cache_dir)), apart_env(cfg),
-                              servers=servers)
-    if payload is None:
-        ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-        return RunRead(state="error", error=f"its process ended with {ended} before it reported (killed, or out of "
-                                            f"host memory)")
-    return RunRead(**payload)
+    payload, why = run_own_process(horizon_run, cfg, cache_dir, servers)
+    return RunRead(**payload) if payload is not None else RunRead(state="error", error=why)
 
 
 def horizon_run(cfg_json: str, cache_dir: str) -> dict[str, Any]:

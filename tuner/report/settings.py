@@ -4,6 +4,7 @@ PyTorch arguments for users who copy them into their own loop instead of running
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tuner.config import Params, TrialConfig, env_command, parse_config
@@ -40,6 +41,22 @@ def apart_env(cfg: TrialConfig) -> dict[str, str | None]:
 
     unset: dict[str, str | None] = dict.fromkeys(env_vars())
     return unset | dict(cfg.env or {}) | knob_env(cfg.params)
+
+
+def run_own_process(fn: Any, cfg: TrialConfig, cache_dir: Path, servers: Any) -> tuple[dict[str, Any] | None, str]:
+    """`fn(config JSON, cache dir)` for one run of `cfg` in a process of its own (tuner.search.run_apart: forked
+    from the fork server `servers` keeps for its environment, `apart_env`; a fresh interpreter on a GPU host), as
+    the study's trials and re-runs ran. Its JSON result, or None and why: a process that died before it reported."""
+    import json
+
+    from tuner.config import dump_config
+    from tuner.search import run_apart
+
+    code, payload = run_apart(fn, (json.dumps(dump_config(cfg)), str(cache_dir)), apart_env(cfg), servers=servers)
+    if payload is not None:
+        return payload, ""
+    ended = f"signal {-code}" if code < 0 else f"exit status {code}"
+    return None, f"its process ended with {ended} before it reported (killed, or out of host memory)"
 
 
 def pytorch_settings(cfg: TrialConfig, used: dict[str, dict[str, Any]] | None = None,

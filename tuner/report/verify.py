@@ -143,21 +143,12 @@ def apart(servers: Any) -> Callable[..., Any]:
     study's trials and re-runs ran: in one process the runs after the first inherited what the ones before had
     allocated (glibc's malloc keeps its raised thresholds: 10-15% faster on the DCGAN fp32, issue 58), and only
     the first run's environment could be set before torch loaded."""
-    import json
-
-    from tuner.config import dump_config
-    from tuner.report.settings import apart_env
-    from tuner.search import run_apart
+    from tuner.report.settings import run_own_process
     from tuner.study import TrialResult
 
     def run(cfg: TrialConfig, cache_dir: Path) -> TrialResult:
-        code, payload = run_apart(verify_run, (json.dumps(dump_config(cfg)), str(cache_dir)), apart_env(cfg),
-                                  servers=servers)
-        if payload is None:
-            ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-            return TrialResult(state="error", error=f"its process ended with {ended} before it reported (killed, "
-                                                    f"or out of host memory)")
-        return TrialResult.model_validate(payload)
+        payload, why = run_own_process(verify_run, cfg, cache_dir, servers)
+        return TrialResult.model_validate(payload) if payload is not None else TrialResult(state="error", error=why)
 
     return run
 
