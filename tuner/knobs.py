@@ -77,6 +77,9 @@ class Knob:
     # sets two thresholds); `default` sets nothing.
     env_values: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     env_read: str = "when torch loads"  # when its variables are read: why a loaded process cannot try a value
+    # Variables that decide what its own decide (GOMP_SPINCOUNT and KMP_BLOCKTIME the wait policy; glibc's tunables
+    # and a preloaded allocator, jemalloc or tcmalloc, glibc's malloc): one the user set makes the knob theirs.
+    env_too: tuple[str, ...] = ()
     # The sampling context's name its None default stands for in a space (torch's default thread count is the
     # trial's CPUs): the baseline trial takes that value, not a draw.
     default_from: str | None = None
@@ -283,7 +286,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          annotation=WaitPolicy, default="default", coerce=_policy_case,
          doc="OMP_WAIT_POLICY for torch's OpenMP threads, set before torch loads (default: the environment as the "
              "user has it)",
-         probe="compute", env=("OMP_WAIT_POLICY",),
+         probe="compute", env=("OMP_WAIT_POLICY",), env_too=("GOMP_SPINCOUNT", "KMP_BLOCKTIME"),
          what="how torch's OpenMP threads wait at a barrier: `default` (yours), `PASSIVE` (sleep) or `ACTIVE` "
               "(spin); set before torch loads", counts=("peak",), load_sensitive=True),
     Knob("malloc", "speed", CEILINGS, _malloc,
@@ -291,7 +294,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          doc="glibc malloc's thresholds, set before python starts: retain keeps freed memory in the process "
              "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_); default: the allocator as the user has it",
          probe="compute", env=tuple(MALLOC_RETAIN), env_values={"retain": MALLOC_RETAIN},
-         env_read="when python starts",
+         env_read="when python starts", env_too=("GLIBC_TUNABLES", "LD_PRELOAD"),
          what="glibc's allocator: `default` (yours) or `retain` (freed memory kept in the process: far fewer page "
               "faults a step); set before python starts (Linux, glibc)"),
     Knob("seed", "run", (), "torch.manual_seed({value})",

@@ -43,16 +43,11 @@ CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 
 
-# Variables that decide what a knob's own decide (GOMP_SPINCOUNT and KMP_BLOCKTIME the wait policy; glibc's
-# tunables and a preloaded allocator, jemalloc or tcmalloc, glibc's malloc): one the user set makes the knob theirs.
-DECIDES_TOO = {"omp_wait_policy": ("GOMP_SPINCOUNT", "KMP_BLOCKTIME"), "malloc": ("GLIBC_TUNABLES", "LD_PRELOAD")}
-
-
 def user_set(knob: str, environ: Any = None) -> str | None:
-    """The value the user set for one of the knob's variables (or a variable that decides the same,
-    DECIDES_TOO): then it is theirs, kept and not probed."""
+    """The value the user set for one of the knob's variables (or a variable that decides the same, the knob's
+    `env_too`): then it is theirs, kept and not probed."""
     environ = os.environ if environ is None else environ
-    for key in (*KNOBS[knob].env, *DECIDES_TOO.get(knob, ())):
+    for key in (*KNOBS[knob].env, *KNOBS[knob].env_too):
         if key in environ and _decides(knob, key, environ[key]):
             return f"{key}={environ[key]}"
     return None
