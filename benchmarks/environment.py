@@ -2,7 +2,7 @@
 
 - env-fidelity: `tuner train` of a config against an independent plain loop (benchmarks/fidelity.py's, which shares
   no code with tuner's loop) run with nothing set, each in a fresh process of its own, interleaved. tuner sets no
-  variable of its own now, so the two must agree: |median over 5 rounds of the round's ratio - 1| <= 5%.
+  variable of its own now, so the two must agree: |median over 9 rounds of the round's ratio - 1| <= 5%.
 - env-policy: a default study (amp_loader, trimmed) chooses the OpenMP wait policy by its probe; then the study's
   baseline and pick configs are trained (`tuner train`) under the user's default (nothing set), PASSIVE and ACTIVE,
   interleaved over rounds. The study's choice must be the fastest of them within the noise: the chosen policy's
@@ -14,7 +14,7 @@
 
     python benchmarks/environment.py            # ~20 min on 2 cores: writes benchmarks/results/environment.json
     python benchmarks/environment.py --quick    # smaller studies and runs (a smoke test, ~8 min)
-    python benchmarks/environment.py --only-fidelity   # env-fidelity alone (baseline and LAST_PICK, ~6 min)
+    python benchmarks/environment.py --only-fidelity   # env-fidelity alone (baseline and LAST_PICK, ~9 min)
 
 Run it on a quiet machine: the policy and fidelity rows compare readings taken minutes apart (each the mean of
 interleaved rounds). The load average before and after is recorded beside the figures.
@@ -212,7 +212,9 @@ def main() -> None:
     print(json.dumps(doc, indent=1))
 
 
-FIDELITY_ROUNDS = 5  # at least: one disturbed fresh process in 3 rounds moved their geometric mean 5% (lab notes)
+# At least: one disturbed fresh process in 3 rounds moved their geometric mean 5% (lab notes); at 5, two runs of
+# one code read 0.035 and 0.097, their rounds 0.93-1.15 (twenty-seventh session): 9 narrow the median's spread.
+FIDELITY_ROUNDS = 9
 
 
 def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None], reports: Path, rounds: int,
