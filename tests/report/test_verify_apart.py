@@ -53,3 +53,35 @@ def test_each_verify_run_trains_in_a_fresh_process_of_its_own(tmp_path, monkeypa
     assert len(runs) == 2 and len({r["pid"] for r in runs}) == 2 and os.getpid() not in {r["pid"] for r in runs}
     # the first run's evaluate() freed 24 MB in its process: the second run's, a fresh one, never saw it
     assert all(r["step_maps_8mb"] for r in runs), runs
+
+
+def test_a_verify_run_trains_under_what_its_configs_knobs_set_before_torch_loads(tmp_path):
+    """The exported config's wait policy reaches the run's process before torch loads there: `export --verify`
+    could not set it in its own process once torch was loaded, and said so; each run's process now starts under
+    it."""
+    from tuner.config import parse_config
+    from tuner.report.verify import verify
+
+    log = tmp_path / "env.txt"
+    work = tmp_path / "envplant.py"
+    work.write_text(HEADER + f'''
+import os
+
+
+def loss(models, batch):
+    if not tuner.trial_context().preflight:
+        with open({str(log)!r}, "a") as f:
+            f.write(str(os.environ.get("OMP_WAIT_POLICY")) + "\\n")
+    return F.cross_entropy(models["net"](batch[0]), batch[1])
+
+
+def make():
+    return tuner.Workload(models={{"net": lambda: nn.Linear(4, 2)}}, datasets=data, loss=loss, evaluate=evaluate,
+                          quality=("val_loss", "min"))
+''')
+    cfg = parse_config({"workload": f"{work}:make", "budget": {"samples": 32},
+                        "params": {"batch_size": 8, "device": "cpu", "omp_wait_policy": "PASSIVE"},
+                        "measure": {"warmup_steps": 1, "windows": 2, "window_min_seconds": 0}}, "test")
+    v = verify(cfg, None, tmp_path / "r", repeats=1)
+    assert v.states == ["complete"], v.errors
+    assert set(log.read_text().split()) == {"PASSIVE"}

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, app, apply_run_env, busy_line, note, print_json, stdout_console
+from tuner.cli.app import Debug, Format, app, busy_line, note, print_json, stdout_console
 from tuner.errors import ConfigError
 
 REPORTS_DIR_HELP = "Folder that holds the studies (as given to `tuner search`)."
@@ -253,29 +253,12 @@ def _export_format(given: str, as_: FileFormat | None) -> tuple[Format, FileForm
                       f"or --as json")
 
 
-def _knob_env(cfg) -> None:  # noqa: ANN001
-    """What the config's knobs set through the environment (its OMP_WAIT_POLICY), before torch loads in this
-    process; where torch is loaded already, a note that the re-runs read the environment as it is."""
-    import os
-    import sys
-
-    from tuner.knobs import knob_env
-
-    want = knob_env(cfg.params)
-    if "torch" not in sys.modules:
-        apply_run_env(want)
-    elif any(os.environ.get(k) != v for k, v in want.items()):
-        note(f"note: {', '.join(f'{k}={v}' for k, v in want.items())} could not be set in this process (torch is "
-             f"loaded): verify with `{' '.join(f'{k}={v}' for k, v in want.items())} tuner export ... --verify`")
-
-
 def _verify(s, exp, path: Path, repeats: int, reports_dir: Path, doc: dict, format: Format) -> None:  # noqa: ANN001
     from tuner.config import load_config
     from tuner.report.verify import VerifyFailed, baseline_beside, verify as verify_config
 
     rec = exp.record
     cfg = load_config(path)  # the written file itself, so the check also proves it loads back
-    _knob_env(cfg)
     fig = rec.confirmed.figures.get("throughput") if rec.confirmed is not None else None
     recorded = fig.centre if fig is not None else rec.throughput  # as read (the table's `read` figure)
     beside = baseline_beside(s, rec)
