@@ -247,6 +247,11 @@ def test_a_trial_that_goes_on_pays_one_set_up_and_a_scoring_per_rung() -> None:
     assert grid.cost(key, 2, scored=3) == pytest.approx(full + 1.0)  # ASHA scores at every rung on the way
     assert grid.cost(key, 0, scored=1) == pytest.approx(2.0 + 32 / 40.0 + 0.5)  # stopped at the first rung
     assert len(grid.top_points()) == 11  # the failed config adds no point to the grid's front
+    front = grid.front_keys()
+    assert front and (64, 10.0) not in front
+    for k in front:  # no config of the grid beats a front config on both throughput and loss
+        t, q = grid.rows[k][2].values
+        assert not any(t2 >= t and q2 <= q and (t2, q2) != (t, q) for t2, q2 in grid.top_points())
 
 
 @pytest.mark.parametrize("mode", ["asha-pruned", "asha-values"])
@@ -279,6 +284,8 @@ def test_the_replay_figures_compare_both_variants_with_fifo(tmp_path) -> None:
     for s in out["summary"]:
         assert s["seeds"] == 2 and 0 <= s["hv_wins"] <= 2 and s["t90_fifo_s"] > 0
         assert s["t90_pass"] == (s["t90_asha_s"] <= 0.5 * s["t90_fifo_s"])
+        assert 1 <= s["trials_to_t90"] and 0 <= s["stopped_to_t90"] <= s["trials_to_t90"]
+        assert s["survivor_s"] > s["fifo_trial_s"] > s["stopped_first_s"]  # scored at every rung; stopped early
     assert "| cnn | 32/96/288 | asha-pruned |" in (tmp_path / "multifidelity-cnn-quick.md").read_text()
 
 

@@ -48,3 +48,14 @@ def test_the_rows_file_carries_the_commit_and_keeps_another_grids_rows(tmp_path)
     assert doc["schema"] == "tuner-benchmark-rows/1"
     assert sorted(r["id"] for r in doc["rows"]) == ["mf-hv-cnn", "mf-hv-gan", "mf-t90-cnn", "mf-t90-gan"]
     assert all(r["commit"] and len(r["commit"]) == 40 for r in doc["rows"])
+
+
+def test_a_missed_time_to_90_says_why_from_the_trials_it_took_and_what_each_cost():
+    why = {"trials_to_t90": 6, "stopped_to_t90": 1, "front_stopped": 0, "front_configs": 5, "fifo_trial_s": 51.7,
+           "survivor_s": 68.5, "stopped_first_s": 15.7}
+    found = rows([{**_summary("asha-pruned", [128, 384, 1152], 236.0, 10), **why}], GRIDS)
+    assert _verdicts(found)["mf-t90-cnn"] == "MISSED"
+    note = found[0]["note"]
+    assert "after a median of 6 trials, 1 of them stopped" in note
+    assert "(5 configs) 0 times" in note and "15.7 s at the first rung against FIFO's 51.7 s" in note
+    assert "68.5 s" in note
