@@ -44,7 +44,7 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
               "goodput_rank": "benchmarks/goodput_rank.py", "roles": "benchmarks/roles.py",
               "environment": "benchmarks/environment.py", "quality_rank": "benchmarks/quality_rank.py",
-              "horizon": "benchmarks/horizon.py",
+              "horizon": "benchmarks/horizon.py", "stability_sim": "benchmarks/stability_sim.py",
               "multifidelity": "benchmarks/multifidelity.py", "live_scheduler": "benchmarks/live_scheduler.py",
               "contention": "benchmarks/contention.py", "levers": "benchmarks/levers.py"}
 # A stand-alone script another one imports from: its rows depend on that script too (fixed_batch.py runs its
@@ -190,6 +190,10 @@ EXPECTED: tuple[ExpectedRow, ...] = (
                 "equal-quality studies (6-24 trials, FID CV 10-30%) called rankable: the worst cell"),
     ExpectedRow("qr-power", "quality_rank",
                 "a 10x FID spread, re-runs 10% apart, called rankable: the worst of 6/12/24 trials"),
+    ExpectedRow("ss-holds", "stability_sim",
+                "simulated: the pick holds (the knee of its trials' truths) with confirmation vs without: the worst cell"),
+    ExpectedRow("ss-error", "stability_sim",
+                "simulated: the pick's throughput error, with confirmation / without: the worst cell"),
     ExpectedRow("env-policy", "environment",
                 "the study's wait policy vs the fastest policy for its pick (tuner train, interleaved)"),
     ExpectedRow("env-fidelity", "environment",

@@ -107,7 +107,8 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
     from tuner.analysis.resolution import MIN_DF, quality_noise
 
     try:
-        pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value)
+        pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value,
+                      scale=complete(study))
     except StudyError:
         return False
     if pick.confirmed is None:

@@ -108,8 +108,13 @@ def knee(front: list[TrialRecord], objectives: list[Objective], value: Value = m
 
 
 def choose(records: list[TrialRecord], objectives: list[Objective], pick: Pick = "knee",
-           min_quality: float | None = None, study: str = "study", value: Value = measured) -> TrialRecord:
-    """The trial `tuner export --pick` exports. Raises StudyError (one line) when nothing qualifies."""
+           min_quality: float | None = None, study: str = "study", value: Value = measured,
+           scale: list[TrialRecord] | None = None) -> TrialRecord:
+    """The trial `tuner export --pick` exports. Raises StudyError (one line) when nothing qualifies. `scale`: the
+    trials whose range rescales the objectives for the knee (the study's complete trials, where `records` is a part
+    of them: the confirmed ones); `records` when not given. Over the confirmed baseline and one confirmed trial
+    alone, the knee was a tie whatever their trade-off, settled by throughput: a trial 27% better on the loss lost
+    to a baseline 4% faster."""
     complete = [r for r in records if rankable(r, objectives, value)]
     if not complete:
         states = sorted({r.state for r in records})
@@ -136,5 +141,6 @@ def choose(records: list[TrialRecord], objectives: list[Objective], pick: Pick =
         assert quality is not None
         return max(front, key=lambda r: (quality.goodness(_v(r, quality, value)), _throughput(r, value), -r.trial))
     if pick == "knee":
-        return knee(front, objectives, value, scale=complete)
+        wide = [r for r in scale if rankable(r, objectives, value)] if scale else []
+        return knee(front, objectives, value, scale=wide or complete)
     raise ValueError(f"unknown pick {pick!r}")

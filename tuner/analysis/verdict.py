@@ -81,7 +81,7 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
     widened = False
     try:
         first = choose(pool or study.records, study.objectives, rule, min_quality, study=study.name,
-                       value=study.value)
+                       value=study.value, scale=complete(study))
     except StudyError:
         if min_quality is None or not any(is_confirmed(r) for r in pool):
             raise
@@ -90,7 +90,8 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
             or complete(study)
         if q_note is not None and quality is not None and baseline is not None:
             pool, _ = _not_worse(study, pool, baseline, quality)
-        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value)
+        first = choose(pool, study.objectives, rule, min_quality, study=study.name, value=study.value,
+                       scale=complete(study))
         notes.append("no confirmed trial meets --min-quality: the pick stands on a single, unconfirmed reading")
         widened = True
     candidates = [r for r in pool if min_quality is None or quality is None
@@ -173,7 +174,8 @@ def _held_pick(study: Study, kept: list[TrialRecord], baseline: TrialRecord, rul
     if not kept:
         return baseline, [], None
     try:
-        first = choose(kept, study.objectives, rule, min_quality, study=study.name, value=study.value)
+        first = choose(kept, study.objectives, rule, min_quality, study=study.name, value=study.value,
+                       scale=complete(study))
     except StudyError:
         return baseline, [], None
     return resolve_tie(study, first, kept, quality)
