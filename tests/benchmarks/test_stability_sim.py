@@ -64,3 +64,20 @@ def test_the_rows_pass_when_confirmation_holds_as_often_and_reads_nearer():
 def test_the_rows_miss_when_confirmation_holds_less_beyond_the_noise_or_reads_further():
     cells = [_cell(12, 0.1, 0.60, 0.75, -0.22, -0.08, 0.04, 0.08), _cell(24, 0.2, 0.60, 0.62, -0.08, 0.04, 0.16, 0.15)]
     assert _verdicts(cells) == {"ss-holds": "MISSED", "ss-error": "MISSED"}
+
+
+def test_the_holds_note_says_where_the_confirmed_picks_missed():
+    cell = _cell(12, 0.1, 0.54, 0.64, -0.15, -0.04, 0.049, 0.080)
+    cell["confirmed"].update(missed_knee_not_rerun=0.8, missed_baseline_picked=0.25)
+    found = stability_sim.rows([cell], 400)
+    assert _verdicts([cell])["ss-holds"] == "MISSED"
+    assert "never been re-run in 80% of the studies" in found[0]["note"]
+    assert "the baseline in 25%" in found[0]["note"]
+
+
+def test_each_pair_says_whether_the_truths_knee_was_re_run(tmp_path):
+    pair = stability_sim.one(tmp_path, random.Random(3), 12, 0.1)
+    assert pair["single"]["knee_rerun"] is False  # the single arm re-runs nothing
+    assert isinstance(pair["confirmed"]["knee_rerun"], bool)
+    if pair["confirmed"]["holds"]:
+        assert pair["confirmed"]["knee_rerun"]  # the pick is made among confirmed trials
