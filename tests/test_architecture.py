@@ -337,20 +337,27 @@ def test_the_public_names_check_finds_an_import_past_a_face(tmp_path):
                                    "tuner.search.a:3 imports tuner.study.SECRET, past tuner.study's public names"]
 
 
+def _benchmark_imports():
+    """(path, node) for every import statement in benchmarks/."""
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield path, node
+
+
 def test_benchmarks_import_only_public_names():
     """benchmarks/ use what tuner offers (no `_private` module or name), so they measure the library as shipped."""
     bad = []
-    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tuner"):
-                names = [a.name for a in node.names]
-                private = any(part.startswith("_") for part in node.module.split(".")) or any(
-                    n.startswith("_") for n in names)
-                if private and (str(path.relative_to(ROOT)), node.module) not in BENCH_INTERNAL:
-                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} from {node.module} import {', '.join(names)}")
-            elif isinstance(node, ast.Import):
-                bad += [f"{path.relative_to(ROOT)}:{node.lineno} import {a.name}" for a in node.names
-                        if a.name.startswith("tuner") and any(p.startswith("_") for p in a.name.split("."))]
+    for path, node in _benchmark_imports():
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tuner"):
+            names = [a.name for a in node.names]
+            private = any(part.startswith("_") for part in node.module.split(".")) or any(
+                n.startswith("_") for n in names)
+            if private and (str(path.relative_to(ROOT)), node.module) not in BENCH_INTERNAL:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} from {node.module} import {', '.join(names)}")
+        elif isinstance(node, ast.Import):
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno} import {a.name}" for a in node.names
+                    if a.name.startswith("tuner") and any(p.startswith("_") for p in a.name.split("."))]
     assert not bad, "benchmarks import private tuner modules or names:\n" + "\n".join(bad)
 
 
@@ -490,9 +497,6 @@ def test_a_schedulers_options_are_named_in_its_own_module_alone(tmp_path):
 
 def test_every_allowed_benchmark_import_is_still_made():
     """An allowance outlives its reason silently: each BENCH_INTERNAL entry must name an import the benchmark makes."""
-    made = set()
-    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tuner"):
-                made.add((str(path.relative_to(ROOT)), node.module))
+    made = {(str(path.relative_to(ROOT)), node.module) for path, node in _benchmark_imports()
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tuner")}
     assert set(BENCH_INTERNAL) <= made, f"allowed but not imported: {sorted(set(BENCH_INTERNAL) - made)}"
