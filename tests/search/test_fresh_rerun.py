@@ -379,3 +379,23 @@ def test_every_server_dies_with_its_trial_process(tmp_path):
     while time.monotonic() < deadline and any(running(p) for p in (child, second, int(first))):
         time.sleep(0.1)
     assert not any(running(p) for p in (child, second, int(first))), "a server or its child outlived the trial"
+
+
+def test_a_fresh_process_prints_nothing_of_its_own_start(tmp_path, capfd):
+    """`tuner export --verify` printed runpy's RuntimeWarning twice: the server and a one-job interpreter were
+    started with `python -m` on a module its own package imports. The child's stderr is the trial's: it holds
+    the user's prints and errors, and nothing from how the child was started. Both kinds run here: a re-run
+    forked from the server, and a job in an interpreter of its own (a GPU host's kind)."""
+    import json
+    import pickle
+
+    from tuner.search._fresh_server import run_in_interpreter
+
+    record = record_of(run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_pid))
+    assert record is not None and record.state == "complete"
+    job, out = tmp_path / "job.pkl", tmp_path / "out.json"
+    job.write_bytes(pickle.dumps((os.getpid, ())))
+    assert run_in_interpreter(job, out) == 0
+    assert json.loads(out.read_text()) not in (os.getpid(), None)  # it ran, in a process of its own
+    err = capfd.readouterr().err
+    assert "RuntimeWarning" not in err and "found in sys.modules" not in err, err

@@ -221,3 +221,20 @@ def test_a_reserve_that_grows_after_the_rungs_were_placed_still_closes_every_run
     assert rep.windows == sorted(rep.windows)  # the budget used, as reported, never goes back
     assert res.rung == 2 and res.measured_at == 80
     assert res.value("wall_seconds") <= 80 + budget_margin(80, res.value("step_seconds"))
+
+
+def test_a_slow_step_s_trial_skips_the_noise_pass_it_has_no_room_for(tmp_path, slow):
+    """A new user's 2.4 s steps beside a busy process: the noise-scale pass, whose cap is checked between its pairs,
+    spent 33.6 s on its first pair and their 40 s baseline trial ran 119.5 s. Here a pair of 4 steps of 0.58 s
+    (fake clock) would take 2.3 s, and the 4 an estimate needs do not fit its 3 s: the pass is not begun, and the
+    record says why."""
+    path, clock = slow
+    cfg = parse_config({"workload": f"{path}:make", "budget": {"seconds": 20},
+                        "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"warmup_steps": 2, "windows": 5, "min_windows": 3, "window_min_steps": 3,
+                                    "ceiling_seconds": 1.0}})
+    res = run_trial(cfg, cache_dir=tmp_path / "cache", clock=clock)
+    assert res.state == "complete", res.error
+    assert "noise_scale" not in res.metrics
+    assert "do not fit" in res.get("noise_scale_skipped")
+    assert res.value("noise_seconds") < 0.1  # not one step of the pass ran on the fake clock

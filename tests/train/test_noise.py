@@ -136,3 +136,26 @@ def test_the_same_models_read_under_different_loads_give_the_same_noise_scale():
     assert quiet is not None and loaded is not None
     assert quiet.pairs == loaded.pairs == 8
     assert quiet.value() == loaded.value()
+
+
+def test_a_pace_too_slow_for_the_pairs_skips_the_pass_before_its_first_pair():
+    """A new user's 2.4 s steps beside a busy process: the pass spent 33.6 s on its first pair against a 3 s cap (the
+    cap is checked between pairs), and their 40 s baseline trial ran 119.5 s. From the training's pace the pass
+    knows beforehand that the pairs an estimate needs cannot fit, and reads none."""
+    from tuner.train.noise import GROUP, NOISE_SECONDS
+
+    workload, data, _ = planted()
+    calls = []
+    counted = Workload(models=workload.models, datasets=workload.datasets,
+                       loss=lambda m, b: calls.append(1) or workload.loss(m, b))
+    models = {"w": counted.models["w"]()}
+    slow = NOISE_SECONDS / GROUP  # a pair of 1 x NOISE_SECONDS: even half of it leaves no room for MIN_PAIRS
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), counted, data, models, seconds=60.0,
+                                     step_seconds=slow)
+    assert found is None and not calls
+    assert why is not None and "do not fit" in why and f"{GROUP * slow:.2g} s" in why
+    fast = NOISE_SECONDS / GROUP / 8  # 4 pairs of an eighth of the cap each: they fit, the pass runs
+    found, why = measure_noise_scale(config(), resolve_device("cpu"), counted, data, models, seconds=60.0,
+                                     step_seconds=fast)
+    assert why is None and found is not None and calls
+

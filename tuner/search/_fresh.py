@@ -7,7 +7,7 @@ samples/s; benchmarks/results/retrain.md). A fresh Ray trial actor per trial gav
 before the trial's own work begins.
 
 So the Tune trial process (it imports neither torch nor the workload) starts one fork server (tuner.search.
-_fresh_server: `python -m tuner.search._fresh_server --server`) with its first trial, and the server forks one child
+_fresh_server: `python -c _fresh_server.BOOT --server`) with its first trial, and the server forks one child
 per trial, search trial and confirmation re-run alike (issue 55: a search trial at the user's environment ran in the
 reused trial process itself, beside what the trials before it had left there). The server has imported torch and
 tuner's own modules and paid their one-time costs once, on tuner's built-in CNN at one thread

@@ -1,7 +1,7 @@
 """The fork server behind a fresh-process run (tuner.search._fresh): both ends of its protocol, one server per
 environment (`Servers`), and the fresh interpreter that stands in for a server on a host with a GPU (`forkable`).
 
-The server (`python -m tuner.search._fresh_server --server PARENT`) imports what every trial imports (`_PRELOAD`:
+The server (`python -c BOOT --server PARENT`, BOOT calling `cli`) imports what every trial imports (`_PRELOAD`:
 torch and tuner's own modules) and pays, once, the one-time costs every trial's first steps pay whatever its
 workload (`warm_up`: tuner's train path on its built-in CNN, single-threaded; no thread pool left, no CUDA context,
 no user workload module), then forks one child per job line on its stdin; each child runs its job (`main`) and
@@ -26,7 +26,11 @@ from tuner.knobs import env_vars
 # The environment-knob variables (tuner.knobs.env_vars: OMP_WAIT_POLICY, malloc's thresholds): libgomp and glibc's
 # malloc read them once, when torch loads, so a server is started under the ones its children train under.
 ENV_VARS = env_vars()
-MODULE = "tuner.search._fresh_server"  # `python -m` this: the server, or one job in a fresh interpreter
+MODULE = "tuner.search._fresh_server"
+# How the server, or one job in a fresh interpreter, starts: `python -c BOOT ARGS`, which imports this module by its
+# name and calls cli(ARGS). Not `python -m` this module: tuner.search's package imports it, so runpy warned (a
+# RuntimeWarning printed by every `tuner export --verify`), and the children read WARMED from the module by its name.
+BOOT = f"import sys; from {MODULE} import cli; cli(sys.argv[1:])"
 
 
 def forkable() -> bool:
@@ -43,10 +47,10 @@ def forkable() -> bool:
 
 def run_in_interpreter(job: Path, out: Path, env: dict[str, str | None] | None = None, *, quiet: bool = False,
                        timeout: float | None = None, started: Callable[[int], None] | None = None) -> int:
-    """The job in a fresh interpreter of its own (`python -m tuner.search._fresh_server JOB OUT PARENT`), under
+    """The job in a fresh interpreter of its own (`python -c BOOT JOB OUT PARENT`), under
     `env`'s environment-knob variables where given (None: unset); `started` is told its pid."""
     out_to = subprocess.DEVNULL if quiet else 2  # its prints: the trial's stderr
-    child = subprocess.Popen([sys.executable, "-m", MODULE, str(job), str(out), str(os.getpid())],
+    child = subprocess.Popen([sys.executable, "-c", BOOT, str(job), str(out), str(os.getpid())],
                              env=_child_env(env), stdin=subprocess.DEVNULL, stdout=out_to, stderr=out_to)
     if started is not None:
         started(child.pid)
@@ -90,7 +94,7 @@ class _Server:
     on its stdout."""
 
     def __init__(self, env: dict[str, str | None] | None = None, quiet: bool = False) -> None:
-        self.proc = _popen_for_good([sys.executable, "-m", MODULE, "--server", str(os.getpid())],
+        self.proc = _popen_for_good([sys.executable, "-c", BOOT, "--server", str(os.getpid())],
                                     env=_child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                     bufsize=1, stderr=subprocess.DEVNULL if quiet else None)
         self.is_ready = False
@@ -342,13 +346,13 @@ def _child(job: str, out: str) -> None:
         fast_exit(code)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--server"]:
-        # by its module's name, not __main__'s: the children read WARMED there (tuner.search._fresh_server)
-        importlib.import_module(MODULE).serve(int(sys.argv[2]))
+def cli(argv: list[str]) -> None:
+    """What a started interpreter runs (BOOT): `--server PARENT`, the fork server; `JOB OUT PARENT`, one job."""
+    if argv[:1] == ["--server"]:
+        serve(int(argv[1]))
     else:
-        _die_with_parent(int(sys.argv[3]))
-        main(sys.argv[1], sys.argv[2])
+        _die_with_parent(int(argv[2]))
+        main(argv[0], argv[1])
         # The parent waits for this process to end before the next re-run starts: skip Python's ~2 s teardown of
         # torch's modules (the payload and the trial's files are written; tuner.files.fast_exit).
         from tuner.files import fast_exit

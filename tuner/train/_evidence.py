@@ -137,8 +137,9 @@ class _AfterTraining:
         t0 = self.clock()
         found, why = None, None
         with self._evidence("noise_scale_skipped", "not measured", "noise_seconds", t0) as read:
+            pace = cfg.params.batch_size * world / res.throughput if res.throughput else None
             found, why = measure_noise_scale(cfg, self.device, self.workload, self.train_set, self.models,
-                                             noise_seconds(cfg), clock=self.clock)
+                                             noise_seconds(cfg), clock=self.clock, step_seconds=pace)
         if read.failed:
             return
         value = found.value() if found is not None else None

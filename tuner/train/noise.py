@@ -64,9 +64,14 @@ def planned_pairs(pair_seconds: float, seconds: float) -> int:
 
 def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_set: Any, models: dict[str, Any],
                         seconds: float, clock: Callable[[], float] = time.perf_counter,
-                        ) -> tuple[NoiseScale | None, str | None]:
+                        step_seconds: float | None = None) -> tuple[NoiseScale | None, str | None]:
     """(the accumulated pairs, None) or (None, why not measured). Reads the pairs planned_pairs() gives after the
-    first one; a machine that slows down past twice NOISE_SECONDS ends it early (fewer than MIN_PAIRS: none)."""
+    first one; a machine that slows down past twice NOISE_SECONDS ends it early (fewer than MIN_PAIRS: none).
+
+    `step_seconds`, the trial's training seconds a micro-batch: where even half the pair that pace implies leaves
+    no room for MIN_PAIRS within NOISE_SECONDS, the pass is not begun. The cap is checked between pairs, so a first
+    pair of slow steps ran whole: a new user's 2.4 s steps beside a busy process spent 33.6 s on it against a 3 s
+    cap, and their 40 s baseline trial ran 119.5 s."""
     import torch
 
     from tuner.data import make_loader
@@ -78,6 +83,10 @@ def measure_noise_scale(cfg: TrialConfig, device: Device, workload: Any, train_s
     phases = workload.training_phases()
     if len(phases) != 1:
         return None, MULTI_PHASE
+    if step_seconds is not None and MIN_PAIRS * GROUP * step_seconds / 2 > NOISE_SECONDS:
+        return None, (f"at the training's {step_seconds:.2g} s a micro-batch, a pair of {GROUP} would take about "
+                      f"{GROUP * step_seconds:.2g} s: the {MIN_PAIRS} pairs an estimate needs do not fit "
+                      f"{NOISE_SECONDS:g} s")
     phase = phases[0]
     p = cfg.params
     plain = {k: unwrap(m) for k, m in models.items()}
