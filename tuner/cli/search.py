@@ -17,6 +17,12 @@ spaces_app = typer.Typer(help="List and show the bundled search spaces.", no_arg
 app.add_typer(spaces_app, name="spaces")
 
 
+# --help's panels: a newcomer finds an option by what it is about, and each panel's table is only as wide as its
+# own flags (one table of 38 options left the help text 20 columns of an 80-column terminal)
+STUDY, BUDGET, SCHEDULE, TARGET = "What to search", "Budget", "Sampler and scheduler", "Time to target"
+CHECKS, MACHINE, OUTPUT = "Confirmation and checks", "Machine and Ray", "Output"
+
+
 def with_scheduler_options(func: Any) -> Any:
     """`func`'s signature with each registered scheduler's options (tuner.schedule: `Scheduler.options`) as typer
     options after --scheduler, in place of its `**scheduler_options`: a scheduler's flag, help and metavar are
@@ -26,7 +32,8 @@ def with_scheduler_options(func: Any) -> Any:
     at = next(i for i, p in enumerate(params) if p.name == "scheduler") + 1
     flags = [inspect.Parameter(o.param, inspect.Parameter.KEYWORD_ONLY, default=None,
                                annotation=Annotated[Optional[float], typer.Option(o.flag, metavar=o.metavar,
-                                                                                  help=o.help)])
+                                                                                  help=o.help,
+                                                                                  rich_help_panel=SCHEDULE)])
              for o in registered_options()]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[:at] + flags + params[at:]]
     func.__signature__ = sig.replace(parameters=params)
@@ -36,38 +43,38 @@ def with_scheduler_options(func: Any) -> Any:
 @app.command()
 @with_scheduler_options
 def search(
-    space: Annotated[Optional[str], typer.Option(help="Search space: a bundled name (see `tuner spaces`) or a YAML path.")] = None,
-    study: Annotated[Optional[str], typer.Option(help="Study name (default: the space's name).")] = None,
-    trials: Annotated[Optional[int], typer.Option(help="Total trials in the study (default: the space's).")] = None,
-    workload: Annotated[Optional[str], typer.Option(help="gan, cnn, package.module:make or path/to/file.py:make (default: the space's).")] = None,
-    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="A workload option KEY=VALUE (VALUE read as YAML), e.g. -o image_size=64; repeat for several.")] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="For the built-ins: digits, synthetic, mnist:DIR, fashion_mnist:DIR, cifar10:DIR or folder:DIR; passed to a user workload's factory as dataset=.")] = None,
-    budget_seconds: Annotated[Optional[float], typer.Option(help="Train each trial this many seconds.")] = None,
-    budget_samples: Annotated[Optional[int], typer.Option(help="Train each trial on this many samples.")] = None,
-    sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Sampler seed (default 0).")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(help=scheduler_help())] = None,
-    study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).")] = None,
-    target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in a third of the budget, the mean of their last 3 evaluations, so the cap of 3x their time to it is about the budget; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.")] = None,
-    eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: from the pre-flight's measured pace, in whole optimizer steps of the baseline: the finest K whose evaluation costs at most a fifth of the training between two, and at most 20 evaluations over the baseline's reference run; 25 steps where no pace was measured).")] = None,
-    target_seeds: Annotated[Optional[int], typer.Option(help="With --target baseline: seeds of the baseline's reference run the target is read from, the median of the quality each settles at (default 3: one seed's target moved 10-20% with the seed). Each seed trains a third of the budget, so 3 cost about one trial's budget before the first trial; the study says their spread.")] = None,
-    horizon: Annotated[Optional[str], typer.Option(metavar="DURATION", help="After the confirmation, re-train the study's pick and its baseline to this horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks or reverses), at the quality the baseline reaches at the horizon: what `tuner export --horizon` runs, its cost said before it starts. Training seconds (120s, 2m, 1.5h) or samples (50000samples); longer than the trials. Kept by --resume; recorded in the study folder (horizon.json); the summary, report and export show it. A study with no pick or no target skips it and says why.")] = None,
-    horizon_seeds: Annotated[Optional[int], typer.Option(metavar="N", help="Seeds of each side for --horizon (default 3).")] = None,
-    objective: Annotated[Optional[list[str]], typer.Option(metavar="METRIC", help="What the study optimizes, over the space's objectives: (repeat, or comma-separate, for several): time_to_target or samples_to_target (need a target), or the default pair throughput and quality (the workload's own), or another metric tuner measures to optimize (peak_mem_mb, ...).")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).")] = None,
-    cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).")] = None,
-    gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).")] = None,
-    storage: Annotated[Optional[str], typer.Option(help="Optuna database URL (default: sqlite in the study folder).")] = None,
-    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
-    reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.")] = Path("reports"),
-    confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 1: the knee).")] = None,
-    repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).")] = None,
-    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide the speed-only knobs (loader, channels_last, cuDNN, optimizer implementation), a precision or TF32 the parity check finds within seed noise, and an exact split of the effective batch (no batch statistics) by probing ceilings before the trials, so the trials search only what changes what is learned; --no-probe samples and trains every knob as a trial (default: probe).")] = True,
-    parity_seconds: Annotated[Optional[float], typer.Option(metavar="S", help="The numerics parity check before the trials (a precision, TF32 or compile mode the space may pick, trained beside fp32 and its seed noise), at most this many seconds by the pre-flight's step time: fewer steps where it would take longer (the verdict says so), none where fewer than 25 fit (the trials' quality decides those knobs); under --study-seconds, at most half the time left after one trial and the confirmation's reserve; 0 skips it (default 120).")] = None,
-    busy: Annotated[str, typer.Option(metavar="note|wait|refuse", help="On a machine other work shares (other processes take 20% or more of the CPUs in a 1 s sample before the study): note says so and measures on (each trial records the share others took; the verdict says which figures it touches), wait waits for a quiet machine before the study and before each trial and re-run (at most --busy-wait-seconds each), refuse stops before anything is written (default note).")] = "note",
-    busy_wait_seconds: Annotated[float, typer.Option(metavar="S", help="With --busy wait: the longest wait for a quiet machine, each time (default 120).")] = 120.0,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.")] = False,
+    space: Annotated[Optional[str], typer.Option(help="Search space: a bundled name (see `tuner spaces`) or a YAML path.", rich_help_panel=STUDY)] = None,
+    study: Annotated[Optional[str], typer.Option(help="Study name (default: the space's name).", rich_help_panel=STUDY)] = None,
+    trials: Annotated[Optional[int], typer.Option(help="Total trials in the study (default: the space's).", rich_help_panel=STUDY)] = None,
+    workload: Annotated[Optional[str], typer.Option(help="gan, cnn, package.module:make or path/to/file.py:make (default: the space's).", rich_help_panel=STUDY)] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", "-o", help="A workload option KEY=VALUE (VALUE read as YAML), e.g. -o image_size=64; repeat for several.", rich_help_panel=STUDY)] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="For the built-ins: digits, synthetic, mnist:DIR, fashion_mnist:DIR, cifar10:DIR or folder:DIR; passed to a user workload's factory as dataset=.", rich_help_panel=STUDY)] = None,
+    budget_seconds: Annotated[Optional[float], typer.Option(help="Train each trial this many seconds.", rich_help_panel=BUDGET)] = None,
+    budget_samples: Annotated[Optional[int], typer.Option(help="Train each trial on this many samples.", rich_help_panel=BUDGET)] = None,
+    sampler: Annotated[Optional[str], typer.Option(help="tpe (default, constant liar), nsga2 or random.", rich_help_panel=SCHEDULE)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Sampler seed (default 0).", rich_help_panel=SCHEDULE)] = None,
+    scheduler: Annotated[Optional[str], typer.Option(help=scheduler_help(), rich_help_panel=SCHEDULE)] = None,
+    study_seconds: Annotated[Optional[float], typer.Option(help="Wall-time allowance of this invocation (probes, trials, confirmation), plus a margin of 10% (at least 20 s): no trial is started that cannot finish before the confirmation's reserve; running trials finish. --trials becomes a maximum (default: as many as fit).", rich_help_panel=BUDGET)] = None,
+    target: Annotated[Optional[str], typer.Option(help="Time to this quality (a value of the workload's quality metric, in its direction, or 'baseline': the quality the baseline's settings reach in a third of the budget, the mean of their last 3 evaluations, so the cap of 3x their time to it is about the budget; default: the space's target:): every trial evaluates every --eval-every-samples samples, stops at the first evaluation that meets it, and records time_to_target and samples_to_target; one that never does ends 'not reached'.", rich_help_panel=TARGET)] = None,
+    eval_every_samples: Annotated[Optional[int], typer.Option(help="With a target: training samples between two evaluations, the same for every trial (default: from the pre-flight's measured pace, in whole optimizer steps of the baseline: the finest K whose evaluation costs at most a fifth of the training between two, and at most 20 evaluations over the baseline's reference run; 25 steps where no pace was measured).", rich_help_panel=TARGET)] = None,
+    target_seeds: Annotated[Optional[int], typer.Option(help="With --target baseline: seeds of the baseline's reference run the target is read from, the median of the quality each settles at (default 3: one seed's target moved 10-20% with the seed). Each seed trains a third of the budget, so 3 cost about one trial's budget before the first trial; the study says their spread.", rich_help_panel=TARGET)] = None,
+    horizon: Annotated[Optional[str], typer.Option(metavar="DURATION", help="After the confirmation, re-train the study's pick and its baseline to this horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks or reverses), at the quality the baseline reaches at the horizon: what `tuner export --horizon` runs, its cost said before it starts. Training seconds (120s, 2m, 1.5h) or samples (50000samples); longer than the trials. Kept by --resume; recorded in the study folder (horizon.json); the summary, report and export show it. A study with no pick or no target skips it and says why.", rich_help_panel=TARGET)] = None,
+    horizon_seeds: Annotated[Optional[int], typer.Option(metavar="N", help="Seeds of each side for --horizon (default 3).", rich_help_panel=TARGET)] = None,
+    objective: Annotated[Optional[list[str]], typer.Option(metavar="METRIC", help="What the study optimizes, over the space's objectives: (repeat, or comma-separate, for several): time_to_target or samples_to_target (need a target), or the default pair throughput and quality (the workload's own), or another metric tuner measures to optimize (peak_mem_mb, ...).", rich_help_panel=STUDY)] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Trials at once (default: one per GPU, or one on all cores).", rich_help_panel=MACHINE)] = None,
+    cpus_per_trial: Annotated[Optional[float], typer.Option(help="CPUs per trial (default: all of them / per GPU).", rich_help_panel=MACHINE)] = None,
+    gpus_per_trial: Annotated[Optional[float], typer.Option(help="GPUs per trial (default: 1 on a GPU machine; >1 runs DDP).", rich_help_panel=MACHINE)] = None,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna database URL (default: sqlite in the study folder).", rich_help_panel=MACHINE)] = None,
+    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.", rich_help_panel=MACHINE)] = None,
+    reports_dir: Annotated[Path, typer.Option(help="Where studies live: <reports-dir>/<study>/.", rich_help_panel=OUTPUT)] = Path("reports"),
+    confirm: Annotated[Optional[int], typer.Option(help="After the search, re-run this many Pareto-front trials and the baseline (0: no confirmation; default 1: the knee).", rich_help_panel=CHECKS)] = None,
+    repeats: Annotated[Optional[int], typer.Option(help="Re-runs of each confirmed trial, interleaved (default 2).", rich_help_panel=CHECKS)] = None,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Decide the speed-only knobs (loader, channels_last, cuDNN, optimizer implementation), a precision or TF32 the parity check finds within seed noise, and an exact split of the effective batch (no batch statistics) by probing ceilings before the trials, so the trials search only what changes what is learned; --no-probe samples and trains every knob as a trial (default: probe).", rich_help_panel=CHECKS)] = True,
+    parity_seconds: Annotated[Optional[float], typer.Option(metavar="S", help="The numerics parity check before the trials (a precision, TF32 or compile mode the space may pick, trained beside fp32 and its seed noise), at most this many seconds by the pre-flight's step time: fewer steps where it would take longer (the verdict says so), none where fewer than 25 fit (the trials' quality decides those knobs); under --study-seconds, at most half the time left after one trial and the confirmation's reserve; 0 skips it (default 120).", rich_help_panel=CHECKS)] = None,
+    busy: Annotated[str, typer.Option(metavar="note|wait|refuse", help="On a machine other work shares (other processes take 20% or more of the CPUs in a 1 s sample before the study): note says so and measures on (each trial records the share others took; the verdict says which figures it touches), wait waits for a quiet machine before the study and before each trial and re-run (at most --busy-wait-seconds each), refuse stops before anything is written (default note).", rich_help_panel=MACHINE)] = "note",
+    busy_wait_seconds: Annotated[float, typer.Option(metavar="S", help="With --busy wait: the longest wait for a quiet machine, each time (default 120).", rich_help_panel=MACHINE)] = 120.0,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study up to --trials.", rich_help_panel=STUDY)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Optuna's own logs.", rich_help_panel=OUTPUT)] = False,
     format: FormatOption = Format.table,
     debug: Debug = False,
     **scheduler_options: Optional[float],  # each registered scheduler's own flags (with_scheduler_options)
