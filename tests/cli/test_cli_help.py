@@ -25,3 +25,13 @@ def test_search_help_is_grouped_by_topic_and_readable_at_80_columns():
     # every scheduler's own flag lands in the scheduler's panel
     scheduler_panel = out.split("─ Sampler and scheduler ─")[1].split("╰")[0]
     assert all(flag in scheduler_panel for flag in ("--min-budget", "--eta", "--race-margin"))
+
+
+def test_export_help_is_grouped_and_fits_80_columns():
+    result = CliRunner().invoke(app, ["export", "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for panel in ("What to export", "The file", "Checks"):
+        assert f"─ {panel} ─" in out, panel
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "knee (the default)" in out  # the pick's rules are listed in its help, its metavar short

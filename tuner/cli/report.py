@@ -76,41 +76,45 @@ def report(
         console.print(line, soft_wrap=True, markup=False)  # plain text with the user's values in it
 
 
+# export --help's panels (as tuner search's): what is exported, the file, the checks it can run
+PICK, FILE, CHECK = "What to export", "The file", "Checks"
+
+
 @app.command()
 def export(
     study: Annotated[str, typer.Argument(help="Study name (a folder under --reports-dir).")],
     pick: Annotated[Optional[PickRule], typer.Option(
-        "--pick", help="knee (the default): most balanced trade-off on the Pareto front; throughput: fastest on the "
-        "front; quality: best quality.")] = None,
+        "--pick", metavar="RULE", help="knee (the default): most balanced trade-off on the Pareto front; throughput: fastest on the "
+        "front; quality: best quality.", rich_help_panel=PICK)] = None,
     trial: Annotated[Optional[int], typer.Option("--trial", help="Export this trial's config instead of a pick (a "
-                                                 "complete trial, numbered as in `tuner report`).")] = None,
+                                                 "complete trial, numbered as in `tuner report`).", rich_help_panel=PICK)] = None,
     min_quality: Annotated[Optional[float], typer.Option(
-        "--min-quality", help="Only trials at least this good (e.g. fid <= X for FID, loss <= X).")] = None,
+        "--min-quality", help="Only trials at least this good (e.g. fid <= X for FID, loss <= X).", rich_help_panel=PICK)] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output file. Default: <reports-dir>/<study>/best.yaml "
-                                                "(best.json with --as json).")] = None,
+                                                "(best.json with --as json).", rich_help_panel=FILE)] = None,
     as_: Annotated[Optional[FileFormat], typer.Option(
-        "--as", help="File format: yaml or json (default: from --out's suffix, else yaml).")] = None,
+        "--as", help="File format: yaml or json (default: from --out's suffix, else yaml).", rich_help_panel=FILE)] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Rerun the exported config --repeats times and check the "
-                                         "recorded throughput lies in the re-measured interval.")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.")] = 3,
+                                         "recorded throughput lies in the re-measured interval.", rich_help_panel=CHECK)] = False,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Re-runs for --verify.", rich_help_panel=CHECK)] = 3,
     keep_load_knobs: Annotated[bool, typer.Option(
         "--keep-load-knobs", help="On a study other work slowed (the verdict says the machine was busy): export "
         "the pick with the threads and wait policy it won with under that load. By default the export is the best "
         "measured config that shares your own threading, or your own settings where none beat them, since what "
-        "wins beside other work can lose on a quiet machine.")] = False,
+        "wins beside other work can lose on a quiet machine.", rich_help_panel=PICK)] = False,
     horizon: Annotated[Optional[str], typer.Option(
         "--horizon", metavar="DURATION", help="Re-train the exported config and the study's baseline to this "
         "horizon, interleaved, --horizon-seeds seeds each, and say whether the speed-up holds there (holds, shrinks "
         "or reverses), at the quality the baseline reaches at the horizon (or --target). Training seconds (120s, "
         "2m, 1.5h) or samples (50000samples); longer than the study's trials. Recorded in the study folder "
-        "(horizon.json); report and export show it.")] = None,
+        "(horizon.json); report and export show it.", rich_help_panel=CHECK)] = None,
     horizon_seeds: Annotated[int, typer.Option("--horizon-seeds", min=1, help="Seeds of each side for "
-                                               "--horizon.")] = 3,
+                                               "--horizon.", rich_help_panel=CHECK)] = 3,
     target: Annotated[Optional[float], typer.Option("--target", help="The quality --horizon reads time to (in the "
                                                     "study's target metric); default: the baseline's at the "
-                                                    "horizon.")] = None,
+                                                    "horizon.", rich_help_panel=CHECK)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file that is not a config tuner "
-                                        "exported (a study's own files are never replaced).")] = False,
+                                        "exported (a study's own files are never replaced).", rich_help_panel=FILE)] = False,
     reports_dir: Annotated[Path, typer.Option(help=REPORTS_DIR_HELP)] = Path("reports"),
     format: Annotated[str, typer.Option("--format", metavar="<table|json>", help="What to print: table (for people) "
                                         "or json. The file's format is --as.")] = "table",
