@@ -628,3 +628,27 @@ def test_a_pick_that_quality_tells_from_the_baseline_gets_no_extra_pass(tmp_path
     s = _planted(tmp_path, reads, {2: [(100.0, 20.0), (130.0, 21.0)], 0: [(95.0, 44.0), (125.0, 45.0)]})
     v = decide(s)
     assert v.pick.trial == 2 and v.tie_reason == "quality" and pending(s, 1, 2) == []
+
+
+def test_the_searcher_hands_out_the_tie_pass_and_says_why(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli.progress import SearchView
+    from tuner.search._protocol import TrialOrder
+    from tuner.search._reruns import RerunSearcher
+
+    reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
+    s = _planted(tmp_path, reads, {})
+    for n, runs in {2: [(115.0, 30.0), (125.0, 36.0)], 0: [(100.0, 34.0), (112.0, 38.0)]}.items():
+        for k, (thr, fid) in enumerate(runs):
+            write_rerun(s.folder, n, Rerun(repeat=k, round=0, state="complete",
+                                           metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    buf = io.StringIO()
+    view = SearchView(Console(file=buf, width=300, force_terminal=False), total=4, done=4, objectives=OBJ, params=[])
+    searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0, view=view)
+    got = [searcher.suggest(t) for t in ("a", "b")]
+    assert [(o.trial, o.repeat, o.round) for o in map(TrialOrder.from_config, got)] == [(2, 2, 0), (0, 2, 0)]
+    assert "trials 0, 2 are tied within the noise, and only a cost rule (fewer workers, less memory) tells them " \
+           "apart: re-running each once more" in buf.getvalue()
