@@ -12,7 +12,8 @@ tuner's own code:
   range), 5% on the loss;
 - "single": N trials read once; "confirmed": N - (K + 1) R trials read once (the same configs and readings as the
   single arm's first ones: a paired design, as the benchmark's same seed), then the confirmation as
-  `tuner search` runs it (tuner.search._confirm: the planned re-runs, then each moved pick's screen and round);
+  `tuner search` runs it (tuner.search._confirm: the planned re-runs, a tie pass where only a cost rule settled
+  the pick's tie, then each moved pick's screen and round);
 - the pick is what `tuner export` exports (tuner.analysis.decide, the knee).
 The truth stands in for a re-measurement without noise: the pick holds when it is the knee (tuner.analysis.choose)
 of its own study's trials at their true figures (the benchmark's definition, re-measured exactly); its throughput
@@ -72,11 +73,13 @@ def _read(rng: random.Random, truth: dict[str, float], sd: float) -> dict[str, f
 
 def confirm(folder: Any, truths: list[dict[str, float]], rng: random.Random, sd: float) -> int:
     """The confirmation as RerunSearcher runs it (tuner.search._reruns), every re-run read from its config's truth:
-    the pending re-runs; when none is left, the knee's move to a trial never re-run starts its round with the screen
-    (one re-run, the baseline beside it), whose rest `pending` adds only where it holds. Returns the re-runs run."""
+    the pending re-runs (the planned ones, then a tie pass where due); when none is left, the knee's move to a
+    trial never re-run starts its round with the screen (one re-run, the baseline beside it), whose rest `pending`
+    adds only where it holds. Returns the re-runs run."""
     from tuner import study as writer
     from tuner.analysis import CSV_FIGURES, Study
-    from tuner.search._confirm import confirm_baseline, moved_round, next_knee, next_round, pending, screen
+    from tuner.search._confirm import confirm_baseline, moved_round, next_knee, next_round, pending, screen, \
+        tie_reads
     from tuner.study import Rerun
 
     runs = 0
@@ -87,7 +90,8 @@ def confirm(folder: Any, truths: list[dict[str, float]], rng: random.Random, sd:
             moved = next_knee(s, K)
             if moved is None:
                 return runs
-            todo = screen(moved_round(moved, next_round(s, K), R, confirm_baseline(s, K), {}), moved)
+            todo = screen(moved_round(moved, next_round(s, K), R, confirm_baseline(s, K), {}, tie_reads(s, K, R)),
+                          moved)
         for run in todo:
             writer.write_rerun(folder, run.trial, Rerun(repeat=run.repeat, round=run.round, state="complete",
                                                         metrics=_read(rng, truths[run.trial], sd)), CSV_FIGURES)
@@ -175,8 +179,9 @@ def rows(cells: list[dict[str, Any]], studies: int) -> list[dict[str, Any]]:
     how = (f"{studies} simulated pairs of studies a cell, seeded: configs' true throughput and loss log-uniform over "
            f"{SPREAD:g}x, every run lognormal around its config's truth (throughput sd 10% or 20%, loss "
            f"{LOSS_NOISE:.0%}); the single arm N trials read once, the confirmed arm the first N - {(K + 1) * R} of "
-           f"them with the same readings and then tuner's confirmation (K={K}, R={R}, moved picks' rounds "
-           f"included); each arm's pick by tuner.analysis.decide (the knee) against the knee of its trials' truths.")
+           f"them with the same readings and then tuner's confirmation (K={K}, R={R}, tie passes and moved "
+           f"picks' rounds included); each arm's pick by tuner.analysis.decide (the knee) against the knee of its "
+           f"trials' truths.")
     per_cell = "; ".join(
         f"N {c['trials']} at {c['noise_sd']:.0%}: with {c['confirmed']['holds']:.0%} ({c['confirmed']['runs']:.1f} "
         f"runs), without {c['single']['holds']:.0%} ({c['single']['runs']:.0f} runs), difference "

@@ -10,7 +10,8 @@ import pytest
 from tests.helpers.fakeengine import engine_user, fake_engine_study
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
-from tuner.search._confirm import MAX_EXTRA, moved_round, next_knee, pending, plan_reruns, rerun_configs, schedule
+from tuner.search._confirm import MAX_EXTRA, Run, moved_round, next_knee, pending, plan_reruns, rerun_configs, \
+    schedule, tie_reads
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
 from tuner.analysis import Study, against_baseline, decide, is_confirmed
 from tests.helpers.records import write_record, write_rerun
@@ -486,7 +487,10 @@ def test_with_one_re_run_per_trial_a_moved_pick_that_holds_is_confirmed_by_its_s
     from ray.tune.search import Searcher
 
     first, after, study, lines = _searcher_round(tmp_path, (258.0, 22.0), repeats=1)
-    assert first == [(3, 0, 1), (0, 1, 1), None] and after == Searcher.FINISHED
+    # the study's round 0 read the baseline twice (repeats 0 and 1): its re-read beside the screen is repeat 2, not
+    # 1 (which was written over round 0's reading of 101 before the tie passes numbered round 0's extra re-runs)
+    assert first == [(3, 0, 1), (0, 2, 1), None] and after == Searcher.FINISHED
+    assert [(r.repeat, r.round) for r in study.folder.reruns(0)] == [(0, 0), (1, 0), (2, 1)]
     assert lines[-1].endswith("trial 3's re-run holds it as the pick") and decide(study).pick.trial == 3
 
 
@@ -587,3 +591,64 @@ def test_the_confirmed_quality_interval_spans_reruns_with_different_seeds(tmp_pa
     assert c.figures["fid"].values == [18.0, 26.0, 21.0]
     assert c.figures["fid"].low < 18.0 * 1.1 and c.figures["fid"].high > 26.0 * 0.9  # the seeds' spread, not 0
     assert [r.seed for r in s.folder.reruns(2)] == [1, 2, 3]
+
+
+def test_a_pick_tied_with_the_baseline_by_a_cost_rule_alone_gets_one_more_pass_and_wins_on_better_re_runs(tmp_path):
+    """The knee (trial 2) and the baseline, two re-runs each, tied within the noise on throughput and on FID: a
+    cost rule (no memory figure: the lower trial number) kept the baseline, the pick of 54% of simulated studies
+    with confirmation against 64% without (benchmarks/stability_sim.py, issue 52's ss-holds). Both are re-run once
+    more (round 0, repeat 2), and with trial 2's third re-run better the pick is trial 2; one pass only."""
+    reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
+    s = _planted(tmp_path, reads, {})
+    for n, runs in {2: [(115.0, 30.0), (125.0, 36.0)], 0: [(100.0, 34.0), (112.0, 38.0)]}.items():
+        for k, (thr, fid) in enumerate(runs):
+            write_rerun(s.folder, n, Rerun(repeat=k, round=0, state="complete",
+                                           metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    s = Study.load(s.folder)
+    assert plan_reruns(s, 1) == [2, 0]
+    v = decide(s)
+    assert v.pick.trial == 0 and sorted(v.tied) == [0, 2] and v.tie_reason == "less memory"
+    assert pending(s, 1, 2) == [Run(2, 2, 0), Run(0, 2, 0)]
+    write_rerun(s.folder, 2, Rerun(repeat=2, round=0, state="complete",
+                                   metrics={"throughput": 120.0, "fid": 32.0, "throughput_spread": 0.05}))
+    half = Study.load(s.folder)  # a kill between the pass's two re-runs: the pass goes on whatever it reads now
+    assert pending(half, 1, 2) == [Run(0, 2, 0)]
+    write_rerun(s.folder, 0, Rerun(repeat=2, round=0, state="complete",
+                                   metrics={"throughput": 106.0, "fid": 36.0, "throughput_spread": 0.05}))
+    s = Study.load(s.folder)
+    v = decide(s)
+    assert v.pick.trial == 2 and v.tied == [] and v.ratio is not None and v.ratio.low > 1  # faster beyond the noise
+    assert pending(s, 1, 2) == [] and tie_reads(s, 1, 2) == 1  # one pass: TIE_PASSES
+    # a later round's baseline re-reads go on after the pass's
+    assert moved_round(3, 1, 2, 0, {}, tie_reads(s, 1, 2)) == [(3, 0, 1), (0, 3, 1), (3, 1, 1)]
+
+
+def test_a_pick_that_quality_tells_from_the_baseline_gets_no_extra_pass(tmp_path):
+    reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
+    s = _planted(tmp_path, reads, {2: [(100.0, 20.0), (130.0, 21.0)], 0: [(95.0, 44.0), (125.0, 45.0)]})
+    v = decide(s)
+    assert v.pick.trial == 2 and v.tie_reason == "quality" and pending(s, 1, 2) == []
+
+
+def test_the_searcher_hands_out_the_tie_pass_and_says_why(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli.progress import SearchView
+    from tuner.search._protocol import TrialOrder
+    from tuner.search._reruns import RerunSearcher
+
+    reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
+    s = _planted(tmp_path, reads, {})
+    for n, runs in {2: [(115.0, 30.0), (125.0, 36.0)], 0: [(100.0, 34.0), (112.0, 38.0)]}.items():
+        for k, (thr, fid) in enumerate(runs):
+            write_rerun(s.folder, n, Rerun(repeat=k, round=0, state="complete",
+                                           metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    buf = io.StringIO()
+    view = SearchView(Console(file=buf, width=300, force_terminal=False), total=4, done=4, objectives=OBJ, params=[])
+    searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0, view=view)
+    got = [searcher.suggest(t) for t in ("a", "b")]
+    assert [(o.trial, o.repeat, o.round) for o in map(TrialOrder.from_config, got)] == [(2, 2, 0), (0, 2, 0)]
+    assert "trials 0, 2 are tied within the noise, and only a cost rule (fewer workers, less memory) tells them " \
+           "apart: re-running each once more" in buf.getvalue()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune.search import Searcher
 
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
-    pending, rerun_configs, screen
+    pending, rerun_configs, screen, tie_reads
 from tuner.study import StudyFolder, fmt_metric
 from tuner.analysis import Study, ranks_windows
 from tuner.search._summary import cut_short
@@ -88,6 +88,18 @@ class RerunSearcher(Searcher):
         study = Study.load(self.folder)
         pairs = pending(study, self.trials, self.repeats)
         trials = confirm_set(study, self.trials)
+        if pairs and all(run.round == 0 and run.repeat >= self.repeats for run in pairs):  # a tie pass (tie_pass)
+            if self.allowance is not None and \
+                    self.allowance.left() < len(pairs) * self.allowance.trial_estimate():
+                if self.view is not None:
+                    self.view.console.print("the confirmed trials are tied within the noise; --study-seconds leaves "
+                                            "no time to re-run them once more", soft_wrap=True)
+                return False
+            if self.view is not None:
+                which = ", ".join(str(t) for t in sorted({run.trial for run in pairs}))
+                self.view.console.print(f"trials {which} are tied within the noise, and only a cost rule (fewer "
+                                        f"workers, less memory) tells them apart: re-running each once more",
+                                        soft_wrap=True)
         if self.screening is not None:
             self._say_screened(study, self.screening, more=bool(pairs),
                                again=any(run.trial != self.screening for run in pairs))
@@ -97,7 +109,8 @@ class RerunSearcher(Searcher):
             if moved is None:
                 return False
             baseline = confirm_baseline(study, self.trials)
-            pairs = moved_round(moved, next_round(study, self.trials), self.repeats, baseline, {})
+            pairs = moved_round(moved, next_round(study, self.trials), self.repeats, baseline, {},
+                                tie_reads(study, self.trials, self.repeats))
             trials = [moved, *([baseline] if baseline is not None and baseline != moved else [])]
             if self.allowance is not None and self.allowance.left() < len(pairs) * self.allowance.trial_estimate():
                 if self.view is not None:
