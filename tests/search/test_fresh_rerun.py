@@ -160,6 +160,26 @@ def test_the_one_time_warm_up_runs_once_in_the_server_not_in_each_forked_rerun(t
     assert all(s["warmed"] == {"pid": s["server"], "runs": 1} for s in seen), seen
 
 
+def engine_finalizers(cfg, *, out_dir=None, **_):
+    """Fake: writes how many inherited finalizers would run at its exit, and registers one of its own that writes
+    a marker when it runs (at the child's exit)."""
+    import weakref
+
+    inherited = [f for f in list(weakref.finalize._registry) if f.atexit]
+    (Path(out_dir) / "inherited").write_text(str(len(inherited)))
+    weakref.finalize(sys, (Path(out_dir) / "own").write_text, "ran")  # sys lives until the exit
+    return TrialResult(state="complete", throughput=1.0, train_seconds=0.01)
+
+
+def test_a_forked_reruns_exit_runs_its_own_finalizers_not_its_servers(tmp_path, no_server):
+    """The server's finalizers (torch.library's, ~190, each deregistering an operator library) are the server's:
+    the child's exit does not run them (issue 55 row 1: 0.05-0.06 s a trial); its own still run."""
+    run_fresh(TrialOrder(trial=3, repeat=0).to_config(), _setup(tmp_path), engine_finalizers)
+    grid = tmp_path / "s" / "trials" / "0003" / "confirm" / "00"
+    assert (grid / "inherited").read_text() == "0"
+    assert (grid / "own").read_text() == "ran"
+
+
 def engine_reports(cfg, *, out_dir=None, reporter=None, **_):
     """Fake: reports two windows while it 'trains', then says where it ran."""
     from tuner.study.reports import WindowReport

@@ -214,10 +214,11 @@ class Servers:
 
 # What every re-run imports whatever its workload (tuner's training, measuring and built-in workloads' modules;
 # torch through them), and torch._dynamo: every torch.optim optimizer's constructor imports it (Optimizer.
-# _patch_step_function), 1.2 s of a 2-core CPU that each re-run paid in its pre-flight; the import starts no thread
-# and no device. Never the user's workload module: its import may do anything, a CUDA call included.
+# _patch_step_function), 1.2 s of a 2-core CPU that each re-run paid in its pre-flight; and psutil, which every
+# trial's CPU-share and peak-memory readings import (14 ms quiet, paid by each child: issue 55 row 1). The imports
+# start no thread and no device. Never the user's workload module: its import may do anything, a CUDA call included.
 _PRELOAD = ("tuner.train.trial", "tuner.train.preflight", "tuner.measure.quality", "tuner.measure.flops",
-            "tuner.builtin.gan", "tuner.builtin.cnn", "torch._dynamo")
+            "tuner.builtin.gan", "tuner.builtin.cnn", "torch._dynamo", "psutil")
 
 
 # What this process's warm-up did (`warm_up`): the pid it ran in and how many times it ran there. A forked child
@@ -334,6 +335,7 @@ def _child(job: str, out: str) -> None:
         os.dup2(2, 1)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         _die_with_parent(os.getppid())
+        _leave_server_finalizers()
         main(job, out)
         code = 0
     except BaseException:  # noqa: BLE001 - run_one records the trial's own errors; this is tuner's
@@ -344,6 +346,18 @@ def _child(job: str, out: str) -> None:
         from tuner.files import fast_exit
 
         fast_exit(code)
+
+
+def _leave_server_finalizers() -> None:
+    """The weakref finalizers a child inherits are the server's (its imports': torch.library's 187, each
+    deregistering an operator library), so the child's exit does not run them: undoing what its server set up, in
+    a process about to end, cost 0.05-0.06 s a trial between trials (issue 55 row 1, interleaved on 2 loaded
+    cores). Finalizers the trial makes after the fork still run at its exit (fast_exit), as in a process of its
+    own; the server's own exit is unchanged."""
+    import weakref
+
+    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        finalizer.atexit = False
 
 
 def cli(argv: list[str]) -> None:
