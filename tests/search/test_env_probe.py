@@ -399,3 +399,56 @@ def test_a_study_trains_every_trial_but_the_baseline_under_both_thresholds_where
     had = records[1]["environment"]["variables"]  # its process's own, from before its torch loaded
     assert had["OMP_WAIT_POLICY"] == "ACTIVE" and {k: had.get(k) for k in retain} == retain
     assert not set(retain) & set(os.environ)  # the driver's own environment: untouched
+
+
+def _started(pid):
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat's 22nd field)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def reads_its_server_start(job):
+    """Planted reading (pickled by value into the forked child): its server, when that server and this child
+    started, and the knobs' variables; no policy or malloc setting beats the default."""
+    keys = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_")
+    env = {k: os.environ.get(k) for k in keys}
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"server": os.getppid(), "server_at": _started(os.getppid()), "at": _started(os.getpid()),
+                            "env": env}) + "\n")
+    return {"compute": 1000.0}
+
+
+def test_where_the_policy_keeps_default_mallocs_server_loaded_with_the_policys_before_the_first_reading(
+        tmp_path, monkeypatch, no_policy):
+    """The default study's usual case: the wait policy keeps default, so malloc's retain is read under the user's
+    own policy, from a server that started with the policy's three, before the first timed reading (no torch load
+    between the two probes); values within noise are read once each (5 readings in all, 4 torch loads)."""
+    import sys
+    from types import SimpleNamespace
+
+    import ray.cloudpickle
+    import yaml
+
+    import tuner.knobs
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    monkeypatch.setattr(_env_probe, "read_here", reads_its_server_start)
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
+    out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
+                            {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
+                            True, 0.5)
+    assert out.loader_for(32) == {}  # nothing beat the user's own environment
+    reads = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert [(r["env"]["OMP_WAIT_POLICY"], bool(r["env"]["MALLOC_MMAP_THRESHOLD_"])) for r in reads] == [
+        (None, False), ("PASSIVE", False), ("ACTIVE", False), (None, False), (None, True)]
+    assert len({r["server"] for r in reads}) == 4 and reads[0]["server"] == reads[3]["server"]
+    assert reads[4]["server_at"] <= reads[0]["at"]  # retain's server was loaded before the first reading
+    assert not any(running(r["server"]) for r in reads)

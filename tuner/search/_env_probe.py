@@ -3,21 +3,22 @@ thresholds), probed in processes started under each value.
 
 libgomp reads OMP_WAIT_POLICY once, when torch loads (glibc's malloc its MALLOC_*_THRESHOLD_ at its first call), so
 a value cannot be tried in a process that loaded torch under another: each value is read in a process of its own
-forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however
-often the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab
-notes' twenty-third session; the servers start together and are all ready before the first timed reading), one at
-a time, at one config (the baseline's batch with the speed knobs the other probes chose there), with one trial's
-threads. Values are read in rounds, interleaved: every value once (default first); a value other than `default`
-(the user's environment, nothing set) that beats default's reading by more than SPEED_GAIN is read again, then
-default (the reverse order), and kept only where it beats default's reading of the same round by more than
-SPEED_GAIN in both rounds, as the other speed knobs are kept (tuner.search._speed_probe). So one low reading of
-default (a moment's load) cannot decide: the twenty-ninth session's probe chose ACTIVE on one reading each, default
-1324 against ACTIVE 1808 samples/s, and three interleaved rounds of full runs then read the two equal. Where no
-value beats default's first reading, a second round could not change the choice, and none is read: the usual case
-costs one reading per value (before, every value within 10% of the best was read twice, whatever it found). The
-knobs are probed one after another, each under what the ones before it chose (the malloc probe's processes run
-under the wait policy chosen first), so the pick's environment is the one read. A knob whose variables do nothing
-here (malloc without glibc, tuner.knobs.env_acts) is not probed: said, and left as the user has it.
+forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however often
+the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab notes'
+twenty-third session; the servers start together, those the later probes' values need where the first keeps default
+among them, and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
+with the speed knobs the other probes chose there), with one trial's threads. Values are read in rounds,
+interleaved: every value once (default first); a value other than `default` (the user's environment, nothing set)
+that beats default's reading by more than SPEED_GAIN is read again, then default (the reverse order), and kept only
+where it beats default's reading of the same round by more than SPEED_GAIN in both rounds, as the other speed knobs
+are kept (tuner.search._speed_probe). So one low reading of default (a moment's load) cannot decide: the
+twenty-ninth session's probe chose ACTIVE on one reading each, default 1324 against ACTIVE 1808 samples/s, and three
+interleaved rounds of full runs then read the two equal. Where no value beats default's first reading, a second
+round could not change the choice, and none is read: the usual case costs one reading per value (before, every value
+within 10% of the best was read twice, whatever it found). The knobs are probed one after another, each under what
+the ones before it chose (the malloc probe's processes run under the wait policy chosen first), so the pick's
+environment is the one read. A knob whose variables do nothing here (malloc without glibc, tuner.knobs.env_acts) is
+not probed: said, and left as the user has it.
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
@@ -89,17 +90,18 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
               threads: int | None, reader: Any = None, under: dict[str, str] | None = None,
-              shared: "Servers | None" = None) -> EnvProbe:
+              shared: "Servers | None" = None, also: list[dict[str, str | None] | None] | None = None) -> EnvProbe:
     """Read each value (default first), a second round of what beat default and of default, and choose (see the
     module's rule): each value once where nothing beat default's first reading. `reader` reads one value (tests plant
     one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
     value, ended when the probe is (`shared`: servers the caller keeps and ends, among them those of the probes
     before this one: a value whose environment one of them has is forked from it, not from a new torch load).
-    `under`: the variables the env knobs probed before this one chose, which every value's processes run under."""
+    `under`: the variables the env knobs probed before this one chose, which every value's processes run under.
+    `also`: environments whose servers start with this probe's (into `shared`), for the probes after it."""
     t0 = time.perf_counter()
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
-    servers = _servers([_env(knob, v, under) for v in values], shared)
+    servers = _servers([*(_env(knob, v, under) for v in values), *(also or [])], shared)
 
     def read(value: str) -> None:
         args = (knob, value, cfg_json, seconds, cache_dir, threads)
@@ -206,6 +208,7 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
     from tuner.config import dump_config
     from tuner.knobs import env_acts, env_knobs, knob_env
 
+    todo: list[tuple[str, list[str], int]] = []  # the knobs to probe: their values, the batch they are read at
     for name in [k for k in loaders.knobs if k in env_knobs()]:
         if not here:
             loaders.knobs.remove(name)
@@ -229,11 +232,17 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
-        batch = there.batch_size
+        todo.append((name, values, there.batch_size))
+    for i, (name, values, batch) in enumerate(todo):
+        baseline = space.baseline_point(context)
         chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
         point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
         cfg = space.trial_config(point, base, source="probe")
         under = knob_env(cfg.params)
+        # The first probe's servers start with those the later probes' values need where it keeps default (the
+        # usual case): their torch loads overlap, all before the first timed reading, rather than one more load
+        # alone between two probes. Where it chooses another value, those wait unused and end with the probes.
+        also = [_env(n, v, under) for n, vs, _ in todo[i + 1:] for v in vs] if i == 0 else []
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
                           f"batch {cfg.params.batch_size}, each in processes started under it (read once, "
@@ -242,7 +251,7 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
                           + f": one reading each; default and any value more than {SPEED_GAIN:.0%} faster read again, "
                           f"in reverse order ...", soft_wrap=True)
         probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
-                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared)
+                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared, also=also)
         loaders.environments.append(probe)
         if console is not None:
             console.print(f"  {probe.why} ({probe.seconds:.0f} s)", soft_wrap=True)
