@@ -3,18 +3,22 @@ thresholds), probed in processes started under each value.
 
 libgomp reads OMP_WAIT_POLICY once, when torch loads (glibc's malloc its MALLOC_*_THRESHOLD_ at its first call), so
 a value cannot be tried in a process that loaded torch under another: each value is read in a process of its own
-forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however
-often the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab
-notes' twenty-third session; the servers start together and are all ready before the first timed reading), one at
-a time, at one config (the baseline's batch with the speed knobs the other probes chose there), with one trial's
-threads. The value's best reading counts (a
-moment's load only ever slows one). Values are read interleaved: every value once, then, where two or more read
-within NOISE of the best, those again in reverse order, so drift does not decide between them. A value other
-than `default` (the user's environment, nothing set) is kept only where it beats default's reading by more than
-SPEED_GAIN, as the other speed knobs are (tuner.search._speed_probe). The knobs are probed one after another, each
-under what the ones before it chose (the malloc probe's processes run under the wait policy chosen first), so the
-pick's environment is the one read. A knob whose variables do nothing here (malloc without glibc,
-tuner.knobs.env_acts) is not probed: said, and left as the user has it.
+forked from a server started under that value (tuner.search._fresh.Servers: one torch load per value, however often
+the value is read; a fresh interpreter per reading cost 25 s before the default study's first trial, lab notes'
+twenty-third session; the servers start together, those the later probes' values need where the first keeps default
+among them, and are all ready before the first timed reading), one at a time, at one config (the baseline's batch
+with the speed knobs the other probes chose there), with one trial's threads. Values are read in rounds,
+interleaved: every value once (default first); a value other than `default` (the user's environment, nothing set)
+that beats default's reading by more than SPEED_GAIN is read again, then default (the reverse order), and kept only
+where it beats default's reading of the same round by more than SPEED_GAIN in both rounds, as the other speed knobs
+are kept (tuner.search._speed_probe). So one low reading of default (a moment's load) cannot decide: the
+twenty-ninth session's probe chose ACTIVE on one reading each, default 1324 against ACTIVE 1808 samples/s, and three
+interleaved rounds of full runs then read the two equal. Where no value beats default's first reading, a second
+round could not change the choice, and none is read: the usual case costs one reading per value (before, every value
+within 10% of the best was read twice, whatever it found). The knobs are probed one after another, each under what
+the ones before it chose (the malloc probe's processes run under the wait policy chosen first), so the pick's
+environment is the one read. A knob whose variables do nothing here (malloc without glibc, tuner.knobs.env_acts) is
+not probed: said, and left as the user has it.
 
 Why measure rather than preset: on a quiet 2-core CPU a passive policy made the default study's trials 1.4-1.7x
 slower than libgomp's default; beside other work a spinning one collapsed 5-44x. Neither is right everywhere, and
@@ -37,8 +41,8 @@ if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
     from tuner.search._resources import Resources
 
-NOISE = 0.10  # values read within 10% of the best are read again, in reverse order
-SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it beats default's reading by 5%
+SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it beats default's reading by 5%,
+# in each of two rounds
 CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 
@@ -86,28 +90,29 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
 def probe_env(knob: str, values: list[str], batch_size: int, cfg_json: str, seconds: float, cache_dir: str,
               threads: int | None, reader: Any = None, under: dict[str, str] | None = None,
-              shared: "Servers | None" = None) -> EnvProbe:
-    """Read each value (default first) and choose (see the module's rule). `reader` reads one value (tests plant
+              shared: "Servers | None" = None, also: list[dict[str, str | None] | None] | None = None) -> EnvProbe:
+    """Read each value (default first), a second round of what beat default and of default, and choose (see the
+    module's rule): each value once where nothing beat default's first reading. `reader` reads one value (tests plant
     one: a real reading needs a process per value and seconds each); read_value's are forked from one server per
     value, ended when the probe is (`shared`: servers the caller keeps and ends, among them those of the probes
     before this one: a value whose environment one of them has is forked from it, not from a new torch load).
-    `under`: the variables the env knobs probed before this one chose, which every value's processes run under."""
+    `under`: the variables the env knobs probed before this one chose, which every value's processes run under.
+    `also`: environments whose servers start with this probe's (into `shared`), for the probes after it."""
     t0 = time.perf_counter()
     values = ["default", *(v for v in values if v != "default")]
     probe = EnvProbe(knob=knob, batch_size=batch_size, readings={v: [] for v in values})
-    servers = _servers([_env(knob, v, under) for v in values], shared)
+    servers = _servers([*(_env(knob, v, under) for v in values), *(also or [])], shared)
 
     def read(value: str) -> None:
         args = (knob, value, cfg_json, seconds, cache_dir, threads)
         probe.readings[value].append(reader(*args) if reader else read_value(*args, servers, under))
 
     try:
-        for value in values:
+        for value in values:  # the first round: every value once
             read(value)
-        best = max((probe.best(v) or 0.0 for v in values), default=0.0)
-        close = [v for v in values if best and (probe.best(v) or 0.0) >= (1 - NOISE) * best]
-        if len(close) > 1:
-            for value in reversed(close):
+        ahead = _ahead(probe, 0)
+        if ahead:  # the second: what beat default, then default, in reverse order
+            for value in [*reversed(ahead), "default"]:
                 read(value)
     finally:
         if shared is None:
@@ -144,23 +149,41 @@ def _servers(envs: list[dict[str, str | None] | None], shared: "Servers | None" 
     return planned
 
 
+def _ahead(probe: EnvProbe, rnd: int) -> list[str]:
+    """The values other than default whose reading of round `rnd` (0: the first) beats default's of that round by
+    more than SPEED_GAIN, in the order read."""
+    base = _reading(probe, "default", rnd)
+    return [v for v in probe.readings if v != "default" and base
+            and (_reading(probe, v, rnd) or 0.0) > (1 + SPEED_GAIN) * base]
+
+
+def _reading(probe: EnvProbe, value: str, rnd: int) -> float | None:
+    read = probe.readings.get(value, [])
+    return read[rnd] if rnd < len(read) else None
+
+
 def choose(probe: EnvProbe) -> None:
-    """Set `chosen` and `why`: the fastest value that beats default's reading by more than SPEED_GAIN, else none
-    (the user's environment stays as it is)."""
-    base = probe.best("default")
-    rated = [(probe.best(v), v) for v in probe.readings if v != "default" and probe.best(v)]
-    if base is None:
+    """Set `chosen` and `why`: of the values that beat default's reading by more than SPEED_GAIN in every round
+    default was read in, the one whose lowest gain over default is the highest; else none (the user's environment
+    stays as it is)."""
+    if _reading(probe, "default", 0) is None:
         probe.chosen, probe.why = {}, "default not read: the environment left as it is"
         return
-    better = [(r, v) for r, v in rated if r > (1 + SPEED_GAIN) * base]
-    shown = "; ".join(f"{v} {probe.best(v):.0f}" for v in probe.readings if probe.best(v)) + " samples/s"
-    if not better:
+    rounds = len(probe.readings["default"])
+    gains = {}
+    for value in probe.readings:
+        if value != "default" and all(value in _ahead(probe, r) for r in range(rounds)):
+            gains[value] = min(_reading(probe, value, r) / _reading(probe, "default", r) for r in range(rounds))
+    shown = "; ".join(f"{v} {'/'.join(f'{r:.0f}' if r else '-' for r in read)}" for v, read in probe.readings.items()
+                      if any(read)) + " samples/s"
+    again = " in both rounds" if rounds > 1 else ""
+    if not gains:
         probe.chosen = {}
-        probe.why = f"default (yours) kept: {shown}, none more than {SPEED_GAIN:.0%} faster than default"
+        probe.why = f"default (yours) kept: {shown}, none more than {SPEED_GAIN:.0%} faster than default{again}"
         return
-    rate, value = max(better)
+    value = max(gains, key=lambda v: gains[v])
     probe.chosen = {probe.knob: value}
-    probe.why = f"{value} chosen: {shown} (x{rate / base:.2f} over default, batch {probe.batch_size})"
+    probe.why = f"{value} chosen: {shown} (x{gains[value]:.2f} over default{again}, batch {probe.batch_size})"
 
 
 def probe_environment(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: dict[str, Any],
@@ -185,6 +208,7 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
     from tuner.config import dump_config
     from tuner.knobs import env_acts, env_knobs, knob_env
 
+    todo: list[tuple[str, list[str], int]] = []  # the knobs to probe: their values, the batch they are read at
     for name in [k for k in loaders.knobs if k in env_knobs()]:
         if not here:
             loaders.knobs.remove(name)
@@ -208,19 +232,26 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
-        batch = there.batch_size
+        todo.append((name, values, there.batch_size))
+    for i, (name, values, batch) in enumerate(todo):
+        baseline = space.baseline_point(context)
         chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
         point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
         cfg = space.trial_config(point, base, source="probe")
         under = knob_env(cfg.params)
+        # The first probe's servers start with those the later probes' values need where it keeps default (the
+        # usual case): their torch loads overlap, all before the first timed reading, rather than one more load
+        # alone between two probes. Where it chooses another value, those wait unused and end with the probes.
+        also = [_env(n, v, under) for n, vs, _ in todo[i + 1:] for v in vs] if i == 0 else []
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
                           f"batch {cfg.params.batch_size}, each in processes started under it (read once, "
                           f"{KNOBS[name].env_read})"
-                          + (f", under {' '.join(f'{k}={v}' for k, v in under.items())}" if under else "") + " ...",
-                          soft_wrap=True)
+                          + (f", under {' '.join(f'{k}={v}' for k, v in under.items())}" if under else "")
+                          + f": one reading each; default and any value more than {SPEED_GAIN:.0%} faster read again, "
+                          f"in reverse order ...", soft_wrap=True)
         probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
-                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared)
+                          str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared, also=also)
         loaders.environments.append(probe)
         if console is not None:
             console.print(f"  {probe.why} ({probe.seconds:.0f} s)", soft_wrap=True)
