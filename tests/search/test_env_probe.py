@@ -452,3 +452,30 @@ def test_where_the_policy_keeps_default_mallocs_server_loaded_with_the_policys_b
     assert len({r["server"] for r in reads}) == 4 and reads[0]["server"] == reads[3]["server"]
     assert reads[4]["server_at"] <= reads[0]["at"]  # retain's server was loaded before the first reading
     assert not any(running(r["server"]) for r in reads)
+
+
+def test_the_env_probes_time_counts_in_the_probe_phase_the_summary_shows(monkeypatch, no_policy):
+    """The summary's time split reads probes.json's seconds as "probes": the env probes (18 s of a default study)
+    were left out of it and read as "overhead" (issue 55 item 3)."""
+    import time
+    from types import SimpleNamespace
+
+    import yaml
+
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    space = parse_space(yaml.safe_load(SPACE), source="env.yaml", name="env")
+    reads = []
+
+    def read_value(*a, **k):
+        reads.append(a)
+        time.sleep(0.05)
+        return 1000.0
+    monkeypatch.setattr(_env_probe, "read_value", read_value)
+    plan = ProbePlan(knobs=["omp_wait_policy"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)],
+                     seconds=5.0)
+    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+                            {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
+    assert reads and out.seconds >= 5.0 + 0.05 * len(reads)
