@@ -1,6 +1,6 @@
 """Does the study's speed-up hold when the user trains longer? (issue 51 item 7: the horizon check, measured)
 
-`python benchmarks/horizon.py [--quick] [--seeds 2] [--only lm,vae] [--out benchmarks/results]` runs, for each
+`python benchmarks/horizon.py [--quick] [--seeds 4] [--only lm,vae] [--out benchmarks/results]` runs, for each
 workload and each study seed, what a user runs, each command a fresh process through the CLI:
 
     tuner search --space SPACE --workload W --target baseline --eval-every-samples K --seed S   (time to target)
@@ -29,10 +29,9 @@ Rows (benchmarks/table.py schema) in <out>/horizon.json:
   study's interval; target: most of them (share > 0.5). A study that picked the baseline has no interval: not inside.
 
 Sizes (full): charlm trials of 1,280 samples (K 64), horizon 12,800 samples; vae trials of 6,400 samples (K 192),
-horizon 64,000 samples; 5 trials a study, 2 study seeds a workload (4 studies). Estimated from the paces read here
-on 2026-11-29 (charlm about 180 samples/s at load 4, vae about 2,000; quiet, guessed: about 300 and 3,000+): a
-charlm study about 2-3 min and its horizon check 4 runs of 40-75 s, a vae study about 1.5 min and its check 4 runs
-of 20-30 s, so about 18 min on 2 quiet cores, more under load. Not run in full yet (the machine was shared).
+horizon 64,000 samples; 5 trials a study, 4 study seeds a workload (8 studies; 2 until 2026-11-30, when hz-inside
+had read 4 of 4, 1 of 4 and 2 of 4 in three runs: a share of 4 studies moves by a quarter with one draw). A study
+and its check took about a minute on 2 quiet cores (4 studies in 4 min, 2026-11-30), longer under load.
 --quick (vae only, 1 seed, 3 trials of 3,200 samples, horizon 32,000 samples; about 3 min quiet) validates the script
 and writes under reports/benchmarks/horizon/, not benchmarks/results. Seen 2026-11-29 at load 10-27 on 2 cores: the
 quick study took 3 min and picked its baseline (the knee: "no difference beyond the noise between trials 0 and 2",
@@ -271,7 +270,7 @@ def from_folder(study_dir: Path, key: str, seed: int, verdict: str = "", study_s
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="vae only, 1 seed, tiny budgets (~3 min): a smoke test")
-    ap.add_argument("--seeds", type=int, default=None, help="study seeds a workload (default 2; 1 with --quick)")
+    ap.add_argument("--seeds", type=int, default=None, help="study seeds a workload (default 4; 1 with --quick)")
     ap.add_argument("--only", default=None, help="comma-separated workloads of: lm, vae")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (the studies) and say where")
     ap.add_argument("--out", type=Path, default=None,
@@ -285,7 +284,7 @@ def main() -> int:
     sizes = CASES[mode]
     if args.only:
         sizes = {k: sizes[k] for k in args.only.split(",") if k in sizes}
-    seeds = args.seeds or (1 if args.quick else 2)
+    seeds = args.seeds or (1 if args.quick else 4)
     out_dir = args.out or (REPO / ("reports/benchmarks/horizon" if args.quick else "benchmarks/results"))
     t0 = time.perf_counter()
     load0 = _loadavg() or []

@@ -212,7 +212,10 @@ def estimate_check(runs: list[Run]) -> dict[str, float] | None:
 
 
 SAMPLES_BAND = 1.5  # tt-int-*: the re-runs' median samples to target within 1.5x of the export's prediction
-SAMPLES_LINE = re.compile(r"should read ([\d,]+)-([\d,]+) samples")
+# The header's "One re-run to the target ... should read A-B samples" line, not the throughput line above it ("One
+# re-run (tuner train --config) should read 1384-2084 samples/s"), which the first form of this pattern matched for
+# the lm pick on 2026-11-30 (tt-int-lm read against a throughput interval; a decimal point had kept it off cnn's).
+SAMPLES_LINE = re.compile(r"One re-run to the target \([^)]*\) should read ([\d,]+)-([\d,]+) samples(?![/\w])")
 
 
 def samples_prediction(header: str, cfg: dict[str, Any]) -> dict[str, Any]:

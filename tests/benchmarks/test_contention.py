@@ -34,3 +34,17 @@ def test_ctn_load_is_missed_on_a_quiet_run_or_one_that_set_variables():
     assert _verdict(_doc([1.0, 1.0], plain_env={"OMP_WAIT_POLICY": "PASSIVE"})) == "MISSED"
     assert _verdict(_doc([1.0, 1.0], env={"GOMP_SPINCOUNT": "300000"})) == "MISSED"
     assert _verdict(_doc([1.0, 1.0], light=True)) == "pass"  # fewer window minimums where a step takes seconds
+
+
+def test_ctn_load_says_how_far_its_median_could_move():
+    """12 pairs under load give the median's interval by order statistics (3rd and 10th of 12); where it spills
+    out of the band the note says the pairs cannot place the median, so a reader does not take 1.23 as settled."""
+    wide = [0.71, 1.50, 1.20, 1.26, 1.28, 0.94, 0.88, 1.31, 1.05, 0.79, 1.40, 1.10]
+    (row,) = rows(_doc(wide))
+    assert row["details"]["median_interval"] == [0.88, 1.31]
+    assert "0.88-1.31" in row["note"] and "cannot place the median" in row["note"]
+    tight = [0.97, 1.02, 1.0, 0.99, 1.03, 0.98, 1.01, 1.04, 0.96, 1.0, 1.02, 0.99]
+    (row,) = rows(_doc(tight))
+    assert row["details"]["median_interval"] == [0.98, 1.02] and "cannot place" not in row["note"]
+    (row,) = rows(_doc([1.0, 1.1, 0.9]))
+    assert row["details"]["median_interval"] is None and "too few" in row["note"]

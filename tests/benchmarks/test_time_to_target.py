@@ -61,6 +61,17 @@ def test_the_exports_samples_prediction_is_read_from_its_header_and_its_confirma
     assert p["samples_low"] is None and p["samples_centre"] is None
 
 
+def test_the_samples_prediction_is_not_taken_from_the_throughput_lines_interval_above_it():
+    """An export's header says where one re-run reads in samples/s before it says where one re-run to the target
+    reads in samples; with whole numbers in the first (the lm pick: 1384-2084 samples/s) the row was judged against
+    the throughput interval, and read 1 of 5 re-runs inside."""
+    header = ("# One re-run (tuner train --config) should read 1384-2084 samples/s (95%, from the re-runs' spread).\n"
+              + HEADER.replace("160-250", "554-12,846"))
+    p = samples_prediction(header, {})
+    assert (p["samples_low"], p["samples_high"]) == (554.0, 12846.0)
+    assert samples_prediction(header.splitlines()[0], {})["samples_low"] is None  # the throughput line alone
+
+
 def test_tt_int_passes_where_the_reruns_need_the_predicted_samples_and_fails_where_they_do_not():
     predicted = samples_prediction(HEADER, {"provenance": {"confirmed": {"rerun_values": {
         "samples_to_target": [180, 220]}}}})

@@ -593,17 +593,24 @@ def test_the_confirmed_quality_interval_spans_reruns_with_different_seeds(tmp_pa
     assert [r.seed for r in s.folder.reruns(2)] == [1, 2, 3]
 
 
-def test_a_pick_tied_with_the_baseline_by_a_cost_rule_alone_gets_one_more_pass_and_wins_on_better_re_runs(tmp_path):
-    """The knee (trial 2) and the baseline, two re-runs each, tied within the noise on throughput and on FID: a
-    cost rule (no memory figure: the lower trial number) kept the baseline, the pick of 54% of simulated studies
-    with confirmation against 64% without (benchmarks/stability_sim.py, issue 52's ss-holds). Both are re-run once
-    more (round 0, repeat 2), and with trial 2's third re-run better the pick is trial 2; one pass only."""
+def _tied_with_the_baseline(tmp_path):
+    """A planted study whose knee (trial 2) and baseline (trial 0), two re-runs each in round 0, are tied within
+    the noise on throughput and on FID, so only a cost rule tells them apart."""
     reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
     s = _planted(tmp_path, reads, {})
     for n, runs in {2: [(115.0, 30.0), (125.0, 36.0)], 0: [(100.0, 34.0), (112.0, 38.0)]}.items():
         for k, (thr, fid) in enumerate(runs):
             write_rerun(s.folder, n, Rerun(repeat=k, round=0, state="complete",
                                            metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    return s
+
+
+def test_a_pick_tied_with_the_baseline_by_a_cost_rule_alone_gets_one_more_pass_and_wins_on_better_re_runs(tmp_path):
+    """The knee (trial 2) and the baseline, two re-runs each, tied within the noise on throughput and on FID: a
+    cost rule (no memory figure: the lower trial number) kept the baseline, the pick of 54% of simulated studies
+    with confirmation against 64% without (benchmarks/stability_sim.py, issue 52's ss-holds). Both are re-run once
+    more (round 0, repeat 2), and with trial 2's third re-run better the pick is trial 2; one pass only."""
+    s = _tied_with_the_baseline(tmp_path)
     s = Study.load(s.folder)
     assert plan_reruns(s, 1) == [2, 0]
     v = decide(s)
@@ -639,12 +646,7 @@ def test_the_searcher_hands_out_the_tie_pass_and_says_why(tmp_path):
     from tuner.search._protocol import TrialOrder
     from tuner.search._reruns import RerunSearcher
 
-    reads = {0: (100.0, 50.0), 1: (90.0, 60.0), 2: (130.0, 20.0), 3: (80.0, 40.0)}
-    s = _planted(tmp_path, reads, {})
-    for n, runs in {2: [(115.0, 30.0), (125.0, 36.0)], 0: [(100.0, 34.0), (112.0, 38.0)]}.items():
-        for k, (thr, fid) in enumerate(runs):
-            write_rerun(s.folder, n, Rerun(repeat=k, round=0, state="complete",
-                                           metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+    s = _tied_with_the_baseline(tmp_path)
     buf = io.StringIO()
     view = SearchView(Console(file=buf, width=300, force_terminal=False), total=4, done=4, objectives=OBJ, params=[])
     searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0, view=view)

@@ -331,21 +331,10 @@ def test_a_process_read_at_retain_has_both_thresholds_from_its_start_and_one_at_
     assert "MALLOC_MMAP_THRESHOLD_" not in os.environ  # the driver's own: untouched
 
 
-def reads_its_environment(job):
-    """Planted reading (pickled by value into the forked child): its server and the knobs' variables it had; the
-    ACTIVE policy and retain read fastest."""
-    keys = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-    env = {k: os.environ.get(k) for k in keys}
-    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
-        f.write(json.dumps({"server": os.getppid(), "env": env}) + "\n")
-    rate = 1000.0 * (1.2 if env["OMP_WAIT_POLICY"] == "ACTIVE" else 1.0) * (1.1 if env["MALLOC_MMAP_THRESHOLD_"] else 1)
-    return {"compute": rate * (0.5 if env["OMP_WAIT_POLICY"] == "PASSIVE" else 1.0)}
-
-
-def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_wait_policys_chosen_server(
-        tmp_path, monkeypatch, no_policy):
-    """Probing malloc after the wait policy starts one server (retain's, under the chosen policy): its default
-    reading is forked from the server the chosen policy was read in; all end with the probes."""
+def probe_both_in_servers(tmp_path, monkeypatch, read_here):
+    """Runs the wait-policy and malloc probes for real (fork servers, forked readings) with `read_here` planted
+    as every reading (pickled by value into the children, which cannot import a test module); the plan they made
+    and what each reading wrote to TUNER_TEST_SEEN."""
     import sys
     from types import SimpleNamespace
 
@@ -362,14 +351,32 @@ def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_
     monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
-    monkeypatch.setattr(_env_probe, "read_here", reads_its_environment)
+    monkeypatch.setattr(_env_probe, "read_here", read_here)
     space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
     plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
     out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
                             {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
                             True, 0.5)
+    return out, [json.loads(line) for line in seen.read_text().splitlines()]
+
+
+def reads_its_environment(job):
+    """Planted reading (pickled by value into the forked child): its server and the knobs' variables it had; the
+    ACTIVE policy and retain read fastest."""
+    keys = ("OMP_WAIT_POLICY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    env = {k: os.environ.get(k) for k in keys}
+    with open(os.environ["TUNER_TEST_SEEN"], "a") as f:
+        f.write(json.dumps({"server": os.getppid(), "env": env}) + "\n")
+    rate = 1000.0 * (1.2 if env["OMP_WAIT_POLICY"] == "ACTIVE" else 1.0) * (1.1 if env["MALLOC_MMAP_THRESHOLD_"] else 1)
+    return {"compute": rate * (0.5 if env["OMP_WAIT_POLICY"] == "PASSIVE" else 1.0)}
+
+
+def test_the_malloc_probe_costs_one_more_torch_load_its_default_forked_from_the_wait_policys_chosen_server(
+        tmp_path, monkeypatch, no_policy):
+    """Probing malloc after the wait policy starts one server (retain's, under the chosen policy): its default
+    reading is forked from the server the chosen policy was read in; all end with the probes."""
+    out, reads = probe_both_in_servers(tmp_path, monkeypatch, reads_its_environment)
     assert out.loader_for(32) == {"omp_wait_policy": "ACTIVE", "malloc": "retain"}
-    reads = [json.loads(line) for line in seen.read_text().splitlines()]
     active = {r["server"] for r in reads if r["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "MALLOC_MMAP_THRESHOLD_": None,
                                                           "MALLOC_TRIM_THRESHOLD_": None}}
     retain = [r for r in reads if r["env"]["MALLOC_MMAP_THRESHOLD_"]]
@@ -423,30 +430,8 @@ def test_where_the_policy_keeps_default_mallocs_server_loaded_with_the_policys_b
     """The default study's usual case: the wait policy keeps default, so malloc's retain is read under the user's
     own policy, from a server that started with the policy's three, before the first timed reading (no torch load
     between the two probes); values within noise are read once each (5 readings in all, 4 torch loads)."""
-    import sys
-    from types import SimpleNamespace
-
-    import ray.cloudpickle
-    import yaml
-
-    import tuner.knobs
-    from tuner.search._env_probe import probe_environment
-    from tuner.space import parse_space
-    from tuner.study import ProbeChoice, ProbePlan
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    seen = tmp_path / "seen.jsonl"
-    monkeypatch.setenv("TUNER_TEST_SEEN", str(seen))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
-    monkeypatch.setattr(_env_probe, "read_here", reads_its_server_start)
-    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
-    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
-    out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
-                            {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
-                            True, 0.5)
+    out, reads = probe_both_in_servers(tmp_path, monkeypatch, reads_its_server_start)
     assert out.loader_for(32) == {}  # nothing beat the user's own environment
-    reads = [json.loads(line) for line in seen.read_text().splitlines()]
     assert [(r["env"]["OMP_WAIT_POLICY"], bool(r["env"]["MALLOC_MMAP_THRESHOLD_"])) for r in reads] == [
         (None, False), ("PASSIVE", False), ("ACTIVE", False), (None, False), (None, True)]
     assert len({r["server"] for r in reads}) == 4 and reads[0]["server"] == reads[3]["server"]
