@@ -172,37 +172,23 @@ def plain_subprocess(seconds: float, batch: int, threads: int | None, reports: P
 BAND = 0.15  # ctn-load: the median pair ratio within 15% of 1 (one pair under load reads 0.54-1.1)
 
 
-def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The distribution-free interval of a median (order statistics, the sign test's binomial): the pairs' ratios
-    under load scatter 0.7-1.5, so the row says how far its median could move, not only where it fell. None where
-    the pairs are too few for the level (fewer than 6 at 95%)."""
-    from math import comb
-
-    xs = sorted(values)
-    n = len(xs)
-    tail = (1 - level) / 2
-    k, below = 0, 0.0  # the largest k with P(Binomial(n, 1/2) < k) <= tail: the interval is [x_(k), x_(n-k+1)]
-    while k < n and below + comb(n, k) / 2 ** n <= tail:
-        below += comb(n, k) / 2 ** n
-        k += 1
-    return (xs[k - 1], xs[n - k]) if k >= 1 else None
-
-
 def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The published row from a fresh-process comparison's document: ctn-load, the median of the per-pair ratios
     (tuner / plain), judged only for a run with busy neighbours and no variable set on either side (`tweaked` 0)."""
     from benchmarks.table import target
+    from benchmarks.time_to_target import median_interval
 
     ratios = [p["ratio"] for p in doc["pairs"]]
     tuner = statistics.median(p["tuner"]["throughput"] for p in doc["pairs"])
     plain = statistics.median(p["plain"]["throughput"] for p in doc["pairs"])
     loads = [p[side]["loadavg"] for p in doc["pairs"] for side in ("tuner", "plain") if "loadavg" in p[side]]
     tweaked = bool(doc.get("env") or doc.get("plain_env"))  # --light only lowers tuner's window minimums
-    interval = median_interval(ratios)
-    spans = (f"; the median's 95% interval {interval[0]:.2f}-{interval[1]:.2f} (order statistics)"
-             + ("" if 1 - BAND <= interval[0] and interval[1] <= 1 + BAND else
-                f", wider than the band: {len(ratios)} pairs cannot place the median inside or outside it")
-             if interval else f"; {len(ratios)} pairs are too few for an interval of the median")
+    # The pairs' ratios under load scatter 0.7-1.5: the note says how far the median could move, not only where it
+    # fell (order statistics, as time_to_target.py reads its re-runs; fewer pairs than 95% needs: min-max, and less).
+    _, low, high, cover = median_interval(ratios, 0.95)
+    spans = (f"; the median's {cover:.0%} interval {low:.2f}-{high:.2f} (order statistics)"
+             + ("" if 1 - BAND <= low and high <= 1 + BAND else
+                f", wider than the band: {len(ratios)} pairs cannot place the median inside or outside it"))
     return [{
         "id": "ctn-load", "benchmark": "contention",
         "name": "tuner train vs a plain loop, fresh processes with busy neighbours: median pair ratio",
@@ -216,7 +202,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                  + spans
                  + (f"; load average {min(loads):.1f}-{max(loads):.1f} during the runs" if loads else "") + "."),
         "details": {"neighbours": doc["neighbours"], "tweaked": int(tweaked), "pair_ratios": ratios,
-                    "median_interval": list(interval) if interval else None,
+                    "median_interval": [low, high], "median_interval_coverage": cover,
                     "min_ratio": min(ratios), "max_ratio": max(ratios), "env": doc.get("env"),
                     "plain_env": doc.get("plain_env"), "light": doc.get("light"), "threads": doc.get("threads")},
     }]

@@ -48,8 +48,8 @@ STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise
               "multifidelity": "benchmarks/multifidelity.py", "live_scheduler": "benchmarks/live_scheduler.py",
               "contention": "benchmarks/contention.py", "levers": "benchmarks/levers.py"}
 # A stand-alone script another one imports from: its rows depend on that script too (fixed_batch.py runs its
-# rounds in levers.py's order, levers.schedule).
-USES = {"fixed_batch": ("benchmarks/levers.py",)}
+# rounds in levers.py's order, levers.schedule; contention.py reads its median's interval as time_to_target.py does).
+USES = {"fixed_batch": ("benchmarks/levers.py",), "contention": ("benchmarks/time_to_target.py",)}
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 

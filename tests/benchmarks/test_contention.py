@@ -42,9 +42,9 @@ def test_ctn_load_says_how_far_its_median_could_move():
     wide = [0.71, 1.50, 1.20, 1.26, 1.28, 0.94, 0.88, 1.31, 1.05, 0.79, 1.40, 1.10]
     (row,) = rows(_doc(wide))
     assert row["details"]["median_interval"] == [0.88, 1.31]
-    assert "0.88-1.31" in row["note"] and "cannot place the median" in row["note"]
+    assert "96% interval 0.88-1.31" in row["note"] and "cannot place the median" in row["note"]
     tight = [0.97, 1.02, 1.0, 0.99, 1.03, 0.98, 1.01, 1.04, 0.96, 1.0, 1.02, 0.99]
     (row,) = rows(_doc(tight))
     assert row["details"]["median_interval"] == [0.98, 1.02] and "cannot place" not in row["note"]
-    (row,) = rows(_doc([1.0, 1.1, 0.9]))
-    assert row["details"]["median_interval"] is None and "too few" in row["note"]
+    (row,) = rows(_doc([1.0, 1.1, 0.9]))  # too few pairs for 95%: min-max, with the coverage it has
+    assert row["details"]["median_interval"] == [0.9, 1.1] and "75% interval 0.90-1.10" in row["note"]

@@ -80,6 +80,7 @@ def test_the_quality_page_quotes_the_results_file():
     page = " ".join((repo / "docs" / "concepts" / "quality.md").read_text().split())
     doc = json.loads((repo / "benchmarks" / "results" / "horizon.json").read_text())
     rows = {r["id"]: r for r in doc["rows"]}
+
     def listed(values: list[str]) -> str:  # "a, b, c and d", as the page writes a list
         return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
 
