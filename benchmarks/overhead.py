@@ -24,6 +24,14 @@ a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, C
    28) that each child had paid: 6-trial studies of this CNN, interleaved, at load 5.3-5.7 on 2 cores, read
    1.59-1.65 s a trial between trials with it and 0.64-0.77 s without (span less work over 5 gaps, 1 s stamps:
    +-0.2 s), the trials' throughputs alike (medians 41 and 76 samples/s at batch 16 and 32 both ways).
+   Timed piece by piece on 20 trials at load ~1 (issue 55, thirty-second session), a turnaround of 84 ms from one
+   trial's last stamp to the next one's first: Optuna's tell and ask on SQLite 39 ms (synchronous=OFF would save
+   ~10 ms of it, at the price of a database a power cut may corrupt: not taken), Ray's dispatch 8 ms, the child's
+   payload 10 ms, the fork and the child's set-up 12 ms and the job's unpickling 4 ms. Cut since: the wait for the
+   child's exit (the kernel's teardown of a ~650 MB process, 10-25 ms: the child now says when its payload is
+   written), the workload module's import in every child (30 ms here, seconds for a library: the server imports it
+   once where that import changes nothing a trial reads) and the fork itself (a spare child is forked while the
+   server is idle).
 b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
    CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
    confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the

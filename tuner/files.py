@@ -293,13 +293,13 @@ def dump_json(value: Any, indent: int | None = 2) -> str:
 THREADS_WAIT_S = 30.0  # how long an exit waits for the threads still running once the thread pools are told to stop
 
 
-def fast_exit(code: int) -> NoReturn:
+def fast_exit(code: int, last: Callable[[], object] | None = None) -> NoReturn:
     """End this process with `code` the way Python would, minus its teardown of every module's objects: in a
     process that imported torch and torchvision that teardown took ~2 s on a 2-core host (a confirmation re-run's
     child, `tuner search`'s driver at its end) and frees nothing that outlives the process. What an exit must
     still do is done, in Python's order: the thread pools are told to stop and the non-daemon threads joined
     (end_threads), the exit handlers run (atexit: logging's flush, weakref finalizers, Ray's and torch's own), and
-    stdout and stderr are flushed."""
+    stdout and stderr are flushed. `last` is called then, before the kernel's own teardown of the process."""
     import atexit
     import sys
 
@@ -308,6 +308,9 @@ def fast_exit(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or broken stream: nothing more to say
             stream.flush()
+    if last is not None:
+        with contextlib.suppress(Exception):
+            last()
     os._exit(code)
 
 

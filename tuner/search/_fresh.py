@@ -74,7 +74,8 @@ def run_fresh(config: dict[str, Any], setup: TrialSetup, engine: Engine,
     node = ray_node_id()  # the child runs on this node but outside Ray
     env = wanted_env(config, setup) if env is None else env
     if send is None:
-        code, payload = run_job(_run_trial, (config, setup, engine, node, None), env)
+        code, payload = run_job(_run_trial, (config, setup, engine, node, None), env,
+                                preload=setup.base.get("workload"))
     else:
         code, payload = _Reports(send).run(config, setup, engine, node, env)
     if payload is not None:
@@ -108,7 +109,7 @@ class _Reports:
             def job() -> None:
                 try:
                     box["out"] = run_job(_run_trial, (config, setup, engine, node, str(path)), env,
-                                         started=self.pids.append)
+                                         started=self.pids.append, preload=setup.base.get("workload"))
                 except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
                     box["error"] = err
 
@@ -155,18 +156,19 @@ def _appender(path: str) -> Callable[[dict[str, Any]], None]:
 
 def run_job(fn: Any, args: tuple[Any, ...], env: dict[str, str | None] | None = None, *,
             servers: Servers | None = None, quiet: bool = False, timeout: float | None = None,
-            started: Callable[[int], None] | None = None) -> tuple[int, Any]:
+            started: Callable[[int], None] | None = None, preload: str | None = None) -> tuple[int, Any]:
     """Run `fn(*args)` (a module-level function whose result is JSON) in a process of its own under `env`'s
     environment-knob variables (None: this process's own; a None value: unset): forked from the server `servers`
     (this trial process's own by default) keeps for that environment, or, on a host that does not fork, in a fresh
     interpreter. Return the child's exit code and its result (None where it reported none). `quiet`: its output
-    is dropped; `timeout`: seconds before the child is killed; `started`: told the child's pid."""
+    is dropped; `timeout`: seconds before the child is killed; `started`: told the child's pid; `preload`: the
+    workload reference the server imports before it forks, where that is safe (_fresh_server.preload)."""
     with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
         job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
         job.write_bytes(dumps_job((fn, args)))
         if forkable():
             server = (servers if servers is not None else _SERVERS).get(env, quiet=quiet)
-            code = server.run(job, out, timeout, started=started)
+            code = server.run(job, out, timeout, started=started, preload=preload)
         else:
             code = run_in_interpreter(job, out, env, quiet=quiet, timeout=timeout, started=started)
         return code, (json.loads(out.read_text()) if out.is_file() else None)

@@ -3,10 +3,13 @@ environment (`Servers`), and the fresh interpreter that stands in for a server o
 
 The server (`python -c BOOT --server PARENT`, BOOT calling `cli`) imports what every trial imports (`_PRELOAD`:
 torch and tuner's own modules) and pays, once, the one-time costs every trial's first steps pay whatever its
-workload (`warm_up`: tuner's train path on its built-in CNN, single-threaded; no thread pool left, no CUDA context,
-no user workload module), then forks one child per job line on its stdin; each child runs its job (`main`) and
-builds what its figures depend on itself, its own untimed warm-up included. A child dies with the server and the
-server with its trial process (PR_SET_PDEATHSIG, `_die_with_parent`).
+workload (`warm_up`: tuner's train path on its built-in CNN, single-threaded; no thread pool left, no CUDA context);
+it imports the user's workload module where that import changes nothing a trial reads (`preload`). Each job line
+on its stdin goes to a child forked before it came (`_Spare`: forked while the server is idle, after the last
+child has gone); the child runs its job (`main`) and builds what its figures depend on itself, its own untimed
+warm-up included, and says when its payload is written, so its trial process goes on while the kernel tears the
+child down (`_wait_child`). A child dies with the server and the server with its trial process (PR_SET_PDEATHSIG,
+`_die_with_parent`).
 """
 
 from __future__ import annotations
@@ -110,13 +113,15 @@ class _Server:
             self.is_ready = True
 
     def run(self, job: Path, out: Path, timeout: float | None = None,
-            started: Callable[[int], None] | None = None) -> int:
-        """Fork a child for `job`, wait for it (killed after `timeout` s), return its exit code; the child never
-        outlives this call. `started` is told the child's pid (a caller in another thread may end it)."""
+            started: Callable[[int], None] | None = None, preload: str | None = None) -> int:
+        """Fork a child for `job`, wait for it (killed after `timeout` s), return its exit code (0 as soon as the
+        child has written its payload, before its exit); the child never outlives this call. `started` is told
+        the child's pid (a caller in another thread may end it). `preload`: the user's workload reference, which
+        the server imports before it forks where that is safe (`preloadable`)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.ready()
         try:
-            self.proc.stdin.write(f"{job}\t{out}\n")
+            self.proc.stdin.write(f"{job}\t{out}\t{preload or ''}\n")
             self.proc.stdin.flush()
             pid = int(self.proc.stdout.readline() or 0)
         except (OSError, ValueError):
@@ -216,7 +221,7 @@ class Servers:
 # torch through them), and torch._dynamo: every torch.optim optimizer's constructor imports it (Optimizer.
 # _patch_step_function), 1.2 s of a 2-core CPU that each re-run paid in its pre-flight; and psutil, which every
 # trial's CPU-share and peak-memory readings import (14 ms quiet, paid by each child: issue 55 row 1). The imports
-# start no thread and no device. Never the user's workload module: its import may do anything, a CUDA call included.
+# start no thread and no device. The user's workload module only through `preload`: its import may do anything.
 _PRELOAD = ("tuner.train.trial", "tuner.train.preflight", "tuner.measure.quality", "tuner.measure.flops",
             "tuner.builtin.gan", "tuner.builtin.cnn", "torch._dynamo", "psutil")
 
@@ -268,6 +273,98 @@ def warm_up() -> None:
     WARMED.update(pid=os.getpid(), runs=WARMED.get("runs", 0) + 1)
 
 
+# The user's workload references this server has tried to import (`preload`): True where it did.
+PRELOADED: dict[str, bool] = {}
+PRELOAD_PROBE_S = 120.0  # the throw-away import (`_import_changes`) may take this long at most
+
+
+def preload(ref_text: str) -> bool:
+    """Import the user's workload module here, once, so every child forked after starts with it imported: a
+    module's import cost each trial 30 ms (a small file) to seconds (a library such as transformers) between
+    trials (issue 55 row 1). Only a module whose import, tried first in a throw-away fork (`_import_changes`),
+    ends well and leaves the process as it found it: no thread started, no CUDA context, the same random states,
+    thread counts, torch's numerics flags and environment. Imported in each child (its import after the trial
+    seeded torch and set its knobs) such a module would change what the trial reads, so it is imported there, as
+    before, and so is one whose import fails (the child reports it as the trial's error). A built-in is preloaded
+    already (_PRELOAD). Returns whether the module is imported here."""
+    if ref_text not in PRELOADED:
+        PRELOADED[ref_text] = False
+        try:
+            from tuner.builtin import resolve_workload
+            from tuner.workload.loader import import_factory
+
+            ref = resolve_workload(ref_text)
+            if not ref.builtin and not _import_changes(ref):
+                stdout = os.dup(1)
+                os.dup2(2, 1)  # its prints go to stderr: stdout is the protocol
+                try:
+                    import_factory(ref)
+                finally:
+                    sys.stdout.flush()
+                    os.dup2(stdout, 1)
+                    os.close(stdout)
+                PRELOADED[ref_text] = True
+        except Exception:  # noqa: BLE001 - each child imports it, and reports what fails as its trial's error
+            pass
+    return PRELOADED[ref_text]
+
+
+def process_state() -> tuple[Any, ...]:
+    """What a module's import must leave as it found it to be imported once for every trial (`preload`): the
+    process's threads (a thread does not survive a fork), CUDA, the random states, torch's thread counts and
+    numerics flags, grad mode and the environment."""
+    import random
+
+    import torch
+
+    task = Path("/proc/self/task")
+    threads = len(list(task.iterdir())) if task.is_dir() else __import__("threading").active_count()
+    np = sys.modules.get("numpy")
+    return (threads, torch.cuda.is_initialized(), torch.random.get_rng_state().numpy().tobytes(), random.getstate(),
+            np.random.get_state()[1].tobytes() if np is not None else None, torch.get_num_threads(),
+            torch.get_default_dtype(), torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32, torch.are_deterministic_algorithms_enabled(),
+            torch.is_grad_enabled(), tuple(sorted(os.environ.items())))
+
+
+def _import_changes(ref: Any) -> bool:
+    """Import `ref`'s module in a throw-away fork of this process: True unless the import ended well and changed
+    nothing `process_state` reads (or it took longer than PRELOAD_PROBE_S)."""
+    import time
+
+    from tuner.workload.loader import import_factory
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 4
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            before = process_state()
+            np = sys.modules.get("numpy")
+            import_factory(ref)
+            after = process_state()
+            if np is None and after[4] is not None:  # numpy first imported by it: its fresh state is no change
+                after = after[:4] + (None,) + after[5:]
+            code = 0 if after == before else 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + PRELOAD_PROBE_S
+    while True:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status) != 0
+        if time.monotonic() > deadline:
+            kill(pid)
+            os.waitpid(pid, 0)
+            return True
+        time.sleep(0.01)
+
+
 def dumps_job(job: tuple[Any, ...]) -> bytes:
     """Ray's cloudpickle, as Ray ships a trial's parameters: what is importable goes by name (the child then
     imports no ray), what is registered by value (the tests' fake engines) by value."""
@@ -298,6 +395,33 @@ def main(job_path: str, out_path: str) -> None:
     tmp.rename(out_path)  # the parent reads a whole payload or none
 
 
+# What a child writes on its `done` pipe once its payload is written and its exit handlers have run, just before
+# os._exit: the server then reports exit status 0 at once and reaps the child while its trial process reads the
+# payload (the kernel's teardown of a ~650 MB process took 10-25 ms of each trial's turnaround on 2 loaded cores:
+# issue 55 row 1).
+PAYLOAD_WRITTEN = b"1"
+_REAP_POLL_S = 0.05  # how often the server looks whether a child that has not said `done` has ended
+
+
+def _wait_child(pid: int, done: int) -> tuple[int, bool]:
+    """The child's exit code as the trial process is told it, and whether the child is reaped: (0, False) once the
+    child says its payload is written (it ends right after; the server reaps it after reporting), else its exit
+    status once it has ended. Polled, not blocked on the pipe alone: a process the child forked (a DataLoader's
+    worker) may hold the pipe open after the child died."""
+    import select
+
+    while True:
+        readable, _, _ = select.select([done], [], [], _REAP_POLL_S)
+        if readable:
+            if os.read(done, 1) == PAYLOAD_WRITTEN:
+                return 0, False
+            _, status = os.waitpid(pid, 0)  # every write end closed: the child has ended
+            return os.waitstatus_to_exitcode(status), True
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status), True
+
+
 def serve(parent: int) -> None:
     """The fork server: import what every trial imports and pay its one-time costs once (`warm_up`), then fork
     one child per job line on stdin; the child builds the rest. Ends when its trial process closes stdin or dies."""
@@ -316,27 +440,83 @@ def serve(parent: int) -> None:
         os.close(stdout)
     assert not torch.cuda.is_initialized()  # a CUDA context does not survive a fork: each child makes its own
     print("ready", flush=True)
+    spare: _Spare | None = None
     for line in sys.stdin:
-        job, out = line.rstrip("\n").split("\t")
+        job, out, *rest = line.rstrip("\n").split("\t")
+        if rest and rest[0]:
+            preload(rest[0])
+        if spare is not None and spare.preloaded != len(PRELOADED):  # forked before this job's module came in
+            spare.discard()
+            spare = None
+        child = spare if spare is not None else _Spare()
+        spare = None
+        child.give(job, out)
+        print(child.pid, flush=True)
+        code, reaped = _wait_child(child.pid, child.done)
+        os.close(child.done)
+        print(code, flush=True)
+        if not reaped:  # its payload is read meanwhile; the next child is forked only after it has gone
+            os.waitpid(child.pid, 0)
+        spare = _Spare()  # the next job's child, forked now: its trial process's turnaround does not wait for it
+    if spare is not None:
+        spare.discard()
+
+
+class _Spare:
+    """A child forked before its job is known (the fork and the child's own set-up, 10-15 ms of a trial's turnaround
+    on 2 loaded cores: issue 55 row 1), forked while the server is idle, after the last child has gone, so it is
+    the process a fork at the job's arrival would be. It waits, without running, for its job on a pipe."""
+
+    def __init__(self) -> None:
+        jobs, self.jobs = os.pipe()
+        self.done, tell = os.pipe()
+        self.preloaded = len(PRELOADED)
         sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(job, out)
-        print(pid, flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status), flush=True)
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.jobs)
+            os.close(self.done)
+            _child(jobs, tell)
+        os.close(jobs)
+        os.close(tell)
+
+    def give(self, job: str, out: str) -> None:
+        os.write(self.jobs, f"{job}\t{out}\n".encode())
+        os.close(self.jobs)
+
+    def discard(self) -> None:
+        """End it unused: the pipe closed without a job, it exits."""
+        os.close(self.jobs)
+        os.close(self.done)
+        os.waitpid(self.pid, 0)
 
 
-def _child(job: str, out: str) -> None:
+def _read_job(jobs: int) -> tuple[str, str] | None:
+    """The job line on `jobs` (None: the pipe closed without one)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(jobs, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    job, out = data.decode().rstrip("\n").split("\t")
+    return job, out
+
+
+def _child(jobs: int, done: int) -> None:
     """A forked re-run: its prints go to stderr (the server's stdout is the protocol), it dies with the server
-    (and so with the trial process), and it never returns into the server's loop."""
+    (and so with the trial process), it reads its job from `jobs`, it says on `done` when its payload is written
+    and its exit handlers ran, and it never returns into the server's loop."""
     code = 1
     try:
         os.dup2(2, 1)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         _die_with_parent(os.getppid())
         _leave_server_finalizers()
-        main(job, out)
+        given = _read_job(jobs)
+        if given is None:  # discarded unused
+            os._exit(0)
+        main(*given)
         code = 0
     except BaseException:  # noqa: BLE001 - run_one records the trial's own errors; this is tuner's
         import traceback
@@ -345,7 +525,8 @@ def _child(job: str, out: str) -> None:
     finally:  # never back into the server's loop; no teardown of the modules (tuner.files.fast_exit)
         from tuner.files import fast_exit
 
-        fast_exit(code)
+        said = (lambda: os.write(done, PAYLOAD_WRITTEN)) if code == 0 else None
+        fast_exit(code, last=said)
 
 
 def _leave_server_finalizers() -> None:
