@@ -35,14 +35,17 @@ a) Per-trial overhead of a study of N short trials (`tuner.search.run_search`, C
 b) Total overhead of a default `tuner search --space amp_loader`, run as a user runs it (a fresh process, the
    CLI): the fraction of its wall time outside trial work, (wall time - sum of trial work) / wall time, the
    confirmation phase's re-runs counted as work too, and where the rest goes (the loader probes, the ceilings, the
-   remainder: start-up, per-trial set-up, recording). Target (issue 20): 10% or less.
+   remainder: start-up, per-trial set-up, recording). Target (issue 55): 5% or less (issue 20's was 10%).
+   Row 2c: the same study's overhead as its summary's `time:` line splits it (tuner.analysis.wall_shares: the
+   probes and the confirmation phases of their own, the trials' span holding the turnaround between them): what
+   the user reads. Target: 5% or less.
 d) Scale (row 1b): a study of 100 tiny CNN trials (a samples budget of about 0.5 s of training each) at
    --concurrency 2, run_search in-process after Ray is up, against bare Ray Tune + OptunaSearch at the same
    concurrency whose trials each sleep the tuner trials' mean work: the span from the first trial's work to the last
    one's end, tuner / bare. Target: at most 1.3x. The turnover per trial (the span less the work over the
    concurrency, per trial) of the first and the second half of the trials says whether the cost grows with their
    number (database, files). Row 1c: the same at 400 trials, which must also show no such growth (issue 55).
-   Run alone: python -m benchmarks.run --only overhead (rows 1-3, 1b, 1c and 2b).
+   Run alone: python -m benchmarks.run --only overhead (rows 1-3, 1b, 1c, 2b and 2c).
 e) A first study on a new machine (row 2b, issue 55): the same default study in a reports folder with nothing
    cached (no digits PNGs, FID classifier or statistics, numerics parity verdicts), run right after the warm one,
    against the warm one's wall time. Target: at most 1.2x. Its output must say what it builds once per machine
@@ -70,10 +73,11 @@ from benchmarks.table import target
 from tuner.analysis import read_records
 
 TARGET_PER_TRIAL = "figure <= baseline + 0.1 s"
-TARGET_TOTAL = "ratio <= 0.10 (10% of wall time)"
+TARGET_TOTAL = "ratio <= 0.05 (5% of wall time)"
+TARGET_SHARES = "ratio <= 0.05 (the summary's overhead, 5% of wall time)"
 TARGET_CONFIRM = "ratio <= 0.35"
 MARGIN_S = 0.1
-MAX_FRACTION = 0.10
+MAX_FRACTION = 0.05
 MAX_CONFIRM = 0.35  # the confirmation phase may add about a third to the default study
 TARGET_FIRST = "ratio <= 1.2 (a first study's wall time / a warm one's), and it says what it builds once"
 MAX_FIRST = 1.2
@@ -604,9 +608,43 @@ def total_result(ctx: Context) -> BenchResult:
                        rule=target(TARGET_TOTAL, ("ratio", "<=", MAX_FRACTION)),
                        target_history=[{"was": "ratio < 0.05", "why": "issue 20 set 10%: Python's and Ray's start, "
                                         "the probes and the confirmation's fresh-process re-runs alone are about 9% "
-                                        "of the default 5-minute study on 2 cores"}],
+                                        "of the default 5-minute study on 2 cores"},
+                                       {"was": "ratio <= 0.10", "why": "issue 55 sets 5% back: a study's own cost "
+                                        "near bare Ray Tune's (the probes counted here as overhead, as before; row "
+                                        "2c reads the summary's split, the probes a phase of their own)"}],
                        note=note + " Figure = non-training seconds, baseline = wall seconds, ratio = their share.",
                        details={k: v for k, v in d.items() if k != "reports_dir"})
+
+
+def shares_result(ctx: Context) -> BenchResult:
+    """Row 2c: the same default study's overhead as its own summary splits the wall time (tuner.analysis.
+    wall_shares, the `time:` line: parity check, probes, trials, confirmation, overhead), over this process's wall
+    time of the command (Python's start included)."""
+    from tuner.analysis import wall_shares
+    from tuner.study import StudyFolder
+
+    d = run_default_study(ctx)
+    shares = wall_shares(StudyFolder(d["reports_dir"] / d["study"]), d["wall_s"], d["launched"])
+    frac = shares.overhead / d["wall_s"]
+    passed = frac <= MAX_FRACTION
+    said = [line.strip() for line in (ctx.work_dir / f"{d['study']}.log").read_text().splitlines()
+            if line.strip().startswith("time:")]
+    split = ", ".join(f"{k} {v:.0f} s" for k, v in shares.to_json().items() if k != "wall")
+    note = (f"The default study of row 2 as its summary splits its {d['wall_s']:.0f} s: {split}; the summary said "
+            + (f"{said[-1]!r}. " if said else "nothing of it (no `time:` line: missed). "))
+    note += ("Looser than row 2: the summary's `trials` run from the first trial's start to the last one's end, so "
+             "the turnaround between trials counts there, and the probes are a phase of their own, not overhead; "
+             "its overhead is the start-up (Python, Ray, the pre-flight) and the exit. Row 2 counts every second "
+             "outside training.")
+    if not passed:
+        note += f" Missed: {frac:.1%} of the wall time."
+    passed = passed and bool(said)
+    return BenchResult(name="default study: the summary's overhead share", benchmark="overhead",
+                       figure=shares.overhead, unit="s", baseline=d["wall_s"], ratio=frac, target=TARGET_SHARES,
+                       pass_=passed, row="2c",
+                       rule=target(TARGET_SHARES, ("ratio", "<=", MAX_FRACTION), ("details.said_lines", ">=", 1)),
+                       note=note, details={"study": d["study"], "shares": shares.to_json(), "said": said,
+                                           "said_lines": len(said)})
 
 
 def confirm_result(ctx: Context) -> BenchResult:
@@ -683,6 +721,7 @@ def run(ctx: Context) -> list[BenchResult]:
     out = []
     for fn, name, text in ((per_trial_result, "per-trial overhead vs bare Ray Tune", TARGET_PER_TRIAL),
                            (total_result, "default amp_loader study: total overhead", TARGET_TOTAL),
+                           (shares_result, "default study: the summary's overhead share", TARGET_SHARES),
                            (confirm_result, "default study: confirmation phase / search phase", TARGET_CONFIRM),
                            (first_study_result, "a first study on a new machine: wall time vs a warm one",
                             TARGET_FIRST),

@@ -142,6 +142,7 @@ EXPECTED: tuple[ExpectedRow, ...] = (
     ExpectedRow("1c", "overhead", "400 tiny trials at --concurrency 2: study span vs bare Ray Tune"),
     ExpectedRow("2", "overhead", "default amp_loader study: total overhead"),
     ExpectedRow("2b", "overhead", "a first study on a new machine: wall time vs a warm one"),
+    ExpectedRow("2c", "overhead", "default study: the summary's overhead share"),
     ExpectedRow("3", "overhead", "default study: confirmation phase / search phase"),
     ExpectedRow("4", "fidelity", "reported vs independent throughput"),
     ExpectedRow("5", "efficiency", "probe-first: trials to reach 95% of best throughput"),
