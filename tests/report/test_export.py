@@ -488,6 +488,13 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     line = next(x for x in write_export(s, build_export(s, trial=2)).read_text().splitlines()
                 if x.startswith("# Time to target:"))
     assert "1 not reached, counted at 30 s, its last evaluation)" in line
+    # the baseline kept as the pick: its own time to target, and what one re-run of it should read (issue 51)
+    header = write_export(s, build_export(s, trial=0)).read_text().splitlines()
+    line = next(x for x in header if x.startswith("# Time to target:"))
+    assert line.startswith("# Time to target: this config (the study's baseline) 12.1 s (95% ") and "sooner" not in line
+    assert "over the confirmation re-runs, each another seed" in line
+    one = next(x for x in header if x.startswith("# One re-run to the target"))
+    assert "(tuner train --config --until-target) should read " in one and " samples (95%, " in one
     assert "a not-reached run counted at its last evaluation)." in line
 
 

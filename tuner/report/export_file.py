@@ -8,12 +8,16 @@ import json
 import shlex
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.errors import ConfigError
 from tuner.files import atomic_write
 from tuner.analysis import Study
 from tuner.report.export import Export, load_line, study_lr_advice
 from tuner.study import TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.analysis.stats import TimeToTarget
 
 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:
@@ -73,7 +77,7 @@ def _out_args(study: Study, path: Path) -> str:
 
 def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     """The header's time to target beside the baseline's and their ratio (issue 34), where the study has a target
-    and a baseline trial other than this one. With confirmation re-runs (each another seed), each side is the
+    and a baseline trial; where this config is the baseline, its own time and what a re-run of it should read. With confirmation re-runs (each another seed), each side is the
     interval over its re-runs (the search's reading left out, as the confirmed figures leave it: selected for
     being good, issue 51), its not-reached runs counted; without, the trial's one reading. The one-run prediction is
     in samples to target, which do not move with the machine's load; seconds do (issue 51: two re-runs at another
@@ -82,24 +86,32 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
 
     n = study.baseline_trial
     base = next((r for r in study.records if r.trial == n), None) if study.target is not None else None
-    if base is None or base.trial == rec.trial:
+    if base is None:
         return []
     cap = study.target.cap_seconds  # type: ignore[union-attr]
     runs = study.folder.reruns(rec.trial) or [rec]
     mine = time_to_target(runs, cap=cap)
-    theirs = time_to_target(study.folder.reruns(base.trial) or [base], cap=cap)
-    line = f"# Time to target: this config {mine.text()}, the baseline (trial {base.trial}) {theirs.text()}"
-    if mine.interval is not None and theirs.interval is not None:
-        a, b = mine.interval.centre, theirs.interval.centre
-        step = max((s for s in (mine.step, theirs.step) if s is not None), default=None)
-        if step is not None and abs(a - b) <= step:
-            line += f": within one evaluation step ({step:.3g} s), cannot tell apart at this K"
-        else:
-            line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
-    how = ("one reading each" if mine.runs <= 1 and theirs.runs <= 1 else
-           "geometric mean over the confirmation re-runs, each another seed, a not-reached run counted at "
-           f"{'the cap' if cap else 'its last evaluation'}")
-    lines = [line + f" (training seconds, evaluations left out; {how})."]
+
+    def how(*sides: "TimeToTarget") -> str:
+        if all(s.runs <= 1 for s in sides):
+            return "one reading each" if len(sides) > 1 else "one reading"
+        return ("geometric mean over the confirmation re-runs, each another seed, a not-reached run counted at "
+                f"{'the cap' if cap else 'its last evaluation'}")
+
+    if base.trial == rec.trial:  # the baseline kept: its own time, and what a re-run of it should read (below)
+        lines = [f"# Time to target: this config (the study's baseline) {mine.text()} (training seconds, "
+                 f"evaluations left out; {how(mine)})."]
+    else:
+        theirs = time_to_target(study.folder.reruns(base.trial) or [base], cap=cap)
+        line = f"# Time to target: this config {mine.text()}, the baseline (trial {base.trial}) {theirs.text()}"
+        if mine.interval is not None and theirs.interval is not None:
+            a, b = mine.interval.centre, theirs.interval.centre
+            step = max((s for s in (mine.step, theirs.step) if s is not None), default=None)
+            if step is not None and abs(a - b) <= step:
+                line += f": within one evaluation step ({step:.3g} s), cannot tell apart at this K"
+            else:
+                line += f": {b / a:.2f}x sooner" if b >= a else f": {a / b:.2f}x later"
+        lines = [line + f" (training seconds, evaluations left out; {how(mine, theirs)})."]
     samples = time_to_target(runs, "samples_to_target").prediction
     if samples is not None and samples.low is not None and samples.high is not None:
         seconds = mine.rerun_text()
