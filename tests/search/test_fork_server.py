@@ -22,6 +22,8 @@ HEAD = ("import os\nfrom pathlib import Path\n"
         "Path(__file__).with_suffix('.imports').open('a').write(f'{os.getpid()}\\n')\n")
 MODULES = {
     "clean": HEAD,
+    "sklearn": HEAD + "from sklearn.datasets import load_digits\n",
+    "pool": HEAD + "import torch\ntorch.ones(1 << 22).add_(1).sum()\n",
     "seeds": HEAD + "import torch\ntorch.manual_seed(1)\n",
     "thread": HEAD + "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
     "fails": HEAD + "raise RuntimeError('no such dataset')\n",
@@ -87,12 +89,26 @@ def test_a_workload_module_whose_import_changes_nothing_is_imported_once_for_eve
     assert len({s["pid"] for s in seen}) == 4 and os.getpid() not in {s["pid"] for s in seen}
 
 
-@pytest.mark.parametrize("kind", ["seeds", "thread", "fails"])
+def test_a_workload_module_that_imports_scikit_learn_is_imported_once_too(tmp_path, servers):
+    """scikit-learn's import starts native threads (SciPy's OpenBLAS pool, jemalloc's), which a forked child makes
+    again: its forks still run the parallel kernels, so the module is imported once, not in every trial (1-2 s
+    each on 2 cores)."""
+    path = _module(tmp_path, "sklearn")
+    seen = _trials(tmp_path, [f"{path}:make", f"{path}:make"])
+    assert [s["imported"] for s in seen] == [True, True]
+
+
+@pytest.mark.parametrize("kind", ["seeds", "thread", "fails", "pool"])
 def test_a_workload_module_whose_import_seeds_starts_a_thread_or_fails_is_imported_by_each_trial(tmp_path, servers,
                                                                                                  kind):
     """Imported once for all, a module that seeds torch would be re-seeded by each trial after it (not so in
-    `tuner train`), one that starts a thread would leave the trials without it, and a failing one's error is the
-    trial's to report: such a module stays out of the server (only its throw-away import ran there)."""
+    `tuner train`), one that starts a thread would leave the trials without it, one that ran a parallel kernel
+    would leave GNU OpenMP's pool, in which a forked child hangs, and a failing one's error is the trial's to
+    report: such a module stays out of the server (only its throw-away import ran there)."""
+    import torch
+
+    if kind == "pool" and torch.get_num_threads() < 2:
+        pytest.skip("one thread: no pool to break")
     path = _module(tmp_path, kind)
     seen = _trials(tmp_path, [f"{path}:make", f"{path}:make"])
     assert [s["imported"] for s in seen] == [False, False]

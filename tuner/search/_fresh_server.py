@@ -282,10 +282,11 @@ def preload(ref_text: str) -> bool:
     """Import the user's workload module here, once, so every child forked after starts with it imported: a
     module's import cost each trial 30 ms (a small file) to seconds (a library such as transformers) between
     trials (issue 55 row 1). Only a module whose import, tried first in a throw-away fork (`_import_changes`),
-    ends well and leaves the process as it found it: no thread started, no CUDA context, the same random states,
-    thread counts, torch's numerics flags and environment. Imported in each child (its import after the trial
-    seeded torch and set its knobs) such a module would change what the trial reads, so it is imported there, as
-    before, and so is one whose import fails (the child reports it as the trial's error). A built-in is preloaded
+    ends well, leaves what a trial reads as it found it (`process_state`: no Python thread, no CUDA context, the
+    same torch random state, thread counts and numerics flags) and leaves a process whose forks still run torch's
+    and NumPy's parallel kernels (`_forks_work`). Any other (imported once for all, a module that seeds torch
+    would be re-seeded by each trial after it, unlike in `tuner train`) is imported by each child, as before, and
+    so is one whose import fails (the child reports it as the trial's error). A built-in is preloaded
     already (_PRELOAD). Returns whether the module is imported here."""
     if ref_text not in PRELOADED:
         PRELOADED[ref_text] = False
@@ -310,29 +311,79 @@ def preload(ref_text: str) -> bool:
 
 
 def process_state() -> tuple[Any, ...]:
-    """What a module's import must leave as it found it to be imported once for every trial (`preload`): the
-    process's threads (a thread does not survive a fork), CUDA, the random states, torch's thread counts and
-    numerics flags, grad mode and the environment."""
-    import random
+    """What a module's import must leave as it found it to be imported once for every trial (`preload`): Python's
+    threads (a thread does not survive a fork: every trial would lack it), CUDA, torch's random state (a trial
+    seeds it before its workload's import, so an import that draws from it or seeds it changes the trial's data
+    and weights), torch's thread counts and numerics flags, and grad mode. Not Python's and NumPy's random states,
+    which tuner does not seed (the import's draws leave them alike either way), nor the environment (a variable
+    the import sets is set before the training either way)."""
+    import threading
 
     import torch
 
+    return (tuple(sorted(t.ident or 0 for t in threading.enumerate())), torch.cuda.is_initialized(),
+            torch.random.get_rng_state().numpy().tobytes(), torch.get_num_threads(), torch.get_default_dtype(),
+            torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
+            torch.are_deterministic_algorithms_enabled(), torch.is_grad_enabled())
+
+
+def _native_threads() -> int:
     task = Path("/proc/self/task")
-    threads = len(list(task.iterdir())) if task.is_dir() else __import__("threading").active_count()
-    np = sys.modules.get("numpy")
-    return (threads, torch.cuda.is_initialized(), torch.random.get_rng_state().numpy().tobytes(), random.getstate(),
-            np.random.get_state()[1].tobytes() if np is not None else None, torch.get_num_threads(),
-            torch.get_default_dtype(), torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark,
-            torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32,
-            torch.backends.cuda.matmul.allow_tf32, torch.are_deterministic_algorithms_enabled(),
-            torch.is_grad_enabled(), tuple(sorted(os.environ.items())))
+    return len(list(task.iterdir())) if task.is_dir() else 1
+
+
+FORK_CHECK_S = 10.0  # a child's parallel kernels that have not returned by then hang (`_forks_work`)
+
+
+def _forks_work() -> bool:
+    """Whether a process forked from this one runs torch's parallel kernels, and NumPy's BLAS where NumPy is
+    imported, within FORK_CHECK_S. An import that started native threads may leave a pool a fork breaks: GNU
+    OpenMP's, after a parallel region, hangs the child's first one; OpenBLAS and jemalloc make theirs again in
+    the child (scikit-learn's and SciPy's imports start them)."""
+    import time
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import torch
+
+            torch.ones(1 << 20).add_(1).sum()
+            x = torch.ones(128, 128)
+            x @ x
+            np = sys.modules.get("numpy")
+            if np is not None:
+                a = np.ones((128, 128))
+                a @ a
+            code = 0
+        finally:
+            os._exit(code)
+    return _waited(pid, FORK_CHECK_S) == 0
+
+
+def _waited(pid: int, seconds: float) -> int | None:
+    """`pid`'s exit code, or None (and killed) if it has not ended within `seconds`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            kill(pid)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
 
 
 def _import_changes(ref: Any) -> bool:
-    """Import `ref`'s module in a throw-away fork of this process: True unless the import ended well and changed
-    nothing `process_state` reads (or it took longer than PRELOAD_PROBE_S)."""
-    import time
-
+    """Import `ref`'s module in a throw-away fork of this process: True unless the import ended well, changed
+    nothing `process_state` reads and, where it started native threads, left a process whose forks still run
+    (`_forks_work`); True too where it took longer than PRELOAD_PROBE_S."""
     from tuner.workload.loader import import_factory
 
     sys.stdout.flush()
@@ -344,25 +395,15 @@ def _import_changes(ref: Any) -> bool:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(null, 2)
-            before = process_state()
-            np = sys.modules.get("numpy")
+            before, threads = process_state(), _native_threads()
             import_factory(ref)
-            after = process_state()
-            if np is None and after[4] is not None:  # numpy first imported by it: its fresh state is no change
-                after = after[:4] + (None,) + after[5:]
-            code = 0 if after == before else 3
+            if process_state() != before:
+                code = 3
+            else:
+                code = 0 if _native_threads() <= threads or _forks_work() else 5
         finally:
             os._exit(code)
-    deadline = time.monotonic() + PRELOAD_PROBE_S
-    while True:
-        ended, status = os.waitpid(pid, os.WNOHANG)
-        if ended:
-            return os.waitstatus_to_exitcode(status) != 0
-        if time.monotonic() > deadline:
-            kill(pid)
-            os.waitpid(pid, 0)
-            return True
-        time.sleep(0.01)
+    return _waited(pid, PRELOAD_PROBE_S) != 0
 
 
 def dumps_job(job: tuple[Any, ...]) -> bytes:
