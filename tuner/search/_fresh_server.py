@@ -341,6 +341,24 @@ def _forks_work() -> bool:
     imported, within FORK_CHECK_S. An import that started native threads may leave a pool a fork breaks: GNU
     OpenMP's, after a parallel region, hangs the child's first one; OpenBLAS and jemalloc make theirs again in
     the child (scikit-learn's and SciPy's imports start them)."""
+    def kernels() -> int:
+        import torch
+
+        torch.ones(1 << 20).add_(1).sum()
+        x = torch.ones(128, 128)
+        x @ x
+        np = sys.modules.get("numpy")
+        if np is not None:
+            a = np.ones((128, 128))
+            a @ a
+        return 0
+
+    return _in_fork(kernels, FORK_CHECK_S) == 0
+
+
+def _in_fork(fn: Callable[[], int], seconds: float) -> int | None:
+    """`fn()` in a throw-away fork of this process, its output dropped: the exit code it returns (1 where it
+    raised), or None (and the fork killed) if it has not ended within `seconds`."""
     import time
 
     sys.stdout.flush()
@@ -349,25 +367,12 @@ def _forks_work() -> bool:
     if pid == 0:
         code = 1
         try:
-            import torch
-
-            torch.ones(1 << 20).add_(1).sum()
-            x = torch.ones(128, 128)
-            x @ x
-            np = sys.modules.get("numpy")
-            if np is not None:
-                a = np.ones((128, 128))
-                a @ a
-            code = 0
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            code = fn()
         finally:
             os._exit(code)
-    return _waited(pid, FORK_CHECK_S) == 0
-
-
-def _waited(pid: int, seconds: float) -> int | None:
-    """`pid`'s exit code, or None (and killed) if it has not ended within `seconds`."""
-    import time
-
     deadline = time.monotonic() + seconds
     while True:
         ended, status = os.waitpid(pid, os.WNOHANG)
@@ -386,24 +391,14 @@ def _import_changes(ref: Any) -> bool:
     (`_forks_work`); True too where it took longer than PRELOAD_PROBE_S."""
     from tuner.workload.loader import import_factory
 
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 4
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            before, threads = process_state(), _native_threads()
-            import_factory(ref)
-            if process_state() != before:
-                code = 3
-            else:
-                code = 0 if _native_threads() <= threads or _forks_work() else 5
-        finally:
-            os._exit(code)
-    return _waited(pid, PRELOAD_PROBE_S) != 0
+    def imported() -> int:
+        before, threads = process_state(), _native_threads()
+        import_factory(ref)
+        if process_state() != before:
+            return 3
+        return 0 if _native_threads() <= threads or _forks_work() else 5
+
+    return _in_fork(imported, PRELOAD_PROBE_S) != 0
 
 
 def dumps_job(job: tuple[Any, ...]) -> bytes:
