@@ -1,4 +1,4 @@
-"""What a trial's fork server imports for the trials it forks (tuner.search._fresh_server.preload): the user's
+"""What a trial's fork server imports for the trials it forks (tuner.search._preload): the user's
 workload module once, where its import changes nothing a trial reads; never one that seeds, starts a thread or
 fails (issue 55 row 1)."""
 

@@ -17,7 +17,7 @@ from tuner.report.export import Export, load_line, study_lr_advice
 from tuner.study import TrialRecord
 
 if TYPE_CHECKING:
-    from tuner.analysis.stats import TimeToTarget
+    from tuner.analysis import TimeToTarget
 
 
 def _yaml_header(study: Study, exp: Export, path: Path) -> str:

@@ -162,7 +162,7 @@ def run_job(fn: Any, args: tuple[Any, ...], env: dict[str, str | None] | None = 
     (this trial process's own by default) keeps for that environment, or, on a host that does not fork, in a fresh
     interpreter. Return the child's exit code and its result (None where it reported none). `quiet`: its output
     is dropped; `timeout`: seconds before the child is killed; `started`: told the child's pid; `preload`: the
-    workload reference the server imports before it forks, where that is safe (_fresh_server.preload)."""
+    workload reference the server imports before it forks, where that is safe (tuner.search._preload)."""
     with tempfile.TemporaryDirectory(prefix="tuner-rerun-") as tmp:
         job, out = Path(tmp) / "job.pkl", Path(tmp) / "payload.json"
         job.write_bytes(dumps_job((fn, args)))
