@@ -2,8 +2,8 @@
 
 `python benchmarks/table.py` prints it; the docs site's Benchmarks page is built from `render_markdown`. A row's
 result is computed here from its figures and its target (a list of conditions that can fail), never copied from a
-stored verdict; a row measured at a commit whose code differs from HEAD says **stale** (a stand-alone
-script's change only for its own rows: STANDALONE); an expected row without a
+stored verdict; a row measured at a commit whose code differs from HEAD says **stale** (the code its own process
+ran: code_of; a stand-alone script's change stales only its own rows); an expected row without a
 results file says **not measured**. A results file is a JSON object with a `rows` list, each row:
 
     {"id": "2", "benchmark": "overhead", "name": "...", "figure": 27.0, "unit": "s", "baseline": 276.0,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -36,9 +37,10 @@ GPU_PROOF = ("benchmarks/gpu.py", "benchmarks/gpu.sh", "benchmarks/gpu_plain.py"
              "benchmarks/gpu_workloads.py", "benchmarks/GPU.md")
 CODE = ("tuner", "benchmarks", "search_spaces", ":(exclude)benchmarks/results", ":(exclude)benchmarks/README.md",
         ":(exclude)benchmarks/table.py", *(f":(exclude){path}" for path in GPU_PROOF))
-# Stand-alone benchmark scripts that no other benchmark imports: a change to one of them leaves the other
-# benchmarks' rows current (it cannot change what they measured); shared modules (common.py, run.py and what it
-# runs) count for every row. The benchmark name a row carries maps to its script.
+# Stand-alone benchmark scripts, each run in a process of its own: a change to one of them leaves the other
+# benchmarks' rows current (it cannot change what they measured). A row such a process measured depends on the
+# modules it imports (code_of); a row of run-full.json on every shared module (common.py, run.py and what it runs,
+# all in one process). The benchmark name a row carries maps to its script.
 STANDALONE = {"parity": "benchmarks/parity.py", "noise_scale": "benchmarks/noise_scale.py",
               "time_to_target": "benchmarks/time_to_target.py", "fixed_batch": "benchmarks/fixed_batch.py",
               "retrain": "benchmarks/retrain.py", "ttt_choices": "benchmarks/ttt_choices.py",
@@ -298,10 +300,54 @@ def load_rows(repo: Path = REPO) -> list[Row]:
     return rows
 
 
-def code_of(benchmark: str) -> tuple[str, ...]:
-    """The paths whose change makes a row of `benchmark` stale: CODE, less the other stand-alone scripts."""
-    return (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
+def code_of(benchmark: str, source: str = "", repo: Path = REPO) -> tuple[str, ...]:
+    """The paths whose change makes a row of `benchmark`, read from the results file `source`, stale.
+
+    A row from run-full.json (every benchmark of run.py in one process, each after the ones before it): CODE, less
+    the other stand-alone scripts. A row a process of its own measured (a stand-alone script's results file, or
+    run-full-NAME.json from `run.py --only NAME`): the tuner package, the search spaces, and the benchmark modules
+    that process ran, followed through their `benchmarks.*` imports at HEAD (table.py aside), so a change to
+    benchmarks/stability.py no longer stales time_to_target.py's rows. Where a module cannot be read at HEAD, the
+    wider rule."""
+    wide = (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
                      if name != benchmark and path not in USES.get(benchmark, ())))
+    name = Path(source).name
+    if name.startswith("run-full-") and name.endswith(".json"):
+        entries = [RUN_PY, *(f"benchmarks/{m}.py" for m in name[len("run-full-"):-len(".json")].split("-"))]
+    elif benchmark in STANDALONE and not name.startswith("run-full"):
+        entries = [STANDALONE[benchmark]]
+    else:
+        return wide
+    files = imported_modules(entries, repo)
+    if files is None:
+        return wide
+    return ("tuner", "search_spaces", "benchmarks/__init__.py", *sorted(files - {"benchmarks/table.py"}))
+
+
+RUN_PY = "benchmarks/run.py"
+
+
+def imported_modules(entries: list[str], repo: Path = REPO) -> set[str] | None:
+    """`entries` and every benchmarks/ module they import, directly or through each other, as HEAD has them;
+    None when one cannot be read there. Read as text, not as a syntax tree: an import inside a function, or inside
+    the source of a child process (environment.py's plain loop imports benchmarks.fidelity), counts too."""
+    seen: set[str] = set()
+    todo = list(entries)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        try:
+            text = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=repo, capture_output=True, text=True,
+                                  timeout=60, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        seen.add(path)
+        todo += [f"benchmarks/{m}.py" for m in IMPORT.findall(text)]
+    return seen
+
+
+IMPORT = re.compile(r"\b(?:from|import)\s+benchmarks\.(\w+)")
 
 
 def freshness(row: Row, repo: Path = REPO) -> str:
@@ -310,8 +356,8 @@ def freshness(row: Row, repo: Path = REPO) -> str:
         return "commit unknown"
     short = row.commit[:7]
     try:
-        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--", *code_of(row.benchmark)], cwd=repo,
-                              capture_output=True, timeout=60)
+        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--",
+                               *code_of(row.benchmark, row.source, repo)], cwd=repo, capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return f"commit unknown ({short})"
     if done.returncode == 0:
