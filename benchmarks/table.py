@@ -303,17 +303,20 @@ def load_rows(repo: Path = REPO) -> list[Row]:
 def code_of(benchmark: str, source: str = "", repo: Path = REPO) -> tuple[str, ...]:
     """The paths whose change makes a row of `benchmark`, read from the results file `source`, stale.
 
-    A row from run-full.json (every benchmark of run.py in one process, each after the ones before it): CODE, less
-    the other stand-alone scripts. A row a process of its own measured (a stand-alone script's results file, or
-    run-full-NAME.json from `run.py --only NAME`): the tuner package, the search spaces, and the benchmark modules
-    that process ran, followed through their `benchmarks.*` imports at HEAD (table.py aside), so a change to
-    benchmarks/stability.py no longer stales time_to_target.py's rows. Where a module cannot be read at HEAD, the
-    wider rule."""
+    The tuner package, the search spaces, and the benchmark modules the row's process ran before the row was
+    measured, followed through their `benchmarks.*` imports at HEAD (table.py aside): for a stand-alone script's
+    results file, that script; for run-full-NAME.json (`run.py --only NAME`), run.py and NAME's modules; for
+    run-full.json, run.py and its benchmarks in their order up to the row's own (common.BENCHMARKS), so a change to
+    benchmarks/stability.py stales neither time_to_target.py's rows nor overhead's, measured before it ran. Where a
+    module cannot be read at HEAD: CODE, less the other stand-alone scripts."""
     wide = (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
                      if name != benchmark and path not in USES.get(benchmark, ())))
     name = Path(source).name
+    order = run_order(repo)
     if name.startswith("run-full-") and name.endswith(".json"):
         entries = [RUN_PY, *(f"benchmarks/{m}.py" for m in name[len("run-full-"):-len(".json")].split("-"))]
+    elif name == "run-full.json" and benchmark in order:
+        entries = [RUN_PY, *(f"benchmarks/{m}.py" for m in order[:order.index(benchmark) + 1])]
     elif benchmark in STANDALONE and not name.startswith("run-full"):
         entries = [STANDALONE[benchmark]]
     else:
@@ -345,6 +348,17 @@ def imported_modules(entries: list[str], repo: Path = REPO) -> set[str] | None:
         seen.add(path)
         todo += [f"benchmarks/{m}.py" for m in IMPORT.findall(text)]
     return seen
+
+
+def run_order(repo: Path = REPO) -> list[str]:
+    """run.py's benchmarks in the order one run.py process runs them (common.BENCHMARKS at HEAD); [] unread."""
+    try:
+        text = subprocess.run(["git", "show", "HEAD:benchmarks/common.py"], cwd=repo, capture_output=True, text=True,
+                              timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    m = re.search(r"^BENCHMARKS = \(([^)]*)\)", text, re.M)
+    return re.findall(r"[\"']([a-z_]+)[\"']", m.group(1)) if m else []
 
 
 IMPORT = re.compile(r"\b(?:from|import)\s+benchmarks\.(\w+)")

@@ -101,15 +101,16 @@ def test_a_change_to_levers_stales_its_rows_and_fixed_batchs_which_runs_in_its_o
     assert all(f"stale: measured at {old[:7]}" in _line(md, rid) for rid in ("levers-cl-gan", "17c"))
 
 
-def test_a_row_its_own_process_measured_goes_stale_only_with_the_modules_that_process_imported(tmp_path):
-    """A stand-alone script's results file, or run.py --only NAME's run-full-NAME.json: its rows depend on the
-    benchmark modules that process imported (followed through imports), not on a run.py module it never ran."""
+def test_a_row_goes_stale_only_with_the_benchmark_modules_its_process_ran_before_it(tmp_path):
+    """A stand-alone script's results file, run.py --only NAME's run-full-NAME.json, or run-full.json up to the
+    row's own benchmark in run.py's order: its rows depend on the benchmark modules that process imported (followed
+    through imports), not on one it never ran or ran after the row was measured."""
     repo = _repo(tmp_path, [])
-    files = {"benchmarks/common.py": "SHARED = 1\n",
+    files = {"benchmarks/common.py": 'BENCHMARKS = ("overhead", "speedup", "stability")\nSHARED = 1\n',
              "benchmarks/run.py": "from benchmarks.common import SHARED\n",
-             "benchmarks/stability.py": "def run():\n    from benchmarks.overhead import prewarm\n",
              "benchmarks/overhead.py": "def prewarm():\n    pass\n",
              "benchmarks/speedup.py": "SIZE = 1\n",
+             "benchmarks/stability.py": "def run():\n    from benchmarks.overhead import prewarm\n",
              "benchmarks/time_to_target.py": "from benchmarks.common import SHARED\nSIZE = 1\n"}
     for path, text in files.items():
         (repo / path).write_text(text)
@@ -117,22 +118,24 @@ def test_a_row_its_own_process_measured_goes_stale_only_with_the_modules_that_pr
     _git(repo, "commit", "-qm", "scripts")
     old = _git(repo, "rev-parse", "HEAD").strip()
     results = repo / "benchmarks" / "results"
-    (results / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": [_row("2", 0.09, commit=old)]}))
+    (results / "run-full.json").write_text(json.dumps({"schema": SCHEMA, "rows": [
+        _row("2", 0.09, commit=old), _row("10", 0.5, benchmark="stability", commit=old)]}))
     (results / "run-full-stability.json").write_text(json.dumps({"schema": SCHEMA, "rows": [
         _row("9", 0.09, benchmark="stability", commit=old)]}))
     (results / "time-to-target.json").write_text(json.dumps({"schema": SCHEMA, "rows": [
         _row("tt-cnn", 0.9, benchmark="time_to_target", commit=old)]}))
 
-    def change(path, text):
+    def stale_after(path, text):
         (repo / path).write_text(text)
         _git(repo, "commit", "-qam", f"change {path}")
         md = render_markdown(repo)
-        return {rid: "stale" in _line(md, rid) for rid in ("2", "9", "tt-cnn")}
+        return sorted(rid for rid in ("2", "9", "10", "tt-cnn") if "stale" in _line(md, rid))
 
-    assert change("benchmarks/speedup.py", "SIZE = 2\n") == {"2": True, "9": False, "tt-cnn": False}
-    assert change("benchmarks/overhead.py", "def prewarm():\n    return 1\n") == {"2": True, "9": True,
-                                                                                  "tt-cnn": False}
-    assert change("benchmarks/common.py", "SHARED = 2\n") == {"2": True, "9": True, "tt-cnn": True}
+    assert stale_after("benchmarks/speedup.py", "SIZE = 2\n") == ["10"]  # ran before row 10, after row 2
+    assert stale_after("benchmarks/stability.py", "def run():\n    pass\n") == ["10", "9"]
+    assert stale_after("benchmarks/overhead.py", "def prewarm():\n    return 1\n") == ["10", "2", "9"]
+    assert stale_after("benchmarks/common.py", files["benchmarks/common.py"] + "MORE = 1\n") == [
+        "10", "2", "9", "tt-cnn"]
 
 
 def test_a_change_to_the_gpu_proof_leaves_every_row_current(tmp_path):
