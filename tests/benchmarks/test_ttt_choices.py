@@ -112,6 +112,17 @@ def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
     noisy = {"rows": [{"id": "tt-cnn", "ratio": 1.1, "details": {"arms": {"c": {"times": [3.0, 5.0, 4.0, 6.0, 3.5]}}}}]}
     assert _verdicts(curves, noisy)["ttc-runs"] == "MISSED"
     assert _verdicts(curves, None)["ttc-runs"] == "not measured"  # no speed-up reported: nothing to resolve
+    # a study that kept its baseline ((a)'s trial 0) reports no speed-up: its 0.95x is one config against itself,
+    # named and left out, not "more than 50 runs"; picked elsewhere, the same figures miss
+    both = curves + [_curve(s, [2.0 - 0.01 * i for i in range(40)], key="gan") for s in range(3)]
+    gan = {"id": "tt-gan", "ratio": 0.95, "details": {"a": {"pick": {"trial": 0}},
+                                                     "arms": {"c": {"times": [3.0, 5.0, 4.0, 6.0, 3.5]}}}}
+    kept = {"rows": [tt["rows"][0], gan]}
+    assert _verdicts(both, kept)["ttc-runs"] == "pass"
+    row = next(r for r in rows(analyse(both, 3), claimed(kept), 3, META) if r["id"] == "ttc-runs")
+    assert "gan SD" in row["note"] and "kept its baseline" in row["note"] and row["figure"] == 2
+    gan["details"]["a"]["pick"]["trial"] = 3
+    assert _verdicts(both, kept)["ttc-runs"] == "MISSED"
 
 
 def test_a_seed_that_never_reads_the_target_counts_at_its_runs_end_not_as_a_quick_one():
