@@ -17,6 +17,7 @@ results file says **not measured**. A results file is a JSON object with a `rows
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
@@ -312,7 +313,8 @@ def code_of(benchmark: str, source: str = "", repo: Path = REPO) -> tuple[str, .
     wide = (*CODE, *(f":(exclude){path}" for name, path in STANDALONE.items()
                      if name != benchmark and path not in USES.get(benchmark, ())))
     name = Path(source).name
-    order = run_order(repo)
+    head = _head(repo)
+    order = run_order(repo, head)
     if name.startswith("run-full-") and name.endswith(".json"):
         entries = [RUN_PY, *(f"benchmarks/{m}.py" for m in name[len("run-full-"):-len(".json")].split("-"))]
     elif name == "run-full.json" and benchmark in order:
@@ -321,7 +323,7 @@ def code_of(benchmark: str, source: str = "", repo: Path = REPO) -> tuple[str, .
         entries = [STANDALONE[benchmark]]
     else:
         return wide
-    files = imported_modules(entries, repo)
+    files = imported_modules(entries, repo, head)
     if files is None:
         return wide
     return ("tuner", "search_spaces", "benchmarks/__init__.py", *sorted(files - {"benchmarks/table.py"}))
@@ -330,7 +332,7 @@ def code_of(benchmark: str, source: str = "", repo: Path = REPO) -> tuple[str, .
 RUN_PY = "benchmarks/run.py"
 
 
-def imported_modules(entries: list[str], repo: Path = REPO) -> set[str] | None:
+def imported_modules(entries: list[str], repo: Path = REPO, head: str = "HEAD") -> set[str] | None:
     """`entries` and every benchmarks/ module they import, directly or through each other, as HEAD has them;
     None when one cannot be read there. Read as text, not as a syntax tree: an import inside a function, or inside
     the source of a child process (environment.py's plain loop imports benchmarks.fidelity), counts too."""
@@ -340,25 +342,44 @@ def imported_modules(entries: list[str], repo: Path = REPO) -> set[str] | None:
         path = todo.pop()
         if path in seen:
             continue
-        try:
-            text = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=repo, capture_output=True, text=True,
-                                  timeout=60, check=True).stdout
-        except (OSError, subprocess.SubprocessError):
+        text = _show(repo, head, path)
+        if text is None:
             return None
         seen.add(path)
         todo += [f"benchmarks/{m}.py" for m in IMPORT.findall(text)]
     return seen
 
 
-def run_order(repo: Path = REPO) -> list[str]:
+def run_order(repo: Path = REPO, head: str = "HEAD") -> list[str]:
     """run.py's benchmarks in the order one run.py process runs them (common.BENCHMARKS at HEAD); [] unread."""
-    try:
-        text = subprocess.run(["git", "show", "HEAD:benchmarks/common.py"], cwd=repo, capture_output=True, text=True,
-                              timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
+    text = _show(repo, head, "benchmarks/common.py") or ""
     m = re.search(r"^BENCHMARKS = \(([^)]*)\)", text, re.M)
     return re.findall(r"[\"']([a-z_]+)[\"']", m.group(1)) if m else []
+
+
+def _head(repo: Path) -> str:
+    """HEAD's commit id, so each file is read once per commit (_show), not once per row; "HEAD" unread."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=60,
+                              check=True).stdout.strip() or "HEAD"
+    except (OSError, subprocess.SubprocessError):
+        return "HEAD"
+
+
+def _show(repo: Path, commit: str, path: str) -> str | None:
+    """`path` at `commit` (None: not there); read once per commit id, which names one content for good."""
+    return _git_show(repo, commit, path) if commit == "HEAD" else _show_cached(repo, commit, path)
+
+
+def _git_show(repo: Path, commit: str, path: str) -> str | None:
+    try:
+        return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True, text=True,
+                              timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+_show_cached = functools.lru_cache(maxsize=None)(_git_show)
 
 
 IMPORT = re.compile(r"\b(?:from|import)\s+benchmarks\.(\w+)")
