@@ -81,3 +81,21 @@ def test_each_pair_says_whether_the_truths_knee_was_re_run(tmp_path):
     assert isinstance(pair["confirmed"]["knee_rerun"], bool)
     if pair["confirmed"]["holds"]:
         assert pair["confirmed"]["knee_rerun"]  # the pick is made among confirmed trials
+
+
+def test_the_quality_page_quotes_the_results_file():
+    """docs/concepts/quality.md states benchmarks/results/stability-sim.json's default cell (12 trials, 10% noise):
+    a re-measurement that moves the figures must move the page too (it read 54% against 64% for a session after
+    the tie pass had moved them to 65% against 64%)."""
+    import json
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    page = " ".join((repo / "docs" / "concepts" / "quality.md").read_text().split())
+    doc = json.loads((repo / "benchmarks" / "results" / "stability-sim.json").read_text())
+    cell = next(c for c in doc["rows"][0]["details"]["cells"] if c["trials"] == 12 and c["noise_sd"] == 0.1)
+    with_, without = cell["confirmed"], cell["single"]
+    assert f"a median {with_['error']:.1%} off against {without['error']:.1%}" in page
+    assert f"({with_['holds']:.0%} against {without['holds']:.0%}; the paired difference " \
+           f"{cell['holds_diff_low']:.0%} to +{cell['holds_diff_high']:.0%})" in page
+    assert f"never re-run in {with_['missed_knee_not_rerun']:.0%} of those studies" in page

@@ -345,3 +345,74 @@ def test_batches_differ_in_their_batch_size_only_when_nothing_else_in_them_does(
     assert not alike(lambda n: {"x": torch.zeros(n)} if n < 8 else {"y": torch.zeros(n)})
     assert not alike(lambda n: (torch.zeros(n), [0] * n))  # a list of the samples' values
     assert not alike(lambda n: torch.zeros(n) if n < 8 else torch.zeros(n, 1))
+
+
+class PlantedMeter:
+    """An OthersMeter whose readings are planted: each reading is the next share others took (0.0: quiet)."""
+
+    def __init__(self, shares: list[float]) -> None:
+        self.shares = shares
+
+    def __call__(self) -> "PlantedMeter":
+        return self
+
+    def read(self):
+        from tuner.measure.load import CpuShare
+
+        return CpuShare(seconds=1.0, others_cpus=2 * self.shares[0], share=self.shares.pop(0), load1=2.0, cpus=2)
+
+
+def test_a_peak_read_while_the_machine_is_busy_reads_no_of_peak_and_the_next_quiet_reading_replaces_it(tmp_path):
+    """A peak read beside other work reads low (4x beside one busy process), and a cached one would set every later
+    of_peak on the machine against it: it is stored as a lower bound marked busy, read again by the next trial, and
+    replaced by the first quiet reading, even a lower one."""
+    device = resolve_device("cpu")
+    readings = [5e10, 8e10, 2e11, 1e11]
+
+    def measure(dev, precision, seconds):
+        return readings.pop(0)
+
+    busy = PlantedMeter([0.52, 0.4, 0.0])
+    with pytest.raises(flops.PeakBusy, match="read while other processes took 52% of 2 CPUs"):
+        flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}, meter=busy)
+    stored = json.loads((tmp_path / "peak.json").read_text())
+    assert [(e["value"], e["busy"][:30]) for e in stored.values()] == [(5e10, "other processes took 52% of 2 ")]
+    # busy again: the higher reading is kept, still a lower bound, still no peak handed out
+    with pytest.raises(flops.PeakBusy, match="40% of 2 CPUs"):
+        flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}, meter=busy)
+    # quiet: it replaces the busy one, and the next process reads it from the file without measuring
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}, meter=busy) == (2e11, True)
+    assert flops.peak_flops(device, knobs("fp32"), tmp_path, measure=measure, memo={}, meter=busy) == (2e11, False)
+    assert "busy" not in json.loads((tmp_path / "peak.json").read_text()).popitem()[1] and readings == [1e11]
+
+
+def test_a_trial_on_a_busy_machine_says_why_its_of_peak_is_missing(tmp_path, planted_peak, monkeypatch):
+    real = flops.peak_flops
+    monkeypatch.setattr(flops, "peak_flops", lambda *a, **k: real(*a, **k, meter=PlantedMeter([0.6])))
+    res = run_trial(config(tmp_path), cache_dir=tmp_path / "cache")
+    assert res.state == "complete" and res.metrics["flops_per_sample"] == MATMUL_FLOPS_PER_SAMPLE
+    assert res.metrics.get("of_peak") is None and res.metrics.get("peak_flops") is None
+    assert res.metrics["of_peak_skipped"].startswith("the matmul peak was read while other processes took 60% of 2 "
+                                                     "CPUs")
+
+
+def test_flops_are_counted_on_one_cpu_thread_and_the_trial_s_threads_come_back(tmp_path):
+    """The count reads shapes, not speed: on one thread a small step waits at no barrier for a thread a busy
+    neighbour holds (a 40 s count beside one busy process on every thread, 1.2 s on one)."""
+    import torch
+
+    seen = []
+
+    def step(batches):
+        seen.append(torch.get_num_threads())
+        x = next(batches)
+        torch.mm(x, x)
+        return x.shape[0]
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert flops.count_step_flops(step, torch.ones(4, 4)) == (2 * 4 * 4 * 4, 4)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

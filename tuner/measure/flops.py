@@ -53,11 +53,22 @@ _MEMO: dict[str, float] = {}  # this process's peaks by key: a reused process (R
 
 
 def count_step_flops(step: Callable[[Any], int], batch: Any) -> tuple[int, int]:
-    """(FLOPs, samples) of one call of `step` (a tuner.train.step.PhaseStep) fed `batch` for every micro-batch."""
+    """(FLOPs, samples) of one call of `step` (a tuner.train.step.PhaseStep) fed `batch` for every micro-batch.
+
+    Counted on one CPU thread: the count is read from the operators' shapes, not from their speed, and a small step
+    on every thread of a CPU that other work shares waits at each operator's barrier for a thread the neighbour holds
+    (libgomp's default wait policy spins): an EfficientNet-B0 trial's count of three 2-8 sample steps took 40 s
+    beside one busy process, against 1.2 s on one thread (lab notes, thirty-fourth session)."""
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
-        samples = step(repeat(batch))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with FlopCounterMode(display=False) as counter:
+            samples = step(repeat(batch))
+    finally:
+        torch.set_num_threads(threads)
     return int(counter.get_total_flops()), int(samples)
 
 
@@ -182,14 +193,24 @@ def matmul_peak(device: Device, precision: str, seconds: float = PEAK_SECONDS,
     return best
 
 
+class PeakBusy(Exception):
+    """The only peak known was read while other processes took a share of the CPUs it ran on: it reads low."""
+
+
 def peak_flops(device: Device, knobs: dict[str, Any], cache_dir: Path, seconds: float = PEAK_SECONDS, *,
                at_least: float = 0.0, measure: Callable[..., float] | None = None,
-               memo: dict[str, float] | None = None) -> tuple[float, bool]:
+               memo: dict[str, float] | None = None, meter: Callable[[], Any] | None = None) -> tuple[float, bool]:
     """(the device's matmul peak in FLOP/s for the peak's `knobs` (peak_knobs), whether it was measured now):
     from this process's memo, else from
     `<cache_dir>/peak.json`, else measured (under a lock, so trials of one machine starting together measure it
     once and not beside each other) and stored in both. A known peak below `at_least` (FLOP/s a trial achieved:
-    the peak was read while something else ran) is measured once more and the higher reading kept."""
+    the peak was read while something else ran) is measured once more and the higher reading kept.
+
+    A CPU reading is watched (`meter`: a tuner.measure.load.OthersMeter over the threads it runs on; tests plant
+    one): one taken while others took BUSY_SHARE or more of them reads low (a 4x low peak beside one busy process
+    with a spinning wait policy) and, cached, would set every later of_peak of the machine against it. It is
+    stored marked busy, as a lower bound that the next reading replaces (a later trial measures again), never
+    memoized, and PeakBusy is raised while no quiet reading is known, so no of_peak is read from it."""
     from tuner.files import locked
 
     memo = _MEMO if memo is None else memo
@@ -200,19 +221,34 @@ def peak_flops(device: Device, knobs: dict[str, Any], cache_dir: Path, seconds: 
     again = f"{key} measured again"  # once per process: a trial faster than any reading is not re-read forever
     if known is not None and (known >= at_least or again in memo):
         return known, False
+    if meter is None and not device.is_cuda:
+        from tuner.measure.load import OthersMeter
+
+        def meter() -> Any:
+            return OthersMeter(int(knobs.get("threads") or 0) or None)
     cache = CeilingCache(Path(cache_dir) / PEAK_FILE)
     measured = False
     with locked(Path(cache_dir) / ".peak"):  # not cache_dir itself: CeilingCache.put locks that
         value = cache.get(key)
-        if value is None or value < at_least:
+        busy = (cache.entry(key) or {}).get("busy")  # the stored value was read under load: a lower bound
+        if value is None or value < at_least or busy:
+            watch = meter() if meter is not None else None
             fresh = measure(device, precision, seconds)
+            share = watch.read() if watch is not None else None
+            # a reading shorter than a few of the CPU clock's 10 ms ticks says nothing of the load
+            now_busy = share.describe() if share is not None and share.busy and share.seconds >= 0.2 else None
             measured = True
-            if value is not None:
+            if value is not None and not busy:
                 memo[again] = fresh
-            if fresh > (value or 0.0):
-                value = fresh
+            # a quiet reading replaces a busy one; otherwise the higher reading is kept (a low one read under load)
+            if fresh > (value or 0.0) or (busy and not now_busy):
+                value, busy = fresh, now_busy
                 cache.put(key, value, {"kind": "peak", "device": device.describe(), "host": platform.node(),
-                                       **knobs, "precision": precision_name(precision, bool(knobs.get("tf32")))})
+                                       **knobs, "precision": precision_name(precision, bool(knobs.get("tf32"))),
+                                       **({"busy": busy} if busy else {})})
+    if busy:
+        raise PeakBusy(f"read while {busy}: a peak read so reads low, kept as a lower bound until a quiet reading "
+                       f"replaces it")
     memo[key] = value or 0.0
     return memo[key], measured
 

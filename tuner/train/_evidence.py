@@ -88,7 +88,7 @@ class _AfterTraining:
         Run after wall_seconds: both are one-time costs, cached like set-up's. Rank 0 alone (the count runs the
         unwrapped models: no collective). A count or a peak that fails leaves of_peak out with the reason in
         of_peak_skipped; the trial stands."""
-        from tuner.measure.flops import PEAK_SECONDS, of_peak, peak_flops, peak_knobs
+        from tuner.measure.flops import PEAK_SECONDS, PeakBusy, of_peak, peak_flops, peak_knobs
 
         res, cfg, p = self.result, self.cfg, self.cfg.params
         rank, world = rank_world()
@@ -108,9 +108,13 @@ class _AfterTraining:
             return
         peak = None
         with self._evidence("of_peak_skipped", "peak not measured", "of_peak_seconds", t0) as measured:
-            peak, _ = peak_flops(self.device, peak_knobs(p, self.device, torch.get_num_threads()), cache_dir,
-                                 min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
-                                 at_least=res.throughput * per_sample / world)
+            try:
+                peak, _ = peak_flops(self.device, peak_knobs(p, self.device, torch.get_num_threads()), cache_dir,
+                                     min(PEAK_SECONDS, cfg.measure.ceiling_seconds),
+                                     at_least=res.throughput * per_sample / world)
+            except PeakBusy as err:  # a low peak: no of_peak read from it (the next quiet trial measures it)
+                res.metrics["of_peak_skipped"] = f"the matmul peak was {err}"
+                return
         if measured.failed:
             return
         res.metrics["peak_flops"] = peak or None

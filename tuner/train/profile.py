@@ -157,7 +157,7 @@ def _of_peak(cfg: TrialConfig, device: Device, training: Training, batch: Any, t
              cache_dir: Path) -> dict[str, Any]:
     """FLOPs per sample (one step of the unwrapped models, as a trial counts them), the device's matmul peak (the
     machine's cache in `cache_dir`) and of_peak; a count or a peak that fails leaves of_peak out and says why."""
-    from tuner.measure.flops import PEAK_SECONDS, count_step_flops, of_peak, peak_flops, peak_knobs
+    from tuner.measure.flops import PEAK_SECONDS, PeakBusy, count_step_flops, of_peak, peak_flops, peak_knobs
     from tuner.train.distributed import unwrap
     from tuner.train.step import PhaseStep
 
@@ -175,6 +175,8 @@ def _of_peak(cfg: TrialConfig, device: Device, training: Training, batch: Any, t
     try:
         peak, _ = peak_flops(device, peak_knobs(cfg.params, device, torch.get_num_threads()), cache_dir,
                              min(PEAK_SECONDS, cfg.measure.ceiling_seconds), at_least=throughput * per_sample)
+    except PeakBusy as err:
+        return {"flops_per_sample": per_sample, "of_peak_skipped": f"the matmul peak was {err}"}
     except Exception as err:  # noqa: BLE001 - evidence, never the profile's failure
         return {"flops_per_sample": per_sample, "of_peak_skipped": f"peak not measured: {error_line(err)}"}
     return {"flops_per_sample": per_sample, "peak_flops": peak or None,
