@@ -1,12 +1,13 @@
 """Benchmark 3, search efficiency: does the tuner's sampler find good configs in few trials?
 
 A small discrete space (batch size x loader workers x precision, CNN on digits) is measured exhaustively once with
-tuner's own engine, then searched many times as a *tabular benchmark* (the method of HPOBench / NAS-Bench): the
-tuner's sampler (built by `tuner.search.toolkit.make_sampler`, the same construction `tuner search` uses, asked
-through the same define-by-run `Space.sample` and told the same way as its searcher: two objective values plus a
-feasibility constraint) proposes configs, and each proposal is answered with the grid's measured values. This
-isolates the search from measurement noise and lets one grid serve many seeds. Ray is not involved: it only
-schedules trials and has no say in which config comes next.
+tuner's own engine (its fastest points read three times, the median kept: `settle_top`), then searched many times
+as a *tabular benchmark* (the method of HPOBench / NAS-Bench): the tuner's sampler (built by
+`tuner.search.toolkit.make_sampler`, the same construction `tuner search` uses, asked through the same define-by-run
+`Space.sample` and told the same way as its searcher: two objective values plus a feasibility constraint) proposes
+configs, and each proposal is answered with the grid's measured values. This isolates the search from measurement
+noise and lets one grid serve many seeds. Ray is not involved: it only schedules trials and has no say in which
+config comes next.
 
 Three figures, over several seeds, against Optuna's RandomSampler asked the same way or today's search:
   - trials until a proposal reaches >= 95% of the grid's best throughput (target: <= 25% of the grid);
@@ -55,25 +56,62 @@ def key_of(params: dict[str, Any], names: list[str]) -> tuple[Any, ...]:
 
 def measure_grid(ctx: Context, space: Any) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Every grid point once through tuner's engine, in a shuffled order (so drift does not line up with an
-    axis). Returns {key: {"throughput", "loss", "state"}}."""
-    from tuner.train import run_trial
-
+    axis), then the fastest points read again (`settle_top`). Returns {key: {"throughput", "loss", "state",
+    "readings"}}."""
     s = ctx.settings
     names = [n for n, _ in s.grid_axes]
     points = [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in s.grid_axes))]
     random.Random(0).shuffle(points)
-    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s},
-            "params": {"device": "auto"}}
     table: dict[tuple[Any, ...], dict[str, Any]] = {}
     for i, p in enumerate(points, 1):
-        cfg = space.trial_config(p, base, source="grid point")
-        r = run_trial(cfg, cache_dir=ctx.cache_dir, wall_limit_s=max(2 * s.grid_budget_s, s.grid_budget_s + 10))
-        row = {"state": r.state, "throughput": r.throughput, "loss": r.value("loss"), "error": r.error,
-               "capped": r.capped}
-        table[key_of(p, names)] = row
-        ctx.log(f"  grid {i}/{len(points)} {p}: {r.state} {r.throughput or 0:.1f} samples/s, "
+        row = read_point(ctx, space, p)
+        table[key_of(p, names)] = {**row, "readings": [row["throughput"]] if feasible(row) else []}
+        ctx.log(f"  grid {i}/{len(points)} {p}: {row['state']} {row['throughput'] or 0:.1f} samples/s, "
                 f"loss {row['loss'] if row['loss'] is not None else float('nan'):.3f}")
+    settle_top(ctx, space, table, names)
     return table
+
+
+def read_point(ctx: Context, space: Any, point: dict[str, Any]) -> dict[str, Any]:
+    """One full trial of a grid point through tuner's engine (run_trial, as `tuner train` runs it)."""
+    from tuner.train import run_trial
+
+    s = ctx.settings
+    base = {"workload": "cnn", "dataset": "digits", "budget": {"seconds": s.grid_budget_s},
+            "params": {"device": "auto"}}
+    cfg = space.trial_config(point, base, source="grid point")
+    r = run_trial(cfg, cache_dir=ctx.cache_dir, wall_limit_s=max(2 * s.grid_budget_s, s.grid_budget_s + 10))
+    return {"state": r.state, "throughput": r.throughput, "loss": r.value("loss"), "error": r.error,
+            "capped": r.capped}
+
+
+def settle_top(ctx: Context, space: Any, table: dict[tuple[Any, ...], dict[str, Any]], names: list[str]) -> None:
+    """Read the grid's fastest points `grid_top_rereads` more times, interleaved (one round visits each once), and
+    answer them with the median of their readings: the best of 24 single readings is the one most likely to have
+    read high (1959 samples/s against 1549 for the same point the run before, 2026-11-30), and a lone high best
+    leaves 1 of 24 points within 5% of it, so the trials-to-95% rows measured the lottery of that one reading
+    rather than the search. Repeated until the fastest `grid_top` by their current figure have all been read again
+    (a point a re-read drops below one read once brings that one in), at most twice `grid_top` points."""
+    s = ctx.settings
+    settled: set[tuple[Any, ...]] = set()
+    while len(settled) < 2 * s.grid_top:
+        ranked = sorted((k for k, v in table.items() if feasible(v)), key=lambda k: -table[k]["throughput"])
+        todo = [k for k in ranked[:s.grid_top] if k not in settled][:2 * s.grid_top - len(settled)]
+        if not todo:
+            break
+        for rnd in range(s.grid_top_rereads):
+            for k in todo if rnd % 2 == 0 else reversed(todo):  # alternate the order: no point always first
+                row = read_point(ctx, space, dict(zip(names, k)))
+                if feasible(row):
+                    table[k]["readings"].append(row["throughput"])
+                    table[k].setdefault("losses", [table[k]["loss"]]).append(row["loss"])
+        for k in todo:
+            v = table[k]
+            v["throughput"] = median(v["readings"])
+            v["loss"] = median(v.get("losses", [v["loss"]]))
+            settled.add(k)
+            ctx.log(f"  grid top {dict(zip(names, k))}: readings {[round(x) for x in v['readings']]} -> median "
+                    f"{v['throughput']:.0f} samples/s")
 
 
 def feasible(row: dict[str, Any]) -> bool:
@@ -176,9 +214,11 @@ def run(ctx: Context) -> list[BenchResult]:
     near = sum(1 for v in good.values() if v["throughput"] >= REACH * best_thr)
     t95_pass = frac is not None and frac <= 0.25
     axes = " x ".join(f"{a}{list(v)}" for a, v in s.grid_axes)
+    reread = len([v for v in table.values() if len(v.get("readings", [])) > 1])
     note_t95 = (f"Search efficiency, tabular: a {n}-point grid ({axes}, "
-                f"cnn on digits, {s.grid_budget_s:g} s per point) measured once with tuner's engine; the tuner's TPE "
-                f"sampler (make_sampler, as `tuner search` builds it for {length} trials) is then answered from that "
+                f"cnn on digits, {s.grid_budget_s:g} s per point) measured once with tuner's engine, its fastest "
+                f"points ({reread}) read {s.grid_top_rereads} more times, interleaved, and answered with the median; "
+                f"the tuner's TPE sampler (make_sampler, as `tuner search` builds it for {length} trials) is then answered from that "
                 f"table, as in HPOBench/NAS-Bench, over {s.search_seeds} seeds. Figure = median trials until a "
                 f"proposal reaches >= 95% of the grid's best throughput ({best_thr:.0f} samples/s; {near} of {n} "
                 f"points reach 95% of it; a search that never gets there counts as {horizon + 1}); baseline = grid "
