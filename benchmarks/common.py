@@ -156,9 +156,6 @@ class Settings:
     levers_batch: int = 64
     # 1b. scale: a study of this many tiny trials at --concurrency 2 against bare Ray Tune over the same trials
     scale_trials: int = 100
-    # 3. efficiency: the grid's fastest points read again this many times, answered with their median
-    grid_top: int = 4
-    grid_top_rereads: int = 2
 
     @property
     def grid_size(self) -> int:
@@ -192,7 +189,6 @@ def make_settings(quick: bool, cuda: bool) -> Settings:
             speedup_repeats=2, stability_seeds=2, stability_trials=6, stability_budget_s=1.0, stability_confirm=1,
             stability_repeats=2, stability_top=2, stability_remeasure=2, deadline_s=270.0,
             levers_rounds=3, levers_budget_s=2.5, levers_batch=64 * k, scale_trials=20,
-            grid_top=2, grid_top_rereads=1,
         )
     grid = (("batch_size", (16 * k, 32 * k, 64 * k, 128 * k)), ("num_workers", (0, 1 * w, 2 * w)),
             ("precision", ("fp32", "bf16")))

@@ -31,6 +31,8 @@ from benchmarks.table import target
 TARGET_T95 = "<= 25% of the grid"
 TARGET_HV = ">= random's in most seeds"
 REACH = 0.95
+GRID_TOP = {"full": 4, "quick": 2}  # the grid's fastest points read again (settle_top) ...
+GRID_TOP_REREADS = {"full": 2, "quick": 1}  # ... this many more times each
 
 
 def grid_space(axes: tuple[tuple[str, tuple[Any, ...]], ...], budget_s: float, trials: int) -> Any:
@@ -86,20 +88,20 @@ def read_point(ctx: Context, space: Any, point: dict[str, Any]) -> dict[str, Any
 
 
 def settle_top(ctx: Context, space: Any, table: dict[tuple[Any, ...], dict[str, Any]], names: list[str]) -> None:
-    """Read the grid's fastest points `grid_top_rereads` more times, interleaved (one round visits each once), and
+    """Read the grid's fastest points GRID_TOP_REREADS more times, interleaved (one round visits each once), and
     answer them with the median of their readings: the best of 24 single readings is the one most likely to have
     read high (1959 samples/s against 1549 for the same point the run before, 2026-11-30), and a lone high best
     leaves 1 of 24 points within 5% of it, so the trials-to-95% rows measured the lottery of that one reading
-    rather than the search. Repeated until the fastest `grid_top` by their current figure have all been read again
-    (a point a re-read drops below one read once brings that one in), at most twice `grid_top` points."""
-    s = ctx.settings
+    rather than the search. Repeated until the fastest GRID_TOP by their current figure have all been read again
+    (a point a re-read drops below one read once brings that one in), at most twice GRID_TOP points."""
+    top, rereads = GRID_TOP[ctx.settings.mode], GRID_TOP_REREADS[ctx.settings.mode]
     settled: set[tuple[Any, ...]] = set()
-    while len(settled) < 2 * s.grid_top:
+    while len(settled) < 2 * top:
         ranked = sorted((k for k, v in table.items() if feasible(v)), key=lambda k: -table[k]["throughput"])
-        todo = [k for k in ranked[:s.grid_top] if k not in settled][:2 * s.grid_top - len(settled)]
+        todo = [k for k in ranked[:top] if k not in settled][:2 * top - len(settled)]
         if not todo:
             break
-        for rnd in range(s.grid_top_rereads):
+        for rnd in range(rereads):
             for k in todo if rnd % 2 == 0 else reversed(todo):  # alternate the order: no point always first
                 row = read_point(ctx, space, dict(zip(names, k)))
                 if feasible(row):
@@ -217,7 +219,8 @@ def run(ctx: Context) -> list[BenchResult]:
     reread = len([v for v in table.values() if len(v.get("readings", [])) > 1])
     note_t95 = (f"Search efficiency, tabular: a {n}-point grid ({axes}, "
                 f"cnn on digits, {s.grid_budget_s:g} s per point) measured once with tuner's engine, its fastest "
-                f"points ({reread}) read {s.grid_top_rereads} more times, interleaved, and answered with the median; "
+                f"points ({reread}) read {GRID_TOP_REREADS[s.mode]} more times, interleaved, and answered with the "
+                f"median; "
                 f"the tuner's TPE sampler (make_sampler, as `tuner search` builds it for {length} trials) is then answered from that "
                 f"table, as in HPOBench/NAS-Bench, over {s.search_seeds} seeds. Figure = median trials until a "
                 f"proposal reaches >= 95% of the grid's best throughput ({best_thr:.0f} samples/s; {near} of {n} "
