@@ -222,9 +222,9 @@ def run(ctx: Context) -> list[BenchResult]:
                 f"points ({reread}) read {GRID_TOP_REREADS[s.mode]} more times, interleaved, and answered with the "
                 f"median; the tuner's TPE sampler (make_sampler, as `tuner search` builds it for {length} trials) is "
                 f"then answered from that table, as in HPOBench/NAS-Bench, over {s.search_seeds} seeds. Figure = "
-                f"median trials until a proposal reaches >= 95% of the grid's best throughput ({best_thr:.0f} samples/s; {near} of {n} "
-                f"points reach 95% of it; a search that never gets there counts as {horizon + 1}); baseline = grid "
-                f"size. The tuner's trial 0 is its default knobs {baseline or 'none'} as in `tuner search`; plain "
+                f"median trials until a proposal reaches >= 95% of the grid's best throughput ({best_thr:.0f} "
+                f"samples/s; {near} of {n} points reach 95% of it; a search that never gets there counts as "
+                f"{horizon + 1}); baseline = grid size. The tuner's trial 0 is its default knobs {baseline or 'none'} as in `tuner search`; plain "
                 f"random search with the same seeds needs {t95_random:g} (median).")
     if not t95_pass:
         chance = (n + 1) / (near + 1)
