@@ -224,8 +224,8 @@ def run(ctx: Context) -> list[BenchResult]:
                 f"then answered from that table, as in HPOBench/NAS-Bench, over {s.search_seeds} seeds. Figure = "
                 f"median trials until a proposal reaches >= 95% of the grid's best throughput ({best_thr:.0f} "
                 f"samples/s; {near} of {n} points reach 95% of it; a search that never gets there counts as "
-                f"{horizon + 1}); baseline = grid size. The tuner's trial 0 is its default knobs {baseline or 'none'} as in `tuner search`; plain "
-                f"random search with the same seeds needs {t95_random:g} (median).")
+                f"{horizon + 1}); baseline = grid size. The tuner's trial 0 is its default knobs {baseline or 'none'} "
+                f"as in `tuner search`; plain random search with the same seeds needs {t95_random:g} (median).")
     if not t95_pass:
         chance = (n + 1) / (near + 1)
         note_t95 += (f" Missed: {near} of {n} points are within 5% of the best (drawing without repeats, "
