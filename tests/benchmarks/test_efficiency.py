@@ -59,3 +59,30 @@ def test_a_point_a_re_read_pushes_into_the_top_is_read_again_too(monkeypatch: py
     eff.settle_top(_ctx(tmp_path), None, table, ["b"])
     assert table[(0,)]["throughput"] == 1000.0  # read high once, twice at 1000
     assert (4,) in order and len(table[(4,)]["readings"]) == 3  # now in the top 4: settled as well
+
+
+def test_the_rows_are_read_from_the_settled_grid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """run() end to end on a planted grid (no training): the best the rows reach for is the settled median, and the
+    row says how many points were read again."""
+    from tuner.study import LoaderProbe, ProbeChoice, ProbePlan
+
+    def read(ctx: Any, space: Any, point: dict[str, Any]) -> dict[str, Any]:
+        high = point == {"batch_size": 64, "num_workers": 0, "precision": "bf16"} and not read.seen
+        read.seen |= high  # the first reading of one point runs 30% high, as a lone lucky one does
+        thr = 1000.0 + 10 * point["batch_size"] / 16 + (100 if point["precision"] == "bf16" else 0)
+        return {"state": "complete", "throughput": thr * (1.3 if high else 1.0), "loss": 0.1 * point["batch_size"],
+                "error": None, "capped": False}
+    read.seen = False
+
+    plan = ProbePlan(knobs=["num_workers"], seconds=1.0, choices=[
+        ProbeChoice(batch_size=b, loader={"num_workers": 0}, probes=[LoaderProbe(loader={"num_workers": 0})])
+        for b in (16, 32, 64, 128)])
+    monkeypatch.setattr(eff, "read_point", read)
+    monkeypatch.setattr(eff, "probe_plan", lambda ctx, space: plan)
+    rows = {r.row: r for r in eff.run(_ctx(tmp_path))}
+    grid = {(g["batch_size"], g["num_workers"], g["precision"]): g for g in rows["6"].details["grid"]}
+    assert grid[(64, 0, "bf16")]["throughput"] == pytest.approx(1140.0)  # 1482 read once, then 1140 twice
+    assert rows["6"].details["grid_best_throughput"] == pytest.approx(1180.0)  # batch 128, bf16: not the lucky one
+    again = sum(len(g["readings"]) == 3 for g in grid.values())
+    assert again == 5  # the top 4, and the one the lucky point's fall brought into them
+    assert f"its fastest points ({again}) read 2 more times" in rows["6"].note
