@@ -23,6 +23,7 @@ from tuner.analysis.suspect import MIN_SPREAD, WindowNoise, allowed_spread, rank
 from tuner.analysis.trials import CSV_FIGURES, CsvFigures, read_records
 from tuner.analysis.verdict import Verdict, against_baseline, decide
 from tuner.analysis.wall import WallShares, wall_shares
+from tuner.analysis.whatif import chase_could_move, pass_could_tell
 
 __all__ = [
     "BOUND_EXPLANATION", "Busy", "COMPUTE_BOUND_AT", "COMPUTE_BOUND_BELOW", "Headroom", "INPUT_BOUND_ABOVE",
@@ -31,9 +32,9 @@ __all__ = [
     "TimeToTarget", "Value", "Verdict", "WallShares", "WindowNoise", "against_baseline", "allowed_spread", "assess",
     "baseline_record",
     "beyond_one_more_run", "bound_label", "break_even_seconds", "busy_runs", "break_even_text", "cache_key",
-    "ceiling_cache_keys", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
+    "ceiling_cache_keys", "chase_could_move", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
     "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "lr_advice", "measured",
-    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pool", "rate", "ranks_windows",
+    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pass_could_tell", "pool", "rate", "ranks_windows",
     "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "settled_quality", "study_payback", "study_ratio", "time_to_target", "to_target", "wall_shares",
     "window_noise", "CSV_FIGURES", "CsvFigures",
 ]

@@ -4,7 +4,8 @@ Once any trial is confirmed, the pick is made among the confirmed trials only (t
 selected for being high); otherwise among the trials whose reading is not suspect (tuner.analysis.suspect), and the
 verdict says which were passed over. A trial never re-run that the same rule would rank higher is a rival: the
 confirmation chases it (next_to_confirm) unless its single reading lies within what one more run of the pick reads,
-and the verdict names it either way."""
+or would not make it the pick even as a re-run (tuner.analysis.whatif, asked by tuner.search._confirm.next_knee), and
+the verdict names it either way."""
 
 from __future__ import annotations
 

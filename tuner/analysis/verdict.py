@@ -63,6 +63,7 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
     from tuner.analysis.resolution import unresolved
 
     from tuner.analysis.busy import busy_runs
+    from tuner.analysis.whatif import chase_could_move, judging
 
     quality = quality_objective(study.objectives)
     pool, notes = eligible(study, study.records)
@@ -115,6 +116,9 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
         if rival is not None and within_noise(study, rival, pool, rule):
             notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, within what one more "
                          f"run of the pick reads (so not re-run); the pick is the best confirmed trial")
+        elif rival is not None and not judging() and not chase_could_move(study, rival, decide):
+            notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, but that reading as a "
+                         f"re-run would still leave trial {chosen.trial} the pick (so not re-run)")
         elif rival is not None:
             notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading (the confirmation "
                          f"stopped before reaching it); the pick is the best confirmed trial")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from tuner.study import THROUGHPUT, TrialRecord, quality_objective
-from tuner.analysis import Study, knee_distances, measured, pareto_ranks
+from tuner.analysis import Study, knee_distances, measured, pareto_ranks, pass_could_tell
 
 # Sized so the phase adds at most about a third to the default study: (K + 1) x R = 4 re-runs after 12 trials
 # (K=2 made 6, about half of the search's training again). Larger studies or K, R given on the command line
@@ -192,8 +192,10 @@ def tie_pass(study: Study, k: int, repeats: int, planned: list[int] | None = Non
     their planned re-runs are all read and the verdict's pick is tied (tuner.analysis.ties) with other planned
     trials that neither throughput nor quality tells apart, so a cost rule settled it, not a measurement: the pass
     gives the ratio's interval and the quality test more degrees of freedom (2 to 4 at the default) before the
-    pick is named. At most TIE_PASSES passes, and none once a moved pick's round has begun (its re-runs are read
-    beside the baseline of its own round). Resumable: once any planned trial has a pass's repeat recorded, the
+    pick is named. At most TIE_PASSES passes, none once a moved pick's round has begun (its re-runs are read
+    beside the baseline of its own round), and none where the observed difference would stay within the noise
+    even with the pass's re-runs read at each trial's centre (tuner.analysis.whatif.pass_could_tell: a tie the pass
+    could not be expected to break). Resumable: once any planned trial has a pass's repeat recorded, the
     pass's other re-runs are pending whatever the verdict reads now."""
     if planned is None:
         planned = plan_reruns(study, k)
@@ -207,7 +209,8 @@ def tie_pass(study: Study, k: int, repeats: int, planned: list[int] | None = Non
         started = [t for t in planned if rep in first[t]]
         if len(started) == len(planned):
             continue  # this pass is read whole: the next one, if the tie still stands
-        if not started and (moved(study, k) or not _tied_by_cost(study, planned)):
+        if not started and (moved(study, k) or not _tied_by_cost(study, planned)
+                            or not pass_could_tell(study, planned, rep, lambda s: _tied_by_cost(s, planned))):
             return []
         return [run for run in schedule(planned, rep + 1, done) if run.repeat == rep]
     return []
@@ -257,14 +260,19 @@ def holds(study: Study, trial: int) -> bool:
 
 
 def next_knee(study: Study, k: int) -> int | None:
-    """After the planned re-runs: the trial the knee moved to, if it was never re-run and the bound (MAX_EXTRA
-    trials beyond the K planned) leaves room; None when the knee stands on confirmed figures."""
-    from tuner.analysis import next_to_confirm
+    """After the planned re-runs: the trial the knee moved to, if it was never re-run, the bound (MAX_EXTRA
+    trials beyond the K planned) leaves room and its search reading, read as a re-run beside the baseline's, would
+    make it the pick (tuner.analysis.whatif.chase_could_move: the default study's 15 s GAN chased two trials that
+    could not, 4 of its 10 re-runs); None when the knee stands on confirmed figures."""
+    from tuner.analysis import chase_could_move, decide, next_to_confirm
 
     if k <= 0:
         return None
     extra = len(confirm_set(study, k)) - len(plan_reruns(study, k))
-    return next_to_confirm(study) if extra < MAX_EXTRA else None
+    rival = next_to_confirm(study) if extra < MAX_EXTRA else None
+    if rival is None or not chase_could_move(study, study.trial(rival), decide):
+        return None  # even its search reading as a re-run would not move the pick (tuner.analysis.whatif)
+    return rival
 
 
 def trial_seed(record: TrialRecord) -> int:
