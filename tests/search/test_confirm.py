@@ -154,8 +154,8 @@ def engine_first_round_slower_pid(cfg, *, cache_dir, out_dir=None, **_):
     """Throughput from the batch size and beta1, one loss for every config (the pick goes by throughput). The
     planned front trial's re-runs read a third of its search throughput (its search reading was luck; the baseline
     reads what it read), so the knee moves to a trial whose search reading beats the baseline's; a moved pick's
-    re-runs read the search's figures, so its first re-run holds it. Each trial logs the process it ran in and that process's parent (reruns.log for a
-    re-run, search.log for a search trial)."""
+    re-runs read the search's figures, so its first re-run holds it. Each trial logs the process it ran in and that
+    process's parent (reruns.log for a re-run, search.log for a search trial)."""
     import os
 
     rerun = Path(out_dir).parent.name == "confirm"
