@@ -313,15 +313,29 @@ def measure(work: Path, rounds: int, seconds: float, trials: int) -> list[dict[s
         "figure": quiet_ratio, "unit": "x baseline", "baseline": 1.0, "ratio": quiet_ratio,
         "target": target("the verdict says busy, and ratio >= 0.90 (the pick no slower within the noise)",
                          ("details.busy_said", ">=", 1), ("ratio", ">=", 0.90)).to_json(),
-        "note": f"busy study's verdict: {busy['verdict'][:400]}; its pick (trial {busy['pick']}: "
+        "note": f"busy study's verdict: {_clauses(busy['verdict'], 400)}; its pick (trial {busy['pick']}: "
                 f"{json.dumps(busy['pick_params'])}) " + _busy_export(busy["held_for_load"])
                 + f"; the export re-measured on the quiet machine (`tuner train --config`, as the user runs it): "
                 f"{gmean(quietly['pick']) or 0:.0f} vs the baseline's {gmean(quietly['baseline']) or 0:.0f} "
                 f"samples/s (geometric means of {rounds} interleaved rounds of {seconds:g} s).",
-        "details": {"busy_said": int(busy["busy_said"]), "readings": quietly, "pick_params": busy["pick_params"],
+        "details": {"busy_said": int(busy["busy_said"]), "verdict": busy["verdict"], "readings": quietly,
+                    "pick_params": busy["pick_params"],
                     "held_for_load": busy["held_for_load"],
                     "probe": busy["environment_probe"], "study_seconds": busy["seconds"]}}
     return [policy_row, fidelity_row, busy_row]
+
+
+def _clauses(text: str, limit: int) -> str:
+    """`text` cut to its whole `; `-separated clauses within `limit` characters (the rest said, not cut mid-word:
+    the row's details keep all of it)."""
+    if len(text) <= limit:
+        return text
+    parts, kept = text.split("; "), []
+    for part in parts:
+        if len("; ".join([*kept, part])) > limit and kept:
+            break
+        kept.append(part)
+    return "; ".join(kept) + f" (and {len(parts) - len(kept)} more clauses: details.verdict)"
 
 
 if __name__ == "__main__":
