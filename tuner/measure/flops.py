@@ -6,7 +6,10 @@
   baddbmm, _scaled_mm), convolutions (forward and backward) and the fused attention kernels (flash, efficient,
   cuDNN, flex). Elementwise work (activations, normalization, the loss, bias adds, optimizer updates) and
   attention that runs as a CPU kernel the counter does not list (`_scaled_dot_product_flash_attention_for_cpu`)
-  count nothing: the figure is the work a device's matmul units could do, a lower bound of the step's work.
+  count nothing: the figure is the work a device's matmul units could do, a lower bound of the step's work. A
+  convolution's backward is counted here, not by PyTorch's formula: that one (torch 2.14) multiplies a grouped
+  convolution's backward by its groups (a depthwise 3x3's by its channels), which read an EfficientNet-B0 trial at
+  191% of the peak; here each gradient it computes costs what the forward did (`_conv_backward_flops`).
 - small batches first: the step is counted at the micro-batch sizes SMALL_BATCHES (a few samples each, not the
   trial's). A counted operator's FLOPs are a product of its shapes, each the batch size B (or a multiple) or free
   of it, so a step's FLOPs per sample are c/B + a + b*B + d*B**2 + ... with counts, never negative, as
@@ -48,6 +51,9 @@ FLOPS_FILE = "flops.json"  # in the study folder, beside ceilings.json
 # Micro-batch sizes of the batch-independence check (module docstring): three, so that a term that shrinks per sample
 # and one that grows cannot cancel out (they can at two sizes); 2 and more, as BatchNorm refuses one sample.
 SMALL_BATCHES = (2, 4, 8)
+# The counting rules' version, in every count's cache key: a study folder's flops.json counted by older rules (2:
+# a grouped convolution's backward no longer counted `groups` times over) is counted again, not read.
+COUNT_RULES = 2
 
 _MEMO: dict[str, float] = {}  # this process's peaks by key: a reused process (Ray actor, tests) measures once
 
@@ -65,11 +71,28 @@ def count_step_flops(step: Callable[[Any], int], batch: Any) -> tuple[int, int]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with FlopCounterMode(display=False) as counter:
+        with FlopCounterMode(display=False,
+                             custom_mapping={torch.ops.aten.convolution_backward: _conv_backward_flops}) as counter:
             samples = step(repeat(batch))
     finally:
         torch.set_num_threads(threads)
     return int(counter.get_total_flops()), int(samples)
+
+
+def _conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int], _bias: Any,
+                         _stride: Any, _padding: Any, _dilation: Any, transposed: bool, _output_padding: Any,
+                         _groups: int, output_mask: Sequence[bool], out_shape: Any = None, **_: Any) -> int:
+    """A convolution's backward: the forward's count for each gradient it computes (input's, weight's).
+
+    The gradient of the input is a (transposed) convolution of the output's gradient with the same weight, and the
+    weight's a convolution of the input with the output's gradient: each pairs the same elements as the forward did,
+    once. The weight's shape already holds the groups (its channels in per group), so the forward's count is right
+    for any groups; PyTorch's backward formula computes each gradient's count from shapes that drop them. For
+    groups=1 this is PyTorch's own count."""
+    from torch.utils.flop_counter import conv_flop_count
+
+    forward = conv_flop_count(list(x_shape), list(w_shape), list(grad_out_shape), transposed=bool(transposed))
+    return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
 def flops_key(cfg: Any, *, any_batch: bool = False) -> str:
@@ -82,7 +105,7 @@ def flops_key(cfg: Any, *, any_batch: bool = False) -> str:
     if any_batch:
         knobs["batch_size"] = "any"
     return cache_key("flops", {"workload": cfg.workload, "options": cfg.workload_options, "dataset": cfg.dataset,
-                               **knobs})
+                               "rules": COUNT_RULES, **knobs})
 
 
 def same_per_sample(counts: Sequence[tuple[int, int]]) -> bool:
