@@ -43,9 +43,14 @@ class Study:
 
     @classmethod
     def load(cls, folder: StudyFolder) -> "Study":
-        meta = folder.read_meta()
-        records = read_records(folder)
-        study = cls(folder, meta, records, strays=folder.strays())
+        return cls.judged(folder, folder.read_meta(), read_records(folder), strays=folder.strays())
+
+    @classmethod
+    def judged(cls, folder: StudyFolder, meta: StudyMeta, records: list[TrialRecord],
+               strays: list[Path] | None = None) -> "Study":
+        """A study of `records` as `load` reads one: confirmed intervals pooled, Pareto ranks set (records held in
+        memory, as tuner.analysis.whatif's, are judged as a folder's are)."""
+        study = cls(folder, meta, records, strays=list(strays or []))
         study._pool_confirmed()
         study.ranks = pareto_ranks(records, study.objectives, study.value)
         return study

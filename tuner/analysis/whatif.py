@@ -47,12 +47,7 @@ def with_reruns(study: Study, extra: dict[int, list[Rerun]]) -> Study:
             copy.confirmed = confirmed([*study.folder.reruns(record.trial), *extra[record.trial]], cap)
             copy.confirmed.suspect = suspect
         records.append(copy)
-    what_if = Study(study.folder, study.meta, records, strays=study.strays)
-    what_if._pool_confirmed()
-    from tuner.analysis.pareto import pareto_ranks
-
-    what_if.ranks = pareto_ranks(records, what_if.objectives, what_if.value)
-    return what_if
+    return Study.judged(study.folder, study.meta, records, strays=study.strays)
 
 
 def as_rerun(record: TrialResult, repeat: int, round_: int, metrics: dict[str, Any] | None = None) -> Rerun:
