@@ -3,7 +3,8 @@ smoothing N of a derived target, the number of runs a config gets, and (issue 51
 from.
 
 `python benchmarks/ttt_choices.py [--dry-run] [--out benchmarks/results]` trains, for the built-in CNN on digits,
-the built-in GAN on digits (FID on 500 images, as benchmarks/time_to_target.py) and examples/charlm.py (its own
+the built-in GAN on digits (FID on 500 images at a trial's end, as benchmarks/time_to_target.py; the curves read
+here, its evaluations while training, on the 128 of the built-ins' target_eval_samples) and examples/charlm.py (its own
 AdamW, a small model), the workload's own settings (tuner's baseline: default knobs, fp32, in-process loading) from
 SPREAD_SEEDS (18) seeds, each R optimizer steps (the time-to-target benchmark's reference runs: 100, 80 and 150 steps), through
 tuner.train.run_trial with a target not yet set (as `--target baseline`'s reference run: it trains its whole budget

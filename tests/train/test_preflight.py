@@ -2,6 +2,7 @@
 clear WorkloadError naming the path and the line, before anything runs."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,17 +179,35 @@ def test_a_process_warm_up_takes_one_step_of_one_micro_batch_and_one_scoring(tmp
 
 
 def test_a_workload_that_scores_a_subset_while_training_has_k_chosen_from_the_subsets_cost():
-    """Issue 51: a time-to-target evaluation of a workload with target_eval_samples costs its subset's batches,
-    not the whole split's: the pre-flight's target_score_seconds, which K is chosen from."""
+    """Issue 51: a time-to-target evaluation of a workload with target_eval_samples is timed on its subset, as a
+    trial runs it (eval_subset said, preflight off), not scaled from the whole split: an evaluate() whose cost does
+    not follow the split's batches (the built-in GAN's FID over generated images) is read at what it costs."""
     import torch
     from torch.utils.data import TensorDataset
 
     import tuner
-    from tuner.train.preflight import _subset_share
+    from tuner.train.preflight import _target_score_timed
+    from tuner.workload import TrialContext, running
 
-    val = TensorDataset(torch.zeros(1000, 1))  # 4 batches of 256
+    val = TensorDataset(torch.zeros(1000, 1))
+    now, seen = [0.0], []
+
+    def evaluate(models, batches):  # a planted cost: 0.3 s on a subset whatever its batches, 9 s on the whole
+        ctx = tuner.trial_context()
+        seen.append((ctx.eval_subset, ctx.preflight, sum(len(b[0]) for b in batches)))
+        now[0] += 0.3 if ctx.eval_subset else 9.0
+        return {"q": 1.0}
+
     make = lambda n: tuner.Workload(models={"m": lambda: torch.nn.Linear(1, 1)}, datasets=lambda: (val, val),  # noqa: E731
-                                    loss=lambda m, b: b[0].sum(), target_eval_samples=n)
-    assert _subset_share(make(256), val, 2.0) == 0.5  # 1 batch of 4
-    assert _subset_share(make(None), val, 2.0) == 2.0 and _subset_share(make(5000), val, 2.0) == 2.0
-    assert _subset_share(make(256), val, None) is None
+                                    loss=lambda m, b: b[0].sum(), evaluate=evaluate, target_eval_samples=n)
+    models, clock = {"m": torch.nn.Linear(1, 1)}, lambda: now[0]
+    with running(TrialContext(device=torch.device("cpu"), cache_dir=Path("."), preflight=True)):
+        assert _target_score_timed(make(600), models, val, CPU, 9.0, clock=clock) == 0.3
+        assert seen == [(600, False, 600)]  # scored the 600, told so, as a trial's evaluation (not a key check)
+        assert _target_score_timed(make(None), models, val, CPU, 9.0, clock=clock) == 9.0  # no subset: the split's
+        assert _target_score_timed(make(600), models, val, CPU, None, clock=clock) is None  # not timed: no budget
+        # more than the split holds: all of it, still told the size asked (the GAN's FID images follow it)
+        assert _target_score_timed(make(5000), models, val, CPU, 9.0, clock=clock) == 0.3
+    assert seen == [(600, False, 600), (5000, False, 1000)]
+
+

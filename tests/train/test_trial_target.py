@@ -99,7 +99,9 @@ SUBSET = PLANTED_CURVE.replace('''def evaluate(models, val_batches):
         pass
     return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen))}''', '''def evaluate(models, val_batches):
     n = sum(len(b[0]) for b in val_batches)
-    return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen)) + (0.0 if n == 8 else 1000.0), "scored": float(n)}''').replace(
+    said = tuner.trial_context().eval_subset  # the subset's size while it scores one, None on the whole split
+    return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen)) + (0.0 if n == said == 8 else 1000.0),
+            "scored": float(n)}''').replace(
     '''quality=("val_loss", "min"))''', '''quality=("val_loss", "min"), target_eval_samples=8)''')
 
 
@@ -107,11 +109,11 @@ def test_a_workload_can_evaluate_a_fixed_subset_while_training_and_the_whole_spl
     """Issue 2 of #51: a workload's `target_eval_samples` makes the time-to-target evaluations score a fixed,
     seeded subset of the validation split (cheap, as nanoGPT's estimate_loss), and the trial's quality at the end
     the whole split."""
-    assert SUBSET.count("target_eval_samples=8") == 1 and "n == 8" in SUBSET
+    assert SUBSET.count("target_eval_samples=8") == 1 and "n == said == 8" in SUBSET
     path = write(tmp_path, SUBSET)
     res = run_trial(cfg(path, 10.0), cache_dir=tmp_path / "cache")
     assert res.state == "complete" and res.metrics["samples_to_target"] is not None  # met on the subset ...
-    assert all(q < 1000 for _, _, q in res.quality_curve)  # every evaluation while training scored the 8
+    assert all(q < 1000 for _, _, q in res.quality_curve)  # every evaluation while training scored the 8, told so
     assert res.metrics["scored"] == 32 and res.metrics["val_loss"] > 1000  # ... the quality is the whole split's
 
 
@@ -130,3 +132,30 @@ def test_the_subset_is_the_same_for_every_trial():
     whole = tuner.Workload(models={"m": lambda: torch.nn.Linear(1, 1)}, datasets=lambda: (val, val),
                            loss=lambda m, b: b[0].sum())
     assert target_subset(whole, val) is val
+
+
+def test_the_builtin_gan_reads_the_fid_of_its_subsets_size_while_training_and_fid_samples_at_the_end(tmp_path,
+                                                                                                monkeypatch):
+    """The built-ins ask for a subset (issue 51: K fine enough for 10 evaluations before the target): the GAN's
+    time-to-target evaluations generate target_eval_samples images for their FID, its quality at the end
+    quality.fid_samples, and only that one writes the sample grid."""
+    import tuner.measure.quality as quality_mod
+    from tests.helpers.datafiles import write_tree
+
+    asked, original = [], quality_mod.evaluate_gan
+
+    def counted(generator, datasets, quality, cache_dir, device, sample_grid=None):
+        asked.append((quality.fid_samples, sample_grid is not None))
+        return original(generator, datasets, quality, cache_dir, device, sample_grid=sample_grid)
+
+    monkeypatch.setattr(quality_mod, "evaluate_gan", counted)
+    data = write_tree(tmp_path / "data", {"a": 12, "b": 12})  # tiny: the FID classifier trains in a blink
+    config = parse_config({"workload": "gan", "dataset": f"folder:{data}", "budget": {"samples": 48},
+                           "workload_options": {"image_size": 16, "target_eval_samples": 20},
+                           "params": {"batch_size": 8, "device": "cpu"}, "quality": {"fid_samples": 40},
+                           "measure": {"warmup_steps": 1, "windows": 3, "window_min_seconds": 0, "ceiling_seconds": 0},
+                           "target": {"metric": "fid", "value": 1e-9, "eval_every_samples": 16}})
+    res = run_trial(config, cache_dir=tmp_path / "cache", out_dir=tmp_path / "out")
+    assert res.state == "not reached" and len(res.quality_curve) >= 2
+    assert asked[-1] == (40, True) and res.metrics["fid_samples"] == 40  # the end: fid_samples, the grid
+    assert asked[:-1] == [(20, False)] * len(res.quality_curve)  # every evaluation while training: the subset's

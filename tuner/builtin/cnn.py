@@ -1,6 +1,9 @@
 """The built-in classifier workload: a small CNN with cross-entropy, scored on the fixed held-out split.
 
-`workload_options`: image_size (side the images are resized to, 32 by default), width (base channel count, 32).
+`workload_options`: image_size (side the images are resized to, 32 by default), width (base channel count, 32),
+target_eval_samples (a study with a target: its evaluations during training score a fixed subset of this many
+validation samples, 128 by default, so K can be fine; the trial's quality at the end scores the whole split; none:
+the whole split every time).
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from tuner.builtin._data import SpecData
+from tuner.builtin._data import TARGET_EVAL_SAMPLES, SpecData
 from tuner.workload import Workload
 
 
-def make(dataset: str = "digits", image_size: int = 32, width: int = 32) -> Workload:
+def make(dataset: str = "digits", image_size: int = 32, width: int = 32,
+         target_eval_samples: int | None = TARGET_EVAL_SAMPLES) -> Workload:
     if not isinstance(image_size, int) or image_size < 8:
         raise ValueError(f"image_size must be a whole number >= 8 (got {image_size!r})")
     data = SpecData(dataset, image_size)
@@ -44,6 +48,6 @@ def make(dataset: str = "digits", image_size: int = 32, width: int = 32) -> Work
         return {"loss": float(loss_sum) / total, "accuracy": int(correct) / total}
 
     return Workload(models={"net": net}, datasets=data.splits, loss=loss, evaluate=evaluate,
-                    quality=("loss", "min"), name="cnn",
+                    quality=("loss", "min"), name="cnn", target_eval_samples=target_eval_samples,
                     hyperparameters={"lr": 1e-3, "betas": (0.9, 0.999)},  # its own: Adam at torch's defaults
                     info={"model": f"SmallCNN width {width}, {image_size}x{image_size}", "dataset": dataset})

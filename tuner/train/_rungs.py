@@ -12,7 +12,7 @@ from tuner.config import TrialConfig
 from tuner.device import Device
 from tuner.study import TrialResult
 from tuner.target import CurvePoint, past_cap
-from tuner.train._build import Training, score, target_subset
+from tuner.train._build import Training, score, score_target
 from tuner.train.distributed import Agreement, rank_world
 from tuner.train.reports import RungReport, TrialReporter, WindowReport
 from tuner.train.step import PhaseStep
@@ -148,8 +148,8 @@ class _Rungs:
         value: float | None = None
         workload = self.training.workload
         if rank == 0 and workload.evaluate is not None:
-            quality = score(workload, self.training.models, target_subset(workload, self.training.val_set),
-                            run.device)  # a subset where the workload asks (issue 51); its end scores the whole
+            # a subset where the workload asks (issue 51); its end scores the whole
+            quality = score_target(workload, self.training.models, self.training.val_set, run.device)
             quality.pop("sample_grid", None)
             self.last_quality = quality
             v = quality.get(target.metric)

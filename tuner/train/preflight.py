@@ -45,8 +45,7 @@ class WorkloadCheck:
     step_seconds: float | None = None  # the faster of the pre-flight's training steps (device synced)
     step_samples: int | None = None  # samples of one of those steps
     score_seconds: float | None = None  # a full scoring's wall time, estimated from the check's (None: no evaluate)
-    # A time-to-target evaluation's wall time: the whole split's, or its share for the subset the workload's
-    # target_eval_samples asks for (issue 51: K is chosen from what the evaluations during training cost)
+    # A time-to-target evaluation's wall time: the split's, or the subset's it asks for (issue 51: K follows it)
     target_score_seconds: float | None = None
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
     # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
@@ -129,14 +128,18 @@ def _score_timed(workload: Workload, models: dict[str, Any], val_set: Any, devic
     return metrics, seconds * full / min(full, PREFLIGHT_VAL_BATCHES)
 
 
-def _subset_share(workload: Workload, val_set: Any, score_s: float | None) -> float | None:
-    """A time-to-target evaluation's seconds: `score_s` (the whole split's) scaled to the batches of the subset
-    the workload's target_eval_samples asks for (tuner.train.trial.target_subset)."""
-    n = workload.target_eval_samples
-    if score_s is None or n is None or n >= len(val_set):
+def _target_score_timed(workload: Workload, models: dict[str, Any], val_set: Any, device: Device,
+                        score_s: float | None, clock: Any = time.perf_counter) -> float | None:
+    """A time-to-target evaluation's seconds: the whole split's `score_s`, or one on the subset the workload's
+    target_eval_samples asks for, timed as a trial runs it (score_target), since its cost need not follow the
+    split's batches (the built-in GAN sizes its FID's generated images by the subset)."""
+    from tuner.train._build import score_target
+
+    if score_s is None or workload.target_eval_samples is None:
         return score_s
-    full = max(1, math.ceil(len(val_set) / workload.eval_batch_size))
-    return score_s * math.ceil(n / workload.eval_batch_size) / full
+    start = clock()
+    score_target(workload, models, val_set, device)
+    return clock() - start
 
 
 def budget_need(measure: Measure, step_s: float) -> float:
@@ -247,11 +250,12 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
                 step_s = _train_steps(workload, models, train_set, cfg, device)
             heavy = _heavy_step(workload, models, train_set, cfg, device, heaviest) if heaviest else None
             metrics: dict[str, Any] = {}
-            score_s = None
+            score_s = target_s = None
             if workload.evaluate is not None:
                 stage = "evaluate()"
                 if cfg.budget.seconds is not None and cfg.quality.enabled and not warm_only:  # kept for it
                     metrics, score_s = _score_timed(workload, models, val_set, device)
+                    target_s = _target_score_timed(workload, models, val_set, device, score_s)
                 else:
                     metrics = score(workload, models, val_set, device, limit=1 if warm_only else PREFLIGHT_VAL_BATCHES)
             del models
@@ -282,7 +286,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s,
-                         target_score_seconds=_subset_share(workload, val_set, score_s), own=own_params(workload),
+                         target_score_seconds=target_s, own=own_params(workload),
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
                          heavy=heavy, batch_statistics=batch_stats)
 

@@ -34,7 +34,7 @@ from tuner.study import TrialResult, break_even_seconds
 from tuner.target import NOT_REACHED, target_metrics
 from tuner.data import prefetch_depth
 from tuner.train._build import (  # re-exported: tests and benchmarks import them from here
-    Training, build_models, build_training, build_workload, make_context, score,
+    Training, build_models, build_training, build_workload, make_context, score, score_target,
     target_subset, torch_threads, trial_scope, val_batches)
 from tuner.train._evidence import _AfterTraining
 from tuner.train._rungs import _DivergedAtRung, _NoReports, _Rungs

@@ -36,6 +36,11 @@ class TrialContext:
         quality: the config's quality settings (FID sample count and extractor for the built-in GAN).
         preflight: True while tuner checks the workload before a run (one evaluate() call on a few validation
             batches): keep expensive scoring cheap then, the result is only checked for its keys.
+        eval_subset: while evaluate() is a time-to-target evaluation of a workload that asks for a subset
+            (`Workload.target_eval_samples`), that number (its batches hold that many validation samples, or the
+            whole split where it is smaller); None when it scores the whole split for the trial's quality. An
+            evaluate() that scores something else than its batches (the built-in GAN's FID over generated
+            images) sizes that by it.
         extra: free-form entries tuner may add; not part of the contract.
     """
 
@@ -48,6 +53,7 @@ class TrialContext:
     params: "Params | None" = None
     quality: "Quality | None" = None
     preflight: bool = False
+    eval_subset: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> "TrialContext":
