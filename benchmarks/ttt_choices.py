@@ -61,6 +61,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 FINE_STEPS = 5  # the fine evaluation interval, in optimizer steps of the baseline's effective batch
+# The runs evaluate every DENSE_STEPS steps (Curve.dense) and (a)-(e) read every FINE_STEPS-th of those, as before;
+# the default K's rule is read on the dense curve, at its own K: on the 5-step grid a rule K of 4 steps (the GAN's,
+# where its evaluation scores the built-ins' 128-sample subset) was read at 5, fewer evaluations than a study reads.
+DENSE_STEPS = 1
 KS = (5, 10, 25, 50, 100)  # candidate K, in steps (multiples of FINE_STEPS)
 NS = (1, 3, 5)  # candidate smoothing: a derived target is the mean of the last N evaluations
 SEEDS = (0, 1, 2)  # the seeds rows (a)-(d) read (the first of SPREAD_SEEDS)
@@ -109,6 +113,7 @@ class Curve:
     train_s: float
     eval_s: float
     evals: int
+    dense: list[tuple[int, float, float]] | None = None  # every DENSE_STEPS steps, where the run evaluated so often
 
     @property
     def step_s(self) -> float:
@@ -122,9 +127,11 @@ class Curve:
 # --- the pure part: planted curves in, figures and rows out (tests/benchmarks/test_ttt_choices.py) ------------
 
 
-def at_k(points: list[tuple[int, float, float]], k_steps: int) -> list[tuple[int, float, float]]:
-    """The curve as evaluations every k_steps would read it: every (k_steps / FINE_STEPS)-th fine point."""
-    m = max(1, k_steps // FINE_STEPS)
+def at_k(points: list[tuple[int, float, float]], k_steps: int,
+         fine: int = FINE_STEPS) -> list[tuple[int, float, float]]:
+    """The curve as evaluations every k_steps would read it: every (k_steps / fine)-th point of a curve evaluated
+    every `fine` steps."""
+    m = max(1, k_steps // fine)
     return points[m - 1::m]
 
 
@@ -187,9 +194,9 @@ def rule_k_steps(effective_batch: int, step_s: float, eval_each_s: float, budget
     return default_eval_every(effective_batch, Budget(seconds=budget_s), pace, eval_each_s) // effective_batch
 
 
-def on_grid(k_steps: int) -> int:
-    """`k_steps` as the fine curves can read it: the nearest multiple of FINE_STEPS (at least FINE_STEPS)."""
-    return max(FINE_STEPS, FINE_STEPS * round(k_steps / FINE_STEPS))
+def on_grid(k_steps: int, fine: int = FINE_STEPS) -> int:
+    """`k_steps` as curves evaluated every `fine` steps can read it: the nearest multiple of it (at least one)."""
+    return max(fine, fine * round(k_steps / fine))
 
 
 def rule_reading(cs: list[Curve], budget_s: float) -> dict[str, Any]:
@@ -208,18 +215,21 @@ def rule_reading(cs: list[Curve], budget_s: float) -> dict[str, Any]:
     step_s = statistics.median(c.step_s for c in cs)
     eval_s = statistics.median(c.eval_each_s for c in cs)
     k = rule_k_steps(eb, step_s, eval_s, budget_s)
-    gk = on_grid(k)
+    dense = all(c.dense for c in cs)  # read at the rule's own K where every curve has every DENSE_STEPS steps
+    fine = DENSE_STEPS if dense else FINE_STEPS
+    curve = [(c.dense or []) if dense else c.points for c in cs]
+    gk = on_grid(k, fine)
     ref_s = reference_budget(Budget(seconds=budget_s)).seconds or 0.0
     ref_steps = ref_s / step_s if step_s > 0 else 0.0
-    read = [at_k([p for p in c.points if p[0] <= ref_steps * eb * (1 + 1e-9)], gk) for c in cs]
+    read = [at_k([p for p in pts if p[0] <= ref_steps * eb * (1 + 1e-9)], gk, fine) for pts in curve]
     derived = [smoothed(r, SMOOTH_EVALS) for r in read if r]
     target = statistics.fmean(derived) if derived else None  # type: ignore[arg-type]
     firsts = [None if target is None else next((i + 1 for i, (_, _, q) in enumerate(r) if q <= target), None)
               for r in read]
     evals = [f if f is not None else len(r) for f, r in zip(firsts, read)]
     return {"budget_s": budget_s, "reference_s": ref_s, "reference_steps": ref_steps,
-            "covered": all(c.points and c.points[-1][0] >= ref_steps * eb for c in cs),
-            "rule_k_steps": k, "k_steps": gk, "rounded": gk != k, "k_samples": gk * eb,
+            "covered": all(pts and pts[-1][0] >= ref_steps * eb for pts in curve),
+            "rule_k_steps": k, "k_steps": gk, "rounded": gk != k, "grid_steps": fine, "k_samples": gk * eb,
             "evals_in_reference": statistics.median(len(r) for r in read), "target": target,
             "evals_before_target": statistics.median(evals), "reached": sum(f is not None for f in firsts),
             "eval_share": statistics.median(c.eval_each_s / (gk * c.step_s) for c in cs if c.step_s > 0),
@@ -426,7 +436,8 @@ def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
                   f"seeds of the evaluation that first meets it: "
                   + per(lambda f: rule_text(f["rule"][key_b]))
                   + f". At {other}: " + per(lambda f: rule_text(f["rule"][key_o])) + " (the K depends on the "
-                  f"measured pace and the machine's load; a rule K off the curves' {FINE_STEPS}-step grid is read at "
+                  f"measured pace and the machine's load; the runs evaluated every {DENSE_STEPS} step(s), so the "
+                  f"rule's own K is read; curves evaluated every {FINE_STEPS} steps read a rule K off that grid at "
                   f"the nearest grid K, marked ~; 'whole curve': the curves, {sizes}, are shorter than that "
                   f"reference run, so a study would read more evaluations). The rule keeps an evaluation within a "
                   f"fifth of the training, so a reference run holds at most (B/3) x 0.2 / (seconds an evaluation) "
@@ -635,7 +646,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def measure(spec: Spec, seed: int, steps: int, cache: Path) -> Curve:
-    """One seeded run of the baseline's settings, evaluating every FINE_STEPS steps, its target not yet set."""
+    """One seeded run of the baseline's settings, evaluating every DENSE_STEPS steps, its target not yet set: the
+    dense curve, and every FINE_STEPS-th evaluation of it as the curve (a)-(e) read."""
     from tuner.config import parse_config
     from tuner.train import run_trial
 
@@ -645,13 +657,19 @@ def measure(spec: Spec, seed: int, steps: int, cache: Path) -> Curve:
            "params": {"num_workers": 0, "precision": "fp32", "seed": seed},
            "measure": {"warmup_steps": 1, "warmup_max_steps": 5, "windows": 3, "min_windows": 2,
                        "window_min_steps": 2, "window_min_seconds": 0, "ceiling_seconds": 0},
-           "target": {"metric": spec.metric, "value": None, "eval_every_samples": eb * FINE_STEPS}}
+           "target": {"metric": spec.metric, "value": None, "eval_every_samples": eb * DENSE_STEPS}}
     cfg = parse_config(doc, f"ttt_choices {spec.key}")
     result = run_trial(cfg, cache_dir=cache, measure_ceilings=False)
-    curve = [(int(s), float(t), float(q)) for s, t, q in result.quality_curve if q is not None and math.isfinite(q)]
+    every = [(int(s), float(t), float(q)) for s, t, q in result.quality_curve]
+    fine = every[FINE_STEPS // DENSE_STEPS - 1::FINE_STEPS // DENSE_STEPS]
     m = result.metrics
-    return Curve(spec.key, seed, curve, eb, int(m.get("steps") or steps), float(m.get("train_seconds") or 0.0),
-                 float(m.get("target_eval_seconds") or 0.0), len(result.quality_curve))
+    return Curve(spec.key, seed, [p for p in fine if _finite(p[2])], eb, int(m.get("steps") or steps),
+                 float(m.get("train_seconds") or 0.0), float(m.get("target_eval_seconds") or 0.0),
+                 len(result.quality_curve), [p for p in every if _finite(p[2])])
+
+
+def _finite(q: Any) -> bool:
+    return q is not None and math.isfinite(q)
 
 
 def main() -> int:
@@ -699,7 +717,9 @@ def main() -> int:
            "load": load, "load_average_at_end": _loadavg(), "eval_every_steps_without_pace": EVAL_EVERY_STEPS,
            "smooth_evals": SMOOTH_EVALS, "study_budgets_s": list(STUDY_BUDGETS),
            "seeds": list(SEEDS), "spread_seeds": list(seeds), "rows": rows(found, tt, SMOOTH_EVALS, meta, by_seeds),
-           "curves": {k: [asdict(c) for c in curves if c.key == k] for k in found}}
+           # the dense curves of the seeds the rule is read on (SEEDS); the others' fine curves are what (e) reads
+           "curves": {k: [{**asdict(c), "dense": c.dense if c.seed in SEEDS else None} for c in curves if c.key == k]
+                      for k in found}}
     doc["seconds"] = time.perf_counter() - t0
     out = args.out or (args.work if args.dry_run else REPO / "benchmarks" / "results")
     out.mkdir(parents=True, exist_ok=True)

@@ -103,6 +103,24 @@ def test_a_rule_k_off_the_grid_is_read_at_the_nearest_grid_k_and_its_cost_checke
     assert _verdicts(_falling(0.1, 0.13))["ttc-k-cost"] == "MISSED"
 
 
+def test_a_dense_curve_is_read_at_the_rules_own_k_not_the_grids():
+    """The runs evaluate every step (Curve.dense): a rule K of 4 steps is read at 4, as a study reads it, where the
+    5-step grid read it at 5 and counted fewer evaluations (the GAN's, on the built-ins' 128-sample subset)."""
+    from dataclasses import replace
+
+    # 0.08 s an evaluation over 0.1 s steps: the rule asks 4 steps; a 15 s study's reference run trains 50 steps
+    qs = [2.0 - 0.002 * i for i in range(300)]  # one reading a step
+    dense = [((i + 1) * EB, (i + 1) * 0.1, q) for i, q in enumerate(qs)]
+    grid = [replace(c, dense=None) for c in _falling(0.1, 0.08)]
+    assert [p[0] for p in grid[0].points[:3]] == [p[0] for p in dense[4:15:5]]  # the same curve, every 5th step
+    on5 = analyse(grid, 3)["cnn"]["rule"]["15"]
+    assert (on5["rule_k_steps"], on5["k_steps"], on5["rounded"], on5["evals_in_reference"]) == (4, 5, True, 10)
+    own = analyse([replace(c, dense=dense, evals=300, eval_s=0.08 * 300) for c in _falling(0.1, 0.08)],
+                  3)["cnn"]["rule"]["15"]
+    assert (own["k_steps"], own["rounded"], own["grid_steps"], own["evals_in_reference"]) == (4, False, 1, 12)
+    assert own["eval_share"] == pytest.approx(0.08 / 0.4)
+
+
 def test_the_runs_row_asks_how_many_runs_resolve_the_reported_speed_up():
     assert runs_needed(0.05, 1.5) == 2 and runs_needed(0.3, 1.5) > runs_needed(0.15, 1.5) >= 3
     assert runs_needed(None, 1.5) is None and runs_needed(0.1, 1.0) is None
