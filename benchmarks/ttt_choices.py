@@ -655,13 +655,18 @@ def measure(spec: Spec, seed: int, steps: int, cache: Path) -> Curve:
     eb = probe.params.effective_batch
     doc = {**spec.config, "budget": {"samples": eb * steps},
            "params": {"num_workers": 0, "precision": "fp32", "seed": seed},
-           "measure": {"warmup_steps": 1, "warmup_max_steps": 5, "windows": 3, "min_windows": 2,
-                       "window_min_steps": 2, "window_min_seconds": 0, "ceiling_seconds": 0},
+           # windows of one step and no warm-up: a target's evaluation waits for a window's end (windows of 2 read
+           # every 2nd step, a warm-up step's evaluation came at the 2nd); the training clock counts every step
+           "measure": {"warmup_steps": 0, "warmup_max_steps": 0, "windows": 3, "min_windows": 2,
+                       "window_min_steps": DENSE_STEPS, "window_min_seconds": 0, "ceiling_seconds": 0},
            "target": {"metric": spec.metric, "value": None, "eval_every_samples": eb * DENSE_STEPS}}
     cfg = parse_config(doc, f"ttt_choices {spec.key}")
     result = run_trial(cfg, cache_dir=cache, measure_ceilings=False)
     every = [(int(s), float(t), float(q)) for s, t, q in result.quality_curve]
-    fine = every[FINE_STEPS // DENSE_STEPS - 1::FINE_STEPS // DENSE_STEPS]
+    if [s for s, _, _ in every] != [eb * DENSE_STEPS * (i + 1) for i in range(len(every))]:
+        raise RuntimeError(f"{spec.key} seed {seed}: evaluated at {[s for s, _, _ in every][:6]}..., not every "
+                           f"{DENSE_STEPS} step(s) of {eb}: the curves would not be what the rows read")
+    fine = [p for p in every if p[0] % (eb * FINE_STEPS) == 0]
     m = result.metrics
     return Curve(spec.key, seed, [p for p in fine if _finite(p[2])], eb, int(m.get("steps") or steps),
                  float(m.get("train_seconds") or 0.0), float(m.get("target_eval_seconds") or 0.0),
