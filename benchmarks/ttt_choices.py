@@ -90,15 +90,20 @@ class Spec:
     config: dict[str, Any]
     metric: str  # minimized
     steps: int
+    # The seeds the default K's rule is read on (SEEDS) train this long: past a 15 s study's reference run (5 s) at
+    # a quiet machine's pace, so the rule reads the evaluations a study would, not a curve cut short (the LM's 150
+    # steps held 9 at K 16 where its reference run trains about 300); (a)-(e) read their first `steps`.
+    rule_steps: int = 0
 
 
 SPECS = {
-    "cnn": Spec("cnn", {"workload": "cnn", "dataset": "digits"}, "loss", 100),
-    "gan": Spec("gan", {"workload": "gan", "dataset": "digits", "quality": {"fid_samples": 500}}, "fid", 80),
+    "cnn": Spec("cnn", {"workload": "cnn", "dataset": "digits"}, "loss", 100, 200),
+    "gan": Spec("gan", {"workload": "gan", "dataset": "digits", "quality": {"fid_samples": 500}}, "fid", 80, 120),
     "lm": Spec("lm", {"workload": LM, "workload_options": {"block_size": 32, "n_layer": 2, "n_head": 4,
-                                                           "n_embd": 64}}, "val_loss", 150),
+                                                           "n_embd": 64}}, "val_loss", 150, 450),
 }
 DRY_STEPS = {"cnn": 20, "gan": 10, "lm": 20}
+DRY_RULE_STEPS = {"cnn": 30, "gan": 15, "lm": 30}
 
 
 @dataclass(frozen=True)
@@ -278,7 +283,9 @@ def analyse(curves: list[Curve], default_n: int,
         rule = {f"{b:g}": rule_reading(cs, b) for b in budgets}
         judged = rule[f"{budgets[0]:g}"]
         out[key] = {
-            "target": common, "effective_batch": eb, "steps": cs[0].steps, "seeds": [c.seed for c in cs],
+            "target": common, "effective_batch": eb, "seeds": [c.seed for c in cs],
+            # the fine curves' length, and the runs' whole length, which the rule's dense curves hold
+            "steps": cs[0].points[-1][0] // eb, "rule_steps": cs[0].steps,
             "step_s": statistics.median(c.step_s for c in cs), "eval_each_s": statistics.median(c.eval_each_s for c in cs),
             "k": ks, "n": ns, "samples_to_target": stt, "stt_log_sd": log_sd(stt),  # type: ignore[arg-type]
             "point_noise": statistics.fmean(x for x in noise if x is not None) if any(x is not None for x in noise)
@@ -409,7 +416,7 @@ def rows(found: dict[str, Any], tt: dict[str, dict[str, Any]], default_n: int,
     n_grid = "; ".join(f"{k}: " + ", ".join(f"N {nn} SD {_pct(v['rel_sd'])}, {v['missed']}/{v['pairs']} missed, "
                                             f"{v['easier_than_n1']:+.1%} vs N 1"
                                             for nn, v in found[k]["n"].items()) for k in keys)
-    sizes = per(lambda f: f"{f['steps']} steps of {f['effective_batch']}, {len(f['seeds'])} seeds")
+    sizes = per(lambda f: f"{f.get('rule_steps', f['steps'])} steps of {f['effective_batch']}, {len(f['seeds'])} seeds")
     evals = worst("default_k_evals", min)
     share = worst("default_k_share", max)
     budgets = [b for b in (found[keys[0]]["rule"] if keys else {})]
@@ -645,9 +652,10 @@ def markdown(doc: dict[str, Any]) -> str:
 # --- the runs ------------------------------------------------------------------------------------------------
 
 
-def measure(spec: Spec, seed: int, steps: int, cache: Path) -> Curve:
+def measure(spec: Spec, seed: int, steps: int, cache: Path, keep: int | None = None) -> Curve:
     """One seeded run of the baseline's settings, evaluating every DENSE_STEPS steps, its target not yet set: the
-    dense curve, and every FINE_STEPS-th evaluation of it as the curve (a)-(e) read."""
+    dense curve, and every FINE_STEPS-th evaluation of its first `keep` steps (all of them: None) as the curve
+    (a)-(e) read. The pace (step and evaluation seconds) is the whole run's."""
     from tuner.config import parse_config
     from tuner.train import run_trial
 
@@ -666,7 +674,7 @@ def measure(spec: Spec, seed: int, steps: int, cache: Path) -> Curve:
     if [s for s, _, _ in every] != [eb * DENSE_STEPS * (i + 1) for i in range(len(every))]:
         raise RuntimeError(f"{spec.key} seed {seed}: evaluated at {[s for s, _, _ in every][:6]}..., not every "
                            f"{DENSE_STEPS} step(s) of {eb}: the curves would not be what the rows read")
-    fine = [p for p in every if p[0] % (eb * FINE_STEPS) == 0]
+    fine = [p for p in every if p[0] % (eb * FINE_STEPS) == 0 and (keep is None or p[0] <= keep * eb)]
     m = result.metrics
     return Curve(spec.key, seed, [p for p in fine if _finite(p[2])], eb, int(m.get("steps") or steps),
                  float(m.get("train_seconds") or 0.0), float(m.get("target_eval_seconds") or 0.0),
@@ -705,8 +713,9 @@ def main() -> int:
         # a short run first, discarded: the one-time costs (the digits cache, the GAN's FID statistics and feature
         # classifier, the workload's imports) would otherwise land in the first seed's evaluation seconds
         measure(spec, 99, FINE_STEPS + 1, args.work / "cache")
+        rule_steps = max(steps, DRY_RULE_STEPS[spec.key] if args.dry_run else spec.rule_steps)
         for seed in seeds:
-            c = measure(spec, seed, steps, args.work / "cache")
+            c = measure(spec, seed, rule_steps if seed in SEEDS else steps, args.work / "cache", keep=steps)
             curves.append(c)
             print(f"[ttt_choices {time.perf_counter() - t0:5.0f}s] {spec.key} seed {seed}: {len(c.points)} "
                   f"evaluations, last {c.points[-1][2] if c.points else None}, train {c.train_s:.1f} s, "
