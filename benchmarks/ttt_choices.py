@@ -6,10 +6,14 @@ from.
 the built-in GAN on digits (FID on 500 images at a trial's end, as benchmarks/time_to_target.py; the curves read
 here, its evaluations while training, on the 128 of the built-ins' target_eval_samples) and examples/charlm.py (its own
 AdamW, a small model), the workload's own settings (tuner's baseline: default knobs, fp32, in-process loading) from
-SPREAD_SEEDS (18) seeds, each R optimizer steps (the time-to-target benchmark's reference runs: 100, 80 and 150 steps), through
-tuner.train.run_trial with a target not yet set (as `--target baseline`'s reference run: it trains its whole budget
-and evaluates every K samples), at a fine K of FINE_STEPS optimizer steps of the baseline's effective batch. From
-those quality curves (samples, training seconds, quality) and the evaluations' own seconds (target_eval_seconds), (a)-(d) from the first 3 seeds (SEEDS, as before (e) was added):
+SPREAD_SEEDS (18) seeds, each R optimizer steps (the time-to-target benchmark's reference runs: 100, 80 and 150
+steps; the first 3 seeds, SEEDS, train longer, Spec.rule_steps: 200, 120 and 450, past a 15 s study's reference run),
+through tuner.train.run_trial with a target not yet set (as `--target baseline`'s reference run: it trains its whole
+budget and evaluates every K samples), evaluating after every optimizer step (DENSE_STEPS) of the baseline's
+effective batch. (a)-(e) read every FINE_STEPS-th (5th) evaluation of the first R steps, the curves they read before
+the runs were dense; the default K's rule in (b) reads the dense curve at its own K. From those quality curves
+(samples, training seconds, quality) and the evaluations' own seconds (target_eval_seconds), (a)-(d) from the first
+3 seeds (SEEDS, as before (e) was added):
 
 (a) the target each workload's baseline settles at: the mean over seeds of the mean of each seed's last 3 fine
     evaluations (the common target of (b) and (d));
@@ -18,10 +22,11 @@ those quality curves (samples, training seconds, quality) and the evaluations' o
     time as a share of the training time between two evaluations (seconds an evaluation / (K steps x seconds a
     step), from the fine run's own figures); and the default K, tuner's rule (tuner.target.default_eval_every),
     judged: the K it picks from the runs' measured pace (samples/s) and evaluation seconds, as the pre-flight
-    measures them, for a study of STUDY_BUDGETS seconds (the default study's 15 s judged, 60 s reported), put on the
-    5-step grid, and read on the part of each curve a reference run of that study trains (the first B/3 seconds at
-    the measured pace): its evaluations there, the target they derive (the mean of the last 3, as derive_target),
-    the evaluation at which each seed meets the seeds' mean target, and the evaluation's cost;
+    measures them, for a study of STUDY_BUDGETS seconds (the default study's 15 s judged, 60 s reported), read at
+    that K on the dense curves (on the 5-step grid where a curve is not dense) and on the part of each curve a
+    reference run of that study trains (the first B/3 seconds at the measured pace): its evaluations there, the
+    target they derive (the mean of the last 3, as derive_target), the evaluation at which each seed meets the
+    seeds' mean target, and the evaluation's cost;
 (c) for N in NS: each seed's derived target (the mean of its last N fine evaluations, tuner.target.derive_target's
     rule), their spread over seeds (relative SD), and how often another seed fails to reach a seed's derived target
     by the samples it was set at (ordered pairs of seeds); beside it the evaluation-to-evaluation noise of each
@@ -35,9 +40,10 @@ those quality curves (samples, training seconds, quality) and the evaluations' o
     and how often a fresh seed reaches it by the samples it was set at.
 
 Rows (benchmarks/table.py schema) go to <out>/ttt-choices.json, a generated table to ttt-choices.md. 3 seeds
-took 65-117 s on 2 CPU cores (about 20 s a seed for the three workloads); 18 seeds take about 6-7 minutes on a quiet
-machine, under 12 at a load of 2; --dry-run (DRY_SEEDS seeds, a few steps) validates the script and writes under the
-work folder. The pure part (curves to rows) is tested on planted curves in tests/benchmarks/test_ttt_choices.py.
+took 65-117 s on 2 CPU cores (about 20 s a seed for the three workloads); 18 seeds, evaluating every step and the
+first 3 trained longer, took 11 minutes (661 s) on the thirty-eighth session's machine; --dry-run (DRY_SEEDS
+seeds, a few steps) validates the script and writes under the work folder. The pure part (curves to rows) is
+tested on planted curves in tests/benchmarks/test_ttt_choices.py.
 
 Why one module of ~700 lines: the pure part and the runs it reads are one benchmark, read top to bottom.
 """
