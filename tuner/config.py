@@ -258,12 +258,18 @@ class Target(_Strict):
                                       "time to target); None: its budget")
     reference_budget: Budget | None = Field(None, description="a derived target: the budget the baseline trained "
                                             "to set it (a third of the trials', so the cap is about their budget)")
+    eval_subset: int | None = Field(None, ge=1, description="a derived target: the validation samples each of its "
+                                    "evaluations scored (the workload's target_eval_samples; null: the whole split), "
+                                    "so a resume under a workload that scores another is refused")
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: Any) -> dict[str, Any]:
-        """A given target's record stays as it was (no derived-only keys)."""
+        """A given target's record stays as it was (no derived-only keys); a derived one's `eval_subset` is kept
+        where it was said (null: the whole split), and absent from a record that predates it (not known)."""
         d = handler(self)
         derived_only = ("evaluations", "cap_seconds", "reference_budget", "reference_seeds")
+        if "eval_subset" not in self.model_fields_set:
+            d.pop("eval_subset", None)
         return {k: v for k, v in d.items() if v is not None or k not in derived_only}
 
     def met(self, quality: float | None) -> bool:

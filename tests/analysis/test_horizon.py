@@ -71,3 +71,17 @@ def test_the_study_ratio_counts_a_missed_rerun_as_the_export_does():
 
     r = study_ratio(rec(2, [5.0, 5.0], missed=1), rec(0, [15.0, 15.0, 15.0]), "time_to_target")
     assert r.centre == pytest.approx(15.0 / (5 * 5 * 30) ** (1 / 3))
+
+
+@pytest.mark.parametrize("horizon, word, unsure", [
+    (Interval(0.82, 0.52, 1.30), REVERSES, True),  # below 1, but 3 seeds a side cannot tell it from 1
+    (Interval(0.70, 0.55, 0.90), REVERSES, False),  # below 1 beyond the noise
+    (Interval(1.10, 0.90, 1.35), HOLDS, True)])
+def test_the_line_says_more_seeds_would_tell_where_the_interval_includes_1(horizon, word, unsure):
+    """A check that read "reverses" at 0.82x (0.52-1.30x) said nothing of its interval holding 1, as if the pick
+    were surely later at the horizon; a holding one did."""
+    from tuner.analysis import horizon_text
+
+    text = horizon_text(judge(horizon, STUDY), horizon, STUDY, "time_to_target", "600 s", "val_loss <= 2.1", 3, {})
+    assert text.startswith(f"the speed-up {word} at 600 s")
+    assert ("its interval includes 1: more seeds would tell" in text) is unsure

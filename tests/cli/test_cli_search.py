@@ -111,6 +111,28 @@ def test_search_json_lists_the_studys_notes_apart_from_its_warnings(make_study, 
     assert doc["warnings"] == ["resuming with the domains this study started with: ..."]
 
 
+@pytest.mark.parametrize("in_confirmation, said", [
+    (True, "search stopped after 8 of 8 trials, before its confirmation finished (--resume runs the re-runs left)"),
+    (False, "search stopped after 8 of 8 trials; continue with")])
+def test_a_stop_in_the_confirmation_says_it_was_the_confirmation_that_stopped(make_study, tmp_path, capsys,
+                                                                              monkeypatch, in_confirmation, said):
+    """Ctrl-C during the confirmation said "after 3 of 3 trials", as if the trials were what stopped (the study
+    here holds 8)."""
+    import tuner.search
+    from tuner.analysis import Study
+    from tuner.search._runner import SearchSummary
+    from tuner.study import StudyFolder
+
+    study = Study.load(StudyFolder(make_study("done") / "done"))
+    summary = SearchSummary(study, ran=8, total=len(study.records), seconds=1.0, interrupted=True,
+                            in_confirmation=in_confirmation)
+    monkeypatch.setattr(tuner.search, "run_search", lambda opts, console=None, view=None: summary)
+    rc = main(["search", "--space", "amp_loader", "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 130 and said in err and "--resume" in err
+    assert ("confirmation" in err.split("search stopped after")[1]) is in_confirmation
+
+
 # --- refusals before Ray starts --------------------------------------------------------------------------------
 
 

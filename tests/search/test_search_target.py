@@ -117,7 +117,8 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
     def opts(**given):
         return SimpleNamespace(**{"target": None, "eval_every_samples": None, **given})
 
-    assert study_target(SimpleNamespace(options=opts(), meta=meta, resume=True), None, None).model_dump() == saved
+    assert study_target(SimpleNamespace(options=opts(), meta=meta, resume=True, study="tt"), None, None) \
+        .model_dump() == saved
     check_resumed_target(opts(target=10.0, eval_every_samples=32), meta, "tt")  # the same ones given again
     with pytest.raises(StudyError, match="was started with --target 10; resume without --target"):
         check_resumed_target(opts(target=5.0), meta, "tt")
@@ -129,6 +130,58 @@ def test_resume_keeps_the_saved_target_and_refuses_another(tmp_path):
     check_resumed_target(opts(target="baseline", target_seeds=3), meta, "tt")
     with pytest.raises(StudyError, match="was started with --target-seeds 3; resume without --target-seeds"):
         check_resumed_target(opts(target_seeds=5), meta, "tt")
+
+
+def test_a_derived_target_records_the_subset_its_evaluations_scored(tmp_path):
+    """A derived target is a quality on what its evaluations scored (the workload's target_eval_samples); a given
+    one's record stays as it was."""
+    from tuner.search._check import check_plan
+    from tuner.search._options import SearchOptions
+    from tuner.search._plan import plan_search
+
+    whole = _plan(tmp_path, SPACE, target="baseline").target
+    assert whole.eval_subset is None and whole.model_dump()["eval_subset"] is None  # said: the whole split
+    given = _plan(tmp_path, SPACE, target=10.0).target
+    assert "eval_subset" not in given.model_dump()
+    work = write(tmp_path / "sub", PLANTED_STEPS.replace('quality=("val_loss", "min")',
+                                                         'quality=("val_loss", "min"), target_eval_samples=16'))
+    space = tmp_path / "bs.yaml"
+    plan = check_plan(plan_search(SearchOptions(space=str(space), workload=f"{work}:make", reports_dir=tmp_path / "s",
+                                                target="baseline")))
+    assert plan.target.eval_subset == 16 and plan.target.model_dump()["eval_subset"] == 16
+
+
+def test_a_resume_under_a_workload_that_scores_another_subset_is_refused(tmp_path):
+    """A target derived on 128 validation samples is not one the whole split's readings can be timed to: a resume
+    whose workload scores another subset than the one the target was read on says so in one line; a record that
+    predates eval_subset is not checked, and a target not set yet is derived on what the workload scores now."""
+    from types import SimpleNamespace
+
+    from tuner.errors import StudyError
+    from tuner.study import StudyMeta
+    from tuner.target import study_target
+
+    derived = {"metric": "val_loss", "direction": "minimize", "value": 0.4, "eval_every_samples": 32,
+               "source": "baseline", "eval_subset": 128}
+
+    def resumed(target):
+        meta = StudyMeta.model_validate({"name": "tt", "target": target})  # study.json as written, read back
+        return SimpleNamespace(options=SimpleNamespace(target=None, eval_every_samples=None), meta=meta,
+                               resume=True, study="tt")
+
+    assert study_target(resumed(derived), None, None, subset=128).value == pytest.approx(0.4)
+    with pytest.raises(StudyError, match=r"study 'tt' derived its target val_loss <= 0.4 from evaluations of 128 "
+                                         r"validation samples, and the workload now scores the whole validation "
+                                         r"split while training \(target_eval_samples\): resume with the workload "
+                                         r"as it was \(target_eval_samples=128\), or start a new study"):
+        study_target(resumed(derived), None, None, subset=None)
+    with pytest.raises(StudyError, match="from evaluations of the whole validation split, and the workload now "
+                                         "scores 64 validation samples"):
+        study_target(resumed({**derived, "eval_subset": None}), None, None, subset=64)
+    legacy = {k: v for k, v in derived.items() if k != "eval_subset"}
+    assert "eval_subset" not in study_target(resumed(legacy), None, None, subset=64).model_dump()
+    pending = study_target(resumed({**derived, "value": None}), None, None, subset=64)
+    assert pending.value is None and pending.model_dump()["eval_subset"] == 64
 
 
 def test_target_baseline_plans_a_target_the_baseline_sets_and_needs_a_baseline(tmp_path):

@@ -112,6 +112,8 @@ def search(
     if summary.interrupted:
         done = f"{summary.finished} trials, interrupted" if summary.as_many_as_fit else \
             f"{summary.finished} of {summary.total} trials"
+        if summary.in_confirmation:
+            done += ", before its confirmation finished (--resume runs the re-runs left)"
         note(f"tuner: search stopped after {done}; continue with "
              f"`tuner search --study {summary.name} --reports-dir {reports_dir} --resume`")
         raise typer.Exit(summary.exit_code)  # 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP

@@ -138,7 +138,7 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
         if trial_device is not None and check.step_seconds and check.step_samples and check.score_seconds is not None \
         else None  # measured on the trials' kind of device, or not the trials' pace; an evaluation during training
     # costs the subset's scoring where the workload asks for one (target_eval_samples)
-    target = study_target(plan, cfg, check.quality, sized.budget, pace)  # tuner.target
+    target = study_target(plan, cfg, check.quality, sized.budget, pace, check.target_eval_samples)  # tuner.target
     few = None
     if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused
         target, few = check_target_evaluations(target, sized.budget, pace[0], pace[1],

@@ -36,6 +36,8 @@ class SearchSummary:
         as_many_as_fit: `study_seconds` without a trial count.
         ended: the line of a set-up timeout that ended the search or its confirmation (no trial or re-run more:
             each would wait as long); `tuner search` ends with it as a WorkloadError (exit 2), not as interrupted.
+        in_confirmation: interrupted with every trial done, the confirmation not finished (--resume runs the
+            re-runs left), so the stop line does not read as if the trials were what stopped.
     """
 
     study: Study  # the study as it stands at the end of the call
@@ -50,6 +52,7 @@ class SearchSummary:
     as_many_as_fit: bool = False  # --study-seconds without --trials: no count was asked for (`total` is what ran)
     started: float | None = None  # the call's start, epoch seconds: what `shares` counts as this call's
     ended: str | None = None  # a set-up timeout's line that ended the search or the confirmation (exit 2)
+    in_confirmation: bool = False  # interrupted after the trials, before the confirmation finished
 
     @property
     def shares(self) -> Any:
@@ -161,8 +164,9 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
         raise BudgetError(f"no trial started: {allowance.ending()}; give a longer --study-seconds with --resume")
     interrupted = bool(dropped) or cut_short(study, plan, allowance, search)
     reruns_hung = getattr(confirmation.reruns, "hung", None)
+    in_confirmation = False
     if not interrupted:  # a re-run's set-up timeout ended the confirmation (reruns_hung): not a signal
-        interrupted = not reruns_hung and not confirmation.finished(phases)
+        interrupted = in_confirmation = not reruns_hung and not confirmation.finished(phases)
         noise = study.noise()
         if noise is not None:  # the study's own noise floor, kept with the study
             plan.folder.write_meta(study.meta.model_copy(update={"noise": noise.to_json()}))
@@ -175,5 +179,5 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
     total = len(study.records) if plan.kept_trials else plan.trials
     return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
                          interrupted=interrupted, warnings=list(prepared.warnings), notes=list(prepared.notes),
-                         as_many_as_fit=bool(plan.kept_trials),
+                         as_many_as_fit=bool(plan.kept_trials), in_confirmation=in_confirmation,
                          ended=reruns_hung or (search.hung if search is not None else None))

@@ -100,15 +100,22 @@ def _no_quality(plan: Any, source: str) -> ConfigError:
 
 
 def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = None,
-                 pace: tuple[float, float] | None = None) -> Target | None:
+                 pace: tuple[float, float] | None = None, subset: int | None = None) -> Target | None:
     """The study's target, from what plan_search checked (plan.target_ask: plan_target): on the workload's quality
     metric in its direction, evaluated every --eval-every-samples samples, else every K samples from the
     pre-flight's `pace` (the baseline's samples/s on the trials' device and its scoring seconds) and the trials'
     `budget` (default_eval_every; 25 optimizer steps of the baseline without a pace), the same K for
-    every trial. On --resume, study.json's (check_resumed_target refused a different one)."""
+    every trial. On --resume, study.json's (check_resumed_target refused a different one). `subset`: the
+    validation samples the workload's evaluations score while training (its target_eval_samples; None: all),
+    which a derived target records (eval_subset) and a resume must match (check_resumed_subset)."""
     if plan.resume:
         saved = getattr(plan.meta, "target", None) if plan.meta is not None else None
-        return Target.model_validate(saved) if saved else None
+        target = Target.model_validate(saved) if saved else None
+        if target is not None and target.source == "baseline" and target.value is None:
+            return target.model_copy(update={"eval_subset": subset})  # not set yet: it is derived on this run's
+        if target is not None:
+            check_resumed_subset(target, subset, plan.study)
+        return target
     ask = plan.target_ask
     if ask is None:
         return None
@@ -118,7 +125,27 @@ def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = N
     if every is None:
         every = default_eval_every(cfg.params.effective_batch, budget or plan.budget, *(pace or (None, None)))
     return Target(metric=quality.metric, direction=quality.direction or "minimize", value=ask.value,
-                  eval_every_samples=every, source=ask.source)
+                  eval_every_samples=every, source=ask.source,
+                  **({"eval_subset": subset} if ask.source == BASELINE else {}))
+
+
+def check_resumed_subset(target: Target, subset: int | None, study: str) -> None:
+    """A derived target is a quality on what its evaluations scored: 128 validation samples read a loss or an FID
+    that the whole split does not, so trials that evaluate another subset than the baseline did would be timed to
+    a target of another scale. A resume under a workload whose target_eval_samples changed since (an edited file, a
+    workload option, a tuner whose built-ins changed) is refused, one line; a record that predates eval_subset
+    says nothing and is not checked."""
+    if target.source != BASELINE or "eval_subset" not in target.model_fields_set or target.eval_subset == subset:
+        return
+
+    def scored(n: int | None) -> str:
+        return "the whole validation split" if n is None else f"{n} validation samples"
+
+    raise StudyError(f"study '{study}' derived its target {target.describe()} from evaluations of "
+                     f"{scored(target.eval_subset)}, and the workload now scores {scored(subset)} while training "
+                     f"(target_eval_samples): resume with the workload as it was (target_eval_samples="
+                     f"{target.eval_subset if target.eval_subset is not None else 'None'}), or start a new study "
+                     f"with --study NEW_NAME")
 
 
 MIN_TARGET_EVALS = 5  # a derived target is read from at least this many evaluations of the reference run

@@ -1,13 +1,12 @@
 """Refuse what would fail later, before any work starts: the device and knobs, and the workload itself.
 
-The workload check builds the workload as a trial would (import, factory with its options, datasets, models), runs
-two training steps and calls evaluate() once on a few validation batches, so a broken import, a factory that
-rejects its options, datasets that are empty or not map-style, a loss that raises, or a quality metric evaluate()
-never returns is one line and exit 2 here, not a study of failed trials. It also pays a process's one-time costs
-(dataset caches, the FID extractor, first-step kernel selection) before the first trial is timed. The steps are
-timed, and so is evaluate() (scaled to the whole validation split), so a seconds budget too short for the model's
-step and its scoring is refused here (check_budget) with the budget it needs, rather than every trial being cut at
-the wall cap with one-step readings.
+The workload check builds the workload as a trial would (import, factory with its options, datasets, models), runs two
+training steps and calls evaluate() once on a few validation batches, so a broken import, a factory that rejects its
+options, datasets that are empty or not map-style, a loss that raises, or a quality metric evaluate() never returns is
+one line and exit 2 here, not a study of failed trials. It also pays a process's one-time costs (dataset caches, the FID
+extractor, first-step kernel selection) before the first trial is timed. The steps are timed, and so is evaluate()
+(scaled to the whole validation split), so a seconds budget too short for the model's step and its scoring is refused
+here (check_budget) with the budget it needs, rather than every trial being cut at the wall cap with one-step readings.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ class WorkloadCheck:
     score_seconds: float | None = None  # a full scoring's wall time, estimated from the check's (None: no evaluate)
     # A time-to-target evaluation's wall time: the split's, or the subset's it asks for (issue 51: K follows it)
     target_score_seconds: float | None = None
+    target_eval_samples: int | None = None  # the validation samples that evaluation scores (None: all of them)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
     # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
     # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
@@ -285,8 +285,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
                                 f"{_short(value)} ({type(value).__name__}), not a number; return a float")
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
-                         info=dict(workload.info), step_seconds=step_s, score_seconds=score_s,
-                         target_score_seconds=target_s, own=own_params(workload),
+                         info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
+                         target_score_seconds=target_s, target_eval_samples=workload.target_eval_samples,
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
                          heavy=heavy, batch_statistics=batch_stats)
 
