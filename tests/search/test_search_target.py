@@ -314,6 +314,43 @@ def test_a_derived_target_is_the_median_of_the_seeds_not_seed_0s_and_their_sprea
     assert "the median of 3 seeds" in " ".join(out.split()) and "the 3 seeds read 18-24" in " ".join(out.split())
 
 
+def test_a_derived_target_where_the_baseline_started_is_said_and_a_learned_one_is_not(tmp_path, monkeypatch):
+    """A MobileNet study's baseline stayed at chance (val_loss 2.302 = ln 10 on its 3 seeds) and its target was
+    accepted silently: every trial met it at its first evaluation, learning or not. Now the study says so, in a
+    note naming --target VALUE; reference runs that learned (the planted curve falls 40 -> 20) say nothing."""
+    import io
+
+    from rich.console import Console
+
+    def chance(seed):
+        return [[64, 1.0, 2.3026 + 0.0003 * seed], [128, 2.0, 2.3024], [192, 3.0, 2.3027], [256, 4.0, 2.3025]]
+
+    shown = io.StringIO()
+    plan, meta, _ = _derivation(tmp_path, monkeypatch, chance, console=Console(file=shown, width=400))
+    said = " ".join(shown.getvalue().split())
+    assert plan.target_note and plan.target_note in said and "note:" in said
+    assert "where the baseline started" in said and "--target VALUE" in said and "2.303" in said
+    assert meta.target["value"] == pytest.approx(2.3025, abs=1e-3)  # still set: the user may want it
+
+    learned = io.StringIO()
+    plan, _, _ = _derivation(tmp_path, monkeypatch, [[64, 1.0, 40.0], [128, 2.0, 25.0], [192, 3.0, 21.0],
+                                                     [256, 4.0, 20.0]], console=Console(file=learned, width=400))
+    assert plan.target_note is None and "note:" not in learned.getvalue()
+
+
+def test_a_flat_reading_needs_two_evaluations_and_follows_the_metrics_direction():
+    from tuner.config import Target
+    from tuner.target import CurvePoint, flat_reference
+
+    acc = Target(metric="accuracy", value=0.5, direction="maximize", eval_every_samples=64)
+    rising = [CurvePoint(64, 1.0, 0.10), CurvePoint(128, 2.0, 0.40), CurvePoint(192, 3.0, 0.55)]
+    falling = [CurvePoint(64, 1.0, 0.60), CurvePoint(128, 2.0, 0.40), CurvePoint(192, 3.0, 0.30)]
+    assert flat_reference([(0, rising)], acc) is None  # accuracy rose: it learned
+    assert flat_reference([(0, falling)], acc) is not None  # accuracy fell: where it started is its best
+    assert flat_reference([(0, [CurvePoint(64, 1.0, 0.1)])], acc) is None  # one evaluation cannot tell
+    assert flat_reference([(0, falling), (1, rising)], acc) is None  # a seed that learned: the target is earned
+
+
 def test_target_seeds_sets_the_seed_count_and_needs_a_derived_target(tmp_path, monkeypatch):
     from tuner.errors import ConfigError
 

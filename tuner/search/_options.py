@@ -155,6 +155,7 @@ class SearchPlan:
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
     batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
     eval_note: str | None = None  # the one line saying K was lowered so a derived target is read from enough evaluations
+    target_note: str | None = None  # the line saying a derived target is where the baseline started (flat_reference)
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since
     # With --study-seconds and no --trials, `trials` is the allowance's cap (MAX_TRIALS) and study.json keeps this.

@@ -20,7 +20,7 @@ It stands above tuner.study (a record's curve and confirmed figures are study's 
 from tuner.config import Target
 from tuner.target._baseline import (
     CAP_FACTOR, EVAL_SHARE, EVALS_PER_REFERENCE, SMOOTH_EVALS, TARGET_SEEDS, default_eval_every, derive_seeds_target,
-    derive_target, reference_budget, seed_spread,
+    derive_target, flat_reference, reference_budget, seed_spread,
 )
 from tuner.target._curve import (
     NOT_REACHED, CurvePoint, crossing, curve_points, eval_step, first_reached, past_cap, record_step, target_metrics,
@@ -35,5 +35,6 @@ __all__ = [
     "SMOOTH_EVALS", "TARGET_OBJECTIVES", "TARGET_SEEDS", "CurvePoint", "Target", "TargetAsk", "check_resumed_target",
     "check_target_evaluations", "check_target_objectives", "crossing", "curve_points", "default_eval_every",
     "derive_seeds_target", "derive_study_target", "derive_target", "derived_how", "eval_step", "first_reached",
-    "past_cap", "plan_target", "record_step", "reference_budget", "seed_spread", "study_target", "target_metrics",
+    "flat_reference", "past_cap", "plan_target", "record_step", "reference_budget", "seed_spread", "study_target",
+    "target_metrics",
 ]

@@ -16,6 +16,7 @@ CAP_FACTOR = 3.0  # a trial not at the target by this many times the baseline's 
 EVAL_SHARE = 0.2  # a study's default K keeps each evaluation within this share of training's time ...
 EVALS_PER_REFERENCE = 20  # ... and is no finer than this many evaluations over the reference run
 TARGET_SEEDS = 3  # seeds of the baseline's reference run a derived target is read from by default (--target-seeds)
+FLAT_SHARE = 0.01  # a seed whose settled quality is within this share of its first evaluation's did not learn
 
 
 def default_eval_every(effective_batch: int, budget: Budget, samples_per_s: float | None,
@@ -111,3 +112,28 @@ def seed_spread(target: Target) -> str | None:
     low, high = min(s.quality for s in seeds), max(s.quality for s in seeds)
     share = f", {(high - low) / abs(target.value):.0%} of the target apart" if target.value else ""
     return f"the {len(seeds)} seeds read {low:.4g}-{high:.4g}{share}"
+
+
+def flat_reference(curves: list[tuple[int, list[CurvePoint]]], target: Target) -> str | None:
+    """The line saying a derived target is the quality the baseline starts at (None: it learned): every seed that
+    read two evaluations or more settled within FLAT_SHARE of its first, in the target's direction. A classifier
+    that never leaves chance level (a MobileNet's val_loss at ln 10 on all 3 seeds) set such a target silently:
+    every trial then meets it at its first evaluation, learning or not, and time to target reads only its pace."""
+    moved, read = [], []
+    for _, curve in curves:
+        values = [p.quality for p in curve if p.quality is not None and math.isfinite(p.quality)]
+        settled = derive_target(curve, target)
+        if len(values) < 2 or settled is None or settled.value is None:
+            continue  # one evaluation cannot show a change
+        first, last = float(values[0]), float(settled.value)
+        gain = (first - last) if target.direction == "minimize" else (last - first)
+        read.append((first, last))
+        moved.append(gain > FLAT_SHARE * max(abs(first), abs(last)))
+    if not read or any(moved):
+        return None
+    firsts = "/".join(f"{f:.4g}" for f, _ in read)
+    lasts = "/".join(f"{s:.4g}" for _, s in read)
+    return (f"the target {target.metric} {target.value:.4g} is where the baseline started: its {len(read)} reference "
+            f"run{'s' if len(read) != 1 else ''} did not improve (first evaluation {firsts}, settled {lasts}; for a "
+            f"classifier, chance level), so a trial meets it at its first evaluation, learning or not: give --target "
+            f"VALUE (a quality reached by training), or a longer budget")

@@ -19,7 +19,7 @@ from tuner.config import Target
 from tuner.errors import ConfigError, StudyError
 from tuner.study import Objective
 from tuner.target._baseline import (SMOOTH_EVALS, TARGET_SEEDS, default_eval_every, derive_seeds_target,
-                                    reference_budget, seed_spread)
+                                    flat_reference, reference_budget, seed_spread)
 from tuner.target._curve import curve_points
 
 BASELINE = "baseline"  # --target baseline / target: baseline: the target the baseline's own training reaches
@@ -265,9 +265,14 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
                           f"read: give --target VALUE, a longer budget, a smaller --eval-every-samples, or a "
                           f"cheaper evaluation")
     derived = derived.model_copy(update={"reference_budget": reference})
+    flat = flat_reference(curves, derived)
     if console is not None:
         console.print(f"target: {derived.describe()} ({derived_how(derived)})", soft_wrap=True)
-    return replace(plan, target=derived)
+        if flat:
+            from rich.markup import escape
+
+            console.print(f"[yellow]note:[/yellow] {escape(flat)}", soft_wrap=True)
+    return replace(plan, target=derived, target_note=flat)
 
 
 def derived_how(target: Target) -> str:
