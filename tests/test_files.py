@@ -122,6 +122,17 @@ def test_ordinary_aliases_and_merge_keys_still_load(tmp_path):
     assert load_yaml_mapping(path) == {"base": {"x": 1, "y": 2}, "more": {"x": 5, "y": 2}, "same": {"x": 1, "y": 2}}
 
 
+def test_a_float_without_a_dot_reads_as_a_number_in_files_and_in_option_values(tmp_path):
+    """PyYAML (YAML 1.1) reads 1e-6 as the string '1e-6': `-o lr=1e-6` reached a user's factory as a string and
+    its optimizer refused it. Such values are numbers now; a quoted one stays a string."""
+    from tuner.cli.search import parse_options
+
+    path = tmp_path / "c.yaml"
+    path.write_text("lr: 3e-4\neps: -1E-8\nname: '1e-6'\nbatch_size: 64\ntag: 1e\n")
+    assert load_yaml_mapping(path) == {"lr": 3e-4, "eps": -1e-8, "name": "1e-6", "batch_size": 64, "tag": "1e"}
+    assert parse_options(["lr=1e-6", "steps=2e3", "mode=fp16"]) == {"lr": 1e-6, "steps": 2000.0, "mode": "fp16"}
+
+
 @pytest.mark.parametrize("text, key, line", [
     ("workload: cnn\ndataset: digits\nworkload: gan\n", "workload", 3),
     ("params:\n  batch_size: 8\n  lr: 0.1\n  batch_size: 64\n", "batch_size", 4),

@@ -24,6 +24,7 @@ import errno
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -199,6 +200,9 @@ class _TooLarge(YamlRefused):
     """A document whose aliases would expand past MAX_YAML_NODES, or an alias inside its own anchor."""
 
 
+_FLOAT_1_2 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
 def safe_yaml(text: str) -> Any:
     """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded
     (YamlRefused); every YAML tuner reads goes through it."""
@@ -241,6 +245,9 @@ def safe_yaml(text: str) -> Any:
                         pass
             return super().construct_mapping(node, deep=deep)
 
+    # YAML 1.1 (PyYAML) reads `1e-6` and `3e-4` as strings, where a float needs a dot: `-o lr=1e-6` reached a
+    # user's factory as '1e-6'. YAML 1.2's float form, as ruamel and the JSON schema read it.
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+0123456789"))
     loader = Loader(text)
     try:
         return loader.get_single_data()
