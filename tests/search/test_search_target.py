@@ -195,6 +195,16 @@ def test_target_baseline_plans_a_target_the_baseline_sets_and_needs_a_baseline(t
         _plan(tmp_path, no_baseline, target="baseline")
 
 
+def test_a_target_in_a_space_that_turns_quality_off_names_the_space_not_the_workload(tmp_path, capsys):
+    """`--space loader --target baseline` said the workload might declare no quality metric, though it did: the
+    loader space turns quality off. The line now names the space and what to use instead."""
+    code = main(["search", "--space", "loader", "--target", "baseline", "--reports-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "loader.yaml turns quality off" in err and "--space amp_loader" in err
+    assert "declares no quality" not in err
+    assert len(err.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
 def test_a_bad_target_option_is_one_line_and_exit_2(tmp_path, capsys):
     code = main(["search", "--target", "lowish", "--reports-dir", str(tmp_path)])
     err = capsys.readouterr().err

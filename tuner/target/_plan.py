@@ -67,7 +67,7 @@ def plan_target(plan: Any) -> TargetAsk | None:
         raise ConfigError(f"{'--target' if source == '--target' else 'the space: target:'} must be a finite number "
                           f"(got {value:g})")
     if not plan.quality_settings().enabled:
-        raise _no_quality(plan, source)
+        raise _no_quality(plan, source, space_off=True)
     every = opts.eval_every_samples
     if every is not None and every < 1:
         raise ConfigError(f"--eval-every-samples must be >= 1 (got {every})")
@@ -94,9 +94,16 @@ def check_resumed_target(opts: Any, meta: Any, study: str) -> None:
                              f"new study with --study NEW_NAME)")
 
 
-def _no_quality(plan: Any, source: str) -> ConfigError:
+def _no_quality(plan: Any, source: str, space_off: bool = False) -> ConfigError:
+    """The one line for a target without a quality, naming which is missing: the space turned quality off (`--space
+    loader` does: it searches speed alone), or the workload declares no metric."""
+    if space_off:
+        space = getattr(getattr(plan, "space", None), "source", None) or "the space"
+        return ConfigError(f"{source}: a target needs a quality to reach, and {space} turns quality off "
+                           f"(trial.quality.enabled: false): use a space that scores quality (--space amp_loader), "
+                           f"or no --target")
     return ConfigError(f"{source}: a target needs a quality to reach: workload {plan.workload.text} declares no "
-                       f"quality metric, or the space has trial.quality.enabled: false")
+                       f"quality metric (Workload(quality=(metric, 'min' or 'max')))")
 
 
 def study_target(plan: Any, cfg: Any, quality: Objective | None, budget: Any = None,
