@@ -420,6 +420,25 @@ def test_target_baseline_is_set_before_the_trials_and_every_trial_is_timed_to_it
         assert r["state"] in ("complete", "not reached") and r["quality_curve"]
 
 
+def test_a_study_whose_baseline_did_not_learn_says_so_and_lists_the_note_in_its_json(ray_session, tmp_path,
+                                                                                     space_search):
+    """The whole study, not only the derivation: a baseline whose val_loss never moves (2.3026, chance over 10
+    classes) sets its target, the study says so as a note, runs its trials, and `--format json` lists the note."""
+    flat = PLANTED_STEPS.replace('return {"val_loss": 1000.0 / (1.0 + float(models["net"].seen))}',
+                                 'return {"val_loss": 2.3026}')
+    assert flat != PLANTED_STEPS
+    work = write(tmp_path / "proj", flat)
+    code, out, err, _, reports = space_search.run(
+        SPACE, "--workload", f"{work}:make", "--study", "flat", "--trials", "2", "--target", "baseline",
+        "--target-seeds", "1", "--eval-every-samples", "64", "--budget-samples", "1536", "--confirm", "0",
+        "--no-probe", "--format", "json",
+        name="bs.yaml")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any("where the baseline started" in n and "--target VALUE" in n for n in notes), notes
+    assert json.loads((reports / "flat" / "study.json").read_text())["target"]["value"] == pytest.approx(2.3026)
+
+
 def test_time_to_target_as_an_objective_needs_a_target_one_line_and_exit_2(tmp_path, space_search):
     from tuner.errors import ConfigError
 

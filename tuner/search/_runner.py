@@ -276,8 +276,8 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
 
         plan = derive_study_target(plan, space, context, base, console,
                                    reference_run(resources, in_process=probes_in_process(plan, resources)))
-        if plan.target_note:
-            notes.append(plan.target_note)
+        if plan.target_note:  # printed as it was derived; the summary (and --format json) lists it
+            prepared.notes.append(plan.target_note)
         base = trial_base(plan, trial_context(resources, None)["gpus"], device)
     storage = open_storage(plan.storage)
     meta = write_meta(plan, cluster, resources, baseline, prepared, storage,
