@@ -134,6 +134,7 @@ def flat_reference(curves: list[tuple[int, list[CurvePoint]]], target: Target) -
     firsts = "/".join(f"{f:.4g}" for f, _ in read)
     lasts = "/".join(f"{s:.4g}" for _, s in read)
     runs = f"its {len(read)} reference runs" if len(read) > 1 else "its reference run"
-    return (f"the target {target.metric} {target.value:.4g} is where the baseline started: {runs} did not improve (first evaluation {firsts}, settled {lasts}; for a "
-            f"classifier, chance level), so a trial meets it at its first evaluation, learning or not: give --target "
-            f"VALUE (a quality reached by training), or a longer budget")
+    return (f"the target {target.metric} {target.value:.4g} is where the baseline started: {runs} did not "
+            f"improve (first evaluation {firsts}, settled {lasts}; for a classifier, chance level), so a trial "
+            f"meets it at its first evaluation, learning or not: give --target VALUE (a quality reached by "
+            f"training), or a longer budget")
