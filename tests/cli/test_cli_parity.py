@@ -47,3 +47,12 @@ def test_a_bad_knob_value_is_one_line_and_exit_2(tmp_path, capsys):
     rc = main(["parity", "--config", str(_config(tmp_path)), "--knob", "precision=fp64"])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "precision=fp64" in err
+
+
+@pytest.mark.parametrize("value", ["[", "{a: 1", "&a [*a]"])
+def test_a_knob_value_that_is_not_yaml_is_one_line_and_exit_2(tmp_path, capsys, value):
+    """`--knob precision=[` raised yaml's ParserError as an internal error; it is one line now, as -o's values."""
+    rc = main(["parity", "--config", str(_config(tmp_path)), "--knob", f"precision={value}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--knob 'precision=" in err
+    assert "internal error" not in err and "Traceback" not in err

@@ -339,7 +339,7 @@ def test_a_derived_target_where_the_baseline_started_is_said_and_a_learned_one_i
     plan, meta, _ = _derivation(tmp_path, monkeypatch, chance, console=Console(file=shown, width=400))
     said = " ".join(shown.getvalue().split())
     assert plan.target_note and plan.target_note in said and "note:" in said
-    assert "where the baseline started" in said and "--target VALUE" in said and "2.303" in said
+    assert "what the baseline read at its first evaluation" in said and "--target VALUE" in said and "2.303" in said
     assert meta.target["value"] == pytest.approx(2.3025, abs=1e-3)  # still set: the user may want it
 
     learned = io.StringIO()
@@ -435,7 +435,7 @@ def test_a_study_whose_baseline_did_not_learn_says_so_and_lists_the_note_in_its_
         name="bs.yaml")
     assert code == 0, err
     notes = json.loads(out)["notes"]
-    assert any("where the baseline started" in n and "--target VALUE" in n for n in notes), notes
+    assert any("what the baseline read at its first evaluation" in n and "--target VALUE" in n for n in notes), notes
     assert json.loads((reports / "flat" / "study.json").read_text())["target"]["value"] == pytest.approx(2.3026)
 
 

@@ -16,6 +16,7 @@ def _knob_sets(given: list[str], cfg: object) -> list[dict[str, object]]:
     """--knob KEY=VALUE (each a set of its own), or the config's own numerics knobs together."""
     import yaml
 
+    from tuner.files import YamlRefused, safe_yaml
     from tuner.knobs import numerics_knobs
     from tuner.parity import knob_settings
 
@@ -31,7 +32,11 @@ def _knob_sets(given: list[str], cfg: object) -> list[dict[str, object]]:
         if not sep or key.strip() not in numerics_knobs():
             raise ConfigError(f"--knob {item!r}: give KEY=VALUE with KEY one of {', '.join(numerics_knobs())} "
                               f"(the knobs that change only rounding), e.g. --knob precision=bf16")
-        sets.append({key.strip(): yaml.safe_load(value)})
+        try:  # the YAML every other option is read with (tuner.files.safe_yaml): 1e-6 a number, `[` refused
+            sets.append({key.strip(): safe_yaml(value)})
+        except (yaml.YAMLError, YamlRefused) as err:
+            raise ConfigError(f"--knob {item!r}: its value is not a YAML scalar ({type(err).__name__}), e.g. "
+                              f"--knob precision=bf16") from None
     return sets
 
 

@@ -115,8 +115,10 @@ def seed_spread(target: Target) -> str | None:
 
 
 def flat_reference(curves: list[tuple[int, list[CurvePoint]]], target: Target) -> str | None:
-    """The line saying a derived target is the quality the baseline starts at (None: it learned): every seed that
-    read two evaluations or more settled within FLAT_SHARE of its first, in the target's direction. A classifier
+    """The line saying a derived target is the quality the baseline read at its first evaluation (None: it learned
+    after it): every seed that read two evaluations or more settled within FLAT_SHARE of its first, in the target's
+    direction (a baseline that learned before its first evaluation and no more reads so too: the note says what
+    it saw, not why). A classifier
     that never leaves chance level (a MobileNet's val_loss at ln 10 on all 3 seeds) set such a target silently:
     a trial then meets it at its first evaluation or misses it by 1e-5 (the baseline's own trial 0 ended `not
     reached` at 2.303), learning or not, and its time to target reads noise."""
@@ -135,7 +137,8 @@ def flat_reference(curves: list[tuple[int, list[CurvePoint]]], target: Target) -
     firsts = "/".join(f"{f:.4g}" for f, _ in read)
     lasts = "/".join(f"{s:.4g}" for _, s in read)
     runs = f"its {len(read)} reference runs" if len(read) > 1 else "its reference run"
-    return (f"the target {target.metric} {target.value:.4g} is where the baseline started: {runs} did not "
-            f"improve (first evaluation {firsts}, settled {lasts}; for a classifier, chance level), so a trial "
+    return (f"the target {target.metric} {target.value:.4g} is what the baseline read at its first evaluation: "
+            f"{runs} did not improve after it (first evaluation {firsts}, settled {lasts}; a classifier left at "
+            f"chance level reads so), so a trial "
             f"meets or misses it by noise, learning or not: give --target VALUE (a quality reached by "
             f"training), or a longer budget")
