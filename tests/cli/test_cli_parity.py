@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tuner.cli import main
 
 CNN = """
