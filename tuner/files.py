@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -206,6 +207,16 @@ _FLOAT_1_2 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 def safe_yaml(text: str) -> Any:
     """yaml.safe_load, with a loader that refuses duplicate keys and counts every node as it would be expanded
     (YamlRefused); every YAML tuner reads goes through it."""
+    loader = _yaml_loader()(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+@functools.cache
+def _yaml_loader() -> type:
+    """safe_yaml's loader class, built once (yaml imported only when a YAML file is first read)."""
     import yaml
     from yaml.nodes import MappingNode, SequenceNode
 
@@ -248,11 +259,7 @@ def safe_yaml(text: str) -> Any:
     # YAML 1.1 (PyYAML) reads `1e-6` and `3e-4` as strings, where a float needs a dot: `-o lr=1e-6` reached a
     # user's factory as '1e-6'. YAML 1.2's float form, as ruamel and the JSON schema read it.
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+0123456789"))
-    loader = Loader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+    return Loader
 
 
 def load_json(path: Path, what: str = "file", error: type[TunerError] = ConfigError) -> Any:
