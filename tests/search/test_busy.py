@@ -57,3 +57,15 @@ def test_an_unknown_busy_choice_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--busy must be one of note, wait, refuse" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_workload_that_names_no_function_is_its_own_line_on_a_busy_machine(tmp_path, capsys, machine):
+    """Bad input is one line even when the machine is busy: the workload is imported before the busy warning."""
+    machine(BUSY)
+    (tmp_path / "mine.py").write_text("def make():\n    pass\n")
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", "amp_loader", "--workload", f"{tmp_path / 'mine.py'}:nope", "--study", "b",
+                 "--reports-dir", str(reports), "--trials", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "has no attribute 'nope'" in err[0] and not reports.exists()
