@@ -628,3 +628,22 @@ def test_an_evaluation_that_costs_more_than_the_reference_run_stops_the_study_be
     code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--study", "nano",
                  "--reports-dir", str(reports), "--eval-every-samples", "100000"])
     assert code == 2 and "--eval-every-samples" in capsys.readouterr().err and not (reports / "nano").exists()
+
+
+def test_a_baseline_that_got_worse_is_said_so_and_not_called_chance_level():
+    """A ResNet-18 at its own lr read val_loss 37/27/23 first and settled at 58/121/64: the derived target is
+    below where every seed started, so every trial meets it at its first evaluation."""
+    from tuner.config import Target
+    from tuner.target import CurvePoint, derive_seeds_target, flat_reference
+
+    pending = Target(metric="val_loss", direction="minimize", eval_every_samples=128, source="baseline")
+    curves = [(seed, [CurvePoint(128 * (i + 1), float(i + 1), q) for i, q in enumerate(qs)])
+              for seed, qs in enumerate([[36.6, 50.0, 57.0, 58.0, 58.4], [27.0, 90.0, 120.0, 121.0, 121.1],
+                                         [23.2, 40.0, 63.0, 64.0, 64.0]])]
+    derived = derive_seeds_target(curves, pending)
+    note = flat_reference(curves, derived)
+    assert note is not None and "they got worse after it" in note and "chance level" not in note
+    assert "meets it at its first evaluation" in note and "trains at its own settings" in note
+    one_worse = [curves[0], (9, [CurvePoint(128, 1.0, 60.0), CurvePoint(256, 2.0, 60.1), CurvePoint(384, 3.0, 60.0)])]
+    note = flat_reference(one_worse, derive_seeds_target(one_worse, pending))
+    assert note is not None and "1 of them got worse" in note and "meets or misses it by noise" in note
