@@ -258,6 +258,9 @@ class Target(_Strict):
                                       "time to target); None: its budget")
     reference_budget: Budget | None = Field(None, description="a derived target: the budget the baseline trained "
                                             "to set it (a third of the trials', so the cap is about their budget)")
+    reference_seconds: float | None = Field(None, ge=0, allow_inf_nan=False, description="a derived target: the "
+                                            "wall seconds its reference runs took, set-up included (the summary's "
+                                            "time split counts them apart from the overhead)")
     eval_subset: int | None = Field(None, ge=1, description="a derived target: the validation samples each of its "
                                     "evaluations scored (the workload's target_eval_samples; null: the whole split), "
                                     "so a resume under a workload that scores another is refused")
@@ -267,7 +270,7 @@ class Target(_Strict):
         """A given target's record stays as it was (no derived-only keys); a derived one's `eval_subset` is kept
         where it was said (null: the whole split), and absent from a record that predates it (not known)."""
         d = handler(self)
-        derived_only = ("evaluations", "cap_seconds", "reference_budget", "reference_seeds")
+        derived_only = ("evaluations", "cap_seconds", "reference_budget", "reference_seeds", "reference_seconds")
         if "eval_subset" not in self.model_fields_set:
             d.pop("eval_subset", None)
         return {k: v for k, v in d.items() if v is not None or k not in derived_only}

@@ -49,3 +49,18 @@ def test_the_summary_prints_and_keeps_them(make_study, capsys):
     assert f"time: probes 10 s, trials {span:.0f} s, confirmation 64 s, overhead 26 s" in capsys.readouterr().out
     doc = _summary_json(summary)["time"]
     assert (doc["probes"], doc["confirmation"], doc["overhead"]) == (10.0, 64.0, 26.0)
+
+
+def test_a_derived_targets_reference_runs_are_their_own_share_in_the_call_that_set_it(make_study):
+    """A ResNet-18 study's 3 reference runs (95 s) read as overhead: study.json's target keeps their seconds."""
+    _, folder, since, span = _planted(make_study)
+    meta = json.loads(folder.meta_path.read_text())
+    meta["created"] = datetime.fromtimestamp(since - 2).astimezone().isoformat()
+    meta["target"] = {"metric": "fid", "value": 200.0, "eval_every_samples": 64, "source": "baseline",
+                      "reference_seconds": 95.0}
+    folder.meta_path.write_text(json.dumps(meta))
+    shares = wall_shares(folder, wall=span + 64 + 10 + 95 + 26, since=since - 5)
+    assert shares.target == 95.0 and abs(shares.overhead - 26.0) < 1e-6
+    assert "probes 10 s, target runs 95 s, trials" in shares.text()
+    resumed = wall_shares(folder, wall=30.0, since=since + span + 1000)  # a resume never derives it again
+    assert resumed.target == 0.0

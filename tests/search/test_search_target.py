@@ -341,6 +341,7 @@ def test_a_derived_target_where_the_baseline_started_is_said_and_a_learned_one_i
     assert plan.target_note and plan.target_note in said and "note:" in said
     assert "what the baseline read at its first evaluation" in said and "--target VALUE" in said and "2.303" in said
     assert meta.target["value"] == pytest.approx(2.3025, abs=1e-3)  # still set: the user may want it
+    assert meta.target["reference_seconds"] is not None  # the summary counts the reference runs apart (analysis.wall)
 
     learned = io.StringIO()
     plan, _, _ = _derivation(tmp_path, monkeypatch, [[64, 1.0, 40.0], [128, 2.0, 25.0], [192, 3.0, 21.0],

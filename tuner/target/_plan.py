@@ -11,6 +11,7 @@ tuner.search's (it trains, above tuner.train) and comes in as `run`."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -256,7 +257,7 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
         console.print(f"deriving the target from the baseline: its settings train {each}, a third of the trials' "
                       f"{plan.budget.describe()}, evaluating {pending.metric} every {pending.eval_every_samples:,} "
                       f"samples ...", soft_wrap=True)
-    curves, found = [], {}
+    curves, found, t0 = [], {}, time.perf_counter()
     for seed in seeds:
         one = cfg.model_copy(deep=True)
         one.params.seed = seed
@@ -271,7 +272,8 @@ def derive_study_target(plan: Any, space: Any, context: dict[str, Any], base: di
                           f"({found['state']}: {why}), so no target can be set and no trial's time to target "
                           f"read: give --target VALUE, a longer budget, a smaller --eval-every-samples, or a "
                           f"cheaper evaluation")
-    derived = derived.model_copy(update={"reference_budget": reference})
+    derived = derived.model_copy(update={"reference_budget": reference,
+                                         "reference_seconds": round(time.perf_counter() - t0, 1)})
     flat = flat_reference(curves, derived)
     if console is not None:
         console.print(f"target: {derived.describe()} ({derived_how(derived)})", soft_wrap=True)
