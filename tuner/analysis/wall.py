@@ -1,6 +1,7 @@
 """Where a study's wall time went, from what its folder records: the parity check, the loader probes, a derived
-target's reference runs, the search's trials, the confirmation's re-runs and the rest (start-up, Ray, between the trials, recording). The summary says it
-(issue 55), so a user sees what the study itself cost beside the training it ran."""
+target's reference runs, the search's trials, the confirmation's re-runs and the rest (start-up, Ray, between the
+trials, recording). The summary says it (issue 55), so a user sees what the study itself cost beside the training
+it ran."""
 
 from __future__ import annotations
 
@@ -33,15 +34,14 @@ class WallShares:
 
     def text(self) -> str:
         parts = [("parity check", self.parity), ("probes", self.probes), ("target runs", self.target),
-                 ("trials", self.trials),
-                 ("confirmation", self.confirmation), ("overhead", self.overhead)]
+                 ("trials", self.trials), ("confirmation", self.confirmation), ("overhead", self.overhead)]
         shown = ", ".join(f"{name} {s:.0f} s" for name, s in parts if s > 0 or name in ("trials", "overhead"))
         return f"time: {shown} (of {self.wall:.0f} s; overhead: start-up, Ray, between the trials, recording)"
 
     def to_json(self) -> dict[str, float]:
         return {"wall": round(self.wall, 1), "parity": round(self.parity, 1), "probes": round(self.probes, 1),
-                "target": round(self.target, 1), "trials": round(self.trials, 1), "confirmation": round(self.confirmation, 1),
-                "overhead": round(self.overhead, 1)}
+                "target": round(self.target, 1), "trials": round(self.trials, 1),
+                "confirmation": round(self.confirmation, 1), "overhead": round(self.overhead, 1)}
 
 
 def _epoch(iso: str | None) -> float | None:
