@@ -300,3 +300,22 @@ def test_a_read_only_study_folder_is_one_line_when_report_writes_into_it(make_st
     code, out, err = run(capsys, "report", "gan-demo", "--reports-dir", reports, "--format", "html")
     assert_one_line_error(code, err, f"{study}: cannot write: Read-only file system")
     assert not (study / "report.html").exists()
+
+
+def test_a_table_piped_to_a_file_keeps_each_row_on_one_line(capsys):
+    """Piped (stdout not a terminal), a table prints at its natural width: a study's 23 columns squeezed into 240
+    had folded each drift-adjusted throughput cell ('576.4 (1.01x the baseline; read 576.4 (457.3-726.5))') over
+    six lines."""
+    from rich.table import Table
+
+    from tuner.cli.app import print_table, stdout_console
+
+    cell = "576.4 (1.01x the baseline; read 576.4 (457.3-726.5))"
+    table = Table(title="study")
+    for i in range(12):
+        table.add_column(f"param_{i}")
+    for _ in range(3):
+        table.add_row(*[cell] * 12)
+    print_table(stdout_console(), table)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert len(rows) == 3 and all(line.count(cell) == 12 for line in rows)

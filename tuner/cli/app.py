@@ -69,6 +69,24 @@ def stdout_console() -> Any:
     return Console(highlight=False) if sys.stdout.isatty() else Console(width=240, soft_wrap=False, highlight=False)
 
 
+def print_table(console: Any, table: Any) -> None:
+    """Print a table; where stdout is not a terminal (a file, a pipe, a CI log), at the table's natural width, so
+    each row stays one line a reader can grep rather than cells folded over several lines (a study's table of
+    23 columns squeezed into 240 wrapped its throughput cells over six)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update(max_width=10_000), table).maximum
+    width = console.width
+    console.width = max(width, needed)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def stderr_console() -> Any:
     from rich.console import Console
 
@@ -145,5 +163,5 @@ def note(text: str) -> None:
 
 
 __all__ = ["CliState", "Debug", "Format", "FormatOption", "app", "apply_run_env", "busy_line", "json", "note",
-           "print_json",
+           "print_json", "print_table",
            "stderr_console", "stdout_console", "stdout_to_stderr", "user_output"]

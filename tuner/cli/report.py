@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import Debug, Format, app, busy_line, note, print_json, stdout_console
+from tuner.cli.app import Debug, Format, app, busy_line, note, print_json, print_table, stdout_console
 from tuner.errors import ConfigError
 
 REPORTS_DIR_HELP = "Folder that holds the studies (as given to `tuner search`)."
@@ -71,7 +71,7 @@ def report(
     if not s.records:
         console.print(f"study {s.name} has no finished trials yet")
         return
-    console.print(study_table(s))
+    print_table(console, study_table(s))
     for line in study_footer(s):
         console.print(line, soft_wrap=True, markup=False)  # plain text with the user's values in it
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tuner.cli.app import (Debug, Format, FormatOption, app, note, print_json, stderr_console, stdout_console,
+from tuner.cli.app import (Debug, Format, FormatOption, app, note, print_json, print_table, stderr_console,
+                           stdout_console,
                            user_output)
 from tuner.schedule import scheduler_help
 from tuner.schedule import scheduler_options as registered_options
@@ -178,9 +179,9 @@ def _print_summary(summary: Any, horizon: str | None = None) -> None:
         from tuner.report.view import adjusted_metrics, figure_text
 
         adjusted = adjusted_metrics(summary.study)  # the figures the front and the pick rank by, as the report
-        out.print(front_table(summary.front, summary.objectives, summary.study.params(), title=title,
-                              pick=verdict.pick if verdict is not None else None,
-                              figure=lambda r, key: figure_text(summary.study, r, key, adjusted)))
+        print_table(out, front_table(summary.front, summary.objectives, summary.study.params(), title=title,
+                                     pick=verdict.pick if verdict is not None else None,
+                                     figure=lambda r, key: figure_text(summary.study, r, key, adjusted)))
     else:
         print(f"Pareto front: empty ({_why_no_front(summary)})")
     if (line := summary.study.target_text()) is not None:
