@@ -104,9 +104,10 @@ def test_a_compute_ceiling_whose_deadline_cannot_hold_enough_steps_is_skipped_be
 def test_a_compute_ceiling_without_a_step_estimate_stops_at_its_deadline_and_reads_nothing():
     clock = FakeClock()
     step = OneSecondStep(clock)
-    with pytest.raises(CeilingSkipped, match="deadline"):
+    with pytest.raises(CeilingSkipped, match="deadline") as cut:
         compute_ceiling(step, torch.zeros(4), CountingDevice(), seconds=0.5, clock=clock)
     assert clock() <= 0.5 + 1.0  # one step past the deadline at most: that step had to be taken to be timed
+    assert cut.value.step_seconds == pytest.approx(1.0)  # the step it timed: the probes fit a deadline to it
 
 
 def test_an_input_ceiling_from_a_slow_loader_stops_at_its_deadline_with_a_reason():

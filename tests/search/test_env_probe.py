@@ -464,3 +464,30 @@ def test_the_env_probes_time_counts_in_the_probe_phase_the_summary_shows(monkeyp
     out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
                             {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
     assert reads and out.seconds >= 5.0 + 0.05 * len(reads)
+
+
+def test_the_env_probes_read_the_baselines_batch_with_the_deadline_its_probes_fitted_there(monkeypatch, no_policy):
+    """Where the probes at the baseline's batch read with a longer deadline (a cut reading read again with one
+    fitted to its step), the environment probes read there with it: its step needs it in their processes too."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    import tuner.knobs
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    deadlines = []
+
+    def read_value(knob, value, cfg, seconds, cache, threads, servers=None, under=None):
+        deadlines.append(seconds)
+        return 1000.0
+    monkeypatch.setattr(_env_probe, "read_value", read_value)
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"],
+                     choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0, reading_seconds=1.8)])
+    probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"}, {},
+                      SimpleNamespace(cpus_per_process=2), Said(), True, 0.75)
+    assert deadlines and set(deadlines) == {1.8}

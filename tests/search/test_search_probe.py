@@ -321,7 +321,7 @@ def test_a_local_cpu_study_probes_in_its_own_process_with_a_trials_threads(tmp_p
 
     seen = []
 
-    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None, max_seconds=None):
         seen.append((os.getpid(), torch.get_num_threads()))
         return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
                 "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
@@ -359,7 +359,7 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
     from tuner.search._probe import plan_loaders
     from tuner.search._resources import Resources
 
-    def no_compute(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+    def no_compute(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None, max_seconds=None):
         return {"compute": None, "computes": [None] * len(speeds or [{}]), "image": True,
                 "inputs": [5000.0] + [None] * (len(loaders) - 1), "device": "cpu (x86_64)"}
 
@@ -396,7 +396,7 @@ def _recording_probe(monkeypatch) -> list[int]:
     of batch sizes it was asked for."""
     probed: list[int] = []
 
-    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None):
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None, max_seconds=None):
         probed.append(json.loads(cfg_json)["params"]["batch_size"])
         return {"compute": 1000.0, "computes": [1000.0] * len(speeds or [{}]), "image": True,
                 "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}

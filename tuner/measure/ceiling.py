@@ -29,7 +29,18 @@ STABLE = 0.03
 
 
 class CeilingSkipped(Exception):
-    """A ceiling not measured because its deadline cannot hold enough steps; the message says why."""
+    """A ceiling not measured because its deadline cannot hold enough steps; the message says why, and
+    `step_seconds` the step it timed where a reading was cut (the probes fit a longer deadline to it)."""
+
+    def __init__(self, message: str, step_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.step_seconds = step_seconds
+
+
+def fitted_seconds(step_seconds: float, measure: Measure, margin: float = 1.5) -> float:
+    """A deadline that holds one warm-up step and MIN_WINDOWS windows of the least steps at `step_seconds`, with
+    `margin` to spare (check_fits' rule, the other way round)."""
+    return margin * step_seconds * (1 + MIN_WINDOWS * measure.window_min_steps)
 
 
 def ceiling_measure(seconds: float, measure: Measure | None = None) -> Measure:

@@ -212,7 +212,9 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
     from tuner.config import dump_config
     from tuner.knobs import env_acts, env_knobs, knob_env
 
-    todo: list[tuple[str, list[str], int]] = []  # the knobs to probe: their values, the batch they are read at
+    # the knobs to probe: their values, the batch they are read at and its deadline (longer where the probes there
+    # fitted one to a step their own cut: tuner.train.probe_ceilings)
+    todo: list[tuple[str, list[str], int, float]] = []
     for name in [k for k in loaders.knobs if k in env_knobs()]:
         if not here:
             loaders.knobs.remove(name)
@@ -236,8 +238,8 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
-        todo.append((name, values, there.batch_size))
-    for i, (name, values, batch) in enumerate(todo):
+        todo.append((name, values, there.batch_size, max(seconds, there.reading_seconds or 0.0)))
+    for i, (name, values, batch, deadline) in enumerate(todo):
         baseline = space.baseline_point(context)
         chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
         point = {k: v for k, v in baseline.items() if k not in loaders.knobs} | chosen
@@ -246,7 +248,7 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
         # The first probe's servers start with those the later probes' values need where it keeps default (the
         # usual case): their torch loads overlap, all before the first timed reading, rather than one more load
         # alone between two probes. Where it chooses another value, those wait unused and end with the probes.
-        also = [_env(n, v, under) for n, vs, _ in todo[i + 1:] for v in vs] if i == 0 else []
+        also = [_env(n, v, under) for n, vs, _, _ in todo[i + 1:] for v in vs] if i == 0 else []
         if console is not None:
             console.print(f"probing {name} ({', '.join(['default', *(v for v in values if v != 'default')])}) at "
                           f"batch {cfg.params.batch_size}, each in processes started under it (read once, "
@@ -254,7 +256,7 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
                           + (f", under {' '.join(f'{k}={v}' for k, v in under.items())}" if under else "")
                           + f": one reading each; default and any value more than {SPEED_GAIN:.0%} faster read again, "
                           f"in reverse order ...", soft_wrap=True)
-        probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), seconds,
+        probe = probe_env(name, values, cfg.params.batch_size, json.dumps(dump_config(cfg)), deadline,
                           str(plan.cache_dir), resources.cpus_per_process, under=under, shared=shared, also=also)
         loaders.environments.append(probe)
         if console is not None:

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from tuner.study import StudyParity
 
 PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
+# A compute reading cut at its deadline is read again with one fitted to its step, up to this many times the
+# deadline (tuner.train.probe_ceilings' max_seconds); the batch size's later compute readings keep it.
+FIT_CAP = 4.0
 
 
 def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
@@ -95,8 +98,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
             timed = (f": one took {choice.preflight_step_s:.3g} s in the pre-flight, so this batch size was not "
                      f"set up" if choice.preflight_step_s is not None else "")
             model = (f"model takes {choice.compute_ceiling:.0f} samples/s" if choice.compute_ceiling else
-                     f"model not read (its steps do not fit a {seconds:g} s probe reading{timed}; the cheapest "
-                     f"loader kept)")
+                     f"model not read (its steps do not fit a {choice.reading_seconds or seconds:.3g} s probe "
+                     f"reading{timed}; the cheapest loader kept)")
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
             line = f"  batch {choice.batch_size}: {model}; loader: {best}"
             if len(choice.speed_probes) > 1 or choice.notes:
@@ -129,8 +132,9 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     loaders = probe_environment(loaders, plan, space, context, base, resources, console, here, seconds)
     folder.write_file(folder.probes_path, loaders.model_dump_json(indent=1))  # never a deleted study's folder
     if console is not None and loaders.unread:
-        console.print(f"  {', '.join(loaders.unread)}: not read at any batch size (steps too slow for a {seconds:g} s "
-                      f"probe reading): the trials search {'it' if len(loaders.unread) == 1 else 'them'}",
+        longest = max([seconds, *(c.reading_seconds or 0.0 for c in loaders.choices)])
+        console.print(f"  {', '.join(loaders.unread)}: not read at any batch size (steps too slow for a {longest:.3g} "
+                      f"s probe reading): the trials search {'it' if len(loaders.unread) == 1 else 'them'}",
                       soft_wrap=True)
     if console is not None and loaders.split is not None:
         b, a = loaders.split["batch_size"], loaders.split["accumulation_steps"]
@@ -189,7 +193,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
             continue
         configs[batch] = json.dumps(dump_config(cfg))
         found = probe(configs[batch], loaders, seconds, str(cache_path) if cache_path else None, str(cache_dir),
-                      speeds)
+                      speeds, FIT_CAP * seconds)
         device, image = found["device"], bool(found.get("image", True))
         choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
@@ -197,8 +201,9 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
             on_batch(choice)
     if decide_split:
         def again(choice: ProbeChoice) -> float | None:
-            return probe(configs[choice.batch_size], [choice.loader], seconds,
-                         str(cache_path) if cache_path else None, str(cache_dir), [choice.speed])["compute"]
+            return probe(configs[choice.batch_size], [choice.loader], choice.reading_seconds or seconds,
+                         str(cache_path) if cache_path else None, str(cache_dir), [choice.speed],
+                         FIT_CAP * seconds)["compute"]
 
         split_read_again([c for c in choices if c.batch_size in configs], baseline.get("batch_size"), again,
                          on_cpu=not device.startswith("cuda"))
@@ -212,11 +217,14 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
 
 
 def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, cache_path: str | None,
-                cache_dir: str, speeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                cache_dir: str, speeds: list[dict[str, Any]] | None = None,
+                max_seconds: float | None = None) -> dict[str, Any]:
     """On a trial's resources: the compute ceiling of the config in `cfg_json`, with each compute-side speed
     setting in `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of
     each loader in `loaders`, through the study's ceiling cache (tuner.train.probe_ceilings measures them).
-    Returns {compute, computes: [value per speed setting], image, inputs: [value per loader], device, raised}."""
+    A compute reading cut at its deadline is read again with a longer one, up to `max_seconds`.
+    Returns {compute, computes: [value per speed setting], image, inputs: [value per loader], device, raised,
+    seconds: the compute readings' deadline at the end}."""
     from tuner.config import parse_config
     from tuner.measure.ceiling import CeilingCache
     from tuner.train import probe_ceilings
@@ -224,7 +232,7 @@ def probe_batch(cfg_json: str, loaders: list[dict[str, Any]], seconds: float, ca
     cfg = parse_config(json.loads(cfg_json), "probe")
     cache = CeilingCache(Path(cache_path)) if cache_path else None
     return probe_ceilings(cfg, loaders, seconds, cache, Path(cache_dir), speeds=speeds,
-                          enough=loaders_decided, stable=STABLE, rivals=loaders_close)
+                          enough=loaders_decided, stable=STABLE, rivals=loaders_close, max_seconds=max_seconds)
 
 
 def _with_threads(threads: int, *args: Any) -> dict[str, Any]:

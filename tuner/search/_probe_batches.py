@@ -55,7 +55,7 @@ def choice_of(batch: int, loaders: list[dict[str, Any]], found: dict[str, Any],
     probes = [LoaderProbe(loader=dict(lo), input_ceiling=v, readings=list(r))
               for lo, v, r in zip(loaders, found["inputs"], read)]
     choice = ProbeChoice(batch_size=batch, compute_ceiling=found["compute"], probes=probes,
-                          raised=found.get("raised"))
+                          raised=found.get("raised"), reading_seconds=found.get("seconds"))
     speeds = speeds or [{}]
     computes = found.get("computes") or [found["compute"]]
     read = found.get("readings") or [[v] for v in computes]

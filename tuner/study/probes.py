@@ -55,6 +55,9 @@ class ProbeChoice(BaseModel):
     # The compute readings with the chosen speed knobs where this micro-batch and a rival split were read again
     # before the split was chosen (issue 52 item 5): the first is the probes' own; empty where not read again.
     readings: list[float | None] = Field(default_factory=list)
+    # The compute readings' deadline here at the end: the probes' own, or a longer one fitted to the step of a
+    # reading it cut (tuner.train.probe_ceilings); the environment probes read this batch size with it too.
+    reading_seconds: float | None = None
 
     def knobs(self) -> dict[str, Any]:
         """Everything chosen here: the loader and the speed knobs."""

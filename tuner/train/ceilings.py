@@ -44,7 +44,7 @@ def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree
         return None
     if len(loop.windows) < MIN_WINDOWS:
         raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(loop.windows)} full window(s) "
-                             f"(steps of about {loop.step_seconds or 0:.3g} s)")
+                             f"(steps of about {loop.step_seconds or 0:.3g} s)", step_seconds=loop.step_seconds)
     return summarize(loop.windows).throughput
 
 
@@ -117,6 +117,7 @@ class CeilingNote:
 
     text: str
     raised: bool = False
+    step_seconds: float | None = None  # a compute reading cut at its deadline: the step it timed
 
     def __str__(self) -> str:
         return f"raised {self.text}" if self.raised else self.text
@@ -151,7 +152,7 @@ def measure_ceiling(kind: str, cfg: TrialConfig, device: Device, workload: Workl
                 batches.close()  # the workers stop now
     except CeilingSkipped as why:
         if notes is not None:
-            notes[kind] = CeilingNote(str(why))
+            notes[kind] = CeilingNote(str(why), step_seconds=why.step_seconds)
         return None
     except Exception as err:  # noqa: BLE001 - a ceiling is evidence; whatever it ran beside stands
         if is_oom(err):

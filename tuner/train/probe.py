@@ -23,7 +23,7 @@ CLOSE = 0.10  # a speed setting read within 10% of the defaults is read again (a
 def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: float, cache: CeilingCache | None,
                    cache_dir: Path, *, speeds: list[dict[str, Any]] | None = None,
                    enough: Callable[..., bool] | None = None, stable: float | None = None,
-                   rivals: Callable[..., list[int]] | None = None) -> dict[str, Any]:
+                   rivals: Callable[..., list[int]] | None = None, max_seconds: float | None = None) -> dict[str, Any]:
     """A study's probe at one batch size, in this process, with the trial's own workload, models, threads and
     numerics: `cfg`'s compute ceiling (on an untrained model, not cached) with each compute-side speed setting in
     `speeds` (the first, {}, the config's own defaults, read again at the end), and the input ceiling of each
@@ -33,9 +33,13 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
     speed knob is kept only against a defaults' reading). `stable`: each reading may end once its rate settled
     (tuner.train.ceilings.compute_ceiling). `rivals(compute, probed, inputs, on_cpu=...)`: the indices of the
     probed loaders predicted too close to tell apart on one reading; each is read again (not from `cache`), in
-    reverse order, and keeps its best reading. Returns {compute, computes: [value per speed setting], readings,
-    image, inputs: [value per loader], input_readings: [readings per loader], device, raised: the workload's error
-    where the defaults' reading raised, else None}."""
+    reverse order, and keeps its best reading. `max_seconds` (above `seconds`): a compute reading cut at its
+    deadline is read once more with a deadline fitted to the step it timed (fitted_seconds), up to this, and every
+    later compute reading here keeps the longer deadline (the GAN's batch-64 step, 0.09 s, needs about 0.7 s of a
+    0.75 s reading: a cold first reading cut there left the batch size, the baseline's, unread, and with it the
+    environment probes). Returns {compute, computes: [value per speed setting], readings, image, inputs: [value per
+    loader], input_readings: [readings per loader], device, raised: the workload's error where the defaults'
+    reading raised, else None, seconds: the compute readings' deadline at the end}."""
     device = resolve_device(cfg.params.device)
     context = make_context(cfg, device, cache_dir, None)
     speeds = speeds or [{}]
@@ -65,6 +69,7 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
         # allowed.
         computes: list[float | None] = []
         readings: list[list[float | None]] = [[] for _ in speeds]
+        deadline = [seconds]  # the compute readings' here: raised once a reading is cut (max_seconds)
 
         def read(i: int) -> None:
             speed = speeds[i]
@@ -76,9 +81,19 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             if point.params.channels_last != cfg.params.channels_last:
                 here = build_models(workload, device, point.params)
             with device.numerics(point.params), torch_threads(point.params.threads):  # threads: a probed knob
-                readings[i].append(ceilings(point, device, workload, train_set, here, seconds, None,
-                                            kinds=("compute",), stable=stable, batch=one,
-                                            notes=notes if not computes else None)["compute"])
+                why: dict[str, CeilingNote] = {}
+                value = ceilings(point, device, workload, train_set, here, deadline[0], None, kinds=("compute",),
+                                 stable=stable, batch=one, notes=why)["compute"]
+                cut = why.get("compute")
+                longer = _longer(deadline[0], cut, cfg, max_seconds)
+                if value is None and longer is not None:
+                    deadline[0] = longer
+                    why = {}
+                    value = ceilings(point, device, workload, train_set, here, deadline[0], None,
+                                     kinds=("compute",), stable=stable, batch=one, notes=why)["compute"]
+                if not computes and "compute" in why:
+                    notes["compute"] = why["compute"]  # why the defaults' reading gave nothing
+                readings[i].append(value)
 
         def best(i: int) -> float | None:
             return max((v for v in readings[i] if v is not None), default=None)
@@ -118,4 +133,16 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
             inputs[i] = max((v for v in input_readings[i] if v is not None), default=None)
     note = notes.get("compute")
     return {"compute": computes[0], "computes": computes, "readings": readings, "image": bool(image), "inputs": inputs,
-            "input_readings": input_readings, "device": device.describe(), "raised": note.text if note is not None and note.raised else None}
+            "input_readings": input_readings, "device": device.describe(),
+            "raised": note.text if note is not None and note.raised else None, "seconds": deadline[0]}
+
+
+def _longer(seconds: float, cut: CeilingNote | None, cfg: TrialConfig, max_seconds: float | None) -> float | None:
+    """The deadline a compute reading cut at `seconds` is read again with: fitted to the step it timed, at most
+    `max_seconds`; None where it was not cut (a reading, an error) or no longer deadline fits."""
+    if cut is None or cut.raised or cut.step_seconds is None or max_seconds is None:
+        return None
+    from tuner.measure.ceiling import fitted_seconds, stable_measure
+
+    fit = fitted_seconds(cut.step_seconds, stable_measure(seconds, cfg.measure))
+    return min(max_seconds, fit) if fit > seconds else None
