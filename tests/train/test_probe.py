@@ -71,12 +71,18 @@ def test_a_compute_reading_cut_at_its_deadline_is_read_again_with_one_fitted_to_
 
 def test_a_cut_reading_is_read_again_at_most_at_the_cap_and_without_one_not_at_all(tmp_path, monkeypatch):
     read = []
-    monkeypatch.setattr(train_probe, "ceilings", _cut_below(need=5.0, step=1.0, read=read))
+    # a 0.35 s step: a warm-up step and two windows of three need 2.45 s, which the cap holds, if without the margin
+    monkeypatch.setattr(train_probe, "ceilings", _cut_below(need=2.45, step=0.35, read=read))
     monkeypatch.setattr(train_probe, "measure_ceiling", lambda *a, **k: None)
     found = train_probe.probe_ceilings(_cfg(), [{"num_workers": 0}], 0.75, None, tmp_path,
                                        speeds=[{}, {"channels_last": True}], max_seconds=3.0)
-    assert [s for _, s in read] == [0.75, 3.0]  # a 1 s step needs more than the cap: still cut, nothing else read
-    assert found["compute"] is None and found["seconds"] == 3.0
+    assert [s for _, s in read][:2] == [0.75, 3.0] and found["computes"] == [1000.0, 1000.0]
+    read.clear()
+    # a 1 s step needs 7 s, more than the cap holds: not read again (it would be cut again), nothing else read
+    monkeypatch.setattr(train_probe, "ceilings", _cut_below(need=7.0, step=1.0, read=read))
+    found = train_probe.probe_ceilings(_cfg(), [{"num_workers": 0}], 0.75, None, tmp_path,
+                                       speeds=[{}, {"channels_last": True}], max_seconds=3.0)
+    assert [s for _, s in read] == [0.75] and found["compute"] is None and found["seconds"] == 0.75
     read.clear()
     found = train_probe.probe_ceilings(_cfg(), [{"num_workers": 0}], 0.75, None, tmp_path,
                                        speeds=[{}, {"channels_last": True}])

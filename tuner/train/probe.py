@@ -139,10 +139,15 @@ def probe_ceilings(cfg: TrialConfig, loaders: list[dict[str, Any]], seconds: flo
 
 def _longer(seconds: float, cut: CeilingNote | None, cfg: TrialConfig, max_seconds: float | None) -> float | None:
     """The deadline a compute reading cut at `seconds` is read again with: fitted to the step it timed, at most
-    `max_seconds`; None where it was not cut (a reading, an error) or no longer deadline fits."""
+    `max_seconds`; None where it was not cut (a reading, an error), or where even `max_seconds` cannot hold a
+    warm-up step and two windows at that step (a ResNet-18's 0.66 s step at batch 16 needs 4.6 s against the
+    default study's 3 s: a reading again there would be cut again, 3 s spent for nothing)."""
     if cut is None or cut.raised or cut.step_seconds is None or max_seconds is None:
         return None
     from tuner.measure.ceiling import fitted_seconds, stable_measure
 
-    fit = fitted_seconds(cut.step_seconds, stable_measure(seconds, cfg.measure))
+    measure = stable_measure(seconds, cfg.measure)
+    if fitted_seconds(cut.step_seconds, measure, margin=1.0) > max_seconds:
+        return None
+    fit = fitted_seconds(cut.step_seconds, measure)
     return min(max_seconds, fit) if fit > seconds else None
