@@ -73,12 +73,10 @@ def check_fits(seconds: float, step_seconds: float | None, measure: Measure) -> 
     step time, cannot fit the ceiling's deadline."""
     if step_seconds is None:
         return
-    need = step_seconds * (1 + MIN_WINDOWS * measure.window_min_steps)
+    need = fitted_seconds(step_seconds, measure, margin=1.0)
     if need > seconds:
         raise CeilingSkipped(f"one step takes {step_seconds:.3g} s: {seconds:.3g} s cannot hold a warm-up step and "
                              f"{MIN_WINDOWS} windows of {measure.window_min_steps} steps (needs {need:.3g} s)")
-
-
 
 
 class CeilingCache:
