@@ -37,10 +37,10 @@ class CeilingSkipped(Exception):
         self.step_seconds = step_seconds
 
 
-def fitted_seconds(step_seconds: float, measure: Measure, margin: float = 1.5) -> float:
-    """A deadline that holds one warm-up step and MIN_WINDOWS windows of the least steps at `step_seconds`, with
-    `margin` to spare (check_fits' rule, the other way round)."""
-    return margin * step_seconds * (1 + MIN_WINDOWS * measure.window_min_steps)
+def fitted_seconds(step_seconds: float, measure: Measure, spare: float = 1.5) -> float:
+    """A deadline `spare` times what one warm-up step and MIN_WINDOWS windows of the least steps need at
+    `step_seconds` (check_fits' rule, the other way round)."""
+    return spare * step_seconds * (1 + MIN_WINDOWS * measure.window_min_steps)
 
 
 def ceiling_measure(seconds: float, measure: Measure | None = None) -> Measure:
@@ -73,7 +73,7 @@ def check_fits(seconds: float, step_seconds: float | None, measure: Measure) -> 
     step time, cannot fit the ceiling's deadline."""
     if step_seconds is None:
         return
-    need = fitted_seconds(step_seconds, measure, margin=1.0)
+    need = fitted_seconds(step_seconds, measure, spare=1.0)
     if need > seconds:
         raise CeilingSkipped(f"one step takes {step_seconds:.3g} s: {seconds:.3g} s cannot hold a warm-up step and "
                              f"{MIN_WINDOWS} windows of {measure.window_min_steps} steps (needs {need:.3g} s)")

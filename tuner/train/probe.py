@@ -147,7 +147,7 @@ def _longer(seconds: float, cut: CeilingNote | None, cfg: TrialConfig, max_secon
     from tuner.measure.ceiling import fitted_seconds, stable_measure
 
     measure = stable_measure(seconds, cfg.measure)
-    if fitted_seconds(cut.step_seconds, measure, margin=1.0) > max_seconds:
+    if fitted_seconds(cut.step_seconds, measure, spare=1.0) > max_seconds:
         return None
     fit = fitted_seconds(cut.step_seconds, measure)
     return min(max_seconds, fit) if fit > seconds else None
