@@ -178,7 +178,9 @@ def main() -> None:
                     help="row env-fidelity alone, for the default study's baseline and the pick --pick gives "
                          "(no study; ~4 min): replaces that row in environment.json, keeps the others")
     ap.add_argument("--pick", default=json.dumps(LAST_PICK), help="the pick's params, as JSON (--only-fidelity)")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; 2 with --quick)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help=f"interleaved rounds of the policy rows (default 3; 2 with --quick); env-fidelity reads at "
+                         f"least {FIDELITY_ROUNDS}")
     args = ap.parse_args()
     t0 = time.perf_counter()
     rounds, seconds, trials = (2, 6.0, 4) if args.quick else (3, 8.0, 6)
@@ -226,6 +228,9 @@ def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None],
     median over rounds of that ratio, |median - 1|, the worst config's. A median, not a ratio of means over the
     rounds: on this shared machine one fresh process in a few reads 10-20% off the others (the other arm of its
     round does not), and a mean of three carries a third of that into the figure."""
+    if rounds < FIDELITY_ROUNDS:
+        print(f"env-fidelity: {FIDELITY_ROUNDS} rounds, not {rounds}: fewer cannot narrow its median's spread",
+              file=sys.stderr)
     rounds = max(rounds, FIDELITY_ROUNDS)
     print("plain loop against tuner train, nothing set ...", file=sys.stderr)
     fidelity: dict[str, dict[str, list[float | None]]] = {}
