@@ -231,7 +231,7 @@ def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None],
     if rounds < FIDELITY_ROUNDS:
         print(f"env-fidelity: {FIDELITY_ROUNDS} rounds, not {rounds}: fewer cannot narrow its median's spread",
               file=sys.stderr)
-    rounds = max(rounds, FIDELITY_ROUNDS)
+        rounds = FIDELITY_ROUNDS
     print("plain loop against tuner train, nothing set ...", file=sys.stderr)
     fidelity: dict[str, dict[str, list[float | None]]] = {}
     for name, cfg in configs.items():
