@@ -112,7 +112,7 @@ def test_ddp_trial_stopped_at_a_rung_stops_every_rank_and_is_recorded_stopped_an
     assert record.state == "stopped" and record.rung == 0 and record.error is None
     assert 128 <= record.measured_at < 384 and record.throughput > 0 and record.get("loss") is not None
     [trial] = searcher.study.trials
-    assert trial.state.name == "PRUNED" and trial.user_attrs["state"] == "stopped"
+    assert trial.state.name == "PRUNED" and trial.user_attrs["record"]["state"] == "stopped"
     assert cpus_back(ray_session, total), ray_session.available_resources()
 
 

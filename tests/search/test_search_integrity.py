@@ -81,6 +81,24 @@ def test_a_copied_and_renamed_study_resumes_into_its_own_database_only(template,
 
 
 @pytest.mark.ray
+def test_a_finished_study_s_database_file_alone_holds_every_trial(template, tmp_path):
+    # The search writes SQLite's write-ahead log (issue 55); at its end study.db is a plain rollback-journal file
+    # again, so copying that file alone, as a user might, copies the whole study.
+    import sqlite3
+
+    orig = template / "orig"
+    assert not (orig / "study.db-wal").exists() and not (orig / "study.db-shm").exists()
+    connection = sqlite3.connect(orig / "study.db")
+    try:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    finally:
+        connection.close()
+    shutil.copy(orig / "study.db", tmp_path / "alone.db")
+    trials = optuna.load_study(study_name="orig", storage=f"sqlite:///{tmp_path / 'alone.db'}").trials
+    assert sorted(t.number for t in trials if t.state.name == "COMPLETE") == [0, 1]
+
+
+@pytest.mark.ray
 def test_a_database_of_another_study_is_refused_and_nothing_changes(template, tmp_path, capsys, monkeypatch):
     reports = finished_study(template, tmp_path)
     other = reports / "other"

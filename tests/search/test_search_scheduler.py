@@ -115,7 +115,7 @@ def test_asha_stops_a_dominated_trial_and_records_it_stopped_with_its_rung(ray_s
     states = {t.number: t.state.name for t in trials}
     assert {states[r["trial"]] for r in stopped} == {"PRUNED"}  # never FAIL, never early values as COMPLETE
     assert "FAIL" not in states.values()
-    assert all(t.user_attrs["state"] == "stopped" for t in trials if t.state.name == "PRUNED")
+    assert all(t.user_attrs["record"]["state"] == "stopped" for t in trials if t.state.name == "PRUNED")
     rows = (study_dir / "trials.csv").read_text().splitlines()
     assert sum(",stopped," in row for row in rows) == len(stopped)
 
@@ -184,7 +184,7 @@ def test_a_stopped_trial_reaches_optuna_pruned_or_with_its_rung_values_never_fai
     searcher.on_trial_complete("t1", result=rung_report(number, objectives))  # Ray: the scheduler stopped it
     trial = searcher.study.trials[number]
     assert trial.state.name == state and trial.values == values
-    assert trial.user_attrs["state"] == "stopped" and trial.user_attrs["record"]["rung"] == 0
+    assert trial.user_attrs["record"]["state"] == "stopped" and trial.user_attrs["record"]["rung"] == 0
     assert trial.constraints["failed"] <= 0  # feasible: a stop is not a failure
     record = read_records(folder)[0]  # the same call wrote the study folder
     assert record.state == "stopped" and record.rung == 0 and record.measured_at == 64.0 and record.throughput == 100
@@ -354,7 +354,7 @@ def test_a_trial_the_race_stops_under_tpe_reaches_optuna_pruned_not_as_a_failure
     number = TrialOrder.from_config(slow_cfg).trial
     trial = searcher.study.trials[number]
     assert trial.state.name == "PRUNED" and trial.values is None  # not a failure TPE learns to avoid
-    assert trial.constraints["failed"] <= 0 and trial.user_attrs["state"] == NOT_REACHED
+    assert trial.constraints["failed"] <= 0 and trial.user_attrs["record"]["state"] == NOT_REACHED
     record = next(r for r in read_records(folder) if r.trial == number)
     assert record.state == NOT_REACHED and "race" in (record.error or "")
 

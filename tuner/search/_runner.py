@@ -41,6 +41,7 @@ from tuner.search._setup import StudySetup, check_space_fits, machine_record, on
 from tuner.search._stop import StopSignals
 from tuner.search._summary import SearchSummary, announce, closing
 from tuner.search._trainable import trainable  # a module global: the tests' seam for their own engine
+from tuner.search._journal import settle_storage
 from tuner.search._storage import open_storage, reconcile_study, storage_failure
 from tuner.analysis import Study, read_records
 
@@ -215,8 +216,11 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
             cluster = ray_cluster()
         assert cluster is not None
         resources = resolve_resources(opts, cluster)
-        summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
-                       make_view, allowance, machine)
+        try:
+            summary = _run(plan, cluster, resources, prepare_study(plan, cluster, resources, shared), console, t0,
+                           make_view, allowance, machine)
+        finally:
+            settle_storage(plan.storage)  # study.db back to SQLite's default journal (open_storage's searching)
         summary.exit_code = stop.exit_code
         summary.notes = [*notes, *summary.notes]
         return summary
@@ -286,7 +290,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
         if plan.target_note:  # printed as it was derived; the summary (and --format json) lists it
             prepared.notes.append(plan.target_note)
         base = trial_base(plan, trial_context(resources, None)["gpus"], device)
-    storage = open_storage(plan.storage)
+    storage = open_storage(plan.storage, searching=True)
     meta = write_meta(plan, cluster, resources, baseline, prepared, storage,
                       allowance.to_json() if allowance is not None else None)
     meta = machine_record(plan, meta, machine)

@@ -206,8 +206,7 @@ class StudySearcher(OptunaSearch):
         try:
             if pruned:  # feasible: stopped for its rank, not failed (tell_trial sets it for the others)
                 ot_trial.set_constraint(CONSTRAINT, 0.0)
-            ot_trial.set_user_attr(RECORD_ATTR, record.to_json())
-            ot_trial.set_user_attr("state", record.state)
+            ot_trial.set_user_attr(RECORD_ATTR, record.to_json())  # its state too: one write (a commit) a trial
         except Exception as exc:  # never lose the tell over bookkeeping
             logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
         if pruned:

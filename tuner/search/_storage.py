@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, StorageError, StudyError
+from tuner.search._journal import opened, sqlite_path
 from tuner.study import DB_FILE, Rerun, STUDY_META, StudyFolder, StudyMeta, TrialRecord, write_record, write_rerun
 from tuner.analysis import CSV_FIGURES, read_records
 
@@ -59,10 +60,6 @@ def resolve_storage(stored: str, study_dir: Path) -> str:
     if path.parent.resolve() != study_dir.resolve() and ((study_dir / DB_FILE).exists() or other_study):
         return default_storage(study_dir)
     return stored
-
-
-def sqlite_path(url: str) -> Path | None:
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
 
 # Database kinds whose driver is a separate install: what to tell a user whose driver is missing.
@@ -229,15 +226,18 @@ def check_storage_url(url: str) -> None:
     engine_url(url)
 
 
-def open_storage(url: str) -> Any:
+def open_storage(url: str, *, searching: bool = False) -> Any:
+    """The Optuna storage at `url`; `searching`: the search's writer (SQLite's journal: tuner.search._journal)."""
     import optuna
 
     resolved = engine_url(url)
     try:
-        return optuna.storages.RDBStorage(resolved)
+        storage = optuna.storages.RDBStorage(resolved)
     except Exception as err:  # a bad URL or an unreachable server: the user's to fix
         raise ConfigError(f"--storage {shown_url(url)}: cannot open the database: {type(err).__name__}: "
                           f"{scrub(_first_line(err), url)}") from None
+    opened(storage.engine, resolved, searching=searching)
+    return storage
 
 
 def _first_line(err: BaseException) -> str:
