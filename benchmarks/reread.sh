@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Re-read the table's rows: every benchmark that publishes rows, one after another, each alone on the machine.
+#
+#   bash benchmarks/reread.sh              # all of them, in the order below (about 2.6 hours on 2 CPU cores)
+#   bash benchmarks/reread.sh run roles    # only these (names: the first word of each line in QUEUE)
+#   bash benchmarks/reread.sh --dry-run    # print what it would run
+#
+# Any change under tuner/ makes every row stale (benchmarks/table.py), so after one, re-read them all in one queue
+# on a quiet machine: nothing else running, no tests (a benchmark's `ray stop --force` ends their Ray too). Each
+# benchmark's output goes to reports/reread/NAME.log and one line per start and end to reports/reread/queue.log;
+# `touch reports/reread/stop` ends the queue once the running benchmark is done. Then commit benchmarks/results/,
+# re-quote the figures the docs quote by hand (benchmarks/README.md lists the pages), and run tests/benchmarks.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# name | minutes on 2 cores (seen) | command
+QUEUE=(
+  "run|36|python benchmarks/run.py"
+  "time_to_target|16|python benchmarks/time_to_target.py"
+  "environment|20|python benchmarks/environment.py"
+  "contention|14|python benchmarks/contention.py --load 2 --seconds 25 --out benchmarks/results/contention.json"
+  "horizon|7|python benchmarks/horizon.py"
+  "ttt_choices|6|python benchmarks/ttt_choices.py"
+  "fixed_batch|2|python benchmarks/fixed_batch.py"
+  "parity|2|python benchmarks/parity.py --steps 200"
+  "noise_scale|1|python benchmarks/noise_scale.py"
+  "goodput_rank|3|python benchmarks/goodput_rank.py"
+  "stability_sim|1|python benchmarks/stability_sim.py"
+  "quality_rank|1|python benchmarks/quality_rank.py"
+  "multifidelity|1|python benchmarks/multifidelity.py --replay-only"
+  "retrain|21|python benchmarks/retrain.py"
+  "roles|14|python benchmarks/roles.py"
+  "live_scheduler|14|python benchmarks/live_scheduler.py"
+)
+
+dry=0
+wanted=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry=1 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) wanted+=("$arg") ;;
+  esac
+done
+names=" $(for entry in "${QUEUE[@]}"; do printf '%s ' "${entry%%|*}"; done)"
+for name in "${wanted[@]+"${wanted[@]}"}"; do
+  if [[ "$names" != *" $name "* ]]; then
+    echo "reread.sh: error: no benchmark named '$name'; choose from:$names" >&2
+    exit 2
+  fi
+done
+
+log=reports/reread
+[ "$dry" = 1 ] || mkdir -p "$log"
+total=0
+for entry in "${QUEUE[@]}"; do
+  IFS='|' read -r name minutes command <<< "$entry"
+  if [ "${#wanted[@]}" -gt 0 ] && [[ " ${wanted[*]} " != *" $name "* ]]; then
+    continue
+  fi
+  total=$((total + minutes))
+  if [ "$dry" = 1 ]; then
+    printf '%-15s ~%3s min  %s\n' "$name" "$minutes" "$command"
+    continue
+  fi
+  if [ -e "$log/stop" ]; then
+    echo "$(date -u +%FT%TZ) stopped before $name ($log/stop exists)" | tee -a "$log/queue.log"
+    break
+  fi
+  ray stop --force >/dev/null 2>&1  # what a benchmark before it may have left running
+  echo "$(date -u +%FT%TZ) start $name (about $minutes min)" | tee -a "$log/queue.log"
+  $command > "$log/$name.log" 2>&1
+  rc=$?
+  echo "$(date -u +%FT%TZ) end $name rc $rc" | tee -a "$log/queue.log"
+  if [ "$name" = multifidelity ]; then  # the replay's combined file is scratch, not a published result
+    for f in benchmarks/results/multifidelity-cnn-gan.json benchmarks/results/multifidelity-cnn-gan.md; do
+      git ls-files --error-unmatch "$f" >/dev/null 2>&1 || rm -f "$f"
+    done
+  fi
+done
+if [ "$dry" = 1 ]; then
+  echo "about $total min in all"
+else
+  echo "$(date -u +%FT%TZ) done; \`python benchmarks/table.py\` shows the table" | tee -a "$log/queue.log"
+fi
