@@ -315,3 +315,29 @@ def test_a_busy_studys_pick_reads_a_screened_re_run_against_the_baseline_of_its_
     faster = decide(_drifted_busy(tmp_path / "faster", 1700.0))
     assert faster.pick.trial == 3 and faster.held is not None and not faster.held.own
     assert faster.held.ratio is not None and faster.held.ratio.centre == pytest.approx(1700 / 1300)
+
+
+def test_a_busy_studys_pick_is_not_held_on_single_readings_the_verdict_calls_noise(tmp_path):
+    """Beside a busy loop trial 1 (the user's threading) read 1.06x the baseline once; the re-runs' pooled noise
+    was tight, so its interval cleared 1 and the pick was held to it "beyond the noise", in the line after the
+    verdict said single readings under ~15% apart are noise. It is the user's own settings now; read 1.3x once,
+    trial 1 is the held pick, on single readings."""
+    from tuner.study import RunEnvironment
+
+    def study(single):
+        folder = StudyFolder(tmp_path / f"s{single}")
+        folder.write_meta(StudyMeta(name="s", objectives=[Objective(metric="throughput", direction="max")],
+                                    baseline={"trial": 0, "params": {}}))
+        load = {"params": {"threads": 1, "omp_wait_policy": "PASSIVE"}}
+        for n, thr, config in [(0, 20.0, None), (1, single, None), (2, 80.0, load)]:
+            write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr}, config=config,
+                                             environment=RunEnvironment(others_share=0.6)))
+        for n, values in {0: [20.0, 20.1], 2: [80.0, 80.2]}.items():
+            for k, thr in enumerate(values):
+                write_rerun(folder, n, Rerun(repeat=k, round=0, state="complete", metrics={"throughput": thr}))
+        return Study.load(folder)
+
+    near = decide(study(21.2))
+    assert near.pick.trial == 0 and near.held is not None and near.held.own and near.held.pick == 2
+    far = decide(study(26.0))
+    assert far.pick.trial == 1 and far.held is not None and far.held.statistic == "single"

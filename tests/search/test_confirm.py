@@ -690,3 +690,47 @@ def test_a_rival_whose_search_reading_would_not_move_the_pick_is_not_chased(tmp_
     assert next_knee(s, 1) is None and pending(s, 1, 2) == []
     assert "trial 2 ranks higher on a single, unconfirmed reading, but that reading as a re-run would still leave " \
            f"trial {decide(s).pick.trial} the pick (so not re-run)" in decide(s).text
+
+
+def _busy_study(tmp_path, share):
+    """The new user's LSTM beside a busy loop: the baseline (trial 0) read 20 samples/s, trial 2 (1 thread,
+    PASSIVE: the load's knee) 80, trial 1 (the user's threading, malloc retain) 21 and trial 3 (the user's
+    threading) 19; `share` is what other processes took of each trial's CPUs."""
+    from tuner.study import RunEnvironment
+
+    folder = StudyFolder(tmp_path / f"busy{share}")
+    folder.write_meta(StudyMeta(name="b", objectives=[Objective(metric="throughput", direction="max"),
+                                                       Objective(metric="loss", direction="min")],
+                                baseline={"trial": 0, "params": {}}))
+    load = {"params": {"threads": 1, "omp_wait_policy": "PASSIVE"}}
+    for n, thr, loss, config in [(0, 20.0, 5.0, None), (1, 21.0, 4.9, {"params": {"malloc": "retain"}}),
+                                 (2, 80.0, 5.1, load), (3, 19.0, 5.2, None)]:
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr, "loss": loss},
+                                         config=config, environment=RunEnvironment(others_share=share)))
+    return Study.load(folder), folder
+
+
+def test_a_busy_study_confirms_the_knee_that_shares_the_users_threading_as_well(tmp_path):
+    """Beside a busy loop the phase re-ran the load's pick (trial 2: 1 thread, PASSIVE) and the baseline, while the
+    export's pick, held to the user's threading (tuner.analysis.held), stood on one reading. Now the knee of the
+    configs sharing the baseline's threading (trial 1) is re-run too; a quiet study plans as before."""
+    busy, _ = _busy_study(tmp_path, 0.6)
+    assert plan_reruns(busy, 1) == [2, 1, 0]
+    quiet, _ = _busy_study(tmp_path, 0.02)
+    assert plan_reruns(quiet, 1) == [2, 0]
+    assert pairs(pending(busy, 1, 2)) == [(2, 0), (1, 0), (0, 0), (1, 1), (0, 1), (2, 1)]
+
+
+def test_a_busy_studys_held_pick_stands_on_its_re_runs(tmp_path):
+    """Once trial 1's re-runs beat the baseline's, read in the same rounds, the held pick is trial 1 on confirmed
+    means; its single reading (1.05x) alone would not have beaten the baseline beyond what the verdict calls noise
+    in single readings."""
+    s, folder = _busy_study(tmp_path, 0.6)
+    v = decide(s)
+    assert v.pick.trial == 0 and v.held is not None and v.held.own  # 21 vs 20 once each: the user's own settings
+    for n, values in {0: [20.0, 20.4], 1: [26.0, 26.4], 2: [80.0, 81.0]}.items():
+        for k, thr in enumerate(values):
+            write_rerun(folder, n, Rerun(repeat=k, round=0, state="complete", metrics={"throughput": thr, "loss": 5.0}))
+    v = decide(Study.load(folder))
+    assert v.pick.trial == 1 and v.held is not None and not v.held.own and v.held.statistic == "confirmed"
+    assert "sharing your threading" in v.text

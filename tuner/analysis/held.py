@@ -7,8 +7,11 @@ busy (tuner.analysis.busy), the pick ranks only the configs that share the user'
 threads and wait policy) and beat the baseline beyond the noise; failing that, the pick is the baseline, the
 user's own settings. Throughput against the baseline is read like with like: confirmed re-runs against the
 baseline read in the same round (tuner.analysis.rounds.per_round), single search readings against the baseline's
-search reading, never a re-run of a fast round against the baseline's slower one. `tuner export
---keep-load-knobs` hands over the load's pick as measured (decide(..., for_load=False)).
+search reading (and only beyond SINGLE_NOISE: a trial read 1.06x once beside a busy loop was held as beating the
+user's settings "beyond the noise" in the line after the verdict called under 15% noise), never a re-run of a fast
+round against the baseline's slower one. The confirmation re-runs the knee of the configs that share the user's
+threading as well as the load's (tuner.search._confirm.plan_reruns), so the held pick stands on re-runs too.
+`tuner export --keep-load-knobs` hands over the load's pick as measured (decide(..., for_load=False)).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from tuner.study import THROUGHPUT, TrialRecord
 from tuner.analysis.pareto import rankable
 from tuner.analysis.rounds import by_round, is_confirmed, per_round
-from tuner.analysis.stats import Interval, ratio_interval
+from tuner.analysis.stats import SINGLE_NOISE, Interval, ratio_interval
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
 
@@ -109,6 +112,8 @@ def sharing(study: Study, pick: TrialRecord, baseline: TrialRecord, pool: list[T
         if r.trial not in ratios:
             iv, how = ratio_to_baseline(study, r, baseline)
             if iv is None or iv.low is None or iv.low <= 1:
+                return False
+            if how == "single" and iv.centre < 1 + SINGLE_NOISE:  # the verdict calls such single readings noise
                 return False
             ratios[r.trial] = (iv, how)
         return True

@@ -23,6 +23,9 @@ CENTRE_METHOD = ("geometric mean of the re-runs; 95% t-interval from the run-to-
                  "t-interval from their spread (rounds - 1 df), never narrower than the pooled one")
 RATIO_METHOD = "ratio of geometric means; 95% t-interval from the pooled run-to-run variation (log scale)"
 NOISE_METHOD = "pooled standard deviation of log throughput over the confirmed configs' re-runs"
+# One config read twice on a shared machine differs by 8-20%: two single readings closer than this are not told
+# apart, whatever interval the re-runs' pooled noise would give them (tuner.analysis.versus, tuner.analysis.held).
+SINGLE_NOISE = 0.15
 
 
 @functools.lru_cache(maxsize=256)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric
 from tuner.analysis.eligible import complete
 from tuner.analysis.rounds import is_confirmed
-from tuner.analysis.stats import Interval, Pooled, ratio_interval
+from tuner.analysis.stats import SINGLE_NOISE, Interval, Pooled, ratio_interval
 from tuner.analysis.study import Study
 
 
@@ -41,7 +41,8 @@ def _ratio_words(study: Study, chosen: TrialRecord, baseline: TrialRecord, r: In
         mine_v, theirs_v = chosen.throughput, baseline.throughput
         ratio = f"{mine_v / theirs_v:.2f}x" if mine_v and theirs_v else "?"
         return (f"{ratio} the baseline's (trial {baseline.trial}) throughput in single readings, not confirmed "
-                f"(single reading vs single reading): differences under ~15% are noise on a shared machine")
+                f"(single reading vs single reading): differences under ~{SINGLE_NOISE:.0%} are noise on a shared "
+                f"machine")
     if r.low > 1:
         return (f"{r.centre:.2f}x faster than the baseline (trial {baseline.trial}), {like}, interval "
                 f"{r.low:.2f}-{r.high:.2f}x")

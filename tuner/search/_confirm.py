@@ -52,7 +52,10 @@ def plan_reruns(study: Study, k: int) -> list[int]:
     fastest, then the best quality, then the rest nearest the knee), and the baseline. The baseline on the front
     takes none of the k: a study under --study-seconds 200 whose knee was the baseline confirmed it alone, and its
     verdict kept it as the pick beside a 1.37x faster trial it could not weigh (one config's two re-runs: a
-    1-degree-of-freedom spread, an interval of 0.76-1.32x of the mean)."""
+    1-degree-of-freedom spread, an interval of 0.76-1.32x of the mean). On a busy study the knee of the configs that
+    share the user's threading comes too, beyond the k (sharing_knee): the export's pick is held to those
+    (tuner.analysis.held), and beside a busy loop the phase re-ran only the load's pick (1 thread, PASSIVE) while the
+    held pick stood on one reading."""
     if k <= 0:
         return []
     baseline = study.baseline_trial
@@ -74,10 +77,32 @@ def plan_reruns(study: Study, k: int) -> list[int]:
         for r in order:
             if r.trial not in chosen and len([c for c in chosen if c != baseline]) < k:
                 chosen.append(r.trial)
+    if (held := sharing_knee(study)) is not None and held not in chosen:
+        chosen.append(held)
     if baseline is not None and baseline not in chosen and any(r.trial == baseline and r.complete
                                                                for r in study.records):
         chosen.append(baseline)
     return chosen
+
+
+def sharing_knee(study: Study) -> int | None:
+    """On a study whose search readings say the machine was busy (tuner.analysis.busy; the trials' own readings, so
+    the plan stays what it was once re-runs are recorded): the knee, on the search's readings, of the trials other
+    than the baseline that share its threads and wait policy (tuner.analysis.held.load_knobs_of). None: not busy,
+    no baseline, or no such trial measured."""
+    from tuner.analysis import busy_runs, load_knobs_of
+
+    baseline = next((r for r in study.records if r.trial == study.baseline_trial and r.complete), None)
+    if baseline is None or not busy_runs(study.records):
+        return None
+    own = load_knobs_of(baseline)
+    same = [r for r in study.records if r.trial != baseline.trial and load_knobs_of(r) == own]
+    ranks = pareto_ranks(same, study.objectives, measured)
+    front = [r for r in same if ranks.get(r.trial) == 0]
+    if not front:
+        return None
+    dist = knee_distances(front, study.objectives, measured, scale=[r for r in same if r.trial in ranks])
+    return min(front, key=lambda r: (round(dist[r.trial], 12), -(r.throughput or 0.0), r.trial)).trial
 
 
 def schedule(trials: list[int], repeats: int, done: dict[int, set[int]], round_: int = 0,
@@ -304,6 +329,9 @@ def rerun_configs(study: Study, runs: list[Run], wall_limit_s: float,
             for run in runs]
 
 
-__all__ = ["DEFAULT_REPEATS", "DEFAULT_TARGET_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run", "confirm_baseline", "confirm_set",
-           "holds", "moved", "moved_round", "next_knee", "next_round", "pending", "plan_reruns", "recorded",
-           "rerun_configs", "rerun_seed", "schedule", "screen", "TIE_PASSES", "tie_pass", "tie_reads", "trial_seed"]
+__all__ = [
+    "DEFAULT_REPEATS", "DEFAULT_TARGET_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run",
+    "confirm_baseline", "confirm_set", "holds", "moved", "moved_round", "next_knee", "next_round", "pending",
+    "plan_reruns", "recorded", "rerun_configs", "rerun_seed", "schedule", "screen", "sharing_knee", "TIE_PASSES",
+    "tie_pass", "tie_reads", "trial_seed",
+]
