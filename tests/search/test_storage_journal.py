@@ -81,3 +81,19 @@ def test_a_reader_holding_the_database_at_the_end_keeps_it_sound(local):
 
 def test_a_network_or_unknown_file_system_is_not_called_local():
     assert not on_local_disk(Path("/proc"))  # procfs: not a place SQLite's shared memory is known to work
+
+
+def test_a_database_opened_again_and_again_keeps_no_dead_engines(tmp_path):
+    """`tuner report --watch` opens a study's database on every refresh: the references settle_storage keeps to
+    the engines opened on it are pruned as their engines go, so a long watch does not grow them without bound."""
+    import gc
+
+    from tuner.search import _journal
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    for _ in range(20):
+        storage = open_storage(url)
+        del storage
+        gc.collect()
+    refs = _journal._ENGINES[str((tmp_path / "study.db").absolute())]
+    assert len(refs) <= 2 and sum(ref() is not None for ref in refs) <= 1

@@ -27,7 +27,8 @@ def opened(engine: Any, url: str, *, searching: bool) -> None:
     if path is None:
         return
     path = path.expanduser().absolute()
-    _ENGINES.setdefault(str(path), []).append(weakref.ref(engine))
+    refs = [ref for ref in _ENGINES.get(str(path), []) if ref() is not None]  # a report opening it again and again
+    _ENGINES[str(path)] = [*refs, weakref.ref(engine)]  # kept no dead references
     if searching and on_local_disk(path.parent):
         _write_ahead(engine)
 
