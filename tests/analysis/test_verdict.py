@@ -341,3 +341,29 @@ def test_a_busy_studys_pick_is_not_held_on_single_readings_the_verdict_calls_noi
     assert near.pick.trial == 0 and near.held is not None and near.held.own and near.held.pick == 2
     far = decide(study(26.0))
     assert far.pick.trial == 1 and far.held is not None and far.held.statistic == "single"
+
+
+def test_a_baseline_read_on_a_busy_machine_is_no_unit_for_the_search_readings(tmp_path):
+    """A default study began beside a spinning process: the baseline's search reading collapsed to 41.5 samples/s
+    (817 once re-run on a quiet machine), and the quiet trials after it, never re-run, were tabled and ranked at
+    12-16x the baseline (674 / 41.5 x 817; a PASSIVE trial beside the same load, 12x). Their search readings now
+    stand as read, and nothing is said to beat the baseline on that reading."""
+    from tuner.study import RunEnvironment
+
+    folder = StudyFolder(tmp_path / "s")
+    folder.write_meta(StudyMeta(name="s", objectives=[Objective(metric="throughput", direction="max")],
+                                baseline={"trial": 0, "params": {}}))
+    for n, thr, share, config in [(0, 41.5, 0.51, None), (1, 674.2, 0.02, {"params": {"malloc": "retain"}}),
+                                  (2, 955.0, 0.02, {"params": {"omp_wait_policy": "ACTIVE"}}),
+                                  (3, 515.6, 0.5, {"params": {"omp_wait_policy": "PASSIVE"}})]:
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"throughput": thr}, config=config,
+                                         environment=RunEnvironment(others_share=share)))
+    for n, values in {0: [817.0, 900.0], 2: [882.0, 890.0]}.items():
+        for k, thr in enumerate(values):
+            write_rerun(folder, n, Rerun(repeat=k, round=0, state="complete", metrics={"throughput": thr}))
+    s = Study.load(folder)
+    assert s.value(s.trial(1), "throughput") == pytest.approx(674.2)  # not 674.2 / 41.5 x 857
+    assert s.value(s.trial(3), "throughput") == pytest.approx(515.6)  # beside the same load, but it collapsed less
+    assert s.value(s.trial(0), "throughput") == pytest.approx((817.0 * 900.0) ** 0.5)
+    v = decide(s)
+    assert v.pick.trial != 1 and "16." not in v.text  # trial 1 is not 16x the baseline

@@ -21,7 +21,7 @@ from typing import Any
 
 from tuner.study import THROUGHPUT, TrialRecord
 from tuner.analysis.pareto import rankable
-from tuner.analysis.rounds import by_round, is_confirmed, per_round
+from tuner.analysis.rounds import by_round, is_confirmed, per_round, search_reading
 from tuner.analysis.stats import SINGLE_NOISE, Interval, ratio_interval
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
@@ -51,9 +51,10 @@ def ratio_to_baseline(study: Study, record: TrialRecord, baseline: TrialRecord) 
             return ratio_interval(values, beside, pooled), "confirmed"
         if (iv := per_round(record, baseline, pooled)) is not None:
             return iv, "confirmed"
-    if not record.throughput or not baseline.throughput:
+    base = search_reading(baseline, record)  # None: one read beside a load, the other not
+    if not record.throughput or not base:
         return None, ""
-    return ratio_interval([record.throughput], [baseline.throughput], pooled), "single"
+    return ratio_interval([record.throughput], [base], pooled), "single"
 
 
 @dataclass

@@ -6,7 +6,7 @@ rounds are compared through the baseline: each trial's ratio to the baseline rea
 of those two ratios, with every sample's noise in its interval. Trials read in the same round (every study
 confirmed in one round, or by a tuner that kept no rounds) are compared directly, as before. A trial never re-run
 stands on its search reading, taken in yet another phase: it is compared through the baseline's search reading
-(in_baseline_units, beyond_one_more_run).
+(in_baseline_units, beyond_one_more_run), where both were read on a quiet machine (search_reading).
 """
 
 from __future__ import annotations
@@ -94,24 +94,40 @@ def side_by_side(a: TrialRecord, b: TrialRecord, baseline: TrialRecord | None, p
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half))
 
 
+def search_reading(baseline: TrialRecord | None, record: TrialRecord, *, drift: bool = False) -> float | None:
+    """The baseline's search reading as the unit for `record`'s single reading; None where one of the two was read
+    while others took BUSY_SHARE of its CPUs and the other not, or with `drift` (the unit of the machine's drift
+    between phases) where either was: a default study began beside a spinning process, its baseline read 41.5
+    samples/s there (817 once re-run), and the trials after it, quiet or busy, were tabled at 12-16x the baseline
+    on that unit, for a load collapses configs unlike (5-44x). Two readings beside one load, of configs that share
+    the user's threading, are compared (tuner.analysis.held), as two quiet ones are."""
+    if baseline is None or _busy(baseline) != _busy(record) or (drift and _busy(record)):
+        return None
+    return baseline.throughput
+
+
+def _busy(record: TrialRecord) -> bool:
+    return record.environment is not None and record.environment.busy
+
+
 def in_baseline_units(records: list[TrialRecord], baseline: int | None, value: Value) -> Value:
     """`value`, but a confirmed trial's throughput read in a later round than the baseline's first is rescaled by
     the baseline's drift between the two rounds: each re-run divided by the baseline's (geometric) mean in its own
     round, times the baseline's mean in its first round; and a trial never re-run, its search reading, by the
     baseline's drift from the search to that round (its search reading against that mean). Ranking on it ranks on
     each trial's ratio to the baseline read beside it. Unchanged where everything was read in one round, or the
-    rounds (or the baseline's reading in one of them) are unknown."""
+    rounds (or the baseline's reading in one of them) are unknown; a search reading unchanged where it or the
+    baseline's was read beside a load (search_reading)."""
     base_rec = next((r for r in records if r.trial == baseline), None)
     base = by_round(base_rec.confirmed) if base_rec is not None else None
     if not base or any(v <= 0 for g in base.values() for v in g):
         return value
     level = {r: statistics.fmean(math.log(v) for v in g) for r, g in base.items()}
     first = min(level)
-    search = base_rec.throughput if base_rec is not None else None
 
     def like(record: TrialRecord, metric: str) -> float | None:
         if metric == THROUGHPUT and record.confirmed is None:
-            single = value(record, metric)
+            single, search = value(record, metric), search_reading(base_rec, record, drift=True)
             return single if single is None or not search or search <= 0 \
                 else single / search * math.exp(level[first])
         mine = by_round(record.confirmed) if metric == THROUGHPUT else None
@@ -147,8 +163,9 @@ def beyond_one_more_run(single: float, single_base: float, values: list[float], 
 def rival_beyond(rival: TrialRecord, pick: TrialRecord, baseline: TrialRecord | None, pooled: Pooled | None,
                  maximize: bool = True) -> bool | None:
     """beyond_one_more_run for a rival never re-run against the confirmed pick, from their records; None where a
-    reading it needs is missing (the baseline's search reading, its re-runs in the pick's rounds, the rounds)."""
-    single, single_base = rival.throughput, baseline.throughput if baseline is not None else None
+    reading it needs is missing (the baseline's search reading, or either read beside a load; its re-runs in the
+    pick's rounds, the rounds)."""
+    single, single_base = rival.throughput, search_reading(baseline, rival, drift=True)
     mine = by_round(pick.confirmed)
     if single is None or not single_base or mine is None or baseline is None:
         return None

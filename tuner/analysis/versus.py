@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord, fmt_metric
 from tuner.analysis.eligible import complete
-from tuner.analysis.rounds import is_confirmed
+from tuner.analysis.rounds import is_confirmed, search_reading
 from tuner.analysis.stats import SINGLE_NOISE, Interval, Pooled, ratio_interval
 from tuner.analysis.study import Study
 
@@ -39,6 +39,9 @@ def _ratio_words(study: Study, chosen: TrialRecord, baseline: TrialRecord, r: In
             return (f"{r.centre:.2f}x the baseline's (trial {baseline.trial}) throughput, {like}; too few re-runs "
                     f"for an interval")
         mine_v, theirs_v = chosen.throughput, baseline.throughput
+        if search_reading(baseline, chosen) is None:
+            return (f"not compared with the baseline's (trial {baseline.trial}) throughput: one of the two single "
+                    f"readings was taken while other processes took a share of its CPUs, the other not")
         ratio = f"{mine_v / theirs_v:.2f}x" if mine_v and theirs_v else "?"
         return (f"{ratio} the baseline's (trial {baseline.trial}) throughput in single readings, not confirmed "
                 f"(single reading vs single reading): differences under ~{SINGLE_NOISE:.0%} are noise on a shared "
