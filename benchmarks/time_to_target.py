@@ -255,7 +255,11 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
     a, b, c = stats["a"], stats["b"], stats["c"]
     per_arm = {arm: asdict(s) for arm, s in stats.items()}
     est = estimate_check(runs)
+    # (a) and (b) exporting one config: their re-runs differ by noise alone, so "pick <= knee" holds by identity
+    same = (details.get("a") or {}).get("pick", {}).get("params") is not None and \
+        (details.get("a") or {}).get("pick", {}).get("params") == (details.get("b") or {}).get("pick", {}).get("params")
     d = {**details, "arms": per_arm, "cap_s": cap, "b_over_a": b.median / a.median, "estimate_vs_direct": est,
+         "same_pick": 1.0 if same else 0.0,
          "c_over_a": c.median / a.median, "exported": exported,
          "runs": [asdict(r) for r in runs]}
 
@@ -274,8 +278,14 @@ def workload_rows(key: str, runs: list[Run], cap: float, need_ratio: float, expo
     return [
         BenchResult(f"{key}: time to target of the time-to-target pick vs the knee and the baseline",
                     "time_to_target", a.median, "s", c.median, c.median / a.median, "", None, note=text, details=d,
-                    row=f"tt-{key}", rule=target(f"{need} (baseline / pick) and pick <= knee (b_over_a >= 1)",
-                                                 ("ratio", ">=", need_ratio), ("b_over_a", ">=", 1.0))),
+                    row=f"tt-{key}",
+                    rule=target(f"{need} (baseline / pick) and pick <= knee (b_over_a >= 1, or (b) exported the "
+                                "same config: same_pick)",
+                                ("ratio", ">=", need_ratio), [("b_over_a", ">=", 1.0), ("same_pick", ">=", 1.0)]),
+                    target_history=[{"was": f"{need} (baseline / pick) and pick <= knee (b_over_a >= 1)",
+                                     "why": "where (a) and (b) export one config, b_over_a compares two sets of "
+                                            "re-runs of that config and misses half the time on noise alone "
+                                            "(tt-gan, 2026-12-02 19:53: both trial 1, b_over_a 0.987)"}]),
         samples_row(key, [r for r in runs if r.arm == "a"], a.samples_median, exported),
     ]
 

@@ -42,6 +42,18 @@ def test_the_rows_pass_and_fail_on_the_planted_times():
     assert tt.ratio >= 1.5 and tt.pass_ is False
 
 
+def test_a_pick_slower_than_the_knee_only_by_noise_passes_where_both_exported_one_config_and_only_there():
+    # (b)'s re-runs of the very config (a) exported read 2% faster: noise, not a worse pick
+    runs = _runs("a", [2.0, 2.2, 1.9, 2.0, 2.1]) + _runs("b", [1.95, 2.1, 1.9, 1.97, 2.05]) + \
+        _runs("c", [4.0, 3.5, 3.6, 3.8, 4.2])
+    one = {"trial": 1, "params": {"batch_size": 49, "lr_scale": 1.75}}
+    tt, _ = workload_rows("gan", runs, 9.0, 1.0, {}, "planted", {"a": {"pick": one}, "b": {"pick": dict(one)}})
+    assert tt.details["b_over_a"] < 1 and tt.details["same_pick"] == 1.0 and tt.pass_ is True
+    other = {"trial": 2, "params": {"batch_size": 64, "lr_scale": 1.0}}
+    tt, _ = workload_rows("gan", runs, 9.0, 1.0, {}, "planted", {"a": {"pick": one}, "b": {"pick": other}})
+    assert tt.details["same_pick"] == 0.0 and tt.pass_ is False
+
+
 HEADER = ("# Time to target: this config 2.1 s ...\n"
           "# One re-run to the target (tuner train --config --until-target) should read 160-250 samples (95%, "
           "from these runs' spread); 1.2-3.4 s at the load these runs were read at (seconds move with the machine's "
