@@ -367,3 +367,44 @@ def test_a_baseline_read_on_a_busy_machine_is_no_unit_for_the_search_readings(tm
     assert s.value(s.trial(0), "throughput") == pytest.approx((817.0 * 900.0) ** 0.5)
     v = decide(s)
     assert v.pick.trial != 1 and "16." not in v.text  # trial 1 is not 16x the baseline
+
+
+
+def _busy_time_to_target(tmp_path, reruns_of_3, load_pick=False):
+    """tt-cnn (a), 2026-12-03: a study scored on time to target alone, one run of trial 1 read beside a 21% load
+    (busy); trial 3 re-ran at `reruns_of_3` seconds to the target against the baseline's 9.06 and 10.28 s, its
+    throughput below the baseline's (782 and 652 against 875 and 831 samples/s). `load_pick`: trial 2, 1 thread,
+    reaches it sooner still (the load's pick)."""
+    from tuner.study import RunEnvironment
+
+    folder = StudyFolder(tmp_path / "ttt")
+    folder.write_meta(StudyMeta(name="ttt", objectives=[Objective(metric="time_to_target", direction="min")],
+                                baseline={"trial": 0, "params": {}}))
+    trials = [(0, 7.89, 778.0, 0.0, None), (1, 8.95, 749.0, 0.21, None), (3, 3.0, 832.0, 0.0, None)]
+    reruns = {0: [(9.06, 875.0), (10.28, 831.0)], 3: list(zip(reruns_of_3, (782.0, 652.0)))}
+    if load_pick:
+        trials.append((2, 1.5, 1500.0, 0.21, {"params": {"threads": 1}}))
+        reruns[2] = [(1.6, 1450.0), (1.7, 1400.0)]
+    for n, ttt, thr, share, config in trials:
+        write_record(folder, TrialRecord(trial=n, state="complete", metrics={"time_to_target": ttt, "throughput": thr},
+                                         config=config, environment=RunEnvironment(others_share=share)))
+    for n, runs in reruns.items():
+        for k, (ttt, thr) in enumerate(runs):
+            write_rerun(folder, n, Rerun(repeat=k, round=0, state="complete",
+                                         metrics={"time_to_target": ttt, "throughput": thr}))
+    return Study.load(folder)
+
+
+def test_a_busy_time_to_target_studys_pick_must_beat_the_baseline_on_time_to_target_not_on_throughput(tmp_path):
+    """The busy rule held a time-to-target study's pick to trials that beat the baseline in throughput, which the
+    study does not score: it exported the baseline beside a trial whose re-runs reached the target 2.1x sooner.
+    It judges the study's own objective now; a trial that reaches it no sooner beyond the noise is still held."""
+    v = decide(_busy_time_to_target(tmp_path / "sooner", (4.06, 5.02)))
+    assert v.busy is not None and v.pick.trial == 3 and v.held is None  # it shares the user's threading
+    load = decide(_busy_time_to_target(tmp_path / "load", (4.06, 5.02), load_pick=True))
+    assert load.pick.trial == 3 and load.held is not None and load.held.pick == 2 and not load.held.own
+    assert load.held.metric == "time_to_target"
+    assert load.held.ratio.centre == pytest.approx(((9.06 * 10.28) / (4.06 * 5.02)) ** 0.5)
+    assert "trial 3 (2.14x sooner to the target than the baseline, interval" in load.text
+    same = decide(_busy_time_to_target(tmp_path / "same", (9.5, 10.0)))
+    assert same.pick.trial == 0 and (same.held is None or same.held.own)

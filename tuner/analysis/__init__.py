@@ -15,7 +15,7 @@ from tuner.analysis.horizon import (
 )
 from tuner.analysis.pareto import Pick, Value, choose, knee, knee_distances, measured, pareto_ranks
 from tuner.analysis.eligible import next_to_confirm
-from tuner.analysis.held import load_knobs_of
+from tuner.analysis.held import load_knobs_of, ratio_words
 from tuner.analysis.rounds import beyond_one_more_run, is_confirmed
 from tuner.analysis.stats import (Interval, NoiseFloor, Pooled, TimeToTarget, confirmed, differ, noise_floor, pool,
                                   ratio_interval, time_to_target)
@@ -34,7 +34,7 @@ __all__ = [
     "baseline_record",
     "beyond_one_more_run", "bound_label", "break_even_seconds", "busy_runs", "break_even_text", "cache_key",
     "ceiling_cache_keys", "chase_could_move", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
-    "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "load_knobs_of", "lr_advice", "measured",
+    "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "load_knobs_of", "lr_advice", "measured", "ratio_words",
     "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pass_could_tell", "pool", "rate", "ranks_windows",
     "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "settled_quality", "study_payback", "study_ratio", "time_to_target", "to_target", "wall_shares",
     "window_noise", "CSV_FIGURES", "CsvFigures",

@@ -37,24 +37,58 @@ def load_knobs_of(record: TrialRecord) -> dict[str, Any]:
     return {n: params.get(n, Params.model_fields[n].default) for n in load_knobs()}
 
 
-def ratio_to_baseline(study: Study, record: TrialRecord, baseline: TrialRecord) -> tuple[Interval | None, str]:
-    """`record` over the baseline in throughput, like with like, and what it compares ("confirmed" or "single"):
-    where both were confirmed, each re-run over the baseline read in its own round (rounds.per_round; a record
-    whose tuner kept no rounds: one round, as the verdict reads it); otherwise, or where the baseline was not read
-    in one of its rounds, the two search readings (one phase) with an interval from the study's pooled re-run
+TO_TARGET = ("time_to_target", "samples_to_target")  # lower is sooner
+
+
+def speed_key(study: Study) -> str:
+    """What a held pick must beat the baseline on: throughput, or in a study scored on time (or samples) to a
+    target instead, that objective. Judged on throughput there, a time-to-target study beside a 21% load exported
+    its baseline although a trial's re-runs reached the target 2.1x sooner (4.1 and 5.0 s against 9.1 and 10.3 s):
+    its throughput, which the study does not score, read lower."""
+    metrics = [o.metric for o in study.objectives]
+    return THROUGHPUT if THROUGHPUT in metrics else next((m for m in metrics if m in TO_TARGET), THROUGHPUT)
+
+
+def ratio_words(metric: str | None) -> str:
+    """How a held pick's ratio to the baseline reads ("2.14x sooner to the target than the baseline")."""
+    return {"time_to_target": " sooner to the target than",
+            "samples_to_target": " fewer samples to the target than"}.get(metric or THROUGHPUT, "")
+
+
+def _confirmed(record: TrialRecord, key: str) -> bool:
+    return is_confirmed(record) and key in record.confirmed.figures  # type: ignore[union-attr]
+
+
+def ratio_to_baseline(study: Study, record: TrialRecord, baseline: TrialRecord,
+                      key: str = THROUGHPUT) -> tuple[Interval | None, str]:
+    """How much faster than the baseline `record` is, like with like, and what it compares ("confirmed" or
+    "single"): its throughput over the baseline's, or for a time (samples) to target `key`, the baseline's over
+    its own. Where both were confirmed, each re-run over the baseline read in its own round (rounds.per_round; a
+    record whose tuner kept no rounds: one round, as the verdict reads it); otherwise, or where the baseline was not
+    read in one of its rounds, the two search readings (one phase) with an interval from the study's pooled re-run
     noise."""
-    pooled = study.pooled(THROUGHPUT)
-    if is_confirmed(record) and is_confirmed(baseline):
-        if by_round(record.confirmed) is None or by_round(baseline.confirmed) is None:
-            values = record.confirmed.figures[THROUGHPUT].values  # type: ignore[union-attr]
-            beside = baseline.confirmed.beside(record.confirmed, THROUGHPUT)  # type: ignore[union-attr,arg-type]
+    iv, how = _ratio(study, record, baseline, key)
+    if key == THROUGHPUT or iv is None:
+        return iv, how
+    low, high = (None if v is None else 1 / v for v in (iv.high, iv.low))
+    return Interval(1 / iv.centre, low, high), how
+
+
+def _ratio(study: Study, record: TrialRecord, baseline: TrialRecord, key: str) -> tuple[Interval | None, str]:
+    pooled = study.pooled(key)
+    if _confirmed(record, key) and _confirmed(baseline, key):
+        if by_round(record.confirmed, key) is None or by_round(baseline.confirmed, key) is None:
+            values = record.confirmed.figures[key].values  # type: ignore[union-attr]
+            beside = baseline.confirmed.beside(record.confirmed, key)  # type: ignore[union-attr,arg-type]
             return ratio_interval(values, beside, pooled), "confirmed"
-        if (iv := per_round(record, baseline, pooled)) is not None:
+        if (iv := per_round(record, baseline, pooled, key=key)) is not None:
             return iv, "confirmed"
     base = search_reading(baseline, record)  # None: one read beside a load, the other not
-    if not record.throughput or not base:
+    mine, theirs = (record.throughput, base) if key == THROUGHPUT else \
+        (record.value(key), baseline.value(key) if base is not None else None)
+    if not mine or not theirs:
         return None, ""
-    return ratio_interval([record.throughput], [base], pooled), "single"
+    return ratio_interval([mine], [theirs], pooled), "single"
 
 
 @dataclass
@@ -69,6 +103,7 @@ class Held:
     own: bool = True  # the pick is the baseline: nothing sharing the user's threading beat it beyond the noise
     ratio: Interval | None = None  # the held pick over the baseline
     statistic: str = ""  # "confirmed" means or "single" readings
+    metric: str = THROUGHPUT  # what the ratio compares (speed_key): throughput, or time (samples) to the target
 
     def line(self) -> str:
         """The verdict's one line on why the pick is not the load's."""
@@ -80,7 +115,7 @@ class Held:
             return (f"no config that shares your threading beat your own settings beyond the noise, so the pick is "
                     f"your own (trial {self.exported}); {load} ({keep})")
         r = self.ratio
-        figure = (f" ({r.centre:.2f}x the baseline, interval {r.low:.2f}-{r.high:.2f}x, "
+        figure = (f" ({r.centre:.2f}x{ratio_words(self.metric)} the baseline, interval {r.low:.2f}-{r.high:.2f}x, "
                   f"{'confirmed means' if self.statistic == 'confirmed' else 'single readings'})"
                   if r is not None and r.low is not None and r.high is not None else "")
         return (f"the pick ranks only configs that share your threading and beat your own settings beyond the "
@@ -93,7 +128,7 @@ class Held:
                 "why": f"chosen while other processes took up to {self.worst:.0%} of the study's CPUs",
                 "exported": self.exported, "own": self.own,
                 "vs_baseline": None if self.own or r is None else
-                {"ratio": r.centre, "low": r.low, "high": r.high, "statistic": self.statistic}}
+                {"ratio": r.centre, "low": r.low, "high": r.high, "statistic": self.statistic, "metric": self.metric}}
 
 
 def sharing(study: Study, pick: TrialRecord, baseline: TrialRecord, pool: list[TrialRecord],
@@ -105,13 +140,14 @@ def sharing(study: Study, pick: TrialRecord, baseline: TrialRecord, pool: list[T
     if pick.trial == baseline.trial:
         return None
     own = load_knobs_of(baseline)
+    key = speed_key(study)
     ratios: dict[int, tuple[Interval, str]] = {}
 
     def fits(r: TrialRecord) -> bool:
         if r.trial == baseline.trial or not r.complete or load_knobs_of(r) != own:
             return False
         if r.trial not in ratios:
-            iv, how = ratio_to_baseline(study, r, baseline)
+            iv, how = ratio_to_baseline(study, r, baseline, key)
             if iv is None or iv.low is None or iv.low <= 1:
                 return False
             if how == "single" and iv.centre < 1 + SINGLE_NOISE:  # the verdict calls such single readings noise
@@ -126,4 +162,4 @@ def sharing(study: Study, pick: TrialRecord, baseline: TrialRecord, pool: list[T
              and not (windows and (r.get("suspect") or (r.confirmed is not None and r.confirmed.suspect)))]
     kept = [r for r in pool if fits(r)] or [r for r in clear if fits(r)]
     knobs = {n: v for n, v in load_knobs_of(pick).items() if own.get(n) != v}
-    return kept, ratios, Held(pick=pick.trial, knobs=knobs, worst=worst, exported=baseline.trial)
+    return kept, ratios, Held(pick=pick.trial, knobs=knobs, worst=worst, exported=baseline.trial, metric=key)

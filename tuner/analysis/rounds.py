@@ -38,14 +38,14 @@ def is_confirmed(record: TrialRecord) -> bool:
 
 
 def per_round(trial: TrialRecord, baseline: TrialRecord, pooled: Pooled | None,
-              level: float = LEVEL) -> Interval | None:
-    """trial / baseline throughput with the drift corrected per round: each of the trial's re-runs over the
+              level: float = LEVEL, key: str = THROUGHPUT) -> Interval | None:
+    """trial / baseline throughput (or `key`) with the drift corrected per round: each of the trial's re-runs over the
     baseline's (geometric) mean in the round it was read in, their geometric mean the ratio; its interval from
     both sides' noise (log scale: sd^2/n for the trial's mean, plus each round's baseline mean weighted by the share
     of the trial's re-runs read in it). One round: the ratio of the two confirmed means, as ratio_interval. None
     where a round is unknown or one of the trial's rounds has no reading of the baseline (no like with like)."""
-    mine = by_round(trial.confirmed)
-    base = by_round(baseline.confirmed)
+    mine = by_round(trial.confirmed, key)
+    base = by_round(baseline.confirmed, key)
     if mine is None or base is None or any(r not in base for r in mine) \
             or min(v for g in [*mine.values(), *(base[r] for r in mine)] for v in g) <= 0:
         return None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrialConfig, dump_config
 from tuner.errors import StudyError
 from tuner.files import json_safe
-from tuner.analysis import Pick, Study, Verdict, against_baseline, decide, record_bound
+from tuner.analysis import Pick, Study, Verdict, against_baseline, decide, ratio_words, record_bound
 from tuner.report.settings import pytorch_settings, run_env, trial_config
 from tuner.study import TrialRecord, read_parity
 
@@ -158,7 +158,8 @@ def load_line(held: dict[str, Any]) -> str:
     vs = held.get("vs_baseline") or {}
     how = "confirmed means" if vs.get("statistic") == "confirmed" else "single readings"
     return (f"{busy}: exported trial {held['exported']}, the pick among configs that share your threading "
-            f"({vs.get('ratio', 0):.2f}x the baseline, interval {vs.get('low', 0):.2f}-{vs.get('high', 0):.2f}x, "
+            f"({vs.get('ratio', 0):.2f}x{ratio_words(vs.get('metric'))} the baseline, interval "
+            f"{vs.get('low', 0):.2f}-{vs.get('high', 0):.2f}x, "
             f"{how}), not trial {held['pick']} ({f'{knobs}: won under that load' if knobs else 'not beyond the noise'}"
             f"); --keep-load-knobs exports trial {held['pick']}")
 
