@@ -1,5 +1,6 @@
 """The verdict on a study's pick, with planted confirmed figures: faster / no difference / slower beyond the
-noise, and ties within the noise broken by quality, then fewer workers, then less memory."""
+noise, and ties within the noise broken by quality, then fewer environment changes, then fewer workers, then less
+memory."""
 
 import pytest
 
@@ -10,17 +11,20 @@ from tests.helpers.records import write_record, write_rerun
 OBJ = [Objective(metric="throughput", direction="max"), Objective(metric="fid", direction="min")]
 
 
-def make(tmp_path, trials):
-    """trials: {n: (params, [(throughput, fid), ...] re-runs)}; trial 0 is the baseline."""
+def make(tmp_path, trials, mem=None):
+    """trials: {n: (params, [(throughput, fid), ...] re-runs)}; trial 0 is the baseline; `mem`: {n: peak MB}
+    (else 500 + n)."""
     folder = StudyFolder(tmp_path / "s")
     folder.write_meta(StudyMeta(name="s", objectives=OBJ, baseline={"trial": 0, "params": {}}))
     for n, (params, runs) in trials.items():
         thr, fid = runs[0]
         write_record(folder, TrialRecord(trial=n, state="complete", params=params,
-                                        metrics={"throughput": thr * 1.2, "fid": fid, "peak_mem_mb": 500.0 + n}))
+                                        metrics={"throughput": thr * 1.2, "fid": fid,
+                                                 "peak_mem_mb": (mem or {}).get(n, 500.0 + n)}))
         for k, (t, f) in enumerate(runs):
             write_rerun(folder, n, Rerun(repeat=k, state="complete",
-                                        metrics={"throughput": t, "fid": f, "peak_mem_mb": 500.0 + n}))
+                                        metrics={"throughput": t, "fid": f,
+                                                 "peak_mem_mb": (mem or {}).get(n, 500.0 + n)}))
     return Study.load(folder)
 
 
@@ -64,6 +68,26 @@ def test_a_tie_in_speed_and_quality_goes_to_fewer_workers_then_less_memory(tmp_p
                         3: ({"num_workers": 1}, [(102, 30), (100, 31), (99, 29)])})
     v = decide(s, "throughput")
     assert v.pick.trial == 2 and v.tie_reason == "fewer workers"  # 2 and 3 both use 1 worker: 2 uses less memory
+
+
+def test_a_tie_keeps_the_users_environment_before_it_saves_workers_or_memory(tmp_path):
+    """A Transformer LM's study picked, for less memory, a trial that tied the baseline and exported
+    OMP_WAIT_POLICY=PASSIVE with malloc retain: a change to the user's environment nothing measured to pay. Among
+    tied trials the fewest environment changes win now; memory decides only between equals."""
+    s = make(tmp_path, {0: ({}, [(100, 50), (101, 50), (99, 50)]),
+                        1: ({"omp_wait_policy": "PASSIVE", "malloc": "retain"}, [(99, 50), (100, 50), (101, 50)]),
+                        2: ({"omp_wait_policy": "PASSIVE"}, [(101, 50), (99, 50), (100, 50)])},
+             mem={0: 600.0, 1: 400.0, 2: 500.0})  # the more the environment moved, the less memory
+    v = decide(s, "throughput")
+    assert v.tied == [0, 1, 2] and v.pick.trial == 0 and v.tie_reason == "fewer changes to your environment"
+    assert "no difference beyond the noise between trials 0, 1 and 2: picked 0 for fewer changes to your environment" \
+        in v.text
+    moved = make(tmp_path / "moved", {0: ({}, [(50, 90), (51, 90), (49, 90)]),
+                                      1: ({"malloc": "retain"}, [(100, 50), (101, 50), (99, 50)]),
+                                      2: ({"omp_wait_policy": "PASSIVE", "malloc": "retain"},
+                                          [(99, 50), (100, 50), (101, 50)])}, mem={1: 600.0, 2: 400.0})
+    w = decide(moved, "throughput")  # the baseline is not in the tie: the fewer changes of 1 and 2 win
+    assert w.pick.trial == 1 and w.tie_reason == "fewer changes to your environment"
 
 
 def test_unconfirmed_studies_say_their_figures_are_single_readings(tmp_path):

@@ -654,8 +654,8 @@ def test_the_searcher_hands_out_the_tie_pass_and_says_why(tmp_path):
     searcher = RerunSearcher(tmp_path / "m", 1, 2, 30.0, view=view)
     got = [searcher.suggest(t) for t in ("a", "b")]
     assert [(o.trial, o.repeat, o.round) for o in map(TrialOrder.from_config, got)] == [(2, 2, 0), (0, 2, 0)]
-    assert "trials 0, 2 are tied within the noise, and only a cost rule (fewer workers, less memory) tells them " \
-           "apart: re-running each once more" in buf.getvalue()
+    assert "trials 0, 2 are tied within the noise, and only a cost rule (fewer environment changes, fewer workers, " \
+           "less memory) tells them apart: re-running each once more" in buf.getvalue()
 
 
 # The default study of run-full.json's row 3 (the thirty-fifth session: a 15 s GAN, 12 trials): its search readings

@@ -1,17 +1,30 @@
 """Ties: trials whose throughput the noise cannot tell from the pick's. Among confirmed trials whose ratio to the
 pick has an interval that includes 1 (read like with like across rounds: tuner.analysis.rounds.side_by_side), the
-best quality wins; where quality is indistinguishable too, fewer loader workers, then less memory (cheaper to run
-for the same result). A study scored on time (or samples) to target ranks by that, not by throughput: its ties are
-judged on it, as the export's header judges the pick against the baseline (tuner.analysis.reach), else two
-trials of one throughput, one reaching the target 2.7x sooner, read as a tie won by memory."""
+best quality wins; where quality is indistinguishable too, fewer changes to the user's environment (the knobs set
+through it before python starts: the wait policy, malloc), then fewer loader workers, then less memory (cheaper to
+run for the same result). The environment comes first because the export hands it to the user's own loop: a
+Transformer LM's study picked, for 5% less memory, a trial that tied the baseline (0.95x) and exported
+OMP_WAIT_POLICY=PASSIVE with malloc `retain`, a change to the user's environment nothing had measured to pay.
+A study scored on time (or samples) to target ranks by that, not by throughput: its ties are judged on it, as
+the export's header judges the pick against the baseline (tuner.analysis.reach), else two trials of one
+throughput, one reaching the target 2.7x sooner, read as a tie won by memory."""
 
 from __future__ import annotations
 
+from tuner.knobs import env_knobs
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord
 from tuner.analysis.rounds import is_confirmed, side_by_side
 from tuner.analysis.stats import Interval, differ
 from tuner.analysis.study import Study
 from tuner.analysis.reach import compare  # not `to_target.py`: a module of that name shadowed the function tuner.analysis.to_target once imported
+
+
+def _param(record: TrialRecord, name: str) -> object:
+    """The knob's value as the trial ran it: sampled, else its config's, else the knob's default."""
+    from tuner.config import Params
+
+    params = (record.config or {}).get("params") if isinstance(record.config, dict) else None
+    return record.params.get(name, (params or {}).get(name, Params.model_fields[name].default))
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
@@ -24,7 +37,7 @@ def _interval(record: TrialRecord, metric: str) -> Interval | None:
 def resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
                  quality: Objective | None) -> tuple[TrialRecord, list[int], str | None]:
     """Among trials whose throughput is indistinguishable from the pick's: best quality, then (when quality is
-    indistinguishable too) fewer workers, then less memory."""
+    indistinguishable too) fewer environment changes, then fewer workers, then less memory."""
     to_target = next((o.metric for o in study.objectives if o.metric in TARGET_COLUMNS), None)
     if _interval(pick, to_target or THROUGHPUT) is None:
         return pick, [], None
@@ -72,9 +85,19 @@ def resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
     def workers(r: TrialRecord) -> int:
         return int(r.params.get("num_workers", (r.config or {}).get("params", {}).get("num_workers", 0)) or 0)
 
-    fewest = min(workers(r) for r in tied_q)
-    lean = [r for r in tied_q if workers(r) == fewest]
-    if len(lean) < len(tied_q):
+    own = {n: _param(baseline, n) for n in env_knobs()} if baseline is not None else None
+
+    def env_changes(r: TrialRecord) -> int:
+        """How many of the knobs set through the environment the trial moved from the baseline's (the user's)."""
+        return 0 if own is None else sum(1 for n, v in own.items() if _param(r, n) != v)
+
+    least = min(env_changes(r) for r in tied_q)
+    kept = [r for r in tied_q if env_changes(r) == least]
+    fewest = min(workers(r) for r in kept)
+    lean = [r for r in kept if workers(r) == fewest]
+    if len(kept) < len(tied_q):
+        reason = "fewer changes to your environment"
+    elif len(lean) < len(kept):
         reason = "fewer workers"
     else:
         reason = "less memory"

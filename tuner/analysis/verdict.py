@@ -36,7 +36,8 @@ class Verdict:
     baseline: TrialRecord | None = None
     ratio: Interval | None = None  # pick / baseline throughput
     tied: list[int] = field(default_factory=list)  # trials indistinguishable from the pick in throughput
-    tie_reason: str | None = None  # why the pick won the tie: "quality", "fewer workers", "less memory"
+    tie_reason: str | None = None  # why the pick won the tie: "quality", "fewer changes to your environment",
+    # "fewer workers", "less memory" (tuner.analysis.ties)
     text: str = ""
     method: str = RATIO_METHOD
     statistic: str = ""  # what the ratio compares: "confirmed" means or "single" readings

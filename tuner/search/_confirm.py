@@ -254,8 +254,8 @@ def tie_reads(study: Study, k: int, repeats: int) -> int:
 
 def _tied_by_cost(study: Study, planned: list[int]) -> bool:
     """Whether the verdict's pick (as the chase reads it, for_load=False) is tied with other planned trials and the
-    tie was settled by a cost rule (fewer workers, less memory), neither throughput nor quality telling them
-    apart."""
+    tie was settled by a cost rule (fewer environment changes, fewer workers, less memory), neither throughput nor
+    quality telling them apart."""
     from tuner.errors import StudyError
     from tuner.analysis import decide
 
@@ -263,7 +263,8 @@ def _tied_by_cost(study: Study, planned: list[int]) -> bool:
         verdict = decide(study, for_load=False)
     except StudyError:
         return False
-    return verdict.tie_reason in ("fewer workers", "less memory") and len(verdict.tied) > 1 \
+    return verdict.tie_reason in ("fewer changes to your environment", "fewer workers", "less memory") \
+        and len(verdict.tied) > 1 \
         and set(verdict.tied) <= set(planned)
 
 

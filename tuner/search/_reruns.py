@@ -98,7 +98,8 @@ class RerunSearcher(Searcher):
             if self.view is not None:
                 which = ", ".join(str(t) for t in sorted({run.trial for run in pairs}))
                 self.view.console.print(f"trials {which} are tied within the noise, and only a cost rule (fewer "
-                                        f"workers, less memory) tells them apart: re-running each once more",
+                                        f"environment changes, fewer workers, less memory) tells them apart: "
+                                        f"re-running each once more",
                                         soft_wrap=True)
         if self.screening is not None:
             self._say_screened(study, self.screening, more=bool(pairs),
