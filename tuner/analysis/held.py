@@ -27,14 +27,20 @@ from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
 
 
-def load_knobs_of(record: TrialRecord) -> dict[str, Any]:
-    """The trial's load-sensitive knobs (tuner.knobs.load_knobs: threads, the wait policy) as its config set them."""
+def knob_values(record: TrialRecord, names: tuple[str, ...]) -> dict[str, Any]:
+    """The knobs `names` as the trial ran them: its config's, else sampled, else the knob's default."""
     from tuner.config import Params
-    from tuner.knobs import load_knobs
 
     params = (record.config or {}).get("params") if isinstance(record.config, dict) else None
     params = params if isinstance(params, dict) else {}
-    return {n: params.get(n, Params.model_fields[n].default) for n in load_knobs()}
+    return {n: params.get(n, record.params.get(n, Params.model_fields[n].default)) for n in names}
+
+
+def load_knobs_of(record: TrialRecord) -> dict[str, Any]:
+    """The trial's load-sensitive knobs (tuner.knobs.load_knobs: threads, the wait policy) as its config set them."""
+    from tuner.knobs import load_knobs
+
+    return knob_values(record, load_knobs())
 
 
 TO_TARGET = ("time_to_target", "samples_to_target")  # lower is sooner

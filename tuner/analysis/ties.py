@@ -13,18 +13,11 @@ from __future__ import annotations
 
 from tuner.knobs import env_knobs
 from tuner.study import TARGET_COLUMNS, THROUGHPUT, Objective, TrialRecord
+from tuner.analysis.held import knob_values
 from tuner.analysis.rounds import is_confirmed, side_by_side
 from tuner.analysis.stats import Interval, differ
 from tuner.analysis.study import Study
 from tuner.analysis.reach import compare  # not `to_target.py`: a module of that name shadowed the function tuner.analysis.to_target once imported
-
-
-def _param(record: TrialRecord, name: str) -> object:
-    """The knob's value as the trial ran it: sampled, else its config's, else the knob's default."""
-    from tuner.config import Params
-
-    params = (record.config or {}).get("params") if isinstance(record.config, dict) else None
-    return record.params.get(name, (params or {}).get(name, Params.model_fields[name].default))
 
 
 def _interval(record: TrialRecord, metric: str) -> Interval | None:
@@ -85,11 +78,11 @@ def resolve_tie(study: Study, pick: TrialRecord, candidates: list[TrialRecord],
     def workers(r: TrialRecord) -> int:
         return int(r.params.get("num_workers", (r.config or {}).get("params", {}).get("num_workers", 0)) or 0)
 
-    own = {n: _param(baseline, n) for n in env_knobs()} if baseline is not None else None
+    own = knob_values(baseline, env_knobs()) if baseline is not None else None
 
     def env_changes(r: TrialRecord) -> int:
         """How many of the knobs set through the environment the trial moved from the baseline's (the user's)."""
-        return 0 if own is None else sum(1 for n, v in own.items() if _param(r, n) != v)
+        return 0 if own is None else sum(1 for n, v in knob_values(r, env_knobs()).items() if own[n] != v)
 
     least = min(env_changes(r) for r in tied_q)
     kept = [r for r in tied_q if env_changes(r) == least]
