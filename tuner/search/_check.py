@@ -123,11 +123,22 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     # The trials' resources are not known yet (the cluster may not be joined): any valid point of the space will
     # do to build the workload, so bounds are resolved leniently for one CPU process.
     context = {"cpus": 1, "gpus": 0, "precisions": ["fp32"], "tf32_available": False, "device": "cpu"}
-    resolved = plan.space.resolve(context, strict=False)
-    point = resolved.baseline_point(context)
-    cfg = plan.space.trial_config(point, trial_base(plan, 0, "cpu"), source=f"study '{plan.study}'")
-    heaviest = _heaviest(resolved, cfg) if trial_device is not None and plan.budget.seconds is not None else None
-    check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"), heaviest=heaviest)
+    at: dict[str, Any] = {"space": plan.space}
+
+    def at_batch(own: int | None) -> tuple[Any, Any]:
+        """The baseline's config and the space's heaviest step, at the workload's own batch (Space.with_own_batch):
+        called by the pre-flight once it has built the workload, before it times anything."""
+        at["space"], at["note"] = plan.space.with_own_batch(own)
+        resolved = at["space"].resolve(context, strict=False)
+        at["cfg"] = at["space"].trial_config(resolved.baseline_point(context), trial_base(plan, 0, "cpu"),
+                                             source=f"study '{plan.study}'")
+        return at["cfg"], _heaviest(resolved, at["cfg"]) if trial_device is not None and plan.budget.seconds \
+            is not None else None
+
+    cfg, heaviest = at_batch(None)
+    check = check_workload(cfg, plan.cache_dir, trial_device or resolve_device("cpu"), heaviest=heaviest,
+                           at_batch=at_batch)
+    cfg, space = at["cfg"], at["space"]
     sized = _check_budget(plan, cfg, check, trial_device.describe()) if trial_device is not None else \
         _Sized(budget=plan.budget, scheduler=plan.scheduler, preflight=plan.preflight, sized=plan.sized,
                heavy_note=plan.heavy_note)
@@ -143,22 +154,23 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused
         target, few = check_target_evaluations(target, sized.budget, pace[0], pace[1],
                                                plan.options.eval_every_samples is not None, cfg.params.effective_batch)
-    lacking = [n for n in hyperparameter_knobs() if n in plan.space.searched and n not in check.own]
+    lacking = [n for n in hyperparameter_knobs() if n in space.searched and n not in check.own]
     if lacking:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
                           f"{plan.workload.text}'s optimizer does not take (no {knob(lacking[0]).hyperparameter} "
                           f"in its hyperparameters); use a space without them (--space loader, which searches no lr) "
                           f"or a copy of {plan.space.source} without {' and '.join(lacking)}")
-    objectives = plan.objectives if plan.resume else study_objectives(plan.space, plan.workload.text, check.quality,
+    objectives = plan.objectives if plan.resume else study_objectives(space, plan.workload.text, check.quality,
                                                                       plan.options.objectives)
     for o in objectives:
         if o.metric not in BY_KEY and o.metric not in check.metrics:
             raise ConfigError(f"{plan.space.source}: objectives: {o.metric!r} is not a metric tuner measures nor one "
                               f"that workload {plan.workload.text}'s evaluate() returns "
                               f"({', '.join(check.metrics) or 'none'})")
-    return replace(plan, objectives=objectives, budget=sized.budget, scheduler=sized.scheduler, preflight=preflight,
-                   sized=sized.sized, heavy_note=sized.heavy_note, own=check.own, target=target,
-                   batch_note=split_learning_note(plan.space, check.batch_statistics),  # issue 40: said at the start
+    return replace(plan, space=space, objectives=objectives, budget=sized.budget, scheduler=sized.scheduler,
+                   preflight=preflight, sized=sized.sized, heavy_note=sized.heavy_note, own=check.own, target=target,
+                   batch_note="; ".join(n for n in (at["note"], split_learning_note(space, check.batch_statistics))
+                                        if n) or None,  # issue 40: said at the start
                    eval_note=few,
                    preflight_s=preflight_trial_s(sized.budget, check.step_seconds, check.step_samples,
                                                  check.score_seconds))

@@ -135,6 +135,18 @@ def _budget(opts: SearchOptions) -> Budget | None:
     return budget_from_options(opts.budget_seconds, opts.budget_samples)
 
 
+def same_space(given: Space, saved: Space) -> bool:
+    """Whether the space file given on resume is the one the study started with: study.json's copy also holds the
+    workload's own batch where the study put it there (Space.with_own_batch)."""
+    if given.definition() == saved.definition():
+        return True
+    own = (saved.trial.get("params") or {}).get("batch_size")
+    try:
+        return own is not None and given.with_own_batch(int(own))[0].definition() == saved.definition()
+    except ConfigError:  # the given space cannot split that batch: another space
+        return False
+
+
 def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, folder: StudyFolder,
                  reports_dir: Path) -> SearchPlan:
     if not folder.exists():
@@ -146,7 +158,7 @@ def _plan_resume(opts: SearchOptions, given_space: Space | None, study: str, fol
     source = f"{folder.meta_path}: space_def"
     saved_space = parse_space(meta.space_def, source=source, name=meta.space or study)
     saved_space = saved_space.model_copy(update={"source": meta.space_source or source})
-    if given_space is not None and given_space.definition() != saved_space.definition():
+    if given_space is not None and not same_space(given_space, saved_space):
         raise StudyError(f"space {opts.space} differs from the one study '{study}' was started with; resume "
                          f"without --space, or start a new study with --study NEW_NAME")
 

@@ -34,15 +34,21 @@ BATCH, ACCUMULATION = heavy_knobs()  # tuner.knobs: the effective batch's factor
 _SCAN = 512  # an int effective_batch range is checked for a possible split over at most this many values
 
 
-def own_effective_batch(space: Space) -> int:
-    """The baseline's effective batch per process: the space's fixed batch_size / accumulation_steps (its `params:`
-    or `trial.params`), else tuner's defaults."""
+def own_batch(space: Space) -> tuple[int, int]:
+    """The baseline's batch_size and accumulation_steps: the space's fixed ones (its `params:` or `trial.params`,
+    where a study puts the workload's own batch: Space.with_own_batch), else tuner's defaults."""
     from tuner.config import Params
 
     fixed = {**dict(space.trial.get("params") or {}), **space.fixed_values()}
     defaults = Params()
-    return int(fixed.get("batch_size", defaults.batch_size)) * int(fixed.get("accumulation_steps",
-                                                                            defaults.accumulation_steps))
+    return (int(fixed.get("batch_size", defaults.batch_size)),
+            int(fixed.get("accumulation_steps", defaults.accumulation_steps)))
+
+
+def own_effective_batch(space: Space) -> int:
+    """The baseline's effective batch per process (own_batch's product)."""
+    batch, accumulation = own_batch(space)
+    return batch * accumulation
 
 
 def splits(space: Space) -> bool:

@@ -215,12 +215,37 @@ class Space(_Strict):
                 value = context.get(str(KNOBS[name].default_from))
             if spec.contains(value):
                 point[name] = value
-        from tuner.space._batch import baseline_split, splits
+        from tuner.space._batch import baseline_split, own_batch, splits
 
         if splits(self):  # the baseline's own split of its own effective batch (_batch.py), or the sampler's draw
             point = {k: v for k, v in point.items() if k not in heavy_knobs()}
-            point.update(baseline_split(self, defaults.batch_size))
+            point.update(baseline_split(self, own_batch(self)[0]))
         return point
+
+    def with_own_batch(self, batch: int | None) -> tuple["Space", str | None]:
+        """This space for a workload that trains at `batch` (Workload.batch_size): its baseline trains at it and a
+        split divides it (the batch goes into `trial.params`, which study.json keeps), unless the space fixes the
+        batch itself (batch_size, accumulation_steps or effective_batch), which decides: then the line that says
+        so. A batch no micro-batch of the space's domains divides is a ConfigError naming the fix."""
+        from tuner.space._batch import check_batch, own_batch
+
+        if batch is None:
+            return self, None
+        given = {**dict(self.trial.get("params") or {}), **self.fixed_values()}
+        if "batch_size" in given or "accumulation_steps" in given or \
+                (self.effective_batch is not None and self.effective_batch.fixed):
+            b, a = own_batch(self)
+            fixed = self.effective_batch is not None and self.effective_batch.fixed
+            ran = int(self.effective_batch.value) if fixed else b * a  # type: ignore[union-attr]
+            if ran == batch:
+                return self, None
+            what = f"effective_batch {ran}" if fixed else f"batch_size {b}" + (f" x {a} accumulation" if a > 1 else "")
+            return self, (f"the workload trains at batch {batch}, but {self.source or 'the space'} fixes {what}: the "
+                          f"baseline and the trials run the space's; drop it there to compare at yours")
+        params = {**dict(self.trial.get("params") or {}), "batch_size": batch}
+        adapted = self.model_copy(update={"trial": {**self.trial, "params": params}})
+        check_batch(adapted, self.source or "space")
+        return adapted, None
 
     def fixed_values(self) -> dict[str, Any]:
         return {k: p.value for k, p in self.params.items() if p.fixed}

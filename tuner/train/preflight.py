@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -26,6 +26,7 @@ from tuner.knobs import check_device, heavy_knobs, probed
 from tuner.study import HeavyStep, Objective
 from tuner.workload import Workload, WorkloadRef, build, probe_import, running, user_error_line
 from tuner.train.deadline import SetupTimeout, setup_deadline
+from tuner.train.step import own_params
 from tuner.builtin import resolve_workload
 
 PREFLIGHT_VAL_BATCHES = 2
@@ -48,28 +49,13 @@ class WorkloadCheck:
     target_score_seconds: float | None = None
     target_eval_samples: int | None = None  # the validation samples that evaluation scores (None: all of them)
     own: dict[str, float] = field(default_factory=dict)  # the workload's own lr / beta1 / beta2 (lr_scale 1)
+    own_batch: int | None = None  # Workload.batch_size: the batch the user trains at (None: tuner's default)
     # The heaviest step a study's space holds (check_workload's `heaviest`), timed after the baseline's: its
     # micro-batch and accumulation, its step's wall time and samples. None: not asked, or it failed (an
     # out-of-memory is that trial's state, not a refusal).
     heavy: HeavyStep | None = None
     # The models' batch-statistics layers (tuner.measure.batch_stats): where the micro-batch split changes learning.
     batch_statistics: list[str] = field(default_factory=list)
-
-
-def own_params(workload: Workload) -> dict[str, float]:
-    """The Params values that stand for the workload's own optimizer settings (its first phase's): what a
-    study's baseline trains with where the space searches lr, lr_scale or the betas."""
-    from tuner.config import Params
-    from tuner.train.step import phase_hyperparameters
-
-    hp = phase_hyperparameters(workload, workload.training_phases()[0], Params())
-    own: dict[str, float] = {}
-    if isinstance(hp.get("lr"), (int, float)):
-        own["lr"], own["lr_scale"] = float(hp["lr"]), 1.0
-    betas = hp.get("betas")
-    if isinstance(betas, (tuple, list)) and len(betas) == 2:
-        own["beta1"], own["beta2"] = float(betas[0]), float(betas[1])
-    return own
 
 
 def _map_style(ds: Any, which: str, ref: WorkloadRef) -> int:
@@ -211,10 +197,12 @@ def _heavy_step(workload: Workload, models: dict[str, Any], train_set: Any, cfg:
                      step_samples=batch * accumulation)
 
 
-def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
-                   heaviest: dict[str, Any] | None = None, *, warm_only: bool = False) -> WorkloadCheck:
+def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device, heaviest: dict[str, Any] | None = None, *,
+                   warm_only: bool = False, at_batch: Callable[[int | None], tuple[TrialConfig, Any]] | None = None
+                   ) -> WorkloadCheck:
     """Build `cfg`'s workload and call its evaluate() once; any problem is a WorkloadError naming the path.
     `heaviest`: knobs of a heavier step to time as well (WorkloadCheck.heavy; a study's largest micro-batch).
+    `at_batch(Workload.batch_size) -> (cfg, heaviest)`: what to time once the workload says its own batch.
     `warm_only`: only a process's one-time costs are wanted (tuner.search._trial.warm_process): one step of one
     micro-batch (the same kernels as the config's accumulation; the second step only gave a faster time) and one
     untimed evaluate() on one validation batch, so the budget's figures (step_seconds, score_seconds) are not for
@@ -230,6 +218,8 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
         with running(make_context(cfg, device, cache_dir, None, preflight=True)):
             with setup_deadline(cfg.setup_timeout_s, f"the workload factory {ref.attr}()"):
                 workload: Workload = build(ref, cfg.workload_options, cfg.dataset)
+            if at_batch is not None:
+                cfg, heaviest = at_batch(workload.batch_size)
             stage = "datasets()"
             with setup_deadline(cfg.setup_timeout_s, "the workload's datasets()"):
                 pair = workload.datasets()
@@ -286,7 +276,7 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device,
         quality = Objective(metric=name, direction=direction)
     return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
-                         target_score_seconds=target_s, target_eval_samples=workload.target_eval_samples,
+                         own_batch=workload.batch_size, target_score_seconds=target_s, target_eval_samples=workload.target_eval_samples,
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
                          heavy=heavy, batch_statistics=batch_stats)
 
@@ -298,7 +288,8 @@ def _short(value: Any) -> str:
 
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
     """Everything `tuner train` checks before it trains: device, precision, pin_memory, TF32, FID weights, the
-    workload. The workload check runs in a forked child on a Linux CPU (`_apart`), else in this process, where the
+    workload. A config that gives no batch_size trains at the workload's own (Workload.batch_size): `cfg.params`
+    takes it, and the workload is checked again there. The workload check runs in a forked child on a Linux CPU (`_apart`), else in this process, where the
     first call also pays the process's one-time costs outside any timed region."""
     device = device or resolve_device(cfg.params.device)
     device.check_precision(cfg.params.precision)
@@ -308,11 +299,19 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
         from tuner.measure.fid import check_fid_weights
 
         check_fid_weights(cfg.quality)
-    if _apart(device):  # its own process: the run's allocator starts as the user's own run's would
-        return device, in_child(check_workload, cfg, Path(cache_dir), device)
-    with torch.random.fork_rng(devices=[]):  # the check must not shift the run's random stream
-        check = check_workload(cfg, Path(cache_dir), device)
+    check = _check(cfg, Path(cache_dir), device)
+    given = cfg.params.model_fields_set & {"batch_size", "accumulation_steps"}
+    if check.own_batch is not None and not given and check.own_batch != cfg.params.effective_batch:
+        cfg.params = cfg.params.model_copy(update={"batch_size": check.own_batch})  # the user's batch, timed there
+        check = _check(cfg, Path(cache_dir), device)
     return device, check
+
+
+def _check(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
+    if _apart(device):  # its own process: the run's allocator starts as the user's own run's would
+        return in_child(check_workload, cfg, cache_dir, device)
+    with torch.random.fork_rng(devices=[]):  # the check must not shift the run's random stream
+        return check_workload(cfg, cache_dir, device)
 
 
 def _apart(device: Device) -> bool:

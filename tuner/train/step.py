@@ -109,6 +109,19 @@ def phase_hyperparameters(workload: Workload, phase: Phase, params: Params) -> d
     return hp
 
 
+def own_params(workload: Workload) -> dict[str, float]:
+    """The Params values that stand for the workload's own optimizer settings (its first phase's): what a
+    study's baseline trains with where the space searches lr, lr_scale or the betas."""
+    hp = phase_hyperparameters(workload, workload.training_phases()[0], Params())
+    own: dict[str, float] = {}
+    if isinstance(hp.get("lr"), (int, float)):
+        own["lr"], own["lr_scale"] = float(hp["lr"]), 1.0
+    betas = hp.get("betas")
+    if isinstance(betas, (tuple, list)) and len(betas) == 2:
+        own["beta1"], own["beta2"] = float(betas[0]), float(betas[1])
+    return own
+
+
 def takes_models(factory: Any) -> bool:
     """Whether an optimizer factory's first parameter is named `models` (it builds its own parameter groups)."""
     try:

@@ -135,6 +135,9 @@ class Workload:
             (from shapes; no device reads).
         collate: optional `collate_fn` for the training and validation DataLoaders.
         eval_batch_size: batch size of `val_batches` (fixed, so quality is comparable across trials).
+        batch_size: the batch you train at (samples per optimizer step and process). The baseline, trial 0,
+            trains at it, and a space that searches batch_size splits it into micro-batch x accumulation
+            (its effective batch) unless the space fixes the batch itself. Default None: tuner's, 64.
         target_eval_samples: optional, for a study with a target: its evaluations during training (every K
             samples, the time to target's) score a fixed, seeded subset of this many validation samples, the same
             for every trial, as nanoGPT's estimate_loss(eval_iters) does; the trial's quality at the end is the
@@ -169,6 +172,7 @@ class Workload:
     optimizer: OptimizerFactory | None = None
     collate: Callable[[list[Any]], Any] | None = None
     eval_batch_size: int = 256
+    batch_size: int | None = None
     target_eval_samples: int | None = None
     name: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)  # free text for reports (e.g. the model's size)
@@ -214,6 +218,10 @@ class Workload:
             raise TypeError("Workload.evaluate must be callable (models, val_batches) -> {metric: value}")
         if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
             raise TypeError("Workload.eval_batch_size must be a positive int")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int)
+                                            or self.batch_size < 1):
+            raise TypeError(f"Workload.batch_size must be a positive int: the batch you train at (got "
+                            f"{self.batch_size!r}), or None for tuner's default, 64")
         if self.target_eval_samples is not None and (isinstance(self.target_eval_samples, bool) or not isinstance(
                 self.target_eval_samples, int) or self.target_eval_samples < 1):
             raise TypeError("Workload.target_eval_samples must be a positive int: the validation samples the "
