@@ -274,11 +274,12 @@ def check_workload(cfg: TrialConfig, cache_dir: Path, device: Device, heaviest: 
             raise WorkloadError(f"workload {ref.text}: evaluate() returns quality metric {name!r} as "
                                 f"{_short(value)} ({type(value).__name__}), not a number; return a float")
         quality = Objective(metric=name, direction=direction)
-    return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric,
+    return WorkloadCheck(ref=ref, name=workload.name or ref.text, quality=quality, metrics=numeric, heavy=heavy,
                          info=dict(workload.info), step_seconds=step_s, score_seconds=score_s, own=own_params(workload),
-                         own_batch=workload.batch_size, target_score_seconds=target_s, target_eval_samples=workload.target_eval_samples,
+                         own_batch=workload.batch_size, target_score_seconds=target_s,
+                         target_eval_samples=workload.target_eval_samples,
                          step_samples=min(cfg.params.batch_size, len(train_set)) * cfg.params.accumulation_steps,
-                         heavy=heavy, batch_statistics=batch_stats)
+                         batch_statistics=batch_stats)
 
 
 def _short(value: Any) -> str:
@@ -289,8 +290,8 @@ def _short(value: Any) -> str:
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
     """Everything `tuner train` checks before it trains: device, precision, pin_memory, TF32, FID weights, the
     workload. A config that gives no batch_size trains at the workload's own (Workload.batch_size): `cfg.params`
-    takes it, and the workload is checked again there. The workload check runs in a forked child on a Linux CPU (`_apart`), else in this process, where the
-    first call also pays the process's one-time costs outside any timed region."""
+    takes it, and the workload is checked again there. The workload check runs in a forked child on a Linux CPU
+    (`_apart`), else in this process, where the first call also pays its one-time costs outside any timed region."""
     device = device or resolve_device(cfg.params.device)
     device.check_precision(cfg.params.precision)
     check_device(cfg.params, device)  # pin_memory, cudnn_benchmark, tf32 where the device lacks them
@@ -300,7 +301,7 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
 
         check_fid_weights(cfg.quality)
     check = _check(cfg, Path(cache_dir), device)
-    given = cfg.params.model_fields_set & {"batch_size", "accumulation_steps"}
+    given = cfg.params.model_fields_set & set(heavy_knobs())  # the effective batch's factors
     if check.own_batch is not None and not given and check.own_batch != cfg.params.effective_batch:
         cfg.params = cfg.params.model_copy(update={"batch_size": check.own_batch})  # the user's batch, timed there
         check = _check(cfg, Path(cache_dir), device)
