@@ -126,15 +126,18 @@ def test_a_study_with_an_allowance_stops_starting_trials_and_still_confirms(ray_
     """Half-second trials, 32 s: no --trials, so as many as fit; the study ends the search itself (not an
     interruption), confirms the knee and the baseline, leaves nothing RUNNING in Optuna, records the allowance,
     and its wall time stays within S + margin. (At the pre-flight's estimate, about 6 s a trial, 2 re-runs and
-    Ray's start, 25 s leaves no room for one trial and is refused.)"""
+    Ray's start, 25 s leaves no room for one trial and is refused.) How many trials fit depends on the machine's
+    load (one, under CI's second worker, 2026-12-04): the test asks that the allowance, not the space's count of
+    4, ended the search, never for a count."""
     seconds = 32.0
     summary = fake_engine_study(tmp_path, trial_engine, engine_half_second, SPACE, confirm=1, repeats=1, seed=1,
                                 study_seconds=seconds)
     study = summary.study
     assert not summary.interrupted
     assert 1 <= len(study.records) < MAX_TRIALS
-    assert len(study.records) > 4  # more than the space's default count: --trials was not a floor
-    assert summary.total == len(study.records)  # "as many as fit": what fitted is what was asked for
+    # the space's count (4) was not a cap: the allowance ended the search (a study that ran its 4 trials and
+    # stopped there would not say ended_search), and the summary counts what fitted, not 4
+    assert summary.as_many_as_fit and summary.total == len(study.records)
     assert any(r.confirmed is not None for r in study.records)  # the confirmation ran
     assert summary.seconds <= seconds + margin(seconds)
     meta = json.loads((tmp_path / "fake" / "study.json").read_text())
