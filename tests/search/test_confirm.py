@@ -10,8 +10,8 @@ import pytest
 from tests.helpers.fakeengine import engine_user, fake_engine_study
 from tuner.config import Budget, Params, TrialConfig, dump_config
 from tuner.report.export import build_export
-from tuner.search._confirm import MAX_EXTRA, Run, moved_round, next_knee, pending, plan_reruns, rerun_configs, \
-    schedule, tie_reads
+from tuner.search._confirm import MAX_EXTRA, OUTLIER_PASSES, Run, moved_round, next_knee, outlier, pending, \
+    plan_reruns, rerun_configs, schedule, tie_reads
 from tuner.study import Objective, Rerun, StudyFolder, StudyMeta, TrialRecord, TrialResult
 from tuner.analysis import Study, against_baseline, decide, is_confirmed, next_to_confirm
 from tests.helpers.records import write_record, write_rerun
@@ -734,3 +734,44 @@ def test_a_busy_studys_held_pick_stands_on_its_re_runs(tmp_path):
     v = decide(Study.load(folder))
     assert v.pick.trial == 1 and v.held is not None and not v.held.own and v.held.statistic == "confirmed"
     assert "sharing your threading" in v.text
+
+
+def test_a_tie_a_pass_left_standing_gets_more_passes_only_while_a_speed_re_run_is_an_outlier(tmp_path):
+    """After the tie pass the knee and the baseline are still tied by a cost rule. Their re-runs within the usual
+    spread: no more passes (the default study's cost stays as it was). The baseline's pass read half its other
+    re-runs (tt-gan's baseline read 11.43 s to its target against 5.49 and 5.97 s, and 3 runs a side kept it as
+    the pick beside a 1.4x faster trial): passes go on, at most OUTLIER_PASSES more, while the tie stands."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli.progress import SearchView
+    from tuner.search._reruns import RerunSearcher
+
+    def add(study, n, rep, thr, fid=35.0):
+        write_rerun(study.folder, n, Rerun(repeat=rep, round=0, state="complete",
+                                           metrics={"throughput": thr, "fid": fid, "throughput_spread": 0.05}))
+
+    usual = _tied_with_the_baseline(tmp_path / "usual")
+    add(usual, 2, 2, 118.0)
+    add(usual, 0, 2, 108.0)
+    usual = Study.load(usual.folder)
+    assert sorted(decide(usual).tied) == [0, 2] and not outlier(usual, [2, 0])
+    assert pending(usual, 1, 2) == []
+
+    odd = _tied_with_the_baseline(tmp_path / "odd")
+    add(odd, 2, 2, 118.0)
+    add(odd, 0, 2, 55.0)  # the baseline's pass: half its other re-runs
+    odd = Study.load(odd.folder)
+    assert sorted(decide(odd).tied) == [0, 2] and outlier(odd, [2, 0])
+    assert sorted(pending(odd, 1, 2)) == [Run(0, 3, 0), Run(2, 3, 0)]  # rotated, as schedule() rotates
+    buf = io.StringIO()
+    view = SearchView(Console(file=buf, width=300, force_terminal=False), total=4, done=4, objectives=OBJ, params=[])
+    RerunSearcher(odd.folder.path, 1, 2, 30.0, view=view).suggest("a")
+    assert "tells them apart (one of their re-runs is an outlier): re-running each once more" in buf.getvalue()
+    for rep in range(3, 3 + OUTLIER_PASSES):
+        add(odd, 2, rep, 118.0)
+        add(odd, 0, rep, 106.0)
+        odd = Study.load(odd.folder)
+    assert pending(odd, 1, 2) == []  # the bound, whatever the tie reads
+    assert len(odd.folder.reruns(0)) == 3 + OUTLIER_PASSES

@@ -74,14 +74,16 @@ def test_a_kill_during_confirmation_resumes_the_missing_reruns_only(space_search
     after = sorted(study_dir.glob("trials/*/confirm/*.json"))
     assert sorted({int(p.parent.parent.name) for p in after}) == sorted(confirmed)
     assert confirmed[:len(planned)] == planned and len(confirmed) <= len(planned) + MAX_EXTRA
-    # every re-run once: 2 a trial, plus one tie pass of every planned trial when a cost rule tied them
-    # (tuner.search._confirm.tie_pass), numbered on from the planned ones
-    from tuner.search._confirm import TIE_PASSES
+    # every re-run once: 2 a trial, plus one tie pass of every planned trial when a cost rule tied them, and up to
+    # OUTLIER_PASSES more while one of their re-runs is an outlier (tuner.search._confirm.tie_pass), numbered on
+    # from the planned ones
+    from tuner.search._confirm import OUTLIER_PASSES, TIE_PASSES
     counts = {t: sorted(p.name for p in after if int(p.parent.parent.name) == t) for t in confirmed}
     for t, names in counts.items():
         assert names == [f"{i:02d}.json" for i in range(len(names))], names
     if confirmed == planned:  # no moved pick, whose round re-reads the baseline (test_confirm covers those)
-        assert {len(counts[t]) for t in planned} in ({2}, {2 + TIE_PASSES}), counts  # a tie pass is read whole
+        each = {len(counts[t]) for t in planned}
+        assert len(each) == 1 and 2 <= min(each) <= 2 + TIE_PASSES + OUTLIER_PASSES, counts  # a pass is read whole
     assert all(p.read_text() == text for p, text in reruns_before.items())  # the earlier re-runs kept as they were
     assert "re-run" in err and "#0000 complete" not in err  # only re-runs ran on resume
 

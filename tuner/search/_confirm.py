@@ -209,6 +209,14 @@ def pending(study: Study, k: int, repeats: int) -> list[Run]:
 # were tied on a 2-degree-of-freedom spread (t = 4.3) in 78% of simulated studies, and the cost rule then kept the
 # baseline where the knee of the truths was another trial (benchmarks/stability_sim.py, issue 52's ss-holds).
 TIE_PASSES = 1
+# Beyond them, at most this many more passes while the tie stands and a planned trial's speed re-runs hold an
+# outlier (one reading OUTLIER_RATIO or more from the median of its config's others): tt-gan's baseline read 11.43 s
+# to its target against 5.49 and 5.97 s (its FID crossed the target on a plateau), so 3 runs a side could not tell
+# a pick 1.4x faster from it, and the cost rule kept the baseline (lab notes, fifty-third session). Run-to-run
+# noise is 8-20% here (tuner's notes on measurement), so a 1.5x excursion is the run, not the config.
+OUTLIER_PASSES = 2
+OUTLIER_RATIO = 1.5
+_SPEED = (THROUGHPUT, "time_to_target")  # the figures a run's moment (load, a crossing on a plateau) moves
 
 
 def tie_pass(study: Study, k: int, repeats: int, planned: list[int] | None = None,
@@ -217,11 +225,13 @@ def tie_pass(study: Study, k: int, repeats: int, planned: list[int] | None = Non
     their planned re-runs are all read and the verdict's pick is tied (tuner.analysis.ties) with other planned
     trials that neither throughput nor quality tells apart, so a cost rule settled it, not a measurement: the pass
     gives the ratio's interval and the quality test more degrees of freedom (2 to 4 at the default) before the
-    pick is named. At most TIE_PASSES passes, none once a moved pick's round has begun (its re-runs are read
-    beside the baseline of its own round), and none where the observed difference would stay within the noise
-    even with the pass's re-runs read at each trial's centre (tuner.analysis.whatif.pass_could_tell: a tie the pass
-    could not be expected to break). Resumable: once any planned trial has a pass's repeat recorded, the
-    pass's other re-runs are pending whatever the verdict reads now."""
+    pick is named. At most TIE_PASSES passes (OUTLIER_PASSES more while a planned trial's speed re-runs hold an
+    outlier, outlier(): the what-if below reads the spread that the outlier widens, the reading in doubt), none
+    once a moved pick's round has begun (its re-runs are read beside the baseline of its own round), and none
+    where the observed difference would stay within the noise even with the pass's re-runs read at each trial's
+    centre (tuner.analysis.whatif.pass_could_tell: a tie the pass could not be expected to break). Resumable: once
+    any planned trial has a pass's repeat recorded, the pass's other re-runs are pending whatever the verdict reads
+    now."""
     if planned is None:
         planned = plan_reruns(study, k)
     if done is None:
@@ -229,16 +239,34 @@ def tie_pass(study: Study, k: int, repeats: int, planned: list[int] | None = Non
     if len(planned) < 2 or repeats <= 0:
         return []
     first = {t: {rr.repeat for rr in study.folder.reruns(t) if (rr.round or 0) == 0} for t in planned}
-    for p in range(TIE_PASSES):
+    for p in range(TIE_PASSES + OUTLIER_PASSES):
         rep = repeats + p
         started = [t for t in planned if rep in first[t]]
         if len(started) == len(planned):
             continue  # this pass is read whole: the next one, if the tie still stands
         if not started and (moved(study, k) or not _tied_by_cost(study, planned)
-                            or not pass_could_tell(study, planned, rep, lambda s: _tied_by_cost(s, planned))):
+                            or (not outlier(study, planned) if p >= TIE_PASSES else
+                                not pass_could_tell(study, planned, rep, lambda s: _tied_by_cost(s, planned)))):
             return []
         return [run for run in schedule(planned, rep + 1, done) if run.repeat == rep]
     return []
+
+
+def outlier(study: Study, planned: list[int]) -> bool:
+    """Whether a planned trial's round-0 re-runs (3 or more) hold a speed reading (throughput, time to target: the
+    study's objectives among them) OUTLIER_RATIO or more from the median of its config's other readings."""
+    from statistics import median
+
+    keys = [o.metric for o in study.objectives if o.metric in _SPEED]
+    for trial in planned:
+        runs = [rr for rr in study.folder.reruns(trial) if rr.complete and (rr.round or 0) == 0]
+        for key in keys:
+            values = [float(v) for rr in runs if isinstance(v := rr.metrics.get(key), (int, float)) and v > 0]
+            for i, v in enumerate(values):
+                others = values[:i] + values[i + 1:]
+                if len(others) >= 2 and max(v / median(others), median(others) / v) >= OUTLIER_RATIO:
+                    return True
+    return False
 
 
 def tie_reads(study: Study, k: int, repeats: int) -> int:
@@ -334,5 +362,5 @@ __all__ = [
     "DEFAULT_REPEATS", "DEFAULT_TARGET_REPEATS", "DEFAULT_TRIALS", "MAX_EXTRA", "THROUGHPUT", "Run",
     "confirm_baseline", "confirm_set", "holds", "moved", "moved_round", "next_knee", "next_round", "pending",
     "plan_reruns", "recorded", "rerun_configs", "rerun_seed", "schedule", "screen", "sharing_knee", "TIE_PASSES",
-    "tie_pass", "tie_reads", "trial_seed",
+    "OUTLIER_PASSES", "OUTLIER_RATIO", "outlier", "tie_pass", "tie_reads", "trial_seed",
 ]

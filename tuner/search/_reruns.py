@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune.search import Searcher
 
 from tuner.search._confirm import confirm_baseline, confirm_set, holds, moved_round, next_knee, next_round, \
-    pending, rerun_configs, screen, tie_reads
+    TIE_PASSES, pending, rerun_configs, screen, tie_reads
 from tuner.study import StudyFolder, fmt_metric
 from tuner.analysis import Study, ranks_windows
 from tuner.search._summary import cut_short
@@ -97,8 +97,10 @@ class RerunSearcher(Searcher):
                 return False
             if self.view is not None:
                 which = ", ".join(str(t) for t in sorted({run.trial for run in pairs}))
+                why = " (one of their re-runs is an outlier)" \
+                    if any(run.repeat >= self.repeats + TIE_PASSES for run in pairs) else ""
                 self.view.console.print(f"trials {which} are tied within the noise, and only a cost rule (fewer "
-                                        f"environment changes, fewer workers, less memory) tells them apart: "
+                                        f"environment changes, fewer workers, less memory) tells them apart{why}: "
                                         f"re-running each once more",
                                         soft_wrap=True)
         if self.screening is not None:
