@@ -114,13 +114,17 @@ def test_tuner_train_without_a_batch_size_trains_at_the_workloads(tmp_path, monk
     from tuner.config import load_config
     from tuner.train import preflight
 
-    monkeypatch.setattr(sys.modules["tuner.train.preflight"], "_apart", lambda device: False)  # in this process
+    module = sys.modules["tuner.train.preflight"]
+    monkeypatch.setattr(module, "_apart", lambda device: False)  # in this process
+    built = []
+    monkeypatch.setattr(module, "build", lambda *a, _build=module.build: built.append(a) or _build(*a))
     ref = workload(tmp_path, "20")
     (tmp_path / "a.yaml").write_text(f"workload: '{ref}'\nbudget: {{samples: 40}}\n")
     (tmp_path / "b.yaml").write_text(f"workload: '{ref}'\nbudget: {{samples: 40}}\nparams: {{batch_size: 8}}\n")
     own = load_config(tmp_path / "a.yaml")
     _, check = preflight(own, tmp_path / "cache")
     assert own.params.batch_size == 20 and check.step_samples == 20
+    assert len(built) == 1  # built and timed once, at the workload's batch (it was checked twice: the user waited)
     given = load_config(tmp_path / "b.yaml")
     _, check = preflight(given, tmp_path / "cache")
     assert given.params.batch_size == 8 and check.step_samples == 8  # the config's own batch is kept

@@ -26,6 +26,7 @@ from tuner.knobs import check_device, heavy_knobs, probed
 from tuner.study import HeavyStep, Objective
 from tuner.workload import Workload, WorkloadRef, build, probe_import, running, user_error_line
 from tuner.train.deadline import SetupTimeout, setup_deadline
+from tuner.train._fork import in_child
 from tuner.train.step import own_params
 from tuner.builtin import resolve_workload
 
@@ -290,8 +291,9 @@ def _short(value: Any) -> str:
 def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -> tuple[Device, WorkloadCheck]:
     """Everything `tuner train` checks before it trains: device, precision, pin_memory, TF32, FID weights, the
     workload. A config that gives no batch_size trains at the workload's own (Workload.batch_size): `cfg.params`
-    takes it, and the workload is checked again there. The workload check runs in a forked child on a Linux CPU
-    (`_apart`), else in this process, where the first call also pays its one-time costs outside any timed region."""
+    takes it, and the check times it there (check_workload's `at_batch`: built and checked once, not again at the
+    batch). The workload check runs in a forked child on a Linux CPU (`_apart`), else in this process, where the
+    first call also pays its one-time costs outside any timed region."""
     device = device or resolve_device(cfg.params.device)
     device.check_precision(cfg.params.precision)
     check_device(cfg.params, device)  # pin_memory, cudnn_benchmark, tf32 where the device lacks them
@@ -300,19 +302,23 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
         from tuner.measure.fid import check_fid_weights
 
         check_fid_weights(cfg.quality)
-    check = _check(cfg, Path(cache_dir), device)
     given = cfg.params.model_fields_set & set(heavy_knobs())  # the effective batch's factors
-    if check.own_batch is not None and not given and check.own_batch != cfg.params.effective_batch:
-        cfg.params = cfg.params.model_copy(update={"batch_size": check.own_batch})  # the user's batch, timed there
-        check = _check(cfg, Path(cache_dir), device)
+
+    def at_own(own: int | None) -> tuple[TrialConfig, None]:
+        if own is None or given or own == cfg.params.effective_batch:
+            return cfg, None
+        return cfg.model_copy(update={"params": cfg.params.model_copy(update={"batch_size": own})}), None
+
+    check = _check(cfg, Path(cache_dir), device, at_own)
+    cfg.params = at_own(check.own_batch)[0].params  # the user's batch, timed there
     return device, check
 
 
-def _check(cfg: TrialConfig, cache_dir: Path, device: Device) -> WorkloadCheck:
+def _check(cfg: TrialConfig, cache_dir: Path, device: Device, at_batch: Any) -> WorkloadCheck:
     if _apart(device):  # its own process: the run's allocator starts as the user's own run's would
-        return in_child(check_workload, cfg, cache_dir, device)
+        return in_child(lambda: check_workload(cfg, cache_dir, device, at_batch=at_batch))
     with torch.random.fork_rng(devices=[]):  # the check must not shift the run's random stream
-        return check_workload(cfg, cache_dir, device)
+        return check_workload(cfg, cache_dir, device, at_batch=at_batch)
 
 
 def _apart(device: Device) -> bool:
@@ -326,75 +332,3 @@ def _apart(device: Device) -> bool:
     import sys
 
     return sys.platform == "linux" and device.kind == "cpu" and int(os.environ.get("WORLD_SIZE", "1")) <= 1
-
-
-def in_child(fn: Any, *args: Any) -> Any:
-    """`fn(*args)` in a forked child; its result, or its exception raised here (the child's traceback kept as a
-    note, which --debug shows). The result and the exception cross a pipe pickled; a child that dies without
-    either is a WorkloadError naming how it ended."""
-    import os
-    import pickle
-    import signal
-    import sys
-    import threading
-    import traceback
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read, write = os.pipe()
-    forked: list[int] = []
-
-    def fork() -> None:
-        try:
-            pid = os.fork()
-        except OSError:  # no process to spare: the check runs here, as where it cannot fork
-            return
-        if pid:
-            forked.append(pid)
-            return
-        os.close(read)  # the child: never returns
-        try:
-            try:
-                out: tuple[Any, ...] = ("ok", fn(*args))
-            except BaseException as err:  # noqa: BLE001 - every ending goes back to the parent
-                out = ("err", err, traceback.format_exc())
-            try:
-                data = pickle.dumps(out)
-            except Exception:  # noqa: BLE001 - an unpicklable result or exception: its text
-                data = pickle.dumps(("err", WorkloadError(str(out[1])), out[-1]))
-            with os.fdopen(write, "wb") as f:
-                f.write(data)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-
-    # Forked from a new thread: GNU OpenMP keeps a thread's pool in that thread, and a child forked from a thread
-    # that ran a parallel region hangs in its first one (the pool's threads are gone); a new thread has none.
-    thread = threading.Thread(target=fork, name="tuner-preflight-fork")
-    thread.start()
-    thread.join()
-    os.close(write)
-    if not forked:
-        os.close(read)
-        return fn(*args)
-    pid = forked[0]
-    try:
-        with os.fdopen(read, "rb") as f:
-            data = f.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)  # Ctrl-C reached both; the child must not outlive the parent
-        os.waitpid(pid, 0)
-        raise
-    if not data:
-        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        raise WorkloadError(f"the pre-flight check's process ended ({how}) without a result; run with --debug, "
-                            f"or check the workload's memory use")
-    out = pickle.loads(data)
-    if out[0] == "ok":
-        return out[1]
-    err = out[1]
-    if isinstance(err, BaseException):
-        err.add_note(f"in the pre-flight check's process:\n{out[2]}")
-    raise err
