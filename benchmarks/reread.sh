@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-read the table's rows: every benchmark that publishes rows, one after another, each alone on the machine.
 #
-#   bash benchmarks/reread.sh              # all of them, in the order below (about 2.6 hours on 2 CPU cores)
+#   bash benchmarks/reread.sh              # all of them, in the order below (about 3.3 hours on 2 CPU cores)
 #   bash benchmarks/reread.sh run roles    # only these (names: the first word of each line in QUEUE)
 #   bash benchmarks/reread.sh --dry-run    # print what it would run
 #
@@ -13,23 +13,23 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# name | minutes on 2 cores (seen) | command
+# name | minutes on 2 cores (seen on an AMD EPYC host, 2026-12-04) | command
 QUEUE=(
-  "run|36|python benchmarks/run.py"
-  "time_to_target|16|python benchmarks/time_to_target.py"
-  "environment|20|python benchmarks/environment.py"
-  "contention|14|python benchmarks/contention.py --load 2 --seconds 25 --out benchmarks/results/contention.json"
-  "horizon|7|python benchmarks/horizon.py"
-  "ttt_choices|6|python benchmarks/ttt_choices.py"
+  "run|40|python benchmarks/run.py"
+  "time_to_target|25|python benchmarks/time_to_target.py"
+  "environment|24|python benchmarks/environment.py"
+  "contention|16|python benchmarks/contention.py --load 2 --seconds 25 --out benchmarks/results/contention.json"
+  "horizon|10|python benchmarks/horizon.py"
+  "ttt_choices|12|python benchmarks/ttt_choices.py"
   "fixed_batch|2|python benchmarks/fixed_batch.py"
-  "parity|2|python benchmarks/parity.py --steps 200"
+  "parity|4|python benchmarks/parity.py --steps 200"
   "noise_scale|1|python benchmarks/noise_scale.py"
-  "goodput_rank|3|python benchmarks/goodput_rank.py"
-  "stability_sim|1|python benchmarks/stability_sim.py"
+  "goodput_rank|6|python benchmarks/goodput_rank.py"
+  "stability_sim|5|python benchmarks/stability_sim.py"
   "quality_rank|1|python benchmarks/quality_rank.py"
   "multifidelity|1|python benchmarks/multifidelity.py --replay-only"
-  "retrain|21|python benchmarks/retrain.py"
-  "roles|14|python benchmarks/roles.py"
+  "retrain|19|python benchmarks/retrain.py"
+  "roles|15|python benchmarks/roles.py"
   "live_scheduler|14|python benchmarks/live_scheduler.py"
 )
 
