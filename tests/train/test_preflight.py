@@ -211,3 +211,43 @@ def test_a_workload_that_scores_a_subset_while_training_has_k_chosen_from_the_su
     assert seen == [(600, False, 600), (5000, False, 1000)]
 
 
+
+
+SPY = '''
+import json, sys
+from pathlib import Path
+import tuner.train
+from tuner.config import parse_config
+
+pf = sys.modules["tuner.train.preflight"]  # the module: tuner.train's name `preflight` is its function
+real = pf.check_workload
+
+def spy(*args, **kwargs):  # in the forked child: what the check imports that this process had not
+    before = set(sys.modules)
+    out = real(*args, **kwargs)
+    new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] == "torch")
+    Path(sys.argv[3]).write_text(json.dumps({"pid": __import__("os").getpid(), "torch_imports": new}))
+    return out
+
+pf.check_workload = spy
+pf.preflight(parse_config({"workload": sys.argv[1], "params": {"batch_size": 8}}), Path(sys.argv[2]))
+print(__import__("os").getpid())
+'''
+
+
+def test_the_checks_child_imports_no_torch_module_the_run_would_import_again(tmp_path):
+    """`tuner train` checks its workload in a forked child, then trains in the parent. torch's first optimizer
+    imports torch._dynamo (about 1-3 s on 2 cores): imported in the child, the parent paid it again for its run,
+    so every `tuner train` (and each parity arm) started that much later. The pre-flight imports it before the
+    fork."""
+    import json
+    import subprocess
+
+    path = write(tmp_path, GOOD, "pf.py")
+    out = tmp_path / "seen.json"
+    done = subprocess.run([sys.executable, "-c", SPY, f"{path}:make", str(tmp_path / "cache"), str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(out.read_text())
+    assert seen["pid"] != int(done.stdout.split()[-1])  # the check ran in a child of its own
+    assert not [m for m in seen["torch_imports"] if m.startswith("torch._dynamo")], seen["torch_imports"]

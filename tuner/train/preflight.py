@@ -316,9 +316,17 @@ def preflight(cfg: TrialConfig, cache_dir: Path, device: Device | None = None) -
 
 def _check(cfg: TrialConfig, cache_dir: Path, device: Device, at_batch: Any) -> WorkloadCheck:
     if _apart(device):  # its own process: the run's allocator starts as the user's own run's would
+        _import_once()
         return in_child(lambda: check_workload(cfg, cache_dir, device, at_batch=at_batch))
     with torch.random.fork_rng(devices=[]):  # the check must not shift the run's random stream
         return check_workload(cfg, cache_dir, device, at_batch=at_batch)
+
+
+def _import_once() -> None:
+    """Import here, before the fork, what the child's check and the run after it would each import: torch's first
+    optimizer imports torch._dynamo (Optimizer.__init__'s disable wrapper), about 3 s on 2 cores, which the child
+    paid and then the run paid again. An import frees no large block, so the run's allocator is left as it was."""
+    import torch._dynamo  # noqa: F401
 
 
 def _apart(device: Device) -> bool:
