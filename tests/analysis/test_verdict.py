@@ -253,8 +253,9 @@ def test_times_to_target_within_the_noise_say_so_and_suggest_what_would_separate
     v = decide(Study.load(folder))
     assert v.pick.trial == 2 and not v.quality_ranked  # the lowest, as nothing else is ranked; and it says so
     assert "to target s 3.98-4.02 in every trial, within 2% of each other (no re-runs measured the noise): they " \
-           "reach the target alike, so the pick's lead on it is within the noise; a stricter target or more " \
-           "re-runs (--confirm) would tell them apart" in v.text and "raise the budget" not in v.text
+           "reach the target alike, so the pick's lead on it is within the noise of a test over all the trials at " \
+           "once (its comparison with the baseline alone is a test of its own); a stricter target or more re-runs " \
+           "(--confirm) would tell them apart" in v.text and "raise the budget" not in v.text
     # a study that ranks throughput beside it goes by throughput
     obj.insert(0, Objective(metric="throughput", direction="max"))
     folder.write_meta(StudyMeta(name="t", objectives=obj, baseline={"trial": 0}))

@@ -151,7 +151,7 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
     figure = lo if lo == hi else f"{lo}-{hi}"
     if measured and pooled is not None and apart_as_measured(points, pooled):
         df = f"{pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom"
-        then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
+        then = _then(by_throughput)
         return (f"{label} {figure}: the trials differ more than their re-runs did, but the re-runs' spread has "
                 f"{df}, too few to call that beyond the noise, so {then}; more re-runs (--repeats, --confirm) "
                 f"would tell them apart or alike")
@@ -159,7 +159,7 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
         f"the re-runs' spread has {pooled.df} degree{'s' if pooled.df != 1 else ''} of freedom, too few to judge by"
     within = "within the noise of each other" if measured else f"within {RESOLUTION:.0%} of each other ({why})"
     if key in TARGET_COLUMNS:  # a budget raised changes nothing here: the trials reach the target alike
-        then = "the pick goes by throughput alone" if by_throughput else "the pick's lead on it is within the noise"
+        then = _then(by_throughput)
         return (f"{label} {figure} in every trial, {within}: they reach the target alike, so {then}; a stricter "
                 f"target or more re-runs (--confirm) would tell them apart")
     if busy:  # trials that other work slowed trained fewer steps: that, not the budget, is what to change
@@ -167,6 +167,17 @@ def unresolved(records: list[TrialRecord], quality: Objective, value: Callable[[
                 f"the pick goes by throughput alone")
     return (f"{label} {figure} in every trial, {within}: too little training to rank quality, so the pick goes "
             f"by throughput alone; raise the budget")
+
+
+def _then(by_throughput: bool) -> str:
+    """What the pick goes by when quality cannot rank the trials. Without throughput it keeps the best figure, whose
+    lead this test, over all the trials at once, does not call beyond the noise; its one comparison with the
+    baseline is a test of its own and may (the verdict read "1.90x sooner ..., beyond the noise" beside "the pick's
+    lead on it is within the noise")."""
+    if by_throughput:
+        return "the pick goes by throughput alone"
+    return ("the pick's lead on it is within the noise of a test over all the trials at once (its comparison with "
+            "the baseline alone is a test of its own)")
 
 
 def apart_as_measured(points: list[tuple[float, int]], pooled: Pooled, level: float = LEVEL) -> bool:
