@@ -43,7 +43,7 @@ from benchmarks.common import cpu_model, git_state  # noqa: E402
 from benchmarks.table import SCHEMA, target  # noqa: E402
 
 POLICIES = ("default", "PASSIVE", "ACTIVE")
-# the default study's pick at 1265db2 (benchmarks/results/environment.json), for --only-fidelity
+# the default study's pick at 1265db2, for --only-fidelity where environment.json records none (`last_pick`)
 LAST_PICK = {"batch_size": 64, "accumulation_steps": 1, "num_workers": 0, "precision": "bf16", "channels_last": True,
              "beta1": 0.09185108721203555, "beta2": 0.9708447631545385}
 WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
@@ -177,7 +177,8 @@ def main() -> None:
     ap.add_argument("--only-fidelity", action="store_true",
                     help="row env-fidelity alone, for the default study's baseline and the pick --pick gives "
                          "(no study; ~4 min): replaces that row in environment.json, keeps the others")
-    ap.add_argument("--pick", default=json.dumps(LAST_PICK), help="the pick's params, as JSON (--only-fidelity)")
+    ap.add_argument("--pick", default=None, help="the pick's params, as JSON (--only-fidelity; default: the pick "
+                    "env-fidelity last read, from environment.json)")
     ap.add_argument("--rounds", type=int, default=None,
                     help=f"interleaved rounds of the policy rows (default 3; 2 with --quick); env-fidelity reads at "
                          f"least {FIDELITY_ROUNDS}")
@@ -192,7 +193,8 @@ def main() -> None:
             (work / "reports").mkdir()
             configs = {name: {"workload": "gan", "dataset": "digits", "workload_options": {"image_size": 32},
                               "params": params}
-                       for name, params in (("baseline", {"batch_size": 64}), ("pick", json.loads(args.pick)))}
+                       for name, params in (("baseline", {"batch_size": 64}),
+                                            ("pick", json.loads(args.pick) if args.pick else last_pick(args.out)))}
             rows = [fidelity(configs, {}, work / "reports", rounds, seconds)]
         else:
             rows = measure(work, rounds, seconds, trials)
@@ -266,8 +268,20 @@ def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None],
                   f"workload's step as a user of it writes it: G's backward computes G's gradients only, as the "
                   f"workload's G phase updates G only (pytorch/examples' errG.backward() computes D's too, which "
                   f"read about 10% of a CPU step in the twenty-fourth session's trace).",
-        "details": {"readings": fidelity, "per_round": per_round, "ratios": ratios, "ratios_of_means": of_means}}
+        "details": {"readings": fidelity, "per_round": per_round, "ratios": ratios, "ratios_of_means": of_means,
+                    "params": {n: cfg["params"] for n, cfg in configs.items()}}}
     return fidelity_row
+
+
+def last_pick(results: Path) -> dict[str, Any]:
+    """The pick env-fidelity last read (its row's details.params), so --only-fidelity reads again what the full
+    run read on this machine's kind: the fixed LAST_PICK, a bf16 pick, takes 1.2 s a step where the CPU has no
+    native bf16, and every round was refused as too short for its budget. LAST_PICK where no row records one."""
+    path = results / "environment.json"
+    rows = json.loads(path.read_text()).get("rows", []) if path.is_file() else []
+    recorded = next((r.get("details", {}).get("params", {}).get("pick") for r in rows if r.get("id") == "env-fidelity"),
+                    None)
+    return recorded or LAST_PICK
 
 
 def measure(work: Path, rounds: int, seconds: float, trials: int) -> list[dict[str, Any]]:

@@ -15,3 +15,18 @@ def test_a_long_verdict_is_cut_at_whole_clauses_and_says_what_was_left_out():
     assert len(kept) <= 400 and verdict.startswith(kept) and verdict[len(kept):].startswith("; ")
     assert cut.endswith("more clauses: details.verdict)")
     assert _clauses("short; verdict", 400) == "short; verdict"
+
+
+def test_only_fidelity_reads_again_the_pick_the_full_run_last_recorded(tmp_path):
+    """--only-fidelity once read a fixed bf16 pick: on a CPU without native bf16 its step took 1.2 s, and every one
+    of its 9 rounds was refused as too short for its budget. It now reads the pick env-fidelity last recorded."""
+    import json
+
+    from benchmarks.environment import LAST_PICK, last_pick
+
+    assert last_pick(tmp_path) == LAST_PICK  # no results yet
+    pick = {"batch_size": 32, "precision": "fp32", "channels_last": True}
+    (tmp_path / "environment.json").write_text(json.dumps({"rows": [
+        {"id": "env-policy", "details": {}},
+        {"id": "env-fidelity", "details": {"params": {"baseline": {"batch_size": 64}, "pick": pick}}}]}))
+    assert last_pick(tmp_path) == pick
