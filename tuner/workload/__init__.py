@@ -5,12 +5,12 @@ other nodes (shipping), and how the user's frames are told apart in an error (fr
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 from tuner.workload.context import TrialContext, running, trial_context
 from tuner.workload.frames import SHIPPED_ENV, user_error_line, user_traceback
-from tuner.workload.loader import build, import_factory, probe_import
+from tuner.workload.loader import build, factory_arguments, import_factory, probe_import
 from tuner.workload.reference import WorkloadRef, parse_ref
 from tuner.workload.shipping import SHIP_EXCLUDES, Shipment, importable_sources, ship_paths, shipment
 
 __all__ = [
     "OptimizerFactory", "Phase", "SHIP_EXCLUDES", "SHIPPED_ENV", "Shared", "Shipment", "TrialContext", "Workload",
-    "WorkloadRef", "build", "import_factory", "importable_sources", "parse_ref", "probe_import", "running",
+    "WorkloadRef", "build", "factory_arguments", "import_factory", "importable_sources", "parse_ref", "probe_import", "running",
     "ship_paths", "shipment", "trial_context", "user_error_line", "user_traceback",
 ]
