@@ -324,8 +324,9 @@ def _check(cfg: TrialConfig, cache_dir: Path, device: Device, at_batch: Any) -> 
 
 def _import_once() -> None:
     """Import here, before the fork, what the child's check and the run after it would each import: torch's first
-    optimizer imports torch._dynamo (Optimizer.__init__'s disable wrapper), about 3 s on 2 cores, which the child
-    paid and then the run paid again. An import frees no large block, so the run's allocator is left as it was."""
+    optimizer imports torch._dynamo (Optimizer.__init__'s disable wrapper), which the child paid and then the run
+    paid again (1.0-1.7 s of a `tuner train` on 2 cores, measured). An import frees no large block, so the run's
+    allocator is left as it was."""
     import torch._dynamo  # noqa: F401
 
 
