@@ -101,3 +101,21 @@ def test_a_broken_workload_is_refused_before_ray_and_no_study_is_written(tmp_pat
     assert needle in err[0] and str(work) in err[0]
     assert not (reports / "bs").exists()
 
+
+@pytest.mark.parametrize("flag", [["--dataset", "digits"], ["--option", "depth=3"]])
+def test_a_dataset_or_option_the_factory_does_not_take_leaves_the_reports_folder_untouched(tmp_path, capsys, flag):
+    """Refused before the study's folder is claimed: nothing in the reports folder moves, not even its own time
+    (before, the study's folder was made, then removed)."""
+    work = write(tmp_path / "proj", GOOD, "takes_hidden.py")
+    sys.modules.pop("takes_hidden", None)
+    space = tmp_path / "bs.yaml"
+    space.write_text(SPACE)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "other").mkdir()  # another study's folder, as a user's reports/ has
+    before = reports.stat().st_mtime_ns
+    code = main(["search", "--space", str(space), "--workload", f"{work}:make", "--reports-dir", str(reports), *flag])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "does not fit make()" in err[0] and "it takes: hidden" in err[0], err
+    assert [p.name for p in reports.iterdir()] == ["other"] and reports.stat().st_mtime_ns == before
+

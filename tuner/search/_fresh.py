@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from tuner.knobs import knob_env
-from tuner.search._fresh_server import (ENV_VARS, Servers, dumps_job, ending, forkable, kill, run_in_interpreter)
+from tuner.search._fresh_server import (ENV_VARS, Servers, dumps_job, ending, forkable, run_in_interpreter)
 from tuner.search._protocol import TrialOrder, to_tune
 from tuner.search._trial import Engine, TrialSetup, _now, final_report, ray_node_id, run_one
 from tuner.study import TrialRecord
+from tuner.workload import kill_process
 
 
 # The environment-knob variables (tuner.search._fresh_server.ENV_VARS: OMP_WAIT_POLICY, malloc's) as the user's
@@ -124,7 +125,7 @@ class _Reports:
                     waiter.join(REPORT_POLL_S)
             except BaseException:  # Tune stopped the trial at a report (SystemExit), or this process is stopping
                 for pid in self.pids:
-                    kill(pid)
+                    kill_process(pid)
                 waiter.join()
                 raise
             if "error" in box:

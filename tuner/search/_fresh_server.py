@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.knobs import env_vars
-from tuner.search._preload import PRELOADED, kill, preload
+from tuner.search._preload import PRELOADED, preload
+from tuner.workload import kill_process
 
 # The environment-knob variables (tuner.knobs.env_vars: OMP_WAIT_POLICY, malloc's thresholds): libgomp and glibc's
 # malloc read them once, when torch loads, so a server is started under the ones its children train under.
@@ -140,7 +141,7 @@ class _Server:
         if timeout is not None:
             import threading
 
-            timer = threading.Timer(timeout, kill, (pid,))  # the server then reports it killed
+            timer = threading.Timer(timeout, kill_process, (pid,))  # the server then reports it killed
             timer.daemon = True
             timer.start()
         try:
@@ -150,7 +151,7 @@ class _Server:
             if timer is not None:
                 timer.cancel()
             if code is None:
-                kill(pid)
+                kill_process(pid)
                 self.close()
 
     def close(self) -> None:

@@ -89,10 +89,10 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
     if not plan.workload.builtin:
         # a workload that does not import or names no function: its one line alone, before the busy machine's
         # warning (the pre-flight's build then finds the module imported)
-        from tuner.workload import import_factory, probe_import
+        from tuner.workload import factory_arguments, import_factory, probe_import
 
-        probe_import(plan.workload)
-        import_factory(plan.workload)
+        probe_import(plan.workload)  # and a --dataset or --option the factory does not take, before the folder
+        factory_arguments(plan.workload, import_factory(plan.workload), plan.workload_options, plan.dataset)
     # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
     # sample and the user's own speed environment go into study.json (`machine`)
     if not opts.address:

@@ -85,6 +85,14 @@ def import_factory(ref: WorkloadRef) -> Any:
 PROBE_IMPORT_S = 120.0  # probe_import waits this long for the child's import at most
 
 
+_OUTLIVED: set[str] = set()  # workload references whose import a fork of this process (or its parent) outlived
+
+
+def outlived_import(ref: WorkloadRef) -> None:
+    """Note that a forked import of `ref` returned or raised: probe_import need not fork to show it again."""
+    _OUTLIVED.add(ref.text)
+
+
 def probe_import(ref: WorkloadRef) -> None:
     """Import the user's module once in a forked child before this process imports it (the pre-flight), so a
     module that ends the process at import (os._exit(), a crash in native code) is one line naming it, exit 2:
@@ -92,6 +100,8 @@ def probe_import(ref: WorkloadRef) -> None:
     is dropped, and an exception in it is left for this process's own import to report. Skipped for a built-in, a
     module already imported, and where there is no fork."""
     if ref.builtin or not hasattr(os, "fork") or (ref.file is None and ref.module in sys.modules):
+        return
+    if ref.text in _OUTLIVED:  # a fork's import returned or raised already (tuner.workload.preimport)
         return
     if ref.file is not None and any(getattr(m, "__file__", None) == ref.file for m in list(sys.modules.values())):
         return
