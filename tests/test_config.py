@@ -113,3 +113,18 @@ def test_a_relative_workload_path_is_read_from_the_config_files_folder(tmp_path,
     for given, read in [("sub/work.py:make", absolute), ("./sub/work.py:make", absolute), (absolute, absolute),
                         ("cnn", "cnn"), ("mypackage.models:make", "mypackage.models:make")]:
         assert load_config(write(folder, f"workload: {given!r}\n")).workload == read, given
+
+
+@pytest.mark.parametrize("data, said", [
+    ({"options": {}}, "r.yaml: options: unknown key; did you mean workload_options?"),
+    ({"budget": {"secs": 3}}, "r.yaml: budget.secs: unknown key; did you mean seconds?"),
+    ({"measure": {"windowz": 3}}, "r.yaml: measure.windowz: unknown key; did you mean windows?"),
+    ({"params": {"omp_wait": "active"}}, "r.yaml: params.omp_wait: unknown key; did you mean omp_wait_policy?"),
+    ({"quality": {"zzz": 1}}, "r.yaml: quality.zzz: unknown key (known keys: enabled,"),
+])
+def test_an_unknown_key_names_the_key_it_was_probably_meant_to_be_or_the_known_ones(data, said):
+    """A misspelt key is the commonest mistake in a hand-written config: the line says what to write instead."""
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "r.yaml")
+    assert str(err.value).startswith(said), str(err.value)
+    assert "\n" not in str(err.value)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator,
                       model_serializer, model_validator)
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, unknown_key_hint
 from tuner.knobs import KNOBS, Knob
 from tuner.knobs import CompileMode, DeviceKind, OptimizerImpl, Precision, WaitPolicy  # noqa: F401  (as before)
 
@@ -330,15 +330,17 @@ class TrialConfig(_Strict):
         return data
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """One line naming the source and the first offending key."""
+def format_validation_error(err: ValidationError, source: str, model: type[BaseModel] | None = None,
+                            hidden: tuple[str, ...] = ()) -> str:
+    """One line naming the source and the first offending key; for an unknown key in `model`, the key it was
+    probably meant to be or the keys it may be (`hidden`: top-level fields the caller fills, not the user)."""
     first = err.errors()[0]
     key = ".".join(str(p) for p in first["loc"]) or "(top level)"
     if key == "(top level)" and "moved to workload_options.image_size" in first["msg"]:
         key = "image_size"
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + unknown_key_hint(model, tuple(first["loc"]), hidden)
     extra = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
     return f"{source}: {key}: {msg}{extra}"
 
@@ -349,7 +351,7 @@ def parse_config(data: Any, source: str = "config") -> TrialConfig:
     try:
         return TrialConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
+        raise ConfigError(format_validation_error(err, source, TrialConfig)) from None
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

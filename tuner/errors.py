@@ -6,11 +6,57 @@ already exists, a GPU asked for where there is none) exit 2 with one line on std
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
+from collections.abc import Collection
+
 
 def error_line(err: BaseException) -> str:
     """`Type: first line of the message`, at most 500 characters: what a trial record keeps of a failure."""
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0] if lines else ''}".strip()[:500]
+
+
+def unknown_key_hint(model: typing.Any, loc: tuple[typing.Any, ...], hidden: Collection[str] = ()) -> str:
+    """What to say after "unknown key" for the key at a pydantic error's `loc` inside `model`: "; did you mean X?"
+    for a near miss (`workload_option`, or `options` for `workload_options`), else the keys that level takes; ''
+    where the level is not a model. A user who misspells a key in a file learns the right one from the error."""
+    level = _model_at(model, loc[:-1]) if loc else None
+    if level is None:
+        return ""
+    known = [name for name in level.model_fields if not (len(loc) == 1 and name in hidden)]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    close = close or [name for name in known if str(loc[-1]) in name.split("_")]
+    return f"; did you mean {close[0]}?" if close else f" (known keys: {', '.join(known)})"
+
+
+def _model_at(model: typing.Any, path: tuple[typing.Any, ...]) -> typing.Any:
+    """The pydantic model class that `path` (a validation error's location) points into, through fields, dict
+    values and list items; None where the way leaves the models or forks (a union of several types)."""
+    here = model
+    for step in path:
+        here = _unwrap(here)
+        if isinstance(here, type) and hasattr(here, "model_fields"):
+            field = here.model_fields.get(str(step))
+            here = field.annotation if field is not None else None
+        elif typing.get_origin(here) in (list, dict):
+            here = typing.get_args(here)[-1]
+        else:
+            return None
+    here = _unwrap(here)
+    return here if isinstance(here, type) and hasattr(here, "model_fields") else None
+
+
+def _unwrap(here: typing.Any) -> typing.Any:
+    """`here` without Optional and Annotated; None for a union of several types."""
+    while (origin := typing.get_origin(here)) in (typing.Annotated, typing.Union, types.UnionType):
+        args = typing.get_args(here)[:1] if origin is typing.Annotated else [
+            a for a in typing.get_args(here) if a is not type(None)]
+        if len(args) != 1:
+            return None
+        here = args[0]
+    return here
 
 
 class TunerError(Exception):

@@ -207,6 +207,10 @@ def test_a_users_yaml_path_works_like_a_name(tmp_path):
     (("{metric: loss, direction: min}", "{metric: samples, direction: max}"), "objectives.cnn.1.metric"),
     (("direction: min}]\nparams", "direction: sideways}]\nparams"), "objectives.cnn.1.direction"),
     (("trials: 3", "trials: 0"), "defaults.trials"),
+    (("trials: 3", "trails: 3"), "defaults.trails: unknown key; did you mean trials?"),
+    (("batch_size: {type: categorical, choices: [16, 32]}", "batch_size: {type: categorical, choises: [16, 32]}"),
+     "params.batch_size.choises: unknown key; did you mean choices?"),
+    (("params:", "zzz: 1\nparams:"), "zzz: unknown key (known keys: description, defaults, objectives, params, trial,"),
 ])
 def test_space_errors_name_the_file_and_the_key(tmp_path, change, key):
     old, new = change

@@ -186,3 +186,24 @@ def test_os_exit_at_import_is_one_line_naming_the_module_and_exit_2(tmp_path, co
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert str(path) in lines[0] and "ended the process with exit status 7" in lines[0]
+
+
+def test_os_exit_0_at_import_is_one_line_too_not_a_silent_success(tmp_path):
+    """os._exit(0) at import ended the pre-flight's child as a clean import would: tuner went on, imported the
+    module itself and vanished with status 0 and nothing said. The child now says on a pipe that it outlived the
+    import, so a quiet exit is caught like a loud one."""
+    import subprocess
+    import sys
+
+    from tests.helpers.searchproc import REPO, tuner_env
+
+    path = write(tmp_path, GOOD + "\nimport os\nos._exit(0)\n", "quits.py")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CONFIG.format(ref=f"{path}:make"))
+    proc = subprocess.run([sys.executable, "-m", "tuner", "train", "--config", str(spec), "--reports-dir",
+                           str(tmp_path / "r")], cwd=REPO, env=tuner_env(), capture_output=True, text=True,
+                          timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert len(lines) == 1 and str(path) in lines[0] and "ended the process with exit status 0" in lines[0], lines
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("*.json"))

@@ -84,7 +84,7 @@ def parse_space(data: Any, *, source: str, name: str) -> Space:
     try:
         space = Space.model_validate({**data, "name": name, "source": source})
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
+        raise ConfigError(format_validation_error(err, source, Space, hidden=("name", "source"))) from None
     _check_against_config(space, source)
     return space
 
@@ -164,7 +164,7 @@ def _check_against_config(space: Space, source: str) -> None:
     try:
         TrialConfig.model_validate({**space.trial, "params": dict(space.trial.get("params") or {})})
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, f"{source}: trial")) from None
+        raise ConfigError(format_validation_error(err, f"{source}: trial", TrialConfig)) from None
 
 
 

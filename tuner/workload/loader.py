@@ -95,10 +95,10 @@ def outlived_import(ref: WorkloadRef) -> None:
 
 def probe_import(ref: WorkloadRef) -> None:
     """Import the user's module once in a forked child before this process imports it (the pre-flight), so a
-    module that ends the process at import (os._exit(), a crash in native code) is one line naming it, exit 2:
-    otherwise tuner vanished with the module's exit status and nothing on stderr (issue 37). What the child prints
-    is dropped, and an exception in it is left for this process's own import to report. Skipped for a built-in, a
-    module already imported, and where there is no fork."""
+    module that ends the process at import (os._exit(), with status 0 too; a crash in native code) is one line
+    naming it, exit 2: otherwise tuner vanished with the module's status and nothing on stderr (issue 37). What
+    the child prints is dropped, and an exception in it is left for this process's own import to report. Skipped
+    for a built-in, a module already imported, and where there is no fork."""
     if ref.builtin or not hasattr(os, "fork") or (ref.file is None and ref.module in sys.modules):
         return
     if ref.text in _OUTLIVED:  # a fork's import returned or raised already (tuner.workload.preimport)
@@ -107,32 +107,41 @@ def probe_import(ref: WorkloadRef) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: import, and report nothing but how it ended
+    if pid == 0:  # the child: import, and say on the pipe that the process outlived it (os._exit(0) says nothing)
         try:
+            os.close(read)
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(null, 2)
             import_factory(ref)
         except BaseException:  # noqa: BLE001 - the parent's own import reports it, with the user's line
             pass
-        os._exit(0)
-    deadline = time.monotonic() + PROBE_IMPORT_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:  # stuck (a lock a thread held at the fork): this process imports it anyway
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        try:
+            os.write(write, b"1")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + PROBE_IMPORT_S
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:  # stuck (a lock a thread held at the fork): this process imports it anyway
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.02)
+        if os.read(read, 1):
             return
-        time.sleep(0.02)
+    finally:
+        os.close(read)
     if os.WIFSIGNALED(status):
         how = f"was killed by signal {os.WTERMSIG(status)} (a crash in native code?)"
-    elif os.WEXITSTATUS(status) != 0:
-        how = f"ended the process with exit status {os.WEXITSTATUS(status)} (os._exit() at import?)"
     else:
-        return
+        how = f"ended the process with exit status {os.WEXITSTATUS(status)} (os._exit() at import?)"
     raise WorkloadError(f"workload {ref.text}: importing {ref.file or ref.module} {how}; guard the module's own code "
                         f"with `if __name__ == \"__main__\":`, or fix what ends it")
 
