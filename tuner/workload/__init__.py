@@ -6,8 +6,8 @@ are told apart in an error (frames)."""
 from tuner.workload.api import OptimizerFactory, Phase, Shared, Workload
 from tuner.workload.context import TrialContext, running, trial_context
 from tuner.workload.frames import SHIPPED_ENV, user_error_line, user_traceback
-from tuner.workload.loader import build, factory_arguments, import_factory, probe_import
-from tuner.workload.preimport import import_changes, kill_process, process_state
+from tuner.workload.loader import build, factory_arguments, import_factory, kill_process, probe_import
+from tuner.workload.preimport import import_changes, process_state
 from tuner.workload.reference import WorkloadRef, parse_ref
 from tuner.workload.shipping import SHIP_EXCLUDES, Shipment, importable_sources, ship_paths, shipment
 

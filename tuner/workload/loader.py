@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from tuner.errors import WorkloadError
@@ -105,45 +106,69 @@ def probe_import(ref: WorkloadRef) -> None:
         return
     if ref.file is not None and any(getattr(m, "__file__", None) == ref.file for m in list(sys.modules.values())):
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: import, and say on the pipe that the process outlived it (os._exit(0) says nothing)
+
+    def imported() -> int:  # in the fork: say on the pipe that the process outlived the import (os._exit(0) can't)
+        os.close(read)
         try:
-            os.close(read)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
             import_factory(ref)
         except BaseException:  # noqa: BLE001 - the parent's own import reports it, with the user's line
             pass
-        try:
-            os.write(write, b"1")
-        finally:
-            os._exit(0)
-    os.close(write)
+        os.write(write, b"1")
+        return 0
+
     try:
-        deadline = time.monotonic() + PROBE_IMPORT_S
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:  # stuck (a lock a thread held at the fork): this process imports it anyway
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return
-            time.sleep(0.02)
-        if os.read(read, 1):
-            return
+        code = _in_fork(imported, PROBE_IMPORT_S)  # None: stuck (a lock a thread held at the fork); imported anyway
+    finally:
+        os.close(write)
+    try:
+        os.set_blocking(read, False)  # a process the import forked may hold the pipe open: never wait on it
+        said = os.read(read, 1)
+    except BlockingIOError:
+        said = b""
     finally:
         os.close(read)
-    if os.WIFSIGNALED(status):
-        how = f"was killed by signal {os.WTERMSIG(status)} (a crash in native code?)"
-    else:
-        how = f"ended the process with exit status {os.WEXITSTATUS(status)} (os._exit() at import?)"
+    if code is None or said:
+        return
+    how = (f"was killed by signal {-code} (a crash in native code?)" if code < 0 else
+           f"ended the process with exit status {code} (os._exit() at import?)")
     raise WorkloadError(f"workload {ref.text}: importing {ref.file or ref.module} {how}; guard the module's own code "
                         f"with `if __name__ == \"__main__\":`, or fix what ends it")
+
+
+def _in_fork(fn: Callable[[], int], seconds: float) -> int | None:
+    """`fn()` in a throw-away fork of this process, its output dropped: the exit code it returns (1 where it
+    raised), or None (and the fork killed) if it has not ended within `seconds`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            code = fn()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds
+    while True:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            kill_process(pid)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
+
+
+def kill_process(pid: int) -> None:
+    """SIGKILL `pid`, if it still runs."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _at(err: BaseException) -> str:

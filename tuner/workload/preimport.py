@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tuner.workload.loader import _in_fork
 
 PRELOAD_PROBE_S = 120.0  # the throw-away import (`import_changes`) may take this long at most
 
@@ -61,35 +62,6 @@ def _forks_work() -> bool:
     return _in_fork(kernels, FORK_CHECK_S) == 0
 
 
-def _in_fork(fn: Callable[[], int], seconds: float) -> int | None:
-    """`fn()` in a throw-away fork of this process, its output dropped: the exit code it returns (1 where it
-    raised), or None (and the fork killed) if it has not ended within `seconds`."""
-    import time
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            code = fn()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + seconds
-    while True:
-        ended, status = os.waitpid(pid, os.WNOHANG)
-        if ended:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            kill_process(pid)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(0.01)
-
-
 def import_changes(ref: Any) -> bool:
     """Import `ref`'s module in a throw-away fork of this process: True unless the import ended well, changed
     nothing `process_state` reads and, where it started native threads, left a process whose forks still run
@@ -127,13 +99,3 @@ def import_changes(ref: Any) -> bool:
     if said:
         outlived_import(ref)
     return said != "safe"
-
-
-def kill_process(pid: int) -> None:
-    """SIGKILL `pid`, if it still runs."""
-    import signal
-
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
