@@ -126,10 +126,12 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
     exactly as tuner's StudySearcher does (values + constraint; penalties for an infeasible point). `baseline` is
     enqueued first, as `tuner search` enqueues its trial 0 (tuner's default knobs). With a loader `plan` (the
     probes'), the sampler draws the other params only and each proposal takes the plan's loader for its batch
-    size, as a study's searcher does; the baseline keeps its own."""
+    size, as a study's searcher does; the baseline keeps its own. A draw that repeats a trial's config is drawn
+    anew (tuner.search.toolkit.twin_of), as in `tuner search`."""
     import optuna
+    from optuna.trial import TrialState
 
-    from tuner.search.toolkit import tell_trial
+    from tuner.search.toolkit import redraws_for, tell_trial, twin_of
 
     objectives = space.objectives_for("cnn")
     names = [n for n, _ in space.params.items() if not space.params[n].fixed]
@@ -137,9 +139,14 @@ def search_once(space: Any, table: dict[tuple[Any, ...], dict[str, Any]], sample
     if baseline:
         study.enqueue_trial(baseline)
     out = []
+    redraws = redraws_for(space, {"gpus": 0}, plan, trials)  # none where the grid holds no more configs than trials
     for i in range(trials):
-        trial = study.ask()
-        params = space.sample(trial, {"gpus": 0}, skip=plan.knobs if plan is not None else ())
+        for draw in range(redraws + 1):  # a draw repeating a trial's config is drawn anew, as the searcher does
+            trial = study.ask()
+            params = space.sample(trial, {"gpus": 0}, skip=plan.knobs if plan is not None else ())
+            if draw == redraws or twin_of(study, trial, plan) is None:
+                break
+            study.tell(trial, state=TrialState.FAIL)
         if plan is not None:
             params.update({k: baseline[k] for k in plan.knobs} if (baseline and i == 0)
                           else plan.loader_for(params.get("batch_size")))
@@ -183,7 +190,7 @@ def run(ctx: Context) -> list[BenchResult]:
     full = [(v["throughput"], v["loss"]) for v in good.values()]
     norm = Normalizer(full, minimize_second=True)
     n, length = s.grid_size, s.search_trials
-    horizon = n  # trials-to-95% is followed up to the grid's size (a sampler may repeat points)
+    horizon = n  # trials-to-95% is followed up to the grid's size (a repeated point is drawn anew: twin_of)
 
     # `tuner search` runs its default knobs as trial 0 when the space allows it (space.defaults.baseline).
     baseline = space.baseline_point({"gpus": 0}) if getattr(space.defaults, "baseline", False) else None

@@ -86,3 +86,28 @@ def test_the_rows_are_read_from_the_settled_grid(monkeypatch: pytest.MonkeyPatch
     again = sum(len(g["readings"]) == 3 for g in grid.values())
     assert again == 5  # the top 4, and the one the lucky point's fall brought into them
     assert f"its fastest points ({again}) read 2 more times" in rows["6"].note
+
+
+def test_a_search_answers_each_trial_with_a_config_not_yet_run_as_tuner_search_does():
+    """The tabular search asks the sampler as `tuner search`'s searcher does: a draw that repeats a trial's config is
+    drawn anew (tuner.search.toolkit.twin_of), so trials to 95% count configs run, not repeats of one."""
+    import optuna
+
+    class Repeating(optuna.samplers.RandomSampler):
+        """Proposes batch 16 on its first two draws, then 32: the second draw repeats the first trial."""
+
+        def __init__(self) -> None:
+            super().__init__(seed=0)
+            self.draws = 0
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self.draws += 1
+
+        def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
+            return 16 if self.draws <= 2 else 32
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = eff.grid_space((("batch_size", (16, 32, 64)),), 1.0, 2)  # more configs than trials: a repeat is redrawn
+    table = {(16,): _row(1000.0), (32,): _row(1200.0), (64,): _row(1300.0)}
+    hist = eff.search_once(space, table, Repeating(), 2)
+    assert [h["params"]["batch_size"] for h in hist] == [16, 32]

@@ -9,9 +9,10 @@ from typing import Any
 CONTEXT = {"cpus": 2, "gpus": 0, "device": "cpu", "precisions": ["fp32"], "tf32_available": False}
 
 
-def tiny_searcher(path: Path, rungs: list[float] | None = None, sampler: Any = None) -> tuple[Any, Any, list[Any]]:
+def tiny_searcher(path: Path, rungs: list[float] | None = None, sampler: Any = None,
+                  trials: int = 20) -> tuple[Any, Any, list[Any]]:
     """(StudySearcher, its StudyFolder at `path`, the objectives: throughput max, loss min) on tiny_space(4), with
-    a RandomSampler (or `sampler`) and the study's SQLite database in the folder."""
+    a RandomSampler (or `sampler`), the study's SQLite database in the folder, and `trials` planned."""
     import optuna
     import yaml
 
@@ -30,5 +31,5 @@ def tiny_searcher(path: Path, rungs: list[float] | None = None, sampler: Any = N
     searcher = StudySearcher(space, objectives, context=CONTEXT, budget=Budget(samples=480),
                              sampler=sampler or optuna.samplers.RandomSampler(seed=0),
                              storage=open_storage(f"sqlite:///{folder.path / 'study.db'}"), study_name="s",
-                             study_dir=folder.path, rungs=rungs)
+                             study_dir=folder.path, rungs=rungs, trials=trials)
     return searcher, folder, objectives

@@ -207,3 +207,53 @@ def test_os_exit_0_at_import_is_one_line_too_not_a_silent_success(tmp_path):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert len(lines) == 1 and str(path) in lines[0] and "ended the process with exit status 0" in lines[0], lines
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("*.json"))
+
+
+# The import forks a process that holds what it inherited (the pre-flight's pipe too) for minutes, then ends its own.
+LEAVES_A_CHILD_AT_IMPORT = GOOD + '''
+import os
+import time
+
+if os.fork() == 0:
+    with open(os.environ["TUNER_TEST_CHILD_PID"], "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)
+    os._exit(0)
+os._exit(0)
+'''
+
+
+@pytest.mark.parametrize("check", ["probe_import", "import_changes"])
+def test_an_import_that_leaves_a_forked_child_holding_the_pipe_is_judged_without_waiting_for_it(tmp_path,
+                                                                                                monkeypatch, check):
+    """Both pre-flight checks fork an import and read on a pipe what it said. A process the import forked holds the
+    pipe's write end: a blocking read would wait for that process's end (here 10 minutes) before a word was said."""
+    import os
+    import signal
+    import time
+
+    from tuner.errors import WorkloadError
+    from tuner.workload import import_changes, parse_ref, probe_import
+
+    path = write(tmp_path, LEAVES_A_CHILD_AT_IMPORT, "lingers.py")
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("TUNER_TEST_CHILD_PID", str(pid_file))
+    ref = parse_ref(f"{path}:make")
+    t0 = time.monotonic()
+    try:
+        if check == "probe_import":
+            with pytest.raises(WorkloadError, match="ended the process with exit status 0"):
+                probe_import(ref)
+        else:
+            assert import_changes(ref) is True  # nothing said: not safe to import once for every trial
+        assert time.monotonic() - t0 < 300  # judged long before the child's 600 s
+    finally:
+        for _ in range(100):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        if pid_file.exists() and pid_file.read_text():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

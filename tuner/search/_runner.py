@@ -330,7 +330,7 @@ def _run(plan: SearchPlan, cluster: ClusterInfo, resources: Resources, prepared:
                                  score_seconds=scored(records),
                                  baseline=baseline, loaders=loaders, study_dir=plan.study_dir,
                                  rungs=list(plan.scheduler.rungs), limits=budget_limits(plan.preflight),
-                                 allowance=allowance)
+                                 allowance=allowance, trials=plan.trials)
     # fifo: Tune's default. asha: ParetoASHA over the study's objectives, with the rung entries the folder kept
     # (after reconcile_study, so a trial running at a kill brings none back).
     scheduler = make_scheduler(plan.scheduler, plan.objectives, plan.folder)

@@ -17,6 +17,7 @@
    text, and is recorded through `record_error`.
 6. A trial whose set-up (the workload's factory or datasets()) ran past setup_timeout_s ends the search: each
    further trial would wait the whole timeout on the same hang (300 s by default; issue 37). `hung` says why.
+7. A draw that repeats a trial's config is drawn anew (tuner.search._redraw): told FAIL, its number skipped.
 
 It uses OptunaSearch's private attributes `_ot_trials`, `_ot_study`, `_completed_trials` (checked against
 ray 2.60; pyproject pins ray < 2.61).
@@ -36,6 +37,7 @@ from tuner.study import Objective, ProbePlan, StudyFolder, TrialRecord
 from tuner.space import Space
 from tuner.search._storage import RECORD_ATTR, fail_if_running, keep_record, storage_failure
 from tuner.search._outcome import CONSTRAINT, tell_trial, wall_limit
+from tuner.search._redraw import REPEAT_ATTR, constants, enqueued_params, redraws_for, twin_of
 from tuner.search._protocol import FinalReport, RungReport, TrialLimits, TrialOrder, from_tune, objective_key
 from tuner.search._trial import learned_reserve, scored
 from tuner.train import is_setup_timeout
@@ -63,19 +65,7 @@ class SpaceFunction:
         drawn = self.space.sample(trial, self.context, skip=self.loaders.knobs)
         # An enqueued trial (the baseline: tuner's defaults) keeps its own loader knobs; the others get the
         # loader the probes chose for their batch size, as constants the sampler does not model.
-        enqueued = _enqueued_params(getattr(trial, "ot_trial", trial))
-        if any(k in enqueued for k in self.loaders.knobs):
-            return {k: enqueued[k] for k in self.loaders.knobs if k in enqueued}
-        return self.loaders.loader_for(drawn.get("batch_size"))
-
-
-def _enqueued_params(trial: Any) -> dict[str, Any]:
-    """The params an enqueued trial was asked with (Optuna keeps them in the trial's system attrs; Optuna 5 no
-    longer exposes those on the Trial, so through its storage, by the trial's id)."""
-    try:
-        return dict(trial.storage.get_trial_system_attrs(trial._trial_id).get("fixed_params") or {})
-    except (AttributeError, KeyError, TypeError):
-        return {}
+        return constants(self.loaders, drawn, enqueued_params(getattr(trial, "ot_trial", trial)))
 
 
 class StudySearcher(OptunaSearch):
@@ -100,6 +90,7 @@ class StudySearcher(OptunaSearch):
         limits: TrialLimits | None = None,
         score_seconds: list[float] | None = None,
         allowance: Any = None,
+        trials: int | None = None,
     ) -> None:
         self._objectives = list(objectives)
         self._folder = StudyFolder(Path(study_dir)) if study_dir is not None else None
@@ -113,6 +104,11 @@ class StudySearcher(OptunaSearch):
         self._allowance = allowance  # tuner.search._allowance.Allowance: --study-seconds
         self.hung: str | None = None  # a trial's set-up timed out: what the live view says, and no trial more
         self.storage_failed: BaseException | None = None  # telling Optuna failed (a full disk): no trial more
+        self._loaders = loaders
+        self.redrawn: list[int] = []  # Optuna trials told FAIL as repeats of a trial's config (tuner.search._redraw)
+        self.repeated: list[int] = []  # trials that ran a repeat: REDRAWS draws found no other config
+        # draws of a repeat before it runs: none where the space holds no more configs than the study's trials
+        self._redraws = redraws_for(space, context, loaders, trials) if trials is not None else 0
         super().__init__(
             space=SpaceFunction(space, context, loaders),
             metric=[objective_key(o) for o in objectives],
@@ -154,12 +150,38 @@ class StudySearcher(OptunaSearch):
             from ray.tune.search import Searcher
 
             return Searcher.FINISHED  # the same hang again would cost each trial its whole set-up timeout
-        config = super().suggest(trial_id)
+        config = self._new_config(trial_id)
         if config is None:
             return None
         limits = replace(learned_reserve(self._limits, self._score_seconds), rungs=tuple(self._rungs),
                          wall_limit_s=self._fixed_wall_limit_s or wall_limit(self._budget, self._train_seconds))
         return TrialOrder(trial=self._ot_trials[trial_id].number, params=config, limits=limits).to_config()
+
+    def _new_config(self, trial_id: str) -> dict | None:
+        """The sampler's draw, drawn anew while it repeats a trial's config (tuner.search._redraw): the repeat is
+        told FAIL, which the samplers leave out, and its number is skipped; after REDRAWS repeats it runs, and so
+        does every later draw (the space holds few configs or none not yet run: no more failed draws in the study).
+        A study of no fewer trials than its space has configs never redraws (self._redraws 0)."""
+        for _ in range(0 if self.repeated else self._redraws):
+            config = super().suggest(trial_id)
+            ot_trial = self._ot_trials.get(trial_id)
+            twin = None if config is None or ot_trial is None else twin_of(self._ot_study, ot_trial, self._loaders)
+            if twin is None:
+                return config
+            try:
+                ot_trial.set_user_attr(REPEAT_ATTR, twin)  # why it failed, for a dashboard reader
+            except Exception as exc:  # never lose the tell over bookkeeping
+                logger.warning("could not annotate trial %s: %s", ot_trial.number, exc)
+            self._tell(ot_trial, None, state="fail")
+            if self.storage_failed is not None:
+                return None  # the study cannot be written: the next suggest ends the search
+            self.redrawn.append(ot_trial.number)
+            del self._ot_trials[trial_id]
+        config = super().suggest(trial_id)
+        if self._redraws and config is not None and (ot_trial := self._ot_trials.get(trial_id)) is not None \
+                and twin_of(self._ot_study, ot_trial, self._loaders) is not None:
+            self.repeated.append(ot_trial.number)
+        return config
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         return None  # Optuna cannot take intermediate values of a multi-objective study; the scheduler reads them

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.study import Objective, TrialRecord
 from tuner.analysis import Study, Verdict
+from tuner.search._redraw import redraw_note
 
 if TYPE_CHECKING:
     from tuner.search._options import SearchPlan
@@ -156,6 +157,13 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
             from rich.markup import escape
 
             console.print(escape(search.hung), soft_wrap=True)
+    notes = list(prepared.notes)
+    if search is not None and (repeats := redraw_note(search.redrawn, search.repeated)) is not None:
+        notes.append(repeats)  # why the trial numbers skip some (tuner.search._redraw)
+        if console is not None:
+            from rich.markup import escape
+
+            console.print(f"[yellow]note:[/yellow] {escape(repeats)}", soft_wrap=True)
     study = Study.load(plan.folder)
     if search is not None and not dropped and not study.records and allowance is not None and allowance.ended:
         from tuner.errors import BudgetError
@@ -178,6 +186,6 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
     # "as many as fit" (no --trials): no count was asked for; the trials that ran are the total, interrupted or not
     total = len(study.records) if plan.kept_trials else plan.trials
     return SearchSummary(study, ran=ran, total=total, seconds=time.perf_counter() - t0,
-                         interrupted=interrupted, warnings=list(prepared.warnings), notes=list(prepared.notes),
+                         interrupted=interrupted, warnings=list(prepared.warnings), notes=notes,
                          as_many_as_fit=bool(plan.kept_trials), in_confirmation=in_confirmation,
                          ended=reruns_hung or (search.hung if search is not None else None))

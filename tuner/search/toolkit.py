@@ -5,6 +5,7 @@
 - wall_limit: the wall-time cap a trial's training loop gets for a budget;
 - start_local_ray: a quiet local Ray session with exactly these resources, able to import tuner;
 - run_probes: the loader probes a study runs before its first trial (in this process when given no resources);
+- twin_of, redraws_for: how a study spots a draw that repeats a trial's config, and how often it draws anew;
 - ParetoASHA, rung_budgets: the rung scheduler of `--scheduler asha` (Ray-free: `goes_on_at` ranks one rung report) and its ladder.
 """
 
@@ -12,6 +13,8 @@ from tuner.schedule import ParetoASHA, rung_budgets
 from tuner.search._outcome import tell_trial, wall_limit
 from tuner.search._probe import run_probes
 from tuner.search._ray_env import start_local_ray
+from tuner.search._redraw import redraws_for, twin_of
 from tuner.search._sampler import make_sampler
 
-__all__ = ["ParetoASHA", "make_sampler", "rung_budgets", "run_probes", "start_local_ray", "tell_trial", "wall_limit"]
+__all__ = ["ParetoASHA", "make_sampler", "redraws_for", "rung_budgets", "run_probes", "start_local_ray",
+           "tell_trial", "twin_of", "wall_limit"]

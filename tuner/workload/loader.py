@@ -121,13 +121,7 @@ def probe_import(ref: WorkloadRef) -> None:
         code = _in_fork(imported, PROBE_IMPORT_S)  # None: stuck (a lock a thread held at the fork); imported anyway
     finally:
         os.close(write)
-    try:
-        os.set_blocking(read, False)  # a process the import forked may hold the pipe open: never wait on it
-        said = os.read(read, 1)
-    except BlockingIOError:
-        said = b""
-    finally:
-        os.close(read)
+    said = said_on(read, 1)
     if code is None or said:
         return
     how = (f"was killed by signal {-code} (a crash in native code?)" if code < 0 else
@@ -161,6 +155,18 @@ def _in_fork(fn: Callable[[], int], seconds: float) -> int | None:
             os.waitpid(pid, 0)
             return None
         time.sleep(0.01)
+
+
+def said_on(read: int, size: int) -> bytes:
+    """What an ended fork wrote on the pipe `read` (b"" if nothing), without waiting for its end of file: a process
+    the user's import forked may hold the pipe open for as long as it runs. Closes `read`."""
+    try:
+        os.set_blocking(read, False)
+        return os.read(read, size)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(read)
 
 
 def kill_process(pid: int) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.workload.loader import _in_fork
+from tuner.workload.loader import _in_fork, said_on
 
 PRELOAD_PROBE_S = 120.0  # the throw-away import (`import_changes`) may take this long at most
 
@@ -92,10 +92,8 @@ def import_changes(ref: Any) -> bool:
         code = _in_fork(imported, PRELOAD_PROBE_S)
     finally:
         os.close(write)
-    try:
-        said = os.read(read, 64).decode() if code == 0 else ""
-    finally:
-        os.close(read)
+    said = said_on(read, 64).decode()  # closes `read`
+    said = said if code == 0 else ""  # killed at PRELOAD_PROBE_S, or ended by the import: nothing it said counts
     if said:
         outlived_import(ref)
     return said != "safe"
