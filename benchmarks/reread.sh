@@ -8,7 +8,8 @@
 # Any change under tuner/ makes every row stale (benchmarks/table.py), so after one, re-read them all in one queue
 # on a quiet machine: nothing else running, no tests (a benchmark's `ray stop --force` ends their Ray too). Each
 # benchmark's output goes to reports/reread/NAME.log and one line per start and end to reports/reread/queue.log;
-# `touch reports/reread/stop` ends the queue once the running benchmark is done. Then commit benchmarks/results/,
+# `touch reports/reread/stop` ends the queue once the running benchmark is done; the queue removes the file as it
+# ends (stopped or not), so it never stops the next one. Then commit benchmarks/results/,
 # re-quote the figures the docs quote by hand (benchmarks/README.md lists the pages), and run tests/benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ wanted=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) wanted+=("$arg") ;;
   esac
 done
@@ -50,7 +51,7 @@ for name in "${wanted[@]+"${wanted[@]}"}"; do
   fi
 done
 
-log=reports/reread
+log="${REREAD_DIR:-reports/reread}"  # REREAD_DIR: another folder (the tests use one)
 [ "$dry" = 1 ] || mkdir -p "$log"
 total=0
 for entry in "${QUEUE[@]}"; do
@@ -64,7 +65,8 @@ for entry in "${QUEUE[@]}"; do
     continue
   fi
   if [ -e "$log/stop" ]; then
-    echo "$(date -u +%FT%TZ) stopped before $name ($log/stop exists)" | tee -a "$log/queue.log"
+    echo "$(date -u +%FT%TZ) stopped before $name ($log/stop exists; removed, so the next queue runs)" \
+      | tee -a "$log/queue.log"
     break
   fi
   ray stop --force >/dev/null 2>&1  # what a benchmark before it may have left running
@@ -81,5 +83,6 @@ done
 if [ "$dry" = 1 ]; then
   echo "about $total min in all"
 else
+  rm -f "$log/stop"  # meant for this queue (touched during its last benchmark, or what stopped it): not the next
   echo "$(date -u +%FT%TZ) done; \`python benchmarks/table.py\` shows the table" | tee -a "$log/queue.log"
 fi

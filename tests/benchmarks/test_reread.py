@@ -4,6 +4,7 @@ its queue would stay stale unnoticed, and a command whose option its script no l
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -59,3 +60,14 @@ def test_an_unknown_name_is_one_line_and_exit_2_and_runs_nothing():
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "no_such_benchmark" in out.stderr
     assert not (REPO / "reports" / "reread" / "no_such_benchmark.log").exists()
+
+
+def test_a_stop_file_ends_the_queue_before_its_next_benchmark_and_is_removed(tmp_path):
+    """`touch reports/reread/stop` ends a queue; left behind, it stopped the next queue before it began."""
+    (tmp_path / "stop").touch()
+    out = subprocess.run(["bash", str(SCRIPT), "quality_rank"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "REREAD_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "stopped before quality_rank" in out.stdout
+    assert not (tmp_path / "quality_rank.log").exists()  # nothing ran
+    assert not (tmp_path / "stop").exists()  # so the next queue runs
