@@ -65,9 +65,14 @@ def test_an_unknown_name_is_one_line_and_exit_2_and_runs_nothing():
 def test_a_stop_file_ends_the_queue_before_its_next_benchmark_and_is_removed(tmp_path):
     """`touch reports/reread/stop` ends a queue; left behind, it stopped the next queue before it began."""
     (tmp_path / "stop").touch()
+    bin_dir = tmp_path / "bin"  # `python` and `ray` that only leave a mark: a queue that ignored the file runs no
+    bin_dir.mkdir()  # real benchmark over the committed results
+    for name in ("python", "ray"):
+        (bin_dir / name).write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+        (bin_dir / name).chmod(0o755)
     out = subprocess.run(["bash", str(SCRIPT), "quality_rank"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "REREAD_DIR": str(tmp_path)})
+                         env={**os.environ, "REREAD_DIR": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert out.returncode == 0, out.stderr
     assert "stopped before quality_rank" in out.stdout
-    assert not (tmp_path / "quality_rank.log").exists()  # nothing ran
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "quality_rank.log").exists()  # nothing ran
     assert not (tmp_path / "stop").exists()  # so the next queue runs
