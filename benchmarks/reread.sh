@@ -39,7 +39,7 @@ wanted=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;  # the header comment
     *) wanted+=("$arg") ;;
   esac
 done
