@@ -53,6 +53,8 @@ def test_verdict_page_quotes_the_notes_the_code_writes():
             ("the trials differ more than their re-runs did, but the re-runs' spread has",),
         "ranks higher on a single, unconfirmed reading, within what one more run of the pick reads":
             ("ranks higher on a single, unconfirmed reading, within what one more run of the pick reads",),
+        "as ratios to the baseline read beside each (its search reading":
+            ("as ratios to the baseline read beside each (its search reading ",),
         "the pick ranks only configs that share your threading and beat your own settings beyond the noise":
             ("the pick ranks only configs that share your threading and beat your own settings beyond the ",),
         "no config that shares your threading beat your own settings beyond the noise, so the pick is your own":

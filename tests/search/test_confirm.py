@@ -343,8 +343,10 @@ def test_a_rival_is_judged_against_the_pick_as_ratios_to_the_baseline_read_in_th
     near = study(tmp_path / "near", 310.0)
     assert near.trial(2).confirmed.figures["throughput"].rerun_high < 310.0 / 1.9
     assert next_knee(near, 1) is None
-    assert "trial 3 ranks higher on a single, unconfirmed reading, within what one more run of the pick reads" \
-        in decide(near).text
+    said = decide(near).text
+    assert "trial 3 ranks higher on a single, unconfirmed reading, within what one more run of the pick reads" in said
+    # 310 lies above the pick's printed one-run range: the verdict says which comparison let it stand
+    assert "as ratios to the baseline read beside each (its search reading 1.55x the baseline's; so not re-run)" in said
     assert next_knee(study(tmp_path / "far", 600.0), 1) == 3
 
 

@@ -9,10 +9,12 @@ the verdict names it either way."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tuner.errors import StudyError
 from tuner.study import THROUGHPUT, TrialRecord, quality_objective
 from tuner.analysis.pareto import Pick, choose, rankable
-from tuner.analysis.rounds import is_confirmed, rival_beyond
+from tuner.analysis.rounds import is_confirmed, rival_beyond, search_reading
 from tuner.analysis.study import Study
 from tuner.analysis.suspect import ranks_windows
 
@@ -94,7 +96,21 @@ def next_to_confirm(study: Study, pick: Pick = "knee") -> int | None:
     return rival.trial
 
 
-def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule: Pick) -> bool:
+@dataclass
+class Within:
+    """within_noise's answer: true where the rival's reading is no evidence against the pick. `ratio`: the rival's
+    search reading over the baseline's, where throughput was judged so (like with like), for the verdict to say:
+    a reading above the pick's printed one-run range can lie within it as a ratio (the export printed 584-1149
+    samples/s beside a rival of 1275 judged at 1.46x the baseline)."""
+
+    ok: bool
+    ratio: float | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule: Pick) -> Within:
     """Whether the rival's single reading lies, on every objective the rule ranks by, within where one more run of
     the confirmed pick would read (its 95% prediction interval from the pooled re-run spread), or on the worse
     side of it: such a reading is no evidence against the pick (the search's single readings are selected for
@@ -111,9 +127,9 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
         pick = choose(pool, study.objectives, rule, None, study=study.name, value=study.value,
                       scale=complete(study))
     except StudyError:
-        return False
+        return Within(False)
     if pick.confirmed is None:
-        return False
+        return Within(False)
     ranked = [o for o in study.objectives if rule != "throughput" or o.metric == THROUGHPUT]
     baseline = next((r for r in study.records if r.trial == study.baseline_trial), None)
     quality = quality_objective(study.objectives)
@@ -123,26 +139,28 @@ def within_noise(study: Study, rival: TrialRecord, pool: list[TrialRecord], rule
     for o in ranked:
         fig = pick.confirmed.figures.get(o.metric)
         if fig is not None and fig.runs is None and ((p := noise[o.metric]) is None or p.df < MIN_DF):
-            return False
+            return Within(False)
+    ratio = None
     for o in ranked:
         if o.metric == THROUGHPUT and (beyond := rival_beyond(rival, pick, baseline, study.pooled(THROUGHPUT),
                                                               o.mode == "max")) is not None:
             if beyond:  # like with like: each against the baseline read in its own phase (tuner.analysis.rounds)
-                return False
+                return Within(False)
+            ratio = rival.throughput / search_reading(baseline, rival, drift=True)  # type: ignore[operator]
             continue
         fig = pick.confirmed.figures.get(o.metric)
         mine = rival.value(o.metric)
         if fig is None or mine is None:
-            return False
+            return Within(False)
         low, high = fig.rerun_low, fig.rerun_high
         if (p := noise[o.metric]) is not None and fig.runs is None and o.metric == judged:
             one = p.across(pick.confirmed.groups(o.metric), one_more=True)
             low, high = one.low, one.high
         if low is None or high is None:
-            return False
+            return Within(False)
         if (mine > high) if o.mode == "max" else (mine < low):
-            return False
-    return True
+            return Within(False)
+    return Within(True, ratio)
 
 
 def screened(study: Study, chosen: TrialRecord) -> list[int]:

@@ -114,9 +114,12 @@ def decide(study: Study, pick: Pick = "knee", min_quality: float | None = None, 
             label = f"trial {chosen.trial} (your own settings)"
     else:
         rival = None if widened else unconfirmed_rival(study, pool, rule, min_quality)
-        if rival is not None and within_noise(study, rival, pool, rule):
+        if rival is not None and (inside := within_noise(study, rival, pool, rule)):
+            how = " (so not re-run)" if inside.ratio is None else (
+                f", as ratios to the baseline read beside each (its search reading {inside.ratio:.2f}x the "
+                f"baseline's; so not re-run)")
             notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, within what one more "
-                         f"run of the pick reads (so not re-run); the pick is the best confirmed trial")
+                         f"run of the pick reads{how}; the pick is the best confirmed trial")
         elif rival is not None and not judging() and not chase_could_move(study, rival, decide):
             notes.append(f"trial {rival.trial} ranks higher on a single, unconfirmed reading, but that reading as a "
                          f"re-run would still leave trial {chosen.trial} the pick (so not re-run)")
