@@ -374,8 +374,8 @@ def test_a_batch_size_whose_model_was_not_read_says_why_in_the_probe_line(tmp_pa
                          Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), Console(file=out, width=300))
     text = out.getvalue()
     assert "samples/s" not in text and "model takes -" not in text
-    assert text.count("model not read (its steps do not fit a 0.75 s probe reading; the cheapest loader kept); "
-                      "loader: num_workers 0") == 3
+    assert text.count("model not read (its steps do not fit a probe reading of at most 3 s; the cheapest loader "
+                      "kept); loader: num_workers 0") == 3
     assert all(c.loader == {"num_workers": 0} for c in found.choices)
 
 
@@ -407,9 +407,10 @@ def _recording_probe(monkeypatch) -> list[int]:
 
 def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(tmp_path, monkeypatch):
     """Planted pre-flight: the baseline's batch 32 steps in 0.01 s, the space's largest micro-batch (64 x 4
-    accumulation) in 2.4 s, 0.6 s a micro-batch: a 0.75 s reading cannot hold it, so batch 64 is not probed at
-    all, its line says not read and why, and it keeps what probing it concluded (the cheapest loader, tuner's
-    defaults); batches 16 and 32 are probed as before."""
+    accumulation) in 8 s, 2 s a micro-batch: not even the longest reading a cut one is read again for (3 s here,
+    the trials' budget being short; this space's windows of one step need 6 s) can hold it, so batch 64 is not probed at all, its line says not read and
+    why, and it keeps what probing it concluded (the cheapest loader, tuner's defaults); batches 16 and 32 are
+    probed as before."""
     from io import StringIO
 
     from rich.console import Console
@@ -421,7 +422,7 @@ def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(t
     probed = _recording_probe(monkeypatch)
     plan = _plan_with_preflight(tmp_path, {
         "step_seconds": 0.01, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1, "device": "cpu (x86_64)",
-        "heaviest": {"batch_size": 64, "accumulation_steps": 4, "step_seconds": 2.4, "step_samples": 256}})
+        "heaviest": {"batch_size": 64, "accumulation_steps": 4, "step_seconds": 8.0, "step_samples": 256}})
     out = StringIO()
     context = {**CPU_CONTEXT, "cpus": 1}
     found = plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
@@ -429,13 +430,13 @@ def test_a_batch_size_the_preflight_timed_too_slow_for_a_reading_is_not_set_up(t
     assert probed == [16, 32]
     last = found.choices[-1]
     assert last.batch_size == 64 and last.compute_ceiling is None and last.loader == {"num_workers": 0}
-    assert last.speed == {} and last.preflight_step_s == pytest.approx(0.6)
-    assert "batch 64: model not read (its steps do not fit a 0.75 s probe reading: one took 0.6 s in the " \
+    assert last.speed == {} and last.preflight_step_s == pytest.approx(2.0)
+    assert "batch 64: model not read (its steps do not fit a probe reading of at most 3 s: one took 2 s in the " \
            "pre-flight, so this batch size was not set up; the cheapest loader kept); loader: num_workers 0" \
            in out.getvalue()
     assert found.device == "cpu (x86_64)"
     stored = ProbePlan.model_validate_json(plan.folder.probes_path.read_text())
-    assert stored.choices[-1].preflight_step_s == pytest.approx(0.6)
+    assert stored.choices[-1].preflight_step_s == pytest.approx(2.0)
 
 
 def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path, monkeypatch):
@@ -472,6 +473,50 @@ def test_a_batch_size_whose_preflight_step_fits_a_reading_is_still_read(tmp_path
         "batch_size": 32, "accumulation_steps": 4, "step_seconds": 9.0, "step_samples": 128}})) == {}
     # tuner's default windows of 3 steps: a warm-up and 2 windows, 7 steps of 0.13 s, miss 0.75 s but fit 1.5 x it
     assert not too_slow_to_read(0.13, 0.75, Measure()) and too_slow_to_read(0.17, 0.75, Measure())
+    # where a cut reading may be read again for up to 3 s, a step of 0.6 s (7 steps: 4.2 s) is still set up, within
+    # the margin, and one of 1 s (7 s) is not
+    assert not too_slow_to_read(0.6, 0.75, Measure(), 3.0) and too_slow_to_read(1.0, 0.75, Measure(), 3.0)
+
+
+def test_a_model_whose_step_takes_a_second_is_read_where_its_trials_train_for_minutes(tmp_path, monkeypatch):
+    """A cut reading is read again for up to 5% of a trial's training where that is longer than 4 times the
+    deadline (3 s): a 1 s step needs 7 s, so a 200 s budget (10 s) lets the probes read it where a 20 s one
+    (still 3 s) leaves it to the trials; a samples budget counts its trial's seconds at the pre-flight's pace.
+    The probes get that longest reading, and a batch size whose pre-flight step fits it is set up (this space's
+    windows of one step: a 2 s step needs 6 s, which 1.5 times 3 s cannot hold)."""
+    from tuner.config import Budget
+    from tuner.search._options import trial_base
+    from tuner.search._probe import longest_reading, plan_loaders
+    from tuner.search._resources import Resources
+
+    timed = {"step_seconds": 1.0, "step_samples": 32, "batch_size": 32, "accumulation_steps": 1}
+    plan = _plan_with_preflight(tmp_path / "samples", timed)  # budget: 96 samples, 3 s at 1 s per 32
+    assert longest_reading(plan, 0.75) == pytest.approx(3.0)
+    long = dataclasses.replace(plan, budget=Budget(seconds=200))
+    assert longest_reading(long, 0.75) == pytest.approx(10.0)
+    assert longest_reading(dataclasses.replace(plan, budget=Budget(seconds=20)), 0.75) == pytest.approx(3.0)
+    assert longest_reading(dataclasses.replace(plan, budget=Budget(samples=32 * 400)), 0.75) == pytest.approx(20.0)
+    assert longest_reading(dataclasses.replace(long, preflight=Preflight()), 0.75) == pytest.approx(10.0)
+    assert longest_reading(dataclasses.replace(plan, preflight=Preflight()), 0.75) == pytest.approx(3.0)
+
+    asked: list[tuple[int, float]] = []
+
+    def fake_probe(cfg_json, loaders, seconds, cache_path, cache_dir, speeds=None, max_seconds=None):
+        asked.append((json.loads(cfg_json)["params"]["batch_size"], max_seconds))
+        return {"compute": 30.0, "computes": [30.0] * len(speeds or [{}]), "image": True,
+                "inputs": [5000.0] * len(loaders), "device": "cpu (x86_64)"}
+
+    monkeypatch.setattr("tuner.search._probe.probe_batch", fake_probe)
+    context = {**CPU_CONTEXT, "cpus": 1}
+    heavy = {**timed, "heaviest": {"batch_size": 64, "accumulation_steps": 1, "step_seconds": 2.0, "step_samples": 64}}
+    for budget, longest, probed in ((Budget(seconds=200), 10.0, [16, 32, 64]), (Budget(seconds=20), 3.0, [16, 32])):
+        asked.clear()
+        folder = tmp_path / f"heavy-{budget.seconds:.0f}"
+        plan = dataclasses.replace(_plan_with_preflight(folder, heavy), budget=budget)
+        plan_loaders(plan, plan.space.resolve(context), context, trial_base(plan, 0, "cpu"),
+                     Resources(cpus_per_trial=1, gpus_per_trial=0, concurrency=1), None)
+        assert [b for b, _ in asked] == probed  # batch 64's 2 s step fits 10 s (set up), not 3 s
+        assert all(m == pytest.approx(longest) for _, m in asked)
 
 
 def test_a_batch_size_not_set_up_keeps_the_choice_probing_it_concluded():

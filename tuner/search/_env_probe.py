@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it beats default's reading by 5%,
 # in each of two rounds
-CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading
+CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading (plus twice its
+# deadline, which a slow step's fitted reading makes long: tuner.search._probe.longest_reading)
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
 
 
@@ -77,10 +78,11 @@ def read_value(knob: str, value: str, cfg_json: str, seconds: float, cache_dir: 
 
     env = _env(knob, value, under)
     job = {"config": cfg_json, "seconds": max(seconds, READ_SECONDS), "cache_dir": cache_dir, "threads": threads}
+    timeout = CHILD_TIMEOUT_S + 2 * job["seconds"]
     own = servers is None
     servers = Servers() if servers is None else servers
     try:
-        code, payload = run_job(read_here, (job,), env, servers=servers, quiet=True, timeout=CHILD_TIMEOUT_S)
+        code, payload = run_job(read_here, (job,), env, servers=servers, quiet=True, timeout=timeout)
     finally:
         if own:
             servers.close()

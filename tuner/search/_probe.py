@@ -48,8 +48,22 @@ if TYPE_CHECKING:
 
 PROBE_SECONDS = 0.75  # per ceiling, at most: a reading ends earlier once its rate is stable (STABLE)
 # A compute reading cut at its deadline is read again with one fitted to its step, up to this many times the
-# deadline (tuner.train.probe_ceilings' max_seconds); the batch size's later compute readings keep it.
+# deadline (tuner.train.probe_ceilings' max_seconds), or TRIAL_SHARE of one trial's training where that is longer
+# (longest_reading); the batch size's later compute readings keep it.
 FIT_CAP = 4.0
+TRIAL_SHARE = 0.05
+
+
+def longest_reading(plan: "SearchPlan", seconds: float) -> float:
+    """The longest a compute reading cut at its `seconds` deadline may be read again for: FIT_CAP times it, or
+    TRIAL_SHARE of one trial's training (its budget's seconds, or its samples at the pre-flight's pace) where that
+    is longer. A model whose step takes a second needs about 7 s for a reading: a fixed 3 s left every such model
+    unread, and its speed knobs to be searched by trials that each train for minutes."""
+    trial = plan.budget.seconds
+    pace = plan.preflight.pace()
+    if trial is None and plan.budget.samples is not None and pace is not None:
+        trial = plan.budget.samples * pace
+    return max(FIT_CAP * seconds, TRIAL_SHARE * (trial or 0.0))
 
 
 def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
@@ -78,6 +92,7 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     here = probes_in_process(plan, resources)
     trial_resources = None if here else {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
     seconds = PROBE_SECONDS if plan.budget.seconds is None else min(PROBE_SECONDS, max(0.5, 0.05 * plan.budget.seconds))
+    longest = longest_reading(plan, seconds)
     if console is not None:
         which = "loader" if set(knobs) <= set(LOADER_KNOBS) else "speed"
         named = [*knobs, *(["the split of the effective batch"] if split else [])]
@@ -98,8 +113,8 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
             timed = (f": one took {choice.preflight_step_s:.3g} s in the pre-flight, so this batch size was not "
                      f"set up" if choice.preflight_step_s is not None else "")
             model = (f"model takes {choice.compute_ceiling:.0f} samples/s" if choice.compute_ceiling else
-                     f"model not read (its steps do not fit a {choice.reading_seconds or seconds:.3g} s probe "
-                     f"reading{timed}; the cheapest loader kept)")
+                     f"model not read (its steps do not fit a probe reading of at most {longest:.3g} s{timed}; "
+                     f"the cheapest loader kept)")
             best = ", ".join(f"{k} {v}" for k, v in choice.loader.items()) or "defaults"
             line = f"  batch {choice.batch_size}: {model}; loader: {best}"
             if len(choice.speed_probes) > 1 or choice.notes:
@@ -114,7 +129,7 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
                              threads=resources.cpus_per_process if here else None,
                              on_cpu=resources.gpus_per_trial <= 0, timed=preflight_steps(plan.preflight),
                              device=plan.preflight.device or "", numerics=numerics,
-                             decide_split=split)
+                             decide_split=split, max_seconds=longest)
     except Exception as err:  # noqa: BLE001 - the trials will say what is wrong with the workload; search on
         from rich.markup import escape
 
@@ -132,10 +147,10 @@ def plan_loaders(plan: "SearchPlan", space: Space, context: dict[str, Any], base
     loaders = probe_environment(loaders, plan, space, context, base, resources, console, here, seconds)
     folder.write_file(folder.probes_path, loaders.model_dump_json(indent=1))  # never a deleted study's folder
     if console is not None and loaders.unread:
-        longest = max([seconds, *(c.reading_seconds or 0.0 for c in loaders.choices)])
-        console.print(f"  {', '.join(loaders.unread)}: not read at any batch size (steps too slow for a {longest:.3g} "
-                      f"s probe reading): the trials search {'it' if len(loaders.unread) == 1 else 'them'}",
-                      soft_wrap=True)
+        console.print(f"  {', '.join(loaders.unread)}: not read at any batch size (steps too slow for a probe "
+                      f"reading of at most {longest:.3g} s, the longer of {FIT_CAP * seconds:.3g} s and "
+                      f"{TRIAL_SHARE:.0%} of a trial's training): the trials search "
+                      f"{'it' if len(loaders.unread) == 1 else 'them'}", soft_wrap=True)
     if console is not None and loaders.split is not None:
         b, a = loaders.split["batch_size"], loaders.split["accumulation_steps"]
         console.print(f"  split: {b} x {a} for every trial (no batch statistics: every split of the effective batch "
@@ -147,7 +162,8 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
                trial_resources: dict[str, float] | None, cache_path: Path | None, cache_dir: Path, *,
                seconds: float = PROBE_SECONDS, on_batch: Any = None, threads: int | None = None,
                on_cpu: bool = False, timed: dict[int, float] | None = None, device: str = "",
-               numerics: dict[str, list[Any]] | None = None, decide_split: bool = False) -> ProbePlan:
+               numerics: dict[str, list[Any]] | None = None, decide_split: bool = False,
+               max_seconds: float | None = None) -> ProbePlan:
     """Probe every candidate batch size in a Ray task with one trial's resources (`trial_resources`; None: in
     this process, as the efficiency benchmark does, with `threads` CPU threads if given), one batch size at a time
     (the probes must not share the hardware with each other), and choose a loader for each. `cache_path`: the
@@ -156,11 +172,14 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
     batch size whose step is too slow for a reading there is not set up (not_set_up). `numerics`: the numerics
     knobs parity passed (within_noise), probed like speed knobs. `decide_split`: the kept effective batch's split
     is exact (no batch statistics), so every micro-batch of it is probed, with the accumulation its trials would
-    run it with, and the fastest chosen (choose_split)."""
+    run it with, and the fastest chosen (choose_split). `max_seconds`: the longest a cut compute reading is read
+    again for (longest_reading; default FIT_CAP times `seconds`); a batch size whose timed step cannot fit it is not
+    set up."""
     from tuner.config import dump_config
     from tuner.space import kept_split, own_effective_batch
 
     t0 = time.perf_counter()
+    longest = max_seconds or FIT_CAP * seconds
     loaders = candidate_loaders(space, knobs, on_cpu=on_cpu)
     speeds = candidate_speeds(space, knobs, numerics)
     effective = own_effective_batch(space) if kept_split(space) is not None else None
@@ -185,7 +204,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
         cfg = space.trial_config(point, base, source="probe")
         step_s = (timed or {}).get(batch)
         step_s = step_s * cfg.params.accumulation_steps if step_s is not None else None
-        if step_s is not None and too_slow_to_read(step_s, seconds, cfg.measure):
+        if step_s is not None and too_slow_to_read(step_s, seconds, cfg.measure, longest):
             choice = not_set_up(batch, loaders, speeds, step_s, image, device)
             choices.append(choice)
             if on_batch is not None:
@@ -193,7 +212,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
             continue
         configs[batch] = json.dumps(dump_config(cfg))
         found = probe(configs[batch], loaders, seconds, str(cache_path) if cache_path else None, str(cache_dir),
-                      speeds, FIT_CAP * seconds)
+                      speeds, longest)
         device, image = found["device"], bool(found.get("image", True))
         choice = choice_of(batch, loaders, found, speeds)
         choices.append(choice)
@@ -203,7 +222,7 @@ def run_probes(space: Space, context: dict[str, Any], base: dict[str, Any], knob
         def again(choice: ProbeChoice) -> float | None:
             return probe(configs[choice.batch_size], [choice.loader], choice.reading_seconds or seconds,
                          str(cache_path) if cache_path else None, str(cache_dir), [choice.speed],
-                         FIT_CAP * seconds)["compute"]
+                         longest)["compute"]
 
         split_read_again([c for c in choices if c.batch_size in configs], baseline.get("batch_size"), again,
                          on_cpu=not device.startswith("cuda"))

@@ -83,13 +83,14 @@ def preflight_steps(preflight: Preflight) -> dict[int, float]:
     return {heavy.batch_size: heavy.step_seconds / heavy.accumulation_steps}
 
 
-def too_slow_to_read(step_s: float, seconds: float, measure: Any) -> bool:
-    """Whether a compute reading of `seconds` cannot hold a warm-up step and the fewest windows at this step time,
+def too_slow_to_read(step_s: float, seconds: float, measure: Any, longest: float | None = None) -> bool:
+    """Whether a compute reading of `seconds`, or of `longest` (the longest a cut reading is read again for:
+    tuner.search._probe.longest_reading), cannot hold a warm-up step and the fewest windows at this step time,
     even with PREFLIGHT_MARGIN times the deadline (tuner.measure.ceiling.check_fits, the trials' own rule)."""
     from tuner.measure.ceiling import CeilingSkipped, check_fits, stable_measure
 
     try:
-        check_fits(PREFLIGHT_MARGIN * seconds, step_s, stable_measure(seconds, measure))
+        check_fits(PREFLIGHT_MARGIN * max(seconds, longest or 0.0), step_s, stable_measure(seconds, measure))
     except CeilingSkipped:
         return True
     return False
