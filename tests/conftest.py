@@ -8,6 +8,16 @@ from tests.helpers.spacesearch import SpaceSearch
 from tests.helpers.studies import study_maker
 
 
+def pytest_configure(config):
+    """With `-n` and no `--dist`, pytest-xdist's workers share the queued tests (`worksteal`): under its default
+    (`load`) one worker sat idle while 15 tests were still queued on the other, and the suite ended 157 s later
+    (lab notes, sixty-sixth session). Set here, not in addopts, so `-p no:xdist` still runs the suite."""
+    args = " ".join(str(a) for a in config.invocation_params.args)
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "load" \
+            and "--dist" not in args and "-d " not in f"{args} ":
+        config.option.dist = "worksteal"
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A 2-CPU local Ray with a small object store, no dashboard, and worker output kept off the test's.
