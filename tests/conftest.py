@@ -12,9 +12,8 @@ def pytest_configure(config):
     """With `-n` and no `--dist`, pytest-xdist's workers share the queued tests (`worksteal`): under its default
     (`load`) one worker sat idle while 15 tests were still queued on the other, and the suite ended 157 s later
     (lab notes, sixty-sixth session). Set here, not in addopts, so `-p no:xdist` still runs the suite."""
-    args = " ".join(str(a) for a in config.invocation_params.args)
-    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "load" \
-            and "--dist" not in args and "-d " not in f"{args} ":
+    given = any(str(a) == "-d" or str(a).startswith("--dist") for a in config.invocation_params.args)
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "load" and not given:
         config.option.dist = "worksteal"
 
 
