@@ -53,16 +53,21 @@ def check_seconds(seconds: float | None) -> None:
                           f"{seconds:g}); leave it out to run --trials trials whatever they take")
 
 
+def trial_training_s(budget: Budget, step_seconds: float | None, step_samples: int | None) -> float:
+    """One trial's training as the pre-flight sees it: its budget's seconds, or its samples at the timed step's
+    pace (0 where neither is known). The allowance, the probes' longest reading and the env probes' share all read
+    this one figure."""
+    if budget.seconds is not None:
+        return float(budget.seconds)
+    if budget.samples is not None and step_seconds and step_samples:
+        return budget.samples / step_samples * step_seconds
+    return 0.0
+
+
 def preflight_trial_s(budget: Budget, step_seconds: float | None, step_samples: int | None,
                       score_seconds: float | None) -> float:
     """One trial's wall time as the pre-flight sees it: its training budget, scoring and set-up."""
-    if budget.seconds is not None:
-        train = budget.seconds
-    elif budget.samples is not None and step_seconds and step_samples:
-        train = budget.samples / step_samples * step_seconds
-    else:
-        train = 0.0
-    return train + (score_seconds or 0.0) + SETUP_S
+    return trial_training_s(budget, step_seconds, step_samples) + (score_seconds or 0.0) + SETUP_S
 
 
 @dataclass

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.knobs import env_knobs
 from tuner.measure.ceiling import STABLE  # a reading ends once its last 3 windows agree within 3%
+from tuner.search._allowance import trial_training_s
 from tuner.search._loader_probe import LOADER_KNOBS, candidate_loaders, loaders_close, loaders_decided
 from tuner.search._probe_batches import candidate_batches, choice_of, not_set_up, preflight_steps, too_slow_to_read
 from tuner.search._speed_probe import SPEED_KNOBS, candidate_speeds, given_back, within_noise
@@ -59,11 +60,8 @@ def longest_reading(plan: "SearchPlan", seconds: float) -> float:
     TRIAL_SHARE of one trial's training (its budget's seconds, or its samples at the pre-flight's pace) where that
     is longer. A model whose step takes a second needs about 7 s for a reading: a fixed 3 s left every such model
     unread, and its speed knobs to be searched by trials that each train for minutes."""
-    trial = plan.budget.seconds
-    pace = plan.preflight.pace()
-    if trial is None and plan.budget.samples is not None and pace is not None:
-        trial = plan.budget.samples * pace
-    return max(FIT_CAP * seconds, TRIAL_SHARE * (trial or 0.0))
+    trial = trial_training_s(plan.budget, plan.preflight.step_seconds, plan.preflight.step_samples)
+    return max(FIT_CAP * seconds, TRIAL_SHARE * trial)
 
 
 def probed_knobs(space: Space, reachable: list[str], numerics: dict[str, list[Any]] | None = None) -> list[str]:
