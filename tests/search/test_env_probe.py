@@ -28,6 +28,24 @@ def no_policy(monkeypatch):
         monkeypatch.delenv(key)
 
 
+def roomy(cache_dir="c", trials=12, seconds=600.0, study_seconds=None):
+    """The probes' view of a study (SearchPlan's fields they read): by default one whose training (12 trials of
+    600 s) leaves the env probes their share."""
+    from types import SimpleNamespace
+
+    from tuner.config import Budget
+    from tuner.study import Preflight
+
+    return SimpleNamespace(cache_dir=cache_dir, trials=trials, budget=Budget(seconds=seconds), preflight=Preflight(),
+                           options=SimpleNamespace(study_seconds=study_seconds))
+
+
+def env_probes_always(monkeypatch):
+    """A tiny study's env probes run anyway (their cost against the study's training is tested apart): these tests
+    are about what a study does with the probe's choice."""
+    monkeypatch.setattr(_env_probe, "too_short", lambda todo, plan: None)
+
+
 def planted(rates):
     """A reader that returns `rates[value]` in turn (a list: one per reading), recording the order read."""
     order = []
@@ -164,6 +182,7 @@ def test_a_study_trains_every_trial_but_the_baseline_under_the_policy_its_probe_
     for key in SPEED_ENV:  # no speed variable of this shell's (a CI host's OMP_NUM_THREADS) but the one planted
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "2")  # a speed variable of the user's own: recorded in study.json
+    env_probes_always(monkeypatch)
     ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")  # a compute reading at any load
     rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0}
     monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a: rates[value])
@@ -196,7 +215,7 @@ def test_a_policy_is_not_probed_where_the_baselines_batch_gave_no_reading_and_th
     started = []
     monkeypatch.setattr(_env_probe, "read_value", lambda *a: started.append(a) or 1000.0)
     plan = ProbePlan(knobs=["omp_wait_policy"], choices=[ProbeChoice(batch_size=32, compute_ceiling=None)])
-    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+    out = probe_environment(plan, roomy(), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
                             {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
     assert started == [] and out.environments == []
     assert "omp_wait_policy" in out.unread and "omp_wait_policy" not in out.knobs
@@ -258,7 +277,7 @@ def _probe_both(monkeypatch, rates):
     monkeypatch.setattr(_env_probe, "read_value", read_value)
     plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
     said = Said()
-    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+    out = probe_environment(plan, roomy(), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
                             {}, SimpleNamespace(cpus_per_process=2), said, True, 0.75)
     return out, reads, said.lines
 
@@ -354,7 +373,7 @@ def probe_both_in_servers(tmp_path, monkeypatch, read_here):
     monkeypatch.setattr(_env_probe, "read_here", read_here)
     space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
     plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
-    out = probe_environment(plan, SimpleNamespace(cache_dir=str(tmp_path / "c")), space,
+    out = probe_environment(plan, roomy(str(tmp_path / "c")), space,
                             {"cpus": 2, "gpus": 0, "device": "cpu"}, {}, SimpleNamespace(cpus_per_process=1), None,
                             True, 0.5)
     return out, [json.loads(line) for line in seen.read_text().splitlines()]
@@ -392,6 +411,7 @@ def test_a_study_trains_every_trial_but_the_baseline_under_both_thresholds_where
         ray_session, tmp_path, capsys, monkeypatch, no_policy, space_search):
     for key in SPEED_ENV:
         monkeypatch.delenv(key, raising=False)
+    env_probes_always(monkeypatch)
     ceilings_on_a_ticking_clock(monkeypatch, "tuner.train.probe")
     rates = {"default": 1000.0, "PASSIVE": 500.0, "ACTIVE": 1500.0, "retain": 1700.0}
     monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a, **k: rates[value])
@@ -461,7 +481,7 @@ def test_the_env_probes_time_counts_in_the_probe_phase_the_summary_shows(monkeyp
     monkeypatch.setattr(_env_probe, "read_value", read_value)
     plan = ProbePlan(knobs=["omp_wait_policy"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)],
                      seconds=5.0)
-    out = probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
+    out = probe_environment(plan, roomy(), space, {"cpus": 2, "gpus": 0, "device": "cpu"},
                             {}, SimpleNamespace(cpus_per_process=2), None, True, 0.75)
     assert reads and out.seconds >= 5.0 + 0.05 * len(reads)
 
@@ -488,6 +508,62 @@ def test_the_env_probes_read_the_baselines_batch_with_the_deadline_its_probes_fi
     monkeypatch.setattr(_env_probe, "read_value", read_value)
     plan = ProbePlan(knobs=["omp_wait_policy", "malloc"],
                      choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0, reading_seconds=1.8)])
-    probe_environment(plan, SimpleNamespace(cache_dir="c"), space, {"cpus": 2, "gpus": 0, "device": "cpu"}, {},
+    probe_environment(plan, roomy(), space, {"cpus": 2, "gpus": 0, "device": "cpu"}, {},
                       SimpleNamespace(cpus_per_process=2), Said(), True, 0.75)
     assert deadlines and set(deadlines) == {1.8}
+
+
+def _probe_sized(monkeypatch, study):
+    """The wait policy and malloc probed for `study` (roomy's fields), their readings planted: what was read and
+    what was said."""
+    import yaml
+
+    import tuner.knobs
+    from tuner.search._env_probe import probe_environment
+    from tuner.space import parse_space
+    from tuner.study import ProbeChoice, ProbePlan
+
+    monkeypatch.setattr(tuner.knobs, "glibc", lambda: True)
+    space = parse_space(yaml.safe_load(BOTH), source="env.yaml", name="env")
+    reads = []
+    monkeypatch.setattr(_env_probe, "read_value", lambda knob, value, *a, **k: reads.append(value) or 1000.0)
+    plan = ProbePlan(knobs=["omp_wait_policy", "malloc"], choices=[ProbeChoice(batch_size=32, compute_ceiling=900.0)])
+    said = Said()
+    out = probe_environment(plan, study, space, {"cpus": 2, "gpus": 0, "device": "cpu"}, {},
+                            __import__("types").SimpleNamespace(cpus_per_process=2), said, True, 0.75)
+    return out, reads, said.lines
+
+
+def test_a_study_too_short_to_pay_for_the_env_probes_leaves_the_users_environment_and_says_so(monkeypatch,
+                                                                                              no_policy):
+    """A docs page's small search (3 trials of 4 s) spent 30-40 s reading five fresh processes: more than its
+    training. Now no process starts, the knobs stay as the user has them (not searched either), and one line gives
+    both figures; the probe record and the export keep why."""
+    out, reads, lines = _probe_sized(monkeypatch, roomy(trials=3, seconds=4.0))
+    assert reads == []
+    assert out.loader_for(32) == {} and set(out.knobs) == {"omp_wait_policy", "malloc"}
+    said = [line for line in lines if "not probed, a quick study" in line]
+    assert len(said) == 1 and "omp_wait_policy, malloc" in said[0]
+    assert "about 32 s" in said[0] and "the study's 12 s of training" in said[0]
+    assert [p.why.startswith("not read: a quick study") for p in out.environments] == [True, True]
+
+
+def test_the_default_studys_size_still_probes_the_environment(monkeypatch, no_policy):
+    """12 trials of 15 s (the default study): a 45 s share against about 32 s for one reading of each value."""
+    out, reads, lines = _probe_sized(monkeypatch, roomy(trials=12, seconds=15.0))
+    assert reads[:5] == ["default", "PASSIVE", "ACTIVE", "default", "retain"]
+    assert not any("quick study" in line for line in lines)
+
+
+def test_a_samples_budget_counts_at_the_preflights_pace_and_the_allowance_caps_the_training(monkeypatch,
+                                                                                            no_policy):
+    """A samples budget's training is its samples at the pre-flight's step; --study-seconds bounds the study's."""
+    from tuner.config import Budget
+    from tuner.study import Preflight
+
+    study = roomy(trials=12)
+    study.budget = Budget(samples=50_000)
+    study.preflight = Preflight(step_seconds=0.02, step_samples=64)  # about 15.6 s a trial: 188 s in all
+    assert _probe_sized(monkeypatch, study)[1]
+    study.options.study_seconds = 60.0  # a 15 s share
+    assert _probe_sized(monkeypatch, study)[1] == []

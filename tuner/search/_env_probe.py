@@ -46,6 +46,13 @@ SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it
 CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading (plus twice its
 # deadline, which a slow step's fitted reading makes long: tuner.search._probe.longest_reading)
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
+# A study whose training is short cannot pay for the env probes: where one reading of each value (its deadline plus a
+# fork server's start, SERVER_START_S: 4.8 s on 2 cores, lab notes' thirty-fifth session) costs more than ENV_SHARE
+# of the study's training (trials x one trial's training), no env knob is probed and the user's environment is kept.
+# The docs pages' small fitted searches each spent 30-40 s in these probes; the default study (12 trials of 15 s: a
+# 45 s share against about 33 s of readings) still probes.
+ENV_SHARE = 0.25
+SERVER_START_S = 5.0
 
 
 def user_set(knob: str, environ: Any = None) -> str | None:
@@ -241,6 +248,13 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
         todo.append((name, values, there.batch_size, max(seconds, there.reading_seconds or 0.0)))
+    why = too_short(todo, plan)
+    if why is not None:
+        for name, _, batch, _ in todo:  # kept in the probes' knobs: the trials run as the user's environment has it
+            loaders.environments.append(EnvProbe(knob=name, batch_size=batch, why=f"not read: {why}"))
+        if console is not None and todo:
+            console.print(f"  {', '.join(n for n, *_ in todo)}: not probed, {why}: left as yours", soft_wrap=True)
+        return loaders
     for i, (name, values, batch, deadline) in enumerate(todo):
         baseline = space.baseline_point(context)
         chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
@@ -264,6 +278,25 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
         if console is not None:
             console.print(f"  {probe.why} ({probe.seconds:.0f} s)", soft_wrap=True)
     return loaders
+
+
+def too_short(todo: list[tuple[str, list[str], int, float]], plan: "SearchPlan") -> str | None:
+    """Why the env probes would cost more than ENV_SHARE of the study's training (None: they fit): one reading of
+    each value to probe (its deadline, READ_SECONDS at least, plus a server's start) against trials x one trial's
+    training (tuner.search._allowance.trial_training_s; with --study-seconds, that allowance at most)."""
+    from tuner.search._allowance import trial_training_s
+
+    if not todo:
+        return None
+    cost = sum(max(deadline, READ_SECONDS) + SERVER_START_S for _, values, _, deadline in todo
+               for _ in ["default", *(v for v in values if v != "default")])
+    training = plan.trials * trial_training_s(plan.budget, plan.preflight.step_seconds, plan.preflight.step_samples)
+    if plan.options.study_seconds is not None:
+        training = min(training, plan.options.study_seconds)
+    if cost <= ENV_SHARE * training:
+        return None
+    return (f"a quick study: one reading of each value would take about {cost:.0f} s, more than {ENV_SHARE:.0%} of "
+            f"the study's {training:.0f} s of training (a larger --trials or budget has them read)")
 
 
 def read_here(job: dict[str, Any]) -> dict[str, Any]:
