@@ -141,7 +141,7 @@ def study(reports: Path, name: str, trials: int, busy: bool) -> dict[str, Any]:
             "environment_probe": next((e for e in probes.get("environments") or [probes.get("environment")]
                                        if e and e.get("knob") == "omp_wait_policy"), None), "pick": pick, "baseline": base,
             "pick_config": records[pick]["config"], "baseline_config": records[base]["config"],
-            "pick_params": records[pick]["params"], "exported": exported,
+            "pick_params": records[pick]["params"], "baseline_params": records[base]["params"], "exported": exported,
             "held_for_load": (exported.get("provenance") or {}).get("held_for_load")}
 
 
@@ -339,6 +339,9 @@ def measure(work: Path, rounds: int, seconds: float, trials: int) -> list[dict[s
                 f"samples/s (geometric means of {rounds} interleaved rounds of {seconds:g} s).",
         "details": {"busy_said": int(busy["busy_said"]), "verdict": busy["verdict"], "readings": quietly,
                     "pick_params": busy["pick_params"],
+                    # what the quiet re-measure compared: the export as handed over and the baseline it ran against
+                    "exported_env": busy["exported"].get("env"), "exported_params": busy["exported"].get("params"),
+                    "baseline_params": busy["baseline_params"],
                     "held_for_load": busy["held_for_load"],
                     "probe": busy["environment_probe"], "study_seconds": busy["seconds"]}}
     return [policy_row, fidelity_row, busy_row]

@@ -675,6 +675,20 @@ def confirm_result(ctx: Context) -> BenchResult:
                        note=note, details={"study": d["study"], **p})
 
 
+def phase_split(first: dict[str, float], warm: dict[str, float]) -> tuple[str, dict[str, float]]:
+    """Where a first study's extra wall time went: each phase's seconds (WallShares.to_json: parity, probes,
+    target runs, trials, confirmation, overhead) first minus warm, and a sentence naming the largest difference,
+    so row 2b's note says whether a miss is the one-time caches or a different path through the study."""
+    keys = [k for k in first if k != "wall" and k in warm]
+    diff = {k: round(first[k] - warm[k], 1) for k in keys}
+    if not diff:
+        return "no phase split (neither study's time shares were read)", diff
+    big = max(diff, key=lambda k: abs(diff[k]))
+    shown = ", ".join(f"{k} {first[k]:.0f} s against {warm[k]:.0f} s" for k in keys if abs(diff[k]) >= 1)
+    return (f"by phase (first against warm): {shown or 'every phase within 1 s'}; the largest difference is the "
+            f"{big} ({diff[big]:+.0f} s)"), diff
+
+
 def first_study_result(ctx: Context) -> BenchResult:
     """The default study on a machine that has never run one: a reports folder with no cache, the same command,
     right after the warm study (row 2), against that study's wall time."""
@@ -686,7 +700,7 @@ def first_study_result(ctx: Context) -> BenchResult:
     args = ["--space", "amp_loader", "--study", study, "--reports-dir", str(reports),
             *ctx.settings.default_study_args]
     ctx.log(f"  running tuner search {' '.join(args)} (nothing cached)")
-    start = time.perf_counter()
+    start, launched = time.perf_counter(), time.time()
     proc = subprocess.run([sys.executable, "-m", "tuner", "search", *args], capture_output=True, text=True,
                           env=_env(), cwd=REPO, timeout=30 * 60)
     wall = time.perf_counter() - start
@@ -699,11 +713,19 @@ def first_study_result(ctx: Context) -> BenchResult:
     ratio = wall / warm["wall_s"]
     passed = ratio <= MAX_FIRST and bool(said)  # the rule below reads the same two
     records = study_records(reports / study)
+    from tuner.analysis import wall_shares
+    from tuner.study import StudyFolder
+
+    shares = {"first": wall_shares(StudyFolder(reports / study), wall, launched).to_json(),
+              "warm": wall_shares(StudyFolder(warm["reports_dir"] / warm["study"]), warm["wall_s"],
+                                  warm["launched"]).to_json()}
+    split, diff = phase_split(shares["first"], shares["warm"])
     note = (f"`tuner search {' '.join(args)}` in a reports folder with nothing cached: {wall:.0f} s against the warm "
             f"study's (row 2) {warm['wall_s']:.0f} s, run one after the other ({len(records)} and {warm['trials']} "
             f"trials); its parity check {'read the cache' if parity.get('parity_cached') else 'ran'} in "
             f"{parity.get('parity_s', 0):.0f} s. It said as it started: "
-            + ("; ".join(said) if said else "nothing about what it builds once per machine (missed)") + ".")
+            + ("; ".join(said) if said else "nothing about what it builds once per machine (missed)") + ". "
+            + split + ".")
     if not passed:
         note += f" Missed: {ratio:.2f}x the warm study's wall time (target {MAX_FIRST}x)."
     shutil.rmtree(reports / ".cache", ignore_errors=True)  # the next run of this row starts cold again
@@ -712,7 +734,8 @@ def first_study_result(ctx: Context) -> BenchResult:
                        pass_=passed, row="2b",
                        rule=target(TARGET_FIRST, ("ratio", "<=", MAX_FIRST), ("details.said_lines", ">=", 1)),
                        note=note, details={"study": study, "said": said, "said_lines": len(said), **parity,
-                                           "warm_study": warm["study"], "trials": len(records)})
+                                           "warm_study": warm["study"], "trials": len(records), "shares": shares,
+                                           "phase_diff_s": diff})
 
 
 def run(ctx: Context) -> list[BenchResult]:
