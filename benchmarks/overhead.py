@@ -685,7 +685,7 @@ def phase_split(first: dict[str, float], warm: dict[str, float]) -> tuple[str, d
         return "no phase split (neither study's time shares were read)", diff
     big = max(diff, key=lambda k: abs(diff[k]))
     shown = ", ".join(f"{k} {first[k]:.0f} s against {warm[k]:.0f} s" for k in keys if abs(diff[k]) >= 1)
-    return (f"by phase (first against warm): {shown or 'every phase within 1 s'}; the largest difference is the "
+    return (f"By phase (first against warm): {shown or 'every phase within 1 s'}; the largest difference is the "
             f"{big} ({diff[big]:+.0f} s)"), diff
 
 

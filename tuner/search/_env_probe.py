@@ -33,6 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tuner.knobs import KNOBS
+from tuner.search._allowance import trial_training_s
 from tuner.space import Space
 from tuner.study import EnvProbe, ProbePlan
 
@@ -46,13 +47,17 @@ SPEED_GAIN = 0.05  # as tuner.search._speed_probe: a value is kept only where it
 CHILD_TIMEOUT_S = 180.0  # one reading's process: the workload's set-up, a warm-up and one reading (plus twice its
 # deadline, which a slow step's fitted reading makes long: tuner.search._probe.longest_reading)
 READ_SECONDS = 1.5  # at least: a new process reads its one value cold, where the study's probes read theirs warm
-# A study whose training is short cannot pay for the env probes: where one reading of each value (its deadline plus a
-# fork server's start, SERVER_START_S: 4.8 s on 2 cores, lab notes' thirty-fifth session) costs more than ENV_SHARE
-# of the study's training (trials x one trial's training), no env knob is probed and the user's environment is kept.
-# The docs pages' small fitted searches each spent 30-40 s in these probes; the default study (12 trials of 15 s: a
-# 45 s share against about 33 s of readings) still probes.
+# A study whose training is short cannot pay for the env probes: where one reading of each value (its deadline plus
+# READ_EXTRA_S for its fork, set-up and warm-up) and the fork servers' start (SERVER_START_S, once: they start
+# together; 4.8 s on 2 cores, lab notes' thirty-fifth session) cost more than ENV_SHARE of the study's training
+# (trials x one trial's training), no env knob is probed and the user's environment is kept. The docs pages' small
+# fitted searches each spent 30-40 s in these probes; the default study (12 trials of 15 s: a 45 s share against
+# about 18 s of readings) and the env-policy benchmark's 6 trials (a 22.5 s share) still probe. A reading took
+# 2.3-2.7 s at a 1.5 s deadline (sixty-seventh session): counting a server's start per reading, as before, put
+# five readings at 32 s where they took about 18 s.
 ENV_SHARE = 0.25
 SERVER_START_S = 5.0
+READ_EXTRA_S = 1.0
 
 
 def user_set(knob: str, environ: Any = None) -> str | None:
@@ -222,8 +227,9 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
     from tuner.knobs import env_acts, env_knobs, knob_env
 
     # the knobs to probe: their values, the batch they are read at and its deadline (longer where the probes there
-    # fitted one to a step their own cut: tuner.train.probe_ceilings)
+    # fitted one to a step their own cut: tuner.train.probe_ceilings); `there` None where that batch gave no reading
     todo: list[tuple[str, list[str], int, float]] = []
+    wanted: list[tuple[str, list[str], int, float, Any]] = []
     for name in [k for k in loaders.knobs if k in env_knobs()]:
         if not here:
             loaders.knobs.remove(name)
@@ -243,18 +249,23 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
         batch = loaders.split["batch_size"] if loaders.split else baseline.get("batch_size")
         there = next((c for c in loaders.choices if c.batch_size == batch), None) if batch is not None else \
             (loaders.choices[0] if len(loaders.choices) == 1 else None)  # a fixed batch: the one probed
+        read_at = there.batch_size if there is not None else int(batch or 0)
+        wanted.append((name, values, read_at, max(seconds, (there.reading_seconds if there else None) or 0.0), there))
+    # A quick study keeps the user's environment whether or not the baseline's batch could be read: asked first, so
+    # an unread knob is not handed to so short a study's trials to search either.
+    why = too_short([w[:4] for w in wanted], plan)
+    if why is not None:
+        for name, _, batch, _, _ in wanted:  # kept in the probes' knobs: the trials run in the user's environment
+            loaders.environments.append(EnvProbe(knob=name, batch_size=batch, why=f"not read: {why}"))
+        if console is not None and wanted:
+            console.print(f"  {', '.join(n for n, *_ in wanted)}: not probed, {why}: left as yours", soft_wrap=True)
+        return loaders
+    for name, values, batch, deadline, there in wanted:
         if there is None or there.compute_ceiling is None:  # a step too slow for a reading: the processes
             loaders.knobs.remove(name)  # would each pay their start for nothing; the trials search it instead
             loaders.unread.append(name)  # said with the others the probes could not read
             continue
-        todo.append((name, values, there.batch_size, max(seconds, there.reading_seconds or 0.0)))
-    why = too_short(todo, plan)
-    if why is not None:
-        for name, _, batch, _ in todo:  # kept in the probes' knobs: the trials run as the user's environment has it
-            loaders.environments.append(EnvProbe(knob=name, batch_size=batch, why=f"not read: {why}"))
-        if console is not None and todo:
-            console.print(f"  {', '.join(n for n, *_ in todo)}: not probed, {why}: left as yours", soft_wrap=True)
-        return loaders
+        todo.append((name, values, batch, deadline))
     for i, (name, values, batch, deadline) in enumerate(todo):
         baseline = space.baseline_point(context)
         chosen = loaders.loader_for(batch)  # the env knobs probed before this one included: it is read under them
@@ -281,15 +292,14 @@ def _probe_each(loaders: ProbePlan, plan: "SearchPlan", space: Space, context: d
 
 
 def too_short(todo: list[tuple[str, list[str], int, float]], plan: "SearchPlan") -> str | None:
-    """Why the env probes would cost more than ENV_SHARE of the study's training (None: they fit): one reading of
-    each value to probe (its deadline, READ_SECONDS at least, plus a server's start) against trials x one trial's
-    training (tuner.search._allowance.trial_training_s; with --study-seconds, that allowance at most)."""
-    from tuner.search._allowance import trial_training_s
-
+    """Why the env probes would cost more than ENV_SHARE of the study's training (None: they fit): the servers'
+    start (once) and one reading of each value to probe (its deadline, READ_SECONDS at least, plus READ_EXTRA_S)
+    against trials x one trial's training (tuner.search._allowance.trial_training_s; with --study-seconds, that
+    allowance at most)."""
     if not todo:
         return None
-    cost = sum(max(deadline, READ_SECONDS) + SERVER_START_S for _, values, _, deadline in todo
-               for _ in ["default", *(v for v in values if v != "default")])
+    cost = SERVER_START_S + sum(max(deadline, READ_SECONDS) + READ_EXTRA_S for _, values, _, deadline in todo
+                                for _ in ["default", *(v for v in values if v != "default")])
     training = plan.trials * trial_training_s(plan.budget, plan.preflight.step_seconds, plan.preflight.step_samples)
     if plan.options.study_seconds is not None:
         training = min(training, plan.options.study_seconds)
