@@ -66,7 +66,12 @@ def shipped_env(py_modules: list[str] | None) -> dict[str, str]:
 # Ray prestarts a worker per CPU for the first driver's job as it connects, beside ray.init's own start-up: on 2
 # cores ray.init took 2.6-3.6 s with them and 2.0-3.1 s without (5+5 runs, interleaved), and Tune's trial actor
 # started no later (2.0-2.3 s after fit() either way, a probe-length pause after ray.init).
-LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
+# Ray starts its workers at niceness 15 (worker_niceness), so every trial ran below the user's own training: beside
+# one process spinning on one of 2 cores, torchvision's MobileNetV3-Small (batch 64, 2 threads) trained under 8.7
+# samples/s in a trial and could not finish 3 steps in a 10 s one, where `tuner train` of the same config read 149
+# (quiet: 578); at 0 the trial read 152 (sixty-ninth session). At 0 Ray sets none: its workers run at the niceness
+# the study was started at, as the user's loop would.
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "worker_niceness": 0}
 
 
 # Head processes a local study's Ray never uses, which ray.init starts anyway: the autoscaler's monitor (a fixed

@@ -37,6 +37,7 @@ class RunEnvironment(BaseModel):
     variables: dict[str, str] = Field(default_factory=dict)
     torch_threads: int | None = None  # torch.get_num_threads() while it trained
     interop_threads: int | None = None  # torch.get_num_interop_threads()
+    niceness: int | None = None  # the process's scheduling niceness: above the user's, it loses the CPU to their work
     # While it trained: the share of its CPUs other processes took (tuner.measure.load), the CPUs others kept busy
     # and the 1-minute load average at its end. A share of BUSY_SHARE or more: its figures move with that load.
     others_share: float | None = None

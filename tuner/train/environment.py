@@ -1,5 +1,5 @@
 """The environment a trial's process trains under, beside its config: the variables that change torch's speed and
-torch's CPU thread counts (tuner.study.RunEnvironment). A trial records it and `tuner export` writes it back, so a
+torch's CPU thread counts, its niceness (tuner.study.RunEnvironment). A trial records it and `tuner export` writes it back, so a
 re-run, or a user's own loop, reads what the trial read."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ def run_environment() -> RunEnvironment:
 
     from tuner.config import speed_env
 
+    nice = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
     return RunEnvironment(variables=speed_env(os.environ), torch_threads=torch.get_num_threads(),
-                          interop_threads=torch.get_num_interop_threads())
+                          interop_threads=torch.get_num_interop_threads(), niceness=nice)
 
 
 def env_threads(env: dict[str, str] | None) -> int | None:
