@@ -3,7 +3,8 @@
 `python benchmarks/table.py` prints it; the docs site's Benchmarks page is built from `render_markdown`. A row's
 result is computed here from its figures and its target (a list of conditions that can fail), never copied from a
 stored verdict; a row measured at a commit whose code differs from HEAD says **stale** (the code its own process
-ran: code_of; a stand-alone script's change stales only its own rows); an expected row without a
+ran: code_of; a stand-alone script's change stales only its own rows; a change to comments or docstrings alone
+does not: only_prose_changed); an expected row without a
 results file says **not measured**. A results file is a JSON object with a `rows` list, each row:
 
     {"id": "2", "benchmark": "overhead", "name": "...", "figure": 27.0, "unit": "s", "baseline": 276.0,
@@ -17,6 +18,7 @@ results file says **not measured**. A results file is a JSON object with a `rows
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import math
@@ -398,8 +400,46 @@ def freshness(row: Row, repo: Path = REPO) -> str:
     if done.returncode == 0:
         return "current" + (f" (uncommitted changes at {short})" if row.dirty else "")
     if done.returncode == 1:
+        if only_prose_changed(row.commit, code_of(row.benchmark, row.source, repo), repo):
+            return f"current (measured at {short}; only comments and docstrings changed since)"
         return f"stale: measured at {short}"
     return f"commit unknown ({short})"
+
+
+def only_prose_changed(commit: str, paths: tuple[str, ...], repo: Path = REPO) -> bool:
+    """Whether every file under `paths` that differs between `commit` and HEAD is Python with the same syntax tree
+    once docstrings are left out: a comment or a docstring cannot move a figure, so mending one need not send every
+    row back to hours of re-reading. Any other change (a string a message prints, an added or removed file, a
+    YAML space) is code."""
+    try:
+        names = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=repo,
+                               capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    head = _head(repo)
+    for name in names:
+        if not name.endswith(".py"):
+            return False
+        old, new = _code_tree(_show(repo, commit, name)), _code_tree(_show(repo, head, name))
+        if old is None or old != new:
+            return False
+    return bool(names)
+
+
+def _code_tree(text: str | None) -> str | None:
+    """The syntax tree of Python source, docstrings removed (comments never reach it); None: absent or unparsable."""
+    if text is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+                and isinstance(node.body[0].value.value, str)):
+            node.body = node.body[1:]
+    return ast.dump(tree)
 
 
 def _fmt(v: float | None, unit: str = "") -> str:

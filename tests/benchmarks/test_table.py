@@ -62,6 +62,29 @@ def test_a_row_measured_on_other_code_is_stale(tmp_path):
     assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
 
 
+def test_a_row_stays_current_through_a_comment_or_docstring_change_but_not_through_a_message_change(tmp_path):
+    """Mending a docstring must not send every row back to hours of re-reading; a changed string that the code
+    prints, or a new file, is code and stales the row."""
+    repo = _repo(tmp_path, [])
+    (repo / "tuner" / "code.py").write_text('"""Old words."""\n\ndef f():\n    """Old."""\n    return "msg"\n')
+    _git(repo, "commit", "-qam", "code")
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "benchmarks" / "results" / "run-full.json").write_text(
+        json.dumps({"schema": SCHEMA, "rows": [_row("2", 0.09, commit=old)]}))
+    (repo / "tuner" / "code.py").write_text('"""New words."""\n\n\ndef f():  # why\n    return "msg"\n')
+    _git(repo, "commit", "-qam", "docstrings and a comment")
+    line = _line(render_markdown(repo), "2")
+    assert "| pass |" in line and f"current (measured at {old[:7]}; only comments and docstrings" in line
+    (repo / "tuner" / "code.py").write_text('"""New words."""\n\n\ndef f():  # why\n    return "message"\n')
+    _git(repo, "commit", "-qam", "a message")
+    assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
+    (repo / "tuner" / "code.py").write_text('"""New words."""\n\n\ndef f():  # why\n    return "msg"\n')
+    (repo / "tuner" / "more.py").write_text("")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "message back, a new module")
+    assert f"stale: measured at {old[:7]}" in _line(render_markdown(repo), "2")
+
+
 def test_a_change_to_one_standalone_benchmark_leaves_other_rows_current_and_its_own_stale(tmp_path):
     repo = _repo(tmp_path, [])
     (repo / "benchmarks" / "time_to_target.py").write_text("SIZE = 1\n")
