@@ -1,5 +1,6 @@
-"""The environment a trial's process trains under, beside its config: the variables that change torch's speed and
-torch's CPU thread counts, its niceness (tuner.study.RunEnvironment). A trial records it and `tuner export` writes it back, so a
+"""The environment a trial's process trains under, beside its config: the variables that change torch's speed,
+torch's CPU thread counts and the process's niceness (tuner.study.RunEnvironment). A trial records it all;
+`tuner export` writes the variables and the thread count back (the niceness is recorded, not exported), so a
 re-run, or a user's own loop, reads what the trial read."""
 
 from __future__ import annotations
