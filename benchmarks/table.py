@@ -393,37 +393,34 @@ def freshness(row: Row, repo: Path = REPO) -> str:
         return "commit unknown"
     short = row.commit[:7]
     try:
-        done = subprocess.run(["git", "diff", "--quiet", row.commit, "HEAD", "--",
-                               *code_of(row.benchmark, row.source, repo)], cwd=repo, capture_output=True, timeout=60)
+        done = subprocess.run(["git", "diff", "--name-only", row.commit, "HEAD", "--",
+                               *code_of(row.benchmark, row.source, repo)], cwd=repo, capture_output=True, text=True,
+                              timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return f"commit unknown ({short})"
-    if done.returncode == 0:
+    if done.returncode != 0:
+        return f"commit unknown ({short})"
+    changed = done.stdout.split()
+    if not changed:
         return "current" + (f" (uncommitted changes at {short})" if row.dirty else "")
-    if done.returncode == 1:
-        if only_prose_changed(row.commit, code_of(row.benchmark, row.source, repo), repo):
-            return f"current (measured at {short}; only comments and docstrings changed since)"
-        return f"stale: measured at {short}"
-    return f"commit unknown ({short})"
+    if only_prose_changed(row.commit, changed, repo):
+        return f"current (measured at {short}; only comments and docstrings changed since)"
+    return f"stale: measured at {short}"
 
 
-def only_prose_changed(commit: str, paths: tuple[str, ...], repo: Path = REPO) -> bool:
-    """Whether every file under `paths` that differs between `commit` and HEAD is Python with the same syntax tree
-    once docstrings are left out: a comment or a docstring cannot move a figure, so mending one need not send every
-    row back to hours of re-reading. Any other change (a string a message prints, an added or removed file, a
-    YAML space) is code."""
-    try:
-        names = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=repo,
-                               capture_output=True, text=True, timeout=60, check=True).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        return False
+def only_prose_changed(commit: str, changed: list[str], repo: Path = REPO) -> bool:
+    """Whether every file in `changed` (the code that differs between `commit` and HEAD) is Python with the same
+    syntax tree once docstrings are left out: a comment or a docstring cannot move a figure, so mending one need not
+    send every row back to hours of re-reading. Any other change (a string a message prints, an added or removed
+    file, a YAML space) is code."""
     head = _head(repo)
-    for name in names:
+    for name in changed:
         if not name.endswith(".py"):
             return False
         old, new = _code_tree(_show(repo, commit, name)), _code_tree(_show(repo, head, name))
         if old is None or old != new:
             return False
-    return bool(names)
+    return bool(changed)
 
 
 def _code_tree(text: str | None) -> str | None:
