@@ -81,7 +81,7 @@ def test_the_next_study_ends_what_a_killed_studys_local_ray_left_running():
     driver is gone."""
     from pathlib import Path
 
-    from tuner.search._ray_env import SESSION_MARK, end_stale_sessions
+    from tuner.search._ray_sessions import SESSION_MARK, end_stale_sessions
 
     out = subprocess.run([sys.executable, "-c", KILLED_DRIVER], capture_output=True, text=True, timeout=120)
     assert out.returncode == -9, out.stderr[-2000:]
@@ -98,7 +98,7 @@ def test_a_session_whose_driver_lives_or_that_tuner_did_not_start_is_never_touch
 
     import psutil
 
-    from tuner.search._ray_env import SESSION_MARK, end_stale_sessions
+    from tuner.search._ray_sessions import SESSION_MARK, end_stale_sessions
 
     live, own = tmp_path / "session_live", tmp_path / "session_own"
     for folder in (live, own):
@@ -120,6 +120,63 @@ def test_a_session_whose_driver_lives_or_that_tuner_did_not_start_is_never_touch
         for proc in holders:
             proc.kill()
             proc.wait()
+
+
+def _holder(session) -> subprocess.Popen:
+    """A process with a file open under `session`'s logs, as a Ray driver keeps its own (its first line: ready)."""
+    (session / "logs").mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", f"import time; f = open({str(session / 'logs' / 'x.log')!r}, 'w'); "
+                             "print(flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    return proc
+
+
+def test_a_live_driver_is_not_taken_for_a_dead_one_when_the_clock_is_stepped(tmp_path):
+    """A wall-clock start time moves when the machine's clock is stepped (psutil adds the boot time, which the
+    step moves); CI's VM did so mid-run, its live pytest workers' marks read as dead drivers', and the next study
+    SIGKILLed them. The mark's start ticks since boot decide; a mark without them (written before) is alive while
+    its pid holds the session's files. Ticks of another process (the pid reused) still end the session."""
+    import psutil
+
+    from tuner.search._ray_sessions import SESSION_MARK, _start_ticks, end_stale_sessions
+
+    session = tmp_path / "session_live"
+    driver = _holder(session)
+    try:
+        ticks, started = _start_ticks(driver.pid), psutil.Process(driver.pid).create_time()
+        assert ticks is not None
+        for mark in ({"pid": driver.pid, "started": started - 3600.0, "ticks": ticks},  # the clock stepped an hour
+                     {"pid": driver.pid, "started": started + 5.0}):  # an older mark, no ticks
+            (session / SESSION_MARK).write_text(json.dumps(mark))
+            assert end_stale_sessions(tmp_path) == [] and driver.poll() is None
+        (session / SESSION_MARK).write_text(json.dumps({"pid": driver.pid, "started": started, "ticks": ticks + 1}))
+        assert end_stale_sessions(tmp_path) == [driver.pid]
+        driver.wait(timeout=10)  # psutil reaped it (its child here): the status is lost, the process is gone
+        assert not psutil.pid_exists(driver.pid) and not (session / SESSION_MARK).exists()
+    finally:
+        driver.kill()
+        driver.wait()
+
+
+def test_a_study_never_ends_the_process_that_started_it(tmp_path):
+    """`tuner search` started by a program that holds a file of a session whose mark reads stale (its driver
+    gone) ends the session's other processes, never its own parent: in CI the parent was a pytest worker."""
+    from tuner.search._ray_sessions import SESSION_MARK
+
+    session = tmp_path / "session_dead"
+    other = _holder(session)
+    (session / SESSION_MARK).write_text(json.dumps({"pid": 2**22 + 12345, "started": 0.0}))  # no such process
+    try:
+        with open(session / "logs" / "mine.log", "w"):  # this process holds the session's files too
+            out = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from tuner.search."
+                                  "_ray_sessions import end_stale_sessions as end; print(end(Path(sys.argv[1])))",
+                                  str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == [f"[{other.pid}]"]  # the other holder only; this test is still running
+        assert other.wait(timeout=10) == -9
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_studys_trials_run_at_the_niceness_the_study_was_started_at(tmp_path):

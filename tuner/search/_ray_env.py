@@ -1,12 +1,11 @@
-"""Ray for a study: the quiet environment, starting a local Ray or joining a cluster, ending what a killed study's
-local Ray left running, and Ray's loggers.
+"""Ray for a study: the quiet environment, starting a local Ray (marked as the study's: tuner.search._ray_sessions)
+or joining a cluster, stopping it with everything it started, and Ray's loggers.
 
 One copy of these settings, used by `tuner search`, the tests' shared Ray session and the benchmarks.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import DeviceError
+from tuner.search._ray_sessions import SESSION_MARK, mark_session, session_dir
 
 # What Ray reads at start-up: no usage stats, no auth token file, the old (quiet) console output, no Tune result
 # loggers (tuner writes its own records).
@@ -204,7 +204,7 @@ def stop_ray(local: bool) -> None:
                 info.process.wait(timeout=5)
     except Exception:  # noqa: BLE001 - Ray's internals moved: ray.shutdown still ends everything, a second later
         pass
-    session = _session_dir() if local else None
+    session = session_dir() if local else None
     tree = _local_tree() if local else []
     ray.shutdown()
     _end_left(tree)
@@ -254,96 +254,6 @@ def _running(proc: Any) -> bool:
 
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-# In the session folder of a local Ray that tuner started: the driver's pid and start time. Ray's head processes
-# (gcs_server, raylet) die with a killed driver (Ray starts them with PR_SET_PDEATHSIG), but the raylet's agents and
-# workers outlived a `kill -9` of `tuner search` by about 275 s (issue 57). The mark lets the next study end them,
-# and only them: a session without it (the user's own `ray start`, or another program's ray.init) is never touched.
-SESSION_MARK = "tuner-driver.json"
-
-
-def _session_dir() -> Path | None:
-    try:
-        from ray._private import worker
-
-        node = worker._global_node
-        return Path(node.get_session_dir_path()) if node is not None else None
-    except Exception:  # noqa: BLE001 - Ray's internals moved: no mark, no clean-up, as before
-        return None
-
-
-def _started_at(pid: int) -> float | None:
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def mark_session() -> None:
-    """Mark the local Ray session just started as this process's (SESSION_MARK)."""
-    session = _session_dir()
-    if session is not None and session.is_dir():
-        try:
-            (session / SESSION_MARK).write_text(json.dumps({"pid": os.getpid(), "started": _started_at(os.getpid())}))
-        except OSError:
-            pass  # a temp folder tuner cannot write: no mark, as before
-
-
-def ray_temp_root() -> Path | None:
-    """Where Ray keeps its session folders (RAY_TMPDIR, TMPDIR or /tmp, then ray/), or None where Ray moved it."""
-    try:
-        from ray._common.utils import get_default_ray_temp_dir
-    except ImportError:
-        return None
-    return Path(get_default_ray_temp_dir())
-
-
-def end_stale_sessions(root: Path | None = None) -> list[int]:
-    """End every process still holding a file in a session folder that tuner marked (SESSION_MARK) whose driver is
-    gone (no process of that pid, or one started at another time: the pid reused); returns their pids. Called
-    before a study starts its local Ray, so a killed study's agents and workers never linger into the next."""
-    import psutil
-
-    root = root if root is not None else ray_temp_root()
-    if root is None or not root.is_dir():
-        return []
-    ended: list[int] = []
-    for mark in sorted(root.glob(f"session_*/{SESSION_MARK}")):
-        try:
-            driver = json.loads(mark.read_text())
-            pid, started = int(driver["pid"]), driver.get("started")
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        now = _started_at(pid)
-        if now is not None and (started is None or abs(now - float(started)) < 1.0):
-            continue  # its driver is alive: a study running now
-        session = str(mark.parent) + os.sep
-        left = [p for p in psutil.process_iter() if p.pid != os.getpid() and _holds(p, session)]
-        for proc in left:
-            try:
-                proc.send_signal(signal.SIGKILL)
-                ended.append(proc.pid)
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=5)
-        try:
-            mark.unlink(missing_ok=True)
-        except OSError:
-            pass  # another user's session in a shared temp folder: theirs to end
-    return ended
-
-
-def _holds(proc: object, folder: str) -> bool:
-    """Whether `proc` (a psutil.Process) has a file open under `folder` (a Ray process keeps its logs open)."""
-    import psutil
-
-    try:
-        return any(f.path.startswith(folder) for f in proc.open_files())  # type: ignore[attr-defined]
     except psutil.Error:
         return False
 

@@ -232,7 +232,7 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
 def _end_stale_ray(console: Any) -> None:
     """End what a killed study's local Ray left running (its agents and workers outlived a kill -9 of the driver by
     about 275 s, holding memory and CPU the next study measures beside), before this study counts the machine."""
-    from tuner.search._ray_env import end_stale_sessions
+    from tuner.search._ray_sessions import end_stale_sessions
 
     ended = end_stale_sessions()
     if ended and console is not None:
