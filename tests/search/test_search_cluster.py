@@ -91,6 +91,17 @@ def test_a_study_joined_with_address_runs_on_both_nodes_with_one_fid_cache_and_t
         assert "runtime_resources" in Path(r["tuner_file"]).parts, r["tuner_file"]
     assert any(cluster.nodes.get(r["node"]) == "node_b" for r in records)
 
+    # `ray start` ran the trials at Ray's worker_niceness (15), below this process: the summary says so and how
+    # to start the nodes at the user's own niceness.
+    import os
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    said = [n for n in json.loads(out)["notes"] if "ran at niceness" in n]
+    assert said == ([f"4 of 4 trials ran at niceness 15, above this process's {own} (Ray's worker_niceness on "
+                     f"nodes `ray start` started): beside other work they yield the CPU to it and read slower than "
+                     f"your own training would there; start each node's `ray start` with RAY_worker_niceness={own} "
+                     f"in its environment"] if own < 15 else [])
+
     # The trials' CPU facts were asked of the nodes (both this machine here), not taken from the driver's flags.
     from tuner.search import cpu_facts
 

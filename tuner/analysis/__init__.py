@@ -3,7 +3,7 @@ their uncertainty, suspect readings, headroom against the ceilings, goodput, the
 Study view that reports start from, and trials.csv's derived columns. Above the record, beneath everything that
 shows or acts on a judgement."""
 
-from tuner.analysis.busy import Busy, busy_runs
+from tuner.analysis.busy import Busy, busy_runs, niceness_note
 from tuner.analysis.compile_cost import break_even_seconds, break_even_text, eager_reference, study_payback
 from tuner.analysis.goodput import LrAdvice, baseline_record, efficiency, gain, lr_advice, sample_cost, scaled_lr
 from tuner.analysis.headroom import (
@@ -35,7 +35,7 @@ __all__ = [
     "beyond_one_more_run", "bound_label", "break_even_seconds", "busy_runs", "break_even_text", "cache_key",
     "ceiling_cache_keys", "chase_could_move", "choose", "confirmed", "decide", "differ", "eager_reference", "efficiency",
     "fill_from_cache", "gain", "horizon_ratio", "horizon_target", "horizon_text", "is_confirmed", "judge", "knee", "knee_distances", "known_studies", "load_knobs_of", "lr_advice", "measured", "ratio_words",
-    "next_to_confirm", "noise_floor", "of_record", "open_study", "pareto_ranks", "pass_could_tell", "pool", "rate", "ranks_windows",
+    "next_to_confirm", "niceness_note", "noise_floor", "of_record", "open_study", "pareto_ranks", "pass_could_tell", "pool", "rate", "ranks_windows",
     "ratio_interval", "reason", "record_bound", "read_records", "sample_cost", "scaled_lr", "settled_quality", "study_payback", "study_ratio", "time_to_target", "to_target", "wall_shares",
     "window_noise", "CSV_FIGURES", "CsvFigures",
 ]

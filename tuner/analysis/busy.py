@@ -69,3 +69,19 @@ def busy_runs(records: list[TrialRecord], folder: StudyFolder | None = None) -> 
                 out.reruns.append((record.trial, rerun.repeat))
                 out.worst = max(out.worst, share)
     return out
+
+
+def niceness_note(records: list[TrialRecord], own: int | None) -> str | None:
+    """Said where trials ran at a higher niceness than the study's own process. Ray's workers on nodes that
+    `ray start` started run at its worker_niceness, 15 (a local study's Ray runs them at the study's own:
+    tuner.search._ray_env), and beside other work they yield the CPU to it: a MobileNet trial beside one busy core
+    read 8.7 samples/s at 15 and 152 at 0, where the user's loop, started as the study was, runs at 0."""
+    higher = [n for r in records if r.environment is not None and (n := r.environment.niceness) is not None
+              and own is not None and n > own]
+    if not higher:
+        return None
+    levels = _names(sorted(set(higher))).replace(" and ", " or ")
+    return (f"{len(higher)} of {len(records)} trials ran at niceness {levels}, above this "
+            f"process's {own} (Ray's worker_niceness on nodes `ray start` started): beside other work they yield the "
+            f"CPU to it and read slower than your own training would there; start each node's `ray start` with "
+            f"RAY_worker_niceness={own} in its environment")

@@ -5,13 +5,14 @@ whether it was cut short or interrupted, the study's noise floor and the allowan
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.study import Objective, TrialRecord
-from tuner.analysis import Study, Verdict
+from tuner.analysis import Study, Verdict, niceness_note
 from tuner.search._redraw import redraw_note
 
 if TYPE_CHECKING:
@@ -165,6 +166,13 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
 
             console.print(f"[yellow]note:[/yellow] {escape(repeats)}", soft_wrap=True)
     study = Study.load(plan.folder)
+    own = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
+    if (nice := niceness_note(study.records, own)) is not None:  # a cluster's workers below the user's loop
+        notes.append(nice)
+        if console is not None:
+            from rich.markup import escape
+
+            console.print(f"[yellow]note:[/yellow] {escape(nice)}", soft_wrap=True)
     if search is not None and not dropped and not study.records and allowance is not None and allowance.ended:
         from tuner.errors import BudgetError
 
