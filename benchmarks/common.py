@@ -381,6 +381,12 @@ def phase_times(study_dir: Path) -> dict[str, Any]:
 
     search_s = search_end - start if start is not None and search_end is not None else None
     confirm_s = max(rerun_ends) - search_end if rerun_ends and search_end is not None else 0.0
+    repeats = int((meta.confirm or {}).get("repeats") or 0)
+    # Why each re-run ran (tuner.search._confirm): round 0's first R repeats are the planned ones, its later
+    # repeats the tie passes, and a later round a moved knee's (its re-runs and the baseline read beside them).
+    why = {"planned": 0, "tie_pass": 0, "moved_knee": 0}
+    for rr in reruns:
+        why["moved_knee" if (rr.round or 0) > 0 else "tie_pass" if rr.repeat >= repeats else "planned"] += 1
     return {"search_s": search_s, "confirm_s": confirm_s, "trials": len(records), "reruns": len(reruns),
             "search_work_s": work(records), "confirm_work_s": work(reruns),
-            "confirm": dict(meta.confirm)}
+            "confirm": dict(meta.confirm), "reruns_by_why": why}

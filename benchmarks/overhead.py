@@ -664,11 +664,19 @@ def confirm_result(ctx: Context) -> BenchResult:
     if ctx.settings.mode == "quick":
         note += (" Quick mode: the study has 3 short trials, so re-running up to 3 configs twice outweighs its "
                  "search; only the full figure (the true default study) speaks to the target.")
+    why = p.get("reruns_by_why") or {}
+    extra = why.get("tie_pass", 0) + why.get("moved_knee", 0)
+    if extra:
+        note += (f" Of the {p['reruns']} re-runs, {why.get('planned', 0)} were planned (K trials and the baseline, "
+                 f"R each), {why.get('tie_pass', 0)} a tie pass's (the pick tied with a planned trial on a cost "
+                 f"rule) and {why.get('moved_knee', 0)} a moved knee's round (its re-runs and the baseline beside "
+                 f"them).")
     if not passed and frac is not None:
+        cause = (f", {extra} of them in the passes the verdict asked for beyond the plan (above)" if extra else
+                 ", so K or R would have to shrink to meet it" if ctx.settings.mode == "full" else "")
         note += (f" Missed: {p['reruns']} re-runs of about {confirm / max(p['reruns'], 1):.0f} s each against "
                  f"{p['trials']} trials of about {(search or 0) / max(p['trials'], 1):.0f} s; re-runs / trials = "
-                 f"{p['reruns'] / max(p['trials'], 1):.2f}"
-                 + (", so K or R would have to shrink to meet it." if ctx.settings.mode == "full" else "."))
+                 f"{p['reruns'] / max(p['trials'], 1):.2f}{cause}.")
     return BenchResult(name="default study: confirmation phase / search phase", benchmark="overhead",
                        figure=confirm, unit="s", baseline=search, ratio=frac, target=TARGET_CONFIRM, pass_=passed,
                        row="3", rule=target(TARGET_CONFIRM, ("ratio", "<=", MAX_CONFIRM)),

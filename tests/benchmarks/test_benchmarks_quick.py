@@ -188,6 +188,20 @@ def test_phase_times_split_the_study_at_its_last_trial(tmp_path) -> None:
     assert p["confirm"] == {"trials": 1, "repeats": 2}
 
 
+def test_phase_times_say_which_re_runs_the_plan_asked_for_and_which_a_tie_or_a_moved_knee_added(tmp_path) -> None:
+    """Row 3's miss is read on them: K or R is the lever only where every re-run was planned."""
+    from tuner.study import Rerun, StudyFolder
+
+    study = _study(tmp_path, {0: (100.0, 1.0), 1: (200.0, 1.5), 2: (150.0, 1.2)},
+                   reruns={0: [100.0, 101.0, 99.0], 1: [190.0, 180.0, 185.0]})  # R=2: repeat 2 is the tie pass
+    assert phase_times(study.dir)["reruns_by_why"] == {"planned": 4, "tie_pass": 2, "moved_knee": 0}
+    folder = StudyFolder(study.dir)
+    for trial, repeat in [(2, 0), (0, 3), (2, 1)]:  # the moved knee's round 1: M B M
+        write_rerun(folder, trial, Rerun(repeat=repeat, round=1, state="complete",
+                                        ended="2026-11-22T10:02:00+00:00", metrics={"throughput": 150.0}))
+    assert phase_times(study.dir)["reruns_by_why"] == {"planned": 4, "tie_pass": 2, "moved_knee": 3}
+
+
 def test_the_winner_holds_when_its_remeasurement_keeps_it_the_knee(tmp_path) -> None:
     from tuner.analysis import decide
 
