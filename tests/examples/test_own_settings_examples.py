@@ -85,12 +85,43 @@ def test_a_study_searches_lr_relative_to_the_workloads_own(ray_session, tmp_path
             assert t["optimizer"]["train"]["lr"] == pytest.approx(1e-3 * t["params"]["lr_scale"])
 
 
-def test_a_space_searching_betas_is_refused_for_an_sgd_workload(tmp_path, capsys, monkeypatch):
-    """resnet18 trains with SGD, which takes no betas: amp_loader (which searches them) is one line, exit 2,
-    before Ray starts, pointing at a space without them."""
+@pytest.mark.ray
+def test_the_default_study_of_an_sgd_workload_searches_everything_but_the_betas(ray_session, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """resnet18 trains with SGD, which takes no betas: the default space (amp_loader, which searches Adam's) leaves
+    beta1 and beta2 out, says so as the study starts, trains every trial with SGD, and exports no betas; the same
+    command with --resume continues it."""
     pytest.importorskip("torchvision")
     monkeypatch.chdir(REPO)
-    code, out, err = run(capsys, "search", "--space", "amp_loader", "--workload", "examples/resnet.py:make",
+    reports = tmp_path / "r"
+    argv = ["search", "--space", "amp_loader", "--workload", "examples/resnet.py:make", "--option", "image_size=16",
+            "--study", "sgd", "--budget-samples", "64", "--confirm", "0", "--parity-seconds", "0",
+            "--reports-dir", reports]
+    code, out, err = run(capsys, *argv, "--trials", "2")
+    assert code == 0, err
+    said = " ".join(err.split())  # the progress console (stderr) wraps its lines
+    assert f"beta1, beta2 not searched: workload {REPO}/examples/resnet.py:make's optimizer takes no betas" in said
+    meta = json.loads((reports / "sgd" / "study.json").read_text())
+    assert "beta1" not in meta["space_def"]["params"] and "batch_size" in meta["space_def"]["params"]
+    code, out, err = run(capsys, "report", "sgd", "--reports-dir", reports, "--format", "json")
+    trials = json.loads(out)["trials"]
+    assert len(trials) == 2 and all(t["optimizer"]["train"]["optimizer"] == "SGD" for t in trials)
+    assert not any("beta1" in t["params"] or "betas" in t["optimizer"]["train"] for t in trials)
+    code, out, err = run(capsys, *argv, "--trials", "3", "--resume")  # the same command, the space re-read
+    assert code == 0, err
+    code, out, err = run(capsys, "report", "sgd", "--reports-dir", reports, "--format", "json")
+    assert len(json.loads(out)["trials"]) == 3
+
+
+def test_a_space_file_of_ones_own_that_searches_betas_is_refused_for_an_sgd_workload(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """A space the user wrote that names beta1 and beta2 disagrees with their SGD workload: one line, exit 2,
+    before Ray starts, pointing at a space without them, and no study folder."""
+    pytest.importorskip("torchvision")
+    monkeypatch.chdir(REPO)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((REPO / "search_spaces" / "amp_loader.yaml").read_text())
+    code, out, err = run(capsys, "search", "--space", mine, "--workload", "examples/resnet.py:make",
                          "--option", "image_size=16", "--study", "sgd", "--trials", "2", "--budget-samples", "64",
                          "--reports-dir", tmp_path / "r", "--format", "json")
     assert code == 2 and out == ""

@@ -99,4 +99,4 @@ def test_the_search_summary_s_front_shows_the_figures_it_is_ranked_by(tmp_path, 
                               objectives=study.objectives, study=study, study_dir=study.dir, shares=None)
     _print_summary(summary)
     out = capsys.readouterr().out
-    assert "1.51x the baseline" in out and "Pareto front (1 trials)" in out
+    assert "1.51x the baseline" in out and "Pareto front (1 trial):" in out

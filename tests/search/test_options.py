@@ -20,17 +20,32 @@ SGD = GOOD.replace('quality=("val_loss", "min"))', 'quality=("val_loss", "min"),
 
 
 def test_a_space_searching_betas_for_an_sgd_workload_names_the_space_to_copy_without_them(tmp_path):
-    """word_language_model's SGD takes no betas: the refusal offers the loader space and a copy of this space
-    (named) without beta1 and beta2, since the loader space drops lr and quality."""
+    """word_language_model's SGD takes no betas: a space file of the user's own that searches them is refused,
+    offering the loader space and a copy of this space (named) without beta1 and beta2, since the loader space
+    drops lr and quality."""
     assert "SGD" in SGD
     work = write(tmp_path / "w", SGD)
-    space = REPO / "search_spaces" / "optimizer.yaml"
+    space = tmp_path / "optimizer.yaml"
+    space.write_text((REPO / "search_spaces" / "optimizer.yaml").read_text())
     plan = plan_search(SearchOptions(space=str(space), workload=f"{work}:make", reports_dir=tmp_path / "r"))
     with pytest.raises(ConfigError) as err:
         check_plan(plan)
     msg = str(err.value)
     assert "--space loader" in msg and f"a copy of {space} without beta1 and beta2" in msg
     assert "\n" not in msg
+
+
+def test_a_bundled_space_leaves_out_the_betas_an_sgd_workload_does_not_take_and_says_so(tmp_path):
+    """The bundled optimizer space searches Adam's betas for any workload: for SGD the study searches its lr scale
+    and batch without them, and the line said as it starts names what was left out and why."""
+    work = write(tmp_path / "w", SGD)
+    plan = check_plan(plan_search(SearchOptions(space="optimizer", workload=f"{work}:make",
+                                                reports_dir=tmp_path / "r")))
+    assert "beta1" not in plan.space.params and "beta2" not in plan.space.params
+    assert {"lr_scale", "batch_size"} <= set(plan.space.searched)
+    assert plan.optimizer_note is not None
+    assert plan.optimizer_note.startswith(f"beta1, beta2 not searched: workload {work}:make's optimizer takes no betas")
+    assert "lr_scale" not in plan.optimizer_note
 
 
 def test_a_spaces_relative_workload_is_read_from_the_spaces_folder_and_the_command_lines_from_here(tmp_path,

@@ -54,7 +54,9 @@ def report(
         from tuner.report.html import write_html
 
         path = write_html(s)
-        print(f"wrote {path} ({len(s.records)} trials, {len(s.front())} on the Pareto front)")
+        from tuner.report.view import counted
+
+        print(f"wrote {path} ({counted(len(s.records), 'trial')}, {len(s.front())} on the Pareto front)")
         return
     if format is ReportFormat.json:
         from tuner.report.view import study_document, trial_document

@@ -174,9 +174,10 @@ def _print_summary(summary: Any, horizon: str | None = None) -> None:
         print(shares.text())
     verdict = summary.verdict
     if summary.front:
-        title = (f"Pareto front ({len(summary.front)} trials): "
+        from tuner.report.view import adjusted_metrics, counted, figure_text
+
+        title = (f"Pareto front ({counted(len(summary.front), 'trial')}): "
                  + ", ".join(f"{o.metric} {o.mode}" for o in summary.objectives))
-        from tuner.report.view import adjusted_metrics, figure_text
 
         adjusted = adjusted_metrics(summary.study)  # the figures the front and the pick rank by, as the report
         print_table(out, front_table(summary.front, summary.objectives, summary.study.params(), title=title,

@@ -160,7 +160,8 @@ def study_table(study: Study) -> Any:
     # terminal; the JSON and CSV keep every figure
     measured = [m for m in measured if any(_measured_cell(r, m.key) != "-" for r in study.records)]
     params = study.params()
-    title = f"study {study.name}: {len(study.records)} trials, {len(study.front())} on the Pareto front ({FRONT_MARK})"
+    title = (f"study {study.name}: {counted(len(study.records), 'trial')}, {len(study.front())} on the Pareto front "
+             f"({FRONT_MARK})")
     directions = ", ".join(f"{o.metric} {o.arrow}" for o in objectives)
     caption = f"objectives: {directions}; rank 0 = Pareto front"
     if any(r.confirmed is not None for r in study.records):
@@ -360,3 +361,8 @@ def study_footer(study: Study) -> list[str]:
     if horizon is not None:
         out.append(horizon.line())
     return out
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 trial`, `2 trials`: a count with its noun, as the views print one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -10,6 +10,7 @@ planned on the pace measured there (tuner.target).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from tuner.config import Budget
@@ -154,12 +155,8 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
     if not plan.resume and pace is not None:  # a K the reference run cannot read a target from: adapted or refused
         target, few = check_target_evaluations(target, sized.budget, pace[0], pace[1],
                                                plan.options.eval_every_samples is not None, cfg.params.effective_batch)
-    lacking = [n for n in hyperparameter_knobs() if n in space.searched and n not in check.own]
-    if lacking:
-        raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
-                          f"{plan.workload.text}'s optimizer does not take (no {knob(lacking[0]).hyperparameter} "
-                          f"in its hyperparameters); use a space without them (--space loader, which searches no lr) "
-                          f"or a copy of {plan.space.source} without {' and '.join(lacking)}")
+    space, optimizer_note = _fit_optimizer(plan, space, [n for n in hyperparameter_knobs()
+                                                         if n in space.searched and n not in check.own])
     objectives = plan.objectives if plan.resume else study_objectives(space, plan.workload.text, check.quality,
                                                                       plan.options.objectives)
     for o in objectives:
@@ -171,6 +168,26 @@ def check_plan(plan: SearchPlan, trial_device: Any = None) -> SearchPlan:
                    preflight=preflight, sized=sized.sized, heavy_note=sized.heavy_note, own=check.own, target=target,
                    batch_note="; ".join(n for n in (at["note"], split_learning_note(space, check.batch_statistics))
                                         if n) or None,  # issue 40: said at the start
-                   eval_note=few,
+                   eval_note=few, optimizer_note=optimizer_note,
                    preflight_s=preflight_trial_s(sized.budget, check.step_seconds, check.step_samples,
                                                  check.score_seconds))
+
+
+def _fit_optimizer(plan: SearchPlan, space: Any, lacking: list[str]) -> tuple[Any, str | None]:
+    """The space for the workload's own optimizer. A bundled space searches Adam's betas for every workload; its
+    user did not choose them, so for an optimizer that takes none (SGD, the usual one for a torchvision classifier)
+    they are left out and the study says so as it starts. A user's own space that names them is refused: the file
+    and the workload disagree, and only its author knows which one is meant."""
+    if not lacking:
+        return space, None
+    from tuner.space import spaces_dir
+
+    settings = ", ".join(dict.fromkeys(str(knob(n).hyperparameter) for n in lacking))
+    kept = space.without(lacking)
+    if Path(plan.space.source).resolve().parent != spaces_dir() or not kept.searched:
+        raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
+                          f"{plan.workload.text}'s optimizer does not take (no {settings} in its hyperparameters); "
+                          f"use a space without them (--space loader, which searches no lr) or a copy of "
+                          f"{plan.space.source} without {' and '.join(lacking)}")
+    return kept, (f"{', '.join(lacking)} not searched: workload {plan.workload.text}'s optimizer takes no {settings} "
+                  f"(none in its hyperparameters); the {space.name} space's other knobs are searched")

@@ -155,6 +155,7 @@ class SearchPlan:
     heavy_note: str | None = None  # the one line saying the space's slowest step does not fit the budget (None: it does)
     batch_note: str | None = None  # the one line saying the micro-batch split changes what is learned (batch statistics)
     eval_note: str | None = None  # the one line saying K was lowered so a derived target is read from enough evaluations
+    optimizer_note: str | None = None  # the line saying a bundled space's knobs the workload's optimizer lacks are left out
     target_note: str | None = None  # the line saying a derived target is where the baseline started (flat_reference)
 
     optuna_study: str | None = None  # the study's name in its database, when the folder was renamed since

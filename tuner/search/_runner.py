@@ -186,8 +186,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
         if device is not None or plan.budget.seconds is not None:  # a samples budget timed elsewhere: no refusal
             allowance.check_fits()  # too short for one trial and the confirmation: one line, nothing written
     # the space's default budget raised to what the pre-flight measured; the slowest step
-    notes = [line for line in (built, objective_note(plan), plan.sized, plan.heavy_note, plan.batch_note,
-                               plan.eval_note) if line]
+    notes = [line for line in (built, objective_note(plan), plan.optimizer_note, plan.sized, plan.heavy_note,
+                               plan.batch_note, plan.eval_note) if line]
     if console is not None:
         for line in notes:
             console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)

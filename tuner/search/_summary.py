@@ -5,7 +5,6 @@ whether it was cut short or interrupted, the study's noise floor and the allowan
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,20 +158,21 @@ def closing(plan: "SearchPlan", t0: float, *, ran: int, search: Any, dropped: li
 
             console.print(escape(search.hung), soft_wrap=True)
     notes = list(prepared.notes)
+
+    def say(note: str) -> None:
+        notes.append(note)
+        if console is not None:
+            from rich.markup import escape
+
+            console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+
     if search is not None and (repeats := redraw_note(search.redrawn, search.repeated)) is not None:
-        notes.append(repeats)  # why the trial numbers skip some (tuner.search._redraw)
-        if console is not None:
-            from rich.markup import escape
-
-            console.print(f"[yellow]note:[/yellow] {escape(repeats)}", soft_wrap=True)
+        say(repeats)  # why the trial numbers skip some (tuner.search._redraw)
     study = Study.load(plan.folder)
-    own = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
-    if (nice := niceness_note(study.records, own)) is not None:  # a cluster's workers below the user's loop
-        notes.append(nice)
-        if console is not None:
-            from rich.markup import escape
+    from tuner.train import niceness
 
-            console.print(f"[yellow]note:[/yellow] {escape(nice)}", soft_wrap=True)
+    if (nice := niceness_note(study.records, niceness())) is not None:  # a cluster's workers below the user's loop
+        say(nice)
     if search is not None and not dropped and not study.records and allowance is not None and allowance.ended:
         from tuner.errors import BudgetError
 

@@ -108,6 +108,10 @@ class Space(_Strict):
         """Names of the params the sampler draws, in space order."""
         return [k for k, p in self.params.items() if not p.fixed]
 
+    def without(self, names: list[str] | tuple[str, ...]) -> "Space":
+        """This space with the params `names` left out (a bundled space's betas for an optimizer without them)."""
+        return self.model_copy(update={"params": {k: p for k, p in self.params.items() if k not in names}})
+
     def objectives_for(self, workload: str, quality: Objective | None = None) -> list[Objective]:
         """The objectives for `workload` (its own entry, else the space's list for every workload), with
         `metric: quality` replaced by the workload's declared quality objective."""

@@ -21,9 +21,15 @@ def run_environment() -> RunEnvironment:
 
     from tuner.config import speed_env
 
-    nice = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
     return RunEnvironment(variables=speed_env(os.environ), torch_threads=torch.get_num_threads(),
-                          interop_threads=torch.get_num_interop_threads(), niceness=nice)
+                          interop_threads=torch.get_num_interop_threads(), niceness=niceness())
+
+
+def niceness() -> int | None:
+    """This process's niceness (None where the OS has none): a trial's, and the study's own to compare with."""
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
 
 
 def env_threads(env: dict[str, str] | None) -> int | None:
