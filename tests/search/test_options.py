@@ -10,7 +10,8 @@ from tests.helpers.userworkloads import GOOD, write
 from tuner.errors import ConfigError
 from tuner.search._check import check_plan
 from tuner.search._options import SearchOptions
-from tuner.search._plan import plan_search
+from tuner.search._plan import plan_search, same_space
+from tuner.space import load_space
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,6 +48,21 @@ def test_a_bundled_space_leaves_out_the_betas_an_sgd_workload_does_not_take_and_
     assert plan.optimizer_note.startswith(f"beta1, beta2 not searched: workload {work}:make's optimizer takes no betas")
     assert "lr_scale" not in plan.optimizer_note
 
+
+
+def test_resuming_compares_a_bundled_space_without_the_betas_it_left_out_but_not_a_file_of_ones_own(tmp_path):
+    """study.json of an SGD study keeps the bundled space less its betas: `--resume --space optimizer` is the same
+    space. A file of the user's own that gained beta1 since the study started is another space (its resume is
+    refused), not one whose addition is silently dropped."""
+    bundled = load_space("optimizer")
+    saved = bundled.without(["beta1", "beta2"])
+    assert bundled.bundled and same_space(bundled, saved)
+    mine = tmp_path / "optimizer.yaml"
+    mine.write_text((REPO / "search_spaces" / "optimizer.yaml").read_text())
+    own = load_space(str(mine))
+    assert not own.bundled
+    assert same_space(own.without(["beta1", "beta2"]), saved.model_copy(update={"source": str(mine)}))
+    assert not same_space(own.without(["beta2"]), saved.model_copy(update={"source": str(mine)}))
 
 def test_a_spaces_relative_workload_is_read_from_the_spaces_folder_and_the_command_lines_from_here(tmp_path,
                                                                                                    monkeypatch):

@@ -10,7 +10,6 @@ planned on the pace measured there (tuner.target).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from tuner.config import Budget
@@ -180,11 +179,9 @@ def _fit_optimizer(plan: SearchPlan, space: Any, lacking: list[str]) -> tuple[An
     and the workload disagree, and only its author knows which one is meant."""
     if not lacking:
         return space, None
-    from tuner.space import spaces_dir
-
     settings = ", ".join(dict.fromkeys(str(knob(n).hyperparameter) for n in lacking))
     kept = space.without(lacking)
-    if Path(plan.space.source).resolve().parent != spaces_dir() or not kept.searched:
+    if not plan.space.bundled or not kept.searched:
         raise ConfigError(f"{plan.space.source}: params: searches {', '.join(lacking)}, which workload "
                           f"{plan.workload.text}'s optimizer does not take (no {settings} in its hyperparameters); "
                           f"use a space without them (--space loader, which searches no lr) or a copy of "

@@ -138,10 +138,12 @@ def _budget(opts: SearchOptions) -> Budget | None:
 def same_space(given: Space, saved: Space) -> bool:
     """Whether the space file given on resume is the one the study started with: study.json's copy also holds the
     workload's own batch where the study put it there (Space.with_own_batch), and lacks the bundled space's betas
-    its workload's optimizer does not take (tuner.search._check._fit_optimizer)."""
+    its workload's optimizer does not take (tuner.search._check._fit_optimizer). Only a bundled space is compared
+    without those: a file of the user's own that gained them since is another space."""
     from tuner.knobs import hyperparameter_knobs
 
-    given = given.without([n for n in hyperparameter_knobs() if n in given.params and n not in saved.params])
+    if given.bundled:
+        given = given.without([n for n in hyperparameter_knobs() if n in given.params and n not in saved.params])
     if given.definition() == saved.definition():
         return True
     own = (saved.trial.get("params") or {}).get("batch_size")

@@ -16,20 +16,8 @@ from tuner.knobs import KNOBS, dropped_here, env_acts
 from tuner.space._expr import PLAUSIBLE, describe_resources, is_expression, parse_expr, plausible_resources
 from tuner.space._condition import CONTEXT_NAMES, Condition
 from tuner.space._param import NATIVE_PARAMS, ParamSpec, evaluate_bound, overflow_message
-from tuner.space._space import SPACE_SUFFIXES, Space
+from tuner.space._space import SPACE_SUFFIXES, Space, spaces_dir
 from tuner.study import BY_KEY, Objective, QUALITY
-
-
-def spaces_dir() -> Path:
-    """The bundled spaces: the package folder `tuner/spaces`, which in a source checkout (and an editable install)
-    is a link to `search_spaces/` at the top of the repository and in a wheel or sdist holds the files themselves.
-    Resolved, so a checkout names `search_spaces/`; that folder itself where the link is missing (a checkout on a
-    file system without symbolic links)."""
-    package = Path(__file__).resolve().parents[1]
-    packaged = package / "spaces"
-    if packaged.is_dir():
-        return packaged.resolve()
-    return package.parent / "search_spaces"
 
 
 def list_spaces() -> list[Space]:

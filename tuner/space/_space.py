@@ -42,6 +42,7 @@ tuner.space._load, and expressions in tuner.space._expr.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -55,6 +56,18 @@ from tuner.study import Objective, QUALITY
 
 SPACE_SUFFIXES = (".yaml", ".yml")
 DEFAULT_OBJECTIVES = "default"  # the key a plain list of objectives is stored under: every workload
+
+
+def spaces_dir() -> Path:
+    """The bundled spaces: the package folder `tuner/spaces`, which in a source checkout (and an editable install)
+    is a link to `search_spaces/` at the top of the repository and in a wheel or sdist holds the files themselves.
+    Resolved, so a checkout names `search_spaces/`; that folder itself where the link is missing (a checkout on a
+    file system without symbolic links)."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "spaces"
+    if packaged.is_dir():
+        return packaged.resolve()
+    return package.parent / "search_spaces"
 
 
 class SpaceDefaults(_Strict):
@@ -107,6 +120,12 @@ class Space(_Strict):
     def searched(self) -> list[str]:
         """Names of the params the sampler draws, in space order."""
         return [k for k, p in self.params.items() if not p.fixed]
+
+    @property
+    def bundled(self) -> bool:
+        """Whether this space is one that ships with tuner (its file in `spaces_dir()`) rather than the user's own:
+        tuner adapts a bundled space to the workload (its betas, _fit_optimizer) but never a file its user wrote."""
+        return bool(self.source) and Path(self.source).resolve().parent == spaces_dir()
 
     def without(self, names: list[str] | tuple[str, ...]) -> "Space":
         """This space with the params `names` left out (a bundled space's betas for an optimizer without them)."""
