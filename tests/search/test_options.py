@@ -49,7 +49,6 @@ def test_a_bundled_space_leaves_out_the_betas_an_sgd_workload_does_not_take_and_
     assert "lr_scale" not in plan.optimizer_note
 
 
-
 def test_resuming_compares_a_bundled_space_without_the_betas_it_left_out_but_not_a_file_of_ones_own(tmp_path):
     """study.json of an SGD study keeps the bundled space less its betas: `--resume --space optimizer` is the same
     space. A file of the user's own that gained beta1 since the study started is another space (its resume is
@@ -63,6 +62,7 @@ def test_resuming_compares_a_bundled_space_without_the_betas_it_left_out_but_not
     assert not own.bundled
     assert same_space(own.without(["beta1", "beta2"]), saved.model_copy(update={"source": str(mine)}))
     assert not same_space(own.without(["beta2"]), saved.model_copy(update={"source": str(mine)}))
+
 
 def test_a_spaces_relative_workload_is_read_from_the_spaces_folder_and_the_command_lines_from_here(tmp_path,
                                                                                                    monkeypatch):
