@@ -1,13 +1,14 @@
 """Finding a workload by reference: built-ins, package.module:name, path/file.py:name; errors that name the path;
 the user's frames in a traceback; what Ray must ship."""
 
+import re
 import sys
 
 import pytest
 
 from tuner.errors import WorkloadError
 from tuner.builtin import resolve_workload
-from tuner.workload import build, ship_paths, user_error_line, user_traceback
+from tuner.workload import build, factory_arguments, import_factory, ship_paths, user_error_line, user_traceback
 from tuner.workload.shipping import shipped_copy
 from tests.helpers.userworkloads import GOOD, write
 
@@ -154,6 +155,50 @@ def test_import_and_factory_errors_name_the_file(tmp_path, body, attr, options, 
     with pytest.raises(WorkloadError, match=message):
         build(resolve_workload(f"{path}:{attr}"), options)
     sys.modules.pop("bad", None)
+
+
+OPTION_TYPES = """from __future__ import annotations
+
+from typing import Optional
+
+import tuner
+
+
+def make(image_size: int = 32, scale: float = 1.0, fused: bool = False, name: str = "x", limit: Optional[int] = None,
+         depth=3, extra: list | None = None):
+    return tuner.Workload(models={}, datasets=lambda: ([], []), loss=lambda m, b: 0)
+"""
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"image_size": "abc"}, "option image_size='abc' is a string, not a whole number, as make() declares image_size; "
+                            "give one, e.g. image_size=32 (its default)"),
+    ({"image_size": 64.5}, "image_size=64.5 is a decimal number, not a whole number"),
+    ({"image_size": True}, "image_size=true is a bool, not a whole number"),
+    ({"image_size": None}, "image_size=null is empty, not a whole number"),
+    ({"scale": "big"}, "scale='big' is a string, not a number, as make() declares scale; give one, e.g. scale=1.0"),
+    ({"fused": 1}, "fused=1 is a whole number, not a bool \\(true or false\\).*e.g. fused=false"),
+    ({"limit": "ten"}, "limit='ten' is a string, not a whole number, as make\\(\\) declares limit; give one$"),
+    ({"depth": "deep"}, "depth='deep' is a string, not a whole number"),  # no annotation: the default's type
+])
+def test_an_option_value_of_the_wrong_type_is_one_line_naming_the_option_and_what_make_declares(tmp_path, options,
+                                                                                               message):
+    """`--option image_size=abc` reads as the string 'abc' (values are YAML): refused before the factory runs, by
+    the type its signature declares, not left to the model's own TypeError deep in its first call."""
+    path = write(tmp_path, OPTION_TYPES, "typed.py")
+    with pytest.raises(WorkloadError, match=message if "\\" in message else re.escape(message)):
+        build(resolve_workload(f"{path}:make"), options)
+    sys.modules.pop("typed", None)
+
+
+def test_option_values_that_fit_the_signature_are_passed_as_given(tmp_path):
+    """A whole number fits a float, None an Optional, anything a string or an undeclared type (as Python takes
+    them): no refusal."""
+    path = write(tmp_path, OPTION_TYPES, "typed_ok.py")
+    ref = resolve_workload(f"{path}:make")
+    opts = {"image_size": 64, "scale": 2, "fused": True, "name": 2024, "limit": None, "depth": 5, "extra": [1]}
+    assert factory_arguments(ref, import_factory(ref), opts, None) == opts
+    sys.modules.pop("typed_ok", None)
 
 
 def test_user_traceback_keeps_the_users_frames_and_folds_the_rest(tmp_path):

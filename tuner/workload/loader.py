@@ -202,7 +202,78 @@ def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], d
         what = "--dataset / dataset:" if dataset is not None and "dataset" not in takes else "workload_options"
         raise WorkloadError(f"workload {ref.text}: {what} does not fit {ref.attr}(): {err} (it takes: "
                             f"{', '.join(takes) or 'no arguments'})") from None
+    typed = _typed(factory)
+    for name, value in kwargs.items():
+        param = typed.get(name) or sig.parameters.get(name)
+        wrong = _mistyped(param, value) if param is not None else None
+        if wrong is not None:
+            raise WorkloadError(f"workload {ref.text}: option {name}={_shown(value)} is {wrong}, as {ref.attr}() "
+                                f"declares {name}; give one{_example(param)}")  # type: ignore[arg-type]
     return kwargs
+
+
+_NAMES = {bool: "bool (true or false)", int: "whole number", float: "number", str: "string"}
+
+
+def _typed(factory: Any) -> dict[str, inspect.Parameter]:
+    """The factory's parameters with string annotations (`from __future__ import annotations`) resolved where
+    they can be; {} where they cannot (a name the module does not define)."""
+    try:
+        return dict(inspect.signature(factory, eval_str=True).parameters)
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate: the plain signature decides
+        return {}
+
+
+def _declared(param: inspect.Parameter) -> tuple[type, bool] | None:
+    """The one scalar type (bool, int, float, str) a factory's parameter declares, by its annotation or else its
+    default's type, and whether None is allowed; None where it declares none of these (a list, a union, Any)."""
+    import types
+    import typing
+
+    ann, none_ok = param.annotation, param.default is None
+    if ann is inspect.Parameter.empty:
+        kind = type(param.default)
+        return (kind, none_ok) if kind in _NAMES else None
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        none_ok = none_ok or len(args) < len(typing.get_args(ann))
+        ann = args[0] if len(args) == 1 else None
+    return (ann, none_ok) if ann in _NAMES else None
+
+
+def _mistyped(param: inspect.Parameter, value: Any) -> str | None:
+    """What is wrong with `value` for `param` (`a string, not a whole number`), or None where it fits or the
+    parameter declares no scalar type. A `--option` value is read as YAML, so `image_size=abc` arrives as the string
+    'abc': refused here in one line, not as the model's own TypeError deep in its first call (a new user's run on
+    examples/resnet.py). A whole number fits a float; a string parameter takes what YAML read, as Python would."""
+    declared = _declared(param)
+    if declared is None or declared[0] is str:
+        return None
+    kind, none_ok = declared
+    if value is None:
+        return None if none_ok else f"empty, not a {_NAMES[kind]}"
+    if isinstance(value, bool):
+        fits = kind is bool
+    else:
+        fits = kind is not bool and isinstance(value, (int, float) if kind is float else int)
+    if fits:
+        return None
+    got = {int: "a whole number", float: "a decimal number", str: "a string", bool: "a bool"}.get(type(value),
+                                                                                         f"a {type(value).__name__}")
+    return f"{got}, not a {_NAMES[kind]}"
+
+
+def _example(param: inspect.Parameter) -> str:
+    """`, e.g. image_size=32 (its default)`; empty without a default to show."""
+    default = param.default
+    if default is inspect.Parameter.empty or default is None:
+        return ""
+    return f", e.g. {param.name}={_shown(default)} (its default)"
+
+
+def _shown(value: Any) -> str:
+    """A value as an option is written: true, 32, 'abc'."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 def build(ref: WorkloadRef, options: dict[str, Any] | None = None, dataset: str | None = None) -> Workload:
