@@ -478,7 +478,10 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
         "at the cap" in line
     one = next(x for x in header if x.startswith("# One re-run to the target"))
     assert "(tuner train --config --until-target) should read " in one and " samples (95%, " in one
-    assert "s at the load these runs were read at (seconds move with the machine's load)" in one
+    # two of three runs reached it, one at 20x the other's samples: a prediction thousands of times wide is said to
+    # be unresolved, with no seconds figure beside it (a CNN's read 5-1,119,072 samples and "held" every re-run)
+    assert "should read 334-83,482 samples (95%, from these runs' spread): unresolved, 250x wide; these 3 runs " \
+        "disagree too much to say where one more reads (--repeats 5 narrows it)." in one and "at the load" not in one
     # a given target has no cap: its not-reached run counts at its last evaluation, and the header says so
     folder.write_meta(folder.read_meta().model_copy(update={"target": {**target, "cap_seconds": None}}))
     write_rerun(folder, 2, Rerun(repeat=2, seed=3, state="not reached", quality_curve=[[1600.0, 1.0, 40.0],
@@ -496,6 +499,15 @@ def test_the_export_header_states_the_time_to_target_interval_over_the_reruns(ma
     one = next(x for x in header if x.startswith("# One re-run to the target"))
     assert "(tuner train --config --until-target) should read " in one and " samples (95%, " in one
     assert "a not-reached run counted at its last evaluation)." in line
+    assert "unresolved, 32x wide" in one  # 3200, 4800 and 6400 samples: three runs, two degrees of freedom
+    # re-runs that agree (3200, 3360 and 3520 samples): a resolved prediction, with the seconds at this load beside it
+    for k, t in enumerate([11.0, 13.0, 12.5]):
+        write_rerun(folder, 0, Rerun(repeat=k, seed=1 + k, state="complete", metrics={
+            "throughput": 100.0, "fid": 25.0, "time_to_target": t, "samples_to_target": 3200 + 160 * k}))
+    s = open_study(reports, "gan-demo")
+    one = next(x for x in write_export(s, build_export(s, trial=0)).read_text().splitlines()
+               if x.startswith("# One re-run to the target"))
+    assert "unresolved" not in one and "s at the load these runs were read at (seconds move with the" in one
 
 
 def test_the_quality_pages_example_header_is_what_the_export_writes(make_study):

@@ -81,7 +81,7 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
     interval over its re-runs (the search's reading left out, as the confirmed figures leave it: selected for
     being good, issue 51), its not-reached runs counted; without, the trial's one reading. The one-run prediction is
     in samples to target, which do not move with the machine's load; seconds do (issue 51: two re-runs at another
-    load read outside the seconds interval, inside the samples one)."""
+    load read outside the seconds interval, inside the samples one). One more than UNRESOLVED times wide says so."""
     from tuner.analysis import time_to_target
 
     n = study.baseline_trial
@@ -114,12 +114,22 @@ def _target_lines(study: Study, rec: TrialRecord) -> list[str]:
         lines = [line + f" (training seconds, evaluations left out; {how(mine, theirs)})."]
     samples = time_to_target(runs, "samples_to_target").prediction
     if samples is not None and samples.low is not None and samples.high is not None:
-        seconds = mine.rerun_text()
-        lines.append(f"# One re-run to the target (tuner train --config --until-target) should read "
-                     f"{samples.low:,.0f}-{samples.high:,.0f} samples (95%, from these runs' spread)"
-                     + (f"; {seconds} at the load these runs were read at (seconds move with the machine's load)"
-                        if seconds is not None else "") + ".")
+        seconds, wide = mine.rerun_text(), samples.high / samples.low if samples.low > 0 else float("inf")
+        line = (f"# One re-run to the target (tuner train --config --until-target) should read "
+                f"{samples.low:,.0f}-{samples.high:,.0f} samples (95%, from these runs' spread)")
+        if wide > UNRESOLVED:
+            line += (f": unresolved, {wide:,.0f}x wide; these {len(runs)} runs disagree too much to say where one "
+                     f"more reads (--repeats 5 narrows it)")
+        elif seconds is not None:
+            line += f"; {seconds} at the load these runs were read at (seconds move with the machine's load)"
+        lines.append(line + ".")
     return lines
+
+
+# A one-run prediction of samples to target wider than this (high / low) says nothing a user can hold a re-run
+# against: a CNN's two re-runs read 5-1,119,072 samples (benchmarks/results/time-to-target.json at a225f9c), and
+# every re-run "lay inside". Said as unresolved instead; an order of magnitude is where the figure stops being one.
+UNRESOLVED = 10.0
 
 
 def _lr_lines(study: Study, exp: Export) -> list[str]:
