@@ -42,7 +42,8 @@ def test_note_says_so_and_wait_waits_for_a_quiet_machine(capsys, machine):
     console = Console(stderr=True, width=200)
     machine(BUSY)
     assert _busy.check_machine("note", 5.0, console) is BUSY
-    assert "warning: the machine is busy: other processes took 90% of 2 CPUs" in capsys.readouterr().err
+    assert capsys.readouterr().err == ""  # said by the search once its checks pass (the test below)
+    assert _busy.busy_warning(BUSY).startswith("the machine is busy: other processes took 90% of 2 CPUs")
     machine(BUSY, QUIET)
     assert _busy.check_machine("wait", 5.0, console) is QUIET
     err = capsys.readouterr().err
@@ -69,3 +70,19 @@ def test_a_workload_that_names_no_function_is_its_own_line_on_a_busy_machine(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "has no attribute 'nope'" in err[0] and not reports.exists()
+
+
+def test_bad_input_the_pre_flight_finds_is_its_own_line_on_a_busy_machine(tmp_path, capsys, machine):
+    """A quality metric evaluate() never returns is found by the pre-flight, after the machine was sampled: the
+    busy warning waits until the plan's checks pass, so the error is the one line (it printed first before)."""
+    from tests.helpers.userworkloads import GOOD, write
+
+    machine(BUSY)
+    work = write(tmp_path / "proj", GOOD.replace('quality=("val_loss", "min")', 'quality=("val_acc", "max")'),
+                 "busy_quality.py")
+    reports = tmp_path / "reports"
+    code = main(["search", "--space", "loader", "--workload", f"{work}:make", "--study", "b", "--reports-dir",
+                 str(reports), "--trials", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "quality metric 'val_acc' is not among what evaluate() returns" in err[0] and not reports.exists()

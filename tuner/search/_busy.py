@@ -19,7 +19,8 @@ class BusyMachine(UserError):
 
 
 def check_machine(busy: str, wait_s: float, console: Any = None, local: bool = True) -> CpuShare | None:
-    """The machine before the study: sampled, said where busy, and handled as `busy` asks."""
+    """The machine before the study: sampled and handled as `busy` asks (refused, or waited out); a sample still
+    busy is returned for busy_warning() to say once the plan's checks pass."""
     import os
 
     seconds = float(os.environ.get("TUNER_BUSY_SAMPLE_S", SAMPLE_S) or 0)
@@ -37,14 +38,15 @@ def check_machine(busy: str, wait_s: float, console: Any = None, local: bool = T
             console.print(f"the machine is busy ({got.describe()}): waiting up to {wait_s:g} s for it to be quiet "
                           f"...", soft_wrap=True)
         got = wait_quiet(wait_s) or got
-        if not got.busy:
-            return got
-    if console is not None:
-        console.print(f"[yellow]warning:[/yellow] the machine is busy: {got.describe()}; every figure this study reads "
-                      f"moves with that load (each trial records the share others took; the verdict says which "
-                      f"figures it touches). --busy wait waits for a quiet machine, --busy refuse stops here",
-                      soft_wrap=True)
     return got
+
+
+def busy_warning(got: CpuShare) -> str:
+    """The one warning line for a machine still busy when the study starts. Printed once the plan's own checks
+    (the pre-flight's included) have passed, so bad input stays one line on a busy machine too."""
+    return (f"the machine is busy: {got.describe()}; every figure this study reads moves with that load (each "
+            f"trial records the share others took; the verdict says which figures it touches). --busy wait waits "
+            f"for a quiet machine, --busy refuse stops here")
 
 
 def wait_before_trial(wait_s: float | None, cpus: int | None) -> None:

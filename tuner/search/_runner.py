@@ -32,7 +32,7 @@ from tuner.search._check import check_plan
 from tuner.search._objectives import objective_note
 from tuner.search._options import SearchOptions, SearchPlan, trial_base
 from tuner.search._plan import plan_search
-from tuner.search._busy import check_machine
+from tuner.search._busy import busy_warning, check_machine
 from tuner.search._probe import plan_loaders, stored_loader_plan
 from tuner.search._resources import ClusterInfo, Resources, local_cluster, ray_cluster, resolve_resources
 from tuner.search._sampler import make_sampler
@@ -93,8 +93,8 @@ def run_search(opts: SearchOptions, console: Any = None, view: Any = None) -> Se
 
         probe_import(plan.workload)  # and a --dataset or --option the factory does not take, before the folder
         factory_arguments(plan.workload, import_factory(plan.workload), plan.workload_options, plan.dataset)
-    # A busy machine: said (or waited out, or refused: then nothing is written) before anything starts; the
-    # sample and the user's own speed environment go into study.json (`machine`)
+    # A busy machine: sampled before anything starts (waited out, or refused: then nothing is written), said once
+    # the plan's checks pass; the sample and the user's own speed environment go into study.json (`machine`)
     if not opts.address:
         _end_stale_ray(console)  # a killed study's leftover agents: ended before the machine's load is sampled
     machine = check_machine(opts.busy, opts.busy_wait_seconds, console, local=not opts.address)
@@ -189,6 +189,8 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     notes = [line for line in (built, objective_note(plan), plan.optimizer_note, plan.sized, plan.heavy_note,
                                plan.batch_note, plan.eval_note) if line]
     if console is not None:
+        if machine is not None and machine.busy:  # said once the plan's checks passed: bad input stays one line
+            console.print(f"[yellow]warning:[/yellow] {escape(busy_warning(machine))}", soft_wrap=True)
         for line in notes:
             console.print(f"[yellow]note:[/yellow] {escape(line)}", soft_wrap=True)
     shared = shared_fid_cache(plan)
