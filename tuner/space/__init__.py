@@ -9,7 +9,8 @@ storage; tuner.search samples from it.
 
 from tuner.space._batch import heaviest_split, kept_split, own_effective_batch, split_learning_note
 from tuner.space._domains import check_resumable_split, check_stored_domains, domains_of, stored_space, study_space
-from tuner.space._load import clamp_notes, knob_notes, list_spaces, load_space, parse_space, resolve_space_path, space_names
+from tuner.space._load import (clamp_notes, knob_notes, list_spaces, load_space, parse_space, resolve_space_path,
+                               space_names)
 from tuner.space._condition import CONTEXT_NAMES, Condition
 from tuner.space._count import config_count
 from tuner.space._param import ParamSpec
