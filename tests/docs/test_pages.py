@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.helpers.docpages import FIT, FIT_TRAIN, PAGES, REPO, Block, blocks, commands, failures, python_source, run, scratch
+from tests.helpers.docpages import (FIT, FIT_TRAIN, PAGES, REPO, RUNS, Block, blocks, commands, failures, python_source,
+                                    run, scratch)
 
 
 def _read(page: str) -> str:
@@ -105,10 +106,21 @@ def test_readme_links_resolve():
 # --- the pages, run ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_every_command_on_the_page_runs(page, tmp_path):
-    text = _read(page)
-    bad = failures(text, page, scratch(tmp_path))
+def test_a_command_an_earlier_page_ran_in_the_folder_runs_once_and_every_page_is_run(tmp_path):
+    first = "```bash\necho a >> log\n```\n"
+    second = "```bash\necho a >> log\necho b >> log\n```\n<!-- expect-exit: 3 -->\n```bash\necho a >> log\n```\n"
+    done: set[tuple[str, int]] = set()
+    assert failures(first, "one.md", tmp_path, done) == []
+    bad = failures(second, "two.md", tmp_path, done)
+    assert (tmp_path / "log").read_text() == "a\nb\na\n"  # the same command expecting another exit status runs
+    assert len(bad) == 1 and "two.md:6" in bad[0] and "exited 0 (expected 3)" in bad[0]
+    assert sorted(page for pages in RUNS for page in pages) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("pages", RUNS, ids="+".join)
+def test_every_command_on_the_page_runs(pages, tmp_path):
+    cwd, done = scratch(tmp_path), set()
+    bad = [line for page in pages for line in failures(_read(page), page, cwd, done)]
     assert not bad, "\n\n".join(bad)
 
 

@@ -10,7 +10,9 @@ Rules a page follows (docs/contributing.md says them too):
 - `tuner search` gets a small budget appended (`FIT`), and `tuner train` a samples budget where it names none
   (`FIT_TRAIN`): the command is checked, not the study's length;
 - ```python blocks run as scripts; a line `--8<-- "path"` is replaced by that file, as the site's snippets do;
-- everything runs under a passive OpenMP wait policy unless the environment sets one (`env`).
+- everything runs under a passive OpenMP wait policy unless the environment sets one (`env`);
+- pages run in one folder one after another (`RUNS`) run a command once: the same command with the same expected
+  exit status, already run there by an earlier page, is not run again (its outcome is that page's).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/getting-started.md", "docs/own-model.md")
+# The pages whose commands run in one folder, in this order: the README's quick tour (the default study, its
+# report, export, re-train and profile) is getting-started's, command for command, so it runs after that page where
+# its study already is, and only what getting-started has not run (the classifier study) runs again (`failures`).
+RUNS = (("docs/getting-started.md", "README.md"), ("docs/own-model.md",))
 # A study small enough for a test, whatever the page asks: two trials of a fixed sample count (not seconds, which
 # the pre-flight would judge against this machine's speed), no confirmation re-runs, no numerics parity check (four
 # runs of 100 steps: half the default study's minute on a bf16 CPU; tests/search checks it inside real studies).
@@ -178,13 +184,18 @@ def run(command: str, cwd: Path, timeout: float = 900) -> Ran:
     return Ran(command, done.returncode, tail)
 
 
-def failures(page_text: str, page: str, cwd: Path) -> list[str]:
-    """Run a page's bash blocks in order; each command whose exit status is not the expected one, explained."""
+def failures(page_text: str, page: str, cwd: Path, done: set[tuple[str, int]] | None = None) -> list[str]:
+    """Run a page's bash blocks in order; each command whose exit status is not the expected one, explained.
+    `done`: the (command, expected exit) pairs earlier pages ran in `cwd`, skipped here and added to."""
     bad = []
+    done = set() if done is None else done
     for block in blocks(page_text, page):
         if block.lang not in ("bash", "sh", "shell") or not block.runs:
             continue
         for command in commands(block):
+            if (command, block.expected_exit) in done:
+                continue
+            done.add((command, block.expected_exit))
             ran = run(command, cwd)
             if ran.code != block.expected_exit:
                 bad.append(f"{page}:{block.line}: `{command}` exited {ran.code} "
