@@ -62,8 +62,10 @@ def test_a_pick_off_the_front_gets_its_own_row_so_the_summary_shows_the_trial_it
                       confirmed=Confirmed(runs=2, states=["complete"] * 2, figures={
                           "throughput": ConfirmedFigure(values=[1161.0, 1162.2], centre=1161.6, low=1122.9,
                                                         high=1201.5)}))
-    rows = _rows(front_table([four, eleven], objectives, ["beta1"], "Pareto front (2 trials)", pick=six))
+    table = front_table([four, eleven], objectives, ["beta1"], "Pareto front (2 trials)", pick=six)
+    rows = _rows(table)
     assert [r[0] for r in rows] == ["4", "11", "6 ✓ pick"]
+    assert table.title == "Pareto front (2 trials); below the line, the pick (off the front)"  # 3 rows, 2 counted
     assert rows[2][1:] == ["1161.6 (1122.9-1201.5)", "79.44", "0.08"]
 
 
@@ -74,5 +76,5 @@ def test_a_pick_on_the_front_is_marked_in_place_not_repeated():
     objectives = [Objective(metric="throughput", direction="max")]
     front = [TrialRecord(trial=3, state="complete", throughput=10.0), TrialRecord(trial=1, state="complete",
                                                                                   throughput=9.0)]
-    rows = _rows(front_table(front, objectives, [], "Pareto front (2 trials)", pick=front[1]))
-    assert rows == [["3", "10.0"], ["1 pick", "9.0"]]
+    table = front_table(front, objectives, [], "Pareto front (2 trials)", pick=front[1])
+    assert _rows(table) == [["3", "10.0"], ["1 pick", "9.0"]] and table.title == "Pareto front (2 trials)"

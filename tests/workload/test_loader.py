@@ -192,13 +192,29 @@ def test_an_option_value_of_the_wrong_type_is_one_line_naming_the_option_and_wha
 
 
 def test_option_values_that_fit_the_signature_are_passed_as_given(tmp_path):
-    """A whole number fits a float, None an Optional, anything a string or an undeclared type (as Python takes
-    them): no refusal."""
+    """A whole number fits a float, None an Optional, anything an undeclared type (as Python takes them): no
+    refusal."""
     path = write(tmp_path, OPTION_TYPES, "typed_ok.py")
     ref = resolve_workload(f"{path}:make")
-    opts = {"image_size": 64, "scale": 2, "fused": True, "name": 2024, "limit": None, "depth": 5, "extra": [1]}
+    opts = {"image_size": 64, "scale": 2, "fused": True, "name": "x2", "limit": None, "depth": 5, "extra": [1]}
     assert factory_arguments(ref, import_factory(ref), opts, None) == opts
     sys.modules.pop("typed_ok", None)
+
+
+@pytest.mark.parametrize("raw, given, text", [("2024", 2024, "2024"), ("1.5", 1.5, "1.5"), ("true", True, "true"),
+                                              ("abc", "abc", "abc"), ("null", None, None)])
+def test_a_number_or_bool_yaml_read_for_a_str_parameter_reaches_make_as_its_text(tmp_path, raw, given, text):
+    """`-o name=2024` reads as YAML's int 2024; make() declares `name: str`, so it gets the string '2024', not an
+    int its own code would trip on (None stays None for an Optional[str])."""
+    from tuner.cli.search import parse_options
+
+    path = write(tmp_path, OPTION_TYPES.replace('name: str = "x"', "name: Optional[str] = None"), "typed_text.py")
+    ref = resolve_workload(f"{path}:make")
+    opts = parse_options([f"name={raw}", "image_size=64"])
+    assert opts["name"] == given
+    args = factory_arguments(ref, import_factory(ref), opts, None)
+    assert args["name"] == text and type(args["name"]) is type(text) and args["image_size"] == 64
+    sys.modules.pop("typed_text", None)
 
 
 def test_user_traceback_keeps_the_users_frames_and_folds_the_rest(tmp_path):

@@ -140,11 +140,13 @@ def front_table(front: list[TrialRecord], objectives: list[Objective], params: l
     (✓) show their re-runs' centre and interval, or `figure`'s text (the report's, where drift between rounds
     moved the figures the front is ranked by). The `pick` is marked; one off the front (a trial's single reading
     can dominate the confirmed pick, as the verdict explains) gets a row of its own below, so the table shows what
-    the pick line names."""
+    the pick line names, and the title says so (it counts the front's trials alone)."""
     shown = figure or fmt_figure
     off = pick is not None and all(rec.trial != pick.trial for rec in front)
     rows = [*front, pick] if off and pick is not None else front
     params = [p for p in params if any(rec.params.get(p) is not None for rec in rows)]
+    if off:
+        title += "; below the line, the pick (off the front)"
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
     for o in objectives:

@@ -191,9 +191,8 @@ def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], d
             raise WorkloadError(f"workload {ref.text}: dataset given twice (as dataset and workload_options.dataset); "
                                 f"keep one")
         kwargs["dataset"] = dataset
-    try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin or C callable: let the call decide
+    sig = _signature(factory)
+    if sig is None:  # a builtin or C callable: let the call decide
         return kwargs
     try:
         sig.bind(**kwargs)
@@ -202,9 +201,10 @@ def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], d
         what = "--dataset / dataset:" if dataset is not None and "dataset" not in takes else "workload_options"
         raise WorkloadError(f"workload {ref.text}: {what} does not fit {ref.attr}(): {err} (it takes: "
                             f"{', '.join(takes) or 'no arguments'})") from None
-    typed = _typed(factory)
-    for name, value in kwargs.items():
-        param = typed.get(name) or sig.parameters.get(name)
+    for name, value in list(kwargs.items()):
+        param = sig.parameters.get(name)
+        if param is not None and _as_text(param, value) is not None:
+            kwargs[name] = value = _as_text(param, value)
         wrong = _mistyped(param, value) if param is not None else None
         if wrong is not None:
             raise WorkloadError(f"workload {ref.text}: option {name}={_shown(value)} is {wrong}, as {ref.attr}() "
@@ -215,13 +215,19 @@ def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], d
 _NAMES = {bool: "bool (true or false)", int: "whole number", float: "number", str: "string"}
 
 
-def _typed(factory: Any) -> dict[str, inspect.Parameter]:
-    """The factory's parameters with string annotations (`from __future__ import annotations`) resolved where
-    they can be; {} where they cannot (a name the module does not define)."""
+def _signature(factory: Any) -> inspect.Signature | None:
+    """The factory's signature, its string annotations (`from __future__ import annotations`) resolved where they
+    can be (else left as strings: the default's type decides, _declared); None for a callable without one."""
     try:
-        return dict(inspect.signature(factory, eval_str=True).parameters)
-    except Exception:  # noqa: BLE001 - an annotation that does not evaluate: the plain signature decides
-        return {}
+        plain = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable
+        return None
+    if not any(isinstance(p.annotation, str) for p in plain.parameters.values()):
+        return plain
+    try:
+        return inspect.signature(factory, eval_str=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate (a name the module does not define)
+        return plain
 
 
 def _declared(param: inspect.Parameter) -> tuple[type, bool] | None:
@@ -241,11 +247,21 @@ def _declared(param: inspect.Parameter) -> tuple[type, bool] | None:
     return (ann, none_ok) if ann in _NAMES else None
 
 
+def _as_text(param: inspect.Parameter, value: Any) -> str | None:
+    """A number or bool that YAML read for a parameter declared `str`, as the text it was written as (`-o tag=2024`
+    is the string '2024', as the factory declares; YAML's own reading would hand it an int): None where nothing is
+    turned. YAML has read the text by then, so a form it normalizes (010, 1_000) arrives as its value's text."""
+    declared = _declared(param)
+    if declared is None or declared[0] is not str or value is None or not isinstance(value, (bool, int, float)):
+        return None
+    return _shown(value) if isinstance(value, bool) else repr(value) if isinstance(value, float) else str(value)
+
+
 def _mistyped(param: inspect.Parameter, value: Any) -> str | None:
     """What is wrong with `value` for `param` (`a string, not a whole number`), or None where it fits or the
     parameter declares no scalar type. A `--option` value is read as YAML, so `image_size=abc` arrives as the string
     'abc': refused here in one line, not as the model's own TypeError deep in its first call (a new user's run on
-    examples/resnet.py). A whole number fits a float; a string parameter takes what YAML read, as Python would."""
+    examples/resnet.py). A whole number fits a float; a string parameter's number or bool is its text (_as_text)."""
     declared = _declared(param)
     if declared is None or declared[0] is str:
         return None
