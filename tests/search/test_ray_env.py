@@ -182,7 +182,8 @@ def test_a_study_never_ends_the_process_that_started_it(tmp_path):
 def test_a_studys_trials_run_at_the_niceness_the_study_was_started_at(tmp_path):
     """Ray starts its workers at niceness 15: beside a process at the user's niceness such a trial lost the CPU (a
     MobileNet trial under 8.7 samples/s where `tuner train` of its config read 149). The study's local Ray sets none,
-    so a trial runs as the user's training would: started under `nice -n 3`, its record says 3, not 15 (nor 0)."""
+    so a trial runs as the user's training would: started under `nice -n 1`, its record says 1, not 15 (nor 0). (At
+    `nice -n 3`, which yields more of the CPU to the suite's other worker, its one trial of 128 samples took 74 s.)"""
     import os
 
     from tests.helpers.searchproc import tuner_env
@@ -192,8 +193,8 @@ def test_a_studys_trials_run_at_the_niceness_the_study_was_started_at(tmp_path):
                            "--trials", "1", "--budget-samples", "128", "--confirm", "0", "--parity-seconds", "0",
                            "--no-probe", "--reports-dir", str(tmp_path)],
                           cwd=tmp_path, env=tuner_env(), capture_output=True, text=True, timeout=600,
-                          preexec_fn=lambda: os.nice(3))
+                          preexec_fn=lambda: os.nice(1))
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "nice" / "trials" / "0000" / "result.json").read_text())
     assert record["state"] == "complete", record.get("error")
-    assert record["environment"]["niceness"] == min(base + 3, 19)
+    assert record["environment"]["niceness"] == min(base + 1, 19)
