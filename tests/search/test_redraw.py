@@ -90,10 +90,11 @@ def test_distinct_draws_are_not_touched(tmp_path):
     assert got == [0, 1, 2] and searcher.redrawn == []
 
 
-@pytest.mark.parametrize("chosen, twin", [({"num_workers": 2}, None), ({"num_workers": 0}, 0)])
+@pytest.mark.parametrize("chosen, twin", [({"num_workers": 2}, None), ({"num_workers": 0}, 0), ({}, 0)])
 def test_the_probes_loader_counts_the_baseline_s_learned_knobs_with_another_loader_are_a_new_config(chosen, twin):
     """The baseline keeps its own loader (num_workers 0); a sampled trial with the baseline's batch and beta1 gets
-    the probes' loader for its batch size. It repeats the baseline only when that loader is the baseline's."""
+    the probes' loader for its batch size. It repeats the baseline only when that loader is the baseline's, whether
+    the probes' plan names the defaults or leaves them out ({}: they chose the defaults)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     plan = SimpleNamespace(knobs=("num_workers",), loader_for=lambda batch: dict(chosen))
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
@@ -107,9 +108,29 @@ def test_the_probes_loader_counts_the_baseline_s_learned_knobs_with_another_load
     assert twin_of(study, study.trials[0], plan) == (None if twin is None else 1)  # both running: each the other's
 
 
-def test_a_study_of_as_many_trials_as_its_space_has_configs_redraws_nothing():
-    """A three-config space (the micro-batches of one effective batch) in a study of three trials or more must
-    repeat configs anyway: failed draws would only make holes in its trial numbers. One of two trials redraws."""
+def test_a_draw_of_the_baseline_s_threads_is_its_twin_where_the_env_probe_kept_the_defaults():
+    """The seventy-sixth session's `--space loader` study (its probes.json and study.db): the baseline is enqueued
+    with every probed knob spelled out, `omp_wait_policy default` and `malloc default` among them; the env probe
+    kept those defaults, so the probes' plan names neither, and trial 1 drew the baseline's threads. It ran, and
+    the confirmation then compared the one config with itself."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    plan = SimpleNamespace(knobs=("num_workers", "prefetch_factor", "persistent_workers", "omp_wait_policy", "malloc"),
+                           loader_for=lambda batch: {"num_workers": 0})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.enqueue_trial({"num_workers": 0, "threads": 2, "omp_wait_policy": "default", "malloc": "default"})
+    study.enqueue_trial({"threads": 2})
+    study.enqueue_trial({"threads": 1})
+    for _ in range(3):
+        trial = study.ask()
+        trial.suggest_int("threads", 1, 2)
+    assert twin_of(study, study.trials[1], plan) == 0
+    assert twin_of(study, trial, plan) is None  # threads 1: a new config
+
+
+def test_a_study_of_more_trials_than_its_space_has_configs_redraws_nothing():
+    """A three-config space (the micro-batches of one effective batch) in a study of more than three trials must
+    repeat configs anyway: failed draws would only make holes in its trial numbers. One of two or three trials
+    redraws: it can run each config once."""
     import yaml
 
     from tests.helpers.searchers import CONTEXT
@@ -124,4 +145,4 @@ params:
   batch_size: {type: int, low: 16, high: 64}
 """
     space = parse_space(yaml.safe_load(text), source="three.yaml", name="three").resolve(CONTEXT)
-    assert [redraws_for(space, CONTEXT, None, trials) for trials in (2, 3, 6)] == [REDRAWS, 0, 0]
+    assert [redraws_for(space, CONTEXT, None, trials) for trials in (2, 3, 4, 6)] == [REDRAWS, REDRAWS, 0, 0]

@@ -279,7 +279,7 @@ def configs_left(space: Space, context: dict[str, Any], loaders: ProbePlan,
     """When the probes decided every knob the space searches (`--space loader` on a CPU): the distinct configs
     left to measure, the baseline's (tuner's defaults) and the probes' pick, one when they agree; None when the
     sampler still has a knob to search. Every further trial would run the same config again."""
-    from tuner.config import Params
+    from tuner.search._redraw import effective
 
     if any(n not in loaders.knobs and not space.params[n].single for n in space.reachable(context)):
         return None
@@ -287,12 +287,8 @@ def configs_left(space: Space, context: dict[str, Any], loaders: ProbePlan,
     points = ([baseline] if baseline is not None else []) + [loaders.loader_for(fixed.get("batch_size"))]
     configs: list[dict[str, Any]] = []
     for point in points:
-        try:
-            effective = Params.model_validate({**fixed, **point}).model_dump()
-        except ValueError:
-            effective = {**fixed, **point}
-        if effective not in configs:
-            configs.append(effective)
+        if (config := effective({**fixed, **point})) not in configs:
+            configs.append(config)
     return configs
 
 

@@ -6,12 +6,17 @@ front, and the confirmation re-runs the pick anyway. So a draw that repeats a tr
 running, this run's or a resumed one's) is told to Optuna as FAIL, which the samplers leave out of their models,
 and the sampler is asked again, up to REDRAWS times; the trial number it took is skipped. A space with no other
 config left (every draw a repeat) runs the repeat after that, as before, and the search draws no more anew. A
-study of as many trials as its space has configs or more (tuner.space.config_count; a rung scheduler's, a small
-space's) redraws nothing: it must repeat configs anyway, and failed draws would only make holes in its trial numbers.
+study of more trials than its space has configs (tuner.space.config_count; a rung scheduler's, a small space's)
+redraws nothing: it must repeat configs anyway, and failed draws would only make holes in its trial numbers. One of
+exactly as many trials as configs redraws: it can run each config once (a `--space loader` study whose probes left
+threads alone, two configs and two trials, ran the baseline's twice).
 
 The comparison is on what the trial runs: the sampler's params and the constants the probes add (the loader
 chosen for its batch size; the enqueued baseline keeps its own), so the baseline's learned knobs with the probes'
-loader is a new config, not the baseline's.
+loader is a new config, not the baseline's; and with every knob spelled out (effective), so the baseline's learned
+knobs with a loader the probes chose as the defaults (which their plan leaves out, where the baseline names them)
+is the baseline's config: a new user's two-trial study ran it twice and spent 131 of its 232 s confirming it
+against itself.
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ REPEAT_ATTR = "repeat_of"  # the Optuna user attr of a draw failed as a repeat: 
 
 
 def redraws_for(space: Any, context: dict[str, Any], loaders: Any, trials: int) -> int:
-    """How many times a study draws anew a config a trial already ran: REDRAWS, or none where the space holds no
-    more distinct configs than the study's `trials` (repeats are bound to come)."""
+    """How many times a study draws anew a config a trial already ran: REDRAWS, or none where the space holds
+    fewer distinct configs than the study's `trials` (repeats are bound to come)."""
     from tuner.space import config_count
 
     size = config_count(space, context, loaders.knobs if loaders is not None else ())
-    return REDRAWS if size is None or size > trials else 0
+    return REDRAWS if size is None or size >= trials else 0
 
 
 def constants(loaders: Any, params: dict[str, Any], enqueued: dict[str, Any]) -> dict[str, Any]:
@@ -48,13 +53,24 @@ def twin_of(study: Any, trial: Any, loaders: Any) -> int | None:
     from optuna.trial import TrialState
 
     def config(t: Any, enqueued: dict[str, Any]) -> dict[str, Any]:
-        return {**t.params, **constants(loaders, t.params, enqueued)}
+        return effective({**t.params, **constants(loaders, t.params, enqueued)})
 
     mine = config(trial, enqueued_params(trial))
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
         if t.number != trial.number and config(t, dict(t.system_attrs.get("fixed_params") or {})) == mine:
             return t.number
     return None
+
+
+def effective(config: dict[str, Any]) -> dict[str, Any]:
+    """What `config` runs with, every knob spelled out (tuner.config.Params' defaults filled in): `num_workers 0`
+    and no num_workers are one config. A config Params refuses is compared as it is given."""
+    from tuner.config import Params
+
+    try:
+        return Params.model_validate(config).model_dump()
+    except ValueError:
+        return dict(config)
 
 
 def enqueued_params(trial: Any) -> dict[str, Any]:

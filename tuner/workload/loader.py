@@ -203,8 +203,8 @@ def factory_arguments(ref: WorkloadRef, factory: Any, options: dict[str, Any], d
                             f"{', '.join(takes) or 'no arguments'})") from None
     for name, value in list(kwargs.items()):
         param = sig.parameters.get(name)
-        if param is not None and _as_text(param, value) is not None:
-            kwargs[name] = value = _as_text(param, value)
+        if param is not None and (text := _as_text(param, value)) is not None:
+            kwargs[name] = value = text
         wrong = _mistyped(param, value) if param is not None else None
         if wrong is not None:
             raise WorkloadError(f"workload {ref.text}: option {name}={_shown(value)} is {wrong}, as {ref.attr}() "
