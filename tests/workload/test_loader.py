@@ -109,6 +109,34 @@ def test_a_big_folder_is_not_shipped_the_file_alone_goes_with_a_note(tmp_path, m
     assert shipped.note and str(original.parent.resolve()) in shipped.note and "only shipbig.py" in shipped.note
 
 
+def test_the_reports_folder_beside_the_model_is_neither_counted_nor_shipped(tmp_path, monkeypatch):
+    """`tuner search --workload model.py:make` run in the model's folder writes studies to ./reports, beside it:
+    that output (databases, caches, every earlier study) is left out of what Ray ships and of the size limit, so
+    the folder still ships with the modules beside the model. Checked with Ray's own matcher of runtime_env
+    excludes."""
+    from ray._private.runtime_env.packaging import _get_excludes
+
+    import tuner.workload.shipping as shipping
+    from tuner.search._ray_env import ship_excludes
+
+    original = _project(tmp_path / "proj", "shipreports")
+    reports = tmp_path / "proj" / "reports"
+    (reports / "s1").mkdir(parents=True)
+    (reports / "s1" / "study.db").write_bytes(b"x" * 4096)
+    (tmp_path / "proj" / "sub" / "reports").mkdir(parents=True)  # only the study's own folder, not any "reports"
+    (tmp_path / "proj" / "sub" / "reports" / "keep.txt").write_text("data")
+    ref = resolve_workload(f"{original}:make")
+    monkeypatch.setattr(shipping, "SHIP_FOLDER_MAX_BYTES", 2048)
+    shipped = shipping.shipment(ref, leave_out=reports)
+    assert shipped.paths == [str(original.parent.resolve())] and shipped.note is None
+    left_out = _get_excludes(original.parent, [*ship_excludes(), *shipped.excludes])
+    assert left_out(reports / "s1" / "study.db") and not left_out(original)
+    assert not left_out(tmp_path / "proj" / "sub" / "reports" / "keep.txt")
+    # elsewhere, the reports folder changes nothing; without leaving it out the folder is too big
+    assert shipping.shipment(ref, leave_out=tmp_path / "elsewhere") == shipping.shipment(ref)
+    assert shipping.shipment(ref).paths == [str(original.resolve())]
+
+
 def test_outside_ray_the_file_itself_is_imported(tmp_path, monkeypatch):
     original = write(tmp_path / "proj", GOOD, "notshipped.py")
     ref = resolve_workload(f"{original}:make")

@@ -86,7 +86,7 @@ _UNUSED_QUIET = ("start_log_monitor",)
 
 
 def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_store_mb: int = 256,
-                    py_modules: list[str] | None = None) -> None:
+                    py_modules: list[str] | None = None, excludes: tuple[str, ...] = ()) -> None:
     """A local Ray with exactly these resources, quiet, workers able to import tuner and the user's workload."""
     import ray
 
@@ -94,7 +94,7 @@ def start_local_ray(cpus: float, gpus: float, *, verbose: bool = False, object_s
     runtime_env: dict[str, Any] = {"env_vars": worker_env() | shipped_env(py_modules)}
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
-        runtime_env["excludes"] = ship_excludes()
+        runtime_env["excludes"] = [*ship_excludes(), *excludes]
     with _without(_UNUSED_HEAD_PROCESSES + (() if verbose else _UNUSED_QUIET)), _apart(), _keeping_stop_handler():
         ray.init(num_cpus=int(cpus), num_gpus=int(gpus), object_store_memory=object_store_mb * 2**20,
                  include_dashboard=False, log_to_driver=verbose,
@@ -268,7 +268,8 @@ def tuner_ship_path() -> str | None:
     return str(folder)
 
 
-def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | None = None) -> None:
+def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | None = None,
+             excludes: tuple[str, ...] = ()) -> None:
     """Join a running cluster. The user's workload module travels to its workers (runtime_env py_modules), and
     so does tuner itself when it runs from a source checkout (tuner_ship_path); its dependencies (torch, ray, ...)
     must be installed on every node."""
@@ -276,7 +277,8 @@ def join_ray(address: str, *, verbose: bool = False, py_modules: list[str] | Non
 
     quiet_ray_environment()
     modules = [*(py_modules or []), *([own] if (own := tuner_ship_path()) else [])]
-    runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": ship_excludes()} if modules else {}
+    runtime_env: dict[str, Any] = {"py_modules": modules, "excludes": [*ship_excludes(), *excludes]} if modules \
+        else {}
     if py_modules:
         runtime_env["env_vars"] = shipped_env(py_modules)
     try:

@@ -202,17 +202,18 @@ def _locked_search(plan: SearchPlan, opts: SearchOptions, console: Any, t0: floa
     started = not ray.is_initialized()
     try:  # a signal while Ray starts stops it too (tuner.search._stop)
         if started:
-            shipped = shipment(plan.workload)
+            shipped = shipment(plan.workload, leave_out=opts.reports_dir)  # not the studies' own output
             modules = shipped.paths
             if opts.address and shipped.note:  # a local Ray's workers import the original file
                 notes.append(shipped.note)
                 if console is not None:
                     console.print(f"[yellow]note:[/yellow] {escape(shipped.note)}", soft_wrap=True)
             if opts.address:
-                join_ray(opts.address, verbose=opts.verbose, py_modules=modules)
+                join_ray(opts.address, verbose=opts.verbose, py_modules=modules, excludes=shipped.excludes)
             else:
                 assert cluster is not None
-                start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules)
+                start_local_ray(cluster.cpus, cluster.gpus, verbose=opts.verbose, py_modules=modules,
+                                excludes=shipped.excludes)
             stop.install()  # over any handler ray.init set
         if opts.address or not started:
             cluster = ray_cluster()

@@ -36,11 +36,13 @@ SHIP_EXCLUDES = (".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_mo
 
 @dataclass(frozen=True)
 class Shipment:
-    """What Ray carries to other nodes for a workload (runtime_env py_modules), and a note for the user when a
-    file's folder is too big to go with it."""
+    """What Ray carries to other nodes for a workload (runtime_env py_modules), a note for the user when a
+    file's folder is too big to go with it, and what Ray leaves out of the folder beyond SHIP_EXCLUDES
+    (runtime_env excludes, gitignore syntax, from the folder's root: the study's reports folder inside it)."""
 
     paths: list[str]
     note: str | None = None
+    excludes: tuple[str, ...] = ()
 
 
 def _excluded(name: str) -> bool:
@@ -58,12 +60,12 @@ def importable_sources(folder: Path) -> list[Path]:
     return out
 
 
-def _folder_fits(folder: Path, limit: int) -> bool:
-    """Whether the folder's files (less SHIP_EXCLUDES) come to `limit` bytes at most; the walk stops past it, so a
-    home folder costs no more than a small one."""
+def _folder_fits(folder: Path, limit: int, skip: Path | None = None) -> bool:
+    """Whether the folder's files (less SHIP_EXCLUDES and the folder `skip`) come to `limit` bytes at most; the
+    walk stops past it, so a home folder costs no more than a small one."""
     total = 0
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not _excluded(d)]
+        dirs[:] = [d for d in dirs if not _excluded(d) and (skip is None or Path(root, d).resolve() != skip)]
         for name in files:
             if _excluded(name):
                 continue
@@ -76,17 +78,22 @@ def _folder_fits(folder: Path, limit: int) -> bool:
     return True
 
 
-def shipment(ref: WorkloadRef) -> Shipment:
+def shipment(ref: WorkloadRef, leave_out: Path | str | None = None) -> Shipment:
     """What Ray must carry to other nodes for this workload: a file's folder (so the file finds the modules and
     data beside it by `__file__` there too) when it comes to SHIP_FOLDER_MAX_BYTES at most, else the file alone,
     with a note; a package's top-level folder when it is not installed (site-packages) there too. Built-ins travel
-    with tuner."""
+    with tuner. `leave_out`: the folder studies are written to (--reports-dir), neither counted nor shipped where
+    it lies in the file's folder: tuner's own output is no source of the workload, and `reports/` beside a
+    user's model.py (the default, run from the model's folder) went with every study and grew with each."""
     if ref.builtin:
         return Shipment([])
     if ref.file is not None:
         folder = Path(ref.file).parent
-        if _folder_fits(folder, SHIP_FOLDER_MAX_BYTES):
-            return Shipment([str(folder)])
+        skip = Path(leave_out).resolve() if leave_out is not None else None
+        inside = skip is not None and skip != folder.resolve() and skip.is_relative_to(folder.resolve())
+        if _folder_fits(folder, SHIP_FOLDER_MAX_BYTES, skip if inside else None):
+            rel = skip.relative_to(folder.resolve()).as_posix() if inside and skip is not None else None
+            return Shipment([str(folder)], excludes=(f"/{rel}/",) if rel else ())
         mb = SHIP_FOLDER_MAX_BYTES // 2**20
         return Shipment([ref.file], f"{folder} is over {mb} MB, so only {Path(ref.file).name} is shipped to the "
                                     f"cluster's other nodes: what it reads beside itself must be there at the same "
