@@ -166,6 +166,40 @@ def test_a_ceiling_whose_step_raises_in_the_user_s_code_says_so_with_their_line(
     assert value is not None or not notes["compute"].raised  # another batch size reads (or its deadline cut it)
 
 
+def test_a_ceiling_the_study_s_cache_holds_leaves_its_deadline_to_the_other(tmp_path):
+    """After a search trial its input ceiling is usually the probes' (cached): the compute ceiling may then take
+    both deadlines, as the default study's GAN needed (steps of 0.145 s on a loaded moment, 0.75 s could not hold
+    them: every re-run skipped it). Nothing cached, each keeps its own deadline and the same step is skipped."""
+    import sys
+
+    from tuner.builtin import resolve_workload
+    from tuner.config import parse_config
+    from tuner.train.ceilings import ceiling_keys, ceilings
+    from tuner.workload.loader import build
+    from tests.helpers.userworkloads import GOOD, write
+
+    path = write(tmp_path, GOOD, "ceil_share_wl.py")
+    sys.modules.pop("ceil_share_wl", None)
+    cfg = parse_config({"workload": f"{path}:make", "params": {"batch_size": 8, "device": "cpu"},
+                        "measure": {"ceiling_seconds": 0.5}})
+    workload = build(resolve_workload(cfg.workload), {}, None)
+    train_set, _ = workload.datasets()
+    device = resolve_device("cpu")
+
+    def read(cache):
+        notes = {}
+        models = {k: f() for k, f in workload.models.items()}
+        found = ceilings(cfg, device, workload, train_set, models, 0.5, cache, step_seconds=0.1, notes=notes)
+        return found, notes
+
+    found, notes = read(None)  # 0.5 s cannot hold a warm-up step and two windows of 0.1 s steps
+    assert found["compute"] is None and "one step takes 0.1 s" in notes["compute"].text
+    cache = CeilingCache(tmp_path / "study" / "ceilings.json")
+    cache.put(ceiling_keys(cfg, device)["input"], 5100.0, {"kind": "input"})
+    found, notes = read(cache)
+    assert found["input"] == 5100.0 and found["compute"] is not None and "compute" not in notes
+
+
 def test_cache_keys_follow_what_a_ceiling_depends_on():
     a = cache_key("input", {"batch_size": 64, "num_workers": 2})
     assert a == cache_key("input", {"num_workers": 2, "batch_size": 64})  # order does not matter
