@@ -169,7 +169,7 @@ def peak_knobs(params: Any, device: Device, threads: int) -> dict[str, Any]:
 
 
 def peak_key(device: Device, knobs: dict[str, Any]) -> str:
-    """One machine (its host name), device, and the peak's knobs (peak_knobs: precision, TF32, threads)."""
+    """One machine (its host name), device, and the peak's knobs (peak_knobs: precision, TF32, threads, the wait policy)."""
     from tuner.knobs import count_knobs
 
     return cache_key("peak", {"host": platform.node(), "device": device.describe(),

@@ -59,7 +59,8 @@ METRICS: tuple[Metric, ...] = (
            "optimizer) as torch.utils.flop_counter counts them: matmuls, convolutions and fused attention; "
            "elementwise work is not counted", "si", group="info", unit="FLOP"),
     Metric("peak_flops", "peak FLOP/s", "the device's matmul peak measured on this machine (large square matmuls "
-           "in the trial's precision, TF32 where enabled), cached per machine, device and precision", "si",
+           "in the trial's precision, TF32 where enabled), cached per machine, device and the knobs it depends on "
+           "(precision, TF32, threads, the OpenMP wait policy)", "si",
            group="info", unit="FLOP/s"),
     Metric("of_peak_skipped", "of_peak skipped", "why of_peak is missing: the FLOP counter could not follow the "
            "model's step, counted no FLOPs, or the peak could not be measured", "text", group="info"),
@@ -73,8 +74,9 @@ METRICS: tuple[Metric, ...] = (
            "share alone when they are missing)", "text", group="info"),
     Metric("headroom", "headroom", "why the trial is as fast as it is and what to try, from its ceilings",
            "text", group="info"),
-    Metric("peak_mem_mb", "peak MB", "peak memory: CUDA max allocated, or on the CPU the largest unique memory "
-           "(USS) of the process and its loader workers", "mb", "minimize", "cost", column=True, unit="MB"),
+    Metric("peak_mem_mb", "peak MB", "peak memory: CUDA max allocated, or on the CPU the largest sampled memory of "
+           "the process and its loader workers, each counting its share of shared pages (PSS; USS where there is none)",
+           "mb", "minimize", "cost", column=True, unit="MB"),
     Metric("train_seconds", "train s", "wall time of the training loop, warm-up included", "seconds", "minimize",
            "cost", column=True, unit="s"),
     Metric("wall_seconds", "wall s", "wall time from the first training step to the end of the ceilings: training, "
@@ -137,6 +139,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("samples", "samples", "training samples consumed (micro-batch x micro-steps, all ranks)", "count",
            group="info"),
     Metric("steps", "steps", "optimizer steps", "count", group="info"),
+    Metric("skipped_windows", "skipped windows", "timed windows not started: at the pace of the windows so far "
+           "they could not have ended within a step of the budget (a step that slowed since the pre-flight, a busy "
+           "machine); the figures stand on the windows that ran", "count", group="info"),
     Metric("fid", "FID", "Frechet distance of generated to training images (lower is better; compare only at "
            "equal fid_features and fid_samples)", "number", "minimize", "quality", unit=""),
     Metric("loss", "val loss", "mean loss on the fixed held-out split", "number", "minimize", "quality"),
