@@ -30,3 +30,18 @@ def test_re_runs_that_agree_under_a_wide_pooled_noise_are_not_said_to_disagree()
     too wide, this one's own re-runs (790.3 and 818.9) did not disagree, and the figure says what is wide."""
     text = fmt_figure(_confirmed([790.3, 818.9], 5.0, 9000.0, 804.5), "val_loss")
     assert text == "804.5 (the study's noise too wide for an interval; re-runs: 790.3, 818.9; no interval)"
+
+
+def test_an_environment_knob_the_probes_kept_reads_as_what_the_trial_ran_under():
+    """A trial that left the wait policy and malloc as yours (the probes kept them: not among its sampled params)
+    read `-` beside the baseline's `default`, as if it had not run under anything; its config says `default`."""
+    from tuner.study.format import fmt_param
+
+    kept = TrialRecord(trial=2, state="complete", params={"batch_size": 32},
+                       config={"params": {"batch_size": 32, "omp_wait_policy": "default", "malloc": "default",
+                                          "prefetch_factor": 2, "num_workers": 0}})
+    assert fmt_param(kept, "omp_wait_policy") == "default" and fmt_param(kept, "malloc") == "default"
+    assert fmt_param(kept, "prefetch_factor") == "-"  # not an environment knob: at 0 workers it does not apply
+    sampled = TrialRecord(trial=3, state="complete", params={"omp_wait_policy": "PASSIVE"},
+                          config={"params": {"omp_wait_policy": "PASSIVE"}})
+    assert fmt_param(sampled, "omp_wait_policy") == "PASSIVE"

@@ -170,8 +170,14 @@ def precision_label(precision: Any, tf32: bool) -> str:
 
 
 def fmt_param(record: Any, name: str) -> str:
-    """A trial's param as reports show it: like fmt, but precision says when fp32 ran as TF32."""
+    """A trial's param as reports show it: like fmt, but precision says when fp32 ran as TF32, and a knob set
+    through the environment that the trial did not sample (the probes kept yours) shows what it ran under, from its
+    config, as the baseline's cell does (`default`), not `-`."""
+    from tuner.knobs import env_knobs
+
     value = record.params.get(name)
+    if value is None and name in env_knobs():
+        value = ((getattr(record, "config", None) or {}).get("params") or {}).get(name)
     if name == "precision" and value is not None:
         return precision_label(value, tf32_on(record))
     return fmt(value)
