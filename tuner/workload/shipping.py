@@ -61,11 +61,11 @@ def importable_sources(folder: Path) -> list[Path]:
 
 
 def _folder_fits(folder: Path, limit: int, skip: Path | None = None) -> bool:
-    """Whether the folder's files (less SHIP_EXCLUDES and the folder `skip`) come to `limit` bytes at most; the
-    walk stops past it, so a home folder costs no more than a small one."""
+    """Whether the folder's files (less SHIP_EXCLUDES and the folder `skip`, both resolved) come to `limit` bytes
+    at most; the walk stops past it, so a home folder costs no more than a small one."""
     total = 0
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not _excluded(d) and (skip is None or Path(root, d).resolve() != skip)]
+        dirs[:] = [d for d in dirs if not _excluded(d) and Path(root, d) != skip]
         for name in files:
             if _excluded(name):
                 continue
@@ -89,11 +89,12 @@ def shipment(ref: WorkloadRef, leave_out: Path | str | None = None) -> Shipment:
         return Shipment([])
     if ref.file is not None:
         folder = Path(ref.file).parent
+        here = folder.resolve()
         skip = Path(leave_out).resolve() if leave_out is not None else None
-        inside = skip is not None and skip != folder.resolve() and skip.is_relative_to(folder.resolve())
-        if _folder_fits(folder, SHIP_FOLDER_MAX_BYTES, skip if inside else None):
-            rel = skip.relative_to(folder.resolve()).as_posix() if inside and skip is not None else None
-            return Shipment([str(folder)], excludes=(f"/{rel}/",) if rel else ())
+        if skip is not None and (skip == here or not skip.is_relative_to(here)):
+            skip = None  # not inside the folder: nothing of it ships anyway
+        if _folder_fits(here, SHIP_FOLDER_MAX_BYTES, skip):
+            return Shipment([str(folder)], excludes=(f"/{skip.relative_to(here).as_posix()}/",) if skip else ())
         mb = SHIP_FOLDER_MAX_BYTES // 2**20
         return Shipment([ref.file], f"{folder} is over {mb} MB, so only {Path(ref.file).name} is shipped to the "
                                     f"cluster's other nodes: what it reads beside itself must be there at the same "
