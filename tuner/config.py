@@ -179,7 +179,7 @@ class Measure(_Strict):
                                   "not settled")
     warmup_settle: float = Field(0.1, gt=0, le=10, description="settled: two consecutive warm-up steps within "
                                  "this fraction of each other")
-    windows: int = Field(5, ge=1, le=1000, description="timed windows at most; median and spread are over these")
+    windows: int = Field(5, ge=1, le=1000, description="timed windows at most; throughput and spread are read over these")
     min_windows: int = Field(3, ge=1, le=1000, description="fewest timed windows a budget too short for `windows` "
                              "takes (the pre-flight refuses a budget that cannot fit them; a step that slowed "
                              "since takes fewer rather than overrun the budget)")

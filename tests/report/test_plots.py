@@ -70,7 +70,9 @@ def test_pareto_plot_escapes_and_handles_no_score(make_study):
 def test_trial_plots(study):
     assert windows_svg(study.trial(3)) == '<p class="note">no timed windows</p>'
     svg = windows_svg(study.trial(1))
-    assert svg.count("<rect") == 1 + 5 and "median 900 samples/s" in svg
+    assert svg.count("<rect") == 1 + 5 and "throughput 900 samples/s" in svg
+    rec = study.trial(1).model_copy(update={"metrics": {}})  # no throughput read (diverged): the windows' median
+    assert "median 900 samples/s" in windows_svg(rec)
     rec = study.trial(1).model_copy(update={"loss_curve": [[640, 1.4], [1280, None], [1920, 1.2]]})
     assert loss_svg(rec).count("<circle") == 2  # the NaN window is left out
     assert loss_svg(study.trial(3)) == '<p class="note">no loss curve</p>'

@@ -29,7 +29,7 @@ def train(
     format: FormatOption = Format.table,
     debug: Debug = False,
 ) -> None:
-    """Train one configuration and measure throughput (median of timed windows) and quality."""
+    """Train one configuration and measure throughput (samples/s over the timed windows) and quality."""
     from tuner.config import budget_from_options, load_config
 
     from tuner.knobs import knob_env

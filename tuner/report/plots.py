@@ -290,7 +290,8 @@ def pareto_svg(study: Study, knee_trial: int | None) -> str:
 
 
 def windows_svg(r: TrialRecord) -> str:
-    """Samples/s of each timed window as bars, with the median as a dashed line: how steady the measurement was."""
+    """Samples/s of each timed window as bars, with the trial's throughput (all their samples / all their seconds)
+    as a dashed line: how steady the measurement was."""
     windows = [v for w in r.windows if (v := finite(w)) is not None]
     if not windows:
         return '<p class="note">no timed windows</p>'
@@ -305,10 +306,12 @@ def windows_svg(r: TrialRecord) -> str:
         x = x0 + i * bw
         out.append(f'<rect x="{x + bw * 0.15:.1f}" y="{sy(v):.1f}" width="{bw * 0.7:.1f}" height="{y0 - sy(v):.1f}" '
                    f'fill="{COLORS["bar"]}"><title>window {i + 1}: {fmt(v)} samples/s</title></rect>')
-    median = statistics.median(windows)
-    out.append(f'<line x1="{x0}" y1="{sy(median):.1f}" x2="{x1}" y2="{sy(median):.1f}" stroke="{COLORS["median"]}" '
+    rate, what = finite(r.value("throughput")), "throughput"
+    if rate is None:  # a diverged trial's windows: no throughput was read
+        rate, what = statistics.median(windows), "median"
+    out.append(f'<line x1="{x0}" y1="{sy(rate):.1f}" x2="{x1}" y2="{sy(rate):.1f}" stroke="{COLORS["median"]}" '
                f'stroke-width="1.5" stroke-dasharray="4 3"/>')
-    out.append(_text((x0 + x1) / 2, H - 18, f"timed windows (median {fmt(median)} samples/s, dashed)", size=10))
+    out.append(_text((x0 + x1) / 2, H - 18, f"timed windows ({what} {fmt(rate)} samples/s, dashed)", size=10))
     out.append("</svg>")
     return "".join(out)
 

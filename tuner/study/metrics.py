@@ -31,16 +31,16 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("throughput", "throughput", "median training samples/s over the timed windows (warm-up excluded, device "
-           "synchronized at each clock read, data loading included)", "rate", "maximize", column=True,
-           unit="samples/s"),
+    Metric("throughput", "throughput", "training samples/s over the timed windows: all their samples / all their "
+           "seconds, as a plain loop times N steps (warm-up excluded, device synchronized at each clock read, data "
+           "loading included)", "rate", "maximize", column=True, unit="samples/s"),
     Metric("unit_throughput", "units/s", "throughput in the workload's own unit (its sample_unit: tokens, "
            "pixels): samples/s x the units per sample of the batches trained on (Workload.sample_size), so "
            "variable-length batches compare", "rate", "maximize", column=True, unit="units/s"),
     Metric("throughput_spread", "spread", "(max - min) / median of the windows' samples/s: how steady the "
            "measurement was", "percent", "minimize", column=True),
-    Metric("throughput_overall", "overall", "all timed samples / all timed seconds (keeps the slow windows the "
-           "median drops)", "rate", "maximize", unit="samples/s"),
+    Metric("throughput_median", "median window", "the median window's samples/s: what throughput reads without "
+           "its slow windows (an epoch boundary, a loader worker's hiccup)", "rate", unit="samples/s"),
     Metric("data_wait", "data wait", "share of timed time spent waiting for the next batch (input-bound when "
            "high)", "percent", "minimize", column=True),
     Metric("compute_ceiling", "compute ceiling", "samples/s of the same model, batch and precision fed one batch "
@@ -127,7 +127,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("samples_to_target", "to target samples", "training samples at the first evaluation that met the "
            "study's target (moves with the seed, not with the machine's load); missing: not reached", "count",
            group="cost", column=True, direction="minimize"),
-    Metric("estimated_time_to_target", "est. to target s", "samples_to_target / throughput (the median samples/s "
+    Metric("estimated_time_to_target", "est. to target s", "samples_to_target / throughput (the samples/s "
            "of the timed windows): the time to target the trial's measured speed gives, which moves less with a "
            "shared machine's load than the wall clock to one evaluation (time_to_target); missing: not reached",
            "seconds", group="cost", unit="s"),

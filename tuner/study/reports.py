@@ -23,12 +23,13 @@ class StartReport:
 @dataclass(frozen=True)
 class WindowReport:
     """One timed window closed: the budget used so far (seconds or samples, the budget's unit) and the throughput
-    so far (median of the windows read, and their spread). Read at the window's end, outside the timed region."""
+    so far (the windows' samples / their seconds, and their spread). Read at the window's end, outside the timed
+    region."""
 
     window: int  # 1-based
     budget_used: float
     samples: int
-    throughput: float | None = None  # samples/s, median of the windows so far (all ranks together)
+    throughput: float | None = None  # samples/s over the windows so far (all ranks together)
     throughput_spread: float | None = None  # (max - min) / median of the windows so far
     train_loss: float | None = None  # mean training loss over the window
     train_seconds: float | None = None  # the loop's training seconds so far, its evaluations excluded (the race's)

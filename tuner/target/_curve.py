@@ -66,10 +66,10 @@ def target_metrics(curve: list[CurvePoint], target: Target, eval_seconds: float,
                    throughput: float | None = None) -> dict[str, float | int | None]:
     """time_to_target, samples_to_target (None: not reached; read at the crossing between the two evaluations
     around it), target_eval_seconds (the evaluations' wall time, up to the first passing one, or all of them) and
-    estimated_time_to_target: samples_to_target / `throughput` (the median samples/s of the trial's timed
-    windows). A median window moves less with a shared machine's load than the wall clock from the start to one
-    evaluation does, so the estimate compares configs read at different moments more fairly (None: not reached,
-    or no throughput measured)."""
+    estimated_time_to_target: samples_to_target / `throughput` (the samples/s of the trial's timed windows). The
+    windows leave out the evaluations and the pauses that the wall clock from the start to one evaluation holds,
+    so the estimate compares configs read at different moments more fairly (None: not reached, or no throughput
+    measured)."""
     hit = crossing(curve, target)
     speed = throughput if throughput is not None and math.isfinite(throughput) and throughput > 0 else None
     return {"time_to_target": hit.seconds if hit is not None else None,

@@ -67,6 +67,7 @@ class _Rungs:
         self.agree = Agreement(world)
         self.paused = 0.0
         self.rates: list[float] = []
+        self.timed = [0.0, 0.0]  # the windows' samples and seconds so far (all ranks' samples)
         self.losses: list[list[float | None]] = []
         self.closed = 0  # rungs evaluated so far
         self.start = 0.0
@@ -111,15 +112,19 @@ class _Rungs:
         import statistics
 
         self.rates.append(float(w["throughput"]))
+        self.timed[0] += float(w.get("timed_samples", 0.0))
+        self.timed[1] += float(w.get("timed_seconds", 0.0))
         loss = w.get("train_loss")
         loss = float(loss) if loss is not None and math.isfinite(loss) else None
         self.losses.append([float(w["samples"]), loss])
         med = statistics.median(self.rates)
         spread = (max(self.rates) - min(self.rates)) / med if med > 0 else None
+        # the windows' rate so far, as the trial's own throughput reads (tuner.measure.timing.summarize)
+        rate = self.timed[0] / self.timed[1] if self.timed[1] > 0 else med
         used = float(w["budget_used"])
         self.reported = max(self.reported, used / self.scale)
         self.reporter.window(WindowReport(window=int(w["window"]), budget_used=self.reported,
-                                          samples=int(w["samples"]), throughput=med, throughput_spread=spread,
+                                          samples=int(w["samples"]), throughput=rate, throughput_spread=spread,
                                           train_loss=loss, train_seconds=self.clock() - self.start,
                                           time_to_target=self.curve[-1].seconds if self.reached else None))
         # past the target the trial only reads its last windows (done): no rung closes there, and the race
@@ -127,7 +132,7 @@ class _Rungs:
         due = not self.finished and self.closed < len(self.points) \
             and used >= self.points[self.closed] * self.scale * (1 - 1e-9)
         if self.agree.any(due):
-            self._close(used, int(w["samples"]), med, spread)
+            self._close(used, int(w["samples"]), rate, spread, med)
         if self.next_eval is not None and not self.finished and self.agree.any(int(w["samples"]) >= self.next_eval):
             self._evaluate_target(int(w["samples"]))
 
@@ -166,7 +171,7 @@ class _Rungs:
         if run.train_limit_s is not None and getattr(run.reporter, "phase", None) is not None:
             run._phase("train", run.train_limit_s)  # the driver's limit from now: evaluations are not training
 
-    def _close(self, used: float, samples: int, throughput: float, spread: float | None) -> None:
+    def _close(self, used: float, samples: int, throughput: float, spread: float | None, median: float) -> None:
         run, cfg = self.run, self.run.cfg
         rank, _ = rank_world()
         t = run.clock()
@@ -179,7 +184,7 @@ class _Rungs:
         part = TrialResult(state="stopped", device=res.device, windows=list(self.rates),
                            loss_curve=[list(x) for x in self.losses], optimizer=res.optimizer, rung=rung,
                            measured_at=used)
-        part.metrics.update(throughput=throughput, throughput_spread=spread, samples=samples,
+        part.metrics.update(throughput=throughput, throughput_spread=spread, throughput_median=median, samples=samples,
                             train_seconds=self.clock() - self.start, peak_mem_mb=run.device.peak_memory_mb())
         per_sample = run.step.units_per_sample() if run.step is not None else None
         if per_sample is not None:

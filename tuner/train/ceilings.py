@@ -45,7 +45,7 @@ def compute_ceiling(step: Any, batch: Any, device: Device, seconds: float, agree
     if len(loop.windows) < MIN_WINDOWS:
         raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(loop.windows)} full window(s) "
                              f"(steps of about {loop.step_seconds or 0:.3g} s)", step_seconds=loop.step_seconds)
-    return summarize(loop.windows).throughput
+    return summarize(loop.windows).median  # a ceiling is the median window (tuner.measure.ceiling.WINDOWS)
 
 
 def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, warmup_batches: int = 2,
@@ -90,7 +90,7 @@ def input_ceiling(batches: Iterator[Any], device: Device, seconds: float, *, war
             break
     if len(timer.windows) < MIN_WINDOWS:
         raise CeilingSkipped(f"cut at its {seconds:.3g} s deadline after {len(timer.windows)} full window(s)")
-    return summarize(timer.windows).throughput  # type: ignore[return-value]
+    return summarize(timer.windows).median  # type: ignore[return-value]
 
 
 def ceiling_keys(cfg: TrialConfig, device: Device, world: int = 1) -> dict[str, str]:

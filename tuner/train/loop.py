@@ -303,7 +303,8 @@ def run_loop(
         if on_window is not None and n_steps >= min_steps:
             w = timer.windows[-1]
             on_window({"window": len(timer.windows), "throughput": w.throughput * agree.world, "train_loss": loss,
-                       "samples": res.samples * agree.world, "budget_used": used()})
+                       "samples": res.samples * agree.world, "budget_used": used(),
+                       "timed_samples": w.samples * agree.world, "timed_seconds": w.seconds})
         extra, i = (extra + 1, i) if cut else (extra, i + 1)
         if res.capped or agree.any(over_wall()):
             res.capped = res.capped or len(timer.windows) - extra < n_windows

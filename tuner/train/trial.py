@@ -156,7 +156,7 @@ class _Run(_AfterTraining):
         res.metrics.update(
             throughput=summary.throughput * world if summary.throughput is not None else None,
             throughput_spread=summary.spread,
-            throughput_overall=summary.overall * world if summary.overall is not None else None,
+            throughput_median=summary.median * world if summary.median is not None else None,
             data_wait=summary.data_wait, peak_mem_mb=device.peak_memory_mb(), train_seconds=loop.seconds,
             samples=loop.samples * world, steps=loop.steps, warmup_steps=loop.warmup_steps,
             step_seconds=loop.step_seconds)
