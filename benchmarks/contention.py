@@ -150,7 +150,7 @@ def tuner_train(seconds: float, batch: int, threads: int | None, reports: Path, 
     if proc.returncode != 0:
         raise RuntimeError(f"tuner train failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
     m = json.loads(proc.stdout)  # the metrics sit flat beside the structural keys
-    return {"throughput": m["throughput"], "overall": m.get("throughput_overall"), "steps": m.get("steps"),
+    return {"throughput": m["throughput"], "median": m.get("throughput_median"), "steps": m.get("steps"),
             "warmup_steps": m.get("warmup_steps"), "step_seconds": m.get("step_seconds"),
             "spread": m.get("throughput_spread"), "windows": m.get("windows")}
 

@@ -69,7 +69,7 @@ def user_env(policy: str = "default") -> dict[str, str]:
 
 
 def tuner_train(cfg: dict[str, Any], seconds: float, reports: Path, policy: str = "default",
-                aggregate: bool = False, as_exported: bool = False) -> float | None:
+                as_exported: bool = False) -> float | None:
     """`tuner train` of `cfg` for `seconds` in a fresh process; its throughput. The config's own environment knobs
     (omp_wait_policy, malloc) are left to the environment, whose wait policy is `policy` (as the user's shell would
     decide it), unless `as_exported`: the file `tuner export` wrote, run as the user runs it (its knobs and env: as
@@ -91,11 +91,7 @@ def tuner_train(cfg: dict[str, Any], seconds: float, reports: Path, policy: str 
     if proc.returncode != 0:
         print(f"  tuner train failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
         return None
-    doc = json.loads(proc.stdout)
-    if aggregate:  # samples over timed seconds: the harmonic mean of the windows, what a plain loop's clock reads
-        rates = [w for w in doc.get("windows") or [] if w]
-        return len(rates) / sum(1.0 / w for w in rates) if rates else None
-    return doc.get("throughput")
+    return json.loads(proc.stdout).get("throughput")
 
 
 def plain_loop(params: dict[str, Any], cache: Path, warmup: int, steps: int) -> float | None:
@@ -245,7 +241,7 @@ def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None],
         steps = max(30, int(0.8 * seconds * rate / (params.get("batch_size", 64) * params.get("accumulation_steps", 1))))
         fidelity[name] = {"tuner": [], "plain": []}
         for r in range(rounds):
-            pair = [("tuner", lambda: tuner_train(cfg, seconds, reports, aggregate=True)),
+            pair = [("tuner", lambda: tuner_train(cfg, seconds, reports)),
                     ("plain", lambda: plain_loop(params, reports / ".cache", 20, steps))]
             for arm, fn in (pair if r % 2 == 0 else pair[::-1]):
                 fidelity[name][arm].append(fn())
@@ -262,8 +258,9 @@ def fidelity(configs: dict[str, dict[str, Any]], rates: dict[str, float | None],
                           f"ratio of the geometric means {of_means[n]:.3f})" for n, r in ratios.items())
                 + f". The median over {rounds} interleaved rounds of each round's ratio, read inside the round "
                   f"(until the twenty-fifth session: the ratio of 3 rounds' geometric means, which one disturbed "
-                  f"run moved by 5%; the target is unchanged). tuner's figure is samples over its timed windows' "
-                  f"seconds, the statistic a plain loop's clock reads, beside the median it reports; the plain loop "
+                  f"run moved by 5%; the target is unchanged). tuner's figure is the throughput it reports: samples "
+                  f"over its timed windows' seconds, the statistic a plain loop's clock reads (until 2026-12-08 it "
+                  f"reported the median window, and this row read the windows' rate beside it); the plain loop "
                   f"warms up 20 steps, as many as tuner's windows then hold. The plain loop is the built-in "
                   f"workload's step as a user of it writes it: G's backward computes G's gradients only, as the "
                   f"workload's G phase updates G only (pytorch/examples' errG.backward() computes D's too, which "
