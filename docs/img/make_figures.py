@@ -4,8 +4,8 @@
     python docs/img/make_figures.py /tmp/figs figures
 
 writes docs/img/pareto.svg (the report's Pareto plot: throughput against quality, the front joined, the knee
-ringed, confirmed intervals as error bars) and docs/img/windows.svg (the picked trial's timed windows and their
-median). The study itself stays out of the repository; only the two SVGs are committed.
+ringed, confirmed intervals as error bars) and docs/img/windows.svg (the picked trial's timed windows and its
+throughput). The study itself stays out of the repository; only the two SVGs are committed.
 """
 
 from __future__ import annotations
